@@ -1,0 +1,198 @@
+/* db.c — opening and closing an embedded database: the data directory and its
+ * FORMAT marker, the LevelDB store, the persisted timestamp oracle, and this
+ * process's liveness session; plus the options object and the raw view. */
+#include "core/db.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "core/error.h"
+#include "core/failpoint.h"
+
+#define FORMAT_LINE "percolator-data 1\n"
+
+pc_options_t *pc_options_create(void) {
+  pc_options_t *o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->lock_ttl_ms = 3000;
+  o->timeout_ms = 10000;
+  o->one_phase_commit = 1;
+  o->cache_bytes = 32u << 20;
+  return o;
+}
+
+void pc_options_destroy(pc_options_t *o) { free(o); }
+void pc_options_set_create_if_missing(pc_options_t *o, int on) { o->create_if_missing = on != 0; }
+void pc_options_set_sync(pc_options_t *o, int on) { o->sync = on != 0; }
+void pc_options_set_lock_ttl_ms(pc_options_t *o, uint32_t ms) { o->lock_ttl_ms = ms; }
+void pc_options_set_timeout_ms(pc_options_t *o, uint32_t ms) { o->timeout_ms = ms ? ms : 1; }
+void pc_options_set_one_phase_commit(pc_options_t *o, int on) { o->one_phase_commit = on != 0; }
+void pc_options_set_cache_bytes(pc_options_t *o, size_t bytes) { o->cache_bytes = bytes; }
+
+static int embedded_alive(void *ctx, uint64_t session) {
+  return session == *(const uint64_t *)ctx;
+}
+
+static int dir_is_empty(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  struct dirent *e;
+  int empty = 1;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = 0;
+  closedir(d);
+  return empty;
+}
+
+/* Checks or creates dir and its FORMAT file. *fresh = 1 when it was just made. */
+static pc_status_t prepare_dir(const char *dir, int create, int *fresh, pc_error_t *err) {
+  struct stat st;
+  *fresh = 0;
+  if (stat(dir, &st) != 0) {
+    if (errno != ENOENT)
+      return pc_error_set(err, PC_IO_ERROR, "data directory '%s': %s", dir, strerror(errno));
+    if (!create)
+      return pc_error_set(err, PC_INVALID,
+                          "data directory '%s' does not exist (create it with 'percolator init')",
+                          dir);
+    if (mkdir(dir, 0755) != 0)
+      return pc_error_set(err, PC_IO_ERROR, "cannot create data directory '%s': %s", dir,
+                          strerror(errno));
+  } else if (!S_ISDIR(st.st_mode)) {
+    return pc_error_set(err, PC_INVALID, "data directory '%s' is not a directory", dir);
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/FORMAT", dir);
+  FILE *f = fopen(path, "re");
+  if (f) {
+    char line[64] = {0};
+    int ok = fgets(line, sizeof line, f) && strcmp(line, FORMAT_LINE) == 0;
+    fclose(f);
+    if (!ok)
+      return pc_error_set(err, PC_CORRUPTION,
+                          "data directory '%s': FORMAT file is not '%.*s' (corrupt, or another "
+                          "program's directory)",
+                          dir, (int)strlen(FORMAT_LINE) - 1, FORMAT_LINE);
+    return PC_OK;
+  }
+  if (errno != ENOENT)
+    return pc_error_set(err, PC_IO_ERROR, "%s: %s", path, strerror(errno));
+  if (!dir_is_empty(dir))
+    return pc_error_set(err, PC_INVALID,
+                        "'%s' is not a percolator data directory (it has files but no FORMAT)",
+                        dir);
+  if (!create)
+    return pc_error_set(err, PC_INVALID,
+                        "data directory '%s' is empty (initialise it with 'percolator init')",
+                        dir);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 || write(fd, FORMAT_LINE, strlen(FORMAT_LINE)) != (ssize_t)strlen(FORMAT_LINE) ||
+      fsync(fd) != 0 || rename(tmp, path) != 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return pc_error_set(err, PC_IO_ERROR, "cannot write %s: %s", path, strerror(e));
+  }
+  close(fd);
+  *fresh = 1;
+  return PC_OK;
+}
+
+pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) {
+  pc_error_clear(err);
+  pc_options_t defaults;
+  if (!opts) {
+    pc_options_t *d = pc_options_create();
+    if (!d) {
+      pc_error_set(err, PC_NOMEM, "out of memory");
+      return NULL;
+    }
+    defaults = *d;
+    pc_options_destroy(d);
+    opts = &defaults;
+  }
+  if (!dir || !*dir) {
+    pc_error_set(err, PC_INVALID, "data directory: empty path");
+    return NULL;
+  }
+  if (pc_failpoints_init_from_env(err) != PC_OK) return NULL;
+  int fresh;
+  if (prepare_dir(dir, opts->create_if_missing, &fresh, err) != PC_OK) return NULL;
+
+  pc_db_t *db = calloc(1, sizeof *db);
+  if (!db || !(db->dir = strdup(dir))) {
+    free(db);
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  db->opts = *opts;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/store", dir);
+  pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes};
+  db->store = pc_local_store_open(path, &lo, err);
+  if (!db->store) {
+    if (err && err->code == PC_INVALID)
+      pc_error_set(err, PC_CORRUPTION, "data directory '%s' has a FORMAT file but no store", dir);
+    else if (err && err->code == PC_BUSY)
+      pc_error_set(err, PC_BUSY, "data directory '%s' is in use by another process", dir);
+    pc_db_close(db);
+    return NULL;
+  }
+  snprintf(path, sizeof path, "%s/oracle", dir);
+  db->oracle = pc_oracle_open(path, 0, err);
+  if (!db->oracle) {
+    pc_db_close(db);
+    return NULL;
+  }
+  db->batcher = pc_ts_batcher_create(pc_oracle_fetch, db->oracle);
+  if (!db->batcher) {
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    pc_db_close(db);
+    return NULL;
+  }
+  while (db->session == 0) {
+    if (getrandom(&db->session, sizeof db->session, 0) != (ssize_t)sizeof db->session) {
+      pc_error_set(err, PC_IO_ERROR, "getrandom: %s", strerror(errno));
+      pc_db_close(db);
+      return NULL;
+    }
+  }
+  db->liveness.is_alive = embedded_alive;
+  db->liveness.ctx = &db->session;
+  return db;
+}
+
+void pc_db_close(pc_db_t *db) {
+  if (!db) return;
+  if (db->batcher) pc_ts_batcher_destroy(db->batcher);
+  if (db->oracle) pc_oracle_close(db->oracle);
+  if (db->store) db->store->ops->close(db->store);
+  free(db->dir);
+  free(db);
+}
+
+pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err) {
+  return pc_ts_batcher_get(db->batcher, timeout_ms, ts, err);
+}
+
+pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err) {
+  pc_error_clear(err);
+  return pc_db_ts(db, timeout_ms, ts, err);
+}
+
+uint64_t pc_db_session(const pc_db_t *db) { return db->session; }
+
+pc_status_t pc_db_raw_scan(pc_db_t *db, const char *table, const char *start, size_t slen,
+                           const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
+                           pc_error_t *err) {
+  pc_error_clear(err);
+  return db->store->ops->raw_scan(db->store, table, start, slen, end, elen, fn, ctx, err);
+}

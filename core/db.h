@@ -1,0 +1,42 @@
+/* db.h — the database handle shared by db.c and txn.c: where the store is,
+ * where timestamps come from, and how lock owners' liveness is checked. */
+#ifndef PC_CORE_DB_H
+#define PC_CORE_DB_H
+
+#include <percolator/percolator.h>
+
+#include "core/store.h"
+#include "tso/oracle.h"
+
+/* Whether the owner session of a lock is alive. The embedded database knows
+ * only itself: any other session belongs to a process that has exited,
+ * because a data directory is held by one process at a time. The lock
+ * service implements this for cluster mode. */
+typedef struct pc_liveness {
+  int (*is_alive)(void *ctx, uint64_t session);
+  void *ctx;
+} pc_liveness_t;
+
+struct pc_options {
+  int create_if_missing;
+  int sync;
+  uint32_t lock_ttl_ms;
+  uint32_t timeout_ms;
+  int one_phase_commit;
+  size_t cache_bytes;
+};
+
+struct pc_db {
+  char *dir;
+  pc_options_t opts;
+  pc_store_t *store;
+  pc_oracle_t *oracle;       /* embedded oracle, or NULL with a remote one */
+  pc_ts_batcher_t *batcher;  /* every timestamp of this process goes through it */
+  pc_liveness_t liveness;
+  uint64_t session;
+};
+
+/* One timestamp bounded by timeout_ms. */
+pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
+
+#endif

@@ -1,0 +1,87 @@
+/* error.c — the one error convention of the library: a pc_status_t returned by
+ * every fallible call, with an optional pc_error_t that receives the status and
+ * a message naming the thing at fault. Also the small time helpers every
+ * module uses for deadlines. */
+#include "core/error.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const status_names[] = {
+    [PC_OK] = "ok",
+    [PC_NOT_FOUND] = "not_found",
+    [PC_CONFLICT] = "conflict",
+    [PC_LOCKED] = "locked",
+    [PC_TIMEOUT] = "timeout",
+    [PC_ABORTED] = "aborted",
+    [PC_IO_ERROR] = "io_error",
+    [PC_INVALID] = "invalid_argument",
+    [PC_CORRUPTION] = "corruption",
+    [PC_BUSY] = "busy",
+    [PC_UNAVAILABLE] = "unavailable",
+    [PC_STATE] = "wrong_state",
+    [PC_NOMEM] = "out_of_memory",
+    [PC_INTERNAL] = "internal",
+};
+
+const char *pc_status_name(pc_status_t status) {
+  if ((unsigned)status < sizeof status_names / sizeof status_names[0] && status_names[status])
+    return status_names[status];
+  return "unknown";
+}
+
+void pc_free(void *ptr) { free(ptr); }
+
+const char *pc_version(void) { return "0.1.0"; }
+
+pc_status_t pc_error_set(pc_error_t *err, pc_status_t code, const char *fmt, ...) {
+  if (err) {
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->text, sizeof err->text, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+void pc_error_clear(pc_error_t *err) {
+  if (err) {
+    err->code = PC_OK;
+    err->text[0] = '\0';
+  }
+}
+
+pc_status_t pc_error_prefix(pc_error_t *err, const char *fmt, ...) {
+  if (!err) return PC_INTERNAL;
+  char prefix[PC_ERROR_TEXT];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  char joined[2 * PC_ERROR_TEXT + 2];
+  snprintf(joined, sizeof joined, "%s: %s", prefix, err->text);
+  size_t n = strnlen(joined, PC_ERROR_TEXT - 1);
+  memcpy(err->text, joined, n);
+  err->text[n] = '\0';
+  return err->code;
+}
+
+static uint64_t clock_ms(clockid_t id) {
+  struct timespec t;
+  clock_gettime(id, &t);
+  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+uint64_t pc_now_mono_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+uint64_t pc_now_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+
+void pc_sleep_ms(uint32_t ms) {
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}

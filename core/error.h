@@ -1,0 +1,25 @@
+/* error.h — internal helpers for the pc_error_t convention of percolator.h. */
+#ifndef PC_CORE_ERROR_H
+#define PC_CORE_ERROR_H
+
+#include <percolator/percolator.h>
+
+/* Fills err (when not NULL) with code and a printf-style message; returns code. */
+pc_status_t pc_error_set(pc_error_t *err, pc_status_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Resets err to PC_OK with an empty message (when not NULL). */
+void pc_error_clear(pc_error_t *err);
+
+/* Prefixes err's message with "prefix: " keeping its code; returns its code. */
+pc_status_t pc_error_prefix(pc_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Current time in milliseconds: monotonic clock (for deadlines) and wall clock. */
+uint64_t pc_now_mono_ms(void);
+uint64_t pc_now_wall_ms(void);
+
+/* Sleeps for ms milliseconds (restarting after signals). */
+void pc_sleep_ms(uint32_t ms);
+
+#endif

@@ -1,0 +1,34 @@
+/* failpoint.h — named fault-injection points (DESIGN §10).
+ *
+ * PERCOLATOR_FAILPOINTS="name=action;name=action..." arms points, where action is
+ *   return          the point fails with PC_IO_ERROR "failpoint NAME"
+ *   exit / exit(N)  the process exits at once with _exit(N) (default 137)
+ *   abort           abort()
+ *   sleep(MS)       sleep MS milliseconds, then continue
+ *   off             nothing
+ * optionally prefixed by "K*" to fire only on the K-th time the point is hit
+ * (e.g. "txn.commit.after_secondary=2*exit"). Points cost one relaxed atomic
+ * load when nothing is armed. pc_failpoints_configure() re-reads a spec (tests). */
+#ifndef PC_CORE_FAILPOINT_H
+#define PC_CORE_FAILPOINT_H
+
+#include <stdatomic.h>
+
+#include <percolator/percolator.h>
+
+extern atomic_int pc_failpoints_armed;
+
+pc_status_t pc_failpoint_eval(const char *name, pc_error_t *err);
+
+/* Parses spec (NULL: clear all); PC_INVALID naming the bad entry. */
+pc_status_t pc_failpoints_configure(const char *spec, pc_error_t *err);
+
+/* Reads PERCOLATOR_FAILPOINTS once per process; called by pc_db_open and the daemons. */
+pc_status_t pc_failpoints_init_from_env(pc_error_t *err);
+
+#define PC_FAILPOINT(name, err)                                                   \
+  (atomic_load_explicit(&pc_failpoints_armed, memory_order_relaxed)              \
+       ? pc_failpoint_eval((name), (err))                                         \
+       : PC_OK)
+
+#endif

@@ -1,0 +1,154 @@
+/* keys.h — order-preserving encoding of internal cells into LevelDB keys and
+ * the binary records stored under them (DESIGN §2).
+ *
+ * Every key starts with a one-byte key space, like a column family:
+ *   'm' T R C             meta: the cell's lock (if any) and its newest commit
+ *   'w' T R C ~ts         write(c, commit_ts) records, newest first
+ *   'd' T R C ~ts         data(c, start_ts) for values too large to inline
+ *   'a' T R C O           ack(c, observer O)
+ *   'n' B T R C ~ts       notify(c, ts) in hash bucket B (2 bytes, big-endian)
+ * T, R, C, O are byte strings escaped so that their concatenation sorts like
+ * the tuple: 0x00 becomes 0x00 0xFF and each string ends with 0x00 0x01.
+ * ~ts is the bitwise complement of the timestamp, big-endian, so the newest
+ * version of a cell sorts first and "latest <= ts" is one seek.
+ */
+#ifndef PC_CORE_KEYS_H
+#define PC_CORE_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <percolator/percolator.h>
+
+#define PC_KS_META 'm'
+#define PC_KS_WRITE 'w'
+#define PC_KS_DATA 'd'
+#define PC_KS_ACK 'a'
+#define PC_KS_NOTIFY 'n'
+
+#define PC_NOTIFY_BUCKETS 1024u
+/* Values up to this size live inside the lock and the commit record. */
+#define PC_INLINE_MAX 4096u
+
+/* A growable byte buffer. Appending functions return 0, or -1 when an
+ * allocation fails (the buffer keeps what it had). */
+typedef struct pc_buf {
+  char *p;
+  size_t len, cap;
+} pc_buf_t;
+
+void pc_buf_free(pc_buf_t *b);
+int pc_buf_reserve(pc_buf_t *b, size_t extra);
+int pc_buf_append(pc_buf_t *b, const void *data, size_t n);
+int pc_buf_u8(pc_buf_t *b, uint8_t v);
+int pc_buf_u32(pc_buf_t *b, uint32_t v);
+int pc_buf_u64(pc_buf_t *b, uint64_t v);
+/* u32 length followed by the bytes */
+int pc_buf_str(pc_buf_t *b, const void *data, size_t n);
+
+/* A reader over a record; sets ok = 0 on any overrun. */
+typedef struct pc_rd {
+  const char *p;
+  size_t len, pos;
+  int ok;
+} pc_rd_t;
+
+uint8_t pc_rd_u8(pc_rd_t *r);
+uint32_t pc_rd_u32(pc_rd_t *r);
+uint64_t pc_rd_u64(pc_rd_t *r);
+const char *pc_rd_str(pc_rd_t *r, size_t *n);
+
+/* A reference to a user cell; table is NUL-terminated. */
+typedef struct pc_cell {
+  const char *table;
+  const char *row;
+  size_t rlen;
+  const char *col;
+  size_t clen;
+} pc_cell_t;
+
+/* Appends the escaped string to b. */
+int pc_key_escape(pc_buf_t *b, const char *s, size_t n);
+/* space T R C */
+int pc_key_cell(pc_buf_t *b, char space, const pc_cell_t *c);
+/* space T R C ~ts */
+int pc_key_cell_ts(pc_buf_t *b, char space, const pc_cell_t *c, uint64_t ts);
+/* space T R (the prefix of every cell of a row; with a NULL row, of the table) */
+int pc_key_row(pc_buf_t *b, char space, const char *table, const char *row, size_t rlen);
+/* 'a' T R C O */
+int pc_key_ack(pc_buf_t *b, const pc_cell_t *c, const char *observer);
+/* 'n' B T R C ~ts */
+int pc_key_notify(pc_buf_t *b, const pc_cell_t *c, uint64_t ts);
+/* The notify bucket of a row. */
+uint32_t pc_notify_bucket(const char *table, const char *row, size_t rlen);
+/* The row-latch stripe hash of a row. */
+uint64_t pc_row_hash(const char *table, const char *row, size_t rlen);
+
+/* A decoded key. Strings are unescaped into storage owned by the struct;
+ * release with pc_key_decoded_free. */
+typedef struct pc_key_decoded {
+  char space;
+  uint32_t bucket;
+  pc_buf_t table; /* NUL-terminated */
+  pc_buf_t row, col;
+  pc_buf_t observer; /* NUL-terminated, ack keys */
+  uint64_t ts;
+} pc_key_decoded_t;
+
+/* 0 on success, -1 if the key is malformed. */
+int pc_key_decode(const char *key, size_t n, pc_key_decoded_t *out);
+void pc_key_decoded_free(pc_key_decoded_t *d);
+
+/* ---- records ---- */
+
+/* A lock as stored in the meta record (and as returned to resolvers). */
+typedef struct pc_lock_info {
+  uint64_t start_ts;
+  pc_write_kind_t kind; /* PUT or DELETE */
+  uint32_t ttl_ms;
+  uint64_t session;
+  int observed;
+  int has_inline;       /* value stored in the lock */
+  pc_buf_t value;       /* inline value (if has_inline) */
+  pc_buf_t ptable;      /* primary cell; ptable NUL-terminated */
+  pc_buf_t prow, pcol;
+  /* the cell the lock sits on, set by the store when it returns PC_LOCKED */
+  pc_buf_t ctable, crow, ccol;
+} pc_lock_info_t;
+
+/* A commit record (write cell). */
+typedef struct pc_write_rec {
+  pc_write_kind_t kind;
+  uint64_t start_ts;
+  uint64_t commit_ts;
+  int has_inline;
+  const char *value; /* points into the record's bytes */
+  size_t vlen;
+} pc_write_rec_t;
+
+/* The meta record of a cell: lock, newest put/delete commit, newest write of any kind. */
+typedef struct pc_meta {
+  int has_lock;
+  pc_lock_info_t lock;
+  int has_head;
+  pc_write_rec_t head; /* head.value points into head_buf */
+  pc_buf_t head_buf;
+  uint64_t latest_any; /* newest write record ts, rollbacks included */
+} pc_meta_t;
+
+void pc_lock_info_free(pc_lock_info_t *l);
+/* Deep copy of src (as stored) into dst, recording cell c as where it sits;
+ * -1 on allocation failure. */
+int pc_lock_info_copy(pc_lock_info_t *dst, const pc_lock_info_t *src, const pc_cell_t *c);
+void pc_meta_free(pc_meta_t *m);
+int pc_meta_encode(const pc_meta_t *m, pc_buf_t *out);
+/* 0 ok, -1 malformed */
+int pc_meta_decode(const char *p, size_t n, pc_meta_t *m);
+/* Decodes only what a read needs, copying nothing: head->value points into p.
+ * 0 ok, -1 malformed. */
+int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, int *has_head,
+                 pc_write_rec_t *head);
+int pc_write_encode(const pc_write_rec_t *w, pc_buf_t *out);
+int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w);
+
+#endif

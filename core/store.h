@@ -1,0 +1,129 @@
+/* store.h — the storage interface the transaction client talks to.
+ *
+ * Every operation is atomic per row (DESIGN §3): the implementation latches
+ * the rows involved, reads what it must check and applies its changes in one
+ * write. An operation may name cells of many rows (the paper's batching); it
+ * then applies all of them or none. The embedded implementation is
+ * store_local.c; a network client to tablet servers implements the same
+ * table of operations, so the transaction code never knows where the store is.
+ */
+#ifndef PC_CORE_STORE_H
+#define PC_CORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/keys.h"
+
+typedef struct pc_store pc_store_t;
+
+/* A buffered write of a transaction. */
+typedef struct pc_mutation {
+  pc_cell_t cell;
+  pc_write_kind_t kind; /* PC_WRITE_PUT or PC_WRITE_DELETE */
+  const char *value;
+  size_t vlen;
+  int observed; /* commit writes a strong notification for a put */
+} pc_mutation_t;
+
+/* What a prewrite lock records besides the mutation. */
+typedef struct pc_lock_spec {
+  pc_cell_t primary;
+  uint64_t start_ts;
+  uint32_t ttl_ms;
+  uint64_t session;
+} pc_lock_spec_t;
+
+/* The state of a transaction as seen on its primary. */
+typedef enum pc_txn_state {
+  PC_TXN_ALIVE = 0,      /* primary lock present, owner alive, TTL not passed */
+  PC_TXN_COMMITTED = 1,  /* commit record found; commit_ts set */
+  PC_TXN_ROLLED_BACK = 2 /* rollback record present (written now if needed) */
+} pc_txn_state_t;
+
+/* Called for each committed cell of a scan; value NULL never (deletes are skipped).
+ * Return nonzero to stop. */
+typedef int (*pc_store_cell_fn)(void *ctx, const pc_cell_t *cell, const char *value, size_t vlen);
+
+/* Source of a commit timestamp for one-phase commit. */
+typedef pc_status_t (*pc_ts_source_fn)(void *ctx, uint64_t *ts, pc_error_t *err);
+
+typedef struct pc_store_ops {
+  /* The value of cell committed at or before read_ts. PC_OK: *value malloc'd
+   * (release with pc_free). PC_NOT_FOUND. PC_LOCKED: a lock with
+   * start_ts <= read_ts is on the cell; *lock receives a copy (release with
+   * pc_lock_info_free). */
+  pc_status_t (*get)(pc_store_t *s, const pc_cell_t *cell, uint64_t read_ts, char **value,
+                     size_t *vlen, pc_lock_info_t *lock, pc_error_t *err);
+
+  /* Every PC_LOCKED answer fills *lock (release with pc_lock_info_free),
+   * including the cell the lock sits on. */
+
+  /* Prewrites muts (all or none): a write with commit_ts >= start_ts on any
+   * cell is PC_CONFLICT; another transaction's lock is PC_LOCKED with *lock
+   * set; this transaction's own lock is accepted (re-sent prewrite). */
+  pc_status_t (*prewrite)(pc_store_t *s, const pc_mutation_t *muts, size_t n,
+                          const pc_lock_spec_t *spec, pc_lock_info_t *lock, pc_error_t *err);
+
+  /* Commits cells of transaction start_ts at commit_ts: writes the commit
+   * record and removes the lock in one write. A cell whose commit record
+   * already exists is accepted; a cell with a rollback record or with neither
+   * lock nor record is PC_ABORTED (nothing applied). */
+  pc_status_t (*commit)(pc_store_t *s, const pc_cell_t *cells, size_t n, uint64_t start_ts,
+                        uint64_t commit_ts, pc_error_t *err);
+
+  /* Rolls back cells of transaction start_ts: removes its lock and data and
+   * writes a rollback record, so that a delayed prewrite fails. Idempotent. */
+  pc_status_t (*rollback)(pc_store_t *s, const pc_cell_t *cells, size_t n, uint64_t start_ts,
+                          pc_error_t *err);
+
+  /* Decides the fate of transaction start_ts on its primary cell, atomically:
+   * committed (*commit_ts set), rolled back, or alive. A primary lock whose
+   * owner is dead (owner_dead) or whose TTL has passed at oracle time now_ts
+   * is rolled back here; a primary with neither lock nor record gets a
+   * rollback record. */
+  pc_status_t (*check_txn)(pc_store_t *s, const pc_cell_t *primary, uint64_t start_ts,
+                           uint64_t now_ts, int owner_dead, pc_txn_state_t *state,
+                           uint64_t *commit_ts, pc_error_t *err);
+
+  /* Commits muts, all in one row, in one row operation: the conflict checks
+   * of prewrite, then commit_ts from ts_source, then the commit records. */
+  pc_status_t (*commit_one_phase)(pc_store_t *s, const pc_mutation_t *muts, size_t n,
+                                  uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
+                                  uint64_t *commit_ts, pc_lock_info_t *lock, pc_error_t *err);
+
+  /* Calls fn for each committed cell at read_ts of table, rows [start, end)
+   * (end NULL: to the end of the table), starting at column start_col of row
+   * start (NULL: its first column), at most limit cells. PC_LOCKED with *lock
+   * set when it meets a lock with start_ts <= read_ts (cells before it were
+   * delivered). */
+  pc_status_t (*scan)(pc_store_t *s, const char *table, const char *start, size_t slen,
+                      const char *start_col, size_t sclen, const char *end, size_t elen,
+                      uint64_t read_ts, size_t limit, pc_store_cell_fn fn, void *ctx,
+                      pc_lock_info_t *lock, pc_error_t *err);
+
+  /* The raw view of percolator.h's pc_db_raw_scan. */
+  pc_status_t (*raw_scan)(pc_store_t *s, const char *table, const char *start, size_t slen,
+                          const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
+                          pc_error_t *err);
+
+  void (*close)(pc_store_t *s);
+} pc_store_ops_t;
+
+struct pc_store {
+  const pc_store_ops_t *ops;
+};
+
+typedef struct pc_local_options {
+  int create_if_missing;
+  int sync;
+  size_t cache_bytes;
+} pc_local_options_t;
+
+/* Opens the embedded LevelDB store in directory path. PC_BUSY when another
+ * process holds it, PC_CORRUPTION / PC_IO_ERROR naming path. Returns NULL on
+ * error; release with s->ops->close(s). */
+pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *opts,
+                                pc_error_t *err);
+
+#endif

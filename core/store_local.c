@@ -1,0 +1,1029 @@
+/* store_local.c — the embedded store: the operations of store.h on one
+ * LevelDB in this process.
+ *
+ * Single-row atomicity (DESIGN §3): a row operation takes the latches of its
+ * rows (striped mutexes, acquired in stripe order), reads the meta records it
+ * must check, and applies every change in one LevelDB WriteBatch. Reads take
+ * no latch: LevelDB applies a WriteBatch atomically for readers. With sync on,
+ * concurrent writers share fsyncs through LevelDB's own group commit (its
+ * writer queue folds waiting batches into one log write).
+ *
+ * One-phase commit holds its row latch while it asks for commit_ts and
+ * publishes start_ts in the stripe's marker meanwhile; a reader whose snapshot
+ * could include that commit waits on the latch, so it never misses a commit
+ * with commit_ts <= its start_ts.
+ */
+#include <leveldb/c.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/failpoint.h"
+#include "core/store.h"
+
+#define LATCHES 1024u
+
+typedef struct local {
+  pc_store_t base;
+  char *path;
+  leveldb_t *db;
+  leveldb_options_t *opts;
+  leveldb_cache_t *cache;
+  leveldb_filterpolicy_t *filter;
+  leveldb_readoptions_t *ropts;
+  leveldb_writeoptions_t *wopts;
+  pthread_mutex_t latch[LATCHES];
+  _Atomic uint64_t onepc[LATCHES]; /* start_ts of a one-phase commit in flight, or 0 */
+} local_t;
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static pc_status_t ldb_error(local_t *s, char *msg, const char *what, pc_error_t *err) {
+  pc_status_t code = PC_IO_ERROR;
+  if (strncmp(msg, "Corruption", 10) == 0)
+    code = PC_CORRUPTION;
+  else if (strstr(msg, "IO error: lock ") || strstr(msg, "already held by process"))
+    code = PC_BUSY;
+  else if (strncmp(msg, "Invalid argument", 16) == 0)
+    code = PC_INVALID;
+  pc_error_set(err, code, "store %s: %s: %s", s->path, what, msg);
+  leveldb_free(msg);
+  return code;
+}
+
+static pc_status_t nomem(pc_error_t *err) {
+  return pc_error_set(err, PC_NOMEM, "store: out of memory");
+}
+
+static uint32_t stripe_of(const pc_cell_t *c) {
+  return (uint32_t)(pc_row_hash(c->table, c->row, c->rlen) & (LATCHES - 1));
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The stripes a request latches, sorted and unique (lock order = stripe order). */
+typedef struct latchset {
+  uint32_t one;
+  uint32_t *idx;
+  size_t n;
+} latchset_t;
+
+static pc_status_t latch_acquire(local_t *s, const pc_cell_t *cells, size_t stride, size_t n,
+                                 latchset_t *ls, pc_error_t *err) {
+  ls->n = 0;
+  ls->idx = &ls->one;
+  if (n > 1) {
+    ls->idx = malloc(n * sizeof *ls->idx);
+    if (!ls->idx) return nomem(err);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const pc_cell_t *c = (const pc_cell_t *)((const char *)cells + i * stride);
+    ls->idx[i] = stripe_of(c);
+  }
+  qsort(ls->idx, n, sizeof *ls->idx, cmp_u32);
+  for (size_t i = 0; i < n; i++)
+    if (ls->n == 0 || ls->idx[ls->n - 1] != ls->idx[i]) ls->idx[ls->n++] = ls->idx[i];
+  for (size_t i = 0; i < ls->n; i++) pthread_mutex_lock(&s->latch[ls->idx[i]]);
+  return PC_OK;
+}
+
+static void latch_release(local_t *s, latchset_t *ls) {
+  for (size_t i = ls->n; i-- > 0;) pthread_mutex_unlock(&s->latch[ls->idx[i]]);
+  if (ls->idx != &ls->one) free(ls->idx);
+  ls->idx = NULL;
+}
+
+/* Waits out a one-phase commit in flight on stripe i that read_ts could see. */
+static void wait_onepc(local_t *s, uint32_t i, uint64_t read_ts) {
+  uint64_t m = atomic_load_explicit(&s->onepc[i], memory_order_acquire);
+  if (m != 0 && m <= read_ts) {
+    pthread_mutex_lock(&s->latch[i]);
+    pthread_mutex_unlock(&s->latch[i]);
+  }
+}
+
+static int cells_distinct(const pc_cell_t *cells, size_t stride, size_t n);
+
+static const char *cell_name(const pc_cell_t *c, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s/%.*s/%.*s", c->table, (int)(c->rlen > 64 ? 64 : c->rlen), c->row,
+           (int)(c->clen > 64 ? 64 : c->clen), c->col);
+  return buf;
+}
+
+/* Reads and decodes the meta record of cell; *found = 0 leaves m zeroed. */
+static pc_status_t read_meta(local_t *s, const leveldb_readoptions_t *ro, const pc_cell_t *c,
+                             pc_buf_t *key, pc_meta_t *m, int *found, pc_error_t *err) {
+  key->len = 0;
+  if (pc_key_cell(key, PC_KS_META, c) != 0) return nomem(err);
+  char *e = NULL;
+  size_t vlen = 0;
+  char *v = leveldb_get(s->db, ro, key->p, key->len, &vlen, &e);
+  if (e) return ldb_error(s, e, "read meta", err);
+  pc_meta_free(m);
+  memset(m, 0, sizeof *m);
+  *found = v != NULL;
+  if (!v) return PC_OK;
+  int bad = pc_meta_decode(v, vlen, m);
+  leveldb_free(v);
+  if (bad) {
+    char name[160];
+    return pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record of %s", s->path,
+                        cell_name(c, name, sizeof name));
+  }
+  return PC_OK;
+}
+
+static pc_status_t put_meta(leveldb_writebatch_t *b, const pc_buf_t *key, const pc_meta_t *m,
+                            pc_buf_t *scratch, pc_error_t *err) {
+  scratch->len = 0;
+  if (pc_meta_encode(m, scratch) != 0) return nomem(err);
+  leveldb_writebatch_put(b, key->p, key->len, scratch->p, scratch->len);
+  return PC_OK;
+}
+
+static pc_status_t put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_t ts,
+                             const pc_write_rec_t *w, pc_buf_t *kb, pc_buf_t *vb,
+                             pc_error_t *err) {
+  kb->len = vb->len = 0;
+  if (pc_key_cell_ts(kb, PC_KS_WRITE, c, ts) != 0 || pc_write_encode(w, vb) != 0)
+    return nomem(err);
+  leveldb_writebatch_put(b, kb->p, kb->len, vb->p, vb->len);
+  return PC_OK;
+}
+
+static pc_status_t put_notify(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_t ts,
+                              pc_buf_t *kb, pc_error_t *err) {
+  kb->len = 0;
+  if (pc_key_notify(kb, c, ts) != 0) return nomem(err);
+  const char strong = 0;
+  leveldb_writebatch_put(b, kb->p, kb->len, &strong, 1);
+  return PC_OK;
+}
+
+static pc_status_t apply(local_t *s, leveldb_writebatch_t *b, pc_error_t *err) {
+  pc_status_t st = PC_FAILPOINT("store.before_apply", err);
+  if (st != PC_OK) return st;
+  char *e = NULL;
+  leveldb_write(s->db, s->wopts, b, &e);
+  if (e) return ldb_error(s, e, "write", err);
+  return PC_FAILPOINT("store.after_apply", err);
+}
+
+/* Finds the write record of transaction start_ts on cell (commit or rollback).
+ * *found = 0 when there is none. rec->value points into hold. */
+static pc_status_t find_write_by_start(local_t *s, const leveldb_readoptions_t *ro,
+                                       const pc_cell_t *c, const pc_meta_t *m, uint64_t start_ts,
+                                       pc_write_rec_t *rec, pc_buf_t *hold, int *found,
+                                       pc_error_t *err) {
+  *found = 0;
+  if (m->has_head && m->head.start_ts == start_ts) {
+    *rec = m->head;
+    *found = 1;
+    return PC_OK;
+  }
+  if (m->latest_any < start_ts) return PC_OK; /* no write at or after start_ts */
+  pc_buf_t prefix = {0};
+  if (pc_key_cell(&prefix, PC_KS_WRITE, c) != 0) return nomem(err);
+  pc_status_t st = PC_OK;
+  leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
+  for (leveldb_iter_seek(it, prefix.p, prefix.len); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (kl != prefix.len + 8 || memcmp(k, prefix.p, prefix.len) != 0) break;
+    pc_rd_t r = {k + prefix.len, 8, 0, 1};
+    uint64_t ts = ~pc_rd_u64(&r);
+    if (ts < start_ts) break;
+    const char *v = leveldb_iter_value(it, &vl);
+    hold->len = 0;
+    if (pc_buf_append(hold, v, vl) != 0) {
+      st = nomem(err);
+      break;
+    }
+    if (pc_write_decode(hold->p, hold->len, rec) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
+      break;
+    }
+    if (rec->start_ts == start_ts) {
+      *found = 1;
+      break;
+    }
+  }
+  char *e = NULL;
+  leveldb_iter_get_error(it, &e);
+  if (e && st == PC_OK) st = ldb_error(s, e, "scan write records", err);
+  else if (e) leveldb_free(e);
+  leveldb_iter_destroy(it);
+  pc_buf_free(&prefix);
+  return st;
+}
+
+/* Reads the value a commit record points at. PC_OK: *value malloc'd. */
+static pc_status_t value_of(local_t *s, const leveldb_readoptions_t *ro, const pc_cell_t *c,
+                            const pc_write_rec_t *w, char **value, size_t *vlen,
+                            pc_error_t *err) {
+  if (w->kind != PC_WRITE_PUT) return PC_NOT_FOUND;
+  if (w->has_inline) {
+    char *v = malloc(w->vlen ? w->vlen : 1);
+    if (!v) return nomem(err);
+    memcpy(v, w->value, w->vlen);
+    *value = v;
+    *vlen = w->vlen;
+    return PC_OK;
+  }
+  pc_buf_t key = {0};
+  if (pc_key_cell_ts(&key, PC_KS_DATA, c, w->start_ts) != 0) return nomem(err);
+  char *e = NULL;
+  *value = leveldb_get(s->db, ro, key.p, key.len, vlen, &e);
+  pc_buf_free(&key);
+  if (e) return ldb_error(s, e, "read data", err);
+  if (!*value) {
+    char name[160];
+    return pc_error_set(err, PC_CORRUPTION,
+                        "store %s: commit record of %s at %llu points at missing data", s->path,
+                        cell_name(c, name, sizeof name), (unsigned long long)w->commit_ts);
+  }
+  return PC_OK;
+}
+
+/* Latest put/delete commit of cell with commit_ts <= read_ts, from the history. */
+static pc_status_t read_history(local_t *s, const leveldb_readoptions_t *ro,
+                                leveldb_iterator_t *it, const pc_cell_t *c, uint64_t read_ts,
+                                char **value, size_t *vlen, pc_error_t *err) {
+  pc_buf_t key = {0};
+  if (pc_key_cell_ts(&key, PC_KS_WRITE, c, read_ts) != 0) return nomem(err);
+  size_t plen = key.len - 8;
+  pc_status_t st = PC_NOT_FOUND;
+  for (leveldb_iter_seek(it, key.p, key.len); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (kl != plen + 8 || memcmp(k, key.p, plen) != 0) break;
+    const char *v = leveldb_iter_value(it, &vl);
+    pc_write_rec_t w;
+    if (pc_write_decode(v, vl, &w) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
+      break;
+    }
+    if (w.kind == PC_WRITE_ROLLBACK) continue;
+    st = value_of(s, ro, c, &w, value, vlen, err);
+    break;
+  }
+  pc_buf_free(&key);
+  return st;
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+static pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts,
+                             char **value, size_t *vlen, pc_lock_info_t *lock, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  *value = NULL;
+  *vlen = 0;
+  wait_onepc(s, stripe_of(c), read_ts);
+  pc_buf_t key = {0};
+  if (pc_key_cell(&key, PC_KS_META, c) != 0) return nomem(err);
+  char *e = NULL;
+  size_t ml = 0;
+  char *mv = leveldb_get(s->db, s->ropts, key.p, key.len, &ml, &e);
+  pc_buf_free(&key);
+  if (e) return ldb_error(s, e, "read meta", err);
+  if (!mv) return PC_NOT_FOUND;
+
+  int has_lock, has_head;
+  uint64_t lock_start;
+  pc_write_rec_t head;
+  pc_status_t st;
+  if (pc_meta_peek(mv, ml, &has_lock, &lock_start, &has_head, &head) != 0) {
+    leveldb_free(mv);
+    char name[160];
+    return pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record of %s", s->path,
+                        cell_name(c, name, sizeof name));
+  }
+  if (has_lock && lock_start <= read_ts) {
+    pc_meta_t m = {0};
+    if (pc_meta_decode(mv, ml, &m) != 0 || pc_lock_info_copy(lock, &m.lock, c) != 0)
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed lock", s->path);
+    else
+      st = PC_LOCKED;
+    pc_meta_free(&m);
+    leveldb_free(mv);
+    return st;
+  }
+  if (has_head && head.commit_ts <= read_ts) {
+    if (head.kind != PC_WRITE_PUT) {
+      st = PC_NOT_FOUND;
+    } else if (head.has_inline) {
+      /* hand out LevelDB's own buffer: move the value to its front */
+      memmove(mv, head.value, head.vlen);
+      *value = mv;
+      *vlen = head.vlen;
+      return PC_OK;
+    } else {
+      st = value_of(s, s->ropts, c, &head, value, vlen, err);
+    }
+    leveldb_free(mv);
+    return st;
+  }
+  leveldb_free(mv);
+  leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropts);
+  st = read_history(s, s->ropts, it, c, read_ts, value, vlen, err);
+  leveldb_iter_destroy(it);
+  return st;
+}
+
+static pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                                  const pc_lock_spec_t *spec, pc_lock_info_t *lock_out,
+                                  pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  if (n == 0) return PC_OK;
+  if (!cells_distinct(&muts[0].cell, sizeof *muts, n))
+    return pc_error_set(err, PC_INVALID, "prewrite: a cell appears twice in one request");
+  latchset_t ls;
+  pc_status_t st = latch_acquire(s, &muts[0].cell, sizeof *muts, n, &ls, err);
+  if (st != PC_OK) return st;
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  pc_buf_t key = {0}, kb = {0}, vb = {0};
+  pc_meta_t m = {0};
+  int writes = 0;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    const pc_mutation_t *mu = &muts[i];
+    int found;
+    st = read_meta(s, s->ropts, &mu->cell, &key, &m, &found, err);
+    if (st != PC_OK) break;
+    char name[160];
+    if (m.has_lock) {
+      if (m.lock.start_ts == spec->start_ts) continue; /* re-sent prewrite */
+      if (pc_lock_info_copy(lock_out, &m.lock, &mu->cell) != 0) {
+        st = nomem(err);
+        break;
+      }
+      st = pc_error_set(err, PC_LOCKED, "%s is locked by transaction %llu",
+                        cell_name(&mu->cell, name, sizeof name),
+                        (unsigned long long)m.lock.start_ts);
+      break;
+    }
+    if (m.latest_any >= spec->start_ts) {
+      if (m.latest_any == spec->start_ts)
+        st = pc_error_set(err, PC_CONFLICT, "%s: transaction %llu was already rolled back",
+                          cell_name(&mu->cell, name, sizeof name),
+                          (unsigned long long)spec->start_ts);
+      else
+        st = pc_error_set(err, PC_CONFLICT,
+                          "write conflict on %s: written at %llu, after start %llu",
+                          cell_name(&mu->cell, name, sizeof name),
+                          (unsigned long long)m.latest_any, (unsigned long long)spec->start_ts);
+      break;
+    }
+    pc_lock_info_t *l = &m.lock;
+    m.has_lock = 1;
+    l->start_ts = spec->start_ts;
+    l->kind = mu->kind;
+    l->ttl_ms = spec->ttl_ms;
+    l->session = spec->session;
+    l->observed = mu->observed;
+    l->ptable.len = l->prow.len = l->pcol.len = l->value.len = 0;
+    if (pc_buf_append(&l->ptable, spec->primary.table, strlen(spec->primary.table)) ||
+        pc_buf_append(&l->prow, spec->primary.row, spec->primary.rlen) ||
+        pc_buf_append(&l->pcol, spec->primary.col, spec->primary.clen)) {
+      st = nomem(err);
+      break;
+    }
+    l->has_inline = mu->kind == PC_WRITE_PUT && mu->vlen <= PC_INLINE_MAX;
+    if (l->has_inline && pc_buf_append(&l->value, mu->value, mu->vlen) != 0) {
+      st = nomem(err);
+      break;
+    }
+    if (mu->kind == PC_WRITE_PUT && !l->has_inline) {
+      kb.len = 0;
+      if (pc_key_cell_ts(&kb, PC_KS_DATA, &mu->cell, spec->start_ts) != 0) {
+        st = nomem(err);
+        break;
+      }
+      leveldb_writebatch_put(b, kb.p, kb.len, mu->value, mu->vlen);
+    }
+    st = put_meta(b, &key, &m, &vb, err);
+    writes++;
+  }
+  if (st == PC_OK && writes) st = apply(s, b, err);
+  latch_release(s, &ls);
+  leveldb_writebatch_destroy(b);
+  pc_meta_free(&m);
+  pc_buf_free(&key);
+  pc_buf_free(&kb);
+  pc_buf_free(&vb);
+  return st;
+}
+
+/* Commits the lock held in m (of start_ts) on cell c into batch b. */
+static pc_status_t commit_locked(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
+                                 const pc_buf_t *key, uint64_t commit_ts, pc_buf_t *kb,
+                                 pc_buf_t *vb, pc_error_t *err) {
+  const pc_lock_info_t *l = &m->lock;
+  pc_write_rec_t w = {l->kind, l->start_ts, commit_ts, l->has_inline, l->value.p, l->value.len};
+  pc_status_t st = put_write(b, c, commit_ts, &w, kb, vb, err);
+  if (st == PC_OK && l->observed && l->kind == PC_WRITE_PUT) st = put_notify(b, c, commit_ts, kb, err);
+  if (st != PC_OK) return st;
+  m->head = w; /* value still points into m->lock.value until encoded */
+  m->has_head = 1;
+  m->has_lock = 0;
+  if (commit_ts > m->latest_any) m->latest_any = commit_ts;
+  return put_meta(b, key, m, vb, err);
+}
+
+/* Rolls back transaction start_ts on cell c (m = its meta) into batch b. */
+static pc_status_t rollback_cell(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
+                                 const pc_buf_t *key, uint64_t start_ts, pc_buf_t *kb,
+                                 pc_buf_t *vb, pc_error_t *err) {
+  if (m->has_lock && m->lock.start_ts == start_ts) {
+    if (m->lock.kind == PC_WRITE_PUT && !m->lock.has_inline) {
+      kb->len = 0;
+      if (pc_key_cell_ts(kb, PC_KS_DATA, c, start_ts) != 0) return nomem(err);
+      leveldb_writebatch_delete(b, kb->p, kb->len);
+    }
+    m->has_lock = 0;
+  }
+  pc_write_rec_t w = {PC_WRITE_ROLLBACK, start_ts, start_ts, 0, NULL, 0};
+  pc_status_t st = put_write(b, c, start_ts, &w, kb, vb, err);
+  if (st != PC_OK) return st;
+  if (start_ts > m->latest_any) m->latest_any = start_ts;
+  return put_meta(b, key, m, vb, err);
+}
+
+static pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t n,
+                                uint64_t start_ts, uint64_t commit_ts, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  if (n == 0) return PC_OK;
+  if (commit_ts <= start_ts)
+    return pc_error_set(err, PC_INVALID, "commit: commit_ts %llu is not after start_ts %llu",
+                        (unsigned long long)commit_ts, (unsigned long long)start_ts);
+  if (!cells_distinct(cells, sizeof *cells, n))
+    return pc_error_set(err, PC_INVALID, "commit: a cell appears twice in one request");
+  latchset_t ls;
+  pc_status_t st = latch_acquire(s, cells, sizeof *cells, n, &ls, err);
+  if (st != PC_OK) return st;
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  pc_buf_t key = {0}, kb = {0}, vb = {0}, hold = {0};
+  pc_meta_t m = {0};
+  int writes = 0;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    int found;
+    st = read_meta(s, s->ropts, &cells[i], &key, &m, &found, err);
+    if (st != PC_OK) break;
+    if (m.has_lock && m.lock.start_ts == start_ts) {
+      st = commit_locked(b, &cells[i], &m, &key, commit_ts, &kb, &vb, err);
+      writes++;
+      continue;
+    }
+    pc_write_rec_t w;
+    st = find_write_by_start(s, s->ropts, &cells[i], &m, start_ts, &w, &hold, &found, err);
+    if (st != PC_OK) break;
+    if (found && w.kind != PC_WRITE_ROLLBACK) continue; /* already committed */
+    char name[160];
+    st = pc_error_set(err, PC_ABORTED,
+                      found ? "%s: transaction %llu was rolled back"
+                            : "%s: transaction %llu holds no lock here (rolled back)",
+                      cell_name(&cells[i], name, sizeof name), (unsigned long long)start_ts);
+  }
+  if (st == PC_OK && writes) st = apply(s, b, err);
+  latch_release(s, &ls);
+  leveldb_writebatch_destroy(b);
+  pc_meta_free(&m);
+  pc_buf_free(&key);
+  pc_buf_free(&kb);
+  pc_buf_free(&vb);
+  pc_buf_free(&hold);
+  return st;
+}
+
+static pc_status_t local_rollback(pc_store_t *base, const pc_cell_t *cells, size_t n,
+                                  uint64_t start_ts, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  if (n == 0) return PC_OK;
+  if (!cells_distinct(cells, sizeof *cells, n))
+    return pc_error_set(err, PC_INVALID, "rollback: a cell appears twice in one request");
+  latchset_t ls;
+  pc_status_t st = latch_acquire(s, cells, sizeof *cells, n, &ls, err);
+  if (st != PC_OK) return st;
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  pc_buf_t key = {0}, kb = {0}, vb = {0}, hold = {0};
+  pc_meta_t m = {0};
+  int writes = 0;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    int found;
+    st = read_meta(s, s->ropts, &cells[i], &key, &m, &found, err);
+    if (st != PC_OK) break;
+    if (!(m.has_lock && m.lock.start_ts == start_ts)) {
+      pc_write_rec_t w;
+      st = find_write_by_start(s, s->ropts, &cells[i], &m, start_ts, &w, &hold, &found, err);
+      if (st != PC_OK) break;
+      if (found && w.kind == PC_WRITE_ROLLBACK) continue; /* already rolled back */
+      if (found) {
+        char name[160];
+        st = pc_error_set(err, PC_INTERNAL,
+                          "rollback: %s of transaction %llu is committed at %llu",
+                          cell_name(&cells[i], name, sizeof name), (unsigned long long)start_ts,
+                          (unsigned long long)w.commit_ts);
+        break;
+      }
+    }
+    st = rollback_cell(b, &cells[i], &m, &key, start_ts, &kb, &vb, err);
+    writes++;
+  }
+  if (st == PC_OK && writes) st = apply(s, b, err);
+  latch_release(s, &ls);
+  leveldb_writebatch_destroy(b);
+  pc_meta_free(&m);
+  pc_buf_free(&key);
+  pc_buf_free(&kb);
+  pc_buf_free(&vb);
+  pc_buf_free(&hold);
+  return st;
+}
+
+static pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, uint64_t start_ts,
+                                   uint64_t now_ts, int owner_dead, pc_txn_state_t *state,
+                                   uint64_t *commit_ts, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  latchset_t ls;
+  pc_status_t st = latch_acquire(s, primary, sizeof *primary, 1, &ls, err);
+  if (st != PC_OK) return st;
+  pc_buf_t key = {0}, kb = {0}, vb = {0}, hold = {0};
+  pc_meta_t m = {0};
+  int found;
+  *commit_ts = 0;
+  st = read_meta(s, s->ropts, primary, &key, &m, &found, err);
+  if (st == PC_OK && m.has_lock && m.lock.start_ts == start_ts) {
+    uint64_t expires = PC_TS_PHYSICAL_MS(start_ts) + m.lock.ttl_ms;
+    if (!owner_dead && PC_TS_PHYSICAL_MS(now_ts) < expires) {
+      *state = PC_TXN_ALIVE;
+      goto out;
+    }
+  } else if (st == PC_OK) {
+    pc_write_rec_t w;
+    st = find_write_by_start(s, s->ropts, primary, &m, start_ts, &w, &hold, &found, err);
+    if (st == PC_OK && found) {
+      *state = w.kind == PC_WRITE_ROLLBACK ? PC_TXN_ROLLED_BACK : PC_TXN_COMMITTED;
+      *commit_ts = w.kind == PC_WRITE_ROLLBACK ? 0 : w.commit_ts;
+      goto out;
+    }
+  }
+  if (st == PC_OK) {
+    /* dead, expired, or never prewritten: roll back the primary, leaving a
+     * rollback record so a delayed prewrite of it fails */
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    st = rollback_cell(b, primary, &m, &key, start_ts, &kb, &vb, err);
+    if (st == PC_OK) st = apply(s, b, err);
+    leveldb_writebatch_destroy(b);
+    if (st == PC_OK) *state = PC_TXN_ROLLED_BACK;
+  }
+out:
+  latch_release(s, &ls);
+  pc_meta_free(&m);
+  pc_buf_free(&key);
+  pc_buf_free(&kb);
+  pc_buf_free(&vb);
+  pc_buf_free(&hold);
+  return st;
+}
+
+static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                                          uint64_t start_ts, pc_ts_source_fn ts_source,
+                                          void *ts_ctx, uint64_t *commit_ts,
+                                          pc_lock_info_t *lock_out, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  if (n == 0) return PC_OK;
+  for (size_t i = 1; i < n; i++)
+    if (strcmp(muts[i].cell.table, muts[0].cell.table) != 0 ||
+        muts[i].cell.rlen != muts[0].cell.rlen ||
+        memcmp(muts[i].cell.row, muts[0].cell.row, muts[0].cell.rlen) != 0)
+      return pc_error_set(err, PC_INVALID, "one-phase commit: cells of more than one row");
+  if (!cells_distinct(&muts[0].cell, sizeof *muts, n))
+    return pc_error_set(err, PC_INVALID, "one-phase commit: a cell appears twice");
+  pc_meta_t *metas = calloc(n, sizeof *metas);
+  pc_buf_t *keys = calloc(n, sizeof *keys);
+  if (!metas || !keys) {
+    free(metas);
+    free(keys);
+    return nomem(err);
+  }
+  uint32_t stripe = stripe_of(&muts[0].cell);
+  pthread_mutex_lock(&s->latch[stripe]);
+  pc_status_t st = PC_OK;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    int found;
+    char name[160];
+    st = read_meta(s, s->ropts, &muts[i].cell, &keys[i], &metas[i], &found, err);
+    if (st != PC_OK) break;
+    if (metas[i].has_lock) {
+      if (pc_lock_info_copy(lock_out, &metas[i].lock, &muts[i].cell) != 0) st = nomem(err);
+      else
+        st = pc_error_set(err, PC_LOCKED, "%s is locked by transaction %llu",
+                          cell_name(&muts[i].cell, name, sizeof name),
+                          (unsigned long long)metas[i].lock.start_ts);
+    } else if (metas[i].latest_any >= start_ts) {
+      st = pc_error_set(err, PC_CONFLICT, "write conflict on %s: written at %llu, after start %llu",
+                        cell_name(&muts[i].cell, name, sizeof name),
+                        (unsigned long long)metas[i].latest_any, (unsigned long long)start_ts);
+    }
+  }
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  pc_buf_t kb = {0}, vb = {0};
+  if (st == PC_OK) {
+    atomic_store_explicit(&s->onepc[stripe], start_ts, memory_order_seq_cst);
+    st = ts_source(ts_ctx, commit_ts, err);
+    for (size_t i = 0; i < n && st == PC_OK; i++) {
+      const pc_mutation_t *mu = &muts[i];
+      int inl = mu->kind == PC_WRITE_PUT && mu->vlen <= PC_INLINE_MAX;
+      if (mu->kind == PC_WRITE_PUT && !inl) {
+        kb.len = 0;
+        if (pc_key_cell_ts(&kb, PC_KS_DATA, &mu->cell, start_ts) != 0) {
+          st = nomem(err);
+          break;
+        }
+        leveldb_writebatch_put(b, kb.p, kb.len, mu->value, mu->vlen);
+      }
+      pc_write_rec_t w = {mu->kind, start_ts, *commit_ts, inl, inl ? mu->value : NULL,
+                          inl ? mu->vlen : 0};
+      st = put_write(b, &mu->cell, *commit_ts, &w, &kb, &vb, err);
+      if (st == PC_OK && mu->observed && mu->kind == PC_WRITE_PUT)
+        st = put_notify(b, &mu->cell, *commit_ts, &kb, err);
+      if (st != PC_OK) break;
+      metas[i].head = w;
+      metas[i].has_head = 1;
+      metas[i].latest_any = *commit_ts;
+      st = put_meta(b, &keys[i], &metas[i], &vb, err);
+    }
+    if (st == PC_OK) st = apply(s, b, err);
+    atomic_store_explicit(&s->onepc[stripe], 0, memory_order_release);
+  }
+  pthread_mutex_unlock(&s->latch[stripe]);
+  leveldb_writebatch_destroy(b);
+  for (size_t i = 0; i < n; i++) {
+    pc_meta_free(&metas[i]);
+    pc_buf_free(&keys[i]);
+  }
+  free(metas);
+  free(keys);
+  pc_buf_free(&kb);
+  pc_buf_free(&vb);
+  return st;
+}
+
+/* The smallest key after every key that starts with prefix. */
+static int prefix_end(pc_buf_t *out, const pc_buf_t *prefix) {
+  out->len = 0;
+  if (pc_buf_append(out, prefix->p, prefix->len) != 0) return -1;
+  while (out->len > 0 && (unsigned char)out->p[out->len - 1] == 0xFF) out->len--;
+  if (out->len == 0) return 0; /* no upper bound */
+  out->p[out->len - 1] = (char)((unsigned char)out->p[out->len - 1] + 1);
+  return 0;
+}
+
+/* Key range [lo, hi) of space for table rows [start, end); hi->len == 0: unbounded. */
+static int range_keys(char space, const char *table, const char *start, size_t slen,
+                      const char *start_col, size_t sclen, const char *end, size_t elen,
+                      pc_buf_t *lo, pc_buf_t *hi) {
+  pc_buf_t tmp = {0};
+  lo->len = hi->len = 0;
+  int rc = 0;
+  if (!table) {
+    rc |= pc_buf_u8(lo, (uint8_t)space);
+    rc |= pc_buf_u8(&tmp, (uint8_t)space);
+    rc |= prefix_end(hi, &tmp);
+  } else {
+    rc |= pc_key_row(lo, space, table, start ? start : "", start ? slen : 0);
+    if (!start) lo->len -= 2; /* the table prefix alone: every row */
+    if (start && start_col) rc |= pc_key_escape(lo, start_col, sclen);
+    if (end) {
+      rc |= pc_key_row(hi, space, table, end, elen);
+    } else {
+      rc |= pc_key_row(&tmp, space, table, NULL, 0);
+      rc |= prefix_end(hi, &tmp);
+    }
+  }
+  pc_buf_free(&tmp);
+  return rc ? -1 : 0;
+}
+
+static int in_range(const char *k, size_t kl, const pc_buf_t *hi) {
+  if (hi->len == 0) return 1;
+  size_t n = kl < hi->len ? kl : hi->len;
+  int c = memcmp(k, hi->p, n);
+  return c < 0 || (c == 0 && kl < hi->len);
+}
+
+static pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, size_t slen,
+                              const char *start_col, size_t sclen, const char *end, size_t elen,
+                              uint64_t read_ts, size_t limit, pc_store_cell_fn fn, void *ctx,
+                              pc_lock_info_t *lock, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  for (uint32_t i = 0; i < LATCHES; i++) wait_onepc(s, i, read_ts);
+  pc_buf_t lo = {0}, hi = {0};
+  if (range_keys(PC_KS_META, table, start, slen, start_col, sclen, end, elen, &lo, &hi) != 0)
+    return nomem(err);
+  const leveldb_snapshot_t *snap = leveldb_create_snapshot(s->db);
+  leveldb_readoptions_t *ro = leveldb_readoptions_create();
+  leveldb_readoptions_set_snapshot(ro, snap);
+  leveldb_readoptions_set_fill_cache(ro, 0);
+  leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
+  leveldb_iterator_t *hist = NULL;
+  pc_key_decoded_t d = {0};
+  pc_status_t st = PC_OK;
+  size_t count = 0;
+  for (leveldb_iter_seek(it, lo.p, lo.len); leveldb_iter_valid(it) && count < limit;
+       leveldb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (!in_range(k, kl, &hi)) break;
+    const char *v = leveldb_iter_value(it, &vl);
+    if (pc_key_decode(k, kl, &d) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed key in scan", s->path);
+      break;
+    }
+    pc_cell_t c = {d.table.p, d.row.p, d.row.len, d.col.p, d.col.len};
+    int has_lock, has_head;
+    uint64_t lock_start;
+    pc_write_rec_t head;
+    if (pc_meta_peek(v, vl, &has_lock, &lock_start, &has_head, &head) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
+      break;
+    }
+    if (has_lock && lock_start <= read_ts) {
+      pc_meta_t m = {0};
+      if (pc_meta_decode(v, vl, &m) != 0 || pc_lock_info_copy(lock, &m.lock, &c) != 0)
+        st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed lock", s->path);
+      else
+        st = pc_error_set(err, PC_LOCKED, "scan met a lock of transaction %llu",
+                          (unsigned long long)lock_start);
+      pc_meta_free(&m);
+      break;
+    }
+    char *val = NULL;
+    size_t len = 0;
+    pc_status_t r;
+    if (has_head && head.commit_ts <= read_ts) {
+      r = value_of(s, ro, &c, &head, &val, &len, err);
+    } else {
+      if (!hist) hist = leveldb_create_iterator(s->db, ro);
+      r = read_history(s, ro, hist, &c, read_ts, &val, &len, err);
+    }
+    if (r == PC_NOT_FOUND) continue;
+    if (r != PC_OK) {
+      st = r;
+      break;
+    }
+    count++;
+    int stop = fn(ctx, &c, val, len);
+    free(val);
+    if (stop) break;
+  }
+  char *e = NULL;
+  leveldb_iter_get_error(it, &e);
+  if (e && st == PC_OK) st = ldb_error(s, e, "scan", err);
+  else if (e) leveldb_free(e);
+  if (hist) leveldb_iter_destroy(hist);
+  leveldb_iter_destroy(it);
+  leveldb_readoptions_destroy(ro);
+  leveldb_release_snapshot(s->db, snap);
+  pc_key_decoded_free(&d);
+  pc_buf_free(&lo);
+  pc_buf_free(&hi);
+  return st;
+}
+
+static int row_in(const pc_buf_t *row, const char *start, size_t slen, const char *end,
+                  size_t elen) {
+  if (start) {
+    size_t n = row->len < slen ? row->len : slen;
+    int c = memcmp(row->p, start, n);
+    if (c < 0 || (c == 0 && row->len < slen)) return 0;
+  }
+  if (end) {
+    size_t n = row->len < elen ? row->len : elen;
+    int c = memcmp(row->p, end, n);
+    if (c > 0 || (c == 0 && row->len >= elen)) return 0;
+  }
+  return 1;
+}
+
+/* Emits every cell of one kind stored under the cell's prefix in space. */
+static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space,
+                                  const pc_cell_t *c, pc_raw_cell_fn fn, void *ctx, int *stop,
+                                  pc_error_t *err) {
+  pc_buf_t prefix = {0};
+  if (pc_key_cell(&prefix, space, c) != 0) return nomem(err);
+  pc_key_decoded_t d = {0};
+  pc_status_t st = PC_OK;
+  for (leveldb_iter_seek(it, prefix.p, prefix.len); leveldb_iter_valid(it) && !*stop;
+       leveldb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (kl < prefix.len || memcmp(k, prefix.p, prefix.len) != 0) break;
+    const char *v = leveldb_iter_value(it, &vl);
+    if (pc_key_decode(k, kl, &d) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed key", s->path);
+      break;
+    }
+    pc_raw_cell_t rc = {0};
+    rc.table = c->table;
+    rc.row = c->row;
+    rc.row_len = c->rlen;
+    rc.column = c->col;
+    rc.column_len = c->clen;
+    rc.ts = d.ts;
+    if (space == PC_KS_WRITE) {
+      pc_write_rec_t w;
+      if (pc_write_decode(v, vl, &w) != 0) {
+        st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
+        break;
+      }
+      rc.kind = PC_CELL_WRITE;
+      rc.write_kind = w.kind;
+      rc.start_ts = w.start_ts;
+      rc.value = w.value;
+      rc.value_len = w.vlen;
+    } else if (space == PC_KS_DATA) {
+      rc.kind = PC_CELL_DATA;
+      rc.value = v;
+      rc.value_len = vl;
+    } else {
+      pc_rd_t r = {v, vl, 0, 1};
+      rc.kind = PC_CELL_ACK;
+      rc.ts = pc_rd_u64(&r);
+      rc.observer = d.observer.p;
+    }
+    *stop = fn(ctx, &rc);
+  }
+  pc_key_decoded_free(&d);
+  pc_buf_free(&prefix);
+  return st;
+}
+
+static pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *start,
+                                  size_t slen, const char *end, size_t elen, pc_raw_cell_fn fn,
+                                  void *ctx, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  pc_buf_t lo = {0}, hi = {0};
+  if (range_keys(PC_KS_META, table, start, slen, NULL, 0, end, elen, &lo, &hi) != 0)
+    return nomem(err);
+  const leveldb_snapshot_t *snap = leveldb_create_snapshot(s->db);
+  leveldb_readoptions_t *ro = leveldb_readoptions_create();
+  leveldb_readoptions_set_snapshot(ro, snap);
+  leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
+  leveldb_iterator_t *sub = leveldb_create_iterator(s->db, ro);
+  pc_key_decoded_t d = {0};
+  pc_meta_t m = {0};
+  pc_status_t st = PC_OK;
+  int stop = 0;
+  for (leveldb_iter_seek(it, lo.p, lo.len); leveldb_iter_valid(it) && !stop && st == PC_OK;
+       leveldb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (!in_range(k, kl, &hi)) break;
+    const char *v = leveldb_iter_value(it, &vl);
+    pc_meta_free(&m);
+    memset(&m, 0, sizeof m);
+    if (pc_key_decode(k, kl, &d) != 0 || pc_meta_decode(v, vl, &m) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
+      break;
+    }
+    pc_cell_t c = {d.table.p, d.row.p, d.row.len, d.col.p, d.col.len};
+    if (m.has_lock) {
+      const pc_lock_info_t *l = &m.lock;
+      pc_raw_cell_t rc = {0};
+      rc.kind = PC_CELL_LOCK;
+      rc.table = c.table;
+      rc.row = c.row;
+      rc.row_len = c.rlen;
+      rc.column = c.col;
+      rc.column_len = c.clen;
+      rc.ts = l->start_ts;
+      rc.write_kind = l->kind;
+      rc.value = l->has_inline ? l->value.p : NULL;
+      rc.value_len = l->has_inline ? l->value.len : 0;
+      rc.primary_table = l->ptable.p;
+      rc.primary_row = l->prow.p;
+      rc.primary_row_len = l->prow.len;
+      rc.primary_column = l->pcol.p;
+      rc.primary_column_len = l->pcol.len;
+      rc.ttl_ms = l->ttl_ms;
+      rc.session = l->session;
+      rc.observed = l->observed;
+      stop = fn(ctx, &rc);
+    }
+    const char spaces[] = {PC_KS_WRITE, PC_KS_DATA, PC_KS_ACK};
+    for (size_t i = 0; i < sizeof spaces && !stop && st == PC_OK; i++)
+      st = raw_cell_space(s, sub, spaces[i], &c, fn, ctx, &stop, err);
+  }
+  /* notifications: their own key space, ordered by bucket */
+  pc_buf_t np = {0};
+  if (st == PC_OK && pc_buf_u8(&np, PC_KS_NOTIFY) != 0) st = nomem(err);
+  for (leveldb_iter_seek(it, np.p, np.len); st == PC_OK && !stop && leveldb_iter_valid(it);
+       leveldb_iter_next(it)) {
+    size_t kl;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (k[0] != PC_KS_NOTIFY) break;
+    if (pc_key_decode(k, kl, &d) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed notify key", s->path);
+      break;
+    }
+    if (table && strcmp(table, d.table.p) != 0) continue;
+    if (table && !row_in(&d.row, start, slen, end, elen)) continue;
+    pc_raw_cell_t rc = {0};
+    rc.kind = PC_CELL_NOTIFY;
+    rc.table = d.table.p;
+    rc.row = d.row.p;
+    rc.row_len = d.row.len;
+    rc.column = d.col.p;
+    rc.column_len = d.col.len;
+    rc.ts = d.ts;
+    stop = fn(ctx, &rc);
+  }
+  pc_buf_free(&np);
+  leveldb_iter_destroy(sub);
+  leveldb_iter_destroy(it);
+  leveldb_readoptions_destroy(ro);
+  leveldb_release_snapshot(s->db, snap);
+  pc_key_decoded_free(&d);
+  pc_meta_free(&m);
+  pc_buf_free(&lo);
+  pc_buf_free(&hi);
+  return st;
+}
+
+static void local_close(pc_store_t *base) {
+  local_t *s = (local_t *)base;
+  if (!s) return;
+  if (s->db) leveldb_close(s->db);
+  if (s->opts) leveldb_options_destroy(s->opts);
+  if (s->cache) leveldb_cache_destroy(s->cache);
+  if (s->filter) leveldb_filterpolicy_destroy(s->filter);
+  if (s->ropts) leveldb_readoptions_destroy(s->ropts);
+  if (s->wopts) leveldb_writeoptions_destroy(s->wopts);
+  for (uint32_t i = 0; i < LATCHES; i++) pthread_mutex_destroy(&s->latch[i]);
+  free(s->path);
+  free(s);
+}
+
+static const pc_store_ops_t local_ops = {
+    .get = local_get,
+    .prewrite = local_prewrite,
+    .commit = local_commit,
+    .rollback = local_rollback,
+    .check_txn = local_check_txn,
+    .commit_one_phase = local_commit_one_phase,
+    .scan = local_scan,
+    .raw_scan = local_raw_scan,
+    .close = local_close,
+};
+
+/* 1 when no two cells of the request are the same cell. */
+static int cells_distinct(const pc_cell_t *cells, size_t stride, size_t n) {
+  for (size_t i = 0; i < n && n <= 64; i++) {
+    const pc_cell_t *a = (const pc_cell_t *)((const char *)cells + i * stride);
+    for (size_t j = i + 1; j < n; j++) {
+      const pc_cell_t *b = (const pc_cell_t *)((const char *)cells + j * stride);
+      if (a->rlen == b->rlen && a->clen == b->clen && strcmp(a->table, b->table) == 0 &&
+          memcmp(a->row, b->row, a->rlen) == 0 && memcmp(a->col, b->col, a->clen) == 0)
+        return 0;
+    }
+  }
+  return 1; /* large requests come from the transaction buffer, which is a set */
+}
+
+pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, pc_error_t *err) {
+  local_t *s = calloc(1, sizeof *s);
+  if (!s || !(s->path = strdup(path))) {
+    free(s);
+    nomem(err);
+    return NULL;
+  }
+  s->base.ops = &local_ops;
+  for (uint32_t i = 0; i < LATCHES; i++) pthread_mutex_init(&s->latch[i], NULL);
+  s->opts = leveldb_options_create();
+  leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
+  s->filter = leveldb_filterpolicy_create_bloom(10);
+  leveldb_options_set_filter_policy(s->opts, s->filter);
+  if (o->cache_bytes) {
+    s->cache = leveldb_cache_create_lru(o->cache_bytes);
+    leveldb_options_set_cache(s->opts, s->cache);
+  }
+  leveldb_options_set_write_buffer_size(s->opts, 16u << 20);
+  s->ropts = leveldb_readoptions_create();
+  s->wopts = leveldb_writeoptions_create();
+  leveldb_writeoptions_set_sync(s->wopts, o->sync);
+  char *e = NULL;
+  s->db = leveldb_open(s->opts, path, &e);
+  if (e) {
+    ldb_error(s, e, "open", err);
+    s->db = NULL;
+    local_close(&s->base);
+    return NULL;
+  }
+  return &s->base;
+}

@@ -1,0 +1,713 @@
+/* txn.c — the Percolator transaction client (DESIGN §4): snapshot reads at
+ * start_ts with lazy lock resolution, a write buffer, and commit by prewrite
+ * with a primary lock, the commit point on the primary, then the secondaries.
+ * Single-row transactions commit in one row operation. It talks to the store
+ * only through store.h, so the same code runs embedded or against tablets. */
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/db.h"
+#include "core/error.h"
+#include "core/failpoint.h"
+
+/* A buffered write, keyed by its encoded meta key (= (table, row, column) order). */
+typedef struct bufcell {
+  pc_buf_t key;
+  char *table;
+  char *row;
+  size_t rlen;
+  char *col;
+  size_t clen;
+  pc_write_kind_t kind;
+  char *value;
+  size_t vlen;
+} bufcell_t;
+
+enum txn_state { TXN_OPEN, TXN_COMMITTED, TXN_ABORTED };
+
+struct pc_txn {
+  pc_db_t *db;
+  uint64_t start_ts, commit_ts;
+  uint32_t timeout_ms;
+  enum txn_state state;
+  void *tree; /* tsearch tree of bufcell_t* */
+  size_t count, bytes;
+};
+
+#define RESOLVE_ATTEMPTS 16
+#define BACKOFF_MAX_MS 100u
+
+/* ---- validation -------------------------------------------------------- */
+
+static pc_status_t check_table(const char *table, pc_error_t *err) {
+  if (!table || !*table) return pc_error_set(err, PC_INVALID, "table name is empty");
+  size_t n = strlen(table);
+  if (n > PC_MAX_TABLE)
+    return pc_error_set(err, PC_INVALID, "table name of %zu bytes exceeds the limit of %d", n,
+                        PC_MAX_TABLE);
+  for (size_t i = 0; i < n; i++) {
+    char c = table[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '_' || c == '.' || c == '-'))
+      return pc_error_set(err, PC_INVALID,
+                          "table name '%.64s' has a character outside [A-Za-z0-9_.-]", table);
+  }
+  return PC_OK;
+}
+
+static pc_status_t check_cell(const char *table, const char *row, size_t rlen, const char *col,
+                              size_t clen, pc_error_t *err) {
+  pc_status_t st = check_table(table, err);
+  if (st != PC_OK) return st;
+  if (!row || rlen == 0) return pc_error_set(err, PC_INVALID, "row key is empty");
+  if (rlen > PC_MAX_ROW)
+    return pc_error_set(err, PC_INVALID, "row key of %zu bytes exceeds the limit of %d", rlen,
+                        PC_MAX_ROW);
+  if (!col || clen == 0) return pc_error_set(err, PC_INVALID, "column name is empty");
+  if (clen > PC_MAX_COLUMN)
+    return pc_error_set(err, PC_INVALID, "column name of %zu bytes exceeds the limit of %d", clen,
+                        PC_MAX_COLUMN);
+  return PC_OK;
+}
+
+static pc_status_t check_open(const pc_txn_t *txn, pc_error_t *err) {
+  if (!txn) return pc_error_set(err, PC_INVALID, "transaction is NULL");
+  if (txn->state != TXN_OPEN)
+    return pc_error_set(err, PC_STATE, "transaction %llu is already %s",
+                        (unsigned long long)txn->start_ts,
+                        txn->state == TXN_COMMITTED ? "committed" : "aborted");
+  return PC_OK;
+}
+
+/* ---- begin / buffer ---------------------------------------------------- */
+
+pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!db) {
+    pc_error_set(err, PC_INVALID, "database is NULL");
+    return NULL;
+  }
+  pc_txn_t *txn = calloc(1, sizeof *txn);
+  if (!txn) {
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  txn->db = db;
+  txn->timeout_ms = db->opts.timeout_ms;
+  if (pc_db_ts(db, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
+    free(txn);
+    return NULL;
+  }
+  return txn;
+}
+
+uint64_t pc_txn_start_ts(const pc_txn_t *txn) { return txn->start_ts; }
+uint64_t pc_txn_commit_ts(const pc_txn_t *txn) { return txn->commit_ts; }
+void pc_txn_set_timeout_ms(pc_txn_t *txn, uint32_t ms) { txn->timeout_ms = ms ? ms : 1; }
+
+static int bufcell_cmp(const void *a, const void *b) {
+  const bufcell_t *x = a, *y = b;
+  size_t n = x->key.len < y->key.len ? x->key.len : y->key.len;
+  int c = memcmp(x->key.p, y->key.p, n);
+  if (c) return c;
+  return x->key.len < y->key.len ? -1 : x->key.len > y->key.len;
+}
+
+static void bufcell_free(void *p) {
+  bufcell_t *b = p;
+  if (!b) return;
+  pc_buf_free(&b->key);
+  free(b->table);
+  free(b->row);
+  free(b->col);
+  free(b->value);
+  free(b);
+}
+
+static void clear_buffer(pc_txn_t *txn) {
+  tdestroy(txn->tree, bufcell_free);
+  txn->tree = NULL;
+  txn->count = txn->bytes = 0;
+}
+
+static char *dup_bytes(const char *p, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    if (n) memcpy(d, p, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+/* The buffered write of a cell, or NULL. */
+static bufcell_t *buffer_find(pc_txn_t *txn, const pc_cell_t *c, pc_error_t *err, int *oom) {
+  bufcell_t probe = {0};
+  *oom = 0;
+  if (!txn->tree) return NULL;
+  if (pc_key_cell(&probe.key, PC_KS_META, c) != 0) {
+    *oom = 1;
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  void *found = tfind(&probe, &txn->tree, bufcell_cmp);
+  pc_buf_free(&probe.key);
+  return found ? *(bufcell_t **)found : NULL;
+}
+
+static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                              const char *col, size_t clen, pc_write_kind_t kind,
+                              const char *value, size_t vlen, pc_error_t *err) {
+  pc_status_t st = check_open(txn, err);
+  if (st == PC_OK) st = check_cell(table, row, rlen, col, clen, err);
+  if (st != PC_OK) return st;
+  if (kind == PC_WRITE_PUT) {
+    if (!value || vlen == 0)
+      return pc_error_set(err, PC_INVALID, "value is empty (delete removes a cell)");
+    if (vlen > PC_MAX_VALUE)
+      return pc_error_set(err, PC_INVALID, "value of %zu bytes exceeds the limit of %u", vlen,
+                          PC_MAX_VALUE);
+  }
+  size_t add = rlen + clen + vlen;
+  if (txn->bytes + add > PC_MAX_TXN_BYTES)
+    return pc_error_set(err, PC_INVALID,
+                        "transaction would buffer more than %u bytes of writes",
+                        PC_MAX_TXN_BYTES);
+  bufcell_t *b = calloc(1, sizeof *b);
+  if (!b) return pc_error_set(err, PC_NOMEM, "out of memory");
+  b->table = strdup(table);
+  b->row = dup_bytes(row, rlen);
+  b->col = dup_bytes(col, clen);
+  b->value = kind == PC_WRITE_PUT ? dup_bytes(value, vlen) : NULL;
+  b->rlen = rlen;
+  b->clen = clen;
+  b->vlen = kind == PC_WRITE_PUT ? vlen : 0;
+  b->kind = kind;
+  pc_cell_t c = {b->table, b->row, rlen, b->col, clen};
+  if (!b->table || !b->row || !b->col || (kind == PC_WRITE_PUT && !b->value) ||
+      pc_key_cell(&b->key, PC_KS_META, &c) != 0) {
+    bufcell_free(b);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  void *slot = tsearch(b, &txn->tree, bufcell_cmp);
+  if (!slot) {
+    bufcell_free(b);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  bufcell_t *old = *(bufcell_t **)slot;
+  if (old != b) { /* overwrite the earlier write of this cell */
+    txn->bytes -= old->rlen + old->clen + old->vlen;
+    free(old->value);
+    old->value = b->value;
+    old->vlen = b->vlen;
+    old->kind = kind;
+    b->value = NULL;
+    bufcell_free(b);
+  } else {
+    if (txn->count >= PC_MAX_TXN_MUTATIONS) {
+      tdelete(b, &txn->tree, bufcell_cmp);
+      bufcell_free(b);
+      return pc_error_set(err, PC_INVALID, "transaction would buffer more than %u cells",
+                          PC_MAX_TXN_MUTATIONS);
+    }
+    txn->count++;
+  }
+  txn->bytes += add;
+  return PC_OK;
+}
+
+pc_status_t pc_txn_set(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                       const char *col, size_t clen, const char *value, size_t vlen,
+                       pc_error_t *err) {
+  pc_error_clear(err);
+  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_PUT, value, vlen, err);
+}
+
+pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                          const char *col, size_t clen, pc_error_t *err) {
+  pc_error_clear(err);
+  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_DELETE, NULL, 0, err);
+}
+
+/* ---- lock resolution ---------------------------------------------------- */
+
+static uint32_t remaining_ms(uint64_t deadline) {
+  uint64_t now = pc_now_mono_ms();
+  return now >= deadline ? 0 : (uint32_t)(deadline - now);
+}
+
+typedef struct ts_ctx {
+  pc_db_t *db;
+  uint32_t timeout_ms;
+} ts_ctx_t;
+
+static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
+  ts_ctx_t *t = ctx;
+  return pc_db_ts(t->db, t->timeout_ms, ts, err);
+}
+
+/* Settles the transaction behind lock (found on lock->c*): rolls that cell
+ * forward if its primary committed, back if the primary was rolled back or
+ * its owner is dead or its TTL passed. PC_OK when the cell is free of it,
+ * PC_LOCKED when its owner is alive. */
+static pc_status_t resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_t deadline,
+                                pc_error_t *err) {
+  pc_store_t *s = db->store;
+  pc_cell_t primary = {lock->ptable.p, lock->prow.p, lock->prow.len, lock->pcol.p,
+                       lock->pcol.len};
+  pc_cell_t cell = {lock->ctable.p, lock->crow.p, lock->crow.len, lock->ccol.p, lock->ccol.len};
+  int owner_dead = !db->liveness.is_alive(db->liveness.ctx, lock->session);
+  uint64_t now_ts;
+  pc_status_t st = pc_db_ts(db, remaining_ms(deadline) ? remaining_ms(deadline) : 1, &now_ts, err);
+  if (st != PC_OK) return st;
+  pc_txn_state_t state;
+  uint64_t commit_ts;
+  st = s->ops->check_txn(s, &primary, lock->start_ts, now_ts, owner_dead, &state, &commit_ts, err);
+  if (st != PC_OK) return st;
+  if ((st = PC_FAILPOINT("resolve.after_check", err)) != PC_OK) return st;
+  int is_primary = strcmp(primary.table, cell.table) == 0 && primary.rlen == cell.rlen &&
+                   primary.clen == cell.clen && memcmp(primary.row, cell.row, cell.rlen) == 0 &&
+                   memcmp(primary.col, cell.col, cell.clen) == 0;
+  switch (state) {
+    case PC_TXN_COMMITTED:
+      if (is_primary) return PC_OK;
+      return s->ops->commit(s, &cell, 1, lock->start_ts, commit_ts, err);
+    case PC_TXN_ROLLED_BACK:
+      if (is_primary) return PC_OK;
+      return s->ops->rollback(s, &cell, 1, lock->start_ts, err);
+    case PC_TXN_ALIVE:
+    default:
+      return pc_error_set(err, PC_LOCKED,
+                          "%s/%.*s/%.*s is locked by live transaction %llu (primary %s/%.*s/%.*s)",
+                          cell.table, (int)(cell.rlen > 64 ? 64 : cell.rlen), cell.row,
+                          (int)(cell.clen > 64 ? 64 : cell.clen), cell.col,
+                          (unsigned long long)lock->start_ts, primary.table,
+                          (int)(primary.rlen > 64 ? 64 : primary.rlen), primary.row,
+                          (int)(primary.clen > 64 ? 64 : primary.clen), primary.col);
+  }
+}
+
+/* For readers: resolves a lock met at read time, backing off while its owner
+ * is alive, until the deadline. PC_OK means "read again". */
+static pc_status_t wait_out_lock(pc_db_t *db, pc_lock_info_t *lock, uint64_t deadline,
+                                 uint32_t *backoff, pc_error_t *err) {
+  pc_status_t st = resolve_lock(db, lock, deadline, err);
+  pc_lock_info_free(lock);
+  if (st != PC_LOCKED) return st;
+  uint32_t left = remaining_ms(deadline);
+  if (left == 0) return pc_error_prefix(err, "timed out waiting");
+  pc_sleep_ms(*backoff < left ? *backoff : left);
+  *backoff = *backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : *backoff * 2;
+  return PC_OK;
+}
+
+/* ---- reads ------------------------------------------------------------- */
+
+pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                       const char *col, size_t clen, char **value, size_t *vlen,
+                       pc_error_t *err) {
+  pc_error_clear(err);
+  if (value) *value = NULL;
+  if (vlen) *vlen = 0;
+  if (!value || !vlen) return pc_error_set(err, PC_INVALID, "get: value or vlen is NULL");
+  pc_status_t st = check_open(txn, err);
+  if (st == PC_OK) st = check_cell(table, row, rlen, col, clen, err);
+  if (st != PC_OK) return st;
+  pc_cell_t c = {table, row, rlen, col, clen};
+  int oom;
+  bufcell_t *own = buffer_find(txn, &c, err, &oom);
+  if (oom) return PC_NOMEM;
+  if (own) { /* read your own writes */
+    if (own->kind == PC_WRITE_DELETE) return PC_NOT_FOUND;
+    *value = dup_bytes(own->value, own->vlen);
+    if (!*value) return pc_error_set(err, PC_NOMEM, "out of memory");
+    *vlen = own->vlen;
+    return PC_OK;
+  }
+  pc_store_t *s = txn->db->store;
+  uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
+  uint32_t backoff = 1;
+  for (;;) {
+    pc_lock_info_t lock = {0};
+    st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
+    if (st != PC_LOCKED) return st;
+    st = wait_out_lock(txn->db, &lock, deadline, &backoff, err);
+    if (st != PC_OK) return st;
+  }
+}
+
+/* ---- commit ------------------------------------------------------------ */
+
+typedef struct collect {
+  bufcell_t **cells;
+  size_t n;
+} collect_t;
+
+static void collect_walk(const void *node, VISIT which, void *ctx) {
+  if (which != postorder && which != leaf) return;
+  collect_t *c = ctx;
+  c->cells[c->n++] = *(bufcell_t *const *)node;
+}
+
+/* The buffered writes in key order; caller frees the array (not the cells). */
+static bufcell_t **sorted_cells(pc_txn_t *txn) {
+  collect_t c = {malloc((txn->count ? txn->count : 1) * sizeof(bufcell_t *)), 0};
+  if (c.cells) twalk_r(txn->tree, collect_walk, &c);
+  return c.cells;
+}
+
+static int same_row(const pc_cell_t *a, const pc_cell_t *b) {
+  return a->rlen == b->rlen && strcmp(a->table, b->table) == 0 &&
+         memcmp(a->row, b->row, a->rlen) == 0;
+}
+
+/* Prewrites one group of mutations, resolving dead owners' locks on the way.
+ * A live transaction's lock is a conflict: the first prewriter wins. */
+static pc_status_t prewrite_group(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
+                                  const pc_lock_spec_t *spec, uint64_t deadline,
+                                  pc_error_t *err) {
+  pc_store_t *s = txn->db->store;
+  for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
+    pc_lock_info_t lock = {0};
+    pc_status_t st = s->ops->prewrite(s, muts, n, spec, &lock, err);
+    if (st != PC_LOCKED) return st;
+    st = resolve_lock(txn->db, &lock, deadline, err);
+    pc_lock_info_free(&lock);
+    if (st == PC_LOCKED) return err ? (err->code = PC_CONFLICT) : PC_CONFLICT;
+    if (st != PC_OK) return st;
+  }
+  return pc_error_set(err, PC_CONFLICT, "prewrite: locks kept reappearing");
+}
+
+static pc_status_t commit_one_phase(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
+                                    uint64_t deadline, pc_error_t *err) {
+  pc_store_t *s = txn->db->store;
+  ts_ctx_t tc = {txn->db, txn->timeout_ms};
+  for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
+    pc_lock_info_t lock = {0};
+    pc_status_t st =
+        s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts, &lock, err);
+    if (st != PC_LOCKED) return st;
+    st = resolve_lock(txn->db, &lock, deadline, err);
+    pc_lock_info_free(&lock);
+    if (st == PC_LOCKED) return err ? (err->code = PC_CONFLICT) : PC_CONFLICT;
+    if (st != PC_OK) return st;
+  }
+  return pc_error_set(err, PC_CONFLICT, "commit: locks kept reappearing");
+}
+
+/* Cells of muts[from, to) into cells[]. */
+static void cells_of(const pc_mutation_t *muts, size_t from, size_t to, pc_cell_t *cells) {
+  for (size_t i = from; i < to; i++) cells[i - from] = muts[i].cell;
+}
+
+/* Rolls back what the first `groups` row groups prewrote, primary first. */
+static void rollback_groups(pc_txn_t *txn, const pc_mutation_t *muts, const size_t *bounds,
+                            size_t groups, pc_cell_t *cells) {
+  pc_store_t *s = txn->db->store;
+  for (size_t g = 0; g < groups; g++) {
+    cells_of(muts, bounds[g], bounds[g + 1], cells);
+    pc_error_t ignored;
+    (void)s->ops->rollback(s, cells, bounds[g + 1] - bounds[g], txn->start_ts, &ignored);
+  }
+}
+
+/* A failpoint hit inside commit: "return" makes the client vanish right there,
+ * leaving what it wrote for resolvers, as a crash would (without exiting). */
+#define VANISH_AT(name)                                \
+  do {                                                 \
+    if (PC_FAILPOINT(name, err) != PC_OK) goto vanish; \
+  } while (0)
+
+static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
+                                    const size_t *bounds, size_t groups, uint64_t deadline,
+                                    pc_cell_t *cells, pc_error_t *err) {
+  pc_store_t *s = txn->db->store;
+  pc_lock_spec_t spec = {muts[0].cell, txn->start_ts, txn->db->opts.lock_ttl_ms,
+                         txn->db->session};
+  size_t done = 0; /* groups prewritten */
+  pc_status_t st;
+  for (size_t g = 0; g < groups; g++) {
+    st = prewrite_group(txn, muts + bounds[g], bounds[g + 1] - bounds[g], &spec, deadline, err);
+    if (st != PC_OK) {
+      rollback_groups(txn, muts, bounds, done, cells);
+      return st;
+    }
+    done++;
+    VANISH_AT(g == 0 ? "txn.prewrite.after_primary" : "txn.prewrite.after_secondary");
+  }
+  st = pc_db_ts(txn->db, remaining_ms(deadline) ? remaining_ms(deadline) : 1, &txn->commit_ts, err);
+  if (st != PC_OK) {
+    rollback_groups(txn, muts, bounds, done, cells);
+    txn->commit_ts = 0;
+    return st;
+  }
+  VANISH_AT("txn.commit.before_primary");
+  /* the commit point: the primary's row, its primary cell included, in one row operation */
+  cells_of(muts, bounds[0], bounds[1], cells);
+  st = s->ops->commit(s, cells, bounds[1] - bounds[0], txn->start_ts, txn->commit_ts, err);
+  if (st == PC_ABORTED) {
+    rollback_groups(txn, muts, bounds, done, cells);
+    txn->commit_ts = 0;
+    return st;
+  }
+  if (st != PC_OK) {
+    /* outcome unknown to us: leave the locks; readers settle them on the primary */
+    txn->commit_ts = 0;
+    return pc_error_prefix(err, "commit of the primary failed (its locks are left to resolvers)");
+  }
+  VANISH_AT("txn.commit.after_primary");
+  for (size_t g = 1; g < groups; g++) {
+    cells_of(muts, bounds[g], bounds[g + 1], cells);
+    pc_error_t ignored; /* committed already: a failure here leaves the cell to roll forward */
+    (void)s->ops->commit(s, cells, bounds[g + 1] - bounds[g], txn->start_ts, txn->commit_ts,
+                         &ignored);
+    VANISH_AT("txn.commit.after_secondary");
+  }
+  return PC_OK;
+vanish:
+  return err ? err->code : PC_IO_ERROR;
+}
+
+pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
+  pc_error_clear(err);
+  pc_status_t st = check_open(txn, err);
+  if (st != PC_OK) return st;
+  txn->state = TXN_ABORTED; /* until proven committed */
+  if (txn->count == 0) {
+    txn->state = TXN_COMMITTED;
+    return PC_OK;
+  }
+  bufcell_t **sorted = sorted_cells(txn);
+  pc_mutation_t *muts = calloc(txn->count, sizeof *muts);
+  size_t *bounds = calloc(txn->count + 1, sizeof *bounds);
+  pc_cell_t *cells = calloc(txn->count, sizeof *cells);
+  if (!sorted || !muts || !bounds || !cells) {
+    st = pc_error_set(err, PC_NOMEM, "out of memory");
+    goto out;
+  }
+  size_t n = txn->count, groups = 0;
+  for (size_t i = 0; i < n; i++) {
+    bufcell_t *b = sorted[i];
+    muts[i].cell = (pc_cell_t){b->table, b->row, b->rlen, b->col, b->clen};
+    muts[i].kind = b->kind;
+    muts[i].value = b->value;
+    muts[i].vlen = b->vlen;
+    if (i == 0 || !same_row(&muts[i].cell, &muts[i - 1].cell)) bounds[groups++] = i;
+  }
+  bounds[groups] = n;
+  uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
+  if (groups == 1 && txn->db->opts.one_phase_commit)
+    st = commit_one_phase(txn, muts, n, deadline, err);
+  else
+    st = two_phase_commit(txn, muts, bounds, groups, deadline, cells, err);
+  if (st == PC_OK) txn->state = TXN_COMMITTED;
+out:
+  free(sorted);
+  free(muts);
+  free(bounds);
+  free(cells);
+  clear_buffer(txn);
+  return st;
+}
+
+void pc_txn_abort(pc_txn_t *txn) {
+  if (!txn || txn->state != TXN_OPEN) return;
+  txn->state = TXN_ABORTED;
+  clear_buffer(txn); /* nothing reached the store before commit */
+}
+
+void pc_txn_destroy(pc_txn_t *txn) {
+  if (!txn) return;
+  pc_txn_abort(txn);
+  clear_buffer(txn);
+  free(txn);
+}
+
+/* ---- scans ------------------------------------------------------------- */
+
+#define SCAN_PAGE 256
+
+typedef struct scell {
+  pc_buf_t key, row, col, val;
+} scell_t;
+
+struct pc_scan {
+  pc_txn_t *txn;
+  char *table;
+  pc_buf_t end;
+  int has_end;
+  pc_buf_t next_row, next_col; /* where the next page starts */
+  int has_next_col, store_done;
+  scell_t page[SCAN_PAGE];
+  size_t npage, ipage;
+  bufcell_t **own; /* this transaction's writes in the range, in order */
+  size_t nown, iown;
+  const char *row, *col, *val;
+  size_t rlen, clen, vlen;
+};
+
+typedef struct page_fill {
+  pc_scan_t *scan;
+  int oom;
+} page_fill_t;
+
+static int page_add(void *ctx, const pc_cell_t *c, const char *v, size_t vlen) {
+  page_fill_t *f = ctx;
+  scell_t *sc = &f->scan->page[f->scan->npage];
+  sc->key.len = sc->row.len = sc->col.len = sc->val.len = 0;
+  if (pc_key_cell(&sc->key, PC_KS_META, c) || pc_buf_append(&sc->row, c->row, c->rlen) ||
+      pc_buf_append(&sc->col, c->col, c->clen) || pc_buf_append(&sc->val, v, vlen)) {
+    f->oom = 1;
+    return 1;
+  }
+  f->scan->npage++;
+  return 0;
+}
+
+static pc_status_t fetch_page(pc_scan_t *sc, pc_error_t *err) {
+  pc_store_t *s = sc->txn->db->store;
+  uint64_t deadline = pc_now_mono_ms() + sc->txn->timeout_ms;
+  uint32_t backoff = 1;
+  sc->npage = sc->ipage = 0;
+  for (;;) {
+    page_fill_t f = {sc, 0};
+    pc_lock_info_t lock = {0};
+    pc_status_t st = s->ops->scan(
+        s, sc->table, sc->next_row.p ? sc->next_row.p : "", sc->next_row.len,
+        sc->has_next_col ? sc->next_col.p : NULL, sc->next_col.len,
+        sc->has_end ? sc->end.p : NULL, sc->end.len, sc->txn->start_ts, SCAN_PAGE - sc->npage,
+        page_add, &f, &lock, err);
+    if (f.oom) {
+      pc_lock_info_free(&lock);
+      return pc_error_set(err, PC_NOMEM, "out of memory");
+    }
+    if (sc->npage > 0) { /* resume after the last delivered cell */
+      scell_t *last = &sc->page[sc->npage - 1];
+      sc->next_row.len = 0;
+      sc->next_col.len = 0;
+      if (pc_buf_append(&sc->next_row, last->row.p, last->row.len) ||
+          pc_buf_append(&sc->next_col, last->col.p, last->col.len) ||
+          pc_buf_append(&sc->next_col, "", 1)) /* col + "\0": the next column */
+        return pc_error_set(err, PC_NOMEM, "out of memory");
+      sc->has_next_col = 1;
+    }
+    if (st == PC_OK) {
+      if (sc->npage < SCAN_PAGE) sc->store_done = 1;
+      return PC_OK;
+    }
+    if (st != PC_LOCKED) {
+      pc_lock_info_free(&lock);
+      return st;
+    }
+    if (sc->npage > 0) { /* hand out what we have; meet the lock on the next page */
+      pc_lock_info_free(&lock);
+      return PC_OK;
+    }
+    st = wait_out_lock(sc->txn->db, &lock, deadline, &backoff, err);
+    if (st != PC_OK) return st;
+  }
+}
+
+static int key_cmp(const pc_buf_t *a, const pc_buf_t *b) {
+  size_t n = a->len < b->len ? a->len : b->len;
+  int c = memcmp(a->p, b->p, n);
+  if (c) return c;
+  return a->len < b->len ? -1 : a->len > b->len;
+}
+
+static int row_in_range(const bufcell_t *b, const char *table, const char *start, size_t slen,
+                        const char *end, size_t elen, int has_end) {
+  if (strcmp(b->table, table) != 0) return 0;
+  pc_buf_t row = {b->row, b->rlen, 0}, lo = {(char *)start, slen, 0}, hi = {(char *)end, elen, 0};
+  if (key_cmp(&row, &lo) < 0) return 0;
+  return !has_end || key_cmp(&row, &hi) < 0;
+}
+
+pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size_t slen,
+                       const char *end, size_t elen, pc_error_t *err) {
+  pc_error_clear(err);
+  if (check_open(txn, err) != PC_OK || check_table(table, err) != PC_OK) return NULL;
+  if (!start) slen = 0;
+  pc_scan_t *sc = calloc(1, sizeof *sc);
+  if (!sc || !(sc->table = strdup(table))) {
+    free(sc);
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  sc->txn = txn;
+  sc->has_end = end != NULL;
+  int bad = pc_buf_append(&sc->next_row, start ? start : "", slen);
+  if (end) bad |= pc_buf_append(&sc->end, end, elen);
+  bufcell_t **all = sorted_cells(txn);
+  sc->own = malloc((txn->count ? txn->count : 1) * sizeof *sc->own);
+  if (bad || !all || !sc->own) {
+    free(all);
+    pc_scan_destroy(sc);
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < txn->count; i++)
+    if (row_in_range(all[i], table, start ? start : "", slen, end, elen, end != NULL))
+      sc->own[sc->nown++] = all[i];
+  free(all);
+  return sc;
+}
+
+pc_status_t pc_scan_next(pc_scan_t *sc, pc_error_t *err) {
+  pc_error_clear(err);
+  for (;;) {
+    if (sc->ipage == sc->npage && !sc->store_done) {
+      pc_status_t st = fetch_page(sc, err);
+      if (st != PC_OK) return st;
+    }
+    int have_store = sc->ipage < sc->npage, have_own = sc->iown < sc->nown;
+    if (!have_store && !have_own) return PC_NOT_FOUND;
+    int c = !have_store ? 1 : !have_own ? -1 : key_cmp(&sc->page[sc->ipage].key, &sc->own[sc->iown]->key);
+    if (c < 0) {
+      scell_t *s = &sc->page[sc->ipage++];
+      sc->row = s->row.p, sc->rlen = s->row.len;
+      sc->col = s->col.p, sc->clen = s->col.len;
+      sc->val = s->val.p, sc->vlen = s->val.len;
+      return PC_OK;
+    }
+    if (c == 0) sc->ipage++; /* our own write shadows the committed cell */
+    bufcell_t *b = sc->own[sc->iown++];
+    if (b->kind == PC_WRITE_DELETE) continue;
+    sc->row = b->row, sc->rlen = b->rlen;
+    sc->col = b->col, sc->clen = b->clen;
+    sc->val = b->value, sc->vlen = b->vlen;
+    return PC_OK;
+  }
+}
+
+const char *pc_scan_row(const pc_scan_t *sc, size_t *len) {
+  if (len) *len = sc->rlen;
+  return sc->row;
+}
+
+const char *pc_scan_column(const pc_scan_t *sc, size_t *len) {
+  if (len) *len = sc->clen;
+  return sc->col;
+}
+
+const char *pc_scan_value(const pc_scan_t *sc, size_t *len) {
+  if (len) *len = sc->vlen;
+  return sc->val;
+}
+
+void pc_scan_destroy(pc_scan_t *sc) {
+  if (!sc) return;
+  for (size_t i = 0; i < SCAN_PAGE; i++) {
+    pc_buf_free(&sc->page[i].key);
+    pc_buf_free(&sc->page[i].row);
+    pc_buf_free(&sc->page[i].col);
+    pc_buf_free(&sc->page[i].val);
+  }
+  pc_buf_free(&sc->next_row);
+  pc_buf_free(&sc->next_col);
+  pc_buf_free(&sc->end);
+  free(sc->own);
+  free(sc->table);
+  free(sc);
+}

@@ -1,0 +1,258 @@
+/*
+ * percolator.h — the public C API of libpercolator.
+ *
+ * Percolator: snapshot-isolation transactions across rows and tables of a
+ * Bigtable-like store (rows x columns x timestamps) kept on LevelDB.
+ *
+ * Conventions, used by every function in this header:
+ *   - Types are opaque; create them with the *_open / *_create / *_begin
+ *     functions named here and release them with the matching *_close /
+ *     *_destroy function.
+ *   - Every function that can fail returns a pc_status_t (PC_OK on success) or,
+ *     for constructors, NULL. Its last argument is a pc_error_t * that, when not
+ *     NULL, receives the status and a message naming the thing at fault. Passing
+ *     NULL is allowed: the status alone is returned.
+ *   - Rows, columns and values are byte strings given as (pointer, length);
+ *     table names are NUL-terminated strings. Memory a function returns to the
+ *     caller is said in its comment, and is released with pc_free().
+ *   - Every call that can block (reads that meet a lock, commit, asking the
+ *     timestamp oracle) is bounded by the transaction's timeout and returns
+ *     PC_LOCKED or PC_TIMEOUT instead of hanging.
+ *
+ * Limits (PC_INVALID when exceeded, the message naming the argument):
+ *   table name  1..PC_MAX_TABLE bytes of [A-Za-z0-9_.-]
+ *   row key     1..PC_MAX_ROW bytes, any bytes
+ *   column      1..PC_MAX_COLUMN bytes, any bytes ("family:qualifier" by convention)
+ *   value       1..PC_MAX_VALUE bytes (empty values are rejected: delete removes a cell)
+ *   one transaction buffers at most PC_MAX_TXN_MUTATIONS cells and
+ *   PC_MAX_TXN_BYTES bytes of rows, columns and values.
+ */
+#ifndef PERCOLATOR_PERCOLATOR_H
+#define PERCOLATOR_PERCOLATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PC_VERSION_MAJOR 0
+#define PC_VERSION_MINOR 1
+#define PC_VERSION_PATCH 0
+
+#define PC_MAX_TABLE 64
+#define PC_MAX_ROW 4096
+#define PC_MAX_COLUMN 1024
+#define PC_MAX_VALUE (8u * 1024u * 1024u)
+#define PC_MAX_TXN_MUTATIONS 100000u
+#define PC_MAX_TXN_BYTES (64u * 1024u * 1024u)
+
+/* ---- status and errors ------------------------------------------------ */
+
+typedef enum pc_status {
+  PC_OK = 0,
+  PC_NOT_FOUND = 1,   /* no committed value at the snapshot; end of a scan */
+  PC_CONFLICT = 2,    /* write-write conflict at commit; nothing was applied; retry in a new txn */
+  PC_LOCKED = 3,      /* a live transaction's lock outlasted the caller's timeout */
+  PC_TIMEOUT = 4,     /* a blocking call (oracle, store, service) did not answer in time */
+  PC_ABORTED = 5,     /* the transaction had been rolled back by a lock resolver; nothing applied */
+  PC_IO_ERROR = 6,    /* the store or a file failed; the message says which */
+  PC_INVALID = 7,     /* an argument or input is malformed or out of limits; the message names it */
+  PC_CORRUPTION = 8,  /* stored data failed a consistency check */
+  PC_BUSY = 9,        /* a resource is held by another process (e.g. the data directory) */
+  PC_UNAVAILABLE = 10,/* a service cannot be reached */
+  PC_STATE = 11,      /* the object is in the wrong state for the call (e.g. txn already committed) */
+  PC_NOMEM = 12,      /* an allocation failed */
+  PC_INTERNAL = 13    /* a broken invariant: a bug; please report the message */
+} pc_status_t;
+
+#define PC_ERROR_TEXT 256
+
+/* A status and a message. Fill-in only: the library never allocates here, so a
+ * pc_error_t needs no release. text is always NUL-terminated ("" on PC_OK). */
+typedef struct pc_error {
+  pc_status_t code;
+  char text[PC_ERROR_TEXT];
+} pc_error_t;
+
+/* The stable name of a status ("ok", "not_found", "conflict", ...). Static storage. */
+const char *pc_status_name(pc_status_t status);
+
+/* Releases memory that a function of this library returned to the caller. NULL is a no-op. */
+void pc_free(void *ptr);
+
+/* The library version as "MAJOR.MINOR.PATCH". Static storage. */
+const char *pc_version(void);
+
+/* ---- timestamps --------------------------------------------------------- */
+
+/* Timestamps are hybrid: milliseconds since the Unix epoch in the high bits,
+ * an 18-bit logical counter in the low bits. 0 is never a valid timestamp. */
+#define PC_TS_LOGICAL_BITS 18
+#define PC_TS_PHYSICAL_MS(ts) ((uint64_t)(ts) >> PC_TS_LOGICAL_BITS)
+
+/* ---- options ------------------------------------------------------------ */
+
+typedef struct pc_options pc_options_t;
+
+/* Returns new options with the defaults below; release with pc_options_destroy. */
+pc_options_t *pc_options_create(void);
+void pc_options_destroy(pc_options_t *opts);
+/* Create the data directory when it does not exist (default 0: missing is PC_INVALID). */
+void pc_options_set_create_if_missing(pc_options_t *opts, int on);
+/* fsync every row operation before acknowledging it (default 0). Concurrent
+ * writers share fsyncs (LevelDB's group commit). */
+void pc_options_set_sync(pc_options_t *opts, int on);
+/* Lifetime of a transaction lock in oracle milliseconds; a lock older than this
+ * whose owner is not known to be alive may be rolled back by readers (default 3000). */
+void pc_options_set_lock_ttl_ms(pc_options_t *opts, uint32_t ms);
+/* Default bound on every blocking call of a transaction (default 10000). */
+void pc_options_set_timeout_ms(pc_options_t *opts, uint32_t ms);
+/* Commit single-row transactions in one row operation (default 1). */
+void pc_options_set_one_phase_commit(pc_options_t *opts, int on);
+/* LevelDB block cache size in bytes (default 32 MiB; 0 uses LevelDB's own default). */
+void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
+
+/* ---- database ----------------------------------------------------------- */
+
+typedef struct pc_db pc_db_t;
+
+/* Opens the embedded store in directory dir (its LevelDB, its timestamp oracle
+ * and this process's liveness session). Only one process may hold a directory:
+ * a second gets PC_BUSY naming it. Returns NULL on error. Release with
+ * pc_db_close. opts may be NULL for the defaults. */
+pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err);
+
+/* Closes the database. Transactions still open must be destroyed first. */
+void pc_db_close(pc_db_t *db);
+
+/* Asks the oracle for one timestamp, bounded by timeout_ms. */
+pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
+
+/* This process's liveness session id, recorded as the owner of its locks. */
+uint64_t pc_db_session(const pc_db_t *db);
+
+/* ---- transactions ------------------------------------------------------- */
+
+typedef struct pc_txn pc_txn_t;
+
+/* Starts a transaction: takes start_ts from the oracle. Reads see exactly the
+ * commits with commit_ts <= start_ts plus this transaction's own writes.
+ * Returns NULL on error. Release with pc_txn_destroy (which aborts it if it
+ * was not committed). A transaction is used by one thread at a time. */
+pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err);
+
+uint64_t pc_txn_start_ts(const pc_txn_t *txn);
+/* The commit timestamp after a successful pc_txn_commit that wrote cells; 0 otherwise. */
+uint64_t pc_txn_commit_ts(const pc_txn_t *txn);
+/* Bound on each blocking call of this transaction (default: the db's timeout). */
+void pc_txn_set_timeout_ms(pc_txn_t *txn, uint32_t ms);
+
+/* Reads one cell at the snapshot. On PC_OK *value receives a malloc'd copy of
+ * the value (caller releases it with pc_free) and *vlen its length; on any
+ * other status *value is set to NULL. PC_NOT_FOUND: no value (never written,
+ * or deleted). PC_LOCKED: a live writer's lock outlasted the timeout. */
+pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                       const char *col, size_t clen, char **value, size_t *vlen,
+                       pc_error_t *err);
+
+/* Buffers a write of value into the cell; nothing reaches the store before commit. */
+pc_status_t pc_txn_set(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                       const char *col, size_t clen, const char *value, size_t vlen,
+                       pc_error_t *err);
+
+/* Buffers a delete of the cell. */
+pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                          const char *col, size_t clen, pc_error_t *err);
+
+/* Commits the buffered writes: prewrite with a primary lock, commit of the
+ * primary (the commit point), then the secondaries. A transaction without
+ * writes commits trivially. PC_CONFLICT / PC_ABORTED: nothing was applied.
+ * PC_TIMEOUT or PC_IO_ERROR before the commit point: nothing was applied and
+ * leftover locks are resolved by readers; after the commit point the commit
+ * stands (the status is PC_OK). After this call the transaction is finished. */
+pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err);
+
+/* Discards the buffered writes; the transaction is finished. */
+void pc_txn_abort(pc_txn_t *txn);
+
+/* Releases the transaction (aborting it if still open). NULL is a no-op. */
+void pc_txn_destroy(pc_txn_t *txn);
+
+/* ---- snapshot scans ----------------------------------------------------- */
+
+typedef struct pc_scan pc_scan_t;
+
+/* Scans the committed view of rows [start, end) of table at the transaction's
+ * snapshot, merged with its own buffered writes, in (row, column) order.
+ * end == NULL scans to the end of the table. Returns NULL on error; release
+ * with pc_scan_destroy before the transaction. */
+pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size_t slen,
+                       const char *end, size_t elen, pc_error_t *err);
+
+/* Advances to the next cell: PC_OK when there is one, PC_NOT_FOUND at the end,
+ * another status on error (PC_LOCKED, PC_IO_ERROR, ...). */
+pc_status_t pc_scan_next(pc_scan_t *scan, pc_error_t *err);
+
+/* The current cell. The pointers belong to the scan and stay valid until the
+ * next pc_scan_next or pc_scan_destroy. */
+const char *pc_scan_row(const pc_scan_t *scan, size_t *len);
+const char *pc_scan_column(const pc_scan_t *scan, size_t *len);
+const char *pc_scan_value(const pc_scan_t *scan, size_t *len);
+
+void pc_scan_destroy(pc_scan_t *scan);
+
+/* ---- raw view (administration and debugging) ---------------------------- */
+
+/* The kinds of internal cells, as in the paper's figures. */
+typedef enum pc_cell_kind {
+  PC_CELL_DATA = 0,   /* data(c, start_ts): value written by the txn that started at ts */
+  PC_CELL_LOCK = 1,   /* lock(c, start_ts): uncommitted write; primary, kind, ttl, session */
+  PC_CELL_WRITE = 2,  /* write(c, commit_ts): commit record pointing at start_ts */
+  PC_CELL_NOTIFY = 3, /* notify(c, ts): observers of c may need to run */
+  PC_CELL_ACK = 4     /* ack(c, observer): start_ts of that observer's last run on c */
+} pc_cell_kind_t;
+
+/* The kind of a lock or of a write record. */
+typedef enum pc_write_kind {
+  PC_WRITE_PUT = 0,
+  PC_WRITE_DELETE = 1,
+  PC_WRITE_ROLLBACK = 2
+} pc_write_kind_t;
+
+/* One internal cell, as handed to a raw-scan callback. Every pointer is valid
+ * only during the callback. Fields that do not apply to the kind are 0/NULL. */
+typedef struct pc_raw_cell {
+  pc_cell_kind_t kind;
+  const char *table;
+  const char *row;       size_t row_len;
+  const char *column;    size_t column_len;
+  uint64_t ts;           /* start_ts (data, lock), commit_ts (write), notify ts, ack ts */
+  const char *value;     size_t value_len;   /* data value; inline value of a write or lock */
+  pc_write_kind_t write_kind;                /* lock and write cells */
+  uint64_t start_ts;                         /* write cells: the data they point at */
+  const char *primary_row;    size_t primary_row_len;    /* lock cells */
+  const char *primary_column; size_t primary_column_len; /* lock cells */
+  const char *primary_table;                              /* lock cells */
+  uint32_t ttl_ms;                                        /* lock cells */
+  uint64_t session;                                       /* lock cells: owner session */
+  int observed;                                           /* lock cells */
+  const char *observer;       /* ack cells: observer name (NUL-terminated) */
+} pc_raw_cell_t;
+
+/* Returns nonzero to stop the scan. */
+typedef int (*pc_raw_cell_fn)(void *ctx, const pc_raw_cell_t *cell);
+
+/* Calls fn for every internal cell of rows [start, end) of table (table NULL:
+ * every table), in key order: per cell its lock, its writes newest first, its
+ * data newest first, its acks; then the notifications of the range. No
+ * snapshot, no lock resolution: this shows the store as it is. */
+pc_status_t pc_db_raw_scan(pc_db_t *db, const char *table, const char *start, size_t slen,
+                           const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
+                           pc_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PERCOLATOR_PERCOLATOR_H */

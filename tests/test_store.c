@@ -1,0 +1,320 @@
+/* test_store.c — unit tests of the store layer: the order-preserving key
+ * encoding, the meta and write records, and the embedded store's row
+ * operations seen directly (large values in data cells, history reads at old
+ * timestamps, strong notifications written at commit, the raw view). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/db.h"
+#include "core/keys.h"
+#include "tests/testutil.h"
+
+static int bufcmp(const pc_buf_t *a, const pc_buf_t *b) {
+  size_t n = a->len < b->len ? a->len : b->len;
+  int c = memcmp(a->p, b->p, n);
+  if (c) return c < 0 ? -1 : 1;
+  return a->len < b->len ? -1 : a->len > b->len;
+}
+
+static int tuple_cmp(const char *r1, size_t l1, const char *r2, size_t l2) {
+  size_t n = l1 < l2 ? l1 : l2;
+  int c = memcmp(r1, r2, n);
+  if (c) return c < 0 ? -1 : 1;
+  return l1 < l2 ? -1 : l1 > l2;
+}
+
+/* Encoded (row, column) keys sort exactly like the (row, column) tuples,
+ * including rows that contain NUL bytes or are prefixes of each other. */
+static void test_key_order(void **state) {
+  (void)state;
+  static const struct {
+    const char *s;
+    size_t n;
+  } rows[] = {{"a", 1}, {"a\0", 2}, {"a\0\0", 3}, {"a\0b", 3}, {"ab", 2}, {"b", 1},
+              {"\0", 1}, {"\xff", 1}, {"a\xff", 2}, {"aa", 2}};
+  size_t nr = sizeof rows / sizeof rows[0];
+  for (size_t i = 0; i < nr; i++)
+    for (size_t j = 0; j < nr; j++)
+      for (int ci = 0; ci < 2; ci++)
+        for (int cj = 0; cj < 2; cj++) {
+          const char *cols[] = {"c", "c\0"};
+          size_t cl[] = {1, 2};
+          pc_cell_t a = {"t", rows[i].s, rows[i].n, cols[ci], cl[ci]};
+          pc_cell_t b = {"t", rows[j].s, rows[j].n, cols[cj], cl[cj]};
+          pc_buf_t ka = {0}, kb = {0};
+          assert_int_equal(pc_key_cell(&ka, PC_KS_META, &a), 0);
+          assert_int_equal(pc_key_cell(&kb, PC_KS_META, &b), 0);
+          int want = tuple_cmp(rows[i].s, rows[i].n, rows[j].s, rows[j].n);
+          if (want == 0) want = tuple_cmp(cols[ci], cl[ci], cols[cj], cl[cj]);
+          assert_int_equal(bufcmp(&ka, &kb), want);
+          pc_buf_free(&ka);
+          pc_buf_free(&kb);
+        }
+}
+
+/* Versions of one cell sort newest first, and decode back to their parts. */
+static void test_key_timestamps_and_decode(void **state) {
+  (void)state;
+  pc_cell_t c = {"tbl", "r\0w", 3, "f:q", 3};
+  pc_buf_t k1 = {0}, k2 = {0};
+  assert_int_equal(pc_key_cell_ts(&k1, PC_KS_WRITE, &c, 100), 0);
+  assert_int_equal(pc_key_cell_ts(&k2, PC_KS_WRITE, &c, 200), 0);
+  assert_true(bufcmp(&k2, &k1) < 0);
+  pc_key_decoded_t d = {0};
+  assert_int_equal(pc_key_decode(k1.p, k1.len, &d), 0);
+  assert_int_equal(d.space, PC_KS_WRITE);
+  assert_string_equal(d.table.p, "tbl");
+  assert_int_equal(d.row.len, 3);
+  assert_memory_equal(d.row.p, "r\0w", 3);
+  assert_memory_equal(d.col.p, "f:q", 3);
+  assert_int_equal(d.ts, 100);
+  /* truncated or garbled keys are rejected, not misread */
+  assert_int_equal(pc_key_decode(k1.p, k1.len - 1, &d), -1);
+  assert_int_equal(pc_key_decode("m\0\x02", 3, &d), -1);
+  pc_buf_t kn = {0};
+  assert_int_equal(pc_key_notify(&kn, &c, 7), 0);
+  assert_int_equal(pc_key_decode(kn.p, kn.len, &d), 0);
+  assert_int_equal(d.bucket, pc_notify_bucket("tbl", "r\0w", 3));
+  assert_int_equal(d.ts, 7);
+  pc_key_decoded_free(&d);
+  pc_buf_free(&k1);
+  pc_buf_free(&k2);
+  pc_buf_free(&kn);
+}
+
+static void test_meta_roundtrip(void **state) {
+  (void)state;
+  pc_meta_t m = {0};
+  m.has_lock = 1;
+  m.lock.start_ts = 11;
+  m.lock.kind = PC_WRITE_PUT;
+  m.lock.ttl_ms = 3000;
+  m.lock.session = 99;
+  m.lock.observed = 1;
+  m.lock.has_inline = 1;
+  pc_buf_append(&m.lock.value, "v\0v", 3);
+  pc_buf_append(&m.lock.ptable, "t", 1);
+  pc_buf_append(&m.lock.prow, "p", 1);
+  pc_buf_append(&m.lock.pcol, "c:", 2);
+  m.has_head = 1;
+  m.head = (pc_write_rec_t){PC_WRITE_DELETE, 5, 8, 0, NULL, 0};
+  m.latest_any = 9;
+  pc_buf_t enc = {0};
+  assert_int_equal(pc_meta_encode(&m, &enc), 0);
+  pc_meta_t d = {0};
+  assert_int_equal(pc_meta_decode(enc.p, enc.len, &d), 0);
+  assert_int_equal(d.lock.start_ts, 11);
+  assert_int_equal(d.lock.session, 99);
+  assert_true(d.lock.observed);
+  assert_int_equal(d.lock.value.len, 3);
+  assert_memory_equal(d.lock.value.p, "v\0v", 3);
+  assert_string_equal(d.lock.ptable.p, "t");
+  assert_int_equal(d.head.kind, PC_WRITE_DELETE);
+  assert_int_equal(d.head.commit_ts, 8);
+  assert_int_equal(d.latest_any, 9);
+  /* every truncation of the record is detected */
+  for (size_t n = 0; n < enc.len; n++) {
+    pc_meta_t t = {0};
+    assert_int_equal(pc_meta_decode(enc.p, n, &t), -1);
+    pc_meta_free(&t);
+  }
+  pc_meta_free(&m);
+  pc_meta_free(&d);
+  pc_buf_free(&enc);
+}
+
+typedef struct fixture {
+  char *dir;
+  pc_db_t *db;
+  pc_store_t *s;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  f->dir = tu_mkdtemp("store");
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  pc_db_close(f->db);
+  tu_rmtree(f->dir);
+  free(f);
+  return 0;
+}
+
+static uint64_t ts(fixture_t *f) {
+  uint64_t t;
+  assert_int_equal(pc_db_timestamp(f->db, 1000, &t, NULL), PC_OK);
+  return t;
+}
+
+/* Commits one put of cell c through prewrite + commit; returns commit_ts. */
+static uint64_t put2pc(fixture_t *f, const pc_cell_t *c, const char *v, size_t vlen, int observed) {
+  uint64_t start = ts(f);
+  pc_mutation_t m = {*c, PC_WRITE_PUT, v, vlen, observed};
+  pc_lock_spec_t spec = {*c, start, 3000, f->db->session};
+  pc_lock_info_t lock = {0};
+  pc_error_t err;
+  assert_int_equal(f->s->ops->prewrite(f->s, &m, 1, &spec, &lock, &err), PC_OK);
+  uint64_t commit = ts(f);
+  assert_int_equal(f->s->ops->commit(f->s, c, 1, start, commit, &err), PC_OK);
+  return commit;
+}
+
+static pc_status_t get_at(fixture_t *f, const pc_cell_t *c, uint64_t at, char **v, size_t *n) {
+  pc_lock_info_t lock = {0};
+  pc_error_t err;
+  pc_status_t st = f->s->ops->get(f->s, c, at, v, n, &lock, &err);
+  pc_lock_info_free(&lock);
+  return st;
+}
+
+/* Old snapshots read old versions through the write history, large values
+ * come back from data cells, deletes hide a cell. */
+static void test_history_and_large_values(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = {"t", "row", 3, "col", 3};
+  size_t big_n = PC_INLINE_MAX * 3;
+  char *big = malloc(big_n);
+  for (size_t i = 0; i < big_n; i++) big[i] = (char)('a' + i % 26);
+  uint64_t c1 = put2pc(f, &c, "small", 5, 0);
+  uint64_t c2 = put2pc(f, &c, big, big_n, 0);
+  uint64_t c3 = put2pc(f, &c, "last", 4, 0);
+  char *v;
+  size_t n;
+  assert_int_equal(get_at(f, &c, c1 - 1, &v, &n), PC_NOT_FOUND);
+  assert_int_equal(get_at(f, &c, c1, &v, &n), PC_OK);
+  assert_memory_equal(v, "small", 5);
+  pc_free(v);
+  assert_int_equal(get_at(f, &c, c2, &v, &n), PC_OK);
+  assert_int_equal(n, big_n);
+  assert_memory_equal(v, big, big_n);
+  pc_free(v);
+  assert_int_equal(get_at(f, &c, c3 - 1, &v, &n), PC_OK);
+  assert_int_equal(n, big_n);
+  pc_free(v);
+  assert_int_equal(get_at(f, &c, c3, &v, &n), PC_OK);
+  assert_memory_equal(v, "last", 4);
+  pc_free(v);
+  free(big);
+}
+
+static pc_status_t ts_from_db(void *ctx, uint64_t *out, pc_error_t *err) {
+  return pc_db_timestamp(ctx, 1000, out, err);
+}
+
+/* One-phase commit of a delete hides the cell from later snapshots only. */
+static void test_one_phase_delete(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = {"t", "r1", 2, "c", 1};
+  uint64_t c1 = put2pc(f, &c, "x", 1, 0);
+  uint64_t start = ts(f);
+  pc_mutation_t del = {c, PC_WRITE_DELETE, NULL, 0, 0};
+  pc_error_t err;
+  pc_lock_info_t lock = {0};
+  uint64_t c2 = 0;
+  assert_int_equal(
+      f->s->ops->commit_one_phase(f->s, &del, 1, start, ts_from_db, f->db, &c2, &lock, &err),
+      PC_OK);
+  assert_true(c2 > start);
+  char *v;
+  size_t n;
+  assert_int_equal(get_at(f, &c, c1, &v, &n), PC_OK);
+  pc_free(v);
+  assert_int_equal(get_at(f, &c, c2, &v, &n), PC_NOT_FOUND);
+  /* a one-phase commit that started before c2 conflicts */
+  pc_mutation_t put = {c, PC_WRITE_PUT, "y", 1, 0};
+  uint64_t c3;
+  assert_int_equal(
+      f->s->ops->commit_one_phase(f->s, &put, 1, start, ts_from_db, f->db, &c3, &lock, &err),
+      PC_CONFLICT);
+  assert_non_null(strstr(err.text, "conflict"));
+}
+
+typedef struct raw_seen {
+  int data, lock, write, notify, ack;
+  uint64_t notify_ts;
+} raw_seen_t;
+
+static int count_raw(void *ctx, const pc_raw_cell_t *c) {
+  raw_seen_t *s = ctx;
+  switch (c->kind) {
+    case PC_CELL_DATA: s->data++; break;
+    case PC_CELL_LOCK: s->lock++; break;
+    case PC_CELL_WRITE: s->write++; break;
+    case PC_CELL_NOTIFY:
+      s->notify++;
+      s->notify_ts = c->ts;
+      break;
+    case PC_CELL_ACK: s->ack++; break;
+  }
+  return 0;
+}
+
+/* Committing a put to an observed cell writes notify(c, commit_ts) in the
+ * same row operation, whoever commits it; the raw view shows every kind. */
+static void test_observed_commit_writes_notify(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = {"docs", "d1", 2, "content:", 8};
+  size_t big_n = PC_INLINE_MAX + 1;
+  char *big = calloc(1, big_n);
+  memset(big, 'z', big_n);
+  uint64_t commit = put2pc(f, &c, big, big_n, 1);
+  raw_seen_t seen = {0};
+  assert_int_equal(pc_db_raw_scan(f->db, "docs", NULL, 0, NULL, 0, count_raw, &seen, NULL), PC_OK);
+  assert_int_equal(seen.write, 1);
+  assert_int_equal(seen.data, 1); /* large value: a data cell */
+  assert_int_equal(seen.notify, 1);
+  assert_int_equal(seen.notify_ts, commit);
+  assert_int_equal(seen.lock, 0);
+  /* an uncommitted prewrite shows as a lock */
+  uint64_t start = ts(f);
+  pc_mutation_t m = {c, PC_WRITE_PUT, "v", 1, 1};
+  pc_lock_spec_t spec = {c, start, 3000, f->db->session};
+  pc_lock_info_t lock = {0};
+  assert_int_equal(f->s->ops->prewrite(f->s, &m, 1, &spec, &lock, NULL), PC_OK);
+  memset(&seen, 0, sizeof seen);
+  assert_int_equal(pc_db_raw_scan(f->db, "docs", NULL, 0, NULL, 0, count_raw, &seen, NULL), PC_OK);
+  assert_int_equal(seen.lock, 1);
+  /* another table's range sees none of it */
+  memset(&seen, 0, sizeof seen);
+  assert_int_equal(pc_db_raw_scan(f->db, "other", NULL, 0, NULL, 0, count_raw, &seen, NULL), PC_OK);
+  assert_int_equal(seen.lock + seen.write + seen.data + seen.notify, 0);
+  free(big);
+}
+
+/* Duplicate cells in one request are refused rather than half-applied. */
+static void test_duplicate_cells_refused(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = {"t", "r", 1, "c", 1};
+  pc_mutation_t m[2] = {{c, PC_WRITE_PUT, "a", 1, 0}, {c, PC_WRITE_PUT, "b", 1, 0}};
+  pc_lock_spec_t spec = {c, ts(f), 3000, f->db->session};
+  pc_lock_info_t lock = {0};
+  pc_error_t err;
+  assert_int_equal(f->s->ops->prewrite(f->s, m, 2, &spec, &lock, &err), PC_INVALID);
+  char *v;
+  size_t n;
+  assert_int_equal(get_at(f, &c, ts(f), &v, &n), PC_NOT_FOUND);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_key_order),
+      cmocka_unit_test(test_key_timestamps_and_decode),
+      cmocka_unit_test(test_meta_roundtrip),
+      cmocka_unit_test_setup_teardown(test_history_and_large_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_one_phase_delete, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_observed_commit_writes_notify, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_duplicate_cells_refused, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

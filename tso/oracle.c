@@ -1,0 +1,308 @@
+/* oracle.c — the server side of the timestamp oracle (DESIGN §5). It hands out
+ * strictly increasing hybrid timestamps (wall-clock ms << PC_TS_LOGICAL_BITS |
+ * logical counter) from memory, below an upper bound that is persisted a
+ * window ahead of the clock in a small checksummed text file (written to
+ * path.tmp, fsynced, renamed over path, directory fsynced). Every timestamp
+ * served is below the persisted bound, and after a restart the oracle serves
+ * only timestamps above the saved bound, so timestamps never repeat or go
+ * back across crashes, kills or a wall clock that stepped backwards. Also the
+ * adapter that lets a pc_ts_batcher fetch from an in-process oracle. */
+#include "tso/oracle.h"
+
+#include "core/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEFAULT_WINDOW_MS 3000u
+
+/* The bound file is one line: "<MAGIC> <bound> <checksum>\n" where bound is
+ * decimal and checksum is the 16-hex-digit FNV-1a 64 of "<MAGIC> <bound>".
+ * It is read back strictly: the line is regenerated from the parsed bound and
+ * must match the file byte for byte. */
+#define BOUND_MAGIC "percolator-tso-bound v1"
+#define BOUND_LINE_MAX 96
+
+struct pc_oracle {
+  pthread_mutex_t mu;
+  char *path;         /* the bound file */
+  char *tmp_path;     /* path + ".tmp", renamed over path */
+  char *dir;          /* the directory holding path, fsynced after a rename */
+  uint32_t window_ms; /* how far ahead of the clock a new bound is placed */
+  uint64_t floor;     /* every timestamp served from now on is > floor */
+  uint64_t bound;     /* persisted: every timestamp served is < bound */
+  uint64_t last;      /* the highest timestamp this object handed out (0: none) */
+};
+
+static uint64_t fnv1a64(const char *s, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* Writes the bound line for bound into buf; returns its length. */
+static size_t format_bound(char *buf, size_t cap, uint64_t bound) {
+  int n = snprintf(buf, cap, BOUND_MAGIC " %" PRIu64, bound);
+  uint64_t sum = fnv1a64(buf, (size_t)n);
+  int m = snprintf(buf + n, cap - (size_t)n, " %016" PRIx64 "\n", sum);
+  return (size_t)n + (size_t)m;
+}
+
+/* The hybrid timestamp whose physical part is ms and logical part 0. */
+static uint64_t ts_of_ms(uint64_t ms) {
+  const uint64_t max_ms = UINT64_MAX >> PC_TS_LOGICAL_BITS;
+  return (ms > max_ms ? max_ms : ms) << PC_TS_LOGICAL_BITS;
+}
+
+static pc_status_t io_error(pc_error_t *err, const char *what, const char *path, int errnum) {
+  return pc_error_set(err, PC_IO_ERROR, "%s: %s timestamp bound file: %s", path, what,
+                      strerror(errnum));
+}
+
+static pc_status_t corrupt(pc_error_t *err, const char *path, const char *why) {
+  return pc_error_set(err, PC_CORRUPTION, "%s: corrupt timestamp bound file (%s)", path, why);
+}
+
+/* Reads the saved bound of o->path into *bound (0 when the file is missing). */
+static pc_status_t load_bound(const pc_oracle_t *o, uint64_t *bound, pc_error_t *err) {
+  *bound = 0;
+  int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return PC_OK; /* fresh start */
+    return io_error(err, "cannot open", o->path, errno);
+  }
+  char buf[BOUND_LINE_MAX + 1];
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + len, sizeof buf - len);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      close(fd);
+      return io_error(err, "cannot read", o->path, e);
+    }
+    if (r == 0) break;
+    len += (size_t)r;
+    if (len == sizeof buf) break; /* longer than any valid line */
+  }
+  close(fd);
+
+  const size_t prefix = sizeof BOUND_MAGIC; /* the magic and the space after it */
+  if (len == 0) return corrupt(err, o->path, "empty");
+  if (len > BOUND_LINE_MAX) return corrupt(err, o->path, "too long");
+  if (len < prefix || memcmp(buf, BOUND_MAGIC " ", prefix) != 0)
+    return corrupt(err, o->path, "bad magic");
+  uint64_t value = 0;
+  size_t i = prefix;
+  for (; i < len && buf[i] >= '0' && buf[i] <= '9'; i++) {
+    unsigned digit = (unsigned)(buf[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) return corrupt(err, o->path, "bound out of range");
+    value = value * 10 + digit;
+  }
+  if (i == prefix) return corrupt(err, o->path, "no bound");
+  char expect[BOUND_LINE_MAX];
+  size_t n = format_bound(expect, sizeof expect, value);
+  if (n != len || memcmp(expect, buf, len) != 0) return corrupt(err, o->path, "bad checksum");
+  *bound = value;
+  return PC_OK;
+}
+
+static pc_status_t write_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return PC_IO_ERROR;
+    }
+    buf += w;
+    len -= (size_t)w;
+  }
+  return PC_OK;
+}
+
+/* Durably replaces the bound file with bound: temp file, fsync, rename, fsync
+ * of the directory. On failure the file holds the old or the new bound. */
+static pc_status_t persist_bound(const pc_oracle_t *o, uint64_t bound, pc_error_t *err) {
+  char line[BOUND_LINE_MAX];
+  size_t len = format_bound(line, sizeof line, bound);
+
+  int fd = open(o->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error(err, "cannot create", o->tmp_path, errno);
+  if (write_all(fd, line, len) != PC_OK) {
+    int e = errno;
+    close(fd);
+    unlink(o->tmp_path);
+    return io_error(err, "cannot write", o->tmp_path, e);
+  }
+  if (fsync(fd) != 0) {
+    int e = errno;
+    close(fd);
+    unlink(o->tmp_path);
+    return io_error(err, "cannot fsync", o->tmp_path, e);
+  }
+  if (close(fd) != 0) {
+    int e = errno;
+    unlink(o->tmp_path);
+    return io_error(err, "cannot close", o->tmp_path, e);
+  }
+  if (rename(o->tmp_path, o->path) != 0) {
+    int e = errno;
+    unlink(o->tmp_path);
+    return io_error(err, "cannot rename over", o->path, e);
+  }
+  int dfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return io_error(err, "cannot open the directory of", o->path, errno);
+  /* Some file systems cannot fsync a directory (EINVAL); the rename stands. */
+  if (fsync(dfd) != 0 && errno != EINVAL) {
+    int e = errno;
+    close(dfd);
+    return io_error(err, "cannot fsync the directory of", o->path, e);
+  }
+  close(dfd);
+  return PC_OK;
+}
+
+/* Makes sure every timestamp below end may be served: persists a new bound a
+ * window ahead of the clock when end is above the current one. Holds o->mu. */
+static pc_status_t reserve(pc_oracle_t *o, uint64_t end, uint64_t now_ms, pc_error_t *err) {
+  if (end <= o->bound) return PC_OK;
+  uint64_t ahead = now_ms > UINT64_MAX - o->window_ms ? UINT64_MAX : now_ms + o->window_ms;
+  uint64_t bound = ts_of_ms(ahead);
+  if (bound < end) bound = end;
+  pc_status_t st = persist_bound(o, bound, err);
+  if (st == PC_OK) o->bound = bound;
+  return st;
+}
+
+static char *dup_str(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  char *p = malloc(a + b + 1);
+  if (!p) return NULL;
+  memcpy(p, s, a);
+  memcpy(p + a, suffix, b + 1);
+  return p;
+}
+
+/* The directory part of path ("." when it has none). */
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return dup_str(".", "");
+  size_t n = (size_t)(slash - path);
+  if (n == 0) n = 1; /* "/file" lives in "/" */
+  char *d = malloc(n + 1);
+  if (!d) return NULL;
+  memcpy(d, path, n);
+  d[n] = '\0';
+  return d;
+}
+
+void pc_oracle_close(pc_oracle_t *oracle) {
+  if (!oracle) return;
+  pthread_mutex_destroy(&oracle->mu);
+  free(oracle->path);
+  free(oracle->tmp_path);
+  free(oracle->dir);
+  free(oracle);
+}
+
+pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *err) {
+  if (!path || !*path) {
+    pc_error_set(err, PC_INVALID, "timestamp oracle: empty bound file path");
+    return NULL;
+  }
+  pc_oracle_t *o = calloc(1, sizeof *o);
+  if (!o) {
+    pc_error_set(err, PC_NOMEM, "timestamp oracle %s: out of memory", path);
+    return NULL;
+  }
+  o->path = dup_str(path, "");
+  o->tmp_path = dup_str(path, ".tmp");
+  o->dir = dir_of(path);
+  if (!o->path || !o->tmp_path || !o->dir || pthread_mutex_init(&o->mu, NULL) != 0) {
+    free(o->path);
+    free(o->tmp_path);
+    free(o->dir);
+    free(o);
+    pc_error_set(err, PC_NOMEM, "timestamp oracle %s: out of memory", path);
+    return NULL;
+  }
+  o->window_ms = window_ms ? window_ms : DEFAULT_WINDOW_MS;
+
+  uint64_t saved = 0;
+  if (load_bound(o, &saved, err) != PC_OK) {
+    pc_oracle_close(o);
+    return NULL;
+  }
+  /* Nothing at or below the saved bound is served again. Persisting a fresh
+   * bound now creates a missing file and finds an unwritable one at once. */
+  if (saved == UINT64_MAX) {
+    corrupt(err, path, "bound at the end of the timestamp space");
+    pc_oracle_close(o);
+    return NULL;
+  }
+  o->floor = saved;
+  o->bound = saved;
+  if (reserve(o, saved + 1, pc_now_wall_ms(), err) != PC_OK) {
+    pc_oracle_close(o);
+    return NULL;
+  }
+  pc_error_clear(err);
+  return o;
+}
+
+pc_status_t pc_oracle_next(pc_oracle_t *oracle, uint32_t count, uint64_t *first,
+                           pc_error_t *err) {
+  if (!oracle || !first) return pc_error_set(err, PC_INVALID, "pc_oracle_next: NULL argument");
+  if (count == 0) return pc_error_set(err, PC_INVALID, "pc_oracle_next: count must be >= 1");
+
+  pthread_mutex_lock(&oracle->mu);
+  if (oracle->floor >= UINT64_MAX - count) {
+    pthread_mutex_unlock(&oracle->mu);
+    return pc_error_set(err, PC_INTERNAL, "%s: timestamp space exhausted", oracle->path);
+  }
+  /* A logical counter that outgrows a millisecond simply carries into the
+   * physical part: the sequence stays strictly increasing. */
+  uint64_t now_ms = pc_now_wall_ms();
+  uint64_t start = oracle->floor + 1;
+  uint64_t now_ts = ts_of_ms(now_ms);
+  if (now_ts > start) start = now_ts;
+  uint64_t end = start + count; /* exclusive */
+  if (end < start) {            /* start came from a clock at the end of time */
+    pthread_mutex_unlock(&oracle->mu);
+    return pc_error_set(err, PC_INTERNAL, "%s: timestamp space exhausted", oracle->path);
+  }
+  pc_status_t st = reserve(oracle, end, now_ms, err);
+  if (st == PC_OK) {
+    oracle->floor = end - 1;
+    oracle->last = end - 1;
+    *first = start;
+  }
+  pthread_mutex_unlock(&oracle->mu);
+  if (st == PC_OK) pc_error_clear(err);
+  return st;
+}
+
+uint64_t pc_oracle_last(pc_oracle_t *oracle) {
+  if (!oracle) return 0;
+  pthread_mutex_lock(&oracle->mu);
+  uint64_t last = oracle->last;
+  pthread_mutex_unlock(&oracle->mu);
+  return last;
+}
+
+pc_status_t pc_oracle_fetch(void *ctx, uint32_t count, uint32_t timeout_ms, uint64_t *first,
+                            pc_error_t *err) {
+  (void)timeout_ms; /* in-process: answers at once, at most one fsync */
+  if (!ctx) return pc_error_set(err, PC_INVALID, "pc_oracle_fetch: no oracle");
+  return pc_oracle_next(ctx, count, first, err);
+}
