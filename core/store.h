@@ -17,6 +17,8 @@
 
 typedef struct pc_store pc_store_t;
 
+#define PC_STORE_SCAN_LIMIT_MAX 100000u
+
 /* A buffered write of a transaction. */
 typedef struct pc_mutation {
   pc_cell_t cell;
@@ -94,7 +96,8 @@ typedef struct pc_store_ops {
 
   /* Calls fn for each committed cell at read_ts of table, rows [start, end)
    * (end NULL: to the end of the table), starting at column start_col of row
-   * start (NULL: its first column), at most limit cells. PC_LOCKED with *lock
+   * start (NULL: its first column), at most limit (1..PC_STORE_SCAN_LIMIT_MAX) cells;
+   * fewer than limit means the range is exhausted. PC_LOCKED with *lock
    * set when it meets a lock with start_ts <= read_ts (cells before it were
    * delivered). */
   pc_status_t (*scan)(pc_store_t *s, const char *table, const char *start, size_t slen,

@@ -168,50 +168,49 @@ static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row,
       return pc_error_set(err, PC_INVALID, "value of %zu bytes exceeds the limit of %u", vlen,
                           PC_MAX_VALUE);
   }
-  size_t add = rlen + clen + vlen;
-  if (txn->bytes + add > PC_MAX_TXN_BYTES)
+  pc_cell_t probe = {table, row, rlen, col, clen};
+  int oom;
+  bufcell_t *old = buffer_find(txn, &probe, err, &oom);
+  if (oom) return PC_NOMEM;
+  size_t add = rlen + clen + (kind == PC_WRITE_PUT ? vlen : 0);
+  size_t old_bytes = old ? old->rlen + old->clen + old->vlen : 0;
+  if (txn->bytes - old_bytes + add > PC_MAX_TXN_BYTES)
     return pc_error_set(err, PC_INVALID,
                         "transaction would buffer more than %u bytes of writes",
                         PC_MAX_TXN_BYTES);
+  if (!old && txn->count >= PC_MAX_TXN_MUTATIONS)
+    return pc_error_set(err, PC_INVALID, "transaction would buffer more than %u cells",
+                        PC_MAX_TXN_MUTATIONS);
+  char *v = kind == PC_WRITE_PUT ? dup_bytes(value, vlen) : NULL;
+  if (kind == PC_WRITE_PUT && !v) return pc_error_set(err, PC_NOMEM, "out of memory");
+  if (old) { /* a later write of the same cell replaces the earlier one */
+    free(old->value);
+    old->value = v;
+    old->vlen = v ? vlen : 0;
+    old->kind = kind;
+    txn->bytes = txn->bytes - old_bytes + add;
+    return PC_OK;
+  }
   bufcell_t *b = calloc(1, sizeof *b);
-  if (!b) return pc_error_set(err, PC_NOMEM, "out of memory");
+  if (!b) {
+    free(v);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
   b->table = strdup(table);
   b->row = dup_bytes(row, rlen);
   b->col = dup_bytes(col, clen);
-  b->value = kind == PC_WRITE_PUT ? dup_bytes(value, vlen) : NULL;
+  b->value = v;
   b->rlen = rlen;
   b->clen = clen;
-  b->vlen = kind == PC_WRITE_PUT ? vlen : 0;
+  b->vlen = v ? vlen : 0;
   b->kind = kind;
   pc_cell_t c = {b->table, b->row, rlen, b->col, clen};
-  if (!b->table || !b->row || !b->col || (kind == PC_WRITE_PUT && !b->value) ||
-      pc_key_cell(&b->key, PC_KS_META, &c) != 0) {
+  if (!b->table || !b->row || !b->col || pc_key_cell(&b->key, PC_KS_META, &c) != 0 ||
+      !tsearch(b, &txn->tree, bufcell_cmp)) {
     bufcell_free(b);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
-  void *slot = tsearch(b, &txn->tree, bufcell_cmp);
-  if (!slot) {
-    bufcell_free(b);
-    return pc_error_set(err, PC_NOMEM, "out of memory");
-  }
-  bufcell_t *old = *(bufcell_t **)slot;
-  if (old != b) { /* overwrite the earlier write of this cell */
-    txn->bytes -= old->rlen + old->clen + old->vlen;
-    free(old->value);
-    old->value = b->value;
-    old->vlen = b->vlen;
-    old->kind = kind;
-    b->value = NULL;
-    bufcell_free(b);
-  } else {
-    if (txn->count >= PC_MAX_TXN_MUTATIONS) {
-      tdelete(b, &txn->tree, bufcell_cmp);
-      bufcell_free(b);
-      return pc_error_set(err, PC_INVALID, "transaction would buffer more than %u cells",
-                          PC_MAX_TXN_MUTATIONS);
-    }
-    txn->count++;
-  }
+  txn->count++;
   txn->bytes += add;
   return PC_OK;
 }
@@ -424,7 +423,7 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
                                     pc_cell_t *cells, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
   pc_lock_spec_t spec = {muts[0].cell, txn->start_ts, txn->db->opts.lock_ttl_ms,
-                         txn->db->session};
+                         pc_db_session(txn->db)};
   size_t done = 0; /* groups prewritten */
   pc_status_t st;
   for (size_t g = 0; g < groups; g++) {
@@ -502,6 +501,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   else
     st = two_phase_commit(txn, muts, bounds, groups, deadline, cells, err);
   if (st == PC_OK) txn->state = TXN_COMMITTED;
+  else txn->commit_ts = 0; /* the contract: a commit_ts only after a successful commit */
 out:
   free(sorted);
   free(muts);
