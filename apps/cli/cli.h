@@ -1,0 +1,137 @@
+/* cli.h — what the files of the `percolator` command-line tool share: the
+ * verb descriptor and the verb table's entries, the per-run context (global
+ * options), option parsing that adds the common options to every verb,
+ * opening the database, error reporting with the exit-code convention, and
+ * the output helpers of format.c.
+ *
+ * Adding a verb: write apps/cli/verb_NAME.c defining
+ *     const cli_verb_t cli_verb_NAME = {"NAME", "one-line summary", HELP_TEXT, run_fn};
+ * declare it below, add &cli_verb_NAME to the table in main.c and the file to
+ * apps/cli/CMakeLists.txt. run_fn receives argv with argv[0] = the verb name,
+ * parses it with cli_getopt() (which handles --help, --data and --timeout) and
+ * returns one of the CLI_EXIT_* codes. */
+#ifndef PC_CLI_H
+#define PC_CLI_H
+
+#include <getopt.h>
+#include <jansson.h>
+#include <percolator/percolator.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- exit codes ---------------------------------------------------------- */
+
+#define CLI_EXIT_OK 0        /* success */
+#define CLI_EXIT_NOT_FOUND 1 /* get: no value */
+#define CLI_EXIT_USAGE 2     /* unknown verb or option, wrong arguments */
+#define CLI_EXIT_ERROR 3     /* any other error: "percolator: VERB: message" on stderr */
+
+#define CLI_DEFAULT_DATA_DIR "./percolator-data"
+
+/* ---- verbs --------------------------------------------------------------- */
+
+struct cli_ctx;
+
+typedef struct cli_verb {
+  const char *name;    /* as typed on the command line */
+  const char *summary; /* one line for 'percolator --help' */
+  const char *help;    /* 'percolator VERB --help': synopsis, options, an example */
+  /* Runs the verb; argv[0] is the verb name. Returns a CLI_EXIT_* code. */
+  int (*run)(struct cli_ctx *ctx, int argc, char **argv);
+} cli_verb_t;
+
+/* The context of one run: global options, then the verb being run. */
+typedef struct cli_ctx {
+  const char *data_dir;   /* --data DIR */
+  uint32_t timeout_ms;    /* --timeout MS; 0 = the library's default */
+  const cli_verb_t *verb; /* the verb being run (NULL while parsing global options) */
+  struct option *merged;  /* cli_getopt's option table (verb's + common); freed by main */
+  const char *config;     /* --config FILE, or NULL: the embedded store in data_dir */
+} cli_ctx_t;
+
+/* verbs_data.c */
+extern const cli_verb_t cli_verb_init;
+extern const cli_verb_t cli_verb_get;
+extern const cli_verb_t cli_verb_set;
+extern const cli_verb_t cli_verb_delete;
+extern const cli_verb_t cli_verb_scan;
+/* verb_txn.c */
+extern const cli_verb_t cli_verb_txn;
+/* verb_daemons.c */
+extern const cli_verb_t cli_verb_run;
+extern const cli_verb_t cli_verb_tablet;
+extern const cli_verb_t cli_verb_tso;
+extern const cli_verb_t cli_verb_lockd;
+/* verb_status.c */
+extern const cli_verb_t cli_verb_status;
+
+/* ---- option parsing and errors (main.c) ------------------------------------ */
+
+/* Returned by cli_getopt when the verb must return *exit_code at once
+ * (after --help: CLI_EXIT_OK; after a bad option: CLI_EXIT_USAGE, message printed). */
+#define CLI_GETOPT_EXIT (-2)
+
+/* getopt_long over the verb's options plus the common ones (-h/--help,
+ * --data DIR, --timeout MS), which it handles itself. shortopts must not
+ * start with ':' or '+' (it adds ':'); long options of the verb should use
+ * values >= 'A' or >= 0x100. Returns the next verb option, -1 when options
+ * end (optind is then the first operand), or CLI_GETOPT_EXIT. Options may
+ * follow operands; '--' ends them. */
+int cli_getopt(cli_ctx_t *ctx, int argc, char **argv, const char *shortopts,
+               const struct option *longopts, int *exit_code);
+
+/* Prints "percolator: VERB: <fmt...> (see 'percolator VERB --help')" and
+ * returns CLI_EXIT_USAGE. */
+int cli_usage_error(const cli_ctx_t *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints "percolator: VERB: <text>" on stderr and returns CLI_EXIT_ERROR. */
+int cli_error(const cli_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* cli_error with a library error's text (its status name when the text is empty). */
+int cli_pc_error(const cli_ctx_t *ctx, const pc_error_t *err);
+
+/* Opens the database of --config FILE, or else the embedded store in
+ * ctx->data_dir (created when create is set). Returns NULL after printing the error. */
+pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create);
+
+/* Checks that the standard output was written completely; CLI_EXIT_OK or an error. */
+int cli_finish_output(const cli_ctx_t *ctx);
+
+/* ---- output formatting (format.c) ---------------------------------------- */
+
+/* Writes bytes C-escaped: \\ \n \t \r as such, other bytes outside 0x20..0x7e
+ * as \xHH (always two hex digits). quote: also escape '"' and wrap in quotes. */
+void fmt_escape(FILE *out, const char *p, size_t n, int quote);
+
+/* The same into a new NUL-terminated string (NULL when out of memory). */
+char *fmt_escape_str(const char *p, size_t n, int quote);
+
+/* Decodes one C escape at s[0] == '\\' of the text s[0..n): appends the byte
+ * to *out, returns the characters consumed, or 0 for a malformed escape. The
+ * escapes are the ones fmt_escape writes plus \" \0 and \xHH in any case. */
+size_t fmt_unescape_one(const char *s, size_t n, char *out);
+
+/* Sets obj[key] to the bytes as a JSON string when they are valid UTF-8, else
+ * obj[key + "_base64"] to their base64. Returns 0, or -1 when out of memory. */
+int fmt_json_bytes(json_t *obj, const char *key, const char *p, size_t n);
+
+/* Sets obj[key] to an integer (timestamps are below 2^63). -1 when out of memory. */
+int fmt_json_u64(json_t *obj, const char *key, uint64_t v);
+
+/* Writes obj as one compact line and releases it. Returns 0, or -1 on error
+ * (obj NULL from a failed allocation, or a write error). */
+int fmt_json_line(FILE *out, json_t *obj);
+
+/* "put", "delete" or "rollback". */
+const char *fmt_write_kind(pc_write_kind_t kind);
+
+/* ---- the raw view (rawview.c) ---------------------------------------------- */
+
+/* 'scan --raw': every internal cell of table (NULL: all tables), rows
+ * [start, end), as the paper's figures (text) or one JSON object per cell. */
+int cli_raw_scan(const cli_ctx_t *ctx, pc_db_t *db, const char *table, const char *start,
+                 const char *end, int json);
+
+#endif

@@ -1,0 +1,310 @@
+/* verbs_data.c — the one-shot data verbs of `percolator`: init (create the
+ * data directory), get / set / delete (each one transaction on one cell) and
+ * scan (the committed view of a table as escaped TSV or JSON lines; with
+ * --raw, the internal cells, drawn by rawview.c). Each opens the embedded
+ * store for the duration of the command and releases everything it took. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* ---- init ------------------------------------------------------------------ */
+
+static int run_init(cli_ctx_t *ctx, int argc, char **argv) {
+  int code;
+  int c = cli_getopt(ctx, argc, argv, "", NULL, &code);
+  if (c == CLI_GETOPT_EXIT) return code;
+  if (c != -1) return cli_usage_error(ctx, "unexpected option");
+  if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+  pc_db_t *db = cli_open_db(ctx, 1);
+  if (!db) return CLI_EXIT_ERROR;
+  pc_db_close(db);
+  printf("data directory '%s' is ready\n", ctx->data_dir);
+  return cli_finish_output(ctx);
+}
+
+const cli_verb_t cli_verb_init = {
+    "init",
+    "create and initialise the data directory",
+    "Usage: percolator [--data DIR] init\n"
+    "\n"
+    "Creates the data directory (default " CLI_DEFAULT_DATA_DIR ") and initialises\n"
+    "its store and timestamp oracle. Running it on an initialised directory is\n"
+    "harmless. The other verbs never create a directory.\n"
+    "\n"
+    "Options:\n"
+    "  --data DIR     the data directory\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Example:\n"
+    "  percolator --data /tmp/pc init\n",
+    run_init,
+};
+
+/* ---- get / set / delete ------------------------------------------------------ */
+
+/* Parses the options of get/set/delete (only the common ones) and checks
+ * that exactly nargs operands follow: -1 when they do, else the exit code. */
+static int cell_args(cli_ctx_t *ctx, int argc, char **argv, int nargs, const char *names) {
+  int code;
+  int c = cli_getopt(ctx, argc, argv, "", NULL, &code);
+  if (c == CLI_GETOPT_EXIT) return code;
+  if (c != -1) return cli_usage_error(ctx, "unexpected option");
+  if (argc - optind != nargs)
+    return cli_usage_error(ctx, "expected %s, got %d argument%s", names, argc - optind,
+                           argc - optind == 1 ? "" : "s");
+  return -1;
+}
+
+static int run_get(cli_ctx_t *ctx, int argc, char **argv) {
+  int code = cell_args(ctx, argc, argv, 3, "TABLE ROW COLUMN");
+  if (code >= 0) return code;
+  const char *table = argv[optind], *row = argv[optind + 1], *col = argv[optind + 2];
+  pc_db_t *db = cli_open_db(ctx, 0);
+  if (!db) return CLI_EXIT_ERROR;
+  pc_error_t err;
+  pc_txn_t *txn = pc_txn_begin(db, &err);
+  char *value = NULL;
+  size_t vlen = 0;
+  pc_status_t st =
+      txn ? pc_txn_get(txn, table, row, strlen(row), col, strlen(col), &value, &vlen, &err)
+          : err.code;
+  if (st == PC_OK) {
+    fwrite(value, 1, vlen, stdout);
+    putchar('\n');
+    code = cli_finish_output(ctx);
+  } else if (st == PC_NOT_FOUND) {
+    fprintf(stderr, "percolator: get: not found: %s/", table);
+    fmt_escape(stderr, row, strlen(row), 0);
+    fputc('/', stderr);
+    fmt_escape(stderr, col, strlen(col), 0);
+    fputc('\n', stderr);
+    code = CLI_EXIT_NOT_FOUND;
+  } else {
+    code = cli_pc_error(ctx, &err);
+  }
+  pc_free(value);
+  pc_txn_destroy(txn); /* a read-only transaction: nothing to commit */
+  pc_db_close(db);
+  return code;
+}
+
+/* One transaction that writes (value != NULL) or deletes one cell. */
+static int write_cell(cli_ctx_t *ctx, char **args, const char *value) {
+  const char *table = args[0], *row = args[1], *col = args[2];
+  pc_db_t *db = cli_open_db(ctx, 0);
+  if (!db) return CLI_EXIT_ERROR;
+  pc_error_t err;
+  pc_status_t st;
+  pc_txn_t *txn = pc_txn_begin(db, &err);
+  if (!txn)
+    st = err.code;
+  else if (value)
+    st = pc_txn_set(txn, table, row, strlen(row), col, strlen(col), value, strlen(value), &err);
+  else
+    st = pc_txn_delete(txn, table, row, strlen(row), col, strlen(col), &err);
+  if (st == PC_OK) st = pc_txn_commit(txn, &err);
+  int code = st == PC_OK ? CLI_EXIT_OK : cli_pc_error(ctx, &err);
+  pc_txn_destroy(txn);
+  pc_db_close(db);
+  return code;
+}
+
+static int run_set(cli_ctx_t *ctx, int argc, char **argv) {
+  int code = cell_args(ctx, argc, argv, 4, "TABLE ROW COLUMN VALUE");
+  if (code >= 0) return code;
+  return write_cell(ctx, argv + optind, argv[optind + 3]);
+}
+
+static int run_delete(cli_ctx_t *ctx, int argc, char **argv) {
+  int code = cell_args(ctx, argc, argv, 3, "TABLE ROW COLUMN");
+  if (code >= 0) return code;
+  return write_cell(ctx, argv + optind, NULL);
+}
+
+const cli_verb_t cli_verb_get = {
+    "get",
+    "print the committed value of one cell",
+    "Usage: percolator [--data DIR] get TABLE ROW COLUMN\n"
+    "\n"
+    "Reads one cell in a new transaction (a snapshot at its start) and prints\n"
+    "the value's raw bytes and a newline. A lock left by a crashed writer is\n"
+    "resolved on the way (rolled forward or back). Exits 1 with 'not found' on\n"
+    "stderr when the cell has no value.\n"
+    "\n"
+    "Options:\n"
+    "  --data DIR     the data directory\n"
+    "  --timeout MS   how long to wait for a live writer's lock (default 10000)\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Example:\n"
+    "  percolator get accounts Bob bal:\n",
+    run_get,
+};
+
+const cli_verb_t cli_verb_set = {
+    "set",
+    "write one cell in its own transaction",
+    "Usage: percolator [--data DIR] set TABLE ROW COLUMN VALUE\n"
+    "\n"
+    "Writes VALUE (non-empty) into the cell and commits, in one transaction.\n"
+    "Prints nothing on success. Put '--' before a VALUE that starts with '-'.\n"
+    "For byte strings that cannot be arguments use 'percolator txn'.\n"
+    "\n"
+    "Options:\n"
+    "  --data DIR     the data directory\n"
+    "  --timeout MS   bound on the commit (default 10000)\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Example:\n"
+    "  percolator set accounts Bob bal: 10\n",
+    run_set,
+};
+
+const cli_verb_t cli_verb_delete = {
+    "delete",
+    "delete one cell in its own transaction",
+    "Usage: percolator [--data DIR] delete TABLE ROW COLUMN\n"
+    "\n"
+    "Deletes the cell and commits, in one transaction (a cell that has no value\n"
+    "stays without one). Prints nothing on success.\n"
+    "\n"
+    "Options:\n"
+    "  --data DIR     the data directory\n"
+    "  --timeout MS   bound on the commit (default 10000)\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Example:\n"
+    "  percolator delete accounts Bob bal:\n",
+    run_delete,
+};
+
+/* ---- scan ------------------------------------------------------------------------ */
+
+enum { OPT_START = 's', OPT_END = 'e', OPT_JSON = 'j', OPT_RAW = 'r' };
+
+/* One cell of the committed view: escaped TSV or one JSON object. */
+static int print_cell(const pc_scan_t *scan, int json) {
+  size_t rl, cl, vl;
+  const char *r = pc_scan_row(scan, &rl), *c = pc_scan_column(scan, &cl),
+             *v = pc_scan_value(scan, &vl);
+  if (json) {
+    json_t *o = json_object();
+    if (!o || fmt_json_bytes(o, "row", r, rl) || fmt_json_bytes(o, "column", c, cl) ||
+        fmt_json_bytes(o, "value", v, vl)) {
+      json_decref(o);
+      return -1;
+    }
+    return fmt_json_line(stdout, o);
+  }
+  fmt_escape(stdout, r, rl, 0);
+  putchar('\t');
+  fmt_escape(stdout, c, cl, 0);
+  putchar('\t');
+  fmt_escape(stdout, v, vl, 0);
+  putchar('\n');
+  return 0;
+}
+
+static int committed_scan(cli_ctx_t *ctx, pc_db_t *db, const char *table, const char *start,
+                          const char *end, int json) {
+  pc_error_t err;
+  pc_txn_t *txn = pc_txn_begin(db, &err);
+  if (!txn) return cli_pc_error(ctx, &err);
+  int code = CLI_EXIT_OK;
+  pc_scan_t *scan =
+      pc_txn_scan(txn, table, start, start ? strlen(start) : 0, end, end ? strlen(end) : 0, &err);
+  if (!scan) {
+    code = cli_pc_error(ctx, &err);
+  } else {
+    pc_status_t st;
+    while ((st = pc_scan_next(scan, &err)) == PC_OK) {
+      if (print_cell(scan, json) != 0) {
+        code = cli_error(ctx, "out of memory or write error");
+        break;
+      }
+    }
+    if (code == CLI_EXIT_OK && st != PC_NOT_FOUND) code = cli_pc_error(ctx, &err);
+    pc_scan_destroy(scan);
+  }
+  pc_txn_destroy(txn);
+  if (code == CLI_EXIT_OK) code = cli_finish_output(ctx);
+  return code;
+}
+
+static int run_scan(cli_ctx_t *ctx, int argc, char **argv) {
+  static const struct option opts[] = {
+      {"start", required_argument, NULL, OPT_START},
+      {"end", required_argument, NULL, OPT_END},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"raw", no_argument, NULL, OPT_RAW},
+      {NULL, 0, NULL, 0},
+  };
+  const char *start = NULL, *end = NULL;
+  int json = 0, raw = 0, code, c;
+  while ((c = cli_getopt(ctx, argc, argv, "s:e:jr", opts, &code)) != -1) {
+    switch (c) {
+      case CLI_GETOPT_EXIT: return code;
+      case OPT_START: start = optarg; break;
+      case OPT_END: end = optarg; break;
+      case OPT_JSON: json = 1; break;
+      case OPT_RAW: raw = 1; break;
+      default: return cli_usage_error(ctx, "unexpected option");
+    }
+  }
+  int nargs = argc - optind;
+  if (nargs > 1) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind + 1]);
+  if (nargs == 0 && !raw) return cli_usage_error(ctx, "expected TABLE");
+  const char *table = nargs ? argv[optind] : NULL;
+  if ((start || end) && !table) return cli_usage_error(ctx, "--start and --end need a TABLE");
+  pc_db_t *db = cli_open_db(ctx, 0);
+  if (!db) return CLI_EXIT_ERROR;
+  if (raw)
+    code = cli_raw_scan(ctx, db, table, start, end, json);
+  else
+    code = committed_scan(ctx, db, table, start, end, json);
+  pc_db_close(db);
+  return code;
+}
+
+const cli_verb_t cli_verb_scan = {
+    "scan",
+    "list the committed cells of a table, or every internal cell (--raw)",
+    "Usage: percolator [--data DIR] scan TABLE [--start ROW] [--end ROW] [--json]\n"
+    "       percolator [--data DIR] scan --raw [TABLE] [--start ROW] [--end ROW] [--json]\n"
+    "\n"
+    "Without --raw: the committed view of rows [START, END) of TABLE at a new\n"
+    "snapshot, one line per cell in (row, column) order:\n"
+    "  ROW<TAB>COLUMN<TAB>VALUE\n"
+    "where backslash, tab, newline, carriage return and bytes outside printable\n"
+    "ASCII are written C-style (\\\\ \\t \\n \\r \\xHH). Locks of crashed writers\n"
+    "met on the way are resolved.\n"
+    "\n"
+    "With --raw: the store as it is (no snapshot, no lock resolution): for each\n"
+    "(row, column) a block of lines, newest timestamp first, with the columns\n"
+    "ts | data | lock | write (| notify | ack when there are any), as in the\n"
+    "Percolator paper's figures. 'data' shows data(c, ts); a value the store\n"
+    "keeps inline in a lock or write record is shown there too, marked\n"
+    "'(inline)'. 'lock' shows 'primary' on a primary lock and 'primary @ ROW/COL'\n"
+    "on a secondary (with ' delete' for a delete). 'write' shows 'data @ START_TS'\n"
+    "for a committed put, 'delete @ START_TS' and 'rollback @ START_TS'.\n"
+    "Timestamps are the 64-bit hybrid integers (ms << 18 | logical).\n"
+    "Without TABLE every table is shown, each under a 'table NAME' line.\n"
+    "\n"
+    "Options:\n"
+    "  -s, --start ROW  first row (inclusive)\n"
+    "  -e, --end ROW    end row (exclusive)\n"
+    "  -j, --json       one JSON object per line: {\"row\",\"column\",\"value\"}; with\n"
+    "                   --raw one object per internal cell: {\"table\",\"row\",\"column\",\n"
+    "                   \"kind\" (data|lock|write|notify|ack),\"ts\",...}. Byte strings\n"
+    "                   that are not UTF-8 appear as KEY_base64 instead of KEY.\n"
+    "  -r, --raw        show the internal cells\n"
+    "  --data DIR       the data directory\n"
+    "  --timeout MS     how long to wait for a live writer's lock (default 10000)\n"
+    "  -h, --help       show this help\n"
+    "\n"
+    "Examples:\n"
+    "  percolator scan accounts --start A --end M\n"
+    "  percolator scan --raw accounts\n",
+    run_scan,
+};
