@@ -1,0 +1,1149 @@
+/* config.c — loads and validates the one JSON configuration file of every
+ * role (schema in config.h). jansson decodes the text; because its values
+ * carry no source positions, a small locator scans the same text (already
+ * accepted by jansson, so well-formed) into a tree of byte offsets mirroring
+ * the JSON structure, and the validator walks the jansson values alongside
+ * it so that every error names the file, line:column (1-based, columns count
+ * bytes), the key path (tablets[1].listen) and what is wrong. */
+#include "config/config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+#define CFG_MAX_TEXT (16u << 20) /* larger inputs are refused */
+#define CFG_MAX_TABLETS 4096
+#define CFG_NAME_MAX 64         /* tablet names become directory names */
+#define CFG_SCAN_MAX_DEPTH 2100 /* jansson refuses nesting beyond 2048 */
+#define CFG_SHOW_MAX 40         /* bytes of a key or value quoted in a message */
+
+/* ---- position locator ------------------------------------------------------ */
+
+typedef struct pnode {
+  size_t off;             /* first byte of the value */
+  size_t key_off;         /* first byte ('"') of the key for object members; off otherwise */
+  size_t key_end;         /* one past the key's closing quote (object members) */
+  size_t key_at, key_len; /* decoded key in the tree's key arena (object members) */
+  size_t nkids;
+  int32_t parent, first, last, next; /* -1: none */
+  char member;                       /* 1: object member, 0: array element or the root */
+} pnode_t;
+
+typedef struct ptree {
+  pnode_t *nodes;
+  size_t n, cap;
+  char *keys;
+  size_t klen, kcap;
+} ptree_t;
+
+typedef struct scan {
+  const char *t;
+  size_t len, i;
+  ptree_t *pt;
+  size_t dup_end; /* find-duplicate mode: the end offset of the duplicated key (0: off) */
+  int32_t dup;    /* the duplicate key's node once found, -1 before */
+  int32_t dup_first;
+  int oom;
+} scan_t;
+
+static void pt_free(ptree_t *pt) {
+  free(pt->nodes);
+  free(pt->keys);
+  memset(pt, 0, sizeof *pt);
+}
+
+static int32_t pt_add(scan_t *s, int32_t parent, size_t off) {
+  ptree_t *pt = s->pt;
+  if (pt->n == pt->cap) {
+    size_t cap = pt->cap ? pt->cap * 2 : 64;
+    pnode_t *p = realloc(pt->nodes, cap * sizeof *p);
+    if (!p) {
+      s->oom = 1;
+      return -1;
+    }
+    pt->nodes = p;
+    pt->cap = cap;
+  }
+  int32_t id = (int32_t)pt->n++;
+  pnode_t *nd = &pt->nodes[id];
+  memset(nd, 0, sizeof *nd);
+  nd->off = nd->key_off = off;
+  nd->parent = parent;
+  nd->first = nd->last = nd->next = -1;
+  if (parent >= 0) {
+    pnode_t *pa = &pt->nodes[parent];
+    if (pa->last >= 0)
+      pt->nodes[pa->last].next = id;
+    else
+      pa->first = id;
+    pa->last = id;
+    pa->nkids++;
+  }
+  return id;
+}
+
+static int key_putc(scan_t *s, char ch) {
+  ptree_t *pt = s->pt;
+  if (pt->klen == pt->kcap) {
+    size_t cap = pt->kcap ? pt->kcap * 2 : 256;
+    char *p = realloc(pt->keys, cap);
+    if (!p) {
+      s->oom = 1;
+      return -1;
+    }
+    pt->keys = p;
+    pt->kcap = cap;
+  }
+  pt->keys[pt->klen++] = ch;
+  return 0;
+}
+
+static int key_putcp(scan_t *s, uint32_t cp) {
+  char b[4];
+  int n;
+  if (cp < 0x80) {
+    b[0] = (char)cp;
+    n = 1;
+  } else if (cp < 0x800) {
+    b[0] = (char)(0xC0 | (cp >> 6));
+    b[1] = (char)(0x80 | (cp & 0x3F));
+    n = 2;
+  } else if (cp < 0x10000) {
+    b[0] = (char)(0xE0 | (cp >> 12));
+    b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    b[2] = (char)(0x80 | (cp & 0x3F));
+    n = 3;
+  } else {
+    b[0] = (char)(0xF0 | (cp >> 18));
+    b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    b[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    b[3] = (char)(0x80 | (cp & 0x3F));
+    n = 4;
+  }
+  for (int k = 0; k < n; k++)
+    if (key_putc(s, b[k])) return -1;
+  return 0;
+}
+
+static int hex4(const char *p, size_t avail, uint32_t *out) {
+  uint32_t v = 0;
+  if (avail < 4) return -1;
+  for (int k = 0; k < 4; k++) {
+    char ch = p[k];
+    v <<= 4;
+    if (ch >= '0' && ch <= '9')
+      v |= (uint32_t)(ch - '0');
+    else if (ch >= 'a' && ch <= 'f')
+      v |= (uint32_t)(ch - 'a' + 10);
+    else if (ch >= 'A' && ch <= 'F')
+      v |= (uint32_t)(ch - 'A' + 10);
+    else
+      return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static void sc_ws(scan_t *s) {
+  while (s->i < s->len) {
+    char ch = s->t[s->i];
+    if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') break;
+    s->i++;
+  }
+}
+
+/* Scans the string at s->i (its opening quote); decodes it into the key arena
+ * when keep. Returns 0, or -1 on malformed text or memory exhaustion. */
+static int sc_string(scan_t *s, int keep) {
+  if (s->i >= s->len || s->t[s->i] != '"') return -1;
+  s->i++;
+  while (s->i < s->len) {
+    char ch = s->t[s->i];
+    if (ch == '"') {
+      s->i++;
+      return 0;
+    }
+    if (ch != '\\') {
+      if (keep && key_putc(s, ch)) return -1;
+      s->i++;
+      continue;
+    }
+    if (s->i + 1 >= s->len) return -1;
+    char e = s->t[s->i + 1];
+    s->i += 2;
+    if (e == 'u') {
+      uint32_t cp, lo;
+      if (hex4(s->t + s->i, s->len - s->i, &cp)) return -1;
+      s->i += 4;
+      if (cp >= 0xD800 && cp <= 0xDBFF && s->i + 6 <= s->len && s->t[s->i] == '\\' &&
+          s->t[s->i + 1] == 'u' && hex4(s->t + s->i + 2, 4, &lo) == 0 && lo >= 0xDC00 &&
+          lo <= 0xDFFF) {
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        s->i += 6;
+      }
+      if (keep && key_putcp(s, cp)) return -1;
+      continue;
+    }
+    char d;
+    switch (e) {
+      case '"': d = '"'; break;
+      case '\\': d = '\\'; break;
+      case '/': d = '/'; break;
+      case 'b': d = '\b'; break;
+      case 'f': d = '\f'; break;
+      case 'n': d = '\n'; break;
+      case 'r': d = '\r'; break;
+      case 't': d = '\t'; break;
+      default: return -1;
+    }
+    if (keep && key_putc(s, d)) return -1;
+  }
+  return -1;
+}
+
+static int sc_same_key(const ptree_t *pt, int32_t a, int32_t b) {
+  const pnode_t *x = &pt->nodes[a], *y = &pt->nodes[b];
+  return x->key_len == y->key_len &&
+         memcmp(pt->keys + x->key_at, pt->keys + y->key_at, x->key_len) == 0;
+}
+
+/* Scans the value starting at s->i into node id (already created at s->i).
+ * Returns 0, 1 when a searched duplicate key was found (scan stops), or -1. */
+static int sc_value(scan_t *s, int32_t id, int depth) {
+  if (depth > CFG_SCAN_MAX_DEPTH || s->i >= s->len) return -1;
+  char ch = s->t[s->i];
+  if (ch == '{') {
+    s->i++;
+    sc_ws(s);
+    if (s->i < s->len && s->t[s->i] == '}') {
+      s->i++;
+      return 0;
+    }
+    for (;;) {
+      sc_ws(s);
+      size_t key_off = s->i, key_at = s->pt->klen;
+      if (sc_string(s, 1)) return -1;
+      size_t key_end = s->i;
+      sc_ws(s);
+      if (s->i >= s->len || s->t[s->i] != ':') return -1;
+      s->i++;
+      sc_ws(s);
+      int32_t kid = pt_add(s, id, s->i);
+      if (kid < 0) return -1;
+      pnode_t *k = &s->pt->nodes[kid];
+      k->member = 1;
+      k->key_off = key_off;
+      k->key_end = key_end;
+      k->key_at = key_at;
+      k->key_len = s->pt->klen - key_at;
+      if (s->dup_end && key_end == s->dup_end) {
+        for (int32_t o = s->pt->nodes[id].first; o >= 0 && o != kid; o = s->pt->nodes[o].next)
+          if (sc_same_key(s->pt, o, kid)) {
+            s->dup = kid;
+            s->dup_first = o;
+            return 1;
+          }
+      }
+      int r = sc_value(s, kid, depth + 1);
+      if (r) return r;
+      sc_ws(s);
+      if (s->i >= s->len) return -1;
+      if (s->t[s->i] == '}') {
+        s->i++;
+        return 0;
+      }
+      if (s->t[s->i] != ',') return -1;
+      s->i++;
+    }
+  }
+  if (ch == '[') {
+    s->i++;
+    sc_ws(s);
+    if (s->i < s->len && s->t[s->i] == ']') {
+      s->i++;
+      return 0;
+    }
+    for (;;) {
+      sc_ws(s);
+      int32_t kid = pt_add(s, id, s->i);
+      if (kid < 0) return -1;
+      int r = sc_value(s, kid, depth + 1);
+      if (r) return r;
+      sc_ws(s);
+      if (s->i >= s->len) return -1;
+      if (s->t[s->i] == ']') {
+        s->i++;
+        return 0;
+      }
+      if (s->t[s->i] != ',') return -1;
+      s->i++;
+    }
+  }
+  if (ch == '"') return sc_string(s, 0);
+  /* number, true, false or null */
+  size_t start = s->i;
+  while (s->i < s->len) {
+    char c = s->t[s->i];
+    if (c == ',' || c == ']' || c == '}' || c == ':' || c == ' ' || c == '\t' || c == '\n' ||
+        c == '\r' || c == '"' || c == '[' || c == '{')
+      break;
+    s->i++;
+  }
+  return s->i > start ? 0 : -1;
+}
+
+/* Builds pt from text. A partial tree is kept on malformed text; lookups
+ * that miss fall back to the enclosing value's position. Returns -1 only
+ * when memory ran out. */
+static int pt_build(ptree_t *pt, const char *text, size_t len, size_t dup_end, int32_t *dup,
+                    int32_t *dup_first) {
+  scan_t s = {.t = text, .len = len, .pt = pt, .dup_end = dup_end, .dup = -1, .dup_first = -1};
+  memset(pt, 0, sizeof *pt);
+  sc_ws(&s);
+  if (pt_add(&s, -1, s.i) >= 0) (void)sc_value(&s, 0, 0);
+  if (dup) *dup = s.dup;
+  if (dup_first) *dup_first = s.dup_first;
+  return s.oom ? -1 : 0;
+}
+
+static int32_t pt_member(const ptree_t *pt, int32_t obj, const char *key, size_t klen) {
+  if (obj < 0 || (size_t)obj >= pt->n) return -1;
+  for (int32_t k = pt->nodes[obj].first; k >= 0; k = pt->nodes[k].next) {
+    const pnode_t *nd = &pt->nodes[k];
+    if (nd->member && nd->key_len == klen && memcmp(pt->keys + nd->key_at, key, klen) == 0)
+      return k;
+  }
+  return -1;
+}
+
+/* ---- messages -------------------------------------------------------------- */
+
+/* Writes s[0..n) for a message: control bytes, DEL, quote and backslash
+ * escaped, at most CFG_SHOW_MAX bytes (then "..."), never cutting a UTF-8
+ * sequence. out has room for 4 * CFG_SHOW_MAX + 8 bytes. */
+#define SHOW_CAP (4 * CFG_SHOW_MAX + 8)
+static void show(char out[SHOW_CAP], const char *s, size_t n) {
+  size_t lim = n, o = 0;
+  if (lim > CFG_SHOW_MAX) {
+    lim = CFG_SHOW_MAX;
+    while (lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
+  }
+  for (size_t k = 0; k < lim; k++) {
+    unsigned char ch = (unsigned char)s[k];
+    if (ch == '"' || ch == '\\') {
+      out[o++] = '\\';
+      out[o++] = (char)ch;
+    } else if (ch < 0x20 || ch == 0x7F) {
+      o += (size_t)snprintf(out + o, SHOW_CAP - o, "\\x%02x", ch);
+    } else {
+      out[o++] = (char)ch;
+    }
+  }
+  if (lim < n) {
+    memcpy(out + o, "...", 3);
+    o += 3;
+  }
+  out[o] = '\0';
+}
+
+static const char *type_name(const json_t *v) {
+  switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+  }
+  return "a value";
+}
+
+/* The value itself for scalars ("42", "\"localhost\"", "true"), else its type. */
+#define RENDER_CAP (SHOW_CAP + 8)
+static void render(char out[RENDER_CAP], const json_t *v) {
+  char buf[SHOW_CAP];
+  switch (json_typeof(v)) {
+    case JSON_STRING:
+      show(buf, json_string_value(v), json_string_length(v));
+      snprintf(out, RENDER_CAP, "\"%s\"", buf);
+      return;
+    case JSON_INTEGER:
+      snprintf(out, RENDER_CAP, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+      return;
+    case JSON_REAL: snprintf(out, RENDER_CAP, "%g", json_real_value(v)); return;
+    case JSON_TRUE: snprintf(out, RENDER_CAP, "true"); return;
+    case JSON_FALSE: snprintf(out, RENDER_CAP, "false"); return;
+    default: snprintf(out, RENDER_CAP, "%s", type_name(v)); return;
+  }
+}
+
+/* 1-based line and byte column of offset off in text. */
+static void linecol(const char *text, size_t len, size_t off, size_t *line, size_t *col) {
+  size_t ln = 1, start = 0;
+  if (off > len) off = len;
+  for (size_t k = 0; k < off; k++)
+    if (text[k] == '\n') {
+      ln++;
+      start = k + 1;
+    }
+  *line = ln;
+  *col = off - start + 1;
+}
+
+/* ---- validation context ---------------------------------------------------- */
+
+typedef struct vctx {
+  const char *src;
+  const char *text;
+  size_t len;
+  const ptree_t *pt;
+  pc_error_t *err;
+  char path[256];
+  size_t plen;
+} vctx_t;
+
+static size_t node_off(const vctx_t *c, int32_t node) {
+  return node >= 0 && (size_t)node < c->pt->n ? c->pt->nodes[node].off : 0;
+}
+
+static size_t node_key_off(const vctx_t *c, int32_t node) {
+  return node >= 0 && (size_t)node < c->pt->n ? c->pt->nodes[node].key_off : 0;
+}
+
+/* The position node of obj's member key, or obj's own when not located. */
+static int32_t member_node(const vctx_t *c, int32_t obj, const char *key, size_t klen) {
+  int32_t k = pt_member(c->pt, obj, key, klen);
+  return k >= 0 ? k : obj;
+}
+
+static pc_status_t fail_at(vctx_t *c, size_t off, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static pc_status_t fail_at(vctx_t *c, size_t off, const char *fmt, ...) {
+  char what[PC_ERROR_TEXT];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  size_t line, col;
+  linecol(c->text, c->len, off, &line, &col);
+  if (c->plen)
+    return pc_error_set(c->err, PC_INVALID, "%s:%zu:%zu: %s: %s", c->src, line, col, c->path, what);
+  return pc_error_set(c->err, PC_INVALID, "%s:%zu:%zu: %s", c->src, line, col, what);
+}
+
+static pc_status_t fail_nomem(vctx_t *c) {
+  return pc_error_set(c->err, PC_NOMEM, "%s: out of memory", c->src);
+}
+
+/* Appends seg to the path; a path that would not fit ends in "..." instead. */
+static void path_append(vctx_t *c, const char *seg) {
+  size_t n = strlen(seg), room = sizeof c->path - 1 - c->plen;
+  if (c->plen >= 3 && memcmp(c->path + c->plen - 3, "...", 3) == 0) return; /* already cut */
+  if (n + 3 > room) seg = "...", n = room < 3 ? room : 3;
+  memcpy(c->path + c->plen, seg, n);
+  c->plen += n;
+  c->path[c->plen] = '\0';
+}
+
+static size_t path_key(vctx_t *c, const char *key, size_t klen) {
+  size_t old = c->plen;
+  char buf[SHOW_CAP];
+  show(buf, key, klen);
+  if (c->plen) path_append(c, ".");
+  path_append(c, buf);
+  return old;
+}
+
+static size_t path_index(vctx_t *c, size_t idx) {
+  size_t old = c->plen;
+  char buf[32];
+  snprintf(buf, sizeof buf, "[%zu]", idx);
+  path_append(c, buf);
+  return old;
+}
+
+static void path_pop(vctx_t *c, size_t old) {
+  c->plen = old;
+  c->path[old] = '\0';
+}
+
+/* ---- unknown keys ---------------------------------------------------------- */
+
+static int lower(int ch) { return ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch; }
+
+/* Case-insensitive optimal-string-alignment distance, or 3 when it is at least 3. */
+static size_t edit_distance(const char *a, size_t an, const char *b, size_t bn) {
+  enum { W = 32 };
+  if (bn >= W || (an > bn ? an - bn : bn - an) >= 3) return 3;
+  size_t prev2[W], prev[W], cur[W];
+  for (size_t j = 0; j <= bn; j++) prev[j] = j;
+  memset(prev2, 0, sizeof prev2);
+  for (size_t i = 1; i <= an; i++) {
+    cur[0] = i;
+    for (size_t j = 1; j <= bn; j++) {
+      size_t cost = lower((unsigned char)a[i - 1]) != lower((unsigned char)b[j - 1]);
+      size_t d = prev[j - 1] + cost;
+      if (prev[j] + 1 < d) d = prev[j] + 1;
+      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
+      if (i > 1 && j > 1 && lower((unsigned char)a[i - 1]) == lower((unsigned char)b[j - 2]) &&
+          lower((unsigned char)a[i - 2]) == lower((unsigned char)b[j - 1]) && prev2[j - 2] + 1 < d)
+        d = prev2[j - 2] + 1;
+      cur[j] = d;
+    }
+    memcpy(prev2, prev, sizeof prev);
+    memcpy(prev, cur, sizeof cur);
+  }
+  return prev[bn] < 3 ? prev[bn] : 3;
+}
+
+/* The known key closest to key, or NULL when none is close. */
+static const char *suggest(const char *key, size_t klen, const char *const *known, size_t nknown) {
+  const char *best = NULL;
+  size_t best_d = 3;
+  for (size_t k = 0; k < nknown; k++) {
+    size_t kn = strlen(known[k]);
+    size_t d = edit_distance(key, klen, known[k], kn);
+    if (d > (kn <= 4 ? 1u : 2u)) d = 3;
+    if (d == 3 && klen >= 4 && klen < kn && memcmp(known[k], key, klen) == 0) d = 2; /* "cache" */
+    if (d < best_d) {
+      best_d = d;
+      best = known[k];
+    }
+  }
+  return best;
+}
+
+static pc_status_t fail_unknown(vctx_t *c, int32_t kn, const char *key, size_t klen,
+                                const char *const *known, size_t nknown) {
+  char shown[SHOW_CAP];
+  show(shown, key, klen);
+  const char *hint = suggest(key, klen, known, nknown);
+  if (hint)
+    return fail_at(c, node_key_off(c, kn), "unknown key '%s' (did you mean '%s'?)", shown, hint);
+  return fail_at(c, node_key_off(c, kn), "unknown key '%s'", shown);
+}
+
+/* Index of key in known, or -1. */
+static int known_index(const char *key, size_t klen, const char *const *known, size_t nknown) {
+  for (size_t k = 0; k < nknown; k++)
+    if (strlen(known[k]) == klen && memcmp(known[k], key, klen) == 0) return (int)k;
+  return -1;
+}
+
+/* ---- typed values ---------------------------------------------------------- */
+
+static pc_status_t want_object(vctx_t *c, const json_t *v, int32_t n) {
+  if (json_is_object(v)) return PC_OK;
+  return fail_at(c, node_off(c, n), "expected an object, got %s", type_name(v));
+}
+
+static pc_status_t get_bool(vctx_t *c, const json_t *v, int32_t n, int *out) {
+  if (!json_is_boolean(v))
+    return fail_at(c, node_off(c, n), "expected a boolean, got %s", type_name(v));
+  *out = json_is_true(v);
+  return PC_OK;
+}
+
+static pc_status_t get_uint(vctx_t *c, const json_t *v, int32_t n, uint32_t lo, uint32_t hi,
+                            uint32_t *out) {
+  if (!json_is_integer(v))
+    return fail_at(c, node_off(c, n), "expected an integer in %u..%u, got %s", lo, hi,
+                   type_name(v));
+  json_int_t x = json_integer_value(v);
+  if (x < (json_int_t)lo || x > (json_int_t)hi)
+    return fail_at(c, node_off(c, n), "expected an integer in %u..%u, got %" JSON_INTEGER_FORMAT,
+                   lo, hi, x);
+  *out = (uint32_t)x;
+  return PC_OK;
+}
+
+/* A non-empty string without NUL bytes, copied into *out. */
+static pc_status_t get_str(vctx_t *c, const json_t *v, int32_t n, char **out) {
+  if (!json_is_string(v))
+    return fail_at(c, node_off(c, n), "expected a string, got %s", type_name(v));
+  const char *s = json_string_value(v);
+  size_t len = json_string_length(v);
+  if (len == 0) return fail_at(c, node_off(c, n), "must not be empty");
+  if (memchr(s, '\0', len))
+    return fail_at(c, node_off(c, n), "must not contain a NUL byte (\\u0000)");
+  char *copy = strdup(s);
+  if (!copy) return fail_nomem(c);
+  free(*out);
+  *out = copy;
+  return PC_OK;
+}
+
+/* Any bytes, NUL included; *out is NUL-terminated after len bytes. */
+static pc_status_t get_bytes(vctx_t *c, const json_t *v, int32_t n, char **out, size_t *olen) {
+  if (!json_is_string(v))
+    return fail_at(c, node_off(c, n), "expected a string, got %s", type_name(v));
+  size_t len = json_string_length(v);
+  char *copy = malloc(len + 1);
+  if (!copy) return fail_nomem(c);
+  memcpy(copy, json_string_value(v), len);
+  copy[len] = '\0';
+  free(*out);
+  *out = copy;
+  *olen = len;
+  return PC_OK;
+}
+
+static int host_char(char ch, int bracketed) {
+  if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return 1;
+  if (ch == '.' || ch == '-' || ch == '_') return 1;
+  return bracketed && (ch == ':' || ch == '%');
+}
+
+/* Parses "host:port" or "[v6addr]:port" into ep; returns why it is not one, or NULL. */
+static const char *parse_endpoint(const char *s, size_t len, pc_endpoint_t *ep) {
+  const char *host, *port;
+  size_t hlen, plen;
+  int bracketed = len > 0 && s[0] == '[';
+  if (bracketed) {
+    const char *close = memchr(s, ']', len);
+    if (!close) return "missing ']'";
+    host = s + 1;
+    hlen = (size_t)(close - host);
+    if ((size_t)(close - s) + 1 >= len || close[1] != ':') return "missing \":port\" after ']'";
+    port = close + 2;
+  } else {
+    const char *colon = memrchr(s, ':', len);
+    if (!colon) return "missing \":port\"";
+    host = s;
+    hlen = (size_t)(colon - s);
+    port = colon + 1;
+    if (memchr(host, ':', hlen)) return "an IPv6 address needs brackets, as in \"[::1]:7100\"";
+  }
+  plen = len - (size_t)(port - s);
+  if (hlen == 0) return "empty host";
+  if (hlen >= PC_HOST_MAX) return "host longer than 255 bytes";
+  for (size_t k = 0; k < hlen; k++)
+    if (!host_char(host[k], bracketed)) return "invalid character in host";
+  if (plen == 0) return "empty port";
+  unsigned long p = 0;
+  for (size_t k = 0; k < plen; k++) {
+    if (port[k] < '0' || port[k] > '9') return "port is not a number";
+    p = p * 10 + (unsigned long)(port[k] - '0');
+    if (p > 65535) return "port must be in 0..65535";
+  }
+  memcpy(ep->host, host, hlen);
+  ep->host[hlen] = '\0';
+  ep->port = (uint16_t)p;
+  ep->set = 1;
+  return NULL;
+}
+
+static pc_status_t get_endpoint(vctx_t *c, const json_t *v, int32_t n, pc_endpoint_t *ep) {
+  char shown[RENDER_CAP];
+  render(shown, v);
+  if (!json_is_string(v))
+    return fail_at(c, node_off(c, n), "expected \"host:port\", got %s", shown);
+  const char *why = parse_endpoint(json_string_value(v), json_string_length(v), ep);
+  if (why) return fail_at(c, node_off(c, n), "expected \"host:port\", got %s (%s)", shown, why);
+  return PC_OK;
+}
+
+/* ---- sections -------------------------------------------------------------- */
+
+/* Calls field(c, dst, which, value, node) for each member of obj in file
+ * order, which indexing known; an unknown key is an error. */
+typedef pc_status_t (*field_fn)(vctx_t *c, void *dst, int which, const json_t *v, int32_t n);
+
+static pc_status_t walk(vctx_t *c, const json_t *obj, int32_t node, const char *const *known,
+                        size_t nknown, field_fn field, void *dst) {
+  const char *key;
+  size_t klen;
+  json_t *v;
+  json_object_keylen_foreach((json_t *)obj, key, klen, v) {
+    int32_t kn = member_node(c, node, key, klen);
+    size_t old = path_key(c, key, klen);
+    int which = known_index(key, klen, known, nknown);
+    pc_status_t st =
+        which < 0 ? fail_unknown(c, kn, key, klen, known, nknown) : field(c, dst, which, v, kn);
+    if (st != PC_OK) return st;
+    path_pop(c, old);
+  }
+  return PC_OK;
+}
+
+static pc_status_t require(vctx_t *c, const json_t *obj, int32_t node, const char *key) {
+  if (json_object_get(obj, key)) return PC_OK;
+  return fail_at(c, node_off(c, node), "missing required key '%s'", key);
+}
+
+static const char *const log_keys[] = {"level"};
+
+static pc_status_t log_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  (void)which;
+  if (!json_is_string(v))
+    return fail_at(c, node_off(c, n), "expected a string, got %s", type_name(v));
+  int level = memchr(json_string_value(v), '\0', json_string_length(v))
+                  ? -1
+                  : pc_log_parse_level(json_string_value(v));
+  if (level < 0) {
+    char shown[RENDER_CAP];
+    render(shown, v);
+    return fail_at(c, node_off(c, n), "expected \"debug\", \"info\", \"warn\" or \"error\", got %s",
+                   shown);
+  }
+  cfg->log_level = level;
+  return PC_OK;
+}
+
+static const char *const store_keys[] = {"sync", "cache_mb", "lock_ttl_ms", "timeout_ms",
+                                         "one_phase_commit"};
+
+static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  switch (which) {
+    case 0: return get_bool(c, v, n, &cfg->store.sync);
+    case 1: return get_uint(c, v, n, 0, 65536, &cfg->store.cache_mb);
+    case 2: return get_uint(c, v, n, 1, 3600000, &cfg->store.lock_ttl_ms);
+    case 3: return get_uint(c, v, n, 1, 3600000, &cfg->store.timeout_ms);
+    default: return get_bool(c, v, n, &cfg->store.one_phase_commit);
+  }
+}
+
+static const char *const tso_keys[] = {"listen", "http", "data_dir", "window_ms"};
+
+static pc_status_t tso_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  switch (which) {
+    case 0: return get_endpoint(c, v, n, &cfg->tso.listen);
+    case 1: return get_endpoint(c, v, n, &cfg->tso.http);
+    case 2: return get_str(c, v, n, &cfg->tso.data_dir);
+    default: return get_uint(c, v, n, 100, 600000, &cfg->tso.window_ms);
+  }
+}
+
+static const char *const lockservice_keys[] = {"listen", "http", "session_ttl_ms"};
+
+static pc_status_t lockservice_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  switch (which) {
+    case 0: return get_endpoint(c, v, n, &cfg->lockservice.listen);
+    case 1: return get_endpoint(c, v, n, &cfg->lockservice.http);
+    default: return get_uint(c, v, n, 100, 600000, &cfg->lockservice.session_ttl_ms);
+  }
+}
+
+/* Where each tablet's pieces sit in the file, for range messages. */
+typedef struct tref {
+  pc_config_tablet_t *t;
+  size_t idx; /* position in the file's array */
+  int32_t node, name_node, start_node, end_node;
+} tref_t;
+
+static const char *const tablet_keys[] = {"name", "listen", "http", "data_dir", "start", "end"};
+
+static pc_status_t tablet_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  tref_t *r = dst;
+  pc_config_tablet_t *t = r->t;
+  switch (which) {
+    case 0: {
+      if (!json_is_string(v))
+        return fail_at(c, node_off(c, n), "expected a string, got %s", type_name(v));
+      const char *s = json_string_value(v);
+      size_t len = json_string_length(v);
+      int ok = len > 0 && len <= CFG_NAME_MAX && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+      for (size_t k = 0; ok && k < len; k++) ok = host_char(s[k], 0);
+      if (!ok) {
+        if (memchr(s, '\0', len))
+          return fail_at(c, node_off(c, n), "must not contain a NUL byte (\\u0000)");
+        char shown[RENDER_CAP];
+        render(shown, v);
+        return fail_at(c, node_off(c, n),
+                       "invalid tablet name %s (1..%d letters, digits, '.', '_' or '-')", shown,
+                       CFG_NAME_MAX);
+      }
+      r->name_node = n;
+      return get_str(c, v, n, &t->name);
+    }
+    case 1: return get_endpoint(c, v, n, &t->listen);
+    case 2: return get_endpoint(c, v, n, &t->http);
+    case 3: return get_str(c, v, n, &t->data_dir);
+    case 4: r->start_node = n; return get_bytes(c, v, n, &t->start, &t->start_len);
+    default: r->end_node = n; return get_bytes(c, v, n, &t->end, &t->end_len);
+  }
+}
+
+static int bytes_cmp(const char *a, size_t an, const char *b, size_t bn) {
+  size_t m = an < bn ? an : bn;
+  int r = m ? memcmp(a, b, m) : 0;
+  if (r) return r;
+  return an < bn ? -1 : an > bn;
+}
+
+static int tref_cmp(const void *x, const void *y) {
+  const tref_t *a = x, *b = y;
+  int r = bytes_cmp(a->t->start, a->t->start_len, b->t->start, b->t->start_len);
+  if (r) return r;
+  return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Sets the path to tablets[idx].key for a message about one tablet. */
+static void path_tablet(vctx_t *c, size_t idx, const char *key) {
+  path_pop(c, 0);
+  path_key(c, "tablets", 7);
+  path_index(c, idx);
+  if (key) path_key(c, key, strlen(key));
+}
+
+static size_t tref_off(const vctx_t *c, const tref_t *r, int32_t n) {
+  return node_off(c, n >= 0 ? n : r->node);
+}
+
+/* Checks that the ranges of the tablets tile the row space; orders them by start. */
+static pc_status_t check_ranges(vctx_t *c, tref_t *refs, size_t n) {
+  char a[SHOW_CAP], b[SHOW_CAP];
+  for (size_t k = 0; k < n; k++) {
+    const pc_config_tablet_t *t = refs[k].t;
+    if (t->end_len && bytes_cmp(t->start, t->start_len, t->end, t->end_len) >= 0) {
+      path_tablet(c, refs[k].idx, "end");
+      show(a, t->start, t->start_len);
+      show(b, t->end, t->end_len);
+      return fail_at(c, tref_off(c, &refs[k], refs[k].end_node),
+                     "tablet '%s' has an empty range: end \"%s\" is not after start \"%s\"",
+                     t->name, b, a);
+    }
+  }
+  qsort(refs, n, sizeof *refs, tref_cmp);
+  const tref_t *first = &refs[0];
+  if (first->t->start_len) {
+    path_tablet(c, first->idx, "start");
+    show(a, first->t->start, first->t->start_len);
+    return fail_at(
+        c, tref_off(c, first, first->start_node),
+        "no tablet starts at \"\": the lowest start is \"%s\" (tablet '%s'), rows before "
+        "it are not served",
+        a, first->t->name);
+  }
+  for (size_t k = 1; k < n; k++) {
+    const tref_t *p = &refs[k - 1], *q = &refs[k];
+    path_tablet(c, q->idx, "start");
+    show(b, q->t->start, q->t->start_len);
+    if (p->t->end_len == 0)
+      return fail_at(c, tref_off(c, q, q->start_node),
+                     "tablet '%s' (starts at \"%s\") overlaps tablet '%s' (tablets[%zu], no end)",
+                     q->t->name, b, p->t->name, p->idx);
+    show(a, p->t->end, p->t->end_len);
+    int r = bytes_cmp(q->t->start, q->t->start_len, p->t->end, p->t->end_len);
+    if (r < 0)
+      return fail_at(c, tref_off(c, q, q->start_node),
+                     "tablet '%s' (starts at \"%s\") overlaps tablet '%s' (tablets[%zu], ends at "
+                     "\"%s\")",
+                     q->t->name, b, p->t->name, p->idx, a);
+    if (r > 0)
+      return fail_at(c, tref_off(c, q, q->start_node),
+                     "gap between tablet '%s' (tablets[%zu], ends at \"%s\") and tablet '%s' "
+                     "(starts at \"%s\")",
+                     p->t->name, p->idx, a, q->t->name, b);
+  }
+  const tref_t *last = &refs[n - 1];
+  if (last->t->end_len) {
+    path_tablet(c, last->idx, "end");
+    show(a, last->t->end, last->t->end_len);
+    return fail_at(c, tref_off(c, last, last->end_node),
+                   "no tablet ends at \"\": the last tablet '%s' ends at \"%s\", rows from there "
+                   "on are not served",
+                   last->t->name, a);
+  }
+  path_pop(c, 0);
+  return PC_OK;
+}
+
+static pc_status_t parse_tablets(vctx_t *c, pc_config_t *cfg, const json_t *arr, int32_t node) {
+  if (!json_is_array(arr))
+    return fail_at(c, node_off(c, node), "expected an array of tablets, got %s", type_name(arr));
+  size_t n = json_array_size(arr);
+  if (n == 0) return fail_at(c, node_off(c, node), "must list at least one tablet");
+  if (n > CFG_MAX_TABLETS)
+    return fail_at(c, node_off(c, node), "at most %d tablets, got %zu", CFG_MAX_TABLETS, n);
+  cfg->tablets = calloc(n, sizeof *cfg->tablets);
+  tref_t *refs = calloc(n, sizeof *refs);
+  if (!cfg->tablets || !refs) {
+    free(refs);
+    return fail_nomem(c);
+  }
+  cfg->ntablets = n;
+  pc_status_t st = PC_OK;
+  int32_t en = node >= 0 && (size_t)node < c->pt->n ? c->pt->nodes[node].first : -1;
+  for (size_t k = 0; k < n && st == PC_OK; k++) {
+    const json_t *v = json_array_get(arr, k);
+    int32_t vn = en >= 0 ? en : node;
+    if (en >= 0) en = c->pt->nodes[en].next;
+    pc_config_tablet_t *t = &cfg->tablets[k];
+    refs[k] =
+        (tref_t){.t = t, .idx = k, .node = vn, .name_node = -1, .start_node = -1, .end_node = -1};
+    size_t old = path_index(c, k);
+    if ((st = want_object(c, v, vn)) != PC_OK) break;
+    if ((st = walk(c, v, vn, tablet_keys, 6, tablet_field, &refs[k])) != PC_OK) break;
+    if ((st = require(c, v, vn, "name")) != PC_OK || (st = require(c, v, vn, "listen")) != PC_OK)
+      break;
+    if ((!t->start && !(t->start = strdup(""))) || (!t->end && !(t->end = strdup("")))) {
+      st = fail_nomem(c);
+      break;
+    }
+    for (size_t j = 0; j < k; j++)
+      if (strcmp(cfg->tablets[j].name, t->name) == 0) {
+        size_t line, col;
+        linecol(c->text, c->len, tref_off(c, &refs[j], refs[j].name_node), &line, &col);
+        path_key(c, "name", 4);
+        st = fail_at(c, tref_off(c, &refs[k], refs[k].name_node),
+                     "duplicate tablet name '%s' (also tablets[%zu].name at %zu:%zu)", t->name, j,
+                     line, col);
+        break;
+      }
+    if (st == PC_OK) path_pop(c, old);
+  }
+  if (st == PC_OK) st = check_ranges(c, refs, n);
+  if (st == PC_OK) {
+    pc_config_tablet_t *sorted = malloc(n * sizeof *sorted);
+    if (!sorted) {
+      st = fail_nomem(c);
+    } else {
+      for (size_t k = 0; k < n; k++) sorted[k] = *refs[k].t;
+      free(cfg->tablets);
+      cfg->tablets = sorted;
+    }
+  }
+  free(refs);
+  return st;
+}
+
+static const char *const root_keys[] = {"data_dir", "secret",      "log",    "store",
+                                        "tso",      "lockservice", "tablets"};
+
+static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  pc_status_t st;
+  switch (which) {
+    case 0: return get_str(c, v, n, &cfg->data_dir);
+    case 1: return get_str(c, v, n, &cfg->secret);
+    case 2:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      return walk(c, v, n, log_keys, 1, log_field, cfg);
+    case 3:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      return walk(c, v, n, store_keys, 5, store_field, cfg);
+    case 4:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      cfg->tso.set = 1;
+      return walk(c, v, n, tso_keys, 4, tso_field, cfg);
+    case 5:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      cfg->lockservice.set = 1;
+      return walk(c, v, n, lockservice_keys, 3, lockservice_field, cfg);
+    default: return parse_tablets(c, cfg, v, n);
+  }
+}
+
+/* ---- entry points ---------------------------------------------------------- */
+
+pc_config_t *pc_config_default(void) {
+  pc_config_t *cfg = calloc(1, sizeof *cfg);
+  if (!cfg) return NULL;
+  cfg->source = strdup("(defaults)");
+  cfg->data_dir = strdup("./percolator-data");
+  if (!cfg->source || !cfg->data_dir) {
+    pc_config_free(cfg);
+    return NULL;
+  }
+  cfg->log_level = PC_LOG_INFO;
+  cfg->store.sync = 0;
+  cfg->store.cache_mb = 32;
+  cfg->store.lock_ttl_ms = 3000;
+  cfg->store.timeout_ms = 10000;
+  cfg->store.one_phase_commit = 1;
+  cfg->tso.window_ms = 3000;
+  cfg->lockservice.session_ttl_ms = 10000;
+  return cfg;
+}
+
+void pc_config_free(pc_config_t *cfg) {
+  if (!cfg) return;
+  for (size_t k = 0; k < cfg->ntablets; k++) {
+    pc_config_tablet_t *t = &cfg->tablets[k];
+    free(t->name);
+    free(t->data_dir);
+    free(t->start);
+    free(t->end);
+  }
+  free(cfg->tablets);
+  free(cfg->tso.data_dir);
+  free(cfg->secret);
+  free(cfg->data_dir);
+  free(cfg->source);
+  free(cfg);
+}
+
+/* A syntax error (or a duplicate key, which jansson also refuses) as a message. */
+static void syntax_error(vctx_t *c, const json_error_t *je) {
+  size_t line = je->line > 0 ? (size_t)je->line : 1, col = je->column > 0 ? (size_t)je->column : 1;
+  size_t pos = je->position >= 0 ? (size_t)je->position : 0;
+  if (je->position >= 0 && pos <= c->len) linecol(c->text, c->len, pos, &line, &col);
+  if (col > 1 && pos > 0 && pos <= c->len)
+    col--; /* jansson's position is one past the token's last byte */
+  if (json_error_code(je) == json_error_duplicate_key && je->position > 0) {
+    ptree_t pt;
+    int32_t dup, first;
+    if (pt_build(&pt, c->text, c->len, pos, &dup, &first) == 0 && dup >= 0) {
+      const ptree_t *saved = c->pt;
+      c->pt = &pt;
+      /* key path of the duplicate: its ancestors, outermost first */
+      size_t depth = 0;
+      for (int32_t k = dup; k > 0; k = pt.nodes[k].parent) depth++;
+      int32_t *chain = malloc(depth * sizeof *chain);
+      if (chain) {
+        size_t d = depth;
+        for (int32_t k = dup; k > 0; k = pt.nodes[k].parent) chain[--d] = k;
+        for (d = 0; d < depth; d++) {
+          const pnode_t *nd = &pt.nodes[chain[d]];
+          if (nd->member) {
+            path_key(c, pt.keys + nd->key_at, nd->key_len);
+          } else {
+            size_t idx = 0;
+            for (int32_t s = pt.nodes[nd->parent].first; s >= 0 && s != chain[d];
+                 s = pt.nodes[s].next)
+              idx++;
+            path_index(c, idx);
+          }
+        }
+        free(chain);
+      }
+      char shown[SHOW_CAP];
+      size_t fl, fc;
+      show(shown, pt.keys + pt.nodes[dup].key_at, pt.nodes[dup].key_len);
+      linecol(c->text, c->len, pt.nodes[first].key_off, &fl, &fc);
+      fail_at(c, pt.nodes[dup].key_off, "duplicate key '%s' (first at %zu:%zu)", shown, fl, fc);
+      c->pt = saved;
+      pt_free(&pt);
+      return;
+    }
+    pt_free(&pt);
+  }
+  /* jansson quotes the offending input: escape its control and non-ASCII bytes */
+  char text[4 * JSON_ERROR_TEXT_LENGTH];
+  size_t o = 0;
+  for (const unsigned char *p = (const unsigned char *)je->text; *p && o + 5 < sizeof text; p++) {
+    if (*p < 0x20 || *p >= 0x7F)
+      o += (size_t)snprintf(text + o, sizeof text - o, "\\x%02x", *p);
+    else
+      text[o++] = (char)*p;
+  }
+  text[o] = '\0';
+  pc_error_set(c->err, PC_INVALID, "%s:%zu:%zu: syntax error: %s", c->src, line, col, text);
+}
+
+pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!name) name = "(config)";
+  if (!text && len) {
+    pc_error_set(err, PC_INVALID, "%s: configuration text is NULL", name);
+    return NULL;
+  }
+  if (len > CFG_MAX_TEXT) {
+    pc_error_set(err, PC_INVALID, "%s: configuration larger than %u MiB", name, CFG_MAX_TEXT >> 20);
+    return NULL;
+  }
+  ptree_t pt = {0};
+  vctx_t c = {.src = name, .text = text ? text : "", .len = len, .pt = &pt, .err = err};
+  size_t k = 0;
+  while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r')) k++;
+  if (k == len) {
+    fail_at(&c, 0, "the configuration is empty (expected a JSON object)");
+    return NULL;
+  }
+  json_error_t je;
+  json_t *root =
+      json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
+  if (!root) {
+    syntax_error(&c, &je);
+    return NULL;
+  }
+  pc_config_t *cfg = pc_config_default();
+  if (!cfg || pt_build(&pt, text, len, 0, NULL, NULL) != 0) {
+    fail_nomem(&c);
+    goto fail;
+  }
+  free(cfg->source);
+  if (!(cfg->source = strdup(name))) {
+    fail_nomem(&c);
+    goto fail;
+  }
+  if (!json_is_object(root)) {
+    fail_at(&c, node_off(&c, 0), "expected an object at the top level, got %s", type_name(root));
+    goto fail;
+  }
+  if (walk(&c, root, 0, root_keys, 7, root_field, cfg) != PC_OK) goto fail;
+  json_decref(root);
+  pt_free(&pt);
+  return cfg;
+fail:
+  json_decref(root);
+  pt_free(&pt);
+  pc_config_free(cfg);
+  return NULL;
+}
+
+pc_config_t *pc_config_load(const char *path, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!path) {
+    pc_error_set(err, PC_INVALID, "configuration path is NULL");
+    return NULL;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    pc_error_set(err, e == ENOENT || e == ENOTDIR ? PC_INVALID : PC_IO_ERROR, "%s: cannot open: %s",
+                 path, strerror(e));
+    return NULL;
+  }
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (len == cap) {
+      if (cap > CFG_MAX_TEXT) {
+        pc_error_set(err, PC_INVALID, "%s: configuration larger than %u MiB", path,
+                     CFG_MAX_TEXT >> 20);
+        goto fail;
+      }
+      size_t ncap = cap ? cap * 2 : 4096;
+      char *p = realloc(buf, ncap);
+      if (!p) {
+        pc_error_set(err, PC_NOMEM, "%s: out of memory", path);
+        goto fail;
+      }
+      buf = p;
+      cap = ncap;
+    }
+    ssize_t r = read(fd, buf + len, cap - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      pc_error_set(err, PC_IO_ERROR, "%s: cannot read: %s", path, strerror(errno));
+      goto fail;
+    }
+    if (r == 0) break;
+    len += (size_t)r;
+  }
+  close(fd);
+  pc_config_t *cfg = pc_config_parse(buf, len, path, err);
+  free(buf);
+  return cfg;
+fail:
+  close(fd);
+  free(buf);
+  return NULL;
+}

@@ -1,0 +1,92 @@
+/* config.h — the one JSON configuration of every role (DESIGN §9), parsed
+ * with jansson and validated against the schema below. An unknown key, a
+ * wrong type or an out-of-range value is PC_INVALID with a message naming the
+ * file, line:column and key path, e.g.
+ *   cluster.json:12:17: tablets[1].listen: expected "host:port", got 42
+ *
+ * Schema (every key optional unless marked; defaults in brackets):
+ * {
+ *   "data_dir":  string                    embedded store directory ["./percolator-data"]
+ *   "secret":    string                    shared secret every connection presents [none]
+ *   "log":       { "level": "debug"|"info"|"warn"|"error" ["info"] }
+ *   "store":     { "sync": bool [false], "cache_mb": int 0..65536 [32],
+ *                  "lock_ttl_ms": int 1..3600000 [3000], "timeout_ms": int 1..3600000 [10000],
+ *                  "one_phase_commit": bool [true] }
+ *   "tso":       { "listen": "host:port", "http": "host:port",
+ *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
+ *   "lockservice": { "listen": "host:port", "http": "host:port",
+ *                  "session_ttl_ms": int 100..600000 [10000] }
+ *   "tablets":   [ { "name": string (required, unique), "listen": "host:port" (required),
+ *                    "http": "host:port", "data_dir": string,
+ *                    "start": string [""], "end": string [""] } ... ]
+ * }
+ * A tablet serves rows [start, end) of every table ("" end = no upper
+ * bound); the tablets' ranges must not overlap and must cover every row
+ * (sorted by start, the first starts at "", each starts where the previous
+ * ends, the last ends at ""). "listen" is where a daemon binds and where
+ * clients connect; port 0 lets a daemon pick a free port (it logs it and
+ * writes it to its --ready-file), for tests and scripts. When "tso" or
+ * "tablets" is absent, clients use the embedded store in data_dir.
+ */
+#ifndef PC_CONFIG_CONFIG_H
+#define PC_CONFIG_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <percolator/percolator.h>
+
+#define PC_HOST_MAX 256
+
+typedef struct pc_endpoint {
+  int set; /* 0 when absent from the file */
+  char host[PC_HOST_MAX];
+  uint16_t port;
+} pc_endpoint_t;
+
+typedef struct pc_config_tablet {
+  char *name;
+  pc_endpoint_t listen, http;
+  char *data_dir; /* NULL: <data_dir>/tablet-<name> */
+  char *start;    /* "" = from the first row */
+  size_t start_len;
+  char *end;      /* "" = to the last row */
+  size_t end_len;
+} pc_config_tablet_t;
+
+typedef struct pc_config {
+  char *source; /* file name (or the name given to pc_config_parse) */
+  char *data_dir;
+  char *secret; /* NULL: none */
+  int log_level; /* pc_log_level_t */
+  struct {
+    int sync;
+    uint32_t cache_mb;
+    uint32_t lock_ttl_ms;
+    uint32_t timeout_ms;
+    int one_phase_commit;
+  } store;
+  struct {
+    int set;
+    pc_endpoint_t listen, http;
+    char *data_dir; /* NULL: <data_dir>/tso */
+    uint32_t window_ms;
+  } tso;
+  struct {
+    int set;
+    pc_endpoint_t listen, http;
+    uint32_t session_ttl_ms;
+  } lockservice;
+  pc_config_tablet_t *tablets; /* sorted by start */
+  size_t ntablets;
+} pc_config_t;
+
+/* Reads and validates the file at path. Returns NULL on error; release with pc_config_free. */
+pc_config_t *pc_config_load(const char *path, pc_error_t *err);
+/* Validates text; name is used in messages. Returns NULL on error; release with pc_config_free. */
+pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_error_t *err);
+/* The defaults (an embedded store in ./percolator-data). Release with pc_config_free. */
+pc_config_t *pc_config_default(void);
+void pc_config_free(pc_config_t *cfg);
+
+#endif
