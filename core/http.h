@@ -1,0 +1,32 @@
+/* http.h — the small HTTP endpoint every daemon serves beside its protocol
+ * port: GET /health (200 "ok", or 503 with the reason) and GET /metrics
+ * (Prometheus text format 0.0.4). Built on libevent's evhttp, on its own
+ * thread; anything else is 404, and non-GET methods 405. */
+#ifndef PC_CORE_HTTP_H
+#define PC_CORE_HTTP_H
+
+#include <stdint.h>
+
+#include <percolator/percolator.h>
+
+#include "core/keys.h"
+
+/* Appends a one-line reason to out and returns 0 when unhealthy; returns 1 when healthy. */
+typedef int (*pc_http_health_fn)(void *ctx, pc_buf_t *out);
+/* Appends the metrics in Prometheus text format to out. Called on the HTTP thread. */
+typedef void (*pc_http_metrics_fn)(void *ctx, pc_buf_t *out);
+
+typedef struct pc_http pc_http_t;
+
+/* Serves on host:port (port 0: ephemeral). Returns NULL on error naming
+ * host:port; release with pc_http_stop. */
+pc_http_t *pc_http_start(const char *host, uint16_t port, pc_http_health_fn health,
+                         pc_http_metrics_fn metrics, void *ctx, pc_error_t *err);
+uint16_t pc_http_port(const pc_http_t *h);
+void pc_http_stop(pc_http_t *h);
+
+/* Helpers to write one metric: "# HELP", "# TYPE" and the sample line. */
+void pc_metric_counter(pc_buf_t *out, const char *name, const char *help, uint64_t value);
+void pc_metric_gauge(pc_buf_t *out, const char *name, const char *help, double value);
+
+#endif

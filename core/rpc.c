@@ -1,0 +1,1649 @@
+/* rpc.c — the request/response protocol every daemon speaks (core/rpc.h):
+ * a server (one libevent loop thread for accept and socket I/O, a pool of
+ * handler threads fed from a bounded queue, replies handed back to the loop
+ * thread through a completion queue), a multiplexing client (one background
+ * loop thread, one connection, calls matched to replies by id, lazy
+ * reconnection with backoff) and the "host:port" parser.
+ *
+ * Threading and ownership, server side:
+ *   - The loop thread alone touches the event base, the listener, every
+ *     bufferevent and every field of a connection. Handler threads see only
+ *     jobs: a job owns its request body and its reply buffer, and holds a
+ *     reference on its connection that only the loop thread drops (so
+ *     connection reference counts need no atomics). A connection closed
+ *     while its requests are being served stays allocated until the last of
+ *     their jobs comes back, and their replies are then discarded.
+ *   - Jobs travel loop -> workers through queue (qmu/qcv) and back through
+ *     the completion list (cmu), whose first entry activates done_ev.
+ *   - The number of requests in service is bounded per connection
+ *     (max_inflight) and in total (qcap); beyond either the loop stops
+ *     reading from the connection. Replies a peer does not read are bounded
+ *     by OUT_HIGH the same way.
+ * Client side: callers own their call records (on their stacks) and only
+ * touch them under the client's mutex; the loop thread takes a call's
+ * request frame (it then belongs to the output evbuffer, which frees it once
+ * written) and fills in its result under that mutex too. A reply body is
+ * malloc'd by the loop thread and handed to the caller. The bufferevent
+ * belongs to the loop thread.
+ *
+ * Every thread this file starts blocks all signals: daemons get SIGTERM and
+ * SIGINT on their main thread, and a write to a closed peer returns EPIPE
+ * instead of killing the process with SIGPIPE.
+ */
+#include "core/rpc.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include <event2/util.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+#define PREFIX 4                        /* the length field */
+#define HDR (PREFIX + PC_RPC_HEADER)    /* 15 bytes before the payload */
+#define OUT_HIGH (8u << 20)             /* unread reply bytes before a connection stops reading */
+#define LINGER_MS 2000                  /* flushing an error reply before closing */
+#define STOP_GRACE_MS 5000              /* pc_rpc_server_stop waits this long for replies */
+#define ACCEPT_RETRY_MS 100             /* pause after a failing accept() (e.g. EMFILE) */
+#define CLIENT_MAX_FRAME (1u << 30)     /* largest reply frame a client accepts */
+#define CONNECT_TIMEOUT_MS 3000
+#define BACKOFF_MIN_MS 10
+#define BACKOFF_MAX_MS 1000
+#define NBUCKETS 1024                   /* client's calls by id */
+
+/* ---- shared helpers ------------------------------------------------------ */
+
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+static int lib_threads_rc = -1;
+
+static void lib_init(void) { lib_threads_rc = evthread_use_pthreads(); }
+
+static int lib_ready(pc_error_t *err) {
+  pthread_once(&lib_once, lib_init);
+  if (lib_threads_rc != 0) {
+    pc_error_set(err, PC_INTERNAL, "libevent: evthread_use_pthreads failed");
+    return -1;
+  }
+  return 0;
+}
+
+/* Starts fn(arg) with every signal blocked in the new thread. */
+static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(t, NULL, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
+static uint32_t get_be32(const unsigned char *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t get_be64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+  return v;
+}
+
+/* Writes the 15 bytes before a payload of plen bytes. */
+static void put_header(unsigned char h[HDR], size_t plen, uint8_t op, uint8_t status, uint64_t id) {
+  uint32_t len = (uint32_t)(PC_RPC_HEADER + plen);
+  h[0] = (unsigned char)(len >> 24);
+  h[1] = (unsigned char)(len >> 16);
+  h[2] = (unsigned char)(len >> 8);
+  h[3] = (unsigned char)len;
+  h[4] = PC_RPC_VERSION;
+  h[5] = op;
+  h[6] = status;
+  for (int i = 0; i < 8; i++) h[7 + i] = (unsigned char)(id >> (56 - 8 * i));
+}
+
+static struct timeval ms_tv(uint32_t ms) {
+  struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+  return tv;
+}
+
+/* "host:port", with brackets around IPv6 hosts. */
+static void format_endpoint(char *out, size_t cap, const char *host, unsigned port) {
+  if (strchr(host, ':'))
+    snprintf(out, cap, "[%s]:%u", host, port);
+  else
+    snprintf(out, cap, "%s:%u", host, port);
+}
+
+static void format_sockaddr(char *out, size_t cap, const struct sockaddr *sa, socklen_t len) {
+  char h[NI_MAXHOST], p[NI_MAXSERV];
+  if (getnameinfo(sa, len, h, sizeof h, p, sizeof p, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    snprintf(out, cap, "unknown peer");
+    return;
+  }
+  unsigned port = (unsigned)strtoul(p, NULL, 10);
+  if (strchr(h, ':'))
+    snprintf(out, cap, "[%.64s]:%u", h, port);
+  else
+    snprintf(out, cap, "%.64s:%u", h, port);
+}
+
+static void set_nodelay(evutil_socket_t fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* Compares a presented secret with the configured one in time that depends
+ * only on the presented length. */
+static int secret_equal(const char *want, size_t wlen, const char *got, size_t glen) {
+  unsigned char diff = (unsigned char)(wlen != glen);
+  for (size_t i = 0; i < glen; i++) {
+    unsigned char w = wlen ? (unsigned char)want[i % wlen] : 0;
+    diff |= (unsigned char)(w ^ (unsigned char)got[i]);
+  }
+  return diff == 0 && wlen == glen;
+}
+
+static void free_reference(const void *data, size_t len, void *arg) {
+  (void)len;
+  (void)arg;
+  free((void *)data);
+}
+
+/* ==== server ============================================================== */
+
+typedef struct conn {
+  struct pc_rpc_server *s;
+  struct bufferevent *bev;           /* NULL once closed */
+  struct event *frame_ev;            /* partial-frame timer, then the flush-before-close timer */
+  struct event *idle_ev;
+  struct conn *prev, *next;          /* the server's open connections */
+  struct conn *sprev, *snext;        /* the server's starved connections */
+  int starved;
+  int refs;                          /* 1 while open + 1 per job; loop thread only */
+  uint32_t inflight;                 /* jobs in service */
+  int authed, reading, closing, shut, eof, closed;
+  size_t in_seen;                    /* input bytes already counted in bytes_in */
+  uint64_t cid;                      /* this server's id of the connection (from 1) */
+  char peer[80];
+} conn_t;
+
+/* One request in service. Owned by whichever queue holds it; body and reply
+ * are freed (or handed to an evbuffer) by the loop thread. */
+typedef struct job {
+  struct job *next;
+  conn_t *conn; /* a reference */
+  uint64_t cid; /* conn->cid, readable by the worker */
+  uint8_t op;
+  uint64_t id;
+  char *body;
+  size_t blen;
+  pc_status_t status;
+  pc_buf_t reply; /* the body on PC_OK, else the error message */
+} job_t;
+
+struct pc_rpc_server {
+  char *name, *host, *secret; /* owned copies; secret NULL when none */
+  size_t secret_len;
+  uint32_t max_frame, max_inflight, frame_timeout_ms, idle_timeout_ms, max_connections;
+  pc_rpc_handler_fn handler;
+  void *ctx;
+  void (*on_close)(void *ctx, uint64_t connection);
+  uint64_t next_cid; /* loop thread only */
+  uint16_t port;
+  char endpoint[300];
+
+  struct event_base *base;
+  struct evconnlistener *listener;
+  struct event *done_ev, *stop_ev, *grace_ev, *accept_retry_ev;
+  pthread_t loop_thread;
+  int loop_started;
+  pthread_t *workers;
+  uint32_t workers_started;
+
+  pthread_mutex_t qmu; /* request queue */
+  pthread_cond_t qcv;
+  job_t *qhead, *qtail;
+  int qstop;
+
+  pthread_mutex_t cmu; /* completion list */
+  job_t *chead, *ctail;
+
+  /* loop thread only */
+  conn_t *conns;
+  conn_t *starved_head, *starved_tail;
+  uint32_t in_service, qcap;
+  int stopping;
+
+  _Atomic uint64_t n_accepted, n_open, n_requests, n_proto_errors, n_bytes_in, n_bytes_out;
+};
+
+
+/* The connection of the request a worker thread is serving (0 outside a handler). */
+static _Thread_local uint64_t current_connection;
+
+uint64_t pc_rpc_current_connection(void) { return current_connection; }
+
+static void conn_hold(conn_t *c) { c->refs++; }
+
+static void conn_release(conn_t *c) {
+  if (--c->refs == 0) free(c);
+}
+
+static size_t conn_outlen(conn_t *c) {
+  return c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
+}
+
+static void starved_remove(struct pc_rpc_server *s, conn_t *c) {
+  if (!c->starved) return;
+  if (c->sprev) c->sprev->snext = c->snext; else s->starved_head = c->snext;
+  if (c->snext) c->snext->sprev = c->sprev; else s->starved_tail = c->sprev;
+  c->sprev = c->snext = NULL;
+  c->starved = 0;
+}
+
+static void starved_add(struct pc_rpc_server *s, conn_t *c) {
+  if (c->starved) return;
+  c->starved = 1;
+  c->snext = NULL;
+  c->sprev = s->starved_tail;
+  if (s->starved_tail) s->starved_tail->snext = c; else s->starved_head = c;
+  s->starved_tail = c;
+}
+
+static void check_drained(struct pc_rpc_server *s) {
+  if (s->stopping && !s->conns && s->in_service == 0) event_base_loopbreak(s->base);
+}
+
+/* Closes the socket at once and drops the connection's own reference; the
+ * struct lives on while jobs still refer to it. */
+static void conn_close(conn_t *c) {
+  if (c->closed) return;
+  struct pc_rpc_server *s = c->s;
+  c->closed = 1;
+  if (s->on_close) s->on_close(s->ctx, c->cid);
+  bufferevent_free(c->bev);
+  c->bev = NULL;
+  event_free(c->frame_ev);
+  event_free(c->idle_ev);
+  c->frame_ev = c->idle_ev = NULL;
+  starved_remove(s, c);
+  if (c->prev) c->prev->next = c->next; else s->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  atomic_fetch_sub(&s->n_open, 1);
+  conn_release(c);
+  check_drained(s);
+}
+
+static void conn_pause(conn_t *c) {
+  if (c->reading) {
+    bufferevent_disable(c->bev, EV_READ);
+    c->reading = 0;
+  }
+  if (!c->closing) evtimer_del(c->frame_ev);
+}
+
+/* The last reply is out: send FIN and discard input until the peer closes
+ * too (or the linger timer fires), so the kernel does not answer unread
+ * input with a reset that could destroy that reply before the peer reads it. */
+static void conn_linger(conn_t *c) {
+  if (c->eof) {
+    conn_close(c);
+    return;
+  }
+  c->shut = 1;
+  shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+  bufferevent_enable(c->bev, EV_READ);
+}
+
+/* Stops serving, forgets unread input, flushes what is queued and then
+ * closes (all within LINGER_MS). */
+static void conn_close_after_flush(conn_t *c) {
+  if (c->closed || c->closing) return;
+  conn_pause(c);
+  c->closing = 1;
+  struct evbuffer *in = bufferevent_get_input(c->bev);
+  evbuffer_drain(in, evbuffer_get_length(in));
+  c->in_seen = 0;
+  evtimer_del(c->idle_ev);
+  struct timeval tv = ms_tv(LINGER_MS);
+  evtimer_add(c->frame_ev, &tv);
+  if (conn_outlen(c) == 0) conn_linger(c);
+}
+
+/* Queues one reply frame; closes the connection if memory runs out. */
+static void conn_send(conn_t *c, uint8_t op, pc_status_t st, uint64_t id, const void *body,
+                      size_t len) {
+  if (c->closed) return;
+  unsigned char h[HDR];
+  put_header(h, len, op, (uint8_t)st, id);
+  struct evbuffer *out = bufferevent_get_output(c->bev);
+  if (evbuffer_add(out, h, HDR) != 0 || (len && evbuffer_add(out, body, len) != 0)) {
+    pc_log(PC_LOG_ERROR, "%s: out of memory replying to %s; closing", c->s->name, c->peer);
+    conn_close(c);
+    return;
+  }
+  atomic_fetch_add(&c->s->n_bytes_out, HDR + len);
+}
+
+static void conn_send_error(conn_t *c, uint8_t op, pc_status_t st, uint64_t id, const char *fmt,
+                            ...) __attribute__((format(printf, 5, 6)));
+static void conn_send_error(conn_t *c, uint8_t op, pc_status_t st, uint64_t id, const char *fmt,
+                            ...) {
+  char msg[PC_ERROR_TEXT];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if ((size_t)n >= sizeof msg) n = (int)sizeof msg - 1;
+  conn_send(c, (uint8_t)(op | PC_RPC_OP_REPLY), st, id, msg, (size_t)n);
+}
+
+/* A protocol fault: log it, count it, answer with the fault and close. */
+static void conn_fault(conn_t *c, uint8_t op, uint64_t id, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void conn_fault(conn_t *c, uint8_t op, uint64_t id, const char *fmt, ...) {
+  char msg[PC_ERROR_TEXT];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  atomic_fetch_add(&c->s->n_proto_errors, 1);
+  pc_log(PC_LOG_WARN, "%s: protocol error from %s: %s; closing the connection", c->s->name,
+         c->peer, msg);
+  conn_send_error(c, op, PC_INVALID, id, "%s", msg);
+  conn_close_after_flush(c);
+}
+
+static void dispatch(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen) {
+  struct pc_rpc_server *s = c->s;
+  job_t *j = calloc(1, sizeof *j);
+  if (!j) {
+    free(body);
+    conn_send_error(c, op, PC_NOMEM, id, "out of memory");
+    return;
+  }
+  j->conn = c;
+  j->cid = c->cid;
+  j->op = op;
+  j->id = id;
+  j->body = body;
+  j->blen = blen;
+  conn_hold(c);
+  c->inflight++;
+  s->in_service++;
+  pthread_mutex_lock(&s->qmu);
+  if (s->qtail) s->qtail->next = j; else s->qhead = j;
+  s->qtail = j;
+  pthread_cond_signal(&s->qcv);
+  pthread_mutex_unlock(&s->qmu);
+}
+
+/* One complete request frame; takes body. */
+static void handle_frame(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen) {
+  struct pc_rpc_server *s = c->s;
+  atomic_fetch_add(&s->n_requests, 1);
+  if (s->secret && !c->authed && op != PC_RPC_OP_HELLO) {
+    free(body);
+    conn_fault(c, op, id, "authentication required: the first frame must be HELLO");
+    return;
+  }
+  if (op == PC_RPC_OP_HELLO) {
+    int ok = !s->secret || secret_equal(s->secret, s->secret_len, body ? body : "", blen);
+    free(body);
+    if (!ok) {
+      conn_fault(c, op, id, "wrong secret");
+      return;
+    }
+    c->authed = 1;
+    conn_send(c, op | PC_RPC_OP_REPLY, PC_OK, id, NULL, 0);
+    return;
+  }
+  if (op == PC_RPC_OP_PING) {
+    free(body);
+    conn_send(c, op | PC_RPC_OP_REPLY, PC_OK, id, NULL, 0);
+    return;
+  }
+  if (op < 0x10 || op >= 0x80) {
+    free(body);
+    atomic_fetch_add(&s->n_proto_errors, 1);
+    pc_log(PC_LOG_WARN, "%s: protocol error from %s: unknown opcode 0x%02x", s->name, c->peer, op);
+    conn_send_error(c, op, PC_INVALID, id, "unknown opcode 0x%02x", op);
+    return;
+  }
+  dispatch(c, op, id, body, blen);
+}
+
+/* Parses and serves the complete frames in the input, as far as the limits
+ * allow; then (re)arms reading and the frame timer. The caller holds a
+ * reference: the connection may be closed inside. */
+static void conn_process_held(conn_t *c) {
+  struct pc_rpc_server *s = c->s;
+  if (c->closed || c->closing) return;
+  struct evbuffer *in = bufferevent_get_input(c->bev);
+  for (;;) {
+    if (s->stopping || c->inflight >= s->max_inflight || conn_outlen(c) > OUT_HIGH) {
+      conn_pause(c);
+      return;
+    }
+    if (s->in_service >= s->qcap) {
+      conn_pause(c);
+      starved_add(s, c);
+      return;
+    }
+    size_t avail = evbuffer_get_length(in);
+    if (avail < PREFIX) break;
+    unsigned char h[HDR];
+    size_t got = avail < HDR ? avail : HDR;
+    evbuffer_copyout(in, h, got);
+    uint32_t flen = get_be32(h);
+    uint8_t op = got > 5 ? h[5] : 0;
+    uint64_t id = got >= HDR ? get_be64(h + 7) : 0;
+    if (flen < PC_RPC_HEADER || flen > s->max_frame) {
+      conn_fault(c, op, id, "bad frame length %u (must be %u..%u)", flen, PC_RPC_HEADER,
+                 s->max_frame);
+      return;
+    }
+    if (got > 4 && h[4] != PC_RPC_VERSION) {
+      conn_fault(c, op, id, "unsupported protocol version %u (this server speaks %u)", h[4],
+                 PC_RPC_VERSION);
+      return;
+    }
+    if (avail - PREFIX < flen) break;
+    /* a complete frame */
+    evbuffer_drain(in, HDR);
+    size_t blen = flen - PC_RPC_HEADER;
+    char *body = NULL;
+    if (blen) {
+      body = malloc(blen);
+      if (!body) {
+        pc_log(PC_LOG_ERROR, "%s: out of memory reading %zu bytes from %s; closing", s->name,
+               blen, c->peer);
+        conn_close(c);
+        return;
+      }
+      evbuffer_remove(in, body, blen);
+    }
+    c->in_seen = evbuffer_get_length(in);
+    evtimer_del(c->frame_ev);
+    handle_frame(c, op, id, body, blen);
+    if (c->closed || c->closing) return;
+  }
+  size_t avail = evbuffer_get_length(in);
+  c->in_seen = avail;
+  if (c->eof) {
+    if (c->inflight == 0) {
+      if (avail) {
+        atomic_fetch_add(&s->n_proto_errors, 1);
+        pc_log(PC_LOG_WARN, "%s: protocol error from %s: connection closed inside a frame "
+               "(%zu bytes of it received)", s->name, c->peer, avail);
+      }
+      conn_close_after_flush(c);
+    }
+    return;
+  }
+  if (!c->reading) {
+    bufferevent_enable(c->bev, EV_READ);
+    c->reading = 1;
+  }
+  if (avail == 0) {
+    evtimer_del(c->frame_ev);
+  } else if (!evtimer_pending(c->frame_ev, NULL)) {
+    struct timeval tv = ms_tv(s->frame_timeout_ms);
+    evtimer_add(c->frame_ev, &tv);
+  }
+}
+
+/* After output drained: a closing connection lingers; a stopping server
+ * closes connections with nothing left to send. */
+static void conn_after_io(conn_t *c) {
+  if (c->closed || conn_outlen(c) != 0) return;
+  if (c->s->stopping && (c->closing || c->inflight == 0))
+    conn_close(c);
+  else if (c->closing && !c->shut)
+    conn_linger(c);
+}
+
+static void idle_arm(conn_t *c) {
+  if (c->closed || c->closing) return;
+  struct timeval tv = ms_tv(c->s->idle_timeout_ms);
+  evtimer_add(c->idle_ev, &tv);
+}
+
+static void conn_read_cb(struct bufferevent *bev, void *arg) {
+  conn_t *c = arg;
+  (void)bev;
+  conn_hold(c);
+  struct evbuffer *in = bufferevent_get_input(c->bev);
+  size_t avail = evbuffer_get_length(in);
+  if (avail > c->in_seen) atomic_fetch_add(&c->s->n_bytes_in, avail - c->in_seen);
+  c->in_seen = avail;
+  if (c->closing) { /* lingering: discard */
+    evbuffer_drain(in, avail);
+    c->in_seen = 0;
+  } else {
+    idle_arm(c);
+    conn_process_held(c);
+  }
+  conn_release(c);
+}
+
+static void conn_write_cb(struct bufferevent *bev, void *arg) {
+  conn_t *c = arg;
+  (void)bev;
+  conn_hold(c);
+  idle_arm(c);
+  conn_after_io(c);
+  if (!c->closed && !c->reading) conn_process_held(c); /* resumes after OUT_HIGH */
+  conn_release(c);
+}
+
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg) {
+  conn_t *c = arg;
+  (void)bev;
+  conn_hold(c);
+  if (what & BEV_EVENT_ERROR) {
+    int e = EVUTIL_SOCKET_ERROR();
+    if (!c->closing && e != ECONNRESET && e != EPIPE)
+      pc_log(PC_LOG_WARN, "%s: connection from %s failed: %s", c->s->name, c->peer,
+             evutil_socket_error_to_string(e));
+    conn_close(c);
+  } else if (what & BEV_EVENT_EOF) {
+    /* The peer will send nothing more: serve what is complete, then close. */
+    size_t avail = evbuffer_get_length(bufferevent_get_input(c->bev));
+    if (avail > c->in_seen) atomic_fetch_add(&c->s->n_bytes_in, avail - c->in_seen);
+    c->in_seen = avail;
+    c->eof = 1;
+    c->reading = 0;
+    if (!c->closing)
+      conn_process_held(c);
+    else if (c->shut)
+      conn_close(c);
+    else
+      conn_after_io(c); /* a half-closed peer may still read its error reply */
+  }
+  conn_release(c);
+}
+
+static void conn_frame_timeout_cb(evutil_socket_t fd, short what, void *arg) {
+  conn_t *c = arg;
+  (void)fd;
+  (void)what;
+  conn_hold(c);
+  if (c->closing) {
+    pc_log(PC_LOG_DEBUG, "%s: %s did not read its last reply; closing", c->s->name, c->peer);
+  } else {
+    atomic_fetch_add(&c->s->n_proto_errors, 1);
+    pc_log(PC_LOG_WARN, "%s: protocol error from %s: frame not completed within %u ms; closing "
+           "the connection", c->s->name, c->peer, c->s->frame_timeout_ms);
+  }
+  conn_close(c);
+  conn_release(c);
+}
+
+static void conn_idle_cb(evutil_socket_t fd, short what, void *arg) {
+  conn_t *c = arg;
+  (void)fd;
+  (void)what;
+  conn_hold(c);
+  if (c->inflight > 0 || conn_outlen(c) > 0) {
+    idle_arm(c);
+  } else {
+    pc_log(PC_LOG_DEBUG, "%s: closing %s after %u ms idle", c->s->name, c->peer,
+           c->s->idle_timeout_ms);
+    conn_close(c);
+  }
+  conn_release(c);
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg) {
+  struct pc_rpc_server *s = arg;
+  (void)l;
+  char peer[80];
+  format_sockaddr(peer, sizeof peer, sa, (socklen_t)salen);
+  atomic_fetch_add(&s->n_accepted, 1);
+  if (s->stopping) {
+    evutil_closesocket(fd);
+    return;
+  }
+  if (atomic_load(&s->n_open) >= s->max_connections) {
+    pc_log(PC_LOG_WARN, "%s: refusing %s: %u connections open (max_connections)", s->name, peer,
+           s->max_connections);
+    evutil_closesocket(fd);
+    return;
+  }
+  set_nodelay(fd);
+  conn_t *c = calloc(1, sizeof *c);
+  struct bufferevent *bev = c ? bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+  struct event *fe = bev ? evtimer_new(s->base, conn_frame_timeout_cb, c) : NULL;
+  struct event *ie = fe ? evtimer_new(s->base, conn_idle_cb, c) : NULL;
+  if (!ie) {
+    pc_log(PC_LOG_ERROR, "%s: out of memory accepting %s", s->name, peer);
+    if (fe) event_free(fe);
+    if (bev) bufferevent_free(bev); else evutil_closesocket(fd);
+    free(c);
+    return;
+  }
+  c->s = s;
+  c->cid = ++s->next_cid;
+  c->bev = bev;
+  c->frame_ev = fe;
+  c->idle_ev = ie;
+  c->refs = 1;
+  c->authed = s->secret == NULL;
+  snprintf(c->peer, sizeof c->peer, "%s", peer);
+  c->next = s->conns;
+  if (s->conns) s->conns->prev = c;
+  s->conns = c;
+  atomic_fetch_add(&s->n_open, 1);
+  bufferevent_setcb(bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+  bufferevent_enable(bev, EV_READ);
+  c->reading = 1;
+  idle_arm(c);
+  pc_log(PC_LOG_DEBUG, "%s: connection from %s", s->name, peer);
+}
+
+static void accept_error_cb(struct evconnlistener *l, void *arg) {
+  struct pc_rpc_server *s = arg;
+  int e = EVUTIL_SOCKET_ERROR();
+  pc_log(PC_LOG_WARN, "%s: accept on %s failed: %s; pausing accepts for %d ms", s->name,
+         s->endpoint, evutil_socket_error_to_string(e), ACCEPT_RETRY_MS);
+  evconnlistener_disable(l);
+  struct timeval tv = ms_tv(ACCEPT_RETRY_MS);
+  evtimer_add(s->accept_retry_ev, &tv);
+}
+
+static void accept_retry_cb(evutil_socket_t fd, short what, void *arg) {
+  struct pc_rpc_server *s = arg;
+  (void)fd;
+  (void)what;
+  if (s->listener) evconnlistener_enable(s->listener);
+}
+
+/* Replies came back from the workers. */
+static void done_cb(evutil_socket_t fd, short what, void *arg) {
+  struct pc_rpc_server *s = arg;
+  (void)fd;
+  (void)what;
+  pthread_mutex_lock(&s->cmu);
+  job_t *list = s->chead;
+  s->chead = s->ctail = NULL;
+  pthread_mutex_unlock(&s->cmu);
+  while (list) {
+    job_t *j = list;
+    list = j->next;
+    conn_t *c = j->conn;
+    c->inflight--;
+    s->in_service--;
+    if (!c->closed) {
+      unsigned char h[HDR];
+      put_header(h, j->reply.len, j->op | PC_RPC_OP_REPLY, (uint8_t)j->status, j->id);
+      struct evbuffer *out = bufferevent_get_output(c->bev);
+      int rc = evbuffer_add(out, h, HDR);
+      if (rc == 0 && j->reply.len) {
+        rc = evbuffer_add_reference(out, j->reply.p, j->reply.len, free_reference, NULL);
+        if (rc == 0) j->reply.p = NULL; /* the evbuffer owns it now */
+      }
+      if (rc != 0) {
+        pc_log(PC_LOG_ERROR, "%s: out of memory replying to %s; closing", s->name, c->peer);
+        conn_close(c);
+      } else {
+        atomic_fetch_add(&s->n_bytes_out, HDR + j->reply.len);
+        conn_process_held(c);
+      }
+    }
+    pc_buf_free(&j->reply);
+    free(j);
+    conn_release(c);
+  }
+  while (s->starved_head && s->in_service < s->qcap) {
+    conn_t *c = s->starved_head;
+    starved_remove(s, c);
+    conn_hold(c);
+    conn_process_held(c);
+    conn_release(c);
+  }
+  check_drained(s);
+}
+
+static void grace_cb(evutil_socket_t fd, short what, void *arg) {
+  struct pc_rpc_server *s = arg;
+  (void)fd;
+  (void)what;
+  pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service after %d ms; closing every "
+         "connection", s->name, s->in_service, STOP_GRACE_MS);
+  while (s->conns) conn_close(s->conns);
+  event_base_loopbreak(s->base);
+}
+
+static void stop_cb(evutil_socket_t fd, short what, void *arg) {
+  struct pc_rpc_server *s = arg;
+  (void)fd;
+  (void)what;
+  s->stopping = 1;
+  if (s->listener) {
+    evconnlistener_free(s->listener);
+    s->listener = NULL;
+  }
+  evtimer_del(s->accept_retry_ev);
+  while (s->starved_head) starved_remove(s, s->starved_head);
+  conn_t *c = s->conns;
+  while (c) {
+    conn_t *next = c->next;
+    conn_hold(c);
+    if (!c->closing) conn_pause(c);
+    conn_after_io(c);
+    conn_release(c);
+    c = next;
+  }
+  struct timeval tv = ms_tv(STOP_GRACE_MS);
+  evtimer_add(s->grace_ev, &tv);
+  check_drained(s);
+}
+
+static void *loop_main(void *arg) {
+  struct pc_rpc_server *s = arg;
+  event_base_loop(s->base, EVLOOP_NO_EXIT_ON_EMPTY);
+  return NULL;
+}
+
+static void *worker_main(void *arg) {
+  struct pc_rpc_server *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->qmu);
+    while (!s->qhead && !s->qstop) pthread_cond_wait(&s->qcv, &s->qmu);
+    if (s->qstop) {
+      pthread_mutex_unlock(&s->qmu);
+      return NULL;
+    }
+    job_t *j = s->qhead;
+    s->qhead = j->next;
+    if (!s->qhead) s->qtail = NULL;
+    j->next = NULL;
+    pthread_mutex_unlock(&s->qmu);
+
+    pc_error_t err;
+    pc_error_clear(&err);
+    current_connection = j->cid;
+    pc_status_t st = s->handler(s->ctx, j->op, j->body ? j->body : "", j->blen, &j->reply, &err);
+    current_connection = 0;
+    free(j->body);
+    j->body = NULL;
+    if ((unsigned)st > PC_INTERNAL) {
+      pc_error_set(&err, PC_INTERNAL, "handler of op 0x%02x returned unknown status %d", j->op,
+                   (int)st);
+      st = PC_INTERNAL;
+    } else if (st == PC_OK && j->reply.len > s->max_frame - PC_RPC_HEADER) {
+      pc_error_set(&err, PC_INTERNAL, "reply of %zu bytes to op 0x%02x exceeds the frame limit "
+                   "of %u bytes", j->reply.len, j->op, s->max_frame);
+      st = PC_INTERNAL;
+    }
+    if (st != PC_OK) {
+      const char *msg = err.text[0] ? err.text : pc_status_name(st);
+      pc_buf_free(&j->reply);
+      if (pc_buf_append(&j->reply, msg, strlen(msg)) != 0) pc_buf_free(&j->reply);
+    }
+    j->status = st;
+
+    pthread_mutex_lock(&s->cmu);
+    int first = s->chead == NULL;
+    if (s->ctail) s->ctail->next = j; else s->chead = j;
+    s->ctail = j;
+    pthread_mutex_unlock(&s->cmu);
+    if (first) event_active(s->done_ev, EV_READ, 0);
+  }
+}
+
+static void free_jobs(job_t *j) {
+  while (j) {
+    job_t *next = j->next;
+    conn_t *c = j->conn;
+    free(j->body);
+    pc_buf_free(&j->reply);
+    free(j);
+    conn_release(c);
+    j = next;
+  }
+}
+
+/* Frees a server whose threads are all joined (or were never started). */
+static void server_free(struct pc_rpc_server *s) {
+  free_jobs(s->qhead);
+  free_jobs(s->chead);
+  s->qhead = s->chead = NULL;
+  while (s->conns) conn_close(s->conns);
+  if (s->listener) evconnlistener_free(s->listener);
+  if (s->done_ev) event_free(s->done_ev);
+  if (s->stop_ev) event_free(s->stop_ev);
+  if (s->grace_ev) event_free(s->grace_ev);
+  if (s->accept_retry_ev) event_free(s->accept_retry_ev);
+  if (s->base) event_base_free(s->base);
+  pthread_mutex_destroy(&s->qmu);
+  pthread_cond_destroy(&s->qcv);
+  pthread_mutex_destroy(&s->cmu);
+  free(s->workers);
+  free(s->name);
+  free(s->host);
+  free(s->secret);
+  free(s);
+}
+
+static void server_join(struct pc_rpc_server *s) {
+  if (s->loop_started) {
+    event_active(s->stop_ev, EV_READ, 0);
+    pthread_join(s->loop_thread, NULL);
+    s->loop_started = 0;
+  }
+  pthread_mutex_lock(&s->qmu);
+  s->qstop = 1;
+  pthread_cond_broadcast(&s->qcv);
+  pthread_mutex_unlock(&s->qmu);
+  for (uint32_t i = 0; i < s->workers_started; i++) pthread_join(s->workers[i], NULL);
+  s->workers_started = 0;
+}
+
+static evutil_socket_t listener_fd_bind(struct pc_rpc_server *s, pc_error_t *err) {
+  char portstr[8];
+  snprintf(portstr, sizeof portstr, "%u", (unsigned)s->port);
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  int gai = getaddrinfo(s->host, portstr, &hints, &res);
+  if (gai != 0) {
+    pc_error_set(err, PC_INVALID, "cannot listen on %s: %s", s->endpoint, gai_strerror(gai));
+    return -1;
+  }
+  int e = 0;
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+    s->listener = evconnlistener_new_bind(
+        s->base, accept_cb, s, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+        1024, ai->ai_addr, (int)ai->ai_addrlen);
+    if (s->listener) break;
+    e = EVUTIL_SOCKET_ERROR();
+  }
+  freeaddrinfo(res);
+  if (!s->listener) {
+    pc_error_set(err, PC_IO_ERROR, "cannot listen on %s: %s", s->endpoint,
+                 evutil_socket_error_to_string(e));
+    return -1;
+  }
+  evconnlistener_set_error_cb(s->listener, accept_error_cb);
+  return evconnlistener_get_fd(s->listener);
+}
+
+pc_rpc_server_t *pc_rpc_server_start(const pc_rpc_server_options_t *opts,
+                                     pc_rpc_handler_fn handler, void *ctx, pc_error_t *err) {
+  if (!opts || !handler) {
+    pc_error_set(err, PC_INVALID, "pc_rpc_server_start: options and handler are required");
+    return NULL;
+  }
+  if (lib_ready(err) != 0) return NULL;
+  const char *host = opts->host && opts->host[0] ? opts->host : "127.0.0.1";
+  char ep[300];
+  format_endpoint(ep, sizeof ep, host, opts->port);
+  uint32_t max_frame = opts->max_frame ? opts->max_frame : PC_RPC_DEFAULT_MAX_FRAME;
+  if (max_frame < 64) {
+    pc_error_set(err, PC_INVALID, "rpc server %s: max_frame %u is below 64", ep, max_frame);
+    return NULL;
+  }
+  uint32_t workers = opts->workers ? opts->workers : 4;
+  if (workers > 1024) {
+    pc_error_set(err, PC_INVALID, "rpc server %s: workers %u is above 1024", ep, workers);
+    return NULL;
+  }
+
+  struct pc_rpc_server *s = calloc(1, sizeof *s);
+  if (!s) {
+    pc_error_set(err, PC_NOMEM, "rpc server %s: out of memory", ep);
+    return NULL;
+  }
+  pthread_mutex_init(&s->qmu, NULL);
+  pthread_cond_init(&s->qcv, NULL);
+  pthread_mutex_init(&s->cmu, NULL);
+  s->name = strdup(opts->name && opts->name[0] ? opts->name : "rpc");
+  s->host = strdup(host);
+  if (opts->secret && opts->secret[0]) {
+    s->secret = strdup(opts->secret);
+    s->secret_len = strlen(opts->secret);
+  }
+  s->max_frame = max_frame;
+  s->max_inflight = opts->max_inflight ? opts->max_inflight : 64;
+  s->frame_timeout_ms = opts->frame_timeout_ms ? opts->frame_timeout_ms : 10000;
+  s->idle_timeout_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms : 300000;
+  s->max_connections = opts->max_connections ? opts->max_connections : 1024;
+  s->qcap = workers * 64 > 1024 ? workers * 64 : 1024;
+  s->handler = handler;
+  s->ctx = ctx;
+  s->on_close = opts->on_close;
+  s->port = opts->port;
+  snprintf(s->endpoint, sizeof s->endpoint, "%s", ep);
+  s->workers = calloc(workers, sizeof *s->workers);
+  if (!s->name || !s->host || (opts->secret && opts->secret[0] && !s->secret) || !s->workers) {
+    pc_error_set(err, PC_NOMEM, "rpc server %s: out of memory", ep);
+    server_free(s);
+    return NULL;
+  }
+
+  s->base = event_base_new();
+  if (!s->base) {
+    pc_error_set(err, PC_INTERNAL, "rpc server %s: cannot create an event base", ep);
+    server_free(s);
+    return NULL;
+  }
+  evutil_socket_t lfd = listener_fd_bind(s, err);
+  if (lfd < 0) {
+    server_free(s);
+    return NULL;
+  }
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  if (getsockname(lfd, (struct sockaddr *)&ss, &sl) == 0) {
+    if (ss.ss_family == AF_INET)
+      s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6)
+      s->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  }
+  format_endpoint(s->endpoint, sizeof s->endpoint, s->host, s->port);
+
+  s->done_ev = event_new(s->base, -1, EV_PERSIST, done_cb, s);
+  s->stop_ev = event_new(s->base, -1, 0, stop_cb, s);
+  s->grace_ev = evtimer_new(s->base, grace_cb, s);
+  s->accept_retry_ev = evtimer_new(s->base, accept_retry_cb, s);
+  if (!s->done_ev || !s->stop_ev || !s->grace_ev || !s->accept_retry_ev) {
+    pc_error_set(err, PC_NOMEM, "rpc server %s: out of memory", s->endpoint);
+    server_free(s);
+    return NULL;
+  }
+  for (uint32_t i = 0; i < workers; i++) {
+    if (start_thread(&s->workers[i], worker_main, s) != 0) {
+      pc_error_set(err, PC_INTERNAL, "rpc server %s: cannot start handler thread", s->endpoint);
+      server_join(s);
+      server_free(s);
+      return NULL;
+    }
+    s->workers_started++;
+  }
+  if (start_thread(&s->loop_thread, loop_main, s) != 0) {
+    pc_error_set(err, PC_INTERNAL, "rpc server %s: cannot start the event loop thread",
+                 s->endpoint);
+    server_join(s);
+    server_free(s);
+    return NULL;
+  }
+  s->loop_started = 1;
+  pc_log(PC_LOG_INFO, "%s: listening on %s", s->name, s->endpoint);
+  return s;
+}
+
+uint16_t pc_rpc_server_port(const pc_rpc_server_t *s) { return s ? s->port : 0; }
+
+void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!s) return;
+  struct pc_rpc_server *m = (struct pc_rpc_server *)s; /* atomics load through non-const */
+  out->connections_accepted = atomic_load(&m->n_accepted);
+  out->connections_open = atomic_load(&m->n_open);
+  out->requests = atomic_load(&m->n_requests);
+  out->protocol_errors = atomic_load(&m->n_proto_errors);
+  out->bytes_in = atomic_load(&m->n_bytes_in);
+  out->bytes_out = atomic_load(&m->n_bytes_out);
+}
+
+void pc_rpc_server_stop(pc_rpc_server_t *s) {
+  if (!s) return;
+  server_join(s);
+  pc_log(PC_LOG_INFO, "%s: stopped serving %s", s->name, s->endpoint);
+  server_free(s);
+}
+
+/* ==== client ============================================================== */
+
+enum { CALL_QUEUED, CALL_SENT, CALL_DONE };
+enum { LINK_DOWN, LINK_CONNECTING, LINK_UP };
+
+/* One call, on its caller's stack; linked into the client only under mu. */
+typedef struct call {
+  struct call *hprev, *hnext; /* bucket chain (every call not yet done) */
+  struct call *qprev, *qnext; /* send queue (CALL_QUEUED) */
+  uint64_t id;
+  uint8_t op;
+  int state;
+  unsigned char *frame; /* the request frame: the caller's until sent, then the evbuffer's */
+  size_t frame_len;
+  pthread_cond_t cv;
+  pc_status_t status; /* when CALL_DONE */
+  char *body;         /* malloc'd reply payload (handed over to the caller) */
+  size_t blen;
+  char msg[PC_ERROR_TEXT]; /* local failure message (when body is NULL) */
+} call_t;
+
+struct pc_rpc_client {
+  char host[256];
+  uint16_t port;
+  char endpoint[300];
+  char *secret; /* owned; NULL when none */
+  size_t secret_len;
+
+  struct event_base *base;
+  struct event *kick_ev, *retry_ev, *connect_ev, *stop_ev;
+  pthread_t thread;
+  int thread_started;
+  pthread_condattr_t cattr;
+
+  pthread_mutex_t mu;
+  pthread_cond_t idle_cv;
+  /* under mu */
+  call_t *buckets[NBUCKETS];
+  call_t *sq_head, *sq_tail;
+  uint64_t next_id;
+  int link;
+  int retry_pending;
+  uint64_t next_attempt_ms;
+  uint32_t backoff_ms;
+  char reason[160]; /* why the last attempt or connection failed */
+  int destroying;
+  uint32_t callers;
+
+  /* loop thread only */
+  struct bufferevent *bev;
+  unsigned addr_index;
+};
+
+static void sq_remove(struct pc_rpc_client *c, call_t *k) {
+  if (k->qprev) k->qprev->qnext = k->qnext; else if (c->sq_head == k) c->sq_head = k->qnext; else return;
+  if (k->qnext) k->qnext->qprev = k->qprev; else c->sq_tail = k->qprev;
+  k->qprev = k->qnext = NULL;
+}
+
+static void map_remove(struct pc_rpc_client *c, call_t *k) {
+  call_t **head = &c->buckets[k->id % NBUCKETS];
+  if (k->hprev) k->hprev->hnext = k->hnext; else if (*head == k) *head = k->hnext; else return;
+  if (k->hnext) k->hnext->hprev = k->hprev;
+  k->hprev = k->hnext = NULL;
+}
+
+static call_t *map_find(struct pc_rpc_client *c, uint64_t id) {
+  for (call_t *k = c->buckets[id % NBUCKETS]; k; k = k->hnext)
+    if (k->id == id) return k;
+  return NULL;
+}
+
+/* mu held: finishes a call with a local failure. */
+static void call_fail(struct pc_rpc_client *c, call_t *k, pc_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void call_fail(struct pc_rpc_client *c, call_t *k, pc_status_t st, const char *fmt, ...) {
+  if (k->state == CALL_QUEUED) sq_remove(c, k);
+  map_remove(c, k);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(k->msg, sizeof k->msg, fmt, ap);
+  va_end(ap);
+  k->status = st;
+  k->state = CALL_DONE;
+  pthread_cond_signal(&k->cv);
+}
+
+/* mu held: fails every call not done (sent ones only, unless all); returns
+ * how many. */
+static size_t fail_calls(struct pc_rpc_client *c, int all, pc_status_t st, const char *msg) {
+  size_t n = 0;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    call_t *k = c->buckets[b];
+    while (k) {
+      call_t *next = k->hnext;
+      if (all || k->state == CALL_SENT) {
+        call_fail(c, k, st, "%s", msg);
+        n++;
+      }
+      k = next;
+    }
+  }
+  return n;
+}
+
+/* mu held, loop thread, link up: writes the queued requests. */
+static void flush_queue(struct pc_rpc_client *c) {
+  struct evbuffer *out = bufferevent_get_output(c->bev);
+  while (c->sq_head) {
+    call_t *k = c->sq_head;
+    if (evbuffer_add_reference(out, k->frame, k->frame_len, free_reference, NULL) != 0) {
+      call_fail(c, k, PC_NOMEM, "out of memory sending to %s", c->endpoint);
+      continue;
+    }
+    k->frame = NULL; /* the evbuffer frees it once written */
+    sq_remove(c, k);
+    k->state = CALL_SENT;
+  }
+}
+
+/* mu held, loop thread: schedules the next attempt after a failure. */
+static void schedule_retry(struct pc_rpc_client *c) {
+  if (!c->sq_head || c->retry_pending || c->destroying) return;
+  uint64_t now = pc_now_mono_ms();
+  uint64_t wait = c->next_attempt_ms > now ? c->next_attempt_ms - now : 0;
+  struct timeval tv = ms_tv((uint32_t)wait);
+  evtimer_add(c->retry_ev, &tv);
+  c->retry_pending = 1;
+}
+
+/* mu held, loop thread: the link went down (or an attempt failed). */
+static void link_failed(struct pc_rpc_client *c, const char *reason) {
+  if (c->bev) {
+    bufferevent_free(c->bev);
+    c->bev = NULL;
+  }
+  evtimer_del(c->connect_ev);
+  c->link = LINK_DOWN;
+  snprintf(c->reason, sizeof c->reason, "%s", reason);
+  c->next_attempt_ms = pc_now_mono_ms() + c->backoff_ms;
+  c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+  c->addr_index++;
+  schedule_retry(c);
+}
+
+/* mu held, loop thread: the connection was up and is lost. */
+static void link_lost(struct pc_rpc_client *c, const char *reason) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "connection to %s lost: %s", c->endpoint, reason);
+  size_t n = fail_calls(c, 0, PC_UNAVAILABLE, msg);
+  /* an idle connection closed by the server (idle timeout) is routine */
+  pc_log(n ? PC_LOG_WARN : PC_LOG_DEBUG, "rpc client: %s (%zu calls in flight failed)", msg, n);
+  link_failed(c, reason);
+}
+
+static void client_read_cb(struct bufferevent *bev, void *arg);
+static void client_event_cb(struct bufferevent *bev, short what, void *arg);
+
+/* mu held, loop thread: starts a connection attempt (drops mu while
+ * resolving the host). */
+static void start_connect(struct pc_rpc_client *c) {
+  char portstr[8];
+  snprintf(portstr, sizeof portstr, "%u", (unsigned)c->port);
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  c->link = LINK_CONNECTING;
+  /* Name lookups may block: callers must not wait for the mutex meanwhile. */
+  pthread_mutex_unlock(&c->mu);
+  int gai = getaddrinfo(c->host, portstr, &hints, &res);
+  pthread_mutex_lock(&c->mu);
+  if (c->destroying) {
+    if (gai == 0) freeaddrinfo(res);
+    return;
+  }
+  if (gai != 0) {
+    link_failed(c, gai_strerror(gai));
+    return;
+  }
+  unsigned n = 0;
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) n++;
+  struct addrinfo *ai = res;
+  for (unsigned i = 0; i < c->addr_index % n; i++) ai = ai->ai_next;
+  char reason[160] = "";
+  evutil_socket_t fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(reason, sizeof reason, "socket: %s", strerror(errno));
+  } else {
+    set_nodelay(fd);
+    c->bev = bufferevent_socket_new(c->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->bev) {
+      evutil_closesocket(fd);
+      snprintf(reason, sizeof reason, "out of memory");
+    } else {
+      bufferevent_setcb(c->bev, client_read_cb, NULL, client_event_cb, c);
+      bufferevent_enable(c->bev, EV_READ);
+      if (bufferevent_socket_connect(c->bev, ai->ai_addr, (int)ai->ai_addrlen) != 0)
+        snprintf(reason, sizeof reason, "%s", strerror(errno));
+    }
+  }
+  freeaddrinfo(res);
+  if (reason[0]) {
+    link_failed(c, reason);
+    return;
+  }
+  struct timeval tv = ms_tv(CONNECT_TIMEOUT_MS);
+  evtimer_add(c->connect_ev, &tv);
+}
+
+/* mu held, loop thread: sends what is queued, connecting first if needed. */
+static void pump(struct pc_rpc_client *c) {
+  if (c->destroying) return;
+  if (c->link == LINK_UP) {
+    flush_queue(c);
+  } else if (c->link == LINK_DOWN && c->sq_head && !c->retry_pending) {
+    if (pc_now_mono_ms() >= c->next_attempt_ms)
+      start_connect(c);
+    else
+      schedule_retry(c);
+  }
+}
+
+static void kick_cb(evutil_socket_t fd, short what, void *arg) {
+  struct pc_rpc_client *c = arg;
+  (void)fd;
+  (void)what;
+  pthread_mutex_lock(&c->mu);
+  pump(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg) {
+  struct pc_rpc_client *c = arg;
+  (void)fd;
+  (void)what;
+  pthread_mutex_lock(&c->mu);
+  c->retry_pending = 0;
+  pump(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg) {
+  struct pc_rpc_client *c = arg;
+  (void)fd;
+  (void)what;
+  pthread_mutex_lock(&c->mu);
+  if (c->link == LINK_CONNECTING) {
+    char reason[64];
+    snprintf(reason, sizeof reason, "connect timed out after %d ms", CONNECT_TIMEOUT_MS);
+    link_failed(c, reason);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
+  struct pc_rpc_client *c = arg;
+  (void)bev;
+  int e = EVUTIL_SOCKET_ERROR();
+  pthread_mutex_lock(&c->mu);
+  if (what & BEV_EVENT_CONNECTED) {
+    evtimer_del(c->connect_ev);
+    c->link = LINK_UP;
+    c->reason[0] = '\0';
+    pc_log(PC_LOG_DEBUG, "rpc client: connected to %s", c->endpoint);
+    if (c->secret) {
+      unsigned char h[HDR];
+      put_header(h, c->secret_len, PC_RPC_OP_HELLO, 0, 0);
+      struct evbuffer *out = bufferevent_get_output(c->bev);
+      if (evbuffer_add(out, h, HDR) != 0 || evbuffer_add(out, c->secret, c->secret_len) != 0) {
+        link_lost(c, "out of memory");
+        pthread_mutex_unlock(&c->mu);
+        return;
+      }
+    }
+    flush_queue(c);
+  } else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+    const char *reason = (what & BEV_EVENT_ERROR) && e ? evutil_socket_error_to_string(e)
+                         : c->link == LINK_CONNECTING ? "connect failed"
+                                                      : "closed by the server";
+    if (c->link == LINK_CONNECTING)
+      link_failed(c, reason);
+    else if (c->link == LINK_UP)
+      link_lost(c, reason);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void client_read_cb(struct bufferevent *bev, void *arg) {
+  struct pc_rpc_client *c = arg;
+  struct evbuffer *in = bufferevent_get_input(bev);
+  for (;;) {
+    size_t avail = evbuffer_get_length(in);
+    if (avail < HDR) return;
+    unsigned char h[HDR];
+    evbuffer_copyout(in, h, HDR);
+    uint32_t flen = get_be32(h);
+    const char *fault = NULL;
+    if (flen < PC_RPC_HEADER || flen > CLIENT_MAX_FRAME)
+      fault = "protocol error: bad reply length";
+    else if (h[4] != PC_RPC_VERSION)
+      fault = "protocol error: unsupported protocol version";
+    else if (!(h[5] & PC_RPC_OP_REPLY))
+      fault = "protocol error: a frame that is not a reply";
+    if (fault) {
+      pc_log(PC_LOG_WARN, "rpc client: %s from %s", fault, c->endpoint);
+      pthread_mutex_lock(&c->mu);
+      link_lost(c, fault);
+      pthread_mutex_unlock(&c->mu);
+      return;
+    }
+    if (avail - PREFIX < flen) return;
+    evbuffer_drain(in, HDR);
+    size_t blen = flen - PC_RPC_HEADER;
+    char *body = malloc(blen + 1);
+    if (!body) {
+      pthread_mutex_lock(&c->mu);
+      link_lost(c, "out of memory reading a reply");
+      pthread_mutex_unlock(&c->mu);
+      return;
+    }
+    evbuffer_remove(in, body, blen);
+    body[blen] = '\0';
+    uint8_t status = h[6];
+    uint64_t id = get_be64(h + 7);
+    pthread_mutex_lock(&c->mu);
+    if (status == PC_OK || id != 0) { /* the link works: forget the backoff */
+      c->backoff_ms = BACKOFF_MIN_MS;
+      c->next_attempt_ms = 0;
+    }
+    if (id == 0) {
+      if (status != PC_OK) {
+        /* HELLO refused: retrying will not help the calls waiting now. */
+        pc_log(PC_LOG_WARN, "rpc client: %s refused HELLO: %s", c->endpoint, body);
+        char msg[512];
+        snprintf(msg, sizeof msg, "cannot reach %s: HELLO refused: %.180s", c->endpoint, body);
+        fail_calls(c, 1, PC_UNAVAILABLE, msg);
+        snprintf(c->reason, sizeof c->reason, "HELLO refused: %.140s", body);
+      }
+    } else {
+      call_t *k = map_find(c, id);
+      if (k && k->state == CALL_SENT) {
+        map_remove(c, k);
+        k->status = status <= PC_INTERNAL ? (pc_status_t)status : PC_INTERNAL;
+        k->body = body;
+        k->blen = blen;
+        body = NULL;
+        k->state = CALL_DONE;
+        pthread_cond_signal(&k->cv);
+      }
+      /* else: a late reply to a call that timed out; dropped */
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(body);
+  }
+}
+
+static void client_stop_cb(evutil_socket_t fd, short what, void *arg) {
+  struct pc_rpc_client *c = arg;
+  (void)fd;
+  (void)what;
+  pthread_mutex_lock(&c->mu);
+  if (c->bev) {
+    bufferevent_free(c->bev);
+    c->bev = NULL;
+  }
+  c->link = LINK_DOWN;
+  pthread_mutex_unlock(&c->mu);
+  event_base_loopbreak(c->base);
+}
+
+static void *client_main(void *arg) {
+  struct pc_rpc_client *c = arg;
+  event_base_loop(c->base, EVLOOP_NO_EXIT_ON_EMPTY);
+  return NULL;
+}
+
+static void client_free(struct pc_rpc_client *c) {
+  if (c->bev) bufferevent_free(c->bev);
+  if (c->kick_ev) event_free(c->kick_ev);
+  if (c->retry_ev) event_free(c->retry_ev);
+  if (c->connect_ev) event_free(c->connect_ev);
+  if (c->stop_ev) event_free(c->stop_ev);
+  if (c->base) event_base_free(c->base);
+  pthread_condattr_destroy(&c->cattr);
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->idle_cv);
+  free(c->secret);
+  free(c);
+}
+
+pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const char *secret,
+                                      pc_error_t *err) {
+  if (!host || !host[0] || strlen(host) >= sizeof ((struct pc_rpc_client *)0)->host) {
+    pc_error_set(err, PC_INVALID, "rpc client: host must be 1..255 characters");
+    return NULL;
+  }
+  if (port == 0) {
+    pc_error_set(err, PC_INVALID, "rpc client: port 0 for host %s", host);
+    return NULL;
+  }
+  if (lib_ready(err) != 0) return NULL;
+  struct pc_rpc_client *c = calloc(1, sizeof *c);
+  if (!c) {
+    pc_error_set(err, PC_NOMEM, "rpc client: out of memory");
+    return NULL;
+  }
+  snprintf(c->host, sizeof c->host, "%s", host);
+  c->port = port;
+  format_endpoint(c->endpoint, sizeof c->endpoint, host, port);
+  pthread_condattr_init(&c->cattr);
+  pthread_condattr_setclock(&c->cattr, CLOCK_MONOTONIC);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->idle_cv, NULL);
+  c->backoff_ms = BACKOFF_MIN_MS;
+  c->link = LINK_DOWN;
+  if (secret && secret[0]) {
+    c->secret = strdup(secret);
+    c->secret_len = strlen(secret);
+    if (!c->secret || c->secret_len > PC_RPC_DEFAULT_MAX_FRAME / 2) {
+      pc_error_set(err, PC_INVALID, "rpc client for %s: bad secret", c->endpoint);
+      client_free(c);
+      return NULL;
+    }
+  }
+  c->base = event_base_new();
+  if (c->base) {
+    c->kick_ev = event_new(c->base, -1, EV_PERSIST, kick_cb, c);
+    c->retry_ev = evtimer_new(c->base, retry_cb, c);
+    c->connect_ev = evtimer_new(c->base, connect_timeout_cb, c);
+    c->stop_ev = event_new(c->base, -1, 0, client_stop_cb, c);
+  }
+  if (!c->base || !c->kick_ev || !c->retry_ev || !c->connect_ev || !c->stop_ev) {
+    pc_error_set(err, PC_NOMEM, "rpc client for %s: cannot create its event loop", c->endpoint);
+    client_free(c);
+    return NULL;
+  }
+  if (start_thread(&c->thread, client_main, c) != 0) {
+    pc_error_set(err, PC_INTERNAL, "rpc client for %s: cannot start its thread", c->endpoint);
+    client_free(c);
+    return NULL;
+  }
+  c->thread_started = 1;
+  return c;
+}
+
+pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                        uint32_t timeout_ms, pc_buf_t *reply, pc_error_t *err) {
+  if (!c) return pc_error_set(err, PC_INVALID, "pc_rpc_call: no client");
+  if (len && !body) return pc_error_set(err, PC_INVALID, "pc_rpc_call: body is NULL");
+  if (op == 0 || op >= PC_RPC_OP_REPLY || op == PC_RPC_OP_HELLO)
+    return pc_error_set(err, PC_INVALID, "pc_rpc_call: op 0x%02x cannot be sent", op);
+  if (len > PC_RPC_DEFAULT_MAX_FRAME - PC_RPC_HEADER)
+    return pc_error_set(err, PC_INVALID, "request of %zu bytes to %s exceeds the frame limit of "
+                        "%u bytes", len, c->endpoint, PC_RPC_DEFAULT_MAX_FRAME);
+  unsigned char *frame = malloc(HDR + len);
+  if (!frame) return pc_error_set(err, PC_NOMEM, "out of memory calling %s", c->endpoint);
+  if (len) memcpy(frame + HDR, body, len);
+
+  call_t k;
+  memset(&k, 0, sizeof k);
+  k.op = op;
+  k.frame = frame;
+  k.frame_len = HDR + len;
+  pthread_cond_init(&k.cv, &c->cattr);
+
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += timeout_ms / 1000;
+  deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec++;
+    deadline.tv_nsec -= 1000000000L;
+  }
+
+  pthread_mutex_lock(&c->mu);
+  if (c->destroying) {
+    pthread_mutex_unlock(&c->mu);
+    pthread_cond_destroy(&k.cv);
+    free(frame);
+    return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
+  }
+  c->callers++;
+  if (++c->next_id == 0) ++c->next_id; /* id 0 is HELLO's */
+  k.id = c->next_id;
+  put_header(frame, len, op, 0, k.id);
+  call_t **head = &c->buckets[k.id % NBUCKETS];
+  k.hnext = *head;
+  if (*head) (*head)->hprev = &k;
+  *head = &k;
+  int kick = c->sq_head == NULL;
+  k.qprev = c->sq_tail;
+  if (c->sq_tail) c->sq_tail->qnext = &k; else c->sq_head = &k;
+  c->sq_tail = &k;
+  k.state = CALL_QUEUED;
+  pthread_mutex_unlock(&c->mu);
+  if (kick) event_active(c->kick_ev, EV_READ, 0);
+
+  pthread_mutex_lock(&c->mu);
+  while (k.state != CALL_DONE) {
+    if (pthread_cond_timedwait(&k.cv, &c->mu, &deadline) == ETIMEDOUT) break;
+  }
+  pc_status_t st;
+  char *rbody = NULL;
+  size_t rlen = 0;
+  if (k.state == CALL_DONE) {
+    st = k.status;
+    if (k.body) {
+      rbody = k.body;
+      rlen = k.blen;
+      if (st != PC_OK) pc_error_set(err, st, "%s", rbody);
+    } else {
+      pc_error_set(err, st, "%s", k.msg);
+    }
+  } else if (k.state == CALL_QUEUED && c->link != LINK_UP) {
+    sq_remove(c, &k);
+    map_remove(c, &k);
+    if (c->link == LINK_CONNECTING)
+      st = pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: still connecting after %u ms%s%s",
+                        c->endpoint, timeout_ms, c->reason[0] ? "; last failure: " : "",
+                        c->reason);
+    else
+      st = pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: %s", c->endpoint,
+                        c->reason[0] ? c->reason : "not connected");
+  } else {
+    if (k.state == CALL_QUEUED) sq_remove(c, &k);
+    map_remove(c, &k);
+    st = pc_error_set(err, PC_TIMEOUT, "no reply from %s to op 0x%02x within %u ms", c->endpoint,
+                      op, timeout_ms);
+  }
+  unsigned char *unsent = k.frame; /* NULL when the evbuffer took it */
+  c->callers--;
+  if (c->destroying && c->callers == 0) pthread_cond_broadcast(&c->idle_cv);
+  pthread_mutex_unlock(&c->mu);
+  pthread_cond_destroy(&k.cv);
+  free(unsent);
+
+  if (st == PC_OK) {
+    pc_error_clear(err);
+    if (reply && rlen && pc_buf_append(reply, rbody, rlen) != 0)
+      st = pc_error_set(err, PC_NOMEM, "out of memory receiving %zu bytes from %s", rlen,
+                        c->endpoint);
+  }
+  free(rbody);
+  return st;
+}
+
+void pc_rpc_client_destroy(pc_rpc_client_t *c) {
+  if (!c) return;
+  pthread_mutex_lock(&c->mu);
+  c->destroying = 1;
+  char msg[512];
+  snprintf(msg, sizeof msg, "client of %s destroyed", c->endpoint);
+  fail_calls(c, 1, PC_UNAVAILABLE, msg);
+  while (c->callers > 0) pthread_cond_wait(&c->idle_cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  if (c->thread_started) {
+    event_active(c->stop_ev, EV_READ, 0);
+    pthread_join(c->thread, NULL);
+  }
+  client_free(c);
+}
+
+/* ==== endpoints =========================================================== */
+
+pc_status_t pc_parse_endpoint(const char *text, int allow_zero, char *host, size_t hostcap,
+                              uint16_t *port, pc_error_t *err) {
+  if (!text || !text[0])
+    return pc_error_set(err, PC_INVALID, "empty endpoint (expected host:port)");
+  const char *hs, *he, *ps;
+  if (text[0] == '[') {
+    const char *rb = strchr(text, ']');
+    if (!rb || rb[1] != ':')
+      return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": expected [ipv6]:port", text);
+    hs = text + 1;
+    he = rb;
+    ps = rb + 2;
+    char tmp[INET6_ADDRSTRLEN + 1];
+    struct in6_addr a6;
+    size_t n = (size_t)(he - hs);
+    if (n == 0 || n >= sizeof tmp)
+      return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": bad IPv6 address", text);
+    memcpy(tmp, hs, n);
+    tmp[n] = '\0';
+    if (inet_pton(AF_INET6, tmp, &a6) != 1)
+      return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": bad IPv6 address", text);
+  } else {
+    const char *colon = strrchr(text, ':');
+    if (!colon)
+      return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": expected host:port", text);
+    if (memchr(text, ':', (size_t)(colon - text)))
+      return pc_error_set(err, PC_INVALID,
+                          "bad endpoint \"%.100s\": IPv6 addresses need brackets ([::1]:port)",
+                          text);
+    hs = text;
+    he = colon;
+    ps = colon + 1;
+    if (he == hs)
+      return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": empty host", text);
+    for (const char *p = hs; p < he; p++)
+      if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_')
+        return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": bad character in host",
+                            text);
+  }
+  size_t plen = strlen(ps);
+  if (plen == 0 || plen > 5)
+    return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": port must be 1..65535", text);
+  unsigned long v = 0;
+  for (const char *p = ps; *p; p++) {
+    if (*p < '0' || *p > '9')
+      return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": port must be a number",
+                          text);
+    v = v * 10 + (unsigned long)(*p - '0');
+  }
+  if (v > 65535 || (v == 0 && !allow_zero))
+    return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": port must be %s..65535", text,
+                        allow_zero ? "0" : "1");
+  size_t hlen = (size_t)(he - hs);
+  if (!host || hlen >= hostcap)
+    return pc_error_set(err, PC_INVALID, "bad endpoint \"%.100s\": host longer than %zu bytes",
+                        text, hostcap ? hostcap - 1 : 0);
+  memcpy(host, hs, hlen);
+  host[hlen] = '\0';
+  if (port) *port = (uint16_t)v;
+  pc_error_clear(err);
+  return PC_OK;
+}
