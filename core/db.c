@@ -173,6 +173,7 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
 void pc_db_close(pc_db_t *db) {
   if (!db) return;
   if (db->batcher) pc_ts_batcher_destroy(db->batcher);
+  if (db->cluster_close) db->cluster_close(db);
   if (db->oracle) pc_oracle_close(db->oracle);
   if (db->store) db->store->ops->close(db->store);
   free(db->dir);
@@ -188,7 +189,9 @@ pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_e
   return pc_db_ts(db, timeout_ms, ts, err);
 }
 
-uint64_t pc_db_session(const pc_db_t *db) { return db->session; }
+uint64_t pc_db_session(const pc_db_t *db) {
+  return db->cluster_session ? db->cluster_session(db) : db->session;
+}
 
 pc_status_t pc_db_raw_scan(pc_db_t *db, const char *table, const char *start, size_t slen,
                            const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,

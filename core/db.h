@@ -27,10 +27,16 @@ struct pc_options {
 };
 
 struct pc_db {
-  char *dir;
+  char *dir;                 /* embedded: the data directory; cluster: NULL */
   pc_options_t opts;
   pc_store_t *store;
   pc_oracle_t *oracle;       /* embedded oracle, or NULL with a remote one */
+  /* cluster mode (db_cluster.c); NULL when embedded, so that embedded users
+   * of the library do not link the network code */
+  struct pc_rpc_client *tso; /* the oracle daemon */
+  struct pc_ls_client *ls;   /* the lock service (NULL: TTLs only) */
+  void (*cluster_close)(pc_db_t *db);
+  uint64_t (*cluster_session)(const pc_db_t *db);
   pc_ts_batcher_t *batcher;  /* every timestamp of this process goes through it */
   pc_liveness_t liveness;
   uint64_t session;

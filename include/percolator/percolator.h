@@ -124,13 +124,23 @@ typedef struct pc_db pc_db_t;
  * pc_db_close. opts may be NULL for the defaults. */
 pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err);
 
+/* Opens the database a JSON configuration file describes (see docs/CONFIG.md):
+ * when it lists "tablets", a client of the cluster's tablet servers, its
+ * timestamp oracle ("tso") and its lock service ("lockservice"), which may run
+ * on other machines; otherwise the embedded store in its "data_dir" (created
+ * when missing). The file's "store" settings are the options. Returns NULL on
+ * error, naming the file, the key or the unreachable daemon. Release with
+ * pc_db_close. */
+pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err);
+
 /* Closes the database. Transactions still open must be destroyed first. */
 void pc_db_close(pc_db_t *db);
 
 /* Asks the oracle for one timestamp, bounded by timeout_ms. */
 pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 
-/* This process's liveness session id, recorded as the owner of its locks. */
+/* The liveness session recorded as the owner of this process's locks: the
+ * embedded database's own, or the lock service's (0 while it is unreachable). */
 uint64_t pc_db_session(const pc_db_t *db);
 
 /* ---- transactions ------------------------------------------------------- */

@@ -1,0 +1,309 @@
+/* tablet.c — the tablet server's request handler: decodes a store operation
+ * from a tablet-protocol body (tablet.h), refuses rows outside the tablet's
+ * range, runs it on the tablet's own store (normally store_local.c), and
+ * encodes the outcome. Every body is untrusted: decoding is bounds-checked and
+ * a malformed body is PC_INVALID naming the operation, never a crash. */
+#include "core/tablet.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/tablet_wire.h"
+
+#define MAX_CELLS_PER_REQUEST 1000000u
+#define RAW_REPLY_MAX (64u << 20)
+
+struct pc_tablet {
+  char *name;
+  pc_store_t *store;
+  char *start, *end;
+  size_t start_len, end_len;
+  pc_ts_source_fn ts_source;
+  void *ts_ctx;
+  atomic_uint_fast64_t ops;
+};
+
+static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
+  size_t n = al < bl ? al : bl;
+  int c = n ? memcmp(a, b, n) : 0;
+  if (c) return c;
+  return al < bl ? -1 : al > bl;
+}
+
+int pc_row_range_contains(const pc_row_range_t *r, const char *row, size_t rlen) {
+  if (bytes_cmp(row, rlen, r->start, r->start_len) < 0) return 0;
+  return r->end_len == 0 || bytes_cmp(row, rlen, r->end, r->end_len) < 0;
+}
+
+pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_range_t *range,
+                              pc_ts_source_fn ts_source, void *ts_ctx) {
+  pc_tablet_t *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->name = strdup(name);
+  t->start = malloc(range->start_len + 1);
+  t->end = malloc(range->end_len + 1);
+  if (!t->name || !t->start || !t->end) {
+    free(t->name);
+    free(t->start);
+    free(t->end);
+    free(t);
+    return NULL;
+  }
+  if (range->start_len) memcpy(t->start, range->start, range->start_len);
+  if (range->end_len) memcpy(t->end, range->end, range->end_len);
+  t->start_len = range->start_len;
+  t->end_len = range->end_len;
+  t->store = store;
+  t->ts_source = ts_source;
+  t->ts_ctx = ts_ctx;
+  return t;
+}
+
+void pc_tablet_destroy(pc_tablet_t *t) {
+  if (!t) return;
+  t->store->ops->close(t->store);
+  free(t->name);
+  free(t->start);
+  free(t->end);
+  free(t);
+}
+
+uint64_t pc_tablet_ops(const pc_tablet_t *t) { return atomic_load(&t->ops); }
+
+static pc_row_range_t range_of(const pc_tablet_t *t) {
+  return (pc_row_range_t){t->start, t->start_len, t->end, t->end_len};
+}
+
+static pc_status_t check_row(const pc_tablet_t *t, const pc_cell_t *c, pc_error_t *err) {
+  pc_row_range_t r = range_of(t);
+  if (pc_row_range_contains(&r, c->row, c->rlen)) return PC_OK;
+  return pc_error_set(err, PC_INVALID, "tablet %s does not serve row '%.*s' (misrouted request)",
+                      t->name, (int)(c->rlen > 64 ? 64 : c->rlen), c->row);
+}
+
+static pc_status_t malformed(const char *op, pc_error_t *err) {
+  return pc_error_set(err, PC_INVALID, "malformed %s request body", op);
+}
+
+/* Appends the outcome: status, the op's payload (already in payload), message. */
+static pc_status_t finish(pc_buf_t *reply, pc_status_t st, const pc_buf_t *payload,
+                          const pc_error_t *e) {
+  const char *msg = st == PC_OK ? "" : e->text;
+  if (pc_buf_u8(reply, (uint8_t)st) || pc_buf_append(reply, payload->p, payload->len) ||
+      pc_buf_str(reply, msg, strlen(msg)))
+    return PC_NOMEM;
+  return PC_OK;
+}
+
+static int read_count(pc_rd_t *r, size_t *n) {
+  uint32_t v = pc_rd_u32(r);
+  *n = v;
+  /* every cell takes at least 12 bytes, so a count the body cannot hold is a lie */
+  return r->ok && v <= MAX_CELLS_PER_REQUEST && (size_t)v * 12 <= r->len - r->pos ? 0 : -1;
+}
+
+typedef struct scan_out {
+  pc_buf_t *payload;
+  uint32_t n;
+  int oom;
+} scan_out_t;
+
+static int scan_cell(void *ctx, const pc_cell_t *c, const char *v, size_t vlen) {
+  scan_out_t *o = ctx;
+  if (pc_buf_str(o->payload, c->row, c->rlen) || pc_buf_str(o->payload, c->col, c->clen) ||
+      pc_buf_str(o->payload, v, vlen)) {
+    o->oom = 1;
+    return 1;
+  }
+  o->n++;
+  return 0;
+}
+
+static int raw_cell(void *ctx, const pc_raw_cell_t *c) {
+  scan_out_t *o = ctx;
+  if (o->payload->len > RAW_REPLY_MAX || pc_wire_put_raw(o->payload, c)) {
+    o->oom = 1;
+    return 1;
+  }
+  o->n++;
+  return 0;
+}
+
+/* Serves one decoded request; fills payload and e; returns the store status. */
+static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                         pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  size_t n;
+  switch (op) {
+    case PC_TABLET_OP_GET: {
+      pc_cell_t c;
+      if (pc_wire_get_cell(r, a, &c)) return malformed("get", e);
+      uint64_t ts = pc_rd_u64(r);
+      if (!r->ok || r->pos != r->len) return malformed("get", e);
+      if ((st = check_row(t, &c, e)) != PC_OK) return st;
+      char *v = NULL;
+      size_t vlen = 0;
+      pc_lock_info_t lock = {0};
+      st = s->ops->get(s, &c, ts, &v, &vlen, &lock, e);
+      if (st == PC_OK && pc_buf_str(payload, v, vlen)) st = pc_error_set(e, PC_NOMEM, "oom");
+      if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
+      pc_free(v);
+      pc_lock_info_free(&lock);
+      return st;
+    }
+    case PC_TABLET_OP_PREWRITE:
+    case PC_TABLET_OP_ONE_PHASE: {
+      const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite" : "one-phase commit";
+      pc_lock_spec_t spec = {0};
+      uint64_t start = 0;
+      if (op == PC_TABLET_OP_PREWRITE) {
+        if (pc_wire_get_cell(r, a, &spec.primary)) return malformed(name, e);
+        spec.start_ts = pc_rd_u64(r);
+        spec.ttl_ms = pc_rd_u32(r);
+        spec.session = pc_rd_u64(r);
+        start = spec.start_ts;
+      } else {
+        start = pc_rd_u64(r);
+      }
+      if (read_count(r, &n) || n == 0) return malformed(name, e);
+      pc_mutation_t *muts = calloc(n, sizeof *muts);
+      if (!muts) return pc_error_set(e, PC_NOMEM, "out of memory");
+      st = PC_OK;
+      for (size_t i = 0; i < n && st == PC_OK; i++) {
+        if (pc_wire_get_mutation(r, a, &muts[i])) st = malformed(name, e);
+        else st = check_row(t, &muts[i].cell, e);
+      }
+      if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
+      if (st == PC_OK && start == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
+      pc_lock_info_t lock = {0};
+      uint64_t commit_ts = 0;
+      if (st == PC_OK) {
+        if (op == PC_TABLET_OP_PREWRITE)
+          st = s->ops->prewrite(s, muts, n, &spec, &lock, e);
+        else
+          st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, &commit_ts,
+                                        &lock, e);
+      }
+      if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE && pc_buf_u64(payload, commit_ts))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
+      pc_lock_info_free(&lock);
+      free(muts);
+      return st;
+    }
+    case PC_TABLET_OP_COMMIT:
+    case PC_TABLET_OP_ROLLBACK: {
+      const char *name = op == PC_TABLET_OP_COMMIT ? "commit" : "rollback";
+      uint64_t start = pc_rd_u64(r);
+      uint64_t commit = op == PC_TABLET_OP_COMMIT ? pc_rd_u64(r) : 0;
+      if (read_count(r, &n) || n == 0) return malformed(name, e);
+      pc_cell_t *cells = calloc(n, sizeof *cells);
+      if (!cells) return pc_error_set(e, PC_NOMEM, "out of memory");
+      st = PC_OK;
+      for (size_t i = 0; i < n && st == PC_OK; i++) {
+        if (pc_wire_get_cell(r, a, &cells[i])) st = malformed(name, e);
+        else st = check_row(t, &cells[i], e);
+      }
+      if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
+      if (st == PC_OK)
+        st = op == PC_TABLET_OP_COMMIT ? s->ops->commit(s, cells, n, start, commit, e)
+                                       : s->ops->rollback(s, cells, n, start, e);
+      free(cells);
+      return st;
+    }
+    case PC_TABLET_OP_CHECK_TXN: {
+      pc_cell_t c;
+      if (pc_wire_get_cell(r, a, &c)) return malformed("check_txn", e);
+      uint64_t start = pc_rd_u64(r), now = pc_rd_u64(r);
+      int dead = pc_rd_u8(r) != 0;
+      if (!r->ok || r->pos != r->len) return malformed("check_txn", e);
+      if ((st = check_row(t, &c, e)) != PC_OK) return st;
+      pc_txn_state_t state = PC_TXN_ALIVE;
+      uint64_t commit_ts = 0;
+      st = s->ops->check_txn(s, &c, start, now, dead, &state, &commit_ts, e);
+      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)state) || pc_buf_u64(payload, commit_ts)))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      return st;
+    }
+    case PC_TABLET_OP_SCAN: {
+      const char *table, *start, *col, *end;
+      size_t tl, sl, cl, el;
+      if (pc_wire_get_opt(r, a, &table, &tl) || !table || pc_wire_get_opt(r, a, &start, &sl) ||
+          !start || pc_wire_get_opt(r, a, &col, &cl) || pc_wire_get_opt(r, a, &end, &el))
+        return malformed("scan", e);
+      uint64_t ts = pc_rd_u64(r);
+      uint32_t limit = pc_rd_u32(r);
+      if (!r->ok || r->pos != r->len || limit == 0 || limit > PC_STORE_SCAN_LIMIT_MAX ||
+          tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))
+        return malformed("scan", e);
+      /* the range must lie inside the tablet */
+      if (bytes_cmp(start, sl, t->start, t->start_len) < 0 ||
+          (t->end_len && (!end || bytes_cmp(end, el, t->end, t->end_len) > 0)))
+        return pc_error_set(e, PC_INVALID, "tablet %s: scan range outside its rows (misrouted)",
+                            t->name);
+      pc_buf_t cells = {0};
+      scan_out_t o = {&cells, 0, 0};
+      pc_lock_info_t lock = {0};
+      st = s->ops->scan(s, table, start, sl, col, cl, end, el, ts, limit, scan_cell, &o, &lock, e);
+      if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+      if ((st == PC_OK || st == PC_LOCKED) &&
+          (pc_buf_u32(payload, o.n) || pc_buf_append(payload, cells.p, cells.len)))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
+      pc_lock_info_free(&lock);
+      pc_buf_free(&cells);
+      return st;
+    }
+    case PC_TABLET_OP_RAW_SCAN: {
+      const char *table, *start, *end;
+      size_t tl, sl, el;
+      if (pc_wire_get_opt(r, a, &table, &tl) || pc_wire_get_opt(r, a, &start, &sl) ||
+          pc_wire_get_opt(r, a, &end, &el) || r->pos != r->len ||
+          (table && (tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))))
+        return malformed("raw scan", e);
+      pc_buf_t cells = {0};
+      scan_out_t o = {&cells, 0, 0};
+      st = s->ops->raw_scan(s, table, start, sl, end, el, raw_cell, &o, e);
+      if (o.oom)
+        st = pc_error_set(e, PC_INVALID, "raw scan of tablet %s exceeds %u MiB: narrow the range",
+                          t->name, RAW_REPLY_MAX >> 20);
+      if (st == PC_OK && (pc_buf_u32(payload, o.n) || pc_buf_append(payload, cells.p, cells.len)))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      pc_buf_free(&cells);
+      return st;
+    }
+    case PC_TABLET_OP_INFO:
+      if (r->pos != r->len) return malformed("info", e);
+      if (pc_buf_str(payload, t->name, strlen(t->name)) || pc_buf_u32(payload, 1) ||
+          pc_buf_str(payload, t->start, t->start_len) || pc_buf_str(payload, t->end, t->end_len) ||
+          pc_buf_u64(payload, pc_tablet_ops(t)))
+        return pc_error_set(e, PC_NOMEM, "oom");
+      return PC_OK;
+    default:
+      return pc_error_set(e, PC_INVALID, "unknown opcode 0x%02x", op);
+  }
+}
+
+pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
+                                  pc_buf_t *reply, pc_error_t *err) {
+  pc_tablet_t *t = ctx;
+  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_INFO)
+    return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
+  atomic_fetch_add(&t->ops, 1);
+  pc_rd_t r = {body, len, 0, 1};
+  pc_arena_t a = {0};
+  pc_buf_t payload = {0};
+  pc_error_t e;
+  pc_error_clear(&e);
+  pc_status_t st = serve(t, op, &r, &a, &payload, &e);
+  if (st != PC_OK && st != PC_LOCKED) payload.len = 0;
+  if (st == PC_LOCKED && e.text[0] == '\0') pc_error_set(&e, PC_LOCKED, "locked");
+  pc_status_t out = finish(reply, st, &payload, &e);
+  pc_arena_free(&a);
+  pc_buf_free(&payload);
+  if (out != PC_OK) return pc_error_set(err, PC_NOMEM, "tablet %s: out of memory", t->name);
+  return PC_OK;
+}

@@ -1,0 +1,86 @@
+/* tablet.h — cluster mode's store: a tablet server serves the operations of
+ * store.h for the row ranges it owns, over rpc.h; the remote store is a
+ * pc_store_t that routes each operation to the tablet owning its row.
+ *
+ * Wire ops (request body -> reply body); cells are (str table, str row, str
+ * col); every reply body starts with u8 store status and, when that is not
+ * PC_OK, ends with str message:
+ *   0x10 GET        cell u64 read_ts                  -> status [str value | lock]
+ *   0x11 PREWRITE   spec u32 n n*mutation             -> status [lock]
+ *   0x12 COMMIT     u64 start u64 commit u32 n n*cell -> status
+ *   0x13 ROLLBACK   u64 start u32 n n*cell            -> status
+ *   0x14 CHECK_TXN  cell u64 start u64 now u8 dead    -> status u8 state u64 commit_ts
+ *   0x15 ONE_PHASE  u64 start u32 n n*mutation        -> status [u64 commit_ts | lock]
+ *   0x16 SCAN       str table str start u8 has_col str col u8 has_end str end
+ *                   u64 read_ts u32 limit             -> status u32 n n*(str row str col
+ *                                                        str value) [lock]
+ *   0x17 RAW_SCAN   u8 has_table str table u8 has_start str start u8 has_end str end
+ *                                                     -> status u32 n n*raw cell
+ *   0x18 INFO       (empty)                           -> status str name u32 n n*(str start
+ *                                                        str end) u64 ops
+ * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
+ */
+#ifndef PC_CORE_TABLET_H
+#define PC_CORE_TABLET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/store.h"
+
+enum {
+  PC_TABLET_OP_GET = 0x10,
+  PC_TABLET_OP_PREWRITE = 0x11,
+  PC_TABLET_OP_COMMIT = 0x12,
+  PC_TABLET_OP_ROLLBACK = 0x13,
+  PC_TABLET_OP_CHECK_TXN = 0x14,
+  PC_TABLET_OP_ONE_PHASE = 0x15,
+  PC_TABLET_OP_SCAN = 0x16,
+  PC_TABLET_OP_RAW_SCAN = 0x17,
+  PC_TABLET_OP_INFO = 0x18,
+};
+
+/* A half-open row range [start, end); end_len == 0 means no upper bound. */
+typedef struct pc_row_range {
+  const char *start;
+  size_t start_len;
+  const char *end;
+  size_t end_len;
+} pc_row_range_t;
+
+/* 1 when row is inside r. */
+int pc_row_range_contains(const pc_row_range_t *r, const char *row, size_t rlen);
+
+typedef struct pc_tablet pc_tablet_t;
+
+/* A tablet serving store (which it owns and closes) for range. ts_source
+ * gives one-phase commits their commit_ts (the oracle). Returns NULL on
+ * allocation failure; release with pc_tablet_destroy. */
+pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_range_t *range,
+                              pc_ts_source_fn ts_source, void *ts_ctx);
+void pc_tablet_destroy(pc_tablet_t *t);
+uint64_t pc_tablet_ops(const pc_tablet_t *t);
+
+/* The rpc.h handler serving a tablet (ctx is the pc_tablet_t *). */
+pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
+                                  pc_buf_t *reply, pc_error_t *err);
+
+/* Where a remote store finds a tablet. */
+typedef struct pc_tablet_addr {
+  const char *name;
+  const char *host;
+  uint16_t port;
+  pc_row_range_t range;
+} pc_tablet_addr_t;
+
+/* A store whose operations go to the tablets (ranges must tile all rows,
+ * sorted by start). Every call is bounded by timeout_ms. Returns NULL on
+ * error; release with s->ops->close(s). */
+pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, const char *secret,
+                                 uint32_t timeout_ms, pc_error_t *err);
+
+/* For `percolator status`: calls INFO on tablet i. */
+pc_status_t pc_remote_store_info(pc_store_t *s, size_t i, pc_buf_t *name, uint64_t *ops,
+                                 pc_error_t *err);
+
+#endif
