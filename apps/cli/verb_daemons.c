@@ -1,0 +1,415 @@
+/* verb_daemons.c — the daemon verbs: `tso`, `lockd`, `tablet` run one role
+ * of the cluster in the foreground; `run` runs every role the configuration
+ * names in one process (the single-machine server). Each role serves the
+ * rpc.h protocol on its "listen" endpoint and /health and /metrics on its
+ * "http" endpoint, logs to stderr, and on SIGTERM or SIGINT stops accepting,
+ * answers the requests in flight, and closes its store and oracle cleanly,
+ * so nothing acknowledged is lost. `--ready-file F` writes the bound
+ * endpoints as JSON once every role listens (for scripts using port 0). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config/config.h"
+#include "core/error.h"
+#include "core/failpoint.h"
+#include "core/http.h"
+#include "core/log.h"
+#include "core/rpc.h"
+#include "core/tablet.h"
+#include "lockservice/lockservice.h"
+#include "tso/oracle.h"
+#include "tso/tso_rpc.h"
+
+typedef enum role_kind { ROLE_TSO, ROLE_LOCKD, ROLE_TABLET } role_kind_t;
+
+typedef struct role {
+  role_kind_t kind;
+  char name[96];
+  pc_rpc_server_t *rpc;
+  pc_http_t *http;
+  pc_oracle_t *oracle;   /* ROLE_TSO */
+  pc_ls_t *ls;           /* ROLE_LOCKD */
+  pc_tablet_t *tablet;   /* ROLE_TABLET */
+} role_t;
+
+/* Where tablets get commit timestamps for one-phase commits. */
+typedef struct ts_provider {
+  pc_rpc_client_t *remote; /* a separate tso daemon, or NULL with `run`'s own oracle */
+  pc_ts_batcher_t *batcher;
+} ts_provider_t;
+
+typedef struct daemon_state {
+  const pc_config_t *cfg;
+  role_t roles[64];
+  size_t nroles;
+  ts_provider_t ts;
+} daemon_state_t;
+
+static const char *const kind_names[] = {"tso", "lockd", "tablet"};
+
+static pc_status_t ts_from_provider(void *ctx, uint64_t *ts, pc_error_t *err) {
+  ts_provider_t *p = ctx;
+  return pc_ts_batcher_get(p->batcher, 5000, ts, err);
+}
+
+static int role_health(void *ctx, pc_buf_t *out) {
+  (void)ctx;
+  (void)out;
+  return 1;
+}
+
+static void role_metrics(void *ctx, pc_buf_t *out) {
+  role_t *r = ctx;
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(r->rpc, &st);
+  pc_metric_counter(out, "percolator_rpc_connections_accepted_total", "Connections accepted",
+                    st.connections_accepted);
+  pc_metric_gauge(out, "percolator_rpc_connections_open", "Connections open",
+                  (double)st.connections_open);
+  pc_metric_counter(out, "percolator_rpc_requests_total", "Requests served", st.requests);
+  pc_metric_counter(out, "percolator_rpc_protocol_errors_total",
+                    "Malformed frames, bad secrets, oversized requests", st.protocol_errors);
+  pc_metric_counter(out, "percolator_rpc_bytes_in_total", "Bytes received", st.bytes_in);
+  pc_metric_counter(out, "percolator_rpc_bytes_out_total", "Bytes sent", st.bytes_out);
+  switch (r->kind) {
+    case ROLE_TSO:
+      pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
+                      (double)pc_oracle_last(r->oracle));
+      break;
+    case ROLE_LOCKD:
+      pc_metric_gauge(out, "percolator_lockd_sessions", "Live sessions",
+                      (double)pc_ls_session_count(r->ls));
+      break;
+    case ROLE_TABLET:
+      pc_metric_counter(out, "percolator_tablet_operations_total", "Store operations served",
+                        pc_tablet_ops(r->tablet));
+      break;
+  }
+}
+
+static pc_status_t start_servers(daemon_state_t *d, role_t *r, const pc_endpoint_t *listen,
+                                 const pc_endpoint_t *http, pc_rpc_handler_fn handler,
+                                 void *hctx, pc_error_t *err) {
+  pc_rpc_server_options_t o = {0};
+  if (r->kind == ROLE_LOCKD) o.on_close = pc_ls_rpc_on_close; /* sessions die with their client */
+  o.name = r->name;
+  o.host = listen->host;
+  o.port = listen->port;
+  o.secret = d->cfg->secret;
+  r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
+  if (!r->rpc) return pc_error_prefix(err, "%s", r->name);
+  pc_log(PC_LOG_INFO, "%s: serving on %s:%u", r->name, listen->host,
+         (unsigned)pc_rpc_server_port(r->rpc));
+  if (http->set) {
+    r->http = pc_http_start(http->host, http->port, role_health, role_metrics, r, err);
+    if (!r->http) return pc_error_prefix(err, "%s: http", r->name);
+    pc_log(PC_LOG_INFO, "%s: /health and /metrics on %s:%u", r->name, http->host,
+           (unsigned)pc_http_port(r->http));
+  }
+  return PC_OK;
+}
+
+static role_t *new_role(daemon_state_t *d, role_kind_t kind, const char *name, pc_error_t *err) {
+  if (d->nroles == sizeof d->roles / sizeof d->roles[0]) {
+    pc_error_set(err, PC_INVALID, "too many roles in one process");
+    return NULL;
+  }
+  role_t *r = &d->roles[d->nroles++];
+  memset(r, 0, sizeof *r);
+  r->kind = kind;
+  snprintf(r->name, sizeof r->name, "%s%s%s", kind_names[kind], name ? " " : "", name ? name : "");
+  return r;
+}
+
+/* A path under the configuration's data_dir when dir is NULL. */
+static char *role_dir(const pc_config_t *cfg, const char *dir, const char *sub) {
+  char *p = NULL;
+  if (dir) return strdup(dir);
+  if (asprintf(&p, "%s/%s", cfg->data_dir, sub) < 0) return NULL;
+  return p;
+}
+
+static pc_status_t make_dir(const char *path, pc_error_t *err) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+      return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+    return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
+  return PC_OK;
+}
+
+static pc_status_t start_tso(daemon_state_t *d, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  role_t *r = new_role(d, ROLE_TSO, NULL, err);
+  if (!r) return PC_INVALID;
+  char *dir = role_dir(cfg, cfg->tso.data_dir, "tso");
+  pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
+  if (st == PC_OK) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/oracle", dir);
+    r->oracle = pc_oracle_open(path, cfg->tso.window_ms, err);
+    if (!r->oracle) st = err ? err->code : PC_IO_ERROR;
+  }
+  free(dir);
+  if (st == PC_OK)
+    st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_rpc_handler, r->oracle, err);
+  return st;
+}
+
+static pc_status_t start_lockd(daemon_state_t *d, pc_error_t *err) {
+  role_t *r = new_role(d, ROLE_LOCKD, NULL, err);
+  if (!r) return PC_INVALID;
+  r->ls = pc_ls_create();
+  if (!r->ls) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_log(PC_LOG_INFO, "lockd: epoch %08x", pc_ls_epoch(r->ls));
+  return start_servers(d, r, &d->cfg->lockservice.listen, &d->cfg->lockservice.http,
+                       pc_ls_rpc_handler, r->ls, err);
+}
+
+static pc_status_t start_tablet(daemon_state_t *d, const pc_config_tablet_t *t, pc_error_t *err) {
+  role_t *r = new_role(d, ROLE_TABLET, t->name, err);
+  if (!r) return PC_INVALID;
+  char sub[160];
+  snprintf(sub, sizeof sub, "tablet-%s", t->name);
+  char *dir = role_dir(d->cfg, t->data_dir, sub);
+  pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_store_t *store = NULL;
+  if (st == PC_OK) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/store", dir);
+    pc_local_options_t lo = {1, d->cfg->store.sync, (size_t)d->cfg->store.cache_mb << 20};
+    store = pc_local_store_open(path, &lo, err);
+    if (!store) st = err ? err->code : PC_IO_ERROR;
+  }
+  free(dir);
+  if (st != PC_OK) return pc_error_prefix(err, "tablet %s", t->name);
+  pc_row_range_t range = {t->start, t->start_len, t->end, t->end_len};
+  r->tablet = pc_tablet_create(t->name, store, &range, ts_from_provider, &d->ts);
+  if (!r->tablet) {
+    store->ops->close(store);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  return start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
+}
+
+/* Stops the roles in reverse order: servers first (drain), then state. */
+static void stop_all(daemon_state_t *d) {
+  for (size_t i = d->nroles; i-- > 0;) {
+    role_t *r = &d->roles[i];
+    if (r->http) pc_http_stop(r->http);
+    if (r->rpc) pc_rpc_server_stop(r->rpc);
+    pc_log(PC_LOG_INFO, "%s: stopped", r->name);
+  }
+  for (size_t i = 0; i < d->nroles; i++) {
+    role_t *r = &d->roles[i];
+    if (r->tablet) pc_tablet_destroy(r->tablet); /* closes its LevelDB */
+    if (r->ls) pc_ls_destroy(r->ls);
+  }
+  if (d->ts.batcher) pc_ts_batcher_destroy(d->ts.batcher);
+  if (d->ts.remote) pc_rpc_client_destroy(d->ts.remote);
+  for (size_t i = 0; i < d->nroles; i++)
+    if (d->roles[i].oracle) pc_oracle_close(d->roles[i].oracle);
+  d->nroles = 0;
+}
+
+static int write_ready_file(const daemon_state_t *d, const char *path) {
+  json_t *root = json_object(), *tablets = json_object();
+  for (size_t i = 0; i < d->nroles; i++) {
+    const role_t *r = &d->roles[i];
+    char ep[300];
+    snprintf(ep, sizeof ep, "127.0.0.1:%u", (unsigned)pc_rpc_server_port(r->rpc));
+    json_t *o = json_object();
+    json_object_set_new(o, "listen", json_string(ep));
+    if (r->http) {
+      snprintf(ep, sizeof ep, "127.0.0.1:%u", (unsigned)pc_http_port(r->http));
+      json_object_set_new(o, "http", json_string(ep));
+    }
+    if (r->kind == ROLE_TABLET)
+      json_object_set_new(tablets, r->name + strlen("tablet "), o);
+    else
+      json_object_set_new(root, r->kind == ROLE_TSO ? "tso" : "lockservice", o);
+  }
+  json_object_set_new(root, "tablets", tablets);
+  json_object_set_new(root, "pid", json_integer(getpid()));
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  int rc = json_dump_file(root, tmp, JSON_SORT_KEYS) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+  json_decref(root);
+  return rc;
+}
+
+enum { OPT_NAME = 0x200, OPT_READY };
+
+/* Shared by every daemon verb: parse, start the roles `want`, wait for a signal, stop. */
+static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int want_lockd,
+                      int want_tablets) {
+  static const struct option longopts[] = {{"name", required_argument, NULL, OPT_NAME},
+                                           {"ready-file", required_argument, NULL, OPT_READY},
+                                           {NULL, 0, NULL, 0}};
+  const char *config = ctx->config, *name = NULL, *ready = NULL;
+  int c, code;
+  while ((c = cli_getopt(ctx, argc, argv, "", longopts, &code)) != -1) {
+    if (c == CLI_GETOPT_EXIT) return code;
+    if (c == OPT_NAME) name = optarg;
+    else if (c == OPT_READY) ready = optarg;
+    else return cli_usage_error(ctx, "unexpected option");
+  }
+  if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+  if (!config) return cli_usage_error(ctx, "--config FILE is required");
+  if (want_tablets == 1 && !name) return cli_usage_error(ctx, "--name TABLET is required");
+
+  pc_error_t err;
+  pc_error_clear(&err);
+  if (pc_failpoints_init_from_env(&err) != PC_OK) return cli_pc_error(ctx, &err);
+  pc_config_t *cfg = pc_config_load(config, &err);
+  if (!cfg) return cli_pc_error(ctx, &err);
+  pc_log_set_level((pc_log_level_t)cfg->log_level);
+
+  /* signals are taken synchronously by this thread only */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  daemon_state_t *d = calloc(1, sizeof *d);
+  if (!d) {
+    pc_config_free(cfg);
+    return cli_error(ctx, "out of memory");
+  }
+  d->cfg = cfg;
+  pc_status_t st = PC_OK;
+  if (want_tso && !(cfg->tso.set && cfg->tso.listen.set))
+    st = pc_error_set(&err, PC_INVALID, "%s: no \"tso\" section with \"listen\"", cfg->source);
+  if (st == PC_OK && want_lockd && !(cfg->lockservice.set && cfg->lockservice.listen.set)) {
+    if (want_lockd == 1)
+      st = pc_error_set(&err, PC_INVALID, "%s: no \"lockservice\" section with \"listen\"",
+                        cfg->source);
+    else
+      want_lockd = 0; /* `run` without a lock service: TTLs only */
+  }
+  if (st == PC_OK && want_tablets && cfg->ntablets == 0)
+    st = pc_error_set(&err, PC_INVALID, "%s: no \"tablets\"", cfg->source);
+  if (st == PC_OK && want_tso) st = start_tso(d, &err);
+  if (st == PC_OK && want_tablets) {
+    /* tablets take commit timestamps from the in-process oracle, or from the daemon */
+    if (want_tso) {
+      d->ts.batcher = pc_ts_batcher_create(pc_oracle_fetch, d->roles[0].oracle);
+    } else if (cfg->tso.set && cfg->tso.listen.set) {
+      d->ts.remote = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret,
+                                          &err);
+      if (d->ts.remote) d->ts.batcher = pc_ts_batcher_create(pc_tso_remote_fetch, d->ts.remote);
+    } else {
+      pc_error_set(&err, PC_INVALID, "%s: tablets need a \"tso\" section", cfg->source);
+    }
+    if (!d->ts.batcher) st = err.code != PC_OK ? err.code : pc_error_set(&err, PC_NOMEM, "oom");
+  }
+  if (st == PC_OK && want_lockd) st = start_lockd(d, &err);
+  for (size_t i = 0; st == PC_OK && want_tablets && i < cfg->ntablets; i++) {
+    if (name && strcmp(name, cfg->tablets[i].name) != 0) continue;
+    st = start_tablet(d, &cfg->tablets[i], &err);
+  }
+  if (st == PC_OK && name && d->nroles == 0)
+    st = pc_error_set(&err, PC_INVALID, "%s: no tablet named '%s'", cfg->source, name);
+  if (st == PC_OK && ready && write_ready_file(d, ready) != 0)
+    st = pc_error_set(&err, PC_IO_ERROR, "cannot write ready file %s", ready);
+
+  int rc = CLI_EXIT_OK;
+  if (st == PC_OK) {
+    pc_log(PC_LOG_INFO, "ready (%zu role%s); SIGTERM or SIGINT stops", d->nroles,
+           d->nroles == 1 ? "" : "s");
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0) {
+    }
+    pc_log(PC_LOG_INFO, "signal %d: shutting down", sig);
+  } else {
+    rc = cli_pc_error(ctx, &err);
+  }
+  stop_all(d);
+  free(d);
+  pc_config_free(cfg);
+  return rc;
+}
+
+static int run_tso(cli_ctx_t *ctx, int argc, char **argv) {
+  return run_daemon(ctx, argc, argv, 1, 0, 0);
+}
+static int run_lockd(cli_ctx_t *ctx, int argc, char **argv) {
+  return run_daemon(ctx, argc, argv, 0, 1, 0);
+}
+static int run_tablet(cli_ctx_t *ctx, int argc, char **argv) {
+  return run_daemon(ctx, argc, argv, 0, 0, 1);
+}
+static int run_all(cli_ctx_t *ctx, int argc, char **argv) {
+  return run_daemon(ctx, argc, argv, 1, 2, 2);
+}
+
+#define COMMON_DAEMON_HELP                                                              \
+  "\n"                                                                                  \
+  "Options:\n"                                                                          \
+  "  --config FILE      the configuration (JSON; see docs/CONFIG.md)\n"                 \
+  "  --ready-file FILE  once listening, write the bound endpoints there as JSON\n"      \
+  "  -h, --help         show this help\n"                                               \
+  "\n"                                                                                  \
+  "Runs in the foreground and logs to stderr; SIGTERM or SIGINT shuts it down\n"        \
+  "cleanly: the requests in flight are answered, then the stores are closed.\n"
+
+const cli_verb_t cli_verb_tso = {
+    "tso", "run the timestamp oracle daemon",
+    "Usage: percolator tso --config FILE [--ready-file FILE]\n"
+    "\n"
+    "Serves strictly increasing timestamps on the configuration's tso.listen\n"
+    "endpoint and /health, /metrics on tso.http. The oracle's persisted bound\n"
+    "lives in tso.data_dir.\n" COMMON_DAEMON_HELP
+    "\n"
+    "Example:\n"
+    "  percolator tso --config cluster.json\n",
+    run_tso};
+
+const cli_verb_t cli_verb_lockd = {
+    "lockd", "run the lock service daemon",
+    "Usage: percolator lockd --config FILE [--ready-file FILE]\n"
+    "\n"
+    "Serves client sessions and leased named locks on lockservice.listen.\n" COMMON_DAEMON_HELP
+    "\n"
+    "Example:\n"
+    "  percolator lockd --config cluster.json\n",
+    run_lockd};
+
+const cli_verb_t cli_verb_tablet = {
+    "tablet", "run one tablet server",
+    "Usage: percolator tablet --config FILE --name TABLET [--ready-file FILE]\n"
+    "\n"
+    "Serves the rows of tablet TABLET from its own LevelDB (tablets[].data_dir),\n"
+    "taking commit timestamps from the tso daemon. --name TABLET picks the entry\n"
+    "of \"tablets\".\n" COMMON_DAEMON_HELP
+    "\n"
+    "Example:\n"
+    "  percolator tablet --config cluster.json --name t1\n",
+    run_tablet};
+
+const cli_verb_t cli_verb_run = {
+    "run", "run every role of the configuration in one process",
+    "Usage: percolator run --config FILE [--ready-file FILE]\n"
+    "\n"
+    "Runs the oracle, the lock service (when configured) and every tablet in\n"
+    "this process, listening where the configuration says, so that many client\n"
+    "processes on this machine can share one store.\n" COMMON_DAEMON_HELP
+    "\n"
+    "Example:\n"
+    "  percolator run --config cluster.json --ready-file /tmp/ready.json\n",
+    run_all};
