@@ -411,6 +411,31 @@ static void rollback_groups(pc_txn_t *txn, const pc_mutation_t *muts, const size
   }
 }
 
+/* After the request that decides a commit (the primary's commit, or a
+ * one-phase commit) failed without a verdict — its reply lost, the store
+ * erring after the write — find out what happened, atomically on the primary:
+ * check_txn with owner_dead set either finds the commit record (the commit
+ * stands: *committed = 1, txn->commit_ts set) or rolls the transaction back,
+ * leaving a rollback record so that a delayed copy of the request fails.
+ * Returns PC_OK when the outcome is known. */
+static pc_status_t settle_own_commit(pc_txn_t *txn, const pc_cell_t *primary, uint64_t deadline,
+                                     int *committed) {
+  pc_store_t *s = txn->db->store;
+  pc_error_t e;
+  uint64_t now;
+  pc_txn_state_t state;
+  uint64_t cts = 0;
+  *committed = 0;
+  pc_status_t st = pc_db_ts(txn->db, remaining_ms(deadline) ? remaining_ms(deadline) : 1000, &now, &e);
+  if (st == PC_OK) st = s->ops->check_txn(s, primary, txn->start_ts, now, 1, &state, &cts, &e);
+  if (st != PC_OK) return st;
+  if (state == PC_TXN_COMMITTED) {
+    *committed = 1;
+    txn->commit_ts = cts;
+  }
+  return PC_OK;
+}
+
 /* A failpoint hit inside commit: "return" makes the client vanish right there,
  * leaving what it wrote for resolvers, as a crash would (without exiting). */
 #define VANISH_AT(name)                                \
@@ -451,9 +476,18 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
     return st;
   }
   if (st != PC_OK) {
-    /* outcome unknown to us: leave the locks; readers settle them on the primary */
-    txn->commit_ts = 0;
-    return pc_error_prefix(err, "commit of the primary failed (its locks are left to resolvers)");
+    /* no verdict: settle it on the primary before saying anything */
+    int committed;
+    if (settle_own_commit(txn, &muts[0].cell, deadline, &committed) != PC_OK) {
+      txn->commit_ts = 0;
+      return pc_error_prefix(err, "commit outcome unknown (readers will settle it)");
+    }
+    if (!committed) {
+      rollback_groups(txn, muts, bounds, done, cells);
+      txn->commit_ts = 0;
+      return pc_error_prefix(err, "commit of the primary failed; rolled back");
+    }
+    pc_error_clear(err); /* the commit stands */
   }
   VANISH_AT("txn.commit.after_primary");
   for (size_t g = 1; g < groups; g++) {
@@ -496,9 +530,17 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   }
   bounds[groups] = n;
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
-  if (groups == 1 && txn->db->opts.one_phase_commit)
+  if (groups == 1 && txn->db->opts.one_phase_commit) {
     st = commit_one_phase(txn, muts, n, deadline, err);
-  else
+    if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_UNAVAILABLE || st == PC_INTERNAL) {
+      /* the write may have been applied before the error: settle it */
+      int committed;
+      if (settle_own_commit(txn, &muts[0].cell, deadline, &committed) != PC_OK)
+        pc_error_prefix(err, "commit outcome unknown (readers will settle it)");
+      else if (committed)
+        st = PC_OK, pc_error_clear(err);
+    }
+  } else
     st = two_phase_commit(txn, muts, bounds, groups, deadline, cells, err);
   if (st == PC_OK) txn->state = TXN_COMMITTED;
   else txn->commit_ts = 0; /* the contract: a commit_ts only after a successful commit */

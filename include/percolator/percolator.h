@@ -178,10 +178,15 @@ pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, siz
 
 /* Commits the buffered writes: prewrite with a primary lock, commit of the
  * primary (the commit point), then the secondaries. A transaction without
- * writes commits trivially. PC_CONFLICT / PC_ABORTED: nothing was applied.
- * PC_TIMEOUT or PC_IO_ERROR before the commit point: nothing was applied and
- * leftover locks are resolved by readers; after the commit point the commit
- * stands (the status is PC_OK). After this call the transaction is finished. */
+ * writes commits trivially. PC_OK: the commit stands (failures after the
+ * commit point are left to readers, who roll the secondaries forward).
+ * PC_CONFLICT / PC_ABORTED: nothing was applied. When the request that
+ * decides the commit fails without a verdict (a lost reply, a store error
+ * after the write), the client settles it atomically on the primary — the
+ * commit is found (PC_OK) or rolled back (the error; nothing applied). Only if
+ * the primary cannot be reached at all is the outcome unknown: the error's
+ * message then says "commit outcome unknown", and readers settle it later.
+ * After this call the transaction is finished. */
 pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err);
 
 /* Discards the buffered writes; the transaction is finished. */
