@@ -175,6 +175,42 @@ static pc_status_t apply(local_t *s, leveldb_writebatch_t *b, pc_error_t *err) {
   return PC_FAILPOINT("store.after_apply", err);
 }
 
+/* The frame of every row operation: the request's cells checked distinct,
+ * their latches taken, one WriteBatch, scratch buffers; rowop_end applies
+ * the batch if the operation succeeded and wrote, then releases it all. */
+typedef struct rowop {
+  local_t *s;
+  latchset_t ls;
+  leveldb_writebatch_t *b;
+  pc_buf_t key, kb, vb, hold;
+  pc_meta_t m;
+  int writes;
+} rowop_t;
+
+static pc_status_t rowop_begin(rowop_t *op, local_t *s, const pc_cell_t *cells, size_t stride,
+                               size_t n, const char *what, pc_error_t *err) {
+  memset(op, 0, sizeof *op);
+  op->s = s;
+  if (!cells_distinct(cells, stride, n))
+    return pc_error_set(err, PC_INVALID, "%s: a cell appears twice in one request", what);
+  pc_status_t st = latch_acquire(s, cells, stride, n, &op->ls, err);
+  if (st != PC_OK) return st;
+  op->b = leveldb_writebatch_create();
+  return PC_OK;
+}
+
+static pc_status_t rowop_end(rowop_t *op, pc_status_t st, pc_error_t *err) {
+  if (st == PC_OK && op->writes) st = apply(op->s, op->b, err);
+  latch_release(op->s, &op->ls);
+  leveldb_writebatch_destroy(op->b);
+  pc_meta_free(&op->m);
+  pc_buf_free(&op->key);
+  pc_buf_free(&op->kb);
+  pc_buf_free(&op->vb);
+  pc_buf_free(&op->hold);
+  return st;
+}
+
 /* Finds the write record of transaction start_ts on cell (commit or rollback).
  * *found = 0 when there is none. rec->value points into hold. */
 static pc_status_t find_write_by_start(local_t *s, const leveldb_readoptions_t *ro,
@@ -341,34 +377,29 @@ static pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, s
                                   pc_error_t *err) {
   local_t *s = (local_t *)base;
   if (n == 0) return PC_OK;
-  if (!cells_distinct(&muts[0].cell, sizeof *muts, n))
-    return pc_error_set(err, PC_INVALID, "prewrite: a cell appears twice in one request");
-  latchset_t ls;
-  pc_status_t st = latch_acquire(s, &muts[0].cell, sizeof *muts, n, &ls, err);
+  rowop_t op;
+  pc_status_t st = rowop_begin(&op, s, &muts[0].cell, sizeof *muts, n, "prewrite", err);
   if (st != PC_OK) return st;
-  leveldb_writebatch_t *b = leveldb_writebatch_create();
-  pc_buf_t key = {0}, kb = {0}, vb = {0};
-  pc_meta_t m = {0};
-  int writes = 0;
+  pc_meta_t *m = &op.m;
   for (size_t i = 0; i < n && st == PC_OK; i++) {
     const pc_mutation_t *mu = &muts[i];
     int found;
-    st = read_meta(s, s->ropts, &mu->cell, &key, &m, &found, err);
+    st = read_meta(s, s->ropts, &mu->cell, &op.key, m, &found, err);
     if (st != PC_OK) break;
     char name[160];
-    if (m.has_lock) {
-      if (m.lock.start_ts == spec->start_ts) continue; /* re-sent prewrite */
-      if (pc_lock_info_copy(lock_out, &m.lock, &mu->cell) != 0) {
+    if (m->has_lock) {
+      if (m->lock.start_ts == spec->start_ts) continue; /* re-sent prewrite */
+      if (pc_lock_info_copy(lock_out, &m->lock, &mu->cell) != 0) {
         st = nomem(err);
         break;
       }
       st = pc_error_set(err, PC_LOCKED, "%s is locked by transaction %llu",
                         cell_name(&mu->cell, name, sizeof name),
-                        (unsigned long long)m.lock.start_ts);
+                        (unsigned long long)m->lock.start_ts);
       break;
     }
-    if (m.latest_any >= spec->start_ts) {
-      if (m.latest_any == spec->start_ts)
+    if (m->latest_any >= spec->start_ts) {
+      if (m->latest_any == spec->start_ts)
         st = pc_error_set(err, PC_CONFLICT, "%s: transaction %llu was already rolled back",
                           cell_name(&mu->cell, name, sizeof name),
                           (unsigned long long)spec->start_ts);
@@ -376,11 +407,11 @@ static pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, s
         st = pc_error_set(err, PC_CONFLICT,
                           "write conflict on %s: written at %llu, after start %llu",
                           cell_name(&mu->cell, name, sizeof name),
-                          (unsigned long long)m.latest_any, (unsigned long long)spec->start_ts);
+                          (unsigned long long)m->latest_any, (unsigned long long)spec->start_ts);
       break;
     }
-    pc_lock_info_t *l = &m.lock;
-    m.has_lock = 1;
+    pc_lock_info_t *l = &m->lock;
+    m->has_lock = 1;
     l->start_ts = spec->start_ts;
     l->kind = mu->kind;
     l->ttl_ms = spec->ttl_ms;
@@ -399,24 +430,17 @@ static pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, s
       break;
     }
     if (mu->kind == PC_WRITE_PUT && !l->has_inline) {
-      kb.len = 0;
-      if (pc_key_cell_ts(&kb, PC_KS_DATA, &mu->cell, spec->start_ts) != 0) {
+      op.kb.len = 0;
+      if (pc_key_cell_ts(&op.kb, PC_KS_DATA, &mu->cell, spec->start_ts) != 0) {
         st = nomem(err);
         break;
       }
-      leveldb_writebatch_put(b, kb.p, kb.len, mu->value, mu->vlen);
+      leveldb_writebatch_put(op.b, op.kb.p, op.kb.len, mu->value, mu->vlen);
     }
-    st = put_meta(b, &key, &m, &vb, err);
-    writes++;
+    st = put_meta(op.b, &op.key, m, &op.vb, err);
+    op.writes++;
   }
-  if (st == PC_OK && writes) st = apply(s, b, err);
-  latch_release(s, &ls);
-  leveldb_writebatch_destroy(b);
-  pc_meta_free(&m);
-  pc_buf_free(&key);
-  pc_buf_free(&kb);
-  pc_buf_free(&vb);
-  return st;
+  return rowop_end(&op, st, err);
 }
 
 /* Commits the lock held in m (of start_ts) on cell c into batch b. */
@@ -461,26 +485,20 @@ static pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t
   if (commit_ts <= start_ts)
     return pc_error_set(err, PC_INVALID, "commit: commit_ts %llu is not after start_ts %llu",
                         (unsigned long long)commit_ts, (unsigned long long)start_ts);
-  if (!cells_distinct(cells, sizeof *cells, n))
-    return pc_error_set(err, PC_INVALID, "commit: a cell appears twice in one request");
-  latchset_t ls;
-  pc_status_t st = latch_acquire(s, cells, sizeof *cells, n, &ls, err);
+  rowop_t op;
+  pc_status_t st = rowop_begin(&op, s, cells, sizeof *cells, n, "commit", err);
   if (st != PC_OK) return st;
-  leveldb_writebatch_t *b = leveldb_writebatch_create();
-  pc_buf_t key = {0}, kb = {0}, vb = {0}, hold = {0};
-  pc_meta_t m = {0};
-  int writes = 0;
   for (size_t i = 0; i < n && st == PC_OK; i++) {
     int found;
-    st = read_meta(s, s->ropts, &cells[i], &key, &m, &found, err);
+    st = read_meta(s, s->ropts, &cells[i], &op.key, &op.m, &found, err);
     if (st != PC_OK) break;
-    if (m.has_lock && m.lock.start_ts == start_ts) {
-      st = commit_locked(b, &cells[i], &m, &key, commit_ts, &kb, &vb, err);
-      writes++;
+    if (op.m.has_lock && op.m.lock.start_ts == start_ts) {
+      st = commit_locked(op.b, &cells[i], &op.m, &op.key, commit_ts, &op.kb, &op.vb, err);
+      op.writes++;
       continue;
     }
     pc_write_rec_t w;
-    st = find_write_by_start(s, s->ropts, &cells[i], &m, start_ts, &w, &hold, &found, err);
+    st = find_write_by_start(s, s->ropts, &cells[i], &op.m, start_ts, &w, &op.hold, &found, err);
     if (st != PC_OK) break;
     if (found && w.kind != PC_WRITE_ROLLBACK) continue; /* already committed */
     char name[160];
@@ -489,37 +507,23 @@ static pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t
                             : "%s: transaction %llu holds no lock here (rolled back)",
                       cell_name(&cells[i], name, sizeof name), (unsigned long long)start_ts);
   }
-  if (st == PC_OK && writes) st = apply(s, b, err);
-  latch_release(s, &ls);
-  leveldb_writebatch_destroy(b);
-  pc_meta_free(&m);
-  pc_buf_free(&key);
-  pc_buf_free(&kb);
-  pc_buf_free(&vb);
-  pc_buf_free(&hold);
-  return st;
+  return rowop_end(&op, st, err);
 }
 
 static pc_status_t local_rollback(pc_store_t *base, const pc_cell_t *cells, size_t n,
                                   uint64_t start_ts, pc_error_t *err) {
   local_t *s = (local_t *)base;
   if (n == 0) return PC_OK;
-  if (!cells_distinct(cells, sizeof *cells, n))
-    return pc_error_set(err, PC_INVALID, "rollback: a cell appears twice in one request");
-  latchset_t ls;
-  pc_status_t st = latch_acquire(s, cells, sizeof *cells, n, &ls, err);
+  rowop_t op;
+  pc_status_t st = rowop_begin(&op, s, cells, sizeof *cells, n, "rollback", err);
   if (st != PC_OK) return st;
-  leveldb_writebatch_t *b = leveldb_writebatch_create();
-  pc_buf_t key = {0}, kb = {0}, vb = {0}, hold = {0};
-  pc_meta_t m = {0};
-  int writes = 0;
   for (size_t i = 0; i < n && st == PC_OK; i++) {
     int found;
-    st = read_meta(s, s->ropts, &cells[i], &key, &m, &found, err);
+    st = read_meta(s, s->ropts, &cells[i], &op.key, &op.m, &found, err);
     if (st != PC_OK) break;
-    if (!(m.has_lock && m.lock.start_ts == start_ts)) {
+    if (!(op.m.has_lock && op.m.lock.start_ts == start_ts)) {
       pc_write_rec_t w;
-      st = find_write_by_start(s, s->ropts, &cells[i], &m, start_ts, &w, &hold, &found, err);
+      st = find_write_by_start(s, s->ropts, &cells[i], &op.m, start_ts, &w, &op.hold, &found, err);
       if (st != PC_OK) break;
       if (found && w.kind == PC_WRITE_ROLLBACK) continue; /* already rolled back */
       if (found) {
@@ -531,64 +535,46 @@ static pc_status_t local_rollback(pc_store_t *base, const pc_cell_t *cells, size
         break;
       }
     }
-    st = rollback_cell(b, &cells[i], &m, &key, start_ts, &kb, &vb, err);
-    writes++;
+    st = rollback_cell(op.b, &cells[i], &op.m, &op.key, start_ts, &op.kb, &op.vb, err);
+    op.writes++;
   }
-  if (st == PC_OK && writes) st = apply(s, b, err);
-  latch_release(s, &ls);
-  leveldb_writebatch_destroy(b);
-  pc_meta_free(&m);
-  pc_buf_free(&key);
-  pc_buf_free(&kb);
-  pc_buf_free(&vb);
-  pc_buf_free(&hold);
-  return st;
+  return rowop_end(&op, st, err);
 }
 
 static pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, uint64_t start_ts,
                                    uint64_t now_ts, int owner_dead, pc_txn_state_t *state,
                                    uint64_t *commit_ts, pc_error_t *err) {
   local_t *s = (local_t *)base;
-  latchset_t ls;
-  pc_status_t st = latch_acquire(s, primary, sizeof *primary, 1, &ls, err);
+  rowop_t op;
+  pc_status_t st = rowop_begin(&op, s, primary, sizeof *primary, 1, "check_txn", err);
   if (st != PC_OK) return st;
-  pc_buf_t key = {0}, kb = {0}, vb = {0}, hold = {0};
-  pc_meta_t m = {0};
   int found;
   *commit_ts = 0;
-  st = read_meta(s, s->ropts, primary, &key, &m, &found, err);
-  if (st == PC_OK && m.has_lock && m.lock.start_ts == start_ts) {
-    uint64_t expires = PC_TS_PHYSICAL_MS(start_ts) + m.lock.ttl_ms;
+  *state = PC_TXN_ROLLED_BACK;
+  st = read_meta(s, s->ropts, primary, &op.key, &op.m, &found, err);
+  if (st != PC_OK) return rowop_end(&op, st, err);
+  if (op.m.has_lock && op.m.lock.start_ts == start_ts) {
+    uint64_t expires = PC_TS_PHYSICAL_MS(start_ts) + op.m.lock.ttl_ms;
     if (!owner_dead && PC_TS_PHYSICAL_MS(now_ts) < expires) {
       *state = PC_TXN_ALIVE;
-      goto out;
+      return rowop_end(&op, PC_OK, err);
     }
-  } else if (st == PC_OK) {
+  } else {
     pc_write_rec_t w;
-    st = find_write_by_start(s, s->ropts, primary, &m, start_ts, &w, &hold, &found, err);
-    if (st == PC_OK && found) {
-      *state = w.kind == PC_WRITE_ROLLBACK ? PC_TXN_ROLLED_BACK : PC_TXN_COMMITTED;
-      *commit_ts = w.kind == PC_WRITE_ROLLBACK ? 0 : w.commit_ts;
-      goto out;
+    st = find_write_by_start(s, s->ropts, primary, &op.m, start_ts, &w, &op.hold, &found, err);
+    if (st != PC_OK || found) {
+      if (found && w.kind != PC_WRITE_ROLLBACK) {
+        *state = PC_TXN_COMMITTED;
+        *commit_ts = w.commit_ts;
+      }
+      return rowop_end(&op, st, err);
     }
   }
-  if (st == PC_OK) {
-    /* dead, expired, or never prewritten: roll back the primary, leaving a
-     * rollback record so a delayed prewrite of it fails */
-    leveldb_writebatch_t *b = leveldb_writebatch_create();
-    st = rollback_cell(b, primary, &m, &key, start_ts, &kb, &vb, err);
-    if (st == PC_OK) st = apply(s, b, err);
-    leveldb_writebatch_destroy(b);
-    if (st == PC_OK) *state = PC_TXN_ROLLED_BACK;
-  }
-out:
-  latch_release(s, &ls);
-  pc_meta_free(&m);
-  pc_buf_free(&key);
-  pc_buf_free(&kb);
-  pc_buf_free(&vb);
-  pc_buf_free(&hold);
-  return st;
+  /* dead, expired, or never prewritten: roll back the primary, leaving a
+   * rollback record so a delayed prewrite of it fails */
+  st = rollback_cell(op.b, primary, &op.m, &op.key, start_ts, &op.kb, &op.vb, err);
+  op.writes++;
+  return rowop_end(&op, st, err);
 }
 
 static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
