@@ -2,10 +2,18 @@
  * test programs (see testutil.h). */
 #include "tests/testutil.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void die(const char *what, const pc_error_t *err) {
@@ -14,11 +22,257 @@ static void die(const char *what, const pc_error_t *err) {
   abort();
 }
 
+
+/* ---- cluster mode --------------------------------------------------------
+ * With PERCOLATOR_TEST_CLUSTER=/path/to/percolator in the environment, every
+ * test directory gets its own cluster of real daemons on 127.0.0.1 with
+ * ephemeral ports — one oracle, one lock service and three tablet servers,
+ * each a separate process — started by tu_mkdtemp and stopped by tu_rmtree;
+ * tu_open then connects to it through a client configuration instead of
+ * opening the embedded store, so the same tests run unchanged against it.
+ * The tablets split rows at "acct25" and "r2", so the rows the tests use
+ * ("a", "acct00".."acct49", "b", "k0".., "r0".."r3", "x", "y") spread over all three. */
+
+#define CLUSTER_MAX_PIDS 8
+
+static const char *forced_cli; /* set by tu_cluster_mkdtemp */
+
+static const char *cluster_cli(void) {
+  if (forced_cli) return forced_cli;
+  const char *p = getenv("PERCOLATOR_TEST_CLUSTER");
+  return p && *p ? p : NULL;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(text, f) < 0 || fclose(f) != 0) die(path, NULL);
+}
+
+/* Starts `cli --config cfg VERB [--name NAME] --ready-file dir/LOG.ready` with
+ * its output in dir/LOG.log; it gets SIGTERM if this process dies. */
+static pid_t spawn_daemon(const char *dir, const char *cfg, const char *verb, const char *name,
+                          const char *log) {
+  char logpath[4200], ready[4200];
+  snprintf(logpath, sizeof logpath, "%s/%s.log", dir, log);
+  snprintf(ready, sizeof ready, "%s/%s.ready", dir, log);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) die("fork", NULL);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(1);
+    const char *argv[10];
+    int n = 0;
+    argv[n++] = cluster_cli();
+    argv[n++] = "--config";
+    argv[n++] = cfg;
+    argv[n++] = verb;
+    if (name) {
+      argv[n++] = "--name";
+      argv[n++] = name;
+    }
+    argv[n++] = "--ready-file";
+    argv[n++] = ready;
+    argv[n] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* Waits (bounded) for dir/LOG.ready and returns the port of its `key` role's listen. */
+static int ready_port(const char *dir, const char *log, const char *key, const char *tablet) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.ready", dir, log);
+  for (int i = 0; i < 2000; i++) { /* up to ~20 s */
+    json_t *j = json_load_file(path, 0, NULL);
+    if (j) {
+      json_t *o = tablet ? json_object_get(json_object_get(j, "tablets"), tablet)
+                         : json_object_get(j, key);
+      const char *ep = json_string_value(json_object_get(o, "listen"));
+      const char *colon = ep ? strrchr(ep, ':') : NULL;
+      int port = colon ? atoi(colon + 1) : -1;
+      json_decref(j);
+      if (port > 0) return port;
+    }
+    struct timespec t = {0, 10 * 1000000L};
+    nanosleep(&t, NULL);
+  }
+  fprintf(stderr, "cluster daemon %s did not become ready; see %s/%s.log\n", log, dir, log);
+  abort();
+}
+
+static const char *const tablet_names[3] = {"t1", "t2", "t3"};
+
+/* The "tablets" array with the given listen ports (0 = ephemeral). */
+static void tablets_json(char *out, size_t cap, const int ports[3]) {
+  snprintf(out, cap,
+           "[{\"name\":\"t1\",\"listen\":\"127.0.0.1:%d\",\"start\":\"\",\"end\":\"acct25\"},"
+           "{\"name\":\"t2\",\"listen\":\"127.0.0.1:%d\",\"start\":\"acct25\",\"end\":\"r2\"},"
+           "{\"name\":\"t3\",\"listen\":\"127.0.0.1:%d\",\"start\":\"r2\",\"end\":\"\"}]",
+           ports[0], ports[1], ports[2]);
+}
+
+static void cluster_start(const char *dir) {
+  char cfg[4200], text[4096], tablets[1024];
+  int zero[3] = {0, 0, 0}, ports[3];
+  pid_t pids[CLUSTER_MAX_PIDS];
+  int np = 0;
+  /* the oracle and the lock service first: the tablets need the oracle's port */
+  tablets_json(tablets, sizeof tablets, zero);
+  snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
+  snprintf(text, sizeof text,
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
+           "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"lockservice\":{\"listen\":\"127.0.0.1:0\"},"
+           "\"tablets\":%s}\n",
+           dir, tablets);
+  write_file(cfg, text);
+  pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso");
+  pids[np++] = spawn_daemon(dir, cfg, "lockd", NULL, "lockd");
+  int tso = ready_port(dir, "tso", "tso", NULL), lockd = ready_port(dir, "lockd", "lockservice", NULL);
+  snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
+  snprintf(text, sizeof text,
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
+           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},"
+           "\"tablets\":%s}\n",
+           dir, tso, lockd, tablets);
+  write_file(cfg, text);
+  char log[16];
+  for (int i = 0; i < 3; i++) {
+    snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
+    pids[np++] = spawn_daemon(dir, cfg, "tablet", tablet_names[i], log);
+  }
+  for (int i = 0; i < 3; i++) {
+    snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
+    ports[i] = ready_port(dir, log, NULL, tablet_names[i]);
+  }
+  tablets_json(tablets, sizeof tablets, ports);
+  /* what clients read, and what a restarted daemon reads to come back on its port */
+  snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
+  snprintf(text, sizeof text,
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
+           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},"
+           "\"tablets\":%s}\n",
+           dir, tso, lockd, tablets);
+  write_file(cfg, text);
+  snprintf(cfg, sizeof cfg, "%s/cluster.pids", dir);
+  FILE *f = fopen(cfg, "w");
+  if (!f) die(cfg, NULL);
+  for (int i = 0; i < np; i++) fprintf(f, "%d\n", (int)pids[i]);
+  fclose(f);
+}
+
+/* Stops the daemons of dir's cluster, if it has one: SIGTERM, then a bounded wait. */
+static void cluster_stop(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/cluster.pids", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  int pid;
+  while (fscanf(f, "%d", &pid) == 1) {
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 1000; i++) { /* up to ~10 s, then SIGKILL */
+      if (waitpid(pid, NULL, WNOHANG) == pid || (kill(pid, 0) != 0 && errno == ESRCH)) break;
+      struct timespec t = {0, 10 * 1000000L};
+      nanosleep(&t, NULL);
+      if (i == 999) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
+    }
+  }
+  fclose(f);
+  remove(path);
+}
+
+int tu_cluster_mode(void) { return cluster_cli() != NULL; }
+
+static pc_db_t *cluster_open(const char *dir, uint32_t lock_ttl_ms, int one_phase_commit);
+
+char *tu_cluster_mkdtemp(const char *tag, const char *cli) {
+  forced_cli = cli;
+  return tu_mkdtemp(tag);
+}
+
+pc_db_t *tu_cluster_open(const char *dir, uint32_t lock_ttl_ms) {
+  return cluster_open(dir, lock_ttl_ms, 1);
+}
+
+static void set_pid(const char *dir, int index, pid_t pid) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/cluster.pids", dir);
+  int pids[CLUSTER_MAX_PIDS], n = 0;
+  FILE *f = fopen(path, "r");
+  while (f && n < CLUSTER_MAX_PIDS && fscanf(f, "%d", &pids[n]) == 1) n++;
+  if (f) fclose(f);
+  if (index < n) pids[index] = (int)pid;
+  f = fopen(path, "w");
+  if (!f) die(path, NULL);
+  for (int i = 0; i < n; i++) fprintf(f, "%d\n", pids[i]);
+  fclose(f);
+}
+
+void tu_cluster_restart(const char *dir, int index) {
+  static const char *const verbs[] = {"tso", "lockd", "tablet", "tablet", "tablet"};
+  static const char *const logs[] = {"tso", "lockd", "tablet-t1", "tablet-t2", "tablet-t3"};
+  if (index < 0 || index > 4) die("tu_cluster_restart: bad index", NULL);
+  char cfg[4200], ready[4200];
+  snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
+  snprintf(ready, sizeof ready, "%s/%s.ready", dir, logs[index]);
+  remove(ready);
+  pid_t pid = spawn_daemon(dir, cfg, verbs[index], index >= 2 ? tablet_names[index - 2] : NULL,
+                           logs[index]);
+  if (index == 0) (void)ready_port(dir, logs[0], "tso", NULL);
+  else if (index == 1) (void)ready_port(dir, logs[1], "lockservice", NULL);
+  else (void)ready_port(dir, logs[index], NULL, tablet_names[index - 2]);
+  set_pid(dir, index, pid);
+}
+
+pid_t tu_cluster_pid(const char *dir, int index) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/cluster.pids", dir);
+  FILE *f = fopen(path, "r");
+  int pid = -1;
+  for (int i = 0; f && i <= index; i++)
+    if (fscanf(f, "%d", &pid) != 1) pid = -1;
+  if (f) fclose(f);
+  return pid;
+}
+
+/* Opens a client of dir's cluster with these store options. */
+static pc_db_t *cluster_open(const char *dir, uint32_t lock_ttl_ms, int one_phase_commit) {
+  char base[4200], cfg[4300];
+  snprintf(base, sizeof base, "%s/cluster.json", dir);
+  json_t *j = json_load_file(base, 0, NULL);
+  if (!j) die("cluster.json (was the directory made by tu_mkdtemp?)", NULL);
+  json_t *store = json_object();
+  json_object_set_new(store, "lock_ttl_ms", json_integer(lock_ttl_ms ? lock_ttl_ms : 3000));
+  json_object_set_new(store, "one_phase_commit", json_boolean(one_phase_commit));
+  json_object_set_new(j, "store", store);
+  snprintf(cfg, sizeof cfg, "%s/client-%u-%d.json", dir, lock_ttl_ms, one_phase_commit);
+  if (json_dump_file(j, cfg, 0) != 0) die(cfg, NULL);
+  json_decref(j);
+  pc_error_t err;
+  pc_db_t *db = pc_db_open_config(cfg, &err);
+  if (!db) die("pc_db_open_config", &err);
+  return db;
+}
+
+uint64_t tu_dead_session(const char *dir) {
+  if (!cluster_cli()) return 0xdead5e55ull; /* embedded: any session but the opener's is dead */
+  pc_db_t *db = cluster_open(dir, 0, 1);
+  uint64_t s = pc_db_session(db);
+  pc_db_close(db); /* closes the session */
+  if (s == 0) die("tu_dead_session: the lock service gave no session", NULL);
+  return s;
+}
+
 char *tu_mkdtemp(const char *tag) {
   const char *base = getenv("TMPDIR");
   char *path;
   if (asprintf(&path, "%s/pc-%s-XXXXXX", base && *base ? base : "/tmp", tag) < 0) abort();
   if (!mkdtemp(path)) die("mkdtemp", NULL);
+  if (cluster_cli()) cluster_start(path);
   return path;
 }
 
@@ -31,11 +285,13 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 
 void tu_rmtree(char *path) {
   if (!path) return;
+  if (cluster_cli()) cluster_stop(path);
   nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(path);
 }
 
 pc_db_t *tu_open(const char *dir, uint32_t lock_ttl_ms) {
+  if (cluster_cli()) return cluster_open(dir, lock_ttl_ms, 1);
   pc_options_t *o = pc_options_create();
   pc_options_set_create_if_missing(o, 1);
   if (lock_ttl_ms) pc_options_set_lock_ttl_ms(o, lock_ttl_ms);
@@ -70,6 +326,7 @@ void tu_set(pc_txn_t *txn, const char *table, const char *row, const char *col, 
 /* ---- helpers added for the protocol, crash and isolation tests ---------- */
 
 pc_db_t *tu_open_ex(const char *dir, uint32_t lock_ttl_ms, int one_phase_commit) {
+  if (cluster_cli()) return cluster_open(dir, lock_ttl_ms, one_phase_commit);
   pc_options_t *o = pc_options_create();
   if (!o) abort();
   pc_options_set_create_if_missing(o, 1);

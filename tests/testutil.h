@@ -6,10 +6,13 @@
 #include <percolator/percolator.h>
 
 /* Creates a fresh directory under $TMPDIR (or /tmp); returns a malloc'd path.
- * Aborts the test program on failure. */
+ * With PERCOLATOR_TEST_CLUSTER=/path/to/percolator set, also starts a cluster
+ * of real daemons for it (one oracle, one lock service, three tablets, each a
+ * process on 127.0.0.1 with an ephemeral port) that tu_open connects to and
+ * tu_rmtree stops. Aborts the test program on failure. */
 char *tu_mkdtemp(const char *tag);
 
-/* Removes path recursively and frees it. */
+/* Stops path's cluster (if any), removes path recursively and frees it. */
 void tu_rmtree(char *path);
 
 /* Opens (creating) a database in dir with the given lock TTL (0 = default). Aborts on failure. */
@@ -34,5 +37,28 @@ size_t tu_raw_count(pc_db_t *db, const char *table, pc_cell_kind_t kind);
  * commits it. Aborts on failure. */
 void tu_put_rows(pc_db_t *db, const char *table, const char *const *rows, size_t n,
                  const char *col, const char *val);
+
+/* A session id that the liveness check of dir's database reports dead: in
+ * cluster mode a lock-service session opened and closed for the purpose. */
+uint64_t tu_dead_session(const char *dir);
+
+/* 1 when the tests run against a cluster (PERCOLATOR_TEST_CLUSTER). */
+int tu_cluster_mode(void);
+
+/* The pid of daemon index of dir's cluster (0 tso, 1 lockd, 2..4 tablets t1..t3), or -1. */
+#include <sys/types.h>
+pid_t tu_cluster_pid(const char *dir, int index);
+
+/* Like tu_mkdtemp, but always with a cluster run by the percolator binary cli
+ * (for tests of cluster behaviour itself). dir/cluster.json is the client
+ * configuration (every daemon's real port). */
+char *tu_cluster_mkdtemp(const char *tag, const char *cli);
+
+/* A client of dir's cluster (as tu_open in cluster mode). */
+pc_db_t *tu_cluster_open(const char *dir, uint32_t lock_ttl_ms);
+
+/* Starts daemon index again (after the test killed it) on the same port and
+ * data, waiting until it listens, and records its new pid. */
+void tu_cluster_restart(const char *dir, int index);
 
 #endif

@@ -1,0 +1,761 @@
+/* test_protocol.c — the rules of the Percolator protocol (DESIGN §4) checked
+ * one store operation at a time, through the store interface (core/store.h)
+ * of an embedded database: a delayed prewrite after its transaction was
+ * rolled back fails (TiKV issue 921); a commit after a rollback is
+ * PC_ABORTED; re-sent commits and rollbacks are idempotent; check_txn rolls a
+ * lock back when its owner is dead or its TTL has passed in oracle time and
+ * not before; a read blocks only on locks that started at or before its
+ * snapshot; readers roll secondaries forward or back according to their
+ * primary; prewrite and one-phase commit detect write-write conflicts. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/db.h"
+#include "core/failpoint.h"
+#include "tests/testutil.h"
+
+#define T "proto"
+#define COL "f:q"
+#define DEAD_SESSION (f->dead_session) /* a session no process owns any more */
+#define LONG_TTL 600000u           /* ten minutes: never passes during a test */
+
+typedef struct fixture {
+  char *dir;
+  pc_db_t *db;
+  pc_store_t *s;
+  uint64_t dead_session;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  if (!f) return -1;
+  f->dir = tu_mkdtemp("proto");
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
+  f->dead_session = tu_dead_session(f->dir);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  pc_db_close(f->db);
+  tu_rmtree(f->dir);
+  free(f);
+  return 0;
+}
+
+static uint64_t ts(pc_db_t *db) {
+  uint64_t t = 0;
+  pc_error_t err;
+  if (pc_db_timestamp(db, 10000, &t, &err) != PC_OK) fail_msg("timestamp: %s", err.text);
+  return t;
+}
+
+static pc_cell_t cell(const char *row) { return (pc_cell_t){T, row, strlen(row), COL, strlen(COL)}; }
+
+static pc_mutation_t put_mut(const char *row, const char *val) {
+  return (pc_mutation_t){cell(row), PC_WRITE_PUT, val, strlen(val), 0};
+}
+
+/* Prewrites one put of row (primary prow) at start; returns the status. */
+static pc_status_t prewrite(fixture_t *f, const char *row, const char *val, const char *prow,
+                            uint64_t start, uint32_t ttl, uint64_t session,
+                            pc_lock_info_t *lock) {
+  pc_mutation_t m = put_mut(row, val);
+  pc_lock_spec_t spec = {cell(prow), start, ttl, session};
+  pc_lock_info_t ignored = {0};
+  pc_error_t err;
+  pc_status_t st = f->s->ops->prewrite(f->s, &m, 1, &spec, lock ? lock : &ignored, &err);
+  pc_lock_info_free(&ignored);
+  return st;
+}
+
+static void prewrite_ok(fixture_t *f, const char *row, const char *val, const char *prow,
+                        uint64_t start, uint32_t ttl, uint64_t session) {
+  pc_lock_info_t lock = {0};
+  pc_status_t st = prewrite(f, row, val, prow, start, ttl, session, &lock);
+  pc_lock_info_free(&lock);
+  if (st != PC_OK) fail_msg("prewrite of %s at %llu: %s", row, (unsigned long long)start, pc_status_name(st));
+}
+
+static pc_status_t commit(fixture_t *f, const char *row, uint64_t start, uint64_t cts) {
+  pc_cell_t c = cell(row);
+  pc_error_t err;
+  return f->s->ops->commit(f->s, &c, 1, start, cts, &err);
+}
+
+static pc_status_t rollback(fixture_t *f, const char *row, uint64_t start) {
+  pc_cell_t c = cell(row);
+  pc_error_t err;
+  return f->s->ops->rollback(f->s, &c, 1, start, &err);
+}
+
+static pc_status_t check_txn(fixture_t *f, const char *prow, uint64_t start, uint64_t now,
+                             int owner_dead, pc_txn_state_t *state, uint64_t *cts) {
+  pc_cell_t c = cell(prow);
+  pc_error_t err;
+  *cts = 0;
+  return f->s->ops->check_txn(f->s, &c, start, now, owner_dead, state, cts, &err);
+}
+
+/* Asserts the store-level read of row at read_ts: want (NULL: not found). */
+static void expect_get(fixture_t *f, const char *row, uint64_t read_ts, const char *want) {
+  pc_cell_t c = cell(row);
+  char *v = NULL;
+  size_t n = 0;
+  pc_lock_info_t lock = {0};
+  pc_error_t err;
+  pc_status_t st = f->s->ops->get(f->s, &c, read_ts, &v, &n, &lock, &err);
+  pc_lock_info_free(&lock);
+  if (!want) {
+    if (st != PC_NOT_FOUND) fail_msg("get %s: want not_found, got %s", row, pc_status_name(st));
+    return;
+  }
+  if (st != PC_OK) fail_msg("get %s: want '%s', got %s (%s)", row, want, pc_status_name(st), err.text);
+  assert_int_equal(n, strlen(want));
+  assert_memory_equal(v, want, n);
+  pc_free(v);
+}
+
+/* Commits row = val in a transaction of the public API; returns commit_ts. */
+static uint64_t txn_put(pc_db_t *db, const char *row, const char *val) {
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(db, &err);
+  assert_non_null(t);
+  tu_set(t, T, row, COL, val);
+  if (pc_txn_commit(t, &err) != PC_OK) fail_msg("commit: %s", err.text);
+  uint64_t cts = pc_txn_commit_ts(t);
+  pc_txn_destroy(t);
+  return cts;
+}
+
+/* ---- the raw view of one row --------------------------------------------- */
+
+typedef struct rawrow {
+  int locks;
+  uint64_t lock_start;
+  int puts, rollbacks, datas;
+  uint64_t put_start[8], put_commit[8], rollback_ts[8];
+  char dump[2048];
+  size_t dlen;
+} rawrow_t;
+
+static int raw_cb(void *ctx, const pc_raw_cell_t *c) {
+  rawrow_t *r = ctx;
+  r->dlen += (size_t)snprintf(r->dump + r->dlen, sizeof r->dump - r->dlen, "%d:%llu:%d:%llu;",
+                              (int)c->kind, (unsigned long long)c->ts, (int)c->write_kind,
+                              (unsigned long long)c->start_ts);
+  if (r->dlen >= sizeof r->dump) r->dlen = sizeof r->dump - 1;
+  switch (c->kind) {
+    case PC_CELL_LOCK:
+      r->locks++;
+      r->lock_start = c->ts;
+      break;
+    case PC_CELL_WRITE:
+      if (c->write_kind == PC_WRITE_ROLLBACK && r->rollbacks < 8) {
+        r->rollback_ts[r->rollbacks++] = c->ts;
+      } else if (c->write_kind != PC_WRITE_ROLLBACK && r->puts < 8) {
+        r->put_start[r->puts] = c->start_ts;
+        r->put_commit[r->puts++] = c->ts;
+      }
+      break;
+    case PC_CELL_DATA:
+      r->datas++;
+      break;
+    default:
+      break;
+  }
+  return 0;
+}
+
+/* Everything the store holds for row. */
+static rawrow_t raw(fixture_t *f, const char *row) {
+  rawrow_t r;
+  memset(&r, 0, sizeof r);
+  size_t n = strlen(row);
+  char end[64];
+  assert_true(n + 1 < sizeof end);
+  memcpy(end, row, n);
+  end[n] = '\0'; /* the smallest row after row: row + "\0" */
+  pc_error_t err;
+  if (pc_db_raw_scan(f->db, T, row, n, end, n + 1, raw_cb, &r, &err) != PC_OK)
+    fail_msg("raw scan: %s", err.text);
+  return r;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+/* TiKV issue 921: a prewrite of the primary that arrives after a resolver
+ * rolled the transaction back must fail, whether the resolver met a lock
+ * (owner dead) or found nothing at all on the primary. */
+static void test_delayed_prewrite_after_rollback(void **state) {
+  fixture_t *f = *state;
+  pc_txn_state_t st;
+  uint64_t cts;
+
+  /* the resolver checks a primary the (slow) transaction has not reached yet */
+  uint64_t s1 = ts(f->db);
+  assert_int_equal(check_txn(f, "p1", s1, ts(f->db), 0, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_ROLLED_BACK);
+  assert_int_equal(prewrite(f, "p1", "late", "p1", s1, LONG_TTL, f->db->session, NULL), PC_CONFLICT);
+  rawrow_t r = raw(f, "p1");
+  assert_int_equal(r.locks, 0);
+  assert_int_equal(r.rollbacks, 1);
+  assert_int_equal(r.rollback_ts[0], s1);
+  expect_get(f, "p1", ts(f->db), NULL);
+
+  /* the transaction prewrote, its owner died, a reader rolled it back, and
+   * then a duplicate of the first prewrite arrives */
+  txn_put(f->db, "p2", "v0");
+  uint64_t s2 = ts(f->db);
+  prewrite_ok(f, "p2", "v1", "p2", s2, LONG_TTL, DEAD_SESSION);
+  assert_int_equal(check_txn(f, "p2", s2, ts(f->db), 1, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_ROLLED_BACK);
+  assert_int_equal(prewrite(f, "p2", "v1", "p2", s2, LONG_TTL, DEAD_SESSION, NULL), PC_CONFLICT);
+  assert_int_equal(raw(f, "p2").locks, 0);
+  expect_get(f, "p2", ts(f->db), "v0");
+  /* and its commit cannot succeed either */
+  assert_int_equal(commit(f, "p2", s2, ts(f->db)), PC_ABORTED);
+  expect_get(f, "p2", ts(f->db), "v0");
+}
+
+/* Committing a primary that a reader already rolled back is PC_ABORTED and
+ * applies nothing; so is committing a cell that holds neither lock nor
+ * record of the transaction. */
+static void test_commit_after_rollback_is_aborted(void **state) {
+  fixture_t *f = *state;
+  txn_put(f->db, "p", "v0");
+  uint64_t s = ts(f->db);
+  prewrite_ok(f, "p", "v1", "p", s, LONG_TTL, DEAD_SESSION);
+  prewrite_ok(f, "q", "v1", "p", s, LONG_TTL, DEAD_SESSION);
+  uint64_t cts = ts(f->db); /* the client took commit_ts ... */
+  pc_txn_state_t st;
+  uint64_t got;
+  /* ... but a reader decided first */
+  assert_int_equal(check_txn(f, "p", s, ts(f->db), 1, &st, &got), PC_OK);
+  assert_int_equal(st, PC_TXN_ROLLED_BACK);
+  rawrow_t before = raw(f, "p");
+  assert_int_equal(commit(f, "p", s, cts), PC_ABORTED);
+  rawrow_t after = raw(f, "p");
+  assert_string_equal(before.dump, after.dump);
+  assert_int_equal(after.puts, 1); /* only v0's commit record */
+  assert_true(after.put_start[0] != s);
+  expect_get(f, "p", ts(f->db), "v0");
+
+  /* a cell with no trace of transaction s */
+  assert_int_equal(commit(f, "nothing", s, cts), PC_ABORTED);
+  assert_int_equal(raw(f, "nothing").dlen, 0);
+  /* the secondary's own lock is still there, but its primary is rolled back:
+   * a reader rolls it back, and then it cannot be committed */
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(f->db, &err);
+  assert_non_null(t);
+  char *v = tu_get(t, T, "q", COL);
+  assert_null(v);
+  pc_txn_destroy(t);
+  assert_int_equal(raw(f, "q").locks, 0);
+  assert_int_equal(commit(f, "q", s, cts), PC_ABORTED);
+}
+
+/* Re-sending a commit that succeeded returns PC_OK and changes nothing,
+ * whether it names the same commit_ts or (a confused client) another one. */
+static void test_commit_resend_is_noop(void **state) {
+  fixture_t *f = *state;
+  uint64_t s = ts(f->db);
+  prewrite_ok(f, "p", "v1", "p", s, LONG_TTL, f->db->session);
+  prewrite_ok(f, "q", "v1", "p", s, LONG_TTL, f->db->session);
+  uint64_t cts = ts(f->db);
+  assert_int_equal(commit(f, "p", s, cts), PC_OK);
+  rawrow_t p1 = raw(f, "p");
+  assert_int_equal(p1.locks, 0);
+  assert_int_equal(p1.puts, 1);
+  assert_int_equal(p1.put_commit[0], cts);
+  assert_int_equal(p1.put_start[0], s);
+  assert_int_equal(commit(f, "p", s, cts), PC_OK);
+  assert_string_equal(raw(f, "p").dump, p1.dump);
+  assert_int_equal(commit(f, "p", s, ts(f->db)), PC_OK);
+  assert_string_equal(raw(f, "p").dump, p1.dump);
+
+  assert_int_equal(commit(f, "q", s, cts), PC_OK);
+  rawrow_t q1 = raw(f, "q");
+  assert_int_equal(commit(f, "q", s, cts), PC_OK);
+  assert_string_equal(raw(f, "q").dump, q1.dump);
+  expect_get(f, "q", cts, "v1");
+  expect_get(f, "q", cts - 1, NULL);
+
+  /* re-sent after later transactions wrote the cell: still a no-op */
+  uint64_t later = txn_put(f->db, "p", "v2");
+  rawrow_t p2 = raw(f, "p");
+  assert_int_equal(commit(f, "p", s, cts), PC_OK);
+  assert_string_equal(raw(f, "p").dump, p2.dump);
+  expect_get(f, "p", later, "v2");
+  expect_get(f, "p", cts, "v1");
+}
+
+/* Rollback is idempotent: twice is once, on a locked cell and on a cell the
+ * transaction never reached; it never undoes a commit. */
+static void test_rollback_idempotent(void **state) {
+  fixture_t *f = *state;
+  txn_put(f->db, "p", "v0");
+  uint64_t s = ts(f->db);
+  prewrite_ok(f, "p", "v1", "p", s, LONG_TTL, f->db->session);
+  assert_int_equal(rollback(f, "p", s), PC_OK);
+  rawrow_t r1 = raw(f, "p");
+  assert_int_equal(r1.locks, 0);
+  assert_int_equal(r1.rollbacks, 1);
+  assert_int_equal(rollback(f, "p", s), PC_OK);
+  assert_string_equal(raw(f, "p").dump, r1.dump);
+  expect_get(f, "p", ts(f->db), "v0");
+
+  assert_int_equal(rollback(f, "fresh", s), PC_OK);
+  rawrow_t r2 = raw(f, "fresh");
+  assert_int_equal(r2.rollbacks, 1);
+  assert_int_equal(rollback(f, "fresh", s), PC_OK);
+  assert_string_equal(raw(f, "fresh").dump, r2.dump);
+  assert_int_equal(prewrite(f, "fresh", "v1", "p", s, LONG_TTL, f->db->session, NULL), PC_CONFLICT);
+
+  /* a large value lives in a data cell: rollback removes it */
+  char big[PC_INLINE_MAX + 100];
+  memset(big, 'B', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  uint64_t s2 = ts(f->db);
+  prewrite_ok(f, "big", big, "big", s2, LONG_TTL, f->db->session);
+  assert_int_equal(raw(f, "big").datas, 1);
+  assert_int_equal(rollback(f, "big", s2), PC_OK);
+  assert_int_equal(rollback(f, "big", s2), PC_OK);
+  assert_int_equal(raw(f, "big").datas, 0);
+  assert_int_equal(raw(f, "big").locks, 0);
+
+  /* rolling back a committed transaction is refused and the commit stands */
+  uint64_t s3 = ts(f->db);
+  prewrite_ok(f, "c", "v3", "c", s3, LONG_TTL, f->db->session);
+  uint64_t c3 = ts(f->db);
+  assert_int_equal(commit(f, "c", s3, c3), PC_OK);
+  assert_int_not_equal(rollback(f, "c", s3), PC_OK);
+  expect_get(f, "c", ts(f->db), "v3");
+  assert_int_equal(raw(f, "c").rollbacks, 0);
+}
+
+/* check_txn: a lock whose owner is alive and whose TTL has not passed is
+ * ALIVE and left alone; owner_dead rolls it back at once; a passed TTL in
+ * oracle time rolls it back; a committed primary reports its commit_ts. */
+static void test_check_txn(void **state) {
+  fixture_t *f = *state;
+  pc_txn_state_t st;
+  uint64_t cts;
+  uint64_t s = ts(f->db);
+  prewrite_ok(f, "p", "v1", "p", s, LONG_TTL, f->db->session);
+  assert_int_equal(check_txn(f, "p", s, ts(f->db), 0, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_ALIVE);
+  assert_int_equal(raw(f, "p").locks, 1);
+  assert_int_equal(check_txn(f, "p", s, ts(f->db), 1, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_ROLLED_BACK);
+  rawrow_t r = raw(f, "p");
+  assert_int_equal(r.locks, 0);
+  assert_int_equal(r.rollbacks, 1);
+  assert_int_equal(check_txn(f, "p", s, ts(f->db), 0, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_ROLLED_BACK);
+  assert_string_equal(raw(f, "p").dump, r.dump);
+
+  /* TTL of 1000 ms: judged by the oracle time given, not by any clock */
+  uint64_t s2 = ts(f->db);
+  prewrite_ok(f, "q", "v1", "q", s2, 1000, f->db->session);
+  uint64_t ms = 1ull << PC_TS_LOGICAL_BITS;
+  assert_int_equal(check_txn(f, "q", s2, s2 + 500 * ms, 0, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_ALIVE);
+  assert_int_equal(check_txn(f, "q", s2, s2 + 999 * ms, 0, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_ALIVE);
+  assert_int_equal(raw(f, "q").locks, 1);
+  assert_int_equal(check_txn(f, "q", s2, s2 + 2000 * ms, 0, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_ROLLED_BACK);
+  assert_int_equal(raw(f, "q").locks, 0);
+
+  /* committed */
+  uint64_t s3 = ts(f->db);
+  prewrite_ok(f, "r", "v1", "r", s3, LONG_TTL, f->db->session);
+  uint64_t c3 = ts(f->db);
+  assert_int_equal(commit(f, "r", s3, c3), PC_OK);
+  txn_put(f->db, "r", "v2"); /* the commit is no longer the newest */
+  assert_int_equal(check_txn(f, "r", s3, ts(f->db), 1, &st, &cts), PC_OK);
+  assert_int_equal(st, PC_TXN_COMMITTED);
+  assert_int_equal(cts, c3);
+  assert_int_equal(raw(f, "r").rollbacks, 0);
+}
+
+/* A read at read_ts ignores a lock with start_ts > read_ts (its commit can
+ * only be later) and reports one with start_ts <= read_ts as PC_LOCKED,
+ * naming the lock; the same holds for scans and for a transaction's reads. */
+static void test_newer_lock_does_not_block(void **state) {
+  fixture_t *f = *state;
+  txn_put(f->db, "p", "v0");
+  pc_error_t err;
+  pc_txn_t *reader = pc_txn_begin(f->db, &err);
+  assert_non_null(reader);
+  pc_txn_set_timeout_ms(reader, 1); /* any wait would fail */
+  uint64_t r = pc_txn_start_ts(reader);
+  uint64_t s = ts(f->db);
+  assert_true(s > r);
+  prewrite_ok(f, "p", "v1", "p", s, LONG_TTL, f->db->session);
+
+  expect_get(f, "p", r, "v0");
+  char *v = tu_get(reader, T, "p", COL);
+  assert_string_equal(v, "v0");
+  free(v);
+  pc_scan_t *sc = pc_txn_scan(reader, T, NULL, 0, NULL, 0, &err);
+  assert_non_null(sc);
+  assert_int_equal(pc_scan_next(sc, &err), PC_OK);
+  size_t vl;
+  const char *sv = pc_scan_value(sc, &vl);
+  assert_int_equal(vl, 2);
+  assert_memory_equal(sv, "v0", 2);
+  assert_int_equal(pc_scan_next(sc, &err), PC_NOT_FOUND);
+  pc_scan_destroy(sc);
+  pc_txn_destroy(reader);
+
+  /* a read at or after start_ts meets the lock */
+  pc_cell_t c = cell("p");
+  pc_lock_info_t lock = {0};
+  size_t n;
+  v = NULL;
+  assert_int_equal(f->s->ops->get(f->s, &c, s, &v, &n, &lock, &err), PC_LOCKED);
+  assert_null(v);
+  assert_int_equal(lock.start_ts, s);
+  assert_int_equal(lock.prow.len, 1);
+  assert_memory_equal(lock.prow.p, "p", 1);
+  assert_int_equal(lock.crow.len, 1);
+  assert_memory_equal(lock.crow.p, "p", 1);
+  assert_int_equal(lock.session, f->db->session);
+  pc_lock_info_free(&lock);
+
+  /* and a transaction of the live owner's process waits, then gives up */
+  pc_txn_t *late = pc_txn_begin(f->db, &err);
+  assert_non_null(late);
+  pc_txn_set_timeout_ms(late, 20);
+  char *val = NULL;
+  assert_int_equal(pc_txn_get(late, T, "p", 1, COL, strlen(COL), &val, &n, &err), PC_LOCKED);
+  assert_null(val);
+  pc_txn_destroy(late);
+  assert_int_equal(raw(f, "p").locks, 1);
+}
+
+/* Secondaries follow their primary: once the primary is committed a reader
+ * rolls a secondary forward to the same commit_ts (even though the owner is
+ * dead); once the primary is rolled back a reader rolls it back. */
+static void test_secondaries_resolved_by_primary(void **state) {
+  fixture_t *f = *state;
+  pc_error_t err;
+  txn_put(f->db, "a", "v0");
+  txn_put(f->db, "b", "v0");
+
+  txn_put(f->db, "d", "v0");
+
+  uint64_t s = ts(f->db);
+  prewrite_ok(f, "a", "v1", "a", s, LONG_TTL, DEAD_SESSION);
+  prewrite_ok(f, "b", "v1", "a", s, LONG_TTL, DEAD_SESSION);
+  pc_mutation_t dm = {cell("d"), PC_WRITE_DELETE, NULL, 0, 0}; /* a delete rolls forward too */
+  pc_lock_spec_t spec = {cell("a"), s, LONG_TTL, DEAD_SESSION};
+  pc_lock_info_t dl = {0};
+  assert_int_equal(f->s->ops->prewrite(f->s, &dm, 1, &spec, &dl, &err), PC_OK);
+  pc_lock_info_free(&dl);
+  uint64_t cts = ts(f->db);
+  assert_int_equal(commit(f, "a", s, cts), PC_OK); /* the commit point; then the client died */
+  pc_txn_t *t = pc_txn_begin(f->db, &err);
+  assert_non_null(t);
+  char *v = tu_get(t, T, "b", COL);
+  assert_string_equal(v, "v1");
+  free(v);
+  assert_null(tu_get(t, T, "d", COL));
+  pc_txn_destroy(t);
+  assert_int_equal(raw(f, "d").locks, 0);
+  expect_get(f, "d", cts - 1, "v0");
+  rawrow_t rb = raw(f, "b");
+  assert_int_equal(rb.locks, 0);
+  assert_int_equal(rb.puts, 2);
+  assert_int_equal(rb.put_commit[0], cts); /* newest first */
+  assert_int_equal(rb.put_start[0], s);
+  assert_int_equal(rb.rollbacks, 0);
+
+  /* the other way: the primary was never committed and its owner is dead */
+  uint64_t s2 = ts(f->db);
+  prewrite_ok(f, "a", "v2", "a", s2, LONG_TTL, DEAD_SESSION);
+  prewrite_ok(f, "b", "v2", "a", s2, LONG_TTL, DEAD_SESSION);
+  t = pc_txn_begin(f->db, &err);
+  assert_non_null(t);
+  v = tu_get(t, T, "b", COL);
+  assert_string_equal(v, "v1");
+  free(v);
+  pc_txn_destroy(t);
+  rb = raw(f, "b");
+  assert_int_equal(rb.locks, 0);
+  assert_int_equal(rb.rollbacks, 1);
+  rawrow_t ra = raw(f, "a");
+  assert_int_equal(ra.locks, 0); /* the primary is rolled back first */
+  assert_int_equal(ra.rollbacks, 1);
+  assert_int_equal(ra.rollback_ts[0], s2);
+  assert_int_equal(commit(f, "a", s2, ts(f->db)), PC_ABORTED);
+}
+
+static pc_status_t db_ts_source(void *ctx, uint64_t *out, pc_error_t *err) {
+  return pc_db_timestamp(ctx, 10000, out, err);
+}
+
+/* One-phase commit: the prewrite conflict rules apply (a write newer than
+ * start_ts, a rollback record at start_ts, a lock), and nothing is applied;
+ * on success commit_ts comes after start_ts and the value is readable at it. */
+static void test_one_phase_commit_conflicts(void **state) {
+  fixture_t *f = *state;
+  pc_error_t err;
+  txn_put(f->db, "x", "v0");
+  uint64_t s = ts(f->db);
+  txn_put(f->db, "x", "v1"); /* commits after s */
+  pc_mutation_t m = put_mut("x", "mine");
+  pc_lock_info_t lock = {0};
+  uint64_t cts = 0;
+  rawrow_t before = raw(f, "x");
+  pc_status_t st = f->s->ops->commit_one_phase(f->s, &m, 1, s, db_ts_source, f->db, &cts, &lock,
+                                               &err);
+  assert_int_equal(st, PC_CONFLICT);
+  pc_lock_info_free(&lock);
+  assert_string_equal(raw(f, "x").dump, before.dump);
+  expect_get(f, "x", ts(f->db), "v1");
+}
+
+/* One-phase commit refuses a rollback record at start_ts and another
+ * transaction's lock, and commits a put and a delete of one row at once. */
+static void test_one_phase_commit_rules(void **state) {
+  fixture_t *f = *state;
+  pc_error_t err;
+  pc_lock_info_t lock = {0};
+  uint64_t cts = 0;
+
+  /* a rollback record at start_ts: the transaction was given up on */
+  uint64_t s = ts(f->db);
+  assert_int_equal(rollback(f, "y", s), PC_OK);
+  pc_mutation_t m = put_mut("y", "mine");
+  assert_int_equal(f->s->ops->commit_one_phase(f->s, &m, 1, s, db_ts_source, f->db, &cts, &lock, &err),
+                   PC_CONFLICT);
+  pc_lock_info_free(&lock);
+  expect_get(f, "y", ts(f->db), NULL);
+
+  /* a lock of another transaction: PC_LOCKED naming it */
+  uint64_t other = ts(f->db);
+  prewrite_ok(f, "z", "theirs", "z", other, LONG_TTL, f->db->session);
+  uint64_t s2 = ts(f->db);
+  m = put_mut("z", "mine");
+  memset(&lock, 0, sizeof lock);
+  assert_int_equal(f->s->ops->commit_one_phase(f->s, &m, 1, s2, db_ts_source, f->db, &cts, &lock, &err),
+                   PC_LOCKED);
+  assert_int_equal(lock.start_ts, other);
+  pc_lock_info_free(&lock);
+  assert_int_equal(raw(f, "z").puts, 0);
+
+  /* success, with a delete in the same row */
+  txn_put(f->db, "w", "old");
+  uint64_t s3 = ts(f->db);
+  pc_cell_t wc = {T, "w", 1, "f:other", 7};
+  pc_mutation_t two[2] = {put_mut("w", "new"), {wc, PC_WRITE_DELETE, NULL, 0, 0}};
+  memset(&lock, 0, sizeof lock);
+  assert_int_equal(f->s->ops->commit_one_phase(f->s, two, 2, s3, db_ts_source, f->db, &cts, &lock, &err),
+                   PC_OK);
+  pc_lock_info_free(&lock);
+  assert_true(cts > s3);
+  expect_get(f, "w", cts, "new");
+  expect_get(f, "w", cts - 1, "old");
+  assert_int_equal(raw(f, "w").locks, 0);
+}
+
+/* Prewrite: a write with commit_ts >= start_ts conflicts; another
+ * transaction's lock is PC_LOCKED with the lock handed back (primary
+ * included); the transaction's own lock accepts a re-sent prewrite. */
+static void test_prewrite_rules(void **state) {
+  fixture_t *f = *state;
+  uint64_t s = ts(f->db);
+  uint64_t c = txn_put(f->db, "x", "v1");
+  assert_true(c > s);
+  assert_int_equal(prewrite(f, "x", "late", "x", s, LONG_TTL, f->db->session, NULL), PC_CONFLICT);
+  assert_int_equal(raw(f, "x").locks, 0);
+
+  uint64_t s1 = ts(f->db);
+  prewrite_ok(f, "x", "a", "prim", s1, LONG_TTL, f->db->session);
+  prewrite_ok(f, "x", "a", "prim", s1, LONG_TTL, f->db->session); /* re-sent */
+  assert_int_equal(raw(f, "x").locks, 1);
+  uint64_t s2 = ts(f->db);
+  pc_lock_info_t lock = {0};
+  assert_int_equal(prewrite(f, "x", "b", "x", s2, LONG_TTL, f->db->session, &lock), PC_LOCKED);
+  assert_int_equal(lock.start_ts, s1);
+  assert_int_equal(lock.prow.len, 4);
+  assert_memory_equal(lock.prow.p, "prim", 4);
+  assert_string_equal(lock.ptable.p, T);
+  pc_lock_info_free(&lock);
+  rawrow_t r = raw(f, "x");
+  assert_int_equal(r.locks, 1);
+  assert_int_equal(r.lock_start, s1);
+
+  /* a multi-cell prewrite is all or nothing (both rows on one tablet in cluster mode) */
+  uint64_t s3 = ts(f->db);
+  pc_mutation_t ms[2] = {put_mut("wfresh", "v"), put_mut("x", "v")};
+  pc_lock_spec_t spec = {cell("wfresh"), s3, LONG_TTL, f->db->session};
+  pc_error_t err;
+  memset(&lock, 0, sizeof lock);
+  assert_int_equal(f->s->ops->prewrite(f->s, ms, 2, &spec, &lock, &err), PC_LOCKED);
+  pc_lock_info_free(&lock);
+  assert_int_equal(raw(f, "wfresh").locks, 0);
+}
+
+/* A commit that fails reports commit_ts 0, as percolator.h promises: in the
+ * one-phase path when the store's write fails (nothing is applied), and in
+ * the two-phase path when the client stops after taking commit_ts but before
+ * the commit point. */
+static void test_failed_commit_reports_no_commit_ts(void **state) {
+  fixture_t *f = *state;
+  static const struct {
+    const char *spec;
+    int two_rows;
+  } cases[] = {{"store.before_apply=return", 0}, {"txn.commit.before_primary=return", 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pc_error_t err, err2;
+    /* store.* points fire where the store runs: in a tablet server in cluster mode */
+    if (tu_cluster_mode() && strncmp(cases[i].spec, "store.", 6) == 0) continue;
+    assert_int_equal(pc_failpoints_configure(cases[i].spec, &err), PC_OK);
+    pc_txn_t *t = pc_txn_begin(f->db, &err);
+    assert_non_null(t);
+    tu_set(t, T, "x", COL, "v");
+    if (cases[i].two_rows) tu_set(t, T, "y", COL, "v");
+    pc_status_t st = pc_txn_commit(t, &err);
+    assert_int_equal(pc_failpoints_configure(NULL, &err2), PC_OK);
+    assert_int_equal(st, PC_IO_ERROR);
+    if (!cases[i].two_rows) {
+      expect_get(f, "x", ts(f->db), NULL);
+      assert_int_equal(raw(f, "x").dlen, 0);
+    }
+    uint64_t cts = pc_txn_commit_ts(t);
+    pc_txn_destroy(t);
+    if (cts != 0)
+      fail_msg("%s: commit failed with %s but pc_txn_commit_ts() = %llu, want 0", cases[i].spec,
+               pc_status_name(st), (unsigned long long)cts);
+  }
+}
+
+/* ---- a slow committer, through the public API ---------------------------- */
+
+typedef struct slow {
+  pc_db_t *db;
+  pc_status_t st;
+  char text[PC_ERROR_TEXT];
+} slow_t;
+
+static void *slow_committer(void *arg) {
+  slow_t *w = arg;
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(w->db, &err);
+  if (!t) {
+    w->st = err.code;
+    snprintf(w->text, sizeof w->text, "%s", err.text);
+    return NULL;
+  }
+  tu_set(t, T, "p", COL, "slow");
+  tu_set(t, T, "q", COL, "slow");
+  w->st = pc_txn_commit(t, &err); /* sleeps at txn.commit.before_primary */
+  snprintf(w->text, sizeof w->text, "%s", err.text);
+  pc_txn_destroy(t);
+  return NULL;
+}
+
+/* A committer that stalls before its commit point past its lock TTL (1 ms
+ * here) is rolled back by a reader; its own commit then returns PC_ABORTED
+ * and applies nothing. Should the reader be slower than the stall, the
+ * committer wins instead (also checked for all-or-nothing) and the scenario
+ * is repeated with a longer stall. */
+static void test_stalled_committer_is_aborted(void **state) {
+  fixture_t *f = *state;
+  /* a fresh directory: after a reopen the oracle starts at its persisted
+   * bound, ahead of the clock, and its time stands still until the clock
+   * catches up, which would hold TTLs back */
+  pc_db_close(f->db);
+  tu_rmtree(f->dir);
+  f->dir = tu_mkdtemp("proto");
+  f->db = tu_open(f->dir, 1);
+  f->s = f->db->store;
+  int aborted = 0;
+  for (int attempt = 0, stall = 300; attempt < 5 && !aborted; attempt++, stall *= 2) {
+    char spec[64];
+    snprintf(spec, sizeof spec, "txn.commit.before_primary=sleep(%d)", stall);
+    pc_error_t err;
+    assert_int_equal(pc_failpoints_configure(spec, &err), PC_OK);
+    slow_t w = {f->db, PC_INTERNAL, ""};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_committer, &w), 0);
+    /* wait (bounded by a count) until both rows are prewritten */
+    int seen = 0;
+    for (int i = 0; i < 20000 && seen < 2; i++) {
+      seen = (int)tu_raw_count(f->db, T, PC_CELL_LOCK);
+      struct timespec ms = {0, 1000000};
+      if (seen < 2) nanosleep(&ms, NULL);
+    }
+    pc_txn_t *r = pc_txn_begin(f->db, &err);
+    assert_non_null(r);
+    char *before = tu_get(r, T, "q", COL); /* meets q's lock: resolves via p */
+    pc_txn_destroy(r);
+    pthread_join(th, NULL);
+    assert_int_equal(pc_failpoints_configure(NULL, &err), PC_OK);
+    assert_int_equal(seen, 2);
+    /* every outcome is all-or-nothing and agrees with the status */
+    pc_txn_t *t = pc_txn_begin(f->db, &err);
+    assert_non_null(t);
+    char *p = tu_get(t, T, "p", COL), *q = tu_get(t, T, "q", COL);
+    pc_txn_destroy(t);
+    print_message("stall of %d ms: the committer got %s\n", stall, pc_status_name(w.st));
+    if (w.st == PC_ABORTED) {
+      aborted = 1;
+      assert_null(before);
+      assert_null(p);
+      assert_null(q);
+    } else if (w.st == PC_OK) {
+      assert_string_equal(p, "slow");
+      assert_string_equal(q, "slow");
+      /* the next attempt starts from a clean slate */
+      t = pc_txn_begin(f->db, &err);
+      assert_non_null(t);
+      assert_int_equal(pc_txn_delete(t, T, "p", 1, COL, strlen(COL), &err), PC_OK);
+      assert_int_equal(pc_txn_delete(t, T, "q", 1, COL, strlen(COL), &err), PC_OK);
+      assert_int_equal(pc_txn_commit(t, &err), PC_OK);
+      pc_txn_destroy(t);
+    } else {
+      fail_msg("stalled commit returned %s (%s)", pc_status_name(w.st), w.text);
+    }
+    free(before);
+    free(p);
+    free(q);
+    assert_int_equal(tu_raw_count(f->db, T, PC_CELL_LOCK), 0);
+  }
+  assert_true(aborted);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_delayed_prewrite_after_rollback, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_commit_after_rollback_is_aborted, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_commit_resend_is_noop, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rollback_idempotent, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_check_txn, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_newer_lock_does_not_block, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_secondaries_resolved_by_primary, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_one_phase_commit_conflicts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_one_phase_commit_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_prewrite_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failed_commit_reports_no_commit_ts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stalled_committer_is_aborted, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

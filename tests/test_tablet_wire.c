@@ -1,0 +1,974 @@
+/* test_tablet_wire.c — the tablet server's request handler (core/tablet.h)
+ * on a local store, without any network: every op with a valid body
+ * round-trips through the pc_wire_* encoders/decoders, and every malformed
+ * body — each truncation of each valid body, trailing garbage, lying counts
+ * and lengths, empty table/row/column, NUL in table names, rows outside the
+ * tablet's range, unknown ops, and thousands of random or mutated bodies —
+ * gets an error answer with a message and never a crash (run it under ASan).
+ *
+ * A handler answer is either a reply body "u8 store status, payload, str
+ * message" (the handler returns PC_OK) or, for an op the tablet does not
+ * know, an error status with err's text (the rpc layer sends it as the
+ * frame's status). check_error() accepts both. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/store.h"
+#include "core/tablet.h"
+#include "core/tablet_wire.h"
+#include "tests/testutil.h"
+
+#define TABLE "tbl"
+#define T_NAME "tw1"
+#define R_START "m"
+#define R_END "t"
+
+typedef struct fixture {
+  char *dir;
+  pc_tablet_t *tablet;
+} fixture_t;
+
+static uint64_t next_commit_ts = 1000000;
+
+static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
+  (void)ctx;
+  (void)err;
+  *ts = ++next_commit_ts;
+  return PC_OK;
+}
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  f->dir = tu_mkdtemp("tablet-wire");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/store", f->dir);
+  pc_local_options_t lo = {1, 0, 1u << 20};
+  pc_error_t err;
+  pc_store_t *s = pc_local_store_open(path, &lo, &err);
+  if (!s) fail_msg("pc_local_store_open: %s", err.text);
+  pc_row_range_t range = {R_START, 1, R_END, 1};
+  f->tablet = pc_tablet_create(T_NAME, s, &range, ts_source, NULL);
+  assert_non_null(f->tablet);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  pc_tablet_destroy(f->tablet);
+  tu_rmtree(f->dir);
+  free(f);
+  return 0;
+}
+
+/* ---- calling the handler and reading its answer ------------------------- */
+
+typedef struct answer {
+  pc_status_t rc;     /* what the handler returned */
+  pc_error_t err;     /* its err when rc != PC_OK */
+  pc_buf_t reply;     /* the reply body when rc == PC_OK */
+  pc_status_t status; /* the store status byte (rc == PC_OK) */
+  const char *payload;
+  size_t plen;        /* payload between the status byte and the message */
+  char msg[512];      /* the message */
+  int well_formed;    /* 1 when the reply has the documented shape */
+} answer_t;
+
+static void answer_free(answer_t *a) { pc_buf_free(&a->reply); }
+
+/* Parses the reply: u8 status, payload, u32 mlen, message of mlen bytes at the end. */
+static void parse_reply(answer_t *a) {
+  a->well_formed = 0;
+  const char *p = a->reply.p;
+  size_t n = a->reply.len;
+  if (n < 5) return;
+  a->status = (pc_status_t)(unsigned char)p[0];
+  /* the message is last: find a length prefix that ends exactly at the end */
+  for (size_t mlen = 0; mlen + 5 <= n && mlen < sizeof a->msg; mlen++) {
+    size_t at = n - mlen - 4;
+    uint32_t v = (uint32_t)(unsigned char)p[at] << 24 | (uint32_t)(unsigned char)p[at + 1] << 16 |
+                 (uint32_t)(unsigned char)p[at + 2] << 8 | (uint32_t)(unsigned char)p[at + 3];
+    if (v != mlen) continue;
+    /* for an error other than LOCKED there is no payload: be exact */
+    if (a->status != PC_OK && a->status != PC_LOCKED && at != 1) continue;
+    memcpy(a->msg, p + at + 4, mlen);
+    a->msg[mlen] = '\0';
+    a->payload = p + 1;
+    a->plen = at - 1;
+    a->well_formed = a->status <= PC_INTERNAL;
+    /* a success carries an empty message; prefer the shortest match */
+    return;
+  }
+}
+
+static answer_t call(fixture_t *f, uint8_t op, const void *body, size_t len) {
+  answer_t a;
+  memset(&a, 0, sizeof a);
+  pc_error_clear(&a.err);
+  /* copy the body into an exact-size heap block so ASan sees any overread */
+  char *copy = malloc(len ? len : 1);
+  assert_non_null(copy);
+  if (len) memcpy(copy, body, len);
+  a.rc = pc_tablet_rpc_handler(f->tablet, op, len ? copy : NULL, len, &a.reply, &a.err);
+  free(copy);
+  if (a.rc == PC_OK) parse_reply(&a);
+  return a;
+}
+
+/* The answer is an error with a message (in either form). */
+static void check_error(const answer_t *a, const char *what) {
+  if (a->rc != PC_OK) {
+    if (a->err.text[0] == '\0') fail_msg("%s: error %d without a message", what, a->rc);
+    return;
+  }
+  if (!a->well_formed) fail_msg("%s: malformed reply of %zu bytes", what, a->reply.len);
+  if (a->status == PC_OK) fail_msg("%s: accepted", what);
+  if (a->msg[0] == '\0') fail_msg("%s: error %d without a message", what, a->status);
+}
+
+static const char *answer_text(const answer_t *a) { return a->rc != PC_OK ? a->err.text : a->msg; }
+
+/* ---- encoding valid bodies ---------------------------------------------- */
+
+static pc_cell_t cell(const char *row, const char *col) {
+  return (pc_cell_t){TABLE, row, strlen(row), col, strlen(col)};
+}
+
+static pc_mutation_t put(const char *row, const char *col, const char *v) {
+  return (pc_mutation_t){cell(row, col), PC_WRITE_PUT, v, strlen(v), 0};
+}
+
+static void enc_get(pc_buf_t *b, const pc_cell_t *c, uint64_t ts) {
+  assert_int_equal(pc_wire_put_cell(b, c), 0);
+  assert_int_equal(pc_buf_u64(b, ts), 0);
+}
+
+static void enc_prewrite(pc_buf_t *b, const pc_cell_t *primary, uint64_t start, uint32_t ttl,
+                         uint64_t session, const pc_mutation_t *m, uint32_t n) {
+  assert_int_equal(pc_wire_put_cell(b, primary), 0);
+  assert_int_equal(pc_buf_u64(b, start) || pc_buf_u32(b, ttl) || pc_buf_u64(b, session) ||
+                       pc_buf_u32(b, n),
+                   0);
+  for (uint32_t i = 0; i < n; i++) assert_int_equal(pc_wire_put_mutation(b, &m[i]), 0);
+}
+
+static void enc_commit(pc_buf_t *b, uint64_t start, uint64_t commit, const pc_cell_t *c,
+                       uint32_t n) {
+  assert_int_equal(pc_buf_u64(b, start) || pc_buf_u64(b, commit) || pc_buf_u32(b, n), 0);
+  for (uint32_t i = 0; i < n; i++) assert_int_equal(pc_wire_put_cell(b, &c[i]), 0);
+}
+
+static void enc_rollback(pc_buf_t *b, uint64_t start, const pc_cell_t *c, uint32_t n) {
+  assert_int_equal(pc_buf_u64(b, start) || pc_buf_u32(b, n), 0);
+  for (uint32_t i = 0; i < n; i++) assert_int_equal(pc_wire_put_cell(b, &c[i]), 0);
+}
+
+static void enc_check_txn(pc_buf_t *b, const pc_cell_t *c, uint64_t start, uint64_t now,
+                          int dead) {
+  assert_int_equal(pc_wire_put_cell(b, c), 0);
+  assert_int_equal(pc_buf_u64(b, start) || pc_buf_u64(b, now) || pc_buf_u8(b, (uint8_t)dead), 0);
+}
+
+static void enc_one_phase(pc_buf_t *b, uint64_t start, const pc_mutation_t *m, uint32_t n) {
+  assert_int_equal(pc_buf_u64(b, start) || pc_buf_u32(b, n), 0);
+  for (uint32_t i = 0; i < n; i++) assert_int_equal(pc_wire_put_mutation(b, &m[i]), 0);
+}
+
+static void enc_scan(pc_buf_t *b, const char *table, const char *start, const char *col,
+                     const char *end, uint64_t ts, uint32_t limit) {
+  assert_int_equal(pc_wire_put_opt(b, table, table ? strlen(table) : 0), 0);
+  assert_int_equal(pc_wire_put_opt(b, start, start ? strlen(start) : 0), 0);
+  assert_int_equal(pc_wire_put_opt(b, col, col ? strlen(col) : 0), 0);
+  assert_int_equal(pc_wire_put_opt(b, end, end ? strlen(end) : 0), 0);
+  assert_int_equal(pc_buf_u64(b, ts) || pc_buf_u32(b, limit), 0);
+}
+
+static void enc_raw_scan(pc_buf_t *b, const char *table, const char *start, const char *end) {
+  assert_int_equal(pc_wire_put_opt(b, table, table ? strlen(table) : 0), 0);
+  assert_int_equal(pc_wire_put_opt(b, start, start ? strlen(start) : 0), 0);
+  assert_int_equal(pc_wire_put_opt(b, end, end ? strlen(end) : 0), 0);
+}
+
+/* One valid body of every op (on a store where the test's data exists). */
+typedef struct sample {
+  uint8_t op;
+  const char *name;
+  pc_buf_t body;
+} sample_t;
+
+#define NSAMPLES 11
+
+static void make_samples(sample_t s[NSAMPLES]) {
+  memset(s, 0, sizeof(sample_t) * NSAMPLES);
+  pc_cell_t p = cell("mp", "c:a"), c2[2] = {cell("mp", "c:a"), cell("nq", "c:b")};
+  pc_mutation_t m[2] = {put("mp", "c:a", "v1"), put("nq", "c:b", "v2")};
+  pc_mutation_t del = {cell("o1", "c:x"), PC_WRITE_DELETE, NULL, 0, 1};
+  int k = 0;
+  s[k].op = PC_TABLET_OP_GET, s[k].name = "get", enc_get(&s[k].body, &p, 500), k++;
+  s[k].op = PC_TABLET_OP_PREWRITE, s[k].name = "prewrite";
+  enc_prewrite(&s[k].body, &p, 900, 3000, 77, m, 2), k++;
+  s[k].op = PC_TABLET_OP_COMMIT, s[k].name = "commit", enc_commit(&s[k].body, 900, 901, c2, 2), k++;
+  s[k].op = PC_TABLET_OP_ROLLBACK, s[k].name = "rollback", enc_rollback(&s[k].body, 950, c2, 2), k++;
+  s[k].op = PC_TABLET_OP_CHECK_TXN, s[k].name = "check_txn";
+  enc_check_txn(&s[k].body, &p, 900, 5000, 0), k++;
+  s[k].op = PC_TABLET_OP_ONE_PHASE, s[k].name = "one_phase";
+  enc_one_phase(&s[k].body, 960, &del, 1), k++;
+  s[k].op = PC_TABLET_OP_SCAN, s[k].name = "scan";
+  enc_scan(&s[k].body, TABLE, R_START, NULL, R_END, 2000000, 100), k++;
+  s[k].op = PC_TABLET_OP_SCAN, s[k].name = "scan from a column";
+  enc_scan(&s[k].body, TABLE, "mp", "c:a", "s", 2000000, 5), k++;
+  s[k].op = PC_TABLET_OP_RAW_SCAN, s[k].name = "raw_scan";
+  enc_raw_scan(&s[k].body, TABLE, R_START, R_END), k++;
+  s[k].op = PC_TABLET_OP_RAW_SCAN, s[k].name = "raw_scan all";
+  enc_raw_scan(&s[k].body, NULL, NULL, NULL), k++;
+  s[k].op = PC_TABLET_OP_INFO, s[k].name = "info", k++;
+  assert_int_equal(k, NSAMPLES);
+}
+
+static void free_samples(sample_t s[NSAMPLES]) {
+  for (int i = 0; i < NSAMPLES; i++) pc_buf_free(&s[i].body);
+}
+
+/* ---- valid round trips -------------------------------------------------- */
+
+static uint64_t rd_u64_at(const char *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | (unsigned char)p[i];
+  return v;
+}
+
+static void expect_status(const answer_t *a, pc_status_t want, const char *what) {
+  if (a->rc != PC_OK) fail_msg("%s: handler failed: %s", what, a->err.text);
+  if (!a->well_formed) fail_msg("%s: malformed reply", what);
+  if (a->status != want)
+    fail_msg("%s: status %s, want %s (%s)", what, pc_status_name(a->status), pc_status_name(want),
+             a->msg);
+  if (want == PC_OK) assert_string_equal(a->msg, "");
+}
+
+static void test_valid_round_trips(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t p = cell("mp", "c:a"), c2[2] = {cell("mp", "c:a"), cell("nq", "c:b")};
+  pc_mutation_t m[2] = {put("mp", "c:a", "v1"), put("nq", "c:b", "v2")};
+  pc_buf_t b = {0};
+  answer_t a;
+
+  /* GET of a cell never written */
+  enc_get(&b, &p, 500);
+  a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+  expect_status(&a, PC_NOT_FOUND, "get (empty)");
+  answer_free(&a);
+
+  /* PREWRITE two rows, primary mp */
+  b.len = 0;
+  enc_prewrite(&b, &p, 900, 3000, 77, m, 2);
+  a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+  expect_status(&a, PC_OK, "prewrite");
+  assert_int_equal(a.plen, 0);
+  answer_free(&a);
+  /* re-sent: its own lock is accepted */
+  a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+  expect_status(&a, PC_OK, "prewrite again");
+  answer_free(&a);
+
+  /* GET above start_ts meets the lock: the payload is a lock that decodes */
+  b.len = 0;
+  enc_get(&b, &c2[1], 1000);
+  a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+  expect_status(&a, PC_LOCKED, "get (locked)");
+  {
+    pc_rd_t r = {a.payload, a.plen, 0, 1};
+    pc_lock_info_t l = {0};
+    assert_int_equal(pc_wire_get_lock(&r, &l), 0);
+    assert_int_equal(r.pos, a.plen);
+    assert_int_equal(l.start_ts, 900);
+    assert_int_equal(l.ttl_ms, 3000);
+    assert_int_equal(l.session, 77);
+    assert_int_equal(l.prow.len, 2);
+    assert_memory_equal(l.prow.p, "mp", 2);
+    assert_int_equal(l.crow.len, 2);
+    assert_memory_equal(l.crow.p, "nq", 2);
+    pc_lock_info_free(&l);
+  }
+  answer_free(&a);
+  /* a GET below the lock's start_ts is not blocked */
+  b.len = 0;
+  enc_get(&b, &c2[1], 899);
+  a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+  expect_status(&a, PC_NOT_FOUND, "get below the lock");
+  answer_free(&a);
+
+  /* CHECK_TXN: alive (owner alive, TTL not passed at now) */
+  b.len = 0;
+  enc_check_txn(&b, &p, 900, 900, 0);
+  a = call(f, PC_TABLET_OP_CHECK_TXN, b.p, b.len);
+  expect_status(&a, PC_OK, "check_txn alive");
+  assert_int_equal(a.plen, 9);
+  assert_int_equal((unsigned char)a.payload[0], PC_TXN_ALIVE);
+  answer_free(&a);
+
+  /* COMMIT both cells at 901, then GET sees v1 / v2 */
+  b.len = 0;
+  enc_commit(&b, 900, 901, c2, 2);
+  a = call(f, PC_TABLET_OP_COMMIT, b.p, b.len);
+  expect_status(&a, PC_OK, "commit");
+  answer_free(&a);
+  a = call(f, PC_TABLET_OP_COMMIT, b.p, b.len);
+  expect_status(&a, PC_OK, "commit re-sent");
+  answer_free(&a);
+  b.len = 0;
+  enc_get(&b, &c2[1], 1000);
+  a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+  expect_status(&a, PC_OK, "get committed");
+  {
+    pc_rd_t r = {a.payload, a.plen, 0, 1};
+    size_t n;
+    const char *v = pc_rd_str(&r, &n);
+    assert_true(r.ok && r.pos == a.plen);
+    assert_int_equal(n, 2);
+    assert_memory_equal(v, "v2", 2);
+  }
+  answer_free(&a);
+
+  /* CHECK_TXN now says committed at 901 */
+  b.len = 0;
+  enc_check_txn(&b, &p, 900, 5000, 1);
+  a = call(f, PC_TABLET_OP_CHECK_TXN, b.p, b.len);
+  expect_status(&a, PC_OK, "check_txn committed");
+  assert_int_equal(a.plen, 9);
+  assert_int_equal((unsigned char)a.payload[0], PC_TXN_COMMITTED);
+  assert_int_equal(rd_u64_at(a.payload + 1), 901);
+  answer_free(&a);
+
+  /* a prewrite older than the commit conflicts */
+  b.len = 0;
+  pc_mutation_t m3 = put("mp", "c:a", "old");
+  enc_prewrite(&b, &p, 850, 3000, 78, &m3, 1);
+  a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+  expect_status(&a, PC_CONFLICT, "stale prewrite");
+  assert_true(a.msg[0] != '\0');
+  answer_free(&a);
+
+  /* ROLLBACK of a prewritten txn, then its delayed prewrite fails */
+  pc_cell_t rc = cell("r1", "c:z");
+  pc_mutation_t rm = put("r1", "c:z", "doomed");
+  b.len = 0;
+  enc_prewrite(&b, &rc, 950, 3000, 79, &rm, 1);
+  a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+  expect_status(&a, PC_OK, "prewrite to roll back");
+  answer_free(&a);
+  pc_buf_t rb = {0};
+  enc_rollback(&rb, 950, &rc, 1);
+  a = call(f, PC_TABLET_OP_ROLLBACK, rb.p, rb.len);
+  expect_status(&a, PC_OK, "rollback");
+  answer_free(&a);
+  a = call(f, PC_TABLET_OP_ROLLBACK, rb.p, rb.len);
+  expect_status(&a, PC_OK, "rollback again (idempotent)");
+  answer_free(&a);
+  pc_buf_free(&rb);
+  a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+  expect_status(&a, PC_CONFLICT, "prewrite after rollback");
+  answer_free(&a);
+  /* committing a rolled-back cell is aborted */
+  b.len = 0;
+  enc_commit(&b, 950, 951, &rc, 1);
+  a = call(f, PC_TABLET_OP_COMMIT, b.p, b.len);
+  expect_status(&a, PC_ABORTED, "commit after rollback");
+  answer_free(&a);
+
+  /* ONE_PHASE on one row: the reply carries the commit_ts from ts_source */
+  pc_mutation_t om[2] = {put("o1", "c:x", "one"), put("o1", "c:y", "phase")};
+  b.len = 0;
+  enc_one_phase(&b, 960, om, 2);
+  uint64_t before = next_commit_ts;
+  a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+  expect_status(&a, PC_OK, "one-phase commit");
+  assert_int_equal(a.plen, 8);
+  assert_true(rd_u64_at(a.payload) > before);
+  uint64_t ots = rd_u64_at(a.payload);
+  answer_free(&a);
+
+  /* SCAN the tablet's range: mp, nq, o1 x2 */
+  b.len = 0;
+  enc_scan(&b, TABLE, R_START, NULL, R_END, ots + 1, 100);
+  a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+  expect_status(&a, PC_OK, "scan");
+  {
+    pc_rd_t r = {a.payload, a.plen, 0, 1};
+    uint32_t n = pc_rd_u32(&r);
+    assert_int_equal(n, 4);
+    const char *want[4][3] = {{"mp", "c:a", "v1"}, {"nq", "c:b", "v2"}, {"o1", "c:x", "one"},
+                              {"o1", "c:y", "phase"}};
+    for (uint32_t i = 0; i < n; i++)
+      for (int k = 0; k < 3; k++) {
+        size_t l;
+        const char *s = pc_rd_str(&r, &l);
+        assert_true(r.ok);
+        assert_int_equal(l, strlen(want[i][k]));
+        assert_memory_equal(s, want[i][k], l);
+      }
+    assert_int_equal(r.pos, a.plen);
+  }
+  answer_free(&a);
+  /* with a limit and a start column */
+  b.len = 0;
+  enc_scan(&b, TABLE, "o1", "c:y", R_END, ots + 1, 1);
+  a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+  expect_status(&a, PC_OK, "scan from a column");
+  {
+    pc_rd_t r = {a.payload, a.plen, 0, 1};
+    assert_int_equal(pc_rd_u32(&r), 1);
+  }
+  answer_free(&a);
+
+  /* RAW_SCAN: every raw cell decodes, and the rollback record is there */
+  b.len = 0;
+  enc_raw_scan(&b, TABLE, NULL, NULL);
+  a = call(f, PC_TABLET_OP_RAW_SCAN, b.p, b.len);
+  expect_status(&a, PC_OK, "raw scan");
+  {
+    pc_rd_t r = {a.payload, a.plen, 0, 1};
+    uint32_t n = pc_rd_u32(&r);
+    assert_true(n >= 5);
+    int rollbacks = 0, locks = 0;
+    pc_arena_t ar = {0};
+    for (uint32_t i = 0; i < n; i++) {
+      pc_raw_cell_t rcell;
+      assert_int_equal(pc_wire_get_raw(&r, &ar, &rcell), 0);
+      assert_string_equal(rcell.table, TABLE);
+      if (rcell.kind == PC_CELL_WRITE && rcell.write_kind == PC_WRITE_ROLLBACK) rollbacks++;
+      if (rcell.kind == PC_CELL_LOCK) locks++;
+    }
+    pc_arena_free(&ar);
+    assert_int_equal(r.pos, a.plen);
+    assert_true(rollbacks >= 1);
+    assert_int_equal(locks, 0);
+  }
+  answer_free(&a);
+
+  /* INFO: name, one range, ops */
+  a = call(f, PC_TABLET_OP_INFO, NULL, 0);
+  expect_status(&a, PC_OK, "info");
+  {
+    pc_rd_t r = {a.payload, a.plen, 0, 1};
+    size_t l;
+    const char *s = pc_rd_str(&r, &l);
+    assert_true(r.ok && l == strlen(T_NAME) && memcmp(s, T_NAME, l) == 0);
+    assert_int_equal(pc_rd_u32(&r), 1);
+    s = pc_rd_str(&r, &l);
+    assert_true(r.ok && l == 1 && s[0] == 'm');
+    s = pc_rd_str(&r, &l);
+    assert_true(r.ok && l == 1 && s[0] == 't');
+    uint64_t ops = pc_rd_u64(&r);
+    assert_true(r.ok && r.pos == a.plen);
+    assert_true(ops >= 20 && ops == pc_tablet_ops(f->tablet));
+  }
+  answer_free(&a);
+  pc_buf_free(&b);
+}
+
+/* ---- malformed bodies --------------------------------------------------- */
+
+static void test_truncations_and_trailing_garbage(void **state) {
+  fixture_t *f = *state;
+  sample_t s[NSAMPLES];
+  make_samples(s);
+  char what[128];
+  size_t checked = 0;
+  for (int i = 0; i < NSAMPLES; i++) {
+    /* every proper prefix */
+    for (size_t len = 0; len < s[i].body.len; len++) {
+      answer_t a = call(f, s[i].op, s[i].body.p, len);
+      snprintf(what, sizeof what, "%s truncated to %zu of %zu bytes", s[i].name, len,
+               s[i].body.len);
+      check_error(&a, what);
+      answer_free(&a);
+      checked++;
+    }
+    /* the whole body plus 1, 7 or 100 bytes of garbage */
+    static const size_t extra[] = {1, 7, 100};
+    for (size_t k = 0; k < 3; k++) {
+      pc_buf_t b = {0};
+      assert_int_equal(pc_buf_append(&b, s[i].body.p, s[i].body.len), 0);
+      for (size_t j = 0; j < extra[k]; j++) assert_int_equal(pc_buf_u8(&b, (uint8_t)(0xA5 ^ j)), 0);
+      answer_t a = call(f, s[i].op, b.p, b.len);
+      snprintf(what, sizeof what, "%s with %zu trailing bytes", s[i].name, extra[k]);
+      check_error(&a, what);
+      answer_free(&a);
+      pc_buf_free(&b);
+      checked++;
+    }
+  }
+  if (checked < 300) fail_msg("only %zu bodies checked", checked);
+  free_samples(s);
+}
+
+/* Overwrites the u32 at offset off of b with v. */
+static void poke_u32(pc_buf_t *b, size_t off, uint32_t v) {
+  assert_true(off + 4 <= b->len);
+  b->p[off] = (char)(v >> 24);
+  b->p[off + 1] = (char)(v >> 16);
+  b->p[off + 2] = (char)(v >> 8);
+  b->p[off + 3] = (char)v;
+}
+
+static void test_lying_counts_and_lengths(void **state) {
+  fixture_t *f = *state;
+  static const uint32_t lies[] = {0, 3, 1000, 1000001, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFFu};
+  pc_cell_t p = cell("mp", "c:a");
+  pc_mutation_t m = put("mp", "c:a", "v");
+  char what[128];
+  for (size_t k = 0; k < sizeof lies / sizeof lies[0]; k++) {
+    uint32_t v = lies[k];
+    /* PREWRITE count: after the primary cell (3 strs) and u64 u32 u64 */
+    pc_buf_t b = {0};
+    enc_prewrite(&b, &p, 900, 3000, 1, &m, 1);
+    size_t count_off = (4 + 3) + (4 + 2) + (4 + 3) + 8 + 4 + 8;
+    poke_u32(&b, count_off, v);
+    answer_t a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+    snprintf(what, sizeof what, "prewrite with count %u", v);
+    if (v != 1) check_error(&a, what);
+    answer_free(&a);
+    /* ONE_PHASE count after u64 */
+    b.len = 0;
+    enc_one_phase(&b, 960, &m, 1);
+    poke_u32(&b, 8, v);
+    a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+    snprintf(what, sizeof what, "one-phase with count %u", v);
+    if (v != 1) check_error(&a, what);
+    answer_free(&a);
+    /* COMMIT / ROLLBACK counts */
+    b.len = 0;
+    enc_commit(&b, 900, 901, &p, 1);
+    poke_u32(&b, 16, v);
+    a = call(f, PC_TABLET_OP_COMMIT, b.p, b.len);
+    snprintf(what, sizeof what, "commit with count %u", v);
+    if (v != 1) check_error(&a, what);
+    answer_free(&a);
+    b.len = 0;
+    enc_rollback(&b, 900, &p, 1);
+    poke_u32(&b, 8, v);
+    a = call(f, PC_TABLET_OP_ROLLBACK, b.p, b.len);
+    snprintf(what, sizeof what, "rollback with count %u", v);
+    if (v != 1) check_error(&a, what);
+    answer_free(&a);
+    /* string lengths: table, row, column of a GET cell */
+    static const size_t str_offs[3] = {0, 4 + 3, 4 + 3 + 4 + 2};
+    static const uint32_t real[3] = {3, 2, 3};
+    for (int j = 0; j < 3; j++) {
+      if (v == real[j]) continue;
+      b.len = 0;
+      enc_get(&b, &p, 500);
+      poke_u32(&b, str_offs[j], v);
+      a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+      snprintf(what, sizeof what, "get with string %d of length %u", j, v);
+      check_error(&a, what);
+      answer_free(&a);
+    }
+    /* the value length of a mutation */
+    b.len = 0;
+    enc_one_phase(&b, 960, &m, 1);
+    size_t vlen_off = 8 + 4 + (4 + 3) + (4 + 2) + (4 + 3) + 1 + 1;
+    poke_u32(&b, vlen_off, v);
+    a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+    snprintf(what, sizeof what, "one-phase with a value of length %u", v);
+    if (v != 1) check_error(&a, what);
+    answer_free(&a);
+    /* SCAN limit and RAW_SCAN option lengths */
+    b.len = 0;
+    enc_scan(&b, TABLE, R_START, NULL, R_END, 100, 10);
+    poke_u32(&b, b.len - 4, v);
+    a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+    snprintf(what, sizeof what, "scan with limit %u", v);
+    if (v == 0 || v > PC_STORE_SCAN_LIMIT_MAX) check_error(&a, what);
+    else expect_status(&a, PC_OK, what);
+    answer_free(&a);
+    b.len = 0;
+    enc_raw_scan(&b, TABLE, R_START, R_END);
+    poke_u32(&b, 1, v);
+    a = call(f, PC_TABLET_OP_RAW_SCAN, b.p, b.len);
+    snprintf(what, sizeof what, "raw scan with a table of length %u", v);
+    if (v != 3) check_error(&a, what);
+    answer_free(&a);
+    pc_buf_free(&b);
+  }
+  /* a huge count backed by a body that really holds that many cells' worth of
+   * bytes but not valid cells */
+  pc_buf_t b = {0};
+  assert_int_equal(pc_buf_u64(&b, 900) || pc_buf_u64(&b, 901) || pc_buf_u32(&b, 100000), 0);
+  for (size_t i = 0; i < 100000u * 12; i++) assert_int_equal(pc_buf_u8(&b, 0), 0);
+  answer_t a = call(f, PC_TABLET_OP_COMMIT, b.p, b.len);
+  check_error(&a, "commit of 100000 empty cells");
+  answer_free(&a);
+  pc_buf_free(&b);
+}
+
+static void test_empty_and_nul_names(void **state) {
+  fixture_t *f = *state;
+  struct {
+    const char *t;
+    size_t tl;
+    const char *r;
+    size_t rl;
+    const char *c;
+    size_t cl;
+    const char *what;
+  } bad[] = {
+      {"", 0, "mp", 2, "c:a", 3, "empty table"},
+      {TABLE, 3, "", 0, "c:a", 3, "empty row"},
+      {TABLE, 3, "mp", 2, "", 0, "empty column"},
+      {"tb\0l", 4, "mp", 2, "c:a", 3, "NUL in the table name"},
+      {"\0", 1, "mp", 2, "c:a", 3, "table name NUL"},
+      {"tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt", 66, "mp", 2, "c:a", 3,
+       "table name of 66 bytes"},
+  };
+  char what[160];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    /* pc_wire_put_cell takes a C string table: encode by hand */
+    pc_buf_t cellb = {0};
+    assert_int_equal(pc_buf_str(&cellb, bad[i].t, bad[i].tl) ||
+                         pc_buf_str(&cellb, bad[i].r, bad[i].rl) ||
+                         pc_buf_str(&cellb, bad[i].c, bad[i].cl),
+                     0);
+    pc_buf_t b = {0};
+    /* GET */
+    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 500), 0);
+    answer_t a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+    snprintf(what, sizeof what, "get: %s", bad[i].what);
+    check_error(&a, what);
+    answer_free(&a);
+    /* CHECK_TXN */
+    b.len = 0;
+    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900) ||
+                         pc_buf_u64(&b, 901) || pc_buf_u8(&b, 1),
+                     0);
+    a = call(f, PC_TABLET_OP_CHECK_TXN, b.p, b.len);
+    snprintf(what, sizeof what, "check_txn: %s", bad[i].what);
+    check_error(&a, what);
+    answer_free(&a);
+    /* PREWRITE with the bad cell as the primary, and as the mutation */
+    pc_cell_t good = cell("mp", "c:a");
+    pc_mutation_t gm = put("mp", "c:a", "v");
+    for (int as_mut = 0; as_mut < 2; as_mut++) {
+      b.len = 0;
+      if (as_mut) assert_int_equal(pc_wire_put_cell(&b, &good), 0);
+      else assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len), 0);
+      assert_int_equal(pc_buf_u64(&b, 900) || pc_buf_u32(&b, 3000) || pc_buf_u64(&b, 1) ||
+                           pc_buf_u32(&b, 1),
+                       0);
+      if (as_mut)
+        assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u8(&b, 0) ||
+                             pc_buf_u8(&b, 0) || pc_buf_str(&b, "v", 1),
+                         0);
+      else assert_int_equal(pc_wire_put_mutation(&b, &gm), 0);
+      a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+      snprintf(what, sizeof what, "prewrite: %s %s", bad[i].what, as_mut ? "(mutation)" : "(primary)");
+      check_error(&a, what);
+      answer_free(&a);
+    }
+    /* COMMIT / ROLLBACK of the bad cell */
+    b.len = 0;
+    assert_int_equal(pc_buf_u64(&b, 900) || pc_buf_u64(&b, 901) || pc_buf_u32(&b, 1) ||
+                         pc_buf_append(&b, cellb.p, cellb.len),
+                     0);
+    a = call(f, PC_TABLET_OP_COMMIT, b.p, b.len);
+    snprintf(what, sizeof what, "commit: %s", bad[i].what);
+    check_error(&a, what);
+    answer_free(&a);
+    a = call(f, PC_TABLET_OP_ROLLBACK, b.p + 8, b.len - 8);
+    snprintf(what, sizeof what, "rollback: %s", bad[i].what);
+    check_error(&a, what);
+    answer_free(&a);
+    /* SCAN / RAW_SCAN with the bad table name */
+    if (bad[i].tl != 3) {
+      b.len = 0;
+      assert_int_equal(pc_buf_u8(&b, 1) || pc_buf_str(&b, bad[i].t, bad[i].tl), 0);
+      assert_int_equal(pc_wire_put_opt(&b, "m", 1) || pc_wire_put_opt(&b, NULL, 0) ||
+                           pc_wire_put_opt(&b, "s", 1) || pc_buf_u64(&b, 100) || pc_buf_u32(&b, 10),
+                       0);
+      a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+      snprintf(what, sizeof what, "scan: %s", bad[i].what);
+      check_error(&a, what);
+      answer_free(&a);
+      b.len = 0;
+      assert_int_equal(pc_buf_u8(&b, 1) || pc_buf_str(&b, bad[i].t, bad[i].tl) ||
+                           pc_wire_put_opt(&b, NULL, 0) || pc_wire_put_opt(&b, NULL, 0),
+                       0);
+      a = call(f, PC_TABLET_OP_RAW_SCAN, b.p, b.len);
+      snprintf(what, sizeof what, "raw scan: %s", bad[i].what);
+      check_error(&a, what);
+      answer_free(&a);
+    }
+    pc_buf_free(&b);
+    pc_buf_free(&cellb);
+  }
+  /* bad enum values inside a mutation: kind 2 (rollback) and 0xff */
+  for (int kind = 2; kind <= 255; kind += 253) {
+    pc_buf_t b = {0};
+    pc_cell_t c = cell("mp", "c:a");
+    assert_int_equal(pc_buf_u64(&b, 960) || pc_buf_u32(&b, 1) || pc_wire_put_cell(&b, &c) ||
+                         pc_buf_u8(&b, (uint8_t)kind) || pc_buf_u8(&b, 0) || pc_buf_str(&b, "v", 1),
+                     0);
+    answer_t a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+    snprintf(what, sizeof what, "one-phase with mutation kind %d", kind);
+    check_error(&a, what);
+    answer_free(&a);
+    pc_buf_free(&b);
+  }
+  /* start_ts 0 */
+  {
+    pc_buf_t b = {0};
+    pc_mutation_t m = put("mp", "c:a", "v");
+    enc_one_phase(&b, 0, &m, 1);
+    answer_t a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+    check_error(&a, "one-phase with start_ts 0");
+    answer_free(&a);
+    b.len = 0;
+    enc_prewrite(&b, &m.cell, 0, 3000, 1, &m, 1);
+    a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+    check_error(&a, "prewrite with start_ts 0");
+    answer_free(&a);
+    pc_buf_free(&b);
+  }
+}
+
+/* A misrouted answer: PC_INVALID naming the tablet. */
+static void check_misrouted(const answer_t *a, const char *what) {
+  check_error(a, what);
+  pc_status_t st = a->rc != PC_OK ? a->rc : a->status;
+  if (st != PC_INVALID) fail_msg("%s: status %s, want invalid_argument", what, pc_status_name(st));
+  if (!strstr(answer_text(a), T_NAME))
+    fail_msg("%s: message '%s' does not name tablet %s", what, answer_text(a), T_NAME);
+}
+
+static void test_misrouted_rows(void **state) {
+  fixture_t *f = *state;
+  /* the tablet serves ["m", "t"): "l", "lzzz", "t", "t0", "z" and "\xff" are outside */
+  static const char *const outside[] = {"l", "lzzz", "t", "t0", "z", "\xff", "M", "\x01"};
+  char what[128];
+  pc_buf_t b = {0};
+  for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+    const char *row = outside[i];
+    pc_cell_t c = cell(row, "c:a"), in = cell("mm", "c:a");
+    pc_mutation_t m = put(row, "c:a", "v"), min = put("mm", "c:a", "v");
+    b.len = 0;
+    enc_get(&b, &c, 500);
+    answer_t a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+    snprintf(what, sizeof what, "get of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
+
+    /* prewrite: the outside row as the only and as the second mutation (the
+     * primary may live on another tablet: that alone is fine) */
+    pc_mutation_t two[2] = {min, m};
+    b.len = 0;
+    enc_prewrite(&b, &in, 900, 3000, 1, two, 2);
+    a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+    snprintf(what, sizeof what, "prewrite of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
+
+    b.len = 0;
+    enc_one_phase(&b, 960, &m, 1);
+    a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+    snprintf(what, sizeof what, "one-phase of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
+
+    pc_cell_t cells[2] = {in, c};
+    b.len = 0;
+    enc_commit(&b, 900, 901, cells, 2);
+    a = call(f, PC_TABLET_OP_COMMIT, b.p, b.len);
+    snprintf(what, sizeof what, "commit of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
+
+    b.len = 0;
+    enc_rollback(&b, 900, cells, 2);
+    a = call(f, PC_TABLET_OP_ROLLBACK, b.p, b.len);
+    snprintf(what, sizeof what, "rollback of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
+
+    b.len = 0;
+    enc_check_txn(&b, &c, 900, 901, 1);
+    a = call(f, PC_TABLET_OP_CHECK_TXN, b.p, b.len);
+    snprintf(what, sizeof what, "check_txn of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
+  }
+  /* nothing of the above reached the store */
+  b.len = 0;
+  enc_raw_scan(&b, NULL, NULL, NULL);
+  answer_t a = call(f, PC_TABLET_OP_RAW_SCAN, b.p, b.len);
+  expect_status(&a, PC_OK, "raw scan after misrouted requests");
+  assert_int_equal(a.plen, 4);
+  answer_free(&a);
+
+  /* scans reaching outside the range */
+  struct {
+    const char *start, *end;
+  } scans[] = {{"a", "n"}, {"l", "t"}, {"m", NULL}, {"m", "u"}, {"", "s"}, {"n", "zz"}};
+  for (size_t i = 0; i < sizeof scans / sizeof scans[0]; i++) {
+    b.len = 0;
+    enc_scan(&b, TABLE, scans[i].start, NULL, scans[i].end, 100, 10);
+    a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+    snprintf(what, sizeof what, "scan ['%s', '%s')", scans[i].start,
+             scans[i].end ? scans[i].end : "(end)");
+    check_misrouted(&a, what);
+    answer_free(&a);
+  }
+  /* a scan without a start is malformed */
+  b.len = 0;
+  enc_scan(&b, TABLE, NULL, NULL, "s", 100, 10);
+  a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+  check_error(&a, "scan without a start");
+  answer_free(&a);
+  /* the edges are inside: "m" and a range ending at "t" */
+  b.len = 0;
+  pc_cell_t edge = cell("m", "c:a");
+  enc_get(&b, &edge, 500);
+  a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+  expect_status(&a, PC_NOT_FOUND, "get of row 'm' (first row of the range)");
+  answer_free(&a);
+  b.len = 0;
+  enc_scan(&b, TABLE, "m", NULL, "t", 100, 10);
+  a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+  expect_status(&a, PC_OK, "scan of exactly the range");
+  answer_free(&a);
+  pc_buf_free(&b);
+}
+
+static void test_unknown_ops(void **state) {
+  fixture_t *f = *state;
+  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x19, 0x1a, 0x20, 0x7f, 0x80, 0x90, 0xff};
+  char what[64];
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    for (int withbody = 0; withbody < 2; withbody++) {
+      answer_t a = call(f, ops[i], "\x00\x00\x00\x01x", withbody ? 5 : 0);
+      snprintf(what, sizeof what, "op 0x%02x", ops[i]);
+      check_error(&a, what);
+      if (!strstr(answer_text(&a), "opcode") && !strstr(answer_text(&a), "op "))
+        fail_msg("%s: message '%s' does not name the opcode", what, answer_text(&a));
+      answer_free(&a);
+    }
+  }
+}
+
+/* ---- random bodies ------------------------------------------------------ */
+
+static uint64_t rng_state;
+
+static uint32_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (uint32_t)(rng_state >> 11);
+}
+
+/* The answer has the documented shape (whatever it says). */
+static void check_shape(const answer_t *a, const char *what) {
+  if (a->rc != PC_OK) {
+    if (a->err.text[0] == '\0') fail_msg("%s: error %d without a message", what, a->rc);
+    return;
+  }
+  if (!a->well_formed) fail_msg("%s: malformed reply of %zu bytes", what, a->reply.len);
+  if (a->status != PC_OK && a->status != PC_NOT_FOUND && a->msg[0] == '\0')
+    fail_msg("%s: error %s without a message", what, pc_status_name(a->status));
+}
+
+static void test_random_bodies(void **state) {
+  fixture_t *f = *state;
+  const char *seed_env = getenv("PC_FUZZ_SEED");
+  uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 0x9E3779B97F4A7C15ull;
+  rng_state = seed ? seed : 1;
+  const char *iter_env = getenv("PC_FUZZ_ITERATIONS");
+  long iters = iter_env ? atol(iter_env) : 20000;
+  sample_t s[NSAMPLES];
+  make_samples(s);
+  /* give the store some state so that mutated bodies meet data, locks, rollbacks */
+  for (int i = 0; i < NSAMPLES; i++) {
+    answer_t a = call(f, s[i].op, s[i].body.p, s[i].body.len);
+    check_shape(&a, s[i].name);
+    answer_free(&a);
+  }
+  pc_buf_t b = {0};
+  char what[128];
+  size_t errors = 0, random_bodies = 0;
+  for (long it = 0; it < iters; it++) {
+    uint32_t mode = rnd() % 4;
+    uint8_t op;
+    b.len = 0;
+    if (mode == 0) {
+      /* pure random bytes, 1..256 of them, for a known or unknown op */
+      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 9);
+      size_t n = 1 + rnd() % 256;
+      for (size_t i = 0; i < n; i++) assert_int_equal(pc_buf_u8(&b, (uint8_t)rnd()), 0);
+      random_bodies++;
+    } else {
+      /* a valid body with a few mutations: flipped bits, replaced bytes,
+       * lengths poked to extreme values, cut or extended */
+      const sample_t *smp = &s[rnd() % NSAMPLES];
+      op = smp->op;
+      assert_int_equal(pc_buf_append(&b, smp->body.p, smp->body.len), 0);
+      int nmut = 1 + (int)(rnd() % 4);
+      for (int k = 0; k < nmut; k++) {
+        uint32_t kind = rnd() % 6;
+        if (kind == 0 && b.len) {
+          b.p[rnd() % b.len] ^= (char)(1u << (rnd() % 8));
+        } else if (kind == 1 && b.len) {
+          b.p[rnd() % b.len] = (char)rnd();
+        } else if (kind == 2 && b.len >= 4) {
+          static const uint32_t vals[] = {0, 1, 2, 63, 64, 65, 4096, 4097, 1000000, 1000001,
+                                          0x7FFFFFFF, 0xFFFFFFFF, 100000, 8388608};
+          poke_u32(&b, rnd() % (b.len - 3), vals[rnd() % (sizeof vals / sizeof vals[0])]);
+        } else if (kind == 3 && b.len) {
+          b.len = rnd() % b.len;
+        } else if (kind == 4) {
+          size_t n = 1 + rnd() % 16;
+          for (size_t i = 0; i < n; i++) assert_int_equal(pc_buf_u8(&b, (uint8_t)rnd()), 0);
+        } else if (b.len) {
+          b.p[rnd() % b.len] = 0; /* NULs into names */
+        }
+      }
+    }
+    answer_t a = call(f, op, b.p, b.len);
+    snprintf(what, sizeof what, "iteration %ld (seed 0x%llx) op 0x%02x, %zu bytes", it,
+             (unsigned long long)seed, op, b.len);
+    check_shape(&a, what);
+    if (mode == 0) check_error(&a, what); /* random bytes are never a valid request */
+    if (a.rc != PC_OK || a.status != PC_OK) errors++;
+    answer_free(&a);
+  }
+  pc_buf_free(&b);
+  free_samples(s);
+  /* most mutated bodies are refused */
+  assert_true(errors > (size_t)iters / 2);
+  assert_true(random_bodies > 0);
+  /* and the tablet still serves */
+  answer_t a = call(f, PC_TABLET_OP_INFO, NULL, 0);
+  expect_status(&a, PC_OK, "info after the fuzzing");
+  answer_free(&a);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_valid_round_trips, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_truncations_and_trailing_garbage, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lying_counts_and_lengths, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_empty_and_nul_names, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_misrouted_rows, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_ops, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_random_bodies, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
