@@ -1,0 +1,1050 @@
+/* fig8.c — the Percolator paper's Figure 8 on this machine.
+ *
+ * Measures single-cell transactional reads and writes per second against raw
+ * LevelDB get/put, in the same process and run, with the same value size,
+ * the same sync setting and the same thread count, and reports the ratios
+ * read_ratio = txn_reads/raw_gets and write_ratio = txn_writes/raw_puts (the
+ * paper measured 0.94 and 0.23 against Bigtable; our goals are >= 0.9 and
+ * >= 0.5).
+ *
+ *   transactional read  = pc_txn_begin (start_ts from the embedded oracle via
+ *                         the batcher) + pc_txn_get + pc_txn_commit of the
+ *                         read-only txn + pc_txn_destroy
+ *   transactional write = pc_txn_begin + pc_txn_set + pc_txn_commit (one cell:
+ *                         the one-phase commit path); a PC_CONFLICT is counted
+ *                         and retried in a new transaction
+ *   raw get / put       = leveldb_get / leveldb_put on a separate LevelDB in
+ *                         its own directory, opened with the options of the
+ *                         project's store (pc_local_store_open: bloom filter
+ *                         10 bits, 32 MiB LRU cache, 16 MiB write buffer,
+ *                         LevelDB's default snappy compression)
+ *
+ * Both stores are preloaded with the same --keys rows (row "k0000000042",
+ * column "f:v" in table "bench" on the Percolator side, key "k0000000042" on
+ * the raw side), written without sync, then both are fully compacted (the
+ * Percolator store by opening its LevelDB directory <db>/store directly while
+ * the database is closed) so neither side reads from a fresher memtable.
+ * Reads go to random existing keys; writes overwrite random existing keys
+ * with values cut from a buffer of random bytes (so snappy cannot shrink
+ * them). Reads are measured first, on the compacted stores, then writes: for
+ * each kind, --rounds rounds each run the raw phase and the transactional
+ * phase, the raw side first in even rounds and the transactional side first
+ * in odd ones. Before every phase the benchmark waits until LevelDB's
+ * background thread is idle, so no phase pays for compactions another one
+ * caused; after a write phase it times that drain too, and reports, besides
+ * the foreground rate, a settled rate ops / (phase time + drain time) that
+ * charges each side with the flushes and compactions its writes caused. The
+ * figures are medians over rounds (ratios: the median of per-round ratios).
+ * Output: one JSON document on stdout.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <leveldb/c.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <percolator/percolator.h>
+
+#include "core/keys.h" /* breakdown only: the store's key and record encodings */
+
+#define TABLE "bench"
+#define COLUMN "f:v"
+#define KEY_LEN 11 /* "k" + 10 digits */
+#define RANDBUF_BYTES (1u << 20)
+#define MAX_THREADS 256
+#define MAX_ROUNDS 99
+
+/* The four measured phases, then the breakdown phases (--breakdown). */
+enum phase {
+  PH_RAW_GET, PH_TXN_READ, PH_RAW_PUT, PH_TXN_WRITE, PH_COUNT,
+  PH_TS = PH_COUNT, PH_TXN_EMPTY, PH_TXN_SET_ABORT, PH_RAW_GET_PUT, PH_STORE_GET_META,
+  PH_STORE_1PC, PH_ALL
+};
+
+static const char *const phase_name[PH_ALL] = {
+    "raw_get", "txn_read", "raw_put", "txn_write", "timestamp", "txn_begin_commit_empty",
+    "txn_begin_set_abort", "raw_get_then_put", "store_get_meta", "store_emulated_1pc"};
+
+typedef struct params {
+  uint64_t ops;      /* per write phase (and read phase unless read_ops is set) */
+  uint64_t read_ops; /* per read phase; 0: ops */
+  uint64_t keys;
+  size_t value_size;
+  int sync;
+  int threads;
+  int rounds;
+  int compact;
+  int keep;
+  uint64_t seed;
+  const char *parent; /* where the temp directory is made */
+  int only;           /* -1: every phase; else one phase (for profiling) */
+  int breakdown;      /* run the breakdown phases at the end */
+} params_t;
+
+typedef struct ldb {
+  leveldb_t *db;
+  leveldb_options_t *opts;
+  leveldb_cache_t *cache;
+  leveldb_filterpolicy_t *filter;
+} ldb_t;
+
+typedef struct bench {
+  params_t p;
+  char dir[4096];
+  char pc_dir[4200];
+  char raw_dir[4200];
+  leveldb_t *raw;
+  leveldb_readoptions_t *raw_ro;
+  leveldb_writeoptions_t *raw_wo;      /* sync as --sync */
+  leveldb_writeoptions_t *raw_wo_load; /* no sync: preload */
+  pc_db_t *db;
+  leveldb_t *pcstore; /* breakdown: the Percolator store's LevelDB, opened directly */
+  ldb_t raw_l, pcstore_l;
+  char *randbuf; /* RANDBUF_BYTES + value_size random bytes */
+} bench_t;
+
+typedef struct worker {
+  bench_t *b;
+  pthread_t tid;
+  pthread_barrier_t *start;
+  enum phase phase;
+  uint64_t first, count; /* preload: key range; phases: number of operations */
+  uint64_t rng;
+  uint64_t done, conflicts;
+  uint64_t ts;           /* store_emulated_1pc: the next fake commit timestamp */
+  pc_buf_t kb, wkb, vb, mb; /* breakdown: reused encodings */
+  int failed;
+  char errtext[PC_ERROR_TEXT + 64];
+} worker_t;
+
+typedef struct result {
+  double others_cores; /* CPUs other processes kept busy meanwhile (machine noise) */
+  double steal_cores;  /* CPUs the hypervisor took meanwhile */
+  double ops_s;
+  double seconds;
+  double cpu_us_per_op;
+  uint64_t ops, conflicts;
+} result_t;
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 +
+         (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec * 1e-6;
+}
+
+/* "k" and i in 10 zero-padded decimal digits; out has KEY_LEN bytes, no NUL. */
+static void make_key(char *out, uint64_t i) {
+  out[0] = 'k';
+  for (int d = KEY_LEN - 1; d >= 1; d--) {
+    out[d] = (char)('0' + i % 10);
+    i /= 10;
+  }
+}
+
+static const char *value_at(const bench_t *b, uint64_t r) {
+  return b->randbuf + (r % RANDBUF_BYTES);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n) {
+  double s[MAX_ROUNDS];
+  memcpy(s, v, (size_t)n * sizeof *s);
+  qsort(s, (size_t)n, sizeof *s, cmp_double);
+  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2.0;
+}
+
+/* Busy and stolen seconds of all CPUs so far, from /proc/stat (0 if unreadable). */
+static void machine_cpu(double *busy, double *steal) {
+  *busy = *steal = 0;
+  FILE *f = fopen("/proc/stat", "re");
+  if (!f) return;
+  unsigned long long v[8] = {0};
+  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+             &v[4], &v[5], &v[6], &v[7]) == 8) {
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    /* user nice system idle iowait irq softirq steal */
+    *busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / hz;
+    *steal = (double)v[7] / hz;
+  }
+  fclose(f);
+}
+
+/* Waits until LevelDB's background thread (flushes, compactions) has gone
+ * idle: two consecutive 50 ms windows in which the whole process used under
+ * 2.5 ms of CPU (the measuring threads are parked). Returns the seconds until
+ * the start of those windows (at most about 120). */
+static double wait_quiet(void) {
+  double t0 = now_s(), quiet_since = t0;
+  int quiet = 0;
+  while (quiet < 2 && now_s() - t0 < 120) {
+    double c0 = cpu_s(), w0 = now_s();
+    struct timespec d = {0, 50 * 1000 * 1000};
+    nanosleep(&d, NULL);
+    if (cpu_s() - c0 < 0.0025) {
+      if (quiet++ == 0) quiet_since = w0;
+    } else {
+      quiet = 0;
+    }
+  }
+  return quiet_since - t0;
+}
+
+static uint64_t du_total;
+static int du_fn(const char *path, const struct stat *st, int flag, struct FTW *f) {
+  (void)path, (void)f;
+  if (flag == FTW_F) du_total += (uint64_t)st->st_size;
+  return 0;
+}
+
+/* Bytes of the files under path. */
+static uint64_t disk_bytes(const char *path) {
+  du_total = 0;
+  nftw(path, du_fn, 16, FTW_PHYS);
+  return du_total;
+}
+
+static int rm_fn(const char *path, const struct stat *st, int flag, struct FTW *f) {
+  (void)st, (void)flag, (void)f;
+  return remove(path);
+}
+
+static void fail_worker(worker_t *w, const char *what, const char *msg) {
+  w->failed = 1;
+  snprintf(w->errtext, sizeof w->errtext, "%s: %s", what, msg);
+}
+
+/* ---- the stores --------------------------------------------------------- */
+
+/* A LevelDB with the options pc_local_store_open gives the project's store. */
+static int ldb_open(ldb_t *l, const char *path) {
+  l->opts = leveldb_options_create();
+  leveldb_options_set_create_if_missing(l->opts, 1);
+  l->filter = leveldb_filterpolicy_create_bloom(10);
+  leveldb_options_set_filter_policy(l->opts, l->filter);
+  l->cache = leveldb_cache_create_lru(32u << 20);
+  leveldb_options_set_cache(l->opts, l->cache);
+  leveldb_options_set_write_buffer_size(l->opts, 16u << 20);
+  char *e = NULL;
+  l->db = leveldb_open(l->opts, path, &e);
+  if (e) {
+    fprintf(stderr, "fig8: LevelDB %s: %s\n", path, e);
+    leveldb_free(e);
+    l->db = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+static void ldb_close(ldb_t *l) {
+  if (l->db) leveldb_close(l->db);
+  if (l->opts) leveldb_options_destroy(l->opts);
+  if (l->cache) leveldb_cache_destroy(l->cache);
+  if (l->filter) leveldb_filterpolicy_destroy(l->filter);
+  memset(l, 0, sizeof *l);
+}
+
+static int open_raw(bench_t *b) {
+  if (ldb_open(&b->raw_l, b->raw_dir) != 0) return -1;
+  b->raw = b->raw_l.db;
+  b->raw_ro = leveldb_readoptions_create();
+  b->raw_wo = leveldb_writeoptions_create();
+  leveldb_writeoptions_set_sync(b->raw_wo, (unsigned char)b->p.sync);
+  b->raw_wo_load = leveldb_writeoptions_create();
+  return 0;
+}
+
+static void close_raw(bench_t *b) {
+  ldb_close(&b->raw_l);
+  ldb_close(&b->pcstore_l);
+  if (b->raw_ro) leveldb_readoptions_destroy(b->raw_ro);
+  if (b->raw_wo) leveldb_writeoptions_destroy(b->raw_wo);
+  if (b->raw_wo_load) leveldb_writeoptions_destroy(b->raw_wo_load);
+  b->raw = b->pcstore = NULL;
+  b->raw_ro = NULL;
+  b->raw_wo = b->raw_wo_load = NULL;
+}
+
+static pc_db_t *open_pc(const bench_t *b, int sync, int create) {
+  pc_options_t *o = pc_options_create();
+  if (!o) return NULL;
+  pc_options_set_create_if_missing(o, create);
+  pc_options_set_sync(o, sync);
+  pc_error_t e;
+  pc_db_t *db = pc_db_open(o, b->pc_dir, &e);
+  pc_options_destroy(o);
+  if (!db) fprintf(stderr, "fig8: pc_db_open %s: %s\n", b->pc_dir, e.text);
+  return db;
+}
+
+/* Compacts the whole LevelDB in path (which no one holds open). */
+static int compact_dir(const char *path) {
+  ldb_t l = {0};
+  if (ldb_open(&l, path) != 0) return -1;
+  leveldb_compact_range(l.db, NULL, 0, NULL, 0);
+  ldb_close(&l);
+  return 0;
+}
+
+/* ---- the operations ----------------------------------------------------- */
+
+static void *preload_thread(void *arg) {
+  worker_t *w = arg;
+  bench_t *b = w->b;
+  char key[KEY_LEN];
+  pc_error_t e;
+  leveldb_writebatch_t *wb = leveldb_writebatch_create();
+  for (uint64_t i = w->first; i < w->first + w->count && !w->failed; i++) {
+    make_key(key, i);
+    const char *v = value_at(b, splitmix64(&w->rng));
+    leveldb_writebatch_put(wb, key, KEY_LEN, v, b->p.value_size);
+    if ((i - w->first) % 1000 == 999 || i + 1 == w->first + w->count) {
+      char *err = NULL;
+      leveldb_write(b->raw, b->raw_wo_load, wb, &err);
+      if (err) {
+        fail_worker(w, "raw preload", err);
+        leveldb_free(err);
+      }
+      leveldb_writebatch_clear(wb);
+    }
+    for (;;) {
+      pc_txn_t *t = pc_txn_begin(b->db, &e);
+      if (!t) {
+        fail_worker(w, "preload begin", e.text);
+        break;
+      }
+      pc_status_t st = pc_txn_set(t, TABLE, key, KEY_LEN, COLUMN, strlen(COLUMN), v,
+                                  b->p.value_size, &e);
+      if (st == PC_OK) st = pc_txn_commit(t, &e);
+      pc_txn_destroy(t);
+      if (st == PC_OK) break;
+      if (st != PC_CONFLICT) {
+        fail_worker(w, "preload commit", e.text);
+        break;
+      }
+    }
+  }
+  leveldb_writebatch_destroy(wb);
+  return NULL;
+}
+
+static void raw_get(worker_t *w, uint64_t r) {
+  char key[KEY_LEN];
+  make_key(key, r % w->b->p.keys);
+  char *e = NULL;
+  size_t vl = 0;
+  char *v = leveldb_get(w->b->raw, w->b->raw_ro, key, KEY_LEN, &vl, &e);
+  if (e) {
+    fail_worker(w, "leveldb_get", e);
+    leveldb_free(e);
+  } else if (!v || vl != w->b->p.value_size) {
+    fail_worker(w, "leveldb_get", v ? "value of the wrong size" : "preloaded key is missing");
+  }
+  leveldb_free(v);
+}
+
+static void raw_put(worker_t *w, uint64_t r) {
+  char key[KEY_LEN];
+  make_key(key, r % w->b->p.keys);
+  char *e = NULL;
+  leveldb_put(w->b->raw, w->b->raw_wo, key, KEY_LEN, value_at(w->b, r >> 20), w->b->p.value_size,
+              &e);
+  if (e) {
+    fail_worker(w, "leveldb_put", e);
+    leveldb_free(e);
+  }
+}
+
+static void txn_read(worker_t *w, uint64_t r) {
+  char key[KEY_LEN];
+  make_key(key, r % w->b->p.keys);
+  pc_error_t e;
+  pc_txn_t *t = pc_txn_begin(w->b->db, &e);
+  if (!t) {
+    fail_worker(w, "pc_txn_begin", e.text);
+    return;
+  }
+  char *v = NULL;
+  size_t vl = 0;
+  pc_status_t st = pc_txn_get(t, TABLE, key, KEY_LEN, COLUMN, strlen(COLUMN), &v, &vl, &e);
+  if (st != PC_OK) {
+    fail_worker(w, "pc_txn_get", st == PC_NOT_FOUND ? "preloaded cell is missing" : e.text);
+  } else if (vl != w->b->p.value_size) {
+    fail_worker(w, "pc_txn_get", "value of the wrong size");
+  } else if ((st = pc_txn_commit(t, &e)) != PC_OK) {
+    fail_worker(w, "pc_txn_commit (read-only)", e.text);
+  }
+  pc_free(v);
+  pc_txn_destroy(t);
+}
+
+static void txn_write(worker_t *w, uint64_t r) {
+  char key[KEY_LEN];
+  make_key(key, r % w->b->p.keys);
+  const char *v = value_at(w->b, r >> 20);
+  pc_error_t e;
+  int tries = 0;
+  for (;;) {
+    pc_txn_t *t = pc_txn_begin(w->b->db, &e);
+    if (!t) {
+      fail_worker(w, "pc_txn_begin", e.text);
+      return;
+    }
+    pc_status_t st = pc_txn_set(t, TABLE, key, KEY_LEN, COLUMN, strlen(COLUMN), v,
+                                w->b->p.value_size, &e);
+    if (st == PC_OK) st = pc_txn_commit(t, &e);
+    pc_txn_destroy(t);
+    if (st == PC_OK) return;
+    if (st != PC_CONFLICT || ++tries == 1000) {
+      fail_worker(w, "pc_txn_commit", e.text);
+      return;
+    }
+    w->conflicts++;
+  }
+}
+
+static void ts_only(worker_t *w, uint64_t r) {
+  (void)r;
+  uint64_t ts;
+  pc_error_t e;
+  if (pc_db_timestamp(w->b->db, 10000, &ts, &e) != PC_OK) fail_worker(w, "pc_db_timestamp", e.text);
+}
+
+static void txn_empty(worker_t *w, uint64_t r) {
+  (void)r;
+  pc_error_t e;
+  pc_txn_t *t = pc_txn_begin(w->b->db, &e);
+  if (!t) {
+    fail_worker(w, "pc_txn_begin", e.text);
+    return;
+  }
+  if (pc_txn_commit(t, &e) != PC_OK) fail_worker(w, "pc_txn_commit (empty)", e.text);
+  pc_txn_destroy(t);
+}
+
+static void txn_set_abort(worker_t *w, uint64_t r) {
+  char key[KEY_LEN];
+  make_key(key, r % w->b->p.keys);
+  pc_error_t e;
+  pc_txn_t *t = pc_txn_begin(w->b->db, &e);
+  if (!t) {
+    fail_worker(w, "pc_txn_begin", e.text);
+    return;
+  }
+  if (pc_txn_set(t, TABLE, key, KEY_LEN, COLUMN, strlen(COLUMN), value_at(w->b, r >> 20),
+                 w->b->p.value_size, &e) != PC_OK)
+    fail_worker(w, "pc_txn_set", e.text);
+  pc_txn_destroy(t);
+}
+
+static void raw_get_put(worker_t *w, uint64_t r) {
+  raw_get(w, r);
+  if (!w->failed) raw_put(w, r);
+}
+
+/* The meta key of row r's cell, in w->kb. */
+static pc_buf_t *meta_key(worker_t *w, uint64_t r, pc_cell_t *cell, char *key) {
+  make_key(key, r % w->b->p.keys);
+  *cell = (pc_cell_t){TABLE, key, KEY_LEN, COLUMN, strlen(COLUMN)};
+  w->kb.len = 0;
+  if (pc_key_cell(&w->kb, PC_KS_META, cell) != 0) return NULL;
+  return &w->kb;
+}
+
+/* What local_get does in LevelDB: one Get of the meta record. */
+static void store_get_meta(worker_t *w, uint64_t r) {
+  pc_cell_t cell;
+  char key[KEY_LEN];
+  pc_buf_t *kb = meta_key(w, r, &cell, key);
+  char *e = NULL;
+  size_t vl = 0;
+  char *v = kb ? leveldb_get(w->b->pcstore, w->b->raw_ro, kb->p, kb->len, &vl, &e) : NULL;
+  if (e) {
+    fail_worker(w, "leveldb_get (meta)", e);
+    leveldb_free(e);
+  } else if (!v) {
+    fail_worker(w, "leveldb_get (meta)", "meta record missing");
+  }
+  leveldb_free(v);
+}
+
+/* What local_commit_one_phase does in LevelDB for one cell with an inline
+ * value: Get the meta record, then one WriteBatch with the commit record
+ * (carrying the value) and the new meta record (carrying it again). The
+ * records are made with the library's own encoders. */
+static void store_emulated_1pc(worker_t *w, uint64_t r) {
+  pc_buf_t *wkb = &w->wkb, *vb = &w->vb, *mb = &w->mb;
+  pc_cell_t cell;
+  char key[KEY_LEN];
+  store_get_meta(w, r);
+  if (w->failed) return;
+  pc_buf_t *kb = meta_key(w, r, &cell, key);
+  size_t vlen = w->b->p.value_size;
+  int inl = vlen <= PC_INLINE_MAX;
+  uint64_t ts = w->ts++;
+  pc_write_rec_t rec = {PC_WRITE_PUT, ts - 1, ts, inl, inl ? value_at(w->b, r >> 20) : NULL,
+                        inl ? vlen : 0};
+  pc_meta_t m;
+  memset(&m, 0, sizeof m);
+  m.has_head = 1;
+  m.head = rec;
+  m.latest_any = ts;
+  wkb->len = vb->len = mb->len = 0;
+  leveldb_writebatch_t *batch = leveldb_writebatch_create();
+  if (!inl) {
+    pc_buf_t dk = {0};
+    pc_key_cell_ts(&dk, PC_KS_DATA, &cell, ts - 1);
+    leveldb_writebatch_put(batch, dk.p, dk.len, value_at(w->b, r >> 20), vlen);
+    pc_buf_free(&dk);
+  }
+  if (!kb || pc_key_cell_ts(wkb, PC_KS_WRITE, &cell, ts) != 0 || pc_write_encode(&rec, vb) != 0 ||
+      pc_meta_encode(&m, mb) != 0) {
+    fail_worker(w, "emulated 1pc", "out of memory");
+  } else {
+    leveldb_writebatch_put(batch, wkb->p, wkb->len, vb->p, vb->len);
+    leveldb_writebatch_put(batch, kb->p, kb->len, mb->p, mb->len);
+    char *e = NULL;
+    leveldb_write(w->b->pcstore, w->b->raw_wo, batch, &e);
+    if (e) {
+      fail_worker(w, "leveldb_write (emulated 1pc)", e);
+      leveldb_free(e);
+    }
+  }
+  leveldb_writebatch_destroy(batch);
+}
+
+static void (*const phase_op[PH_ALL])(worker_t *, uint64_t) = {
+    raw_get, txn_read, raw_put, txn_write, ts_only, txn_empty, txn_set_abort, raw_get_put,
+    store_get_meta, store_emulated_1pc};
+
+static void *phase_thread(void *arg) {
+  worker_t *w = arg;
+  void (*op)(worker_t *, uint64_t) = phase_op[w->phase];
+  pthread_barrier_wait(w->start);
+  for (uint64_t i = 0; i < w->count && !w->failed; i++) {
+    op(w, splitmix64(&w->rng));
+    w->done++;
+  }
+  pc_buf_free(&w->kb);
+  pc_buf_free(&w->wkb);
+  pc_buf_free(&w->vb);
+  pc_buf_free(&w->mb);
+  return NULL;
+}
+
+/* Runs phase ph with the configured threads and ops; -1 (message printed) on failure. */
+static int run_phase(bench_t *b, enum phase ph, uint64_t ops, uint64_t seed, result_t *res) {
+  int n = b->p.threads;
+  worker_t w[MAX_THREADS];
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+  for (int i = 0; i < n; i++) {
+    memset(&w[i], 0, sizeof w[i]);
+    w[i].b = b;
+    w[i].start = &start;
+    w[i].phase = ph;
+    w[i].count = ops / (uint64_t)n + ((uint64_t)i < ops % (uint64_t)n);
+    w[i].rng = seed * 1000003u + (uint64_t)i * 7919u + (uint64_t)ph;
+    /* Fake commit timestamps for store_emulated_1pc: the hybrid form of the
+     * oracle's, from the wall clock now, so that the database, reopened later,
+     * starts above them and later transactions do not conflict with them. */
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    w[i].ts = ((uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u)
+                  << PC_TS_LOGICAL_BITS;
+    if (pthread_create(&w[i].tid, NULL, phase_thread, &w[i]) != 0) {
+      fprintf(stderr, "fig8: pthread_create failed\n");
+      exit(1);
+    }
+  }
+  pthread_barrier_wait(&start);
+  double m0, s0, m1, s1;
+  machine_cpu(&m0, &s0);
+  double c0 = cpu_s(), t0 = now_s();
+  for (int i = 0; i < n; i++) pthread_join(w[i].tid, NULL);
+  double t1 = now_s(), c1 = cpu_s();
+  machine_cpu(&m1, &s1);
+  pthread_barrier_destroy(&start);
+  memset(res, 0, sizeof *res);
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    res->ops += w[i].done;
+    res->conflicts += w[i].conflicts;
+    if (w[i].failed) {
+      fprintf(stderr, "fig8: %s thread %d: %s\n", phase_name[ph], i, w[i].errtext);
+      rc = -1;
+    }
+  }
+  res->seconds = t1 - t0;
+  res->ops_s = res->seconds > 0 ? (double)res->ops / res->seconds : 0;
+  res->cpu_us_per_op = res->ops ? (c1 - c0) * 1e6 / (double)res->ops : 0;
+  if (res->seconds > 0.05) { /* /proc/stat counts in ticks: too coarse for shorter phases */
+    double others = (m1 - m0) - (c1 - c0);
+    res->others_cores = others > 0 ? others / res->seconds : 0;
+    res->steal_cores = (s1 - s0) / res->seconds;
+  }
+  return rc;
+}
+
+/* ---- setup -------------------------------------------------------------- */
+
+static int preload(bench_t *b) {
+  int n = b->p.threads;
+  worker_t w[MAX_THREADS];
+  for (int i = 0; i < n; i++) {
+    memset(&w[i], 0, sizeof w[i]);
+    w[i].b = b;
+    w[i].first = b->p.keys * (uint64_t)i / (uint64_t)n;
+    w[i].count = b->p.keys * (uint64_t)(i + 1) / (uint64_t)n - w[i].first;
+    w[i].rng = b->p.seed ^ ((uint64_t)i << 32);
+    if (pthread_create(&w[i].tid, NULL, preload_thread, &w[i]) != 0) return -1;
+  }
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(w[i].tid, NULL);
+    if (w[i].failed) {
+      fprintf(stderr, "fig8: preload thread %d: %s\n", i, w[i].errtext);
+      rc = -1;
+    }
+  }
+  return rc;
+}
+
+static int setup(bench_t *b, json_t *info) {
+  snprintf(b->dir, sizeof b->dir, "%s/pc-fig8-XXXXXX", b->p.parent);
+  if (!mkdtemp(b->dir)) {
+    fprintf(stderr, "fig8: mkdtemp in %s: %s\n", b->p.parent, strerror(errno));
+    return -1;
+  }
+  snprintf(b->pc_dir, sizeof b->pc_dir, "%s/pc", b->dir);
+  snprintf(b->raw_dir, sizeof b->raw_dir, "%s/raw", b->dir);
+  b->randbuf = malloc(RANDBUF_BYTES + b->p.value_size);
+  if (!b->randbuf) return -1;
+  uint64_t s = b->p.seed;
+  for (size_t i = 0; i < RANDBUF_BYTES + b->p.value_size; i += 8) {
+    uint64_t r = splitmix64(&s);
+    size_t left = RANDBUF_BYTES + b->p.value_size - i;
+    memcpy(b->randbuf + i, &r, left < 8 ? left : 8);
+  }
+  if (open_raw(b) != 0) return -1;
+  /* Preload without sync on both sides; --sync applies to the measured phases. */
+  if (!(b->db = open_pc(b, 0, 1))) return -1;
+  double t0 = now_s();
+  if (preload(b) != 0) return -1;
+  json_object_set_new(info, "preload_seconds", json_real(now_s() - t0));
+  pc_db_close(b->db);
+  b->db = NULL;
+  if (b->p.compact) {
+    char store[4300];
+    snprintf(store, sizeof store, "%s/store", b->pc_dir);
+    t0 = now_s();
+    if (compact_dir(store) != 0) return -1;
+    leveldb_compact_range(b->raw, NULL, 0, NULL, 0);
+    json_object_set_new(info, "compact_seconds", json_real(now_s() - t0));
+  }
+  json_object_set_new(info, "preloaded_bytes_txn", json_integer((json_int_t)disk_bytes(b->pc_dir)));
+  json_object_set_new(info, "preloaded_bytes_raw", json_integer((json_int_t)disk_bytes(b->raw_dir)));
+  if (!(b->db = open_pc(b, b->p.sync, 0))) return -1;
+  return 0;
+}
+
+static void teardown(bench_t *b) {
+  if (b->db) pc_db_close(b->db);
+  b->db = NULL;
+  close_raw(b);
+  free(b->randbuf);
+  if (b->dir[0] && !b->p.keep) nftw(b->dir, rm_fn, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- breakdown ---------------------------------------------------------- */
+
+/* One breakdown phase: waits for quiet, runs ph, times the drain after
+ * writes; appends ops/s, wall and CPU us per op to the arrays of out[ph]. */
+static int bd_phase(bench_t *b, enum phase ph, json_t *out) {
+  result_t res;
+  int writes = ph == PH_TXN_WRITE || ph == PH_RAW_PUT || ph == PH_RAW_GET_PUT || ph == PH_STORE_1PC;
+  wait_quiet();
+  if (run_phase(b, ph, writes ? b->p.ops : b->p.read_ops, b->p.seed + 7000 + (uint64_t)ph, &res) != 0)
+    return -1;
+  json_t *j = json_object_get(out, phase_name[ph]);
+  if (!j) {
+    j = json_object();
+    json_object_set_new(out, phase_name[ph], j);
+  }
+  static const char *const fields[] = {"ops_s",         "wall_us_per_op",      "cpu_us_per_op",
+                                       "ops_s_settled", "drain_cpu_us_per_op", "others_cores"};
+  double v[6] = {res.ops_s, res.ops ? res.seconds * 1e6 * b->p.threads / (double)res.ops : 0,
+                 res.cpu_us_per_op, -1, -1, res.others_cores};
+  if (writes) {
+    double c0 = cpu_s();
+    double drain = wait_quiet();
+    v[3] = (double)res.ops / (res.seconds + drain);
+    v[4] = res.ops ? (cpu_s() - c0) * 1e6 / (double)res.ops : 0;
+  }
+  for (int i = 0; i < 6; i++) {
+    if (v[i] < 0) continue;
+    json_t *arr = json_object_get(j, fields[i]);
+    if (!arr) {
+      arr = json_array();
+      json_object_set_new(j, fields[i], arr);
+    }
+    json_array_append_new(arr, json_real(v[i]));
+  }
+  return 0;
+}
+
+/* Replaces each array of numbers in the breakdown by its median. */
+static void bd_medians(json_t *out) {
+  const char *name;
+  json_t *j;
+  json_object_foreach(out, name, j) {
+    const char *field;
+    json_t *arr;
+    json_object_foreach(j, field, arr) {
+      double v[MAX_ROUNDS];
+      int n = 0;
+      size_t i;
+      json_t *x;
+      json_array_foreach(arr, i, x) if (n < MAX_ROUNDS) v[n++] = json_real_value(x);
+      json_object_set_new(j, field, json_real(median(v, n)));
+    }
+  }
+}
+
+/* Where the time of a transactional read and write goes. After the rounds,
+ * --rounds passes alternate between (a) the database: txn read, one
+ * timestamp, an empty transaction, begin + set + abort, txn write; and (b)
+ * with the database closed, its LevelDB opened directly: the LevelDB work the
+ * store does for one read (a Get of the meta record) and for one single-cell
+ * one-phase commit (a Get, then one WriteBatch of the commit record and the
+ * new meta record, both carrying the value, made with the library's
+ * encoders). Each side is reopened for every pass, so both start with an
+ * empty memtable. Then the raw store: get, put, get + put. Medians over passes. */
+static int breakdown(bench_t *b, json_t *doc) {
+  json_t *out = json_object();
+  json_object_set_new(doc, "breakdown", out);
+  static const enum phase on_db[] = {PH_TXN_READ, PH_TS, PH_TXN_EMPTY, PH_TXN_SET_ABORT,
+                                     PH_TXN_WRITE};
+  static const enum phase on_store[] = {PH_STORE_GET_META, PH_STORE_1PC};
+  static const enum phase on_raw[] = {PH_RAW_GET, PH_RAW_PUT, PH_RAW_GET_PUT};
+  char store[4300];
+  snprintf(store, sizeof store, "%s/store", b->pc_dir);
+  pc_db_close(b->db);
+  b->db = NULL;
+  result_t warm;
+  uint64_t wops = b->p.read_ops / 10 ? b->p.read_ops / 10 : 1;
+  for (int pass = 0; pass < b->p.rounds; pass++) {
+    for (int side = 0; side < 2; side++) {
+      if ((side == 0) == (pass % 2 == 0)) {
+        if (!(b->db = open_pc(b, b->p.sync, 0))) return -1;
+        if (run_phase(b, PH_TXN_READ, wops, b->p.seed + 9000, &warm) != 0) return -1;
+        for (size_t i = 0; i < sizeof on_db / sizeof *on_db; i++)
+          if (bd_phase(b, on_db[i], out) != 0) return -1;
+        pc_db_close(b->db);
+        b->db = NULL;
+      } else {
+        if (ldb_open(&b->pcstore_l, store) != 0) return -1;
+        b->pcstore = b->pcstore_l.db;
+        if (run_phase(b, PH_STORE_GET_META, wops, b->p.seed + 9000, &warm) != 0) return -1;
+        for (size_t i = 0; i < sizeof on_store / sizeof *on_store; i++)
+          if (bd_phase(b, on_store[i], out) != 0) return -1;
+        ldb_close(&b->pcstore_l);
+        b->pcstore = NULL;
+      }
+    }
+    for (size_t i = 0; i < sizeof on_raw / sizeof *on_raw; i++)
+      if (bd_phase(b, on_raw[i], out) != 0) return -1;
+  }
+  bd_medians(out);
+  return 0;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: pc_bench_fig8 [options]\n"
+          "  --ops N          operations per phase and round (default 200000)\n"
+          "  --read-ops N     operations per read phase (default: --ops; reads never sync)\n"
+          "  --keys N         preloaded key space (default 100000)\n"
+          "  --value-size B   value bytes (default 100; 1..%u)\n"
+          "  --sync 0|1       fsync every write on both sides (default 0)\n"
+          "  --threads T      threads on both sides (default 1)\n"
+          "  --rounds R       rounds of the four phases, alternating order (default 3)\n"
+          "  --dir D          parent of the temporary directory (default /tmp)\n"
+          "  --compact 0|1    compact both stores after preloading (default 1)\n"
+          "  --only PHASE     run only raw_get, txn_read, raw_put or txn_write (profiling)\n"
+          "  --breakdown 0|1  afterwards, time the parts of a txn read and write (default 1)\n"
+          "  --seed S         random seed (default 42)\n"
+          "  --keep           keep the temporary directory\n"
+          "Prints one JSON document on stdout.\n",
+          PC_MAX_VALUE);
+}
+
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, params_t *p) {
+  static const struct option longopts[] = {
+      {"ops", required_argument, NULL, 'o'},    {"keys", required_argument, NULL, 'k'},
+      {"value-size", required_argument, NULL, 'v'}, {"sync", required_argument, NULL, 's'},
+      {"threads", required_argument, NULL, 't'}, {"rounds", required_argument, NULL, 'r'},
+      {"dir", required_argument, NULL, 'd'},    {"compact", required_argument, NULL, 'c'},
+      {"only", required_argument, NULL, 'O'},   {"seed", required_argument, NULL, 'S'},
+      {"keep", no_argument, NULL, 'K'},         {"help", no_argument, NULL, 'h'},
+      {"breakdown", required_argument, NULL, 'B'}, {"read-ops", required_argument, NULL, 'R'},
+      {NULL, 0, NULL, 0}};
+  *p = (params_t){200000, 0, 100000, 100, 0, 1, 3, 1, 0, 42, "/tmp", -1, 1};
+  int c;
+  uint64_t v;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    const char *bad = NULL;
+    switch (c) {
+      case 'o': if (parse_u64(optarg, 1, UINT64_MAX, &p->ops)) bad = "--ops"; break;
+      case 'R': if (parse_u64(optarg, 1, UINT64_MAX, &p->read_ops)) bad = "--read-ops"; break;
+      case 'k': if (parse_u64(optarg, 1, 9999999999ull, &p->keys)) bad = "--keys"; break;
+      case 'v':
+        if (parse_u64(optarg, 1, PC_MAX_VALUE, &v)) bad = "--value-size";
+        else p->value_size = (size_t)v;
+        break;
+      case 's':
+        if (parse_u64(optarg, 0, 1, &v)) bad = "--sync";
+        else p->sync = (int)v;
+        break;
+      case 't':
+        if (parse_u64(optarg, 1, MAX_THREADS, &v)) bad = "--threads";
+        else p->threads = (int)v;
+        break;
+      case 'r':
+        if (parse_u64(optarg, 1, MAX_ROUNDS, &v)) bad = "--rounds";
+        else p->rounds = (int)v;
+        break;
+      case 'c':
+        if (parse_u64(optarg, 0, 1, &v)) bad = "--compact";
+        else p->compact = (int)v;
+        break;
+      case 'd': p->parent = optarg; break;
+      case 'S': if (parse_u64(optarg, 0, UINT64_MAX, &p->seed)) bad = "--seed"; break;
+      case 'K': p->keep = 1; break;
+      case 'B':
+        if (parse_u64(optarg, 0, 1, &v)) bad = "--breakdown";
+        else p->breakdown = (int)v;
+        break;
+      case 'O':
+        p->only = -2;
+        for (int i = 0; i < PH_COUNT; i++)
+          if (strcmp(optarg, phase_name[i]) == 0) p->only = i;
+        if (p->only == -2) bad = "--only";
+        break;
+      case 'h': usage(stdout); exit(0);
+      default: usage(stderr); return -1;
+    }
+    if (bad) {
+      fprintf(stderr, "pc_bench_fig8: bad value '%s' for %s\n", optarg, bad);
+      return -1;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "pc_bench_fig8: unexpected argument '%s'\n", argv[optind]);
+    return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  bench_t b;
+  memset(&b, 0, sizeof b);
+  if (parse_args(argc, argv, &b.p) != 0) return 2;
+  if (b.p.read_ops == 0) b.p.read_ops = b.p.ops;
+
+  json_t *doc = json_object();
+  json_t *par = json_object();
+  json_object_set_new(doc, "benchmark", json_string("fig8"));
+  json_object_set_new(doc, "library_version", json_string(pc_version()));
+  json_object_set_new(par, "ops", json_integer((json_int_t)b.p.ops));
+  json_object_set_new(par, "read_ops", json_integer((json_int_t)b.p.read_ops));
+  json_object_set_new(par, "keys", json_integer((json_int_t)b.p.keys));
+  json_object_set_new(par, "value_size", json_integer((json_int_t)b.p.value_size));
+  json_object_set_new(par, "sync", json_integer(b.p.sync));
+  json_object_set_new(par, "threads", json_integer(b.p.threads));
+  json_object_set_new(par, "rounds", json_integer(b.p.rounds));
+  json_object_set_new(par, "compact", json_integer(b.p.compact));
+  json_object_set_new(par, "seed", json_integer((json_int_t)b.p.seed));
+  json_object_set_new(par, "breakdown", json_integer(b.p.breakdown));
+  json_object_set_new(par, "only", b.p.only >= 0 ? json_string(phase_name[b.p.only]) : json_null());
+  json_object_set_new(doc, "params", par);
+  json_t *setup_info = json_object();
+  json_object_set_new(doc, "setup", setup_info);
+
+  char load[128] = "";
+  FILE *lf = fopen("/proc/loadavg", "re");
+  if (lf) {
+    if (!fgets(load, sizeof load, lf)) load[0] = '\0';
+    fclose(lf);
+    load[strcspn(load, "\n")] = '\0';
+  }
+  json_object_set_new(doc, "loadavg_at_start", json_string(load));
+  json_object_set_new(doc, "cpus_online", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+
+  int rc = 0;
+  if (setup(&b, setup_info) != 0) {
+    rc = 1;
+    goto out;
+  }
+
+  /* Warm-up (not reported): a tenth of a round of reads on each side fills the caches. */
+  result_t warm;
+  uint64_t wops = b.p.read_ops / 10 ? b.p.read_ops / 10 : 1;
+  if (b.p.only < 0 || b.p.only == PH_RAW_GET || b.p.only == PH_TXN_READ) {
+    if (run_phase(&b, PH_RAW_GET, wops, b.p.seed + 1000, &warm) != 0 ||
+        run_phase(&b, PH_TXN_READ, wops, b.p.seed + 2000, &warm) != 0) {
+      rc = 1;
+      goto out;
+    }
+  }
+
+  double ops_s[PH_COUNT][MAX_ROUNDS], cpu[PH_COUNT][MAX_ROUNDS], settled[PH_COUNT][MAX_ROUNDS];
+  double ratio[2][MAX_ROUNDS], ratio_settled[MAX_ROUNDS];
+  uint64_t conflicts = 0;
+  /* Reads first, on the freshly compacted stores (one version per key), then
+   * writes; within each kind, rounds alternate which side goes first. */
+  static const enum phase pairs[2][2] = {{PH_RAW_GET, PH_TXN_READ}, {PH_RAW_PUT, PH_TXN_WRITE}};
+  static const char *const kind_name[2] = {"read_rounds", "write_rounds"};
+  for (int kind = 0; kind < 2 && rc == 0; kind++) {
+    json_t *rounds = json_array();
+    json_object_set_new(doc, kind_name[kind], rounds);
+    for (int r = 0; r < b.p.rounds && rc == 0; r++) {
+      int txn_first = r % 2;
+      json_t *jr = json_object();
+      json_object_set_new(jr, "order", json_string(txn_first ? "txn first" : "raw first"));
+      int ran = 0;
+      for (int j = 0; j < 2 && rc == 0; j++) {
+        enum phase ph = pairs[kind][txn_first ? 1 - j : j];
+        if (b.p.only >= 0 && (int)ph != b.p.only) continue;
+        result_t res;
+        double quiet = wait_quiet();
+        uint64_t ops = kind == 0 ? b.p.read_ops : b.p.ops;
+        if (run_phase(&b, ph, ops, b.p.seed + (uint64_t)r * 10 + 1, &res) != 0) {
+          rc = 1;
+          break;
+        }
+        ran++;
+        ops_s[ph][r] = res.ops_s;
+        cpu[ph][r] = res.cpu_us_per_op;
+        conflicts += res.conflicts;
+        json_t *jp = json_object();
+        json_object_set_new(jp, "ops_s", json_real(res.ops_s));
+        json_object_set_new(jp, "seconds", json_real(res.seconds));
+        json_object_set_new(jp, "cpu_us_per_op", json_real(res.cpu_us_per_op));
+        json_object_set_new(jp, "waited_for_quiet_before_s", json_real(quiet));
+        json_object_set_new(jp, "others_cores", json_real(res.others_cores));
+        json_object_set_new(jp, "steal_cores", json_real(res.steal_cores));
+        if (kind == 1) {
+          /* The background work (memtable flushes, compactions) the phase left behind. */
+          double c0 = cpu_s();
+          double drain = wait_quiet();
+          double dcpu = cpu_s() - c0;
+          settled[ph][r] = (double)res.ops / (res.seconds + drain);
+          json_object_set_new(jp, "drain_s", json_real(drain));
+          json_object_set_new(jp, "drain_cpu_us_per_op",
+                              json_real(res.ops ? dcpu * 1e6 / (double)res.ops : 0));
+          json_object_set_new(jp, "ops_s_settled", json_real(settled[ph][r]));
+        }
+        if (ph == PH_TXN_WRITE)
+          json_object_set_new(jp, "conflicts", json_integer((json_int_t)res.conflicts));
+        json_object_set_new(jr, phase_name[ph], jp);
+      }
+      if (ran == 2) {
+        ratio[kind][r] = ops_s[pairs[kind][1]][r] / ops_s[pairs[kind][0]][r];
+        json_object_set_new(jr, "ratio", json_real(ratio[kind][r]));
+        if (kind == 1) {
+          ratio_settled[r] = settled[PH_TXN_WRITE][r] / settled[PH_RAW_PUT][r];
+          json_object_set_new(jr, "ratio_settled", json_real(ratio_settled[r]));
+        }
+      }
+      json_array_append_new(rounds, jr);
+    }
+  }
+  if (rc != 0) goto out;
+
+  json_t *med = json_object();
+  for (int ph = 0; ph < PH_COUNT; ph++) {
+    if (b.p.only >= 0 && ph != b.p.only) continue;
+    char name[64];
+    snprintf(name, sizeof name, "%s_ops_s", phase_name[ph]);
+    json_object_set_new(med, name, json_real(median(ops_s[ph], b.p.rounds)));
+    if (ph == PH_RAW_PUT || ph == PH_TXN_WRITE) {
+      snprintf(name, sizeof name, "%s_ops_s_settled", phase_name[ph]);
+      json_object_set_new(med, name, json_real(median(settled[ph], b.p.rounds)));
+    }
+    snprintf(name, sizeof name, "%s_cpu_us_per_op", phase_name[ph]);
+    json_object_set_new(med, name, json_real(median(cpu[ph], b.p.rounds)));
+  }
+  json_object_set_new(doc, "median", med);
+  json_object_set_new(doc, "txn_write_conflicts", json_integer((json_int_t)conflicts));
+  if (b.p.only < 0) {
+    double r_ratio = median(ratio[0], b.p.rounds), w_ratio = median(ratio[1], b.p.rounds);
+    json_object_set_new(doc, "read_ratio", json_real(r_ratio));
+    json_object_set_new(doc, "write_ratio", json_real(w_ratio));
+    json_object_set_new(doc, "write_ratio_settled", json_real(median(ratio_settled, b.p.rounds)));
+    json_t *paper = json_object();
+    json_object_set_new(paper, "read_ratio", json_real(0.94));
+    json_object_set_new(paper, "write_ratio", json_real(0.23));
+    json_object_set_new(doc, "paper", paper);
+    json_t *goal = json_object();
+    json_object_set_new(goal, "read_ratio", json_real(0.9));
+    json_object_set_new(goal, "write_ratio", json_real(0.5));
+    json_object_set_new(goal, "read_met", json_boolean(r_ratio >= 0.9));
+    json_object_set_new(goal, "write_met", json_boolean(w_ratio >= 0.5));
+    json_object_set_new(doc, "goal", goal);
+  }
+  json_t *end = json_object();
+  json_object_set_new(end, "bytes_txn", json_integer((json_int_t)disk_bytes(b.pc_dir)));
+  json_object_set_new(end, "bytes_raw", json_integer((json_int_t)disk_bytes(b.raw_dir)));
+  json_object_set_new(doc, "final_disk", end);
+  if (b.p.breakdown && b.p.only < 0 && breakdown(&b, doc) != 0) rc = 1;
+
+out:
+  teardown(&b);
+  if (rc != 0) json_object_set_new(doc, "error", json_string("see stderr"));
+  json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+  fputc('\n', stdout);
+  json_decref(doc);
+  return rc;
+}
