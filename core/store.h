@@ -110,6 +110,12 @@ typedef struct pc_store_ops {
                           const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
                           pc_error_t *err);
 
+  /* Which shard (tablet) holds cell's row, for batching: the transaction
+   * client sends the secondaries of one shard in one request and requests to
+   * different shards in parallel. NULL for a store with no shards (embedded):
+   * the client then sends one request per row, in order. */
+  size_t (*shard_of)(pc_store_t *s, const pc_cell_t *cell);
+
   void (*close)(pc_store_t *s);
 } pc_store_ops_t;
 

@@ -320,6 +320,10 @@ static pc_status_t r_raw_scan(pc_store_t *base, const char *table, const char *s
   return st;
 }
 
+static size_t r_shard_of(pc_store_t *base, const pc_cell_t *cell) {
+  return route((remote_t *)base, cell->row, cell->rlen);
+}
+
 static void r_close(pc_store_t *base) {
   remote_t *s = (remote_t *)base;
   if (!s) return;
@@ -343,6 +347,7 @@ static const pc_store_ops_t remote_ops = {
     .commit_one_phase = r_one_phase,
     .scan = r_scan,
     .raw_scan = r_raw_scan,
+    .shard_of = r_shard_of,
     .close = r_close,
 };
 

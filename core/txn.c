@@ -3,6 +3,7 @@
  * with a primary lock, the commit point on the primary, then the secondaries.
  * Single-row transactions commit in one row operation. It talks to the store
  * only through store.h, so the same code runs embedded or against tablets. */
+#include <pthread.h>
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,17 @@ static pc_status_t resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
 static pc_status_t wait_out_lock(pc_db_t *db, pc_lock_info_t *lock, uint64_t deadline,
                                  uint32_t *backoff, pc_error_t *err) {
   pc_status_t st = resolve_lock(db, lock, deadline, err);
+  if (st == PC_TIMEOUT && remaining_ms(deadline) == 0) {
+    /* the caller's time ran out while settling the lock: to the caller the
+     * cell stayed locked for longer than its timeout */
+    pc_error_t why = err ? *err : (pc_error_t){PC_TIMEOUT, ""};
+    pc_error_set(err, PC_LOCKED, "%.*s/%.*s/%.*s is locked by transaction %llu (gave up: %s)",
+                 (int)lock->ctable.len, lock->ctable.p,
+                 (int)(lock->crow.len > 64 ? 64 : lock->crow.len), lock->crow.p,
+                 (int)(lock->ccol.len > 64 ? 64 : lock->ccol.len), lock->ccol.p,
+                 (unsigned long long)lock->start_ts, why.text);
+    st = PC_LOCKED;
+  }
   pc_lock_info_free(lock);
   if (st != PC_LOCKED) return st;
   uint32_t left = remaining_ms(deadline);
@@ -443,15 +455,93 @@ static pc_status_t settle_own_commit(pc_txn_t *txn, const pc_cell_t *primary, ui
     if (PC_FAILPOINT(name, err) != PC_OK) goto vanish; \
   } while (0)
 
+/* One request of a commit stage, run on its own thread when the store has
+ * shards: the prewrite of a group, or the commit of a group's cells. */
+typedef struct stage_job {
+  pc_txn_t *txn;
+  const pc_mutation_t *muts;
+  size_t n;
+  const pc_lock_spec_t *spec; /* NULL: commit at txn->commit_ts */
+  uint64_t deadline;
+  pc_cell_t *cells; /* n slots of scratch */
+  pc_status_t st;
+  pc_error_t err;
+} stage_job_t;
+
+static void *stage_run(void *arg) {
+  stage_job_t *j = arg;
+  pc_error_clear(&j->err);
+  if (j->spec) {
+    j->st = prewrite_group(j->txn, j->muts, j->n, j->spec, j->deadline, &j->err);
+  } else {
+    pc_store_t *s = j->txn->db->store;
+    for (size_t i = 0; i < j->n; i++) j->cells[i] = j->muts[i].cell;
+    j->st = s->ops->commit(s, j->cells, j->n, j->txn->start_ts, j->txn->commit_ts, &j->err);
+  }
+  return NULL;
+}
+
+/* Runs the requests of groups [1, groups) — the secondaries — in parallel
+ * (one thread per extra group; the caller runs the first). Returns the first
+ * failure, copied into err. */
+static pc_status_t run_secondaries(pc_txn_t *txn, const pc_mutation_t *muts, const size_t *bounds,
+                                   size_t groups, const pc_lock_spec_t *spec, uint64_t deadline,
+                                   pc_cell_t *cells, pc_error_t *err) {
+  size_t n = groups - 1;
+  if (n == 0) return PC_OK;
+  stage_job_t *jobs = calloc(n, sizeof *jobs);
+  pthread_t *threads = calloc(n, sizeof *threads);
+  int *started = calloc(n, sizeof *started);
+  if (!jobs || !threads || !started) {
+    free(jobs);
+    free(threads);
+    free(started);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  for (size_t k = 0; k < n; k++) {
+    size_t g = k + 1;
+    jobs[k] = (stage_job_t){txn, muts + bounds[g], bounds[g + 1] - bounds[g], spec, deadline,
+                            cells + bounds[g], PC_OK, {PC_OK, ""}};
+  }
+  for (size_t k = 1; k < n; k++)
+    started[k] = pthread_create(&threads[k], NULL, stage_run, &jobs[k]) == 0;
+  stage_run(&jobs[0]);
+  for (size_t k = 1; k < n; k++) {
+    if (started[k]) pthread_join(threads[k], NULL);
+    else stage_run(&jobs[k]); /* no thread to be had: run it here */
+  }
+  pc_status_t st = PC_OK;
+  for (size_t k = 0; k < n && st == PC_OK; k++)
+    if (jobs[k].st != PC_OK) {
+      st = jobs[k].st;
+      if (err) *err = jobs[k].err;
+    }
+  free(jobs);
+  free(threads);
+  free(started);
+  return st;
+}
+
 static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
                                     const size_t *bounds, size_t groups, uint64_t deadline,
                                     pc_cell_t *cells, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
   pc_lock_spec_t spec = {muts[0].cell, txn->start_ts, txn->db->opts.lock_ttl_ms,
                          pc_db_session(txn->db)};
-  size_t done = 0; /* groups prewritten */
+  int parallel = s->ops->shard_of != NULL;
+  size_t done = 0; /* groups prewritten (or tried, in parallel mode) */
   pc_status_t st;
   for (size_t g = 0; g < groups; g++) {
+    if (parallel && g == 1) { /* every secondary request at once */
+      st = run_secondaries(txn, muts, bounds, groups, &spec, deadline, cells, err);
+      done = groups;
+      if (st != PC_OK) {
+        rollback_groups(txn, muts, bounds, done, cells);
+        return st;
+      }
+      for (size_t k = 1; k < groups; k++) VANISH_AT("txn.prewrite.after_secondary");
+      break;
+    }
     st = prewrite_group(txn, muts + bounds[g], bounds[g + 1] - bounds[g], &spec, deadline, err);
     if (st != PC_OK) {
       rollback_groups(txn, muts, bounds, done, cells);
@@ -490,6 +580,13 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
     pc_error_clear(err); /* the commit stands */
   }
   VANISH_AT("txn.commit.after_primary");
+  if (parallel) {
+    /* committed already: a failure here leaves the cells to roll forward */
+    pc_error_t ignored;
+    (void)run_secondaries(txn, muts, bounds, groups, NULL, deadline, cells, &ignored);
+    for (size_t k = 1; k < groups; k++) VANISH_AT("txn.commit.after_secondary");
+    return PC_OK;
+  }
   for (size_t g = 1; g < groups; g++) {
     cells_of(muts, bounds[g], bounds[g + 1], cells);
     pc_error_t ignored; /* committed already: a failure here leaves the cell to roll forward */
@@ -500,6 +597,39 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
   return PC_OK;
 vanish:
   return err ? err->code : PC_IO_ERROR;
+}
+
+/* With a sharded store, regroups the secondary rows (groups 1..) so that
+ * each group is one shard's rows: one request per tablet (the paper's
+ * batching). The primary's row stays group 0. Stable within a shard. */
+static int group_by_shard(pc_store_t *s, pc_mutation_t *muts, size_t *bounds, size_t *groups) {
+  size_t first = bounds[1], n = bounds[*groups];
+  size_t m = n - first;
+  pc_mutation_t *sorted = malloc(m * sizeof *sorted);
+  size_t *shard = malloc(m * sizeof *shard);
+  if (!sorted || !shard) {
+    free(sorted);
+    free(shard);
+    return -1;
+  }
+  size_t max = 0;
+  for (size_t i = 0; i < m; i++) {
+    shard[i] = s->ops->shard_of(s, &muts[first + i].cell);
+    if (shard[i] > max) max = shard[i];
+  }
+  size_t out = 0, g = 1;
+  for (size_t sh = 0; sh <= max; sh++) { /* few shards: a pass per shard is fine */
+    size_t before = out;
+    for (size_t i = 0; i < m; i++)
+      if (shard[i] == sh) sorted[out++] = muts[first + i];
+    if (out > before) bounds[g++] = first + before;
+  }
+  memcpy(muts + first, sorted, m * sizeof *sorted);
+  bounds[g] = n;
+  *groups = g;
+  free(sorted);
+  free(shard);
+  return 0;
 }
 
 pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
@@ -529,6 +659,11 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     if (i == 0 || !same_row(&muts[i].cell, &muts[i - 1].cell)) bounds[groups++] = i;
   }
   bounds[groups] = n;
+  if (groups > 2 && txn->db->store->ops->shard_of &&
+      group_by_shard(txn->db->store, muts, bounds, &groups) != 0) {
+    st = pc_error_set(err, PC_NOMEM, "out of memory");
+    goto out;
+  }
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
   if (groups == 1 && txn->db->opts.one_phase_commit) {
     st = commit_one_phase(txn, muts, n, deadline, err);
