@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# test_install.sh — installs the build into a temporary prefix and builds a
+# user program against it with nothing but the public header and the
+# pkg-config file, linking the shared library and then the static one.
+# Usage: test_install.sh BUILD_DIR CC [EXTRA_CFLAGS (the build's sanitizer flags)]
+set -euo pipefail
+build=$1
+cc=${2:-cc}
+extra=${3:-}
+tmp=$(mktemp -d /tmp/pc-install.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+pc=$(find "$tmp/prefix" -name percolator.pc | head -n 1)
+[ -n "$pc" ] || { echo "FAIL: no percolator.pc installed"; exit 1; }
+export PKG_CONFIG_PATH=$(dirname "$pc")
+libdir=$(pkg-config --variable=libdir percolator)
+cat > "$tmp/user.c" <<'C'
+#include <percolator/percolator.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+  pc_error_t err;
+  pc_options_t *o = pc_options_create();
+  pc_options_set_create_if_missing(o, 1);
+  pc_db_t *db = pc_db_open(o, argv[1], &err);
+  pc_options_destroy(o);
+  if (!db) { fprintf(stderr, "open: %s\n", err.text); return 1; }
+  pc_txn_t *t = pc_txn_begin(db, &err);
+  pc_txn_set(t, "t", "r", 1, "c:", 2, "hello", 5, &err);
+  if (pc_txn_commit(t, &err) != PC_OK) { fprintf(stderr, "commit: %s\n", err.text); return 1; }
+  pc_txn_destroy(t);
+  t = pc_txn_begin(db, &err);
+  char *v; size_t n;
+  int ok = pc_txn_get(t, "t", "r", 1, "c:", 2, &v, &n, &err) == PC_OK && n == 5 && !memcmp(v, "hello", 5);
+  pc_free(v);
+  pc_txn_destroy(t);
+  pc_db_close(db);
+  (void)argc;
+  return ok ? 0 : 1;
+}
+C
+# shared
+$cc -std=c11 $extra "$tmp/user.c" $(pkg-config --cflags --libs percolator) -Wl,-rpath,"$libdir" -o "$tmp/user-shared"
+"$tmp/user-shared" "$tmp/db1" || { echo "FAIL: program linked to the shared library"; exit 1; }
+# static
+$cc -std=c11 $extra "$tmp/user.c" $(pkg-config --cflags percolator) "$libdir/libpercolator.a" \
+   $(pkg-config --static --libs-only-l percolator | sed 's/-lpercolator//') -o "$tmp/user-static"
+"$tmp/user-static" "$tmp/db2" || { echo "FAIL: program linked to the static library"; exit 1; }
+echo "install: header, pkg-config file, shared and static libraries work"
