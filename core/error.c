@@ -1,8 +1,9 @@
 /* error.c — the one error convention of the library: a pc_status_t returned by
  * every fallible call, with an optional pc_error_t that receives the status and
  * a message naming the thing at fault. Also the small time helpers every
- * module uses for deadlines. */
+ * module uses for deadlines, and the per-thread call deadline of deadline.h. */
 #include "core/error.h"
+#include "core/deadline.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -84,4 +85,23 @@ void pc_sleep_ms(uint32_t ms) {
   struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
   }
+}
+
+/* ---- per-thread call deadline (deadline.h) ---- */
+
+static _Thread_local uint64_t call_deadline;
+
+uint64_t pc_deadline_set(uint64_t deadline_ms) {
+  uint64_t old = call_deadline;
+  call_deadline = deadline_ms;
+  return old;
+}
+
+uint64_t pc_deadline_get(void) { return call_deadline; }
+
+uint32_t pc_deadline_bound(uint32_t default_ms) {
+  if (call_deadline == 0) return default_ms;
+  uint64_t now = pc_now_mono_ms();
+  uint64_t left = call_deadline > now ? call_deadline - now : 1;
+  return left < default_ms ? (uint32_t)left : default_ms;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/rpc.h"
 #include "core/tablet.h"
@@ -53,7 +54,8 @@ static pc_status_t nomem(pc_error_t *err) { return pc_error_set(err, PC_NOMEM, "
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
                         pc_rd_t *r, pc_error_t *err) {
   reply->len = 0;
-  pc_status_t st = pc_rpc_call(s->t[i].rpc, op, body->p, body->len, s->timeout_ms, reply, err);
+  pc_status_t st =
+      pc_rpc_call(s->t[i].rpc, op, body->p, body->len, pc_deadline_bound(s->timeout_ms), reply, err);
   if (st != PC_OK) return pc_error_prefix(err, "tablet %s", s->t[i].name);
   *r = (pc_rd_t){reply->p, reply->len, 0, 1};
   pc_status_t status = (pc_status_t)pc_rd_u8(r);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/db.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/failpoint.h"
 
@@ -337,14 +338,17 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
   }
   pc_store_t *s = txn->db->store;
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
+  uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
   uint32_t backoff = 1;
   for (;;) {
     pc_lock_info_t lock = {0};
     st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
-    if (st != PC_LOCKED) return st;
+    if (st != PC_LOCKED) break;
     st = wait_out_lock(txn->db, &lock, deadline, &backoff, err);
-    if (st != PC_OK) return st;
+    if (st != PC_OK) break;
   }
+  pc_deadline_set(outer);
+  return st;
 }
 
 /* ---- commit ------------------------------------------------------------ */
@@ -430,16 +434,18 @@ static void rollback_groups(pc_txn_t *txn, const pc_mutation_t *muts, const size
  * stands: *committed = 1, txn->commit_ts set) or rolls the transaction back,
  * leaving a rollback record so that a delayed copy of the request fails.
  * Returns PC_OK when the outcome is known. */
-static pc_status_t settle_own_commit(pc_txn_t *txn, const pc_cell_t *primary, uint64_t deadline,
-                                     int *committed) {
+static pc_status_t settle_own_commit(pc_txn_t *txn, const pc_cell_t *primary, int *committed) {
   pc_store_t *s = txn->db->store;
   pc_error_t e;
   uint64_t now;
   pc_txn_state_t state;
   uint64_t cts = 0;
   *committed = 0;
-  pc_status_t st = pc_db_ts(txn->db, remaining_ms(deadline) ? remaining_ms(deadline) : 1000, &now, &e);
+  /* the failure may have used up the caller's time: settling gets one more timeout */
+  uint64_t outer = pc_deadline_set(pc_now_mono_ms() + txn->timeout_ms);
+  pc_status_t st = pc_db_ts(txn->db, txn->timeout_ms, &now, &e);
   if (st == PC_OK) st = s->ops->check_txn(s, primary, txn->start_ts, now, 1, &state, &cts, &e);
+  pc_deadline_set(outer);
   if (st != PC_OK) return st;
   if (state == PC_TXN_COMMITTED) {
     *committed = 1;
@@ -470,6 +476,7 @@ typedef struct stage_job {
 
 static void *stage_run(void *arg) {
   stage_job_t *j = arg;
+  uint64_t outer = pc_deadline_set(j->deadline);
   pc_error_clear(&j->err);
   if (j->spec) {
     j->st = prewrite_group(j->txn, j->muts, j->n, j->spec, j->deadline, &j->err);
@@ -478,6 +485,7 @@ static void *stage_run(void *arg) {
     for (size_t i = 0; i < j->n; i++) j->cells[i] = j->muts[i].cell;
     j->st = s->ops->commit(s, j->cells, j->n, j->txn->start_ts, j->txn->commit_ts, &j->err);
   }
+  pc_deadline_set(outer);
   return NULL;
 }
 
@@ -568,7 +576,7 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
   if (st != PC_OK) {
     /* no verdict: settle it on the primary before saying anything */
     int committed;
-    if (settle_own_commit(txn, &muts[0].cell, deadline, &committed) != PC_OK) {
+    if (settle_own_commit(txn, &muts[0].cell, &committed) != PC_OK) {
       txn->commit_ts = 0;
       return pc_error_prefix(err, "commit outcome unknown (readers will settle it)");
     }
@@ -665,18 +673,20 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     goto out;
   }
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
+  uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
   if (groups == 1 && txn->db->opts.one_phase_commit) {
     st = commit_one_phase(txn, muts, n, deadline, err);
     if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_UNAVAILABLE || st == PC_INTERNAL) {
       /* the write may have been applied before the error: settle it */
       int committed;
-      if (settle_own_commit(txn, &muts[0].cell, deadline, &committed) != PC_OK)
+      if (settle_own_commit(txn, &muts[0].cell, &committed) != PC_OK)
         pc_error_prefix(err, "commit outcome unknown (readers will settle it)");
       else if (committed)
         st = PC_OK, pc_error_clear(err);
     }
   } else
     st = two_phase_commit(txn, muts, bounds, groups, deadline, cells, err);
+  pc_deadline_set(outer);
   if (st == PC_OK) txn->state = TXN_COMMITTED;
   else txn->commit_ts = 0; /* the contract: a commit_ts only after a successful commit */
 out:
@@ -742,9 +752,19 @@ static int page_add(void *ctx, const pc_cell_t *c, const char *v, size_t vlen) {
   return 0;
 }
 
+static pc_status_t fetch_page_until(pc_scan_t *sc, uint64_t deadline, pc_error_t *err);
+
+/* Fetches the next page of committed cells, resolving locks on the way. */
 static pc_status_t fetch_page(pc_scan_t *sc, pc_error_t *err) {
-  pc_store_t *s = sc->txn->db->store;
   uint64_t deadline = pc_now_mono_ms() + sc->txn->timeout_ms;
+  uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
+  pc_status_t st = fetch_page_until(sc, deadline, err);
+  pc_deadline_set(outer);
+  return st;
+}
+
+static pc_status_t fetch_page_until(pc_scan_t *sc, uint64_t deadline, pc_error_t *err) {
+  pc_store_t *s = sc->txn->db->store;
   uint32_t backoff = 1;
   sc->npage = sc->ipage = 0;
   for (;;) {

@@ -259,7 +259,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int w
   static const struct option longopts[] = {{"name", required_argument, NULL, OPT_NAME},
                                            {"ready-file", required_argument, NULL, OPT_READY},
                                            {NULL, 0, NULL, 0}};
-  const char *config = ctx->config, *name = NULL, *ready = NULL;
+  const char *name = NULL, *ready = NULL;
   int c, code;
   while ((c = cli_getopt(ctx, argc, argv, "", longopts, &code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return code;
@@ -268,6 +268,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int w
     else return cli_usage_error(ctx, "unexpected option");
   }
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+  const char *config = ctx->config; /* --config may come before or after the verb */
   if (!config) return cli_usage_error(ctx, "--config FILE is required");
   if (want_tablets == 1 && !name) return cli_usage_error(ctx, "--name TABLET is required");
 

@@ -108,14 +108,15 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
     r->down |= st != PC_OK;
     char what[96];
     snprintf(what, sizeof what, "tablet %s", t->name);
-    line(r, what, &t->listen, e);
     if (!r->json) {
+      line(r, what, &t->listen, e ? "" : NULL); /* the error follows the range */
       fputs("rows [", stdout);
       print_range(stdout, t->start, t->start_len, "\"\"");
       fputs(", ", stdout);
       print_range(stdout, t->end, t->end_len, "end");
       fputs(")", stdout);
       if (!e) printf(" ops=%llu", (unsigned long long)ops);
+      else printf("  %s", e);
       putchar('\n');
     }
     json_t *o = endpoint_obj(&t->listen, e);

@@ -183,7 +183,8 @@ pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, siz
  * PC_CONFLICT / PC_ABORTED: nothing was applied. When the request that
  * decides the commit fails without a verdict (a lost reply, a store error
  * after the write), the client settles it atomically on the primary — the
- * commit is found (PC_OK) or rolled back (the error; nothing applied). Only if
+ * commit is found (PC_OK) or rolled back (the error; nothing applied); this
+ * settling is bounded by one more timeout. Only if
  * the primary cannot be reached at all is the outcome unknown: the error's
  * message then says "commit outcome unknown", and readers settle it later.
  * After this call the transaction is finished. */
