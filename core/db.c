@@ -189,6 +189,8 @@ pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_e
   return pc_db_ts(db, timeout_ms, ts, err);
 }
 
+void pc_db_set_timeout_ms(pc_db_t *db, uint32_t ms) { db->opts.timeout_ms = ms ? ms : 1; }
+
 uint64_t pc_db_session(const pc_db_t *db) {
   return db->cluster_session ? db->cluster_session(db) : db->session;
 }

@@ -128,6 +128,7 @@ pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create) {
   pc_error_t err;
   pc_db_t *db = ctx->config ? pc_db_open_config(ctx->config, &err)
                             : pc_db_open(opts, ctx->data_dir, &err);
+  if (db && ctx->config && ctx->timeout_ms) pc_db_set_timeout_ms(db, ctx->timeout_ms);
   pc_options_destroy(opts);
   if (!db) cli_pc_error(ctx, &err);
   return db;

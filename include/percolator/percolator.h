@@ -136,6 +136,10 @@ pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err);
 /* Closes the database. Transactions still open must be destroyed first. */
 void pc_db_close(pc_db_t *db);
 
+/* The default bound on every blocking call of transactions begun from now on
+ * (overrides the options or the configuration's store.timeout_ms; 0 is 1). */
+void pc_db_set_timeout_ms(pc_db_t *db, uint32_t ms);
+
 /* Asks the oracle for one timestamp, bounded by timeout_ms. */
 pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 
