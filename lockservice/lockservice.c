@@ -373,6 +373,15 @@ pc_status_t pc_ls_session_bind(pc_ls_t *ls, uint64_t session, uint64_t connectio
   return PC_OK;
 }
 
+int pc_ls_session_usable_by(pc_ls_t *ls, uint64_t session, uint64_t connection) {
+  if (!ls) return 0;
+  uint64_t now = enter(ls);
+  ls_session_t *s = session_live(ls, session, now);
+  int ok = !s || s->conn == 0 || s->conn == connection; /* unknown ids fail later, as before */
+  leave(ls);
+  return ok;
+}
+
 size_t pc_ls_connection_closed(pc_ls_t *ls, uint64_t connection) {
   if (!ls || connection == 0) return 0;
   size_t closed = 0;

@@ -58,6 +58,9 @@ pc_ls_liveness_t pc_ls_session_liveness(pc_ls_t *ls, uint64_t session);
  * without waiting for any TTL. PC_NOT_FOUND if the session is not alive. */
 pc_status_t pc_ls_session_bind(pc_ls_t *ls, uint64_t session, uint64_t connection,
                                pc_error_t *err);
+/* 1 when session may be used over connection: it is unbound, bound to that
+ * connection, or not alive (the operation then fails as for any dead session). */
+int pc_ls_session_usable_by(pc_ls_t *ls, uint64_t session, uint64_t connection);
 /* Ends every session bound to connection; returns how many. */
 size_t pc_ls_connection_closed(pc_ls_t *ls, uint64_t connection);
 /* Number of live sessions (expired ones are reaped first). */

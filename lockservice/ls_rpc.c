@@ -27,6 +27,15 @@ static const char *op_name(uint8_t op) {
   }
 }
 
+/* A session bound to a connection is used only over that connection: no
+ * other client can keep it alive, close it, or take locks in its name. */
+static pc_status_t check_owner(pc_ls_t *ls, uint64_t session, uint8_t op, pc_error_t *err) {
+  uint64_t conn = pc_rpc_current_connection();
+  if (!conn || pc_ls_session_usable_by(ls, session, conn)) return PC_OK;
+  return pc_error_set(err, PC_INVALID, "lockservice: %s: session %016llx belongs to another "
+                      "connection", op_name(op), (unsigned long long)session);
+}
+
 /* PC_OK when r read exactly the whole body, else PC_INVALID naming the fault. */
 static pc_status_t check_end(const pc_rd_t *r, uint8_t op, pc_error_t *err) {
   if (!r->ok)
@@ -97,6 +106,7 @@ pc_status_t pc_ls_rpc_handler(void *ctx, uint8_t op, const char *body, size_t le
   case PC_LS_OP_LIVENESS: {
     uint64_t id = pc_rd_u64(&r);
     if ((st = check_end(&r, op, err)) != PC_OK) return st;
+    if (op != PC_LS_OP_LIVENESS && (st = check_owner(ls, id, op, err)) != PC_OK) return st;
     if (op == PC_LS_OP_KEEPALIVE) return pc_ls_session_keepalive(ls, id, err);
     if (op == PC_LS_OP_SESSION_CLOSE) return pc_ls_session_close(ls, id, err);
     if (pc_buf_u8(reply, (uint8_t)pc_ls_session_liveness(ls, id)) != 0) return nomem(err, op);
@@ -110,6 +120,7 @@ pc_status_t pc_ls_rpc_handler(void *ctx, uint8_t op, const char *body, size_t le
     size_t nlen;
     if ((st = read_name(&r, op, &name, &nlen, err)) != PC_OK) return st;
     if ((st = check_end(&r, op, err)) != PC_OK) return st;
+    if ((st = check_owner(ls, id, op, err)) != PC_OK) return st;
     if (op == PC_LS_OP_LOCK_RELEASE) return pc_ls_lock_release(ls, id, name, nlen, err);
     /* Reserve first: once the lock is taken, encoding the answer cannot fail. */
     if (pc_buf_reserve(reply, 9) != 0) return nomem(err, op);
