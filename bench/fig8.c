@@ -35,13 +35,16 @@
  * the foreground rate, a settled rate ops / (phase time + drain time) that
  * charges each side with the flushes and compactions its writes caused. The
  * figures are medians over rounds (ratios: the median of per-round ratios).
+ * With --breakdown 1 (the default) it also times the parts of a transactional
+ * read and write, and the same LevelDB work done directly on the Percolator
+ * store's LevelDB (see read_breakdown and breakdown below), so the ratios can
+ * be split into what the store's layout costs and what the library adds. The
+ * JSON also records, per phase, how many CPUs other processes kept busy.
  * Output: one JSON document on stdout.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <jansson.h>
 #include <leveldb/c.h>
 #include <pthread.h>
@@ -69,12 +72,13 @@
 enum phase {
   PH_RAW_GET, PH_TXN_READ, PH_RAW_PUT, PH_TXN_WRITE, PH_COUNT,
   PH_TS = PH_COUNT, PH_TXN_EMPTY, PH_TXN_SET_ABORT, PH_RAW_GET_PUT, PH_STORE_GET_META,
-  PH_STORE_1PC, PH_ALL
+  PH_STORE_1PC, PH_STORE_1PC_ONCE, PH_STORE_1PC_NOHIST, PH_ALL
 };
 
 static const char *const phase_name[PH_ALL] = {
     "raw_get", "txn_read", "raw_put", "txn_write", "timestamp", "txn_begin_commit_empty",
-    "txn_begin_set_abort", "raw_get_then_put", "store_get_meta", "store_emulated_1pc"};
+    "txn_begin_set_abort", "raw_get_then_put", "store_get_meta", "store_emulated_1pc",
+    "store_emulated_1pc_value_once", "store_emulated_1pc_no_history"};
 
 typedef struct params {
   uint64_t ops;      /* per write phase (and read phase unless read_ops is set) */
@@ -501,8 +505,11 @@ static void store_get_meta(worker_t *w, uint64_t r) {
 /* What local_commit_one_phase does in LevelDB for one cell with an inline
  * value: Get the meta record, then one WriteBatch with the commit record
  * (carrying the value) and the new meta record (carrying it again). The
- * records are made with the library's own encoders. */
-static void store_emulated_1pc(worker_t *w, uint64_t r) {
+ * records are made with the library's own encoders. Two what-if variants:
+ * value_in_write = 0 leaves the value out of the commit record (the value
+ * stored once); history = 0 gives every cell one commit-record key that each
+ * commit overwrites (old versions collected at once, as a GC would). */
+static void emulate_1pc(worker_t *w, uint64_t r, int value_in_write, int history) {
   pc_buf_t *wkb = &w->wkb, *vb = &w->vb, *mb = &w->mb;
   pc_cell_t cell;
   char key[KEY_LEN];
@@ -514,6 +521,12 @@ static void store_emulated_1pc(worker_t *w, uint64_t r) {
   uint64_t ts = w->ts++;
   pc_write_rec_t rec = {PC_WRITE_PUT, ts - 1, ts, inl, inl ? value_at(w->b, r >> 20) : NULL,
                         inl ? vlen : 0};
+  pc_write_rec_t wrec = rec;
+  if (!value_in_write) {
+    wrec.has_inline = 0;
+    wrec.value = NULL;
+    wrec.vlen = 0;
+  }
   pc_meta_t m;
   memset(&m, 0, sizeof m);
   m.has_head = 1;
@@ -527,7 +540,8 @@ static void store_emulated_1pc(worker_t *w, uint64_t r) {
     leveldb_writebatch_put(batch, dk.p, dk.len, value_at(w->b, r >> 20), vlen);
     pc_buf_free(&dk);
   }
-  if (!kb || pc_key_cell_ts(wkb, PC_KS_WRITE, &cell, ts) != 0 || pc_write_encode(&rec, vb) != 0 ||
+  if (!kb || pc_key_cell_ts(wkb, PC_KS_WRITE, &cell, history ? ts : 1) != 0 ||
+      pc_write_encode(&wrec, vb) != 0 ||
       pc_meta_encode(&m, mb) != 0) {
     fail_worker(w, "emulated 1pc", "out of memory");
   } else {
@@ -543,9 +557,13 @@ static void store_emulated_1pc(worker_t *w, uint64_t r) {
   leveldb_writebatch_destroy(batch);
 }
 
+static void store_emulated_1pc(worker_t *w, uint64_t r) { emulate_1pc(w, r, 1, 1); }
+static void store_emulated_1pc_once(worker_t *w, uint64_t r) { emulate_1pc(w, r, 0, 1); }
+static void store_emulated_1pc_nohist(worker_t *w, uint64_t r) { emulate_1pc(w, r, 1, 0); }
+
 static void (*const phase_op[PH_ALL])(worker_t *, uint64_t) = {
     raw_get, txn_read, raw_put, txn_write, ts_only, txn_empty, txn_set_abort, raw_get_put,
-    store_get_meta, store_emulated_1pc};
+    store_get_meta, store_emulated_1pc, store_emulated_1pc_once, store_emulated_1pc_nohist};
 
 static void *phase_thread(void *arg) {
   worker_t *w = arg;
@@ -640,6 +658,45 @@ static int preload(bench_t *b) {
   return rc;
 }
 
+/* The LevelDB part of a transactional read in the state the read rounds
+ * measure (both stores preloaded and compacted): --rounds alternating phases
+ * of a raw get and of a Get of the meta record on the Percolator store's
+ * LevelDB, opened directly while the database is closed. */
+static int read_breakdown(bench_t *b, json_t *info) {
+  char store[4300];
+  snprintf(store, sizeof store, "%s/store", b->pc_dir);
+  if (ldb_open(&b->pcstore_l, store) != 0) return -1;
+  b->pcstore = b->pcstore_l.db;
+  result_t res;
+  uint64_t wops = b->p.read_ops / 10 ? b->p.read_ops / 10 : 1;
+  double ops_s[2][MAX_ROUNDS], cpu[2][MAX_ROUNDS];
+  static const enum phase ph[2] = {PH_RAW_GET, PH_STORE_GET_META};
+  int rc = run_phase(b, PH_STORE_GET_META, wops, b->p.seed + 500, &res);
+  if (rc == 0) rc = run_phase(b, PH_RAW_GET, wops, b->p.seed + 501, &res);
+  for (int r = 0; r < b->p.rounds && rc == 0; r++) {
+    for (int j = 0; j < 2 && rc == 0; j++) {
+      int k = r % 2 ? 1 - j : j;
+      wait_quiet();
+      rc = run_phase(b, ph[k], b->p.read_ops, b->p.seed + 600 + (uint64_t)r, &res);
+      ops_s[k][r] = res.ops_s;
+      cpu[k][r] = res.cpu_us_per_op;
+    }
+  }
+  ldb_close(&b->pcstore_l);
+  b->pcstore = NULL;
+  if (rc != 0) return -1;
+  json_t *j = json_object();
+  json_object_set_new(j, "raw_get_ops_s", json_real(median(ops_s[0], b->p.rounds)));
+  json_object_set_new(j, "raw_get_cpu_us_per_op", json_real(median(cpu[0], b->p.rounds)));
+  json_object_set_new(j, "store_get_meta_ops_s", json_real(median(ops_s[1], b->p.rounds)));
+  json_object_set_new(j, "store_get_meta_cpu_us_per_op", json_real(median(cpu[1], b->p.rounds)));
+  double ratio[MAX_ROUNDS];
+  for (int r = 0; r < b->p.rounds; r++) ratio[r] = ops_s[1][r] / ops_s[0][r];
+  json_object_set_new(j, "store_get_meta_vs_raw_get", json_real(median(ratio, b->p.rounds)));
+  json_object_set_new(info, "read_breakdown_compacted", j);
+  return 0;
+}
+
 static int setup(bench_t *b, json_t *info) {
   snprintf(b->dir, sizeof b->dir, "%s/pc-fig8-XXXXXX", b->p.parent);
   if (!mkdtemp(b->dir)) {
@@ -674,6 +731,7 @@ static int setup(bench_t *b, json_t *info) {
   }
   json_object_set_new(info, "preloaded_bytes_txn", json_integer((json_int_t)disk_bytes(b->pc_dir)));
   json_object_set_new(info, "preloaded_bytes_raw", json_integer((json_int_t)disk_bytes(b->raw_dir)));
+  if (b->p.breakdown && b->p.only < 0 && read_breakdown(b, info) != 0) return -1;
   if (!(b->db = open_pc(b, b->p.sync, 0))) return -1;
   return 0;
 }
@@ -692,7 +750,8 @@ static void teardown(bench_t *b) {
  * writes; appends ops/s, wall and CPU us per op to the arrays of out[ph]. */
 static int bd_phase(bench_t *b, enum phase ph, json_t *out) {
   result_t res;
-  int writes = ph == PH_TXN_WRITE || ph == PH_RAW_PUT || ph == PH_RAW_GET_PUT || ph == PH_STORE_1PC;
+  int writes = ph == PH_TXN_WRITE || ph == PH_RAW_PUT || ph == PH_RAW_GET_PUT ||
+               ph >= PH_STORE_1PC;
   wait_quiet();
   if (run_phase(b, ph, writes ? b->p.ops : b->p.read_ops, b->p.seed + 7000 + (uint64_t)ph, &res) != 0)
     return -1;
@@ -755,7 +814,7 @@ static int breakdown(bench_t *b, json_t *doc) {
   json_object_set_new(doc, "breakdown", out);
   static const enum phase on_db[] = {PH_TXN_READ, PH_TS, PH_TXN_EMPTY, PH_TXN_SET_ABORT,
                                      PH_TXN_WRITE};
-  static const enum phase on_store[] = {PH_STORE_GET_META, PH_STORE_1PC};
+  static const enum phase on_store[] = {PH_STORE_1PC, PH_STORE_1PC_ONCE, PH_STORE_1PC_NOHIST};
   static const enum phase on_raw[] = {PH_RAW_GET, PH_RAW_PUT, PH_RAW_GET_PUT};
   char store[4300];
   snprintf(store, sizeof store, "%s/store", b->pc_dir);
@@ -776,8 +835,9 @@ static int breakdown(bench_t *b, json_t *doc) {
         if (ldb_open(&b->pcstore_l, store) != 0) return -1;
         b->pcstore = b->pcstore_l.db;
         if (run_phase(b, PH_STORE_GET_META, wops, b->p.seed + 9000, &warm) != 0) return -1;
-        for (size_t i = 0; i < sizeof on_store / sizeof *on_store; i++)
-          if (bd_phase(b, on_store[i], out) != 0) return -1;
+        if (bd_phase(b, PH_STORE_GET_META, out) != 0) return -1;
+        for (size_t i = 0; i < 3; i++) /* the write variants in rotated order */
+          if (bd_phase(b, on_store[(i + (size_t)pass) % 3], out) != 0) return -1;
         ldb_close(&b->pcstore_l);
         b->pcstore = NULL;
       }
