@@ -37,7 +37,7 @@ struct pc_db {
   struct pc_ls_client *ls;   /* the lock service (NULL: TTLs only) */
   void (*cluster_close)(pc_db_t *db);
   uint64_t (*cluster_session)(const pc_db_t *db);
-  pc_ts_batcher_t *batcher;  /* every timestamp of this process goes through it */
+  pc_ts_batcher_t *batcher;  /* cluster: timestamps from the daemon, one request in flight */
   pc_liveness_t liveness;
   uint64_t session;
 };

@@ -11,19 +11,27 @@
 #define WRITE_VERSION 1
 
 void pc_buf_free(pc_buf_t *b) {
-  free(b->p);
+  if (b->heap) free(b->p);
   b->p = NULL;
   b->len = b->cap = 0;
+  b->heap = 0;
 }
 
 int pc_buf_reserve(pc_buf_t *b, size_t extra) {
-  if (b->cap - b->len >= extra + 1) return 0;
+  if (b->p && b->cap > b->len && b->cap - b->len >= extra + 1) return 0;
   size_t cap = b->cap ? b->cap : 64;
   while (cap - b->len < extra + 1) cap *= 2;
-  char *p = realloc(b->p, cap);
+  char *p;
+  if (b->heap) {
+    p = realloc(b->p, cap);
+  } else { /* first allocation, or leaving caller-owned storage */
+    p = malloc(cap);
+    if (p && b->len) memcpy(p, b->p, b->len);
+  }
   if (!p) return -1;
   b->p = p;
   b->cap = cap;
+  b->heap = 1;
   return 0;
 }
 

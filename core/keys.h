@@ -31,11 +31,16 @@
 #define PC_INLINE_MAX 4096u
 
 /* A growable byte buffer. Appending functions return 0, or -1 when an
- * allocation fails (the buffer keeps what it had). */
+ * allocation fails (the buffer keeps what it had). {0} is an empty buffer;
+ * PC_BUF_ON(array) starts in caller-owned storage (e.g. on the stack) and
+ * moves to the heap only if it outgrows it; pc_buf_free frees only heap. */
 typedef struct pc_buf {
   char *p;
   size_t len, cap;
+  int heap; /* p was allocated here */
 } pc_buf_t;
+
+#define PC_BUF_ON(array) ((pc_buf_t){(array), 0, sizeof(array), 0})
 
 void pc_buf_free(pc_buf_t *b);
 int pc_buf_reserve(pc_buf_t *b, size_t extra);

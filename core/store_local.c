@@ -321,7 +321,8 @@ static pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read
   *value = NULL;
   *vlen = 0;
   wait_onepc(s, stripe_of(c), read_ts);
-  pc_buf_t key = {0};
+  char kstore[256];
+  pc_buf_t key = PC_BUF_ON(kstore); /* no allocation for the usual key */
   if (pc_key_cell(&key, PC_KS_META, c) != 0) return nomem(err);
   char *e = NULL;
   size_t ml = 0;

@@ -337,17 +337,21 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
     return PC_OK;
   }
   pc_store_t *s = txn->db->store;
-  uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
-  uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
+  /* the deadline is taken only when something can block: a store on the
+   * network, or a lock met on the way (the common embedded read needs no clock) */
+  int remote = s->ops->shard_of != NULL;
+  uint64_t deadline = remote ? pc_now_mono_ms() + txn->timeout_ms : 0;
+  uint64_t outer = remote ? pc_deadline_set(deadline) : 0; /* bounds network calls */
   uint32_t backoff = 1;
   for (;;) {
     pc_lock_info_t lock = {0};
     st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
     if (st != PC_LOCKED) break;
+    if (!deadline) deadline = pc_now_mono_ms() + txn->timeout_ms;
     st = wait_out_lock(txn->db, &lock, deadline, &backoff, err);
     if (st != PC_OK) break;
   }
-  pc_deadline_set(outer);
+  if (remote) pc_deadline_set(outer);
   return st;
 }
 
@@ -816,7 +820,8 @@ static int key_cmp(const pc_buf_t *a, const pc_buf_t *b) {
 static int row_in_range(const bufcell_t *b, const char *table, const char *start, size_t slen,
                         const char *end, size_t elen, int has_end) {
   if (strcmp(b->table, table) != 0) return 0;
-  pc_buf_t row = {b->row, b->rlen, 0}, lo = {(char *)start, slen, 0}, hi = {(char *)end, elen, 0};
+  pc_buf_t row = {b->row, b->rlen, 0, 0}, lo = {(char *)start, slen, 0, 0},
+           hi = {(char *)end, elen, 0, 0}; /* views: never grown or freed */
   if (key_cmp(&row, &lo) < 0) return 0;
   return !has_end || key_cmp(&row, &hi) < 0;
 }
