@@ -267,9 +267,9 @@ void pc_meta_free(pc_meta_t *m) {
 
 static int encode_write_body(const pc_write_rec_t *w, pc_buf_t *out) {
   if (pc_buf_u8(out, (uint8_t)w->kind) || pc_buf_u64(out, w->start_ts) ||
-      pc_buf_u64(out, w->commit_ts) || pc_buf_u8(out, (uint8_t)(w->has_inline != 0)))
+      pc_buf_u64(out, w->commit_ts) || pc_buf_u8(out, (uint8_t)w->has_inline))
     return -1;
-  if (w->has_inline && pc_buf_str(out, w->value, w->vlen)) return -1;
+  if (w->has_inline == PC_VALUE_INLINE && pc_buf_str(out, w->value, w->vlen)) return -1;
   return 0;
 }
 
@@ -280,8 +280,8 @@ static int decode_write_body(pc_rd_t *r, pc_write_rec_t *w) {
   w->has_inline = pc_rd_u8(r);
   w->value = NULL;
   w->vlen = 0;
-  if (w->has_inline) w->value = pc_rd_str(r, &w->vlen);
-  if (kind > PC_WRITE_ROLLBACK) return -1;
+  if (w->has_inline == PC_VALUE_INLINE) w->value = pc_rd_str(r, &w->vlen);
+  if (kind > PC_WRITE_ROLLBACK || w->has_inline > PC_VALUE_IN_HEAD) return -1;
   w->kind = (pc_write_kind_t)kind;
   return r->ok ? 0 : -1;
 }

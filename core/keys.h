@@ -121,12 +121,18 @@ typedef struct pc_lock_info {
   pc_buf_t ctable, crow, ccol;
 } pc_lock_info_t;
 
+/* Where a put's value is, in its commit record. */
+#define PC_VALUE_IN_DATA 0 /* in data(c, start_ts): values over PC_INLINE_MAX */
+#define PC_VALUE_INLINE 1  /* in the record itself */
+#define PC_VALUE_IN_HEAD 2 /* in the cell's meta record: this is the newest commit; when
+                              a newer one replaces it, the value moves into this record */
+
 /* A commit record (write cell). */
 typedef struct pc_write_rec {
   pc_write_kind_t kind;
   uint64_t start_ts;
   uint64_t commit_ts;
-  int has_inline;
+  int has_inline; /* PC_VALUE_* */
   const char *value; /* points into the record's bytes */
   size_t vlen;
 } pc_write_rec_t;

@@ -264,6 +264,12 @@ static pc_status_t value_of(local_t *s, const leveldb_readoptions_t *ro, const p
                             const pc_write_rec_t *w, char **value, size_t *vlen,
                             pc_error_t *err) {
   if (w->kind != PC_WRITE_PUT) return PC_NOT_FOUND;
+  if (w->has_inline == PC_VALUE_IN_HEAD) { /* readers take the newest value from the head */
+    char name[160];
+    return pc_error_set(err, PC_CORRUPTION,
+                        "store %s: commit record of %s at %llu lost its value to the head",
+                        s->path, cell_name(c, name, sizeof name), (unsigned long long)w->commit_ts);
+  }
   if (w->has_inline) {
     char *v = malloc(w->vlen ? w->vlen : 1);
     if (!v) return nomem(err);
@@ -444,19 +450,44 @@ static pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, s
   return rowop_end(&op, st, err);
 }
 
+/* Makes commit w the head of cell c (meta m), in batch b. The head keeps a
+ * small value, so the newest version is read from the meta record alone and
+ * w's own commit record is written without it (PC_VALUE_IN_HEAD); the record
+ * of the head being replaced gets that head's value back, since snapshots
+ * older than w now read it there. Each version's value is stored once.
+ * w->value must stay valid until m is encoded. */
+static pc_status_t set_head(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
+                            const pc_write_rec_t *w, pc_buf_t *kb, pc_buf_t *vb, pc_error_t *err) {
+  if (m->has_head && m->head.has_inline == PC_VALUE_INLINE) {
+    pc_status_t st = put_write(b, c, m->head.commit_ts, &m->head, kb, vb, err);
+    if (st != PC_OK) return st;
+  }
+  pc_write_rec_t bare = *w;
+  if (bare.has_inline == PC_VALUE_INLINE) {
+    bare.has_inline = PC_VALUE_IN_HEAD;
+    bare.value = NULL;
+    bare.vlen = 0;
+  }
+  pc_status_t st = put_write(b, c, w->commit_ts, &bare, kb, vb, err);
+  if (st != PC_OK) return st;
+  m->head = *w;
+  m->has_head = 1;
+  if (w->commit_ts > m->latest_any) m->latest_any = w->commit_ts;
+  return PC_OK;
+}
+
 /* Commits the lock held in m (of start_ts) on cell c into batch b. */
 static pc_status_t commit_locked(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
                                  const pc_buf_t *key, uint64_t commit_ts, pc_buf_t *kb,
                                  pc_buf_t *vb, pc_error_t *err) {
   const pc_lock_info_t *l = &m->lock;
-  pc_write_rec_t w = {l->kind, l->start_ts, commit_ts, l->has_inline, l->value.p, l->value.len};
-  pc_status_t st = put_write(b, c, commit_ts, &w, kb, vb, err);
-  if (st == PC_OK && l->observed && l->kind == PC_WRITE_PUT) st = put_notify(b, c, commit_ts, kb, err);
+  pc_write_rec_t w = {l->kind, l->start_ts, commit_ts,
+                      l->has_inline ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, l->value.p, l->value.len};
+  pc_status_t st = PC_OK;
+  if (l->observed && l->kind == PC_WRITE_PUT) st = put_notify(b, c, commit_ts, kb, err);
+  if (st == PC_OK) st = set_head(b, c, m, &w, kb, vb, err); /* value stays in m->lock.value */
   if (st != PC_OK) return st;
-  m->head = w; /* value still points into m->lock.value until encoded */
-  m->has_head = 1;
   m->has_lock = 0;
-  if (commit_ts > m->latest_any) m->latest_any = commit_ts;
   return put_meta(b, key, m, vb, err);
 }
 
@@ -634,15 +665,13 @@ static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t 
         }
         leveldb_writebatch_put(b, kb.p, kb.len, mu->value, mu->vlen);
       }
-      pc_write_rec_t w = {mu->kind, start_ts, *commit_ts, inl, inl ? mu->value : NULL,
+      pc_write_rec_t w = {mu->kind, start_ts, *commit_ts,
+                          inl ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, inl ? mu->value : NULL,
                           inl ? mu->vlen : 0};
-      st = put_write(b, &mu->cell, *commit_ts, &w, &kb, &vb, err);
-      if (st == PC_OK && mu->observed && mu->kind == PC_WRITE_PUT)
+      if (mu->observed && mu->kind == PC_WRITE_PUT)
         st = put_notify(b, &mu->cell, *commit_ts, &kb, err);
+      if (st == PC_OK) st = set_head(b, &mu->cell, &metas[i], &w, &kb, &vb, err);
       if (st != PC_OK) break;
-      metas[i].head = w;
-      metas[i].has_head = 1;
-      metas[i].latest_any = *commit_ts;
       st = put_meta(b, &keys[i], &metas[i], &vb, err);
     }
     if (st == PC_OK) st = apply(s, b, err);
@@ -800,8 +829,8 @@ static int row_in(const pc_buf_t *row, const char *start, size_t slen, const cha
 
 /* Emits every cell of one kind stored under the cell's prefix in space. */
 static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space,
-                                  const pc_cell_t *c, pc_raw_cell_fn fn, void *ctx, int *stop,
-                                  pc_error_t *err) {
+                                  const pc_cell_t *c, const pc_meta_t *m, pc_raw_cell_fn fn,
+                                  void *ctx, int *stop, pc_error_t *err) {
   pc_buf_t prefix = {0};
   if (pc_key_cell(&prefix, space, c) != 0) return nomem(err);
   pc_key_decoded_t d = {0};
@@ -834,6 +863,10 @@ static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space
       rc.start_ts = w.start_ts;
       rc.value = w.value;
       rc.value_len = w.vlen;
+      if (w.has_inline == PC_VALUE_IN_HEAD && m->has_head && m->head.commit_ts == w.commit_ts) {
+        rc.value = m->head.value; /* the newest value lives in the meta record */
+        rc.value_len = m->head.vlen;
+      }
     } else if (space == PC_KS_DATA) {
       rc.kind = PC_CELL_DATA;
       rc.value = v;
@@ -905,7 +938,7 @@ static pc_status_t local_raw_scan(pc_store_t *base, const char *table, const cha
     }
     const char spaces[] = {PC_KS_WRITE, PC_KS_DATA, PC_KS_ACK};
     for (size_t i = 0; i < sizeof spaces && !stop && st == PC_OK; i++)
-      st = raw_cell_space(s, sub, spaces[i], &c, fn, ctx, &stop, err);
+      st = raw_cell_space(s, sub, spaces[i], &c, &m, fn, ctx, &stop, err);
   }
   /* notifications: their own key space, ordered by bucket */
   pc_buf_t np = {0};

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,9 +242,18 @@ static void test_one_phase_delete(void **state) {
 }
 
 typedef struct raw_seen {
-  int data, lock, write, notify, ack;
+  int data, lock, write, notify, ack, valued_writes;
   uint64_t notify_ts;
 } raw_seen_t;
+
+static int count_raw_values(void *ctx, const pc_raw_cell_t *c) {
+  raw_seen_t *s = ctx;
+  if (c->kind == PC_CELL_WRITE) {
+    s->write++;
+    if (c->value && c->value_len == 2 && c->value[0] == 'v') s->valued_writes++;
+  }
+  return 0;
+}
 
 static int count_raw(void *ctx, const pc_raw_cell_t *c) {
   raw_seen_t *s = ctx;
@@ -258,6 +268,40 @@ static int count_raw(void *ctx, const pc_raw_cell_t *c) {
     case PC_CELL_ACK: s->ack++; break;
   }
   return 0;
+}
+
+/* The newest small value is kept once, in the cell's meta record; when a
+ * newer commit replaces it, it moves into its own commit record. Every
+ * version stays readable at its snapshot, and the raw view shows each
+ * commit record with its value. */
+static void test_versions_after_value_moves(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = {"t", "moving", 6, "col", 3};
+  char vals[6][8];
+  uint64_t cts[6];
+  for (int i = 0; i < 6; i++) {
+    snprintf(vals[i], sizeof vals[i], "v%d", i);
+    cts[i] = put2pc(f, &c, vals[i], strlen(vals[i]), 0);
+  }
+  for (int i = 0; i < 6; i++) {
+    char *v;
+    size_t n;
+    assert_int_equal(get_at(f, &c, cts[i], &v, &n), PC_OK);
+    assert_int_equal(n, strlen(vals[i]));
+    assert_memory_equal(v, vals[i], n);
+    pc_free(v);
+    if (i + 1 < 6) { /* just before the next commit: still this version */
+      assert_int_equal(get_at(f, &c, cts[i + 1] - 1, &v, &n), PC_OK);
+      assert_memory_equal(v, vals[i], n);
+      pc_free(v);
+    }
+  }
+  raw_seen_t seen = {0};
+  assert_int_equal(pc_db_raw_scan(f->db, "t", "moving", 6, "moving\1", 7, count_raw_values, &seen,
+                                  NULL),
+                   PC_OK);
+  assert_int_equal(seen.write, 6);
+  assert_int_equal(seen.valued_writes, 6); /* none shows an empty value */
 }
 
 /* Committing a put to an observed cell writes notify(c, commit_ts) in the
@@ -315,6 +359,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_one_phase_delete, setup, teardown),
       cmocka_unit_test_setup_teardown(test_observed_commit_writes_notify, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicate_cells_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_versions_after_value_moves, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
