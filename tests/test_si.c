@@ -185,7 +185,9 @@ static char *scan_dump(pc_txn_t *t, const char *start, const char *end) {
 
 static void expect_scan(pc_txn_t *t, const char *start, const char *end, const char *want) {
   char *got = scan_dump(t, start, end);
-  if (strcmp(got, want) != 0) fail_msg("scan [%s, %s): want '%s', got '%s'", start, end, want, got);
+  if (strcmp(got, want) != 0)
+    fail_msg("scan [%s, %s): want '%s', got '%s'", start ? start : "", end ? end : "(end)", want,
+             got);
   free(got);
 }
 
