@@ -42,31 +42,30 @@
  * JSON also records, per phase, how many CPUs other processes kept busy.
  * Output: one JSON document on stdout.
  */
-#include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <leveldb/c.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <percolator/percolator.h>
 
+#include "benchutil.h"
 #include "core/keys.h" /* breakdown only: the store's key and record encodings */
 
 #define TABLE "bench"
 #define COLUMN "f:v"
-#define KEY_LEN 11 /* "k" + 10 digits */
+#define KEY_LEN BU_KEY_LEN /* "k" + 10 digits */
 #define RANDBUF_BYTES (1u << 20)
 #define MAX_THREADS 256
-#define MAX_ROUNDS 99
+#define MAX_ROUNDS BU_MAX_ROUNDS
 
 /* The four measured phases, then the breakdown phases (--breakdown). */
 enum phase {
@@ -96,13 +95,6 @@ typedef struct params {
   int breakdown;      /* run the breakdown phases at the end */
 } params_t;
 
-typedef struct ldb {
-  leveldb_t *db;
-  leveldb_options_t *opts;
-  leveldb_cache_t *cache;
-  leveldb_filterpolicy_t *filter;
-} ldb_t;
-
 typedef struct bench {
   params_t p;
   char dir[4096];
@@ -114,7 +106,7 @@ typedef struct bench {
   leveldb_writeoptions_t *raw_wo_load; /* no sync: preload */
   pc_db_t *db;
   leveldb_t *pcstore; /* breakdown: the Percolator store's LevelDB, opened directly */
-  ldb_t raw_l, pcstore_l;
+  bu_ldb_t raw_l, pcstore_l;
   char *randbuf; /* RANDBUF_BYTES + value_size random bytes */
 } bench_t;
 
@@ -143,65 +135,8 @@ typedef struct result {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_s(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 +
-         (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec * 1e-6;
-}
-
-/* "k" and i in 10 zero-padded decimal digits; out has KEY_LEN bytes, no NUL. */
-static void make_key(char *out, uint64_t i) {
-  out[0] = 'k';
-  for (int d = KEY_LEN - 1; d >= 1; d--) {
-    out[d] = (char)('0' + i % 10);
-    i /= 10;
-  }
-}
-
 static const char *value_at(const bench_t *b, uint64_t r) {
   return b->randbuf + (r % RANDBUF_BYTES);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n) {
-  double s[MAX_ROUNDS];
-  memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
-  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2.0;
-}
-
-/* Busy and stolen seconds of all CPUs so far, from /proc/stat (0 if unreadable). */
-static void machine_cpu(double *busy, double *steal) {
-  *busy = *steal = 0;
-  FILE *f = fopen("/proc/stat", "re");
-  if (!f) return;
-  unsigned long long v[8] = {0};
-  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-             &v[4], &v[5], &v[6], &v[7]) == 8) {
-    double hz = (double)sysconf(_SC_CLK_TCK);
-    /* user nice system idle iowait irq softirq steal */
-    *busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / hz;
-    *steal = (double)v[7] / hz;
-  }
-  fclose(f);
 }
 
 /* Waits until LevelDB's background thread (flushes, compactions) has gone
@@ -209,13 +144,13 @@ static void machine_cpu(double *busy, double *steal) {
  * 2.5 ms of CPU (the measuring threads are parked). Returns the seconds until
  * the start of those windows (at most about 120). */
 static double wait_quiet(void) {
-  double t0 = now_s(), quiet_since = t0;
+  double t0 = bu_now_s(), quiet_since = t0;
   int quiet = 0;
-  while (quiet < 2 && now_s() - t0 < 120) {
-    double c0 = cpu_s(), w0 = now_s();
+  while (quiet < 2 && bu_now_s() - t0 < 120) {
+    double c0 = bu_cpu_s(NULL), w0 = bu_now_s();
     struct timespec d = {0, 50 * 1000 * 1000};
     nanosleep(&d, NULL);
-    if (cpu_s() - c0 < 0.0025) {
+    if (bu_cpu_s(NULL) - c0 < 0.0025) {
       if (quiet++ == 0) quiet_since = w0;
     } else {
       quiet = 0;
@@ -238,11 +173,6 @@ static uint64_t disk_bytes(const char *path) {
   return du_total;
 }
 
-static int rm_fn(const char *path, const struct stat *st, int flag, struct FTW *f) {
-  (void)st, (void)flag, (void)f;
-  return remove(path);
-}
-
 static void fail_worker(worker_t *w, const char *what, const char *msg) {
   w->failed = 1;
   snprintf(w->errtext, sizeof w->errtext, "%s: %s", what, msg);
@@ -250,36 +180,8 @@ static void fail_worker(worker_t *w, const char *what, const char *msg) {
 
 /* ---- the stores --------------------------------------------------------- */
 
-/* A LevelDB with the options pc_local_store_open gives the project's store. */
-static int ldb_open(ldb_t *l, const char *path) {
-  l->opts = leveldb_options_create();
-  leveldb_options_set_create_if_missing(l->opts, 1);
-  l->filter = leveldb_filterpolicy_create_bloom(10);
-  leveldb_options_set_filter_policy(l->opts, l->filter);
-  l->cache = leveldb_cache_create_lru(32u << 20);
-  leveldb_options_set_cache(l->opts, l->cache);
-  leveldb_options_set_write_buffer_size(l->opts, 16u << 20);
-  char *e = NULL;
-  l->db = leveldb_open(l->opts, path, &e);
-  if (e) {
-    fprintf(stderr, "fig8: LevelDB %s: %s\n", path, e);
-    leveldb_free(e);
-    l->db = NULL;
-    return -1;
-  }
-  return 0;
-}
-
-static void ldb_close(ldb_t *l) {
-  if (l->db) leveldb_close(l->db);
-  if (l->opts) leveldb_options_destroy(l->opts);
-  if (l->cache) leveldb_cache_destroy(l->cache);
-  if (l->filter) leveldb_filterpolicy_destroy(l->filter);
-  memset(l, 0, sizeof *l);
-}
-
 static int open_raw(bench_t *b) {
-  if (ldb_open(&b->raw_l, b->raw_dir) != 0) return -1;
+  if (bu_ldb_open(&b->raw_l, b->raw_dir, "fig8") != 0) return -1;
   b->raw = b->raw_l.db;
   b->raw_ro = leveldb_readoptions_create();
   b->raw_wo = leveldb_writeoptions_create();
@@ -289,8 +191,8 @@ static int open_raw(bench_t *b) {
 }
 
 static void close_raw(bench_t *b) {
-  ldb_close(&b->raw_l);
-  ldb_close(&b->pcstore_l);
+  bu_ldb_close(&b->raw_l);
+  bu_ldb_close(&b->pcstore_l);
   if (b->raw_ro) leveldb_readoptions_destroy(b->raw_ro);
   if (b->raw_wo) leveldb_writeoptions_destroy(b->raw_wo);
   if (b->raw_wo_load) leveldb_writeoptions_destroy(b->raw_wo_load);
@@ -311,15 +213,6 @@ static pc_db_t *open_pc(const bench_t *b, int sync, int create) {
   return db;
 }
 
-/* Compacts the whole LevelDB in path (which no one holds open). */
-static int compact_dir(const char *path) {
-  ldb_t l = {0};
-  if (ldb_open(&l, path) != 0) return -1;
-  leveldb_compact_range(l.db, NULL, 0, NULL, 0);
-  ldb_close(&l);
-  return 0;
-}
-
 /* ---- the operations ----------------------------------------------------- */
 
 static void *preload_thread(void *arg) {
@@ -329,8 +222,8 @@ static void *preload_thread(void *arg) {
   pc_error_t e;
   leveldb_writebatch_t *wb = leveldb_writebatch_create();
   for (uint64_t i = w->first; i < w->first + w->count && !w->failed; i++) {
-    make_key(key, i);
-    const char *v = value_at(b, splitmix64(&w->rng));
+    bu_make_key(key, i);
+    const char *v = value_at(b, bu_splitmix64(&w->rng));
     leveldb_writebatch_put(wb, key, KEY_LEN, v, b->p.value_size);
     if ((i - w->first) % 1000 == 999 || i + 1 == w->first + w->count) {
       char *err = NULL;
@@ -364,7 +257,7 @@ static void *preload_thread(void *arg) {
 
 static void raw_get(worker_t *w, uint64_t r) {
   char key[KEY_LEN];
-  make_key(key, r % w->b->p.keys);
+  bu_make_key(key, r % w->b->p.keys);
   char *e = NULL;
   size_t vl = 0;
   char *v = leveldb_get(w->b->raw, w->b->raw_ro, key, KEY_LEN, &vl, &e);
@@ -379,7 +272,7 @@ static void raw_get(worker_t *w, uint64_t r) {
 
 static void raw_put(worker_t *w, uint64_t r) {
   char key[KEY_LEN];
-  make_key(key, r % w->b->p.keys);
+  bu_make_key(key, r % w->b->p.keys);
   char *e = NULL;
   leveldb_put(w->b->raw, w->b->raw_wo, key, KEY_LEN, value_at(w->b, r >> 20), w->b->p.value_size,
               &e);
@@ -391,7 +284,7 @@ static void raw_put(worker_t *w, uint64_t r) {
 
 static void txn_read(worker_t *w, uint64_t r) {
   char key[KEY_LEN];
-  make_key(key, r % w->b->p.keys);
+  bu_make_key(key, r % w->b->p.keys);
   pc_error_t e;
   pc_txn_t *t = pc_txn_begin(w->b->db, &e);
   if (!t) {
@@ -414,7 +307,7 @@ static void txn_read(worker_t *w, uint64_t r) {
 
 static void txn_write(worker_t *w, uint64_t r) {
   char key[KEY_LEN];
-  make_key(key, r % w->b->p.keys);
+  bu_make_key(key, r % w->b->p.keys);
   const char *v = value_at(w->b, r >> 20);
   pc_error_t e;
   int tries = 0;
@@ -458,7 +351,7 @@ static void txn_empty(worker_t *w, uint64_t r) {
 
 static void txn_set_abort(worker_t *w, uint64_t r) {
   char key[KEY_LEN];
-  make_key(key, r % w->b->p.keys);
+  bu_make_key(key, r % w->b->p.keys);
   pc_error_t e;
   pc_txn_t *t = pc_txn_begin(w->b->db, &e);
   if (!t) {
@@ -478,7 +371,7 @@ static void raw_get_put(worker_t *w, uint64_t r) {
 
 /* The meta key of row r's cell, in w->kb. */
 static pc_buf_t *meta_key(worker_t *w, uint64_t r, pc_cell_t *cell, char *key) {
-  make_key(key, r % w->b->p.keys);
+  bu_make_key(key, r % w->b->p.keys);
   *cell = (pc_cell_t){TABLE, key, KEY_LEN, COLUMN, strlen(COLUMN)};
   w->kb.len = 0;
   if (pc_key_cell(&w->kb, PC_KS_META, cell) != 0) return NULL;
@@ -570,7 +463,7 @@ static void *phase_thread(void *arg) {
   void (*op)(worker_t *, uint64_t) = phase_op[w->phase];
   pthread_barrier_wait(w->start);
   for (uint64_t i = 0; i < w->count && !w->failed; i++) {
-    op(w, splitmix64(&w->rng));
+    op(w, bu_splitmix64(&w->rng));
     w->done++;
   }
   pc_buf_free(&w->kb);
@@ -599,19 +492,17 @@ static int run_phase(bench_t *b, enum phase ph, uint64_t ops, uint64_t seed, res
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     w[i].ts = ((uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u)
-                  << PC_TS_LOGICAL_BITS;
-    if (pthread_create(&w[i].tid, NULL, phase_thread, &w[i]) != 0) {
-      fprintf(stderr, "fig8: pthread_create failed\n");
-      exit(1);
-    }
+              << PC_TS_LOGICAL_BITS;
+  }
+  if (bu_start_threads(w, n, sizeof *w, offsetof(worker_t, tid), phase_thread) != n) {
+    fprintf(stderr, "fig8: pthread_create failed\n");
+    exit(1);
   }
   pthread_barrier_wait(&start);
-  double m0, s0, m1, s1;
-  machine_cpu(&m0, &s0);
-  double c0 = cpu_s(), t0 = now_s();
-  for (int i = 0; i < n; i++) pthread_join(w[i].tid, NULL);
-  double t1 = now_s(), c1 = cpu_s();
-  machine_cpu(&m1, &s1);
+  bu_meter_t m0, d;
+  bu_meter_start(&m0);
+  bu_join_threads(w, n, sizeof *w, offsetof(worker_t, tid));
+  bu_meter_read(&m0, &d);
   pthread_barrier_destroy(&start);
   memset(res, 0, sizeof *res);
   int rc = 0;
@@ -623,13 +514,12 @@ static int run_phase(bench_t *b, enum phase ph, uint64_t ops, uint64_t seed, res
       rc = -1;
     }
   }
-  res->seconds = t1 - t0;
+  res->seconds = (double)d.t_ns * 1e-9;
   res->ops_s = res->seconds > 0 ? (double)res->ops / res->seconds : 0;
-  res->cpu_us_per_op = res->ops ? (c1 - c0) * 1e6 / (double)res->ops : 0;
+  res->cpu_us_per_op = bu_per(d.cpu_s * 1e6, res->ops);
   if (res->seconds > 0.05) { /* /proc/stat counts in ticks: too coarse for shorter phases */
-    double others = (m1 - m0) - (c1 - c0);
-    res->others_cores = others > 0 ? others / res->seconds : 0;
-    res->steal_cores = (s1 - s0) / res->seconds;
+    res->others_cores = bu_others_cores(d.busy_s, d.cpu_s, res->seconds);
+    res->steal_cores = d.steal_s / res->seconds;
   }
   return rc;
 }
@@ -645,11 +535,11 @@ static int preload(bench_t *b) {
     w[i].first = b->p.keys * (uint64_t)i / (uint64_t)n;
     w[i].count = b->p.keys * (uint64_t)(i + 1) / (uint64_t)n - w[i].first;
     w[i].rng = b->p.seed ^ ((uint64_t)i << 32);
-    if (pthread_create(&w[i].tid, NULL, preload_thread, &w[i]) != 0) return -1;
   }
-  int rc = 0;
-  for (int i = 0; i < n; i++) {
-    pthread_join(w[i].tid, NULL);
+  int started = bu_start_threads(w, n, sizeof *w, offsetof(worker_t, tid), preload_thread);
+  bu_join_threads(w, started, sizeof *w, offsetof(worker_t, tid));
+  int rc = started == n ? 0 : -1;
+  for (int i = 0; i < started; i++) {
     if (w[i].failed) {
       fprintf(stderr, "fig8: preload thread %d: %s\n", i, w[i].errtext);
       rc = -1;
@@ -665,7 +555,7 @@ static int preload(bench_t *b) {
 static int read_breakdown(bench_t *b, json_t *info) {
   char store[4300];
   snprintf(store, sizeof store, "%s/store", b->pc_dir);
-  if (ldb_open(&b->pcstore_l, store) != 0) return -1;
+  if (bu_ldb_open(&b->pcstore_l, store, "fig8") != 0) return -1;
   b->pcstore = b->pcstore_l.db;
   result_t res;
   uint64_t wops = b->p.read_ops / 10 ? b->p.read_ops / 10 : 1;
@@ -682,52 +572,42 @@ static int read_breakdown(bench_t *b, json_t *info) {
       cpu[k][r] = res.cpu_us_per_op;
     }
   }
-  ldb_close(&b->pcstore_l);
+  bu_ldb_close(&b->pcstore_l);
   b->pcstore = NULL;
   if (rc != 0) return -1;
   json_t *j = json_object();
-  json_object_set_new(j, "raw_get_ops_s", json_real(median(ops_s[0], b->p.rounds)));
-  json_object_set_new(j, "raw_get_cpu_us_per_op", json_real(median(cpu[0], b->p.rounds)));
-  json_object_set_new(j, "store_get_meta_ops_s", json_real(median(ops_s[1], b->p.rounds)));
-  json_object_set_new(j, "store_get_meta_cpu_us_per_op", json_real(median(cpu[1], b->p.rounds)));
+  json_object_set_new(j, "raw_get_ops_s", json_real(bu_median(ops_s[0], b->p.rounds)));
+  json_object_set_new(j, "raw_get_cpu_us_per_op", json_real(bu_median(cpu[0], b->p.rounds)));
+  json_object_set_new(j, "store_get_meta_ops_s", json_real(bu_median(ops_s[1], b->p.rounds)));
+  json_object_set_new(j, "store_get_meta_cpu_us_per_op", json_real(bu_median(cpu[1], b->p.rounds)));
   double ratio[MAX_ROUNDS];
   for (int r = 0; r < b->p.rounds; r++) ratio[r] = ops_s[1][r] / ops_s[0][r];
-  json_object_set_new(j, "store_get_meta_vs_raw_get", json_real(median(ratio, b->p.rounds)));
+  json_object_set_new(j, "store_get_meta_vs_raw_get", json_real(bu_median(ratio, b->p.rounds)));
   json_object_set_new(info, "read_breakdown_compacted", j);
   return 0;
 }
 
 static int setup(bench_t *b, json_t *info) {
-  snprintf(b->dir, sizeof b->dir, "%s/pc-fig8-XXXXXX", b->p.parent);
-  if (!mkdtemp(b->dir)) {
-    fprintf(stderr, "fig8: mkdtemp in %s: %s\n", b->p.parent, strerror(errno));
-    return -1;
-  }
+  if (bu_make_temp_dir(b->dir, sizeof b->dir, b->p.parent, "fig8", "fig8") != 0) return -1;
   snprintf(b->pc_dir, sizeof b->pc_dir, "%s/pc", b->dir);
   snprintf(b->raw_dir, sizeof b->raw_dir, "%s/raw", b->dir);
-  b->randbuf = malloc(RANDBUF_BYTES + b->p.value_size);
+  b->randbuf = bu_random_bytes(RANDBUF_BYTES + b->p.value_size, b->p.seed);
   if (!b->randbuf) return -1;
-  uint64_t s = b->p.seed;
-  for (size_t i = 0; i < RANDBUF_BYTES + b->p.value_size; i += 8) {
-    uint64_t r = splitmix64(&s);
-    size_t left = RANDBUF_BYTES + b->p.value_size - i;
-    memcpy(b->randbuf + i, &r, left < 8 ? left : 8);
-  }
   if (open_raw(b) != 0) return -1;
   /* Preload without sync on both sides; --sync applies to the measured phases. */
   if (!(b->db = open_pc(b, 0, 1))) return -1;
-  double t0 = now_s();
+  double t0 = bu_now_s();
   if (preload(b) != 0) return -1;
-  json_object_set_new(info, "preload_seconds", json_real(now_s() - t0));
+  json_object_set_new(info, "preload_seconds", json_real(bu_now_s() - t0));
   pc_db_close(b->db);
   b->db = NULL;
   if (b->p.compact) {
     char store[4300];
     snprintf(store, sizeof store, "%s/store", b->pc_dir);
-    t0 = now_s();
-    if (compact_dir(store) != 0) return -1;
+    t0 = bu_now_s();
+    if (bu_ldb_compact_dir(store, "fig8") != 0) return -1;
     leveldb_compact_range(b->raw, NULL, 0, NULL, 0);
-    json_object_set_new(info, "compact_seconds", json_real(now_s() - t0));
+    json_object_set_new(info, "compact_seconds", json_real(bu_now_s() - t0));
   }
   json_object_set_new(info, "preloaded_bytes_txn", json_integer((json_int_t)disk_bytes(b->pc_dir)));
   json_object_set_new(info, "preloaded_bytes_raw", json_integer((json_int_t)disk_bytes(b->raw_dir)));
@@ -741,7 +621,7 @@ static void teardown(bench_t *b) {
   b->db = NULL;
   close_raw(b);
   free(b->randbuf);
-  if (b->dir[0] && !b->p.keep) nftw(b->dir, rm_fn, 16, FTW_DEPTH | FTW_PHYS);
+  if (b->dir[0] && !b->p.keep) bu_remove_tree(b->dir);
 }
 
 /* ---- breakdown ---------------------------------------------------------- */
@@ -765,10 +645,10 @@ static int bd_phase(bench_t *b, enum phase ph, json_t *out) {
   double v[6] = {res.ops_s, res.ops ? res.seconds * 1e6 * b->p.threads / (double)res.ops : 0,
                  res.cpu_us_per_op, -1, -1, res.others_cores};
   if (writes) {
-    double c0 = cpu_s();
+    double c0 = bu_cpu_s(NULL);
     double drain = wait_quiet();
     v[3] = (double)res.ops / (res.seconds + drain);
-    v[4] = res.ops ? (cpu_s() - c0) * 1e6 / (double)res.ops : 0;
+    v[4] = res.ops ? (bu_cpu_s(NULL) - c0) * 1e6 / (double)res.ops : 0;
   }
   for (int i = 0; i < 6; i++) {
     if (v[i] < 0) continue;
@@ -795,7 +675,7 @@ static void bd_medians(json_t *out) {
       size_t i;
       json_t *x;
       json_array_foreach(arr, i, x) if (n < MAX_ROUNDS) v[n++] = json_real_value(x);
-      json_object_set_new(j, field, json_real(median(v, n)));
+      json_object_set_new(j, field, json_real(bu_median(v, n)));
     }
   }
 }
@@ -832,13 +712,13 @@ static int breakdown(bench_t *b, json_t *doc) {
         pc_db_close(b->db);
         b->db = NULL;
       } else {
-        if (ldb_open(&b->pcstore_l, store) != 0) return -1;
+        if (bu_ldb_open(&b->pcstore_l, store, "fig8") != 0) return -1;
         b->pcstore = b->pcstore_l.db;
         if (run_phase(b, PH_STORE_GET_META, wops, b->p.seed + 9000, &warm) != 0) return -1;
         if (bd_phase(b, PH_STORE_GET_META, out) != 0) return -1;
         for (size_t i = 0; i < 3; i++) /* the write variants in rotated order */
           if (bd_phase(b, on_store[(i + (size_t)pass) % 3], out) != 0) return -1;
-        ldb_close(&b->pcstore_l);
+        bu_ldb_close(&b->pcstore_l);
         b->pcstore = NULL;
       }
     }
@@ -871,15 +751,6 @@ static void usage(FILE *f) {
           PC_MAX_VALUE);
 }
 
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 static int parse_args(int argc, char **argv, params_t *p) {
   static const struct option longopts[] = {
       {"ops", required_argument, NULL, 'o'},    {"keys", required_argument, NULL, 'k'},
@@ -896,34 +767,34 @@ static int parse_args(int argc, char **argv, params_t *p) {
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     const char *bad = NULL;
     switch (c) {
-      case 'o': if (parse_u64(optarg, 1, UINT64_MAX, &p->ops)) bad = "--ops"; break;
-      case 'R': if (parse_u64(optarg, 1, UINT64_MAX, &p->read_ops)) bad = "--read-ops"; break;
-      case 'k': if (parse_u64(optarg, 1, 9999999999ull, &p->keys)) bad = "--keys"; break;
+      case 'o': if (bu_parse_u64(optarg, 1, UINT64_MAX, &p->ops)) bad = "--ops"; break;
+      case 'R': if (bu_parse_u64(optarg, 1, UINT64_MAX, &p->read_ops)) bad = "--read-ops"; break;
+      case 'k': if (bu_parse_u64(optarg, 1, 9999999999ull, &p->keys)) bad = "--keys"; break;
       case 'v':
-        if (parse_u64(optarg, 1, PC_MAX_VALUE, &v)) bad = "--value-size";
+        if (bu_parse_u64(optarg, 1, PC_MAX_VALUE, &v)) bad = "--value-size";
         else p->value_size = (size_t)v;
         break;
       case 's':
-        if (parse_u64(optarg, 0, 1, &v)) bad = "--sync";
+        if (bu_parse_u64(optarg, 0, 1, &v)) bad = "--sync";
         else p->sync = (int)v;
         break;
       case 't':
-        if (parse_u64(optarg, 1, MAX_THREADS, &v)) bad = "--threads";
+        if (bu_parse_u64(optarg, 1, MAX_THREADS, &v)) bad = "--threads";
         else p->threads = (int)v;
         break;
       case 'r':
-        if (parse_u64(optarg, 1, MAX_ROUNDS, &v)) bad = "--rounds";
+        if (bu_parse_u64(optarg, 1, MAX_ROUNDS, &v)) bad = "--rounds";
         else p->rounds = (int)v;
         break;
       case 'c':
-        if (parse_u64(optarg, 0, 1, &v)) bad = "--compact";
+        if (bu_parse_u64(optarg, 0, 1, &v)) bad = "--compact";
         else p->compact = (int)v;
         break;
       case 'd': p->parent = optarg; break;
-      case 'S': if (parse_u64(optarg, 0, UINT64_MAX, &p->seed)) bad = "--seed"; break;
+      case 'S': if (bu_parse_u64(optarg, 0, UINT64_MAX, &p->seed)) bad = "--seed"; break;
       case 'K': p->keep = 1; break;
       case 'B':
-        if (parse_u64(optarg, 0, 1, &v)) bad = "--breakdown";
+        if (bu_parse_u64(optarg, 0, 1, &v)) bad = "--breakdown";
         else p->breakdown = (int)v;
         break;
       case 'O':
@@ -955,8 +826,7 @@ int main(int argc, char **argv) {
 
   json_t *doc = json_object();
   json_t *par = json_object();
-  json_object_set_new(doc, "benchmark", json_string("fig8"));
-  json_object_set_new(doc, "library_version", json_string(pc_version()));
+  bu_json_head(doc, "fig8");
   json_object_set_new(par, "ops", json_integer((json_int_t)b.p.ops));
   json_object_set_new(par, "read_ops", json_integer((json_int_t)b.p.read_ops));
   json_object_set_new(par, "keys", json_integer((json_int_t)b.p.keys));
@@ -972,15 +842,8 @@ int main(int argc, char **argv) {
   json_t *setup_info = json_object();
   json_object_set_new(doc, "setup", setup_info);
 
-  char load[128] = "";
-  FILE *lf = fopen("/proc/loadavg", "re");
-  if (lf) {
-    if (!fgets(load, sizeof load, lf)) load[0] = '\0';
-    fclose(lf);
-    load[strcspn(load, "\n")] = '\0';
-  }
-  json_object_set_new(doc, "loadavg_at_start", json_string(load));
-  json_object_set_new(doc, "cpus_online", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+  json_object_set_new(doc, "loadavg_at_start", bu_json_loadavg());
+  json_object_set_new(doc, "cpus_online", bu_json_cpus_online());
 
   int rc = 0;
   if (setup(&b, setup_info) != 0) {
@@ -1037,9 +900,9 @@ int main(int argc, char **argv) {
         json_object_set_new(jp, "steal_cores", json_real(res.steal_cores));
         if (kind == 1) {
           /* The background work (memtable flushes, compactions) the phase left behind. */
-          double c0 = cpu_s();
+          double c0 = bu_cpu_s(NULL);
           double drain = wait_quiet();
-          double dcpu = cpu_s() - c0;
+          double dcpu = bu_cpu_s(NULL) - c0;
           settled[ph][r] = (double)res.ops / (res.seconds + drain);
           json_object_set_new(jp, "drain_s", json_real(drain));
           json_object_set_new(jp, "drain_cpu_us_per_op",
@@ -1068,21 +931,21 @@ int main(int argc, char **argv) {
     if (b.p.only >= 0 && ph != b.p.only) continue;
     char name[64];
     snprintf(name, sizeof name, "%s_ops_s", phase_name[ph]);
-    json_object_set_new(med, name, json_real(median(ops_s[ph], b.p.rounds)));
+    json_object_set_new(med, name, json_real(bu_median(ops_s[ph], b.p.rounds)));
     if (ph == PH_RAW_PUT || ph == PH_TXN_WRITE) {
       snprintf(name, sizeof name, "%s_ops_s_settled", phase_name[ph]);
-      json_object_set_new(med, name, json_real(median(settled[ph], b.p.rounds)));
+      json_object_set_new(med, name, json_real(bu_median(settled[ph], b.p.rounds)));
     }
     snprintf(name, sizeof name, "%s_cpu_us_per_op", phase_name[ph]);
-    json_object_set_new(med, name, json_real(median(cpu[ph], b.p.rounds)));
+    json_object_set_new(med, name, json_real(bu_median(cpu[ph], b.p.rounds)));
   }
   json_object_set_new(doc, "median", med);
   json_object_set_new(doc, "txn_write_conflicts", json_integer((json_int_t)conflicts));
   if (b.p.only < 0) {
-    double r_ratio = median(ratio[0], b.p.rounds), w_ratio = median(ratio[1], b.p.rounds);
+    double r_ratio = bu_median(ratio[0], b.p.rounds), w_ratio = bu_median(ratio[1], b.p.rounds);
     json_object_set_new(doc, "read_ratio", json_real(r_ratio));
     json_object_set_new(doc, "write_ratio", json_real(w_ratio));
-    json_object_set_new(doc, "write_ratio_settled", json_real(median(ratio_settled, b.p.rounds)));
+    json_object_set_new(doc, "write_ratio_settled", json_real(bu_median(ratio_settled, b.p.rounds)));
     json_t *paper = json_object();
     json_object_set_new(paper, "read_ratio", json_real(0.94));
     json_object_set_new(paper, "write_ratio", json_real(0.23));
@@ -1102,9 +965,5 @@ int main(int argc, char **argv) {
 
 out:
   teardown(&b);
-  if (rc != 0) json_object_set_new(doc, "error", json_string("see stderr"));
-  json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-  fputc('\n', stdout);
-  json_decref(doc);
-  return rc;
+  return bu_json_finish(doc, rc);
 }

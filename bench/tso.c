@@ -22,30 +22,24 @@
  * oracle served about 2 million timestamps/s from one machine, over RPC.
  * Output: one JSON document on stdout.
  */
-#include <errno.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <percolator/percolator.h>
 
+#include "benchutil.h"
 #include "tso/oracle.h"
 
 #define MAX_THREADS 1024
 #define MAX_COUNTS 16
-/* Log-linear histogram of nanoseconds: 16 sub-buckets per power of two. */
-#define SUB_BITS 4
-#define SUBS (1u << SUB_BITS)
-#define HBUCKETS (64u * SUBS)
+#define HBUCKETS BU_HBUCKETS /* latency histograms: see benchutil.h */
 
 enum source { SRC_DB, SRC_ORACLE, SRC_MUTEX, SRC_COUNT };
 static const char *const source_name[SRC_COUNT] = {"db_timestamp", "oracle_next", "mutex_counter"};
@@ -69,39 +63,6 @@ typedef struct worker {
   int failed;
   char errtext[PC_ERROR_TEXT + 32];
 } worker_t;
-
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static unsigned bucket_of(uint64_t v) {
-  if (v < SUBS) return (unsigned)v;
-  unsigned e = 63u - (unsigned)__builtin_clzll(v); /* >= SUB_BITS */
-  unsigned sub = (unsigned)(v >> (e - SUB_BITS)) & (SUBS - 1);
-  return (e - SUB_BITS + 1) * SUBS + sub;
-}
-
-/* The largest value that falls in bucket i. */
-static uint64_t bucket_high(unsigned i) {
-  if (i < SUBS) return i;
-  unsigned e = i / SUBS + SUB_BITS - 1, sub = i % SUBS;
-  uint64_t lo = ((uint64_t)(SUBS + sub)) << (e - SUB_BITS);
-  return lo + (1ull << (e - SUB_BITS)) - 1;
-}
-
-static uint64_t percentile(const uint64_t *h, uint64_t total, double q) {
-  if (total == 0) return 0;
-  uint64_t want = (uint64_t)(q * (double)total);
-  if (want >= total) want = total - 1;
-  uint64_t seen = 0;
-  for (unsigned i = 0; i < HBUCKETS; i++) {
-    seen += h[i];
-    if (seen > want) return bucket_high(i);
-  }
-  return bucket_high(HBUCKETS - 1);
-}
 
 /* One call of the source; *ts receives the timestamp (or counter value). */
 static int take(worker_t *w, uint64_t *ts) {
@@ -134,9 +95,9 @@ static void *worker_main(void *arg) {
   pthread_barrier_wait(&sh->start);
   while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
     if ((w->ops & sh->sample_mask) == 0) {
-      uint64_t t0 = now_ns();
+      uint64_t t0 = bu_now_ns();
       if (take(w, &ts) != 0) break;
-      w->hist[bucket_of(now_ns() - t0)]++;
+      w->hist[bu_bucket_of(bu_now_ns() - t0)]++;
     } else if (take(w, &ts) != 0) {
       break;
     }
@@ -167,38 +128,33 @@ static int run(shared_t *sh, enum source src, int n, double seconds, json_t *out
     w[i].sh = sh;
     w[i].src = src;
     w[i].hist = hist + (size_t)i * HBUCKETS;
-    if (pthread_create(&w[i].tid, NULL, worker_main, &w[i]) != 0) {
-      fprintf(stderr, "tso: pthread_create failed\n");
-      exit(1);
-    }
+  }
+  if (bu_start_threads(w, n, sizeof *w, offsetof(worker_t, tid), worker_main) != n) {
+    fprintf(stderr, "tso: pthread_create failed\n");
+    exit(1);
   }
   pthread_barrier_wait(&sh->start);
-  uint64_t t0 = now_ns();
-  struct timespec d = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&d, &d) != 0 && errno == EINTR) {
-  }
+  uint64_t t0 = bu_now_ns();
+  bu_sleep_s(seconds);
   atomic_store(&sh->stop, 1);
-  for (int i = 0; i < n; i++) pthread_join(w[i].tid, NULL);
-  double elapsed = (double)(now_ns() - t0) * 1e-9;
+  bu_join_threads(w, n, sizeof *w, offsetof(worker_t, tid));
+  double elapsed = (double)(bu_now_ns() - t0) * 1e-9;
   pthread_barrier_destroy(&sh->start);
 
-  uint64_t total = 0, samples = 0, minops = UINT64_MAX, maxops = 0;
+  uint64_t total = 0, minops = UINT64_MAX, maxops = 0;
   uint64_t merged[HBUCKETS] = {0};
   int rc = 0;
   for (int i = 0; i < n; i++) {
     total += w[i].ops;
     if (w[i].ops < minops) minops = w[i].ops;
     if (w[i].ops > maxops) maxops = w[i].ops;
-    for (unsigned j = 0; j < HBUCKETS; j++) merged[j] += w[i].hist[j];
+    bu_hist_add(merged, w[i].hist);
     if (w[i].failed) {
       fprintf(stderr, "tso: thread %d: %s\n", i, w[i].errtext);
       rc = -1;
     }
   }
-  for (unsigned j = 0; j < HBUCKETS; j++) samples += merged[j];
-  uint64_t max = 0;
-  for (unsigned j = 0; j < HBUCKETS; j++)
-    if (merged[j]) max = bucket_high(j);
+  uint64_t samples = bu_hist_total(merged), max = bu_hist_max(merged);
   *ops_s = (double)total / elapsed;
   json_object_set_new(out, "ops_s", json_real(*ops_s));
   json_object_set_new(out, "ops", json_integer((json_int_t)total));
@@ -207,35 +163,14 @@ static int run(shared_t *sh, enum source src, int n, double seconds, json_t *out
   json_object_set_new(out, "per_thread_ops_max", json_integer((json_int_t)maxops));
   json_t *lat = json_object();
   json_object_set_new(lat, "samples", json_integer((json_int_t)samples));
-  json_object_set_new(lat, "p50", json_integer((json_int_t)percentile(merged, samples, 0.50)));
-  json_object_set_new(lat, "p99", json_integer((json_int_t)percentile(merged, samples, 0.99)));
-  json_object_set_new(lat, "p999", json_integer((json_int_t)percentile(merged, samples, 0.999)));
+  json_object_set_new(lat, "p50", json_integer((json_int_t)bu_percentile(merged, samples, 0.50)));
+  json_object_set_new(lat, "p99", json_integer((json_int_t)bu_percentile(merged, samples, 0.99)));
+  json_object_set_new(lat, "p999", json_integer((json_int_t)bu_percentile(merged, samples, 0.999)));
   json_object_set_new(lat, "max", json_integer((json_int_t)max));
   json_object_set_new(out, "latency_ns", lat);
   free(hist);
   free(w);
   return rc;
-}
-
-static int parse_threads(const char *s, int *out, int *n) {
-  *n = 0;
-  const char *p = s;
-  while (*p) {
-    char *end;
-    errno = 0;
-    long v = strtol(p, &end, 10);
-    if (errno || end == p || v < 1 || v > MAX_THREADS || *n == MAX_COUNTS) return -1;
-    out[(*n)++] = (int)v;
-    if (*end == ',') end++;
-    else if (*end) return -1;
-    p = end;
-  }
-  return *n ? 0 : -1;
-}
-
-static int rm_fn(const char *path, const struct stat *st, int flag, struct FTW *f) {
-  (void)st, (void)flag, (void)f;
-  return remove(path);
 }
 
 static void usage(FILE *f) {
@@ -265,14 +200,13 @@ int main(int argc, char **argv) {
     char *end;
     switch (c) {
       case 't':
-        if (parse_threads(optarg, counts, &ncounts) != 0) {
+        if (bu_parse_int_list(optarg, MAX_THREADS, counts, MAX_COUNTS, &ncounts) != 0) {
           fprintf(stderr, "pc_bench_tso: bad --threads '%s' (e.g. 1,8,64)\n", optarg);
           return 2;
         }
         break;
       case 's':
-        seconds = strtod(optarg, &end);
-        if (*end || !(seconds > 0 && seconds <= 3600)) {
+        if (bu_parse_double(optarg, 0, 1, 3600, &seconds) != 0) {
           fprintf(stderr, "pc_bench_tso: bad --seconds '%s'\n", optarg);
           return 2;
         }
@@ -295,11 +229,7 @@ int main(int argc, char **argv) {
   }
 
   char dir[4096], path[4200];
-  snprintf(dir, sizeof dir, "%s/pc-tso-XXXXXX", parent);
-  if (!mkdtemp(dir)) {
-    fprintf(stderr, "tso: mkdtemp in %s: %s\n", parent, strerror(errno));
-    return 1;
-  }
+  if (bu_make_temp_dir(dir, sizeof dir, parent, "tso", "tso") != 0) return 1;
   shared_t sh;
   memset(&sh, 0, sizeof sh);
   pthread_mutex_init(&sh.mu, NULL);
@@ -322,24 +252,14 @@ int main(int argc, char **argv) {
   }
 
   json_t *doc = json_object();
-  json_object_set_new(doc, "benchmark", json_string("tso"));
-  json_object_set_new(doc, "library_version", json_string(pc_version()));
+  bu_json_head(doc, "tso");
   json_t *par = json_object();
-  json_t *tl = json_array();
-  for (int i = 0; i < ncounts; i++) json_array_append_new(tl, json_integer(counts[i]));
-  json_object_set_new(par, "threads", tl);
+  json_object_set_new(par, "threads", bu_json_int_array(counts, ncounts));
   json_object_set_new(par, "seconds", json_real(seconds));
   json_object_set_new(par, "sample", json_integer((json_int_t)sample));
   json_object_set_new(doc, "params", par);
-  char load[128] = "";
-  FILE *lf = fopen("/proc/loadavg", "re");
-  if (lf) {
-    if (!fgets(load, sizeof load, lf)) load[0] = '\0';
-    fclose(lf);
-    load[strcspn(load, "\n")] = '\0';
-  }
-  json_object_set_new(doc, "loadavg_at_start", json_string(load));
-  json_object_set_new(doc, "cpus_online", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+  json_object_set_new(doc, "loadavg_at_start", bu_json_loadavg());
+  json_object_set_new(doc, "cpus_online", bu_json_cpus_online());
   json_t *results = json_array();
   json_object_set_new(doc, "results", results);
 
@@ -347,23 +267,20 @@ int main(int argc, char **argv) {
   double open_ms[5];
   for (int i = 0; i < 5; i++) {
     snprintf(path, sizeof path, "%s/fresh%d", dir, i);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bu_now_ns();
     pc_oracle_t *fresh = pc_oracle_open(path, 0, &e);
-    open_ms[i] = (double)(now_ns() - t0) * 1e-6;
+    open_ms[i] = (double)(bu_now_ns() - t0) * 1e-6;
     if (!fresh) {
       fprintf(stderr, "tso: pc_oracle_open %s: %s\n", path, e.text);
       return 1;
     }
     pc_oracle_close(fresh);
   }
-  for (int i = 1; i < 5; i++) /* insertion sort for the median */
-    for (int j = i; j > 0 && open_ms[j] < open_ms[j - 1]; j--) {
-      double t = open_ms[j];
-      open_ms[j] = open_ms[j - 1];
-      open_ms[j - 1] = t;
-    }
-  json_object_set_new(doc, "open_fresh_oracle_ms_median", json_real(open_ms[2]));
-  json_object_set_new(doc, "open_fresh_oracle_ms_max", json_real(open_ms[4]));
+  double open_max = open_ms[0];
+  for (int i = 1; i < 5; i++)
+    if (open_ms[i] > open_max) open_max = open_ms[i];
+  json_object_set_new(doc, "open_fresh_oracle_ms_median", json_real(bu_median(open_ms, 5)));
+  json_object_set_new(doc, "open_fresh_oracle_ms_max", json_real(open_max));
 
   int rc = 0;
   for (int i = 0; i < ncounts && rc == 0; i++) {
@@ -384,14 +301,10 @@ int main(int argc, char **argv) {
     }
     json_array_append_new(results, r);
   }
-  if (rc != 0) json_object_set_new(doc, "error", json_string("see stderr"));
 
   pc_oracle_close(sh.oracle);
   pc_db_close(sh.db);
   pthread_mutex_destroy(&sh.mu);
-  nftw(dir, rm_fn, 16, FTW_DEPTH | FTW_PHYS);
-  json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-  fputc('\n', stdout);
-  json_decref(doc);
-  return rc;
+  bu_remove_tree(dir);
+  return bu_json_finish(doc, rc);
 }
