@@ -42,6 +42,8 @@ static void tmp_remove(struct tmp *t) {
   snprintf(tmp_path, sizeof tmp_path, "%s.tmp", t->path);
   unlink(t->path);
   unlink(tmp_path);
+  snprintf(tmp_path, sizeof tmp_path, "%s.lock", t->path);
+  unlink(tmp_path);
   assert_int_equal(rmdir(t->dir), 0);
 }
 
@@ -710,6 +712,40 @@ static void test_batcher_arguments(void **state) {
   script_destroy(&s);
 }
 
+/* One oracle per bound file: a second open, here or in another process,
+ * would serve the same timestamps; it is refused until the first closes. */
+static void test_bound_file_is_exclusive(void **state) {
+  (void)state;
+  struct tmp t;
+  tmp_make(&t);
+  pc_error_t err;
+  pc_oracle_t *a = pc_oracle_open(t.path, 0, &err);
+  assert_non_null(a);
+  assert_null(pc_oracle_open(t.path, 0, &err));
+  assert_int_equal(err.code, PC_BUSY);
+  assert_non_null(strstr(err.text, t.path));
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) { /* another process is refused as well */
+    pc_error_t e;
+    pc_oracle_t *o = pc_oracle_open(t.path, 0, &e);
+    _exit(o == NULL && e.code == PC_BUSY ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  uint64_t last = 0;
+  assert_int_equal(pc_oracle_next(a, 1, &last, &err), PC_OK);
+  pc_oracle_close(a);
+  pc_oracle_t *b = pc_oracle_open(t.path, 0, &err); /* free again */
+  assert_non_null(b);
+  uint64_t next = 0;
+  assert_int_equal(pc_oracle_next(b, 1, &next, &err), PC_OK);
+  assert_true(next > last);
+  pc_oracle_close(b);
+  tmp_remove(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_concurrent_unique),
@@ -726,6 +762,7 @@ int main(void) {
       cmocka_unit_test(test_waiters_share_one_fetch),
       cmocka_unit_test(test_batching_batches),
       cmocka_unit_test(test_batcher_arguments),
+      cmocka_unit_test(test_bound_file_is_exclusive),
   };
   /* PC_TEST_FILTER=test_name (wildcards * and ?) runs a subset. */
   const char *filter = getenv("PC_TEST_FILTER");

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ struct pc_oracle {
   uint64_t floor;     /* every timestamp served from now on is > floor */
   uint64_t bound;     /* persisted: every timestamp served is < bound */
   uint64_t last;      /* the highest timestamp this object handed out (0: none) */
+  int lock_fd;        /* path + ".lock", flock()ed: one oracle per bound file */
 };
 
 static uint64_t fnv1a64(const char *s, size_t n) {
@@ -208,6 +210,7 @@ static char *dir_of(const char *path) {
 
 void pc_oracle_close(pc_oracle_t *oracle) {
   if (!oracle) return;
+  if (oracle->lock_fd > 0) close(oracle->lock_fd); /* releases the flock */
   pthread_mutex_destroy(&oracle->mu);
   free(oracle->path);
   free(oracle->tmp_path);
@@ -237,6 +240,23 @@ pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *er
     return NULL;
   }
   o->window_ms = window_ms ? window_ms : DEFAULT_WINDOW_MS;
+
+  /* Two oracles serving one bound file would hand out the same timestamps:
+   * the first to open it holds an exclusive lock until it closes (or dies). */
+  char *lock_path = dup_str(path, ".lock");
+  o->lock_fd = lock_path ? open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
+  if (o->lock_fd < 0 || flock(o->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    if (o->lock_fd >= 0 && (e == EWOULDBLOCK || e == EAGAIN))
+      pc_error_set(err, PC_BUSY, "timestamp oracle %s is in use by another process", path);
+    else
+      pc_error_set(err, PC_IO_ERROR, "timestamp oracle %s: cannot lock %s: %s", path,
+                   lock_path ? lock_path : "(out of memory)", strerror(e));
+    free(lock_path);
+    pc_oracle_close(o);
+    return NULL;
+  }
+  free(lock_path);
 
   uint64_t saved = 0;
   if (load_bound(o, &saved, err) != PC_OK) {

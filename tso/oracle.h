@@ -23,6 +23,8 @@ typedef struct pc_oracle pc_oracle_t;
 
 /* Opens the oracle whose bound lives in file path (created if missing; a
  * corrupt or unreadable file is PC_CORRUPTION / PC_IO_ERROR naming it).
+ * path + ".lock" is held with flock() while it is open: another oracle on the
+ * same file, in this process or another, is PC_BUSY.
  * window_ms: how far ahead of the clock the persisted bound is kept (0 = 3000).
  * Returns NULL on error; release with pc_oracle_close. */
 pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *err);
