@@ -397,14 +397,20 @@ static void usage(FILE *f) {
           "                   0 skips them)\n"
           "  --server-batch B timestamps per request in the server-capacity measurement\n"
           "                   (one thread per --clients connection, no batcher; default 1000)\n"
+          "  --inline 0|1     serve timestamps on the server's I/O thread, as the tso\n"
+          "                   daemon does (default 1), or through its workers (0)\n"
           "  --only SRC       run one source only, network or in_process (for profiling;\n"
           "                   no ratio)\n"
           "Prints one JSON document on stdout.\n",
           MAX_THREADS);
 }
 
+/* --inline: serve timestamps on the I/O thread (rpc.h runs_inline), as the daemon does. */
+static int serve_inline = 1;
+
 int main(int argc, char **argv) {
   static const struct option longopts[] = {{"threads", required_argument, NULL, 't'},
+                                           {"inline", required_argument, NULL, 'I'},
                                            {"seconds", required_argument, NULL, 's'},
                                            {"rounds", required_argument, NULL, 'r'},
                                            {"workers", required_argument, NULL, 'w'},
@@ -442,6 +448,13 @@ int main(int argc, char **argv) {
           return 2;
         }
         rounds = (int)v;
+        break;
+      case 'I':
+        if (bu_parse_u64(optarg, 0, 1, &v) != 0) {
+          fprintf(stderr, "pc_bench_net_tso: bad --inline '%s' (0 or 1)\n", optarg);
+          return 2;
+        }
+        serve_inline = (int)v;
         break;
       case 'w':
         if (bu_parse_u64(optarg, 1, 1024, &workers) != 0) {
@@ -509,6 +522,7 @@ int main(int argc, char **argv) {
   so.host = "127.0.0.1";
   so.port = 0;
   so.workers = (uint32_t)workers;
+  if (serve_inline) so.runs_inline = pc_tso_rpc_runs_inline; /* as `percolator tso` does */
   if (!(srv = pc_rpc_server_start(&so, pc_tso_rpc_handler, served, &e))) goto fail;
   sh->nclients = nclients;
   for (int i = 0; i < nclients; i++) {

@@ -207,6 +207,7 @@ struct pc_rpc_server {
   pc_rpc_handler_fn handler;
   void *ctx;
   void (*on_close)(void *ctx, uint64_t connection);
+  int (*runs_inline)(uint8_t op);
   uint64_t next_cid; /* loop thread only */
   uint16_t port;
   char endpoint[300];
@@ -375,6 +376,8 @@ static void conn_fault(conn_t *c, uint8_t op, uint64_t id, const char *fmt, ...)
   conn_close_after_flush(c);
 }
 
+static void run_job(struct pc_rpc_server *s, job_t *j);
+
 static void dispatch(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen) {
   struct pc_rpc_server *s = c->s;
   job_t *j = calloc(1, sizeof *j);
@@ -392,6 +395,10 @@ static void dispatch(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen
   conn_hold(c);
   c->inflight++;
   s->in_service++;
+  if (s->runs_inline && s->runs_inline(op)) { /* never blocks: no worker hand-off */
+    run_job(s, j);
+    return;
+  }
   pthread_mutex_lock(&s->qmu);
   if (s->qtail) s->qtail->next = j; else s->qhead = j;
   s->qtail = j;
@@ -768,6 +775,41 @@ static void *loop_main(void *arg) {
   return NULL;
 }
 
+/* Runs job j's handler on the calling thread (a worker, or the I/O thread for
+ * ops that run inline), then hands the reply to the I/O thread through the
+ * completion list. */
+static void run_job(struct pc_rpc_server *s, job_t *j) {
+  pc_error_t err;
+  pc_error_clear(&err);
+  current_connection = j->cid;
+  pc_status_t st = s->handler(s->ctx, j->op, j->body ? j->body : "", j->blen, &j->reply, &err);
+  current_connection = 0;
+  free(j->body);
+  j->body = NULL;
+  if ((unsigned)st > PC_INTERNAL) {
+    pc_error_set(&err, PC_INTERNAL, "handler of op 0x%02x returned unknown status %d", j->op,
+                 (int)st);
+    st = PC_INTERNAL;
+  } else if (st == PC_OK && j->reply.len > s->max_frame - PC_RPC_HEADER) {
+    pc_error_set(&err, PC_INTERNAL, "reply of %zu bytes to op 0x%02x exceeds the frame limit "
+                 "of %u bytes", j->reply.len, j->op, s->max_frame);
+    st = PC_INTERNAL;
+  }
+  if (st != PC_OK) {
+    const char *msg = err.text[0] ? err.text : pc_status_name(st);
+    pc_buf_free(&j->reply);
+    if (pc_buf_append(&j->reply, msg, strlen(msg)) != 0) pc_buf_free(&j->reply);
+  }
+  j->status = st;
+
+  pthread_mutex_lock(&s->cmu);
+  int first = s->chead == NULL;
+  if (s->ctail) s->ctail->next = j; else s->chead = j;
+  s->ctail = j;
+  pthread_mutex_unlock(&s->cmu);
+  if (first) event_active(s->done_ev, EV_READ, 0);
+}
+
 static void *worker_main(void *arg) {
   struct pc_rpc_server *s = arg;
   for (;;) {
@@ -783,35 +825,7 @@ static void *worker_main(void *arg) {
     j->next = NULL;
     pthread_mutex_unlock(&s->qmu);
 
-    pc_error_t err;
-    pc_error_clear(&err);
-    current_connection = j->cid;
-    pc_status_t st = s->handler(s->ctx, j->op, j->body ? j->body : "", j->blen, &j->reply, &err);
-    current_connection = 0;
-    free(j->body);
-    j->body = NULL;
-    if ((unsigned)st > PC_INTERNAL) {
-      pc_error_set(&err, PC_INTERNAL, "handler of op 0x%02x returned unknown status %d", j->op,
-                   (int)st);
-      st = PC_INTERNAL;
-    } else if (st == PC_OK && j->reply.len > s->max_frame - PC_RPC_HEADER) {
-      pc_error_set(&err, PC_INTERNAL, "reply of %zu bytes to op 0x%02x exceeds the frame limit "
-                   "of %u bytes", j->reply.len, j->op, s->max_frame);
-      st = PC_INTERNAL;
-    }
-    if (st != PC_OK) {
-      const char *msg = err.text[0] ? err.text : pc_status_name(st);
-      pc_buf_free(&j->reply);
-      if (pc_buf_append(&j->reply, msg, strlen(msg)) != 0) pc_buf_free(&j->reply);
-    }
-    j->status = st;
-
-    pthread_mutex_lock(&s->cmu);
-    int first = s->chead == NULL;
-    if (s->ctail) s->ctail->next = j; else s->chead = j;
-    s->ctail = j;
-    pthread_mutex_unlock(&s->cmu);
-    if (first) event_active(s->done_ev, EV_READ, 0);
+    run_job(s, j);
   }
 }
 
@@ -938,6 +952,7 @@ pc_rpc_server_t *pc_rpc_server_start(const pc_rpc_server_options_t *opts,
   s->handler = handler;
   s->ctx = ctx;
   s->on_close = opts->on_close;
+  s->runs_inline = opts->runs_inline;
   s->port = opts->port;
   snprintf(s->endpoint, sizeof s->endpoint, "%s", ep);
   s->workers = calloc(workers, sizeof *s->workers);

@@ -61,6 +61,10 @@ typedef struct pc_rpc_server_options {
    * reason (the peer closed or died, a protocol error, a timeout, the server
    * stopping), with the id pc_rpc_current_connection() gave its requests. */
   void (*on_close)(void *ctx, uint64_t connection);
+  /* Ops whose handler never blocks (no disk wait, no lock wait) may run on the
+   * I/O thread itself, saving the hand-off to a worker and back: return 1 for
+   * them. NULL: every request goes to a worker. */
+  int (*runs_inline)(uint8_t op);
 } pc_rpc_server_options_t;
 
 /* Inside a handler: the id of the connection the request came on (ids are

@@ -35,6 +35,7 @@
 #define OP_FAIL 0x12      /* PC_CONFLICT "conflict on <body>" */
 #define OP_SLEEP 0x13     /* body: decimal ms to sleep; replies "slept" */
 #define OP_CONC 0x15      /* records how many run at once, sleeps 20 ms */
+#define OP_WHO 0x16       /* replies with an identity of the thread running the handler */
 /* anything else: PC_INVALID "unknown opcode 0xNN" (as services should) */
 
 static atomic_int conc_now, conc_max;
@@ -72,10 +73,18 @@ static pc_status_t handler(void *ctx, uint8_t op, const char *body, size_t len, 
     atomic_fetch_sub(&conc_now, 1);
     return PC_OK;
   }
+  case OP_WHO: {
+    static _Thread_local char here;
+    uintptr_t me = (uintptr_t)&here;
+    pc_buf_append(reply, &me, sizeof me);
+    return PC_OK;
+  }
   default:
     return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   }
 }
+
+static int who_runs_inline(uint8_t op) { return op == OP_WHO; }
 
 static pc_rpc_server_options_t base_opts(void) {
   pc_rpc_server_options_t o;
@@ -329,6 +338,54 @@ static void test_concurrent_out_of_order(void **state) {
   pc_rpc_server_stats(s, &st);
   assert_int_equal(st.connections_accepted, 1); /* one multiplexed connection */
   assert_int_equal(st.requests, 16000);
+  pc_rpc_client_destroy(c);
+  pc_rpc_server_stop(s);
+}
+
+struct who_arg {
+  pc_rpc_client_t *c;
+  uintptr_t first;
+  int same, ok;
+};
+
+static void *who_main(void *p) {
+  struct who_arg *a = p;
+  for (int i = 0; i < 500; i++) {
+    pc_buf_t r = {0};
+    pc_error_t err;
+    if (pc_rpc_call(a->c, OP_WHO, NULL, 0, 30000, &r, &err) == PC_OK && r.len == sizeof(uintptr_t)) {
+      uintptr_t who;
+      memcpy(&who, r.p, sizeof who);
+      if (!a->first) a->first = who;
+      a->same += who == a->first;
+      a->ok++;
+    }
+    pc_buf_free(&r);
+  }
+  return NULL;
+}
+
+/* An op marked runs_inline is served on the I/O thread: from 4 callers at
+ * once, every call runs on one and the same thread; other ops still work. */
+static void test_inline_ops(void **state) {
+  (void)state;
+  pc_rpc_server_options_t o = base_opts();
+  o.runs_inline = who_runs_inline;
+  pc_rpc_server_t *s = start(&o);
+  pc_rpc_client_t *c = client(s, NULL);
+  pthread_t t[4];
+  struct who_arg a[4];
+  for (int i = 0; i < 4; i++) {
+    a[i] = (struct who_arg){.c = c};
+    assert_int_equal(pthread_create(&t[i], NULL, who_main, &a[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(a[i].ok, 500);
+    assert_int_equal(a[i].same, 500);
+    assert_true(a[i].first == a[0].first);
+  }
+  echo_ok(c, "workers still serve the rest", 10000);
   pc_rpc_client_destroy(c);
   pc_rpc_server_stop(s);
 }
@@ -991,6 +1048,7 @@ int main(void) {
       cmocka_unit_test(test_many_connections),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_stop_with_clients),
+      cmocka_unit_test(test_inline_ops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,10 @@ pc_status_t pc_tso_rpc_handler(void *ctx, uint8_t op, const char *body, size_t l
   }
 }
 
+int pc_tso_rpc_runs_inline(uint8_t op) {
+  return op == PC_TSO_OP_TIMESTAMPS || op == PC_TSO_OP_INFO;
+}
+
 static pc_status_t read_u64_reply(const pc_buf_t *reply, uint64_t *out, pc_error_t *err) {
   pc_rd_t r = {reply->p, reply->len, 0, 1};
   *out = pc_rd_u64(&r);

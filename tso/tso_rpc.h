@@ -17,6 +17,10 @@ enum { PC_TSO_OP_TIMESTAMPS = 0x10, PC_TSO_OP_INFO = 0x11 };
 pc_status_t pc_tso_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                pc_buf_t *reply, pc_error_t *err);
 
+/* rpc.h's runs_inline for the oracle: its ops are a mutex and arithmetic
+ * (plus, every window, one fsync of the bound), so they run on the I/O thread. */
+int pc_tso_rpc_runs_inline(uint8_t op);
+
 /* A pc_ts_fetch_fn over a client of the tso daemon (ctx is the pc_rpc_client_t *). */
 pc_status_t pc_tso_remote_fetch(void *ctx, uint32_t count, uint32_t timeout_ms, uint64_t *first,
                                 pc_error_t *err);

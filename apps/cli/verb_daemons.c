@@ -99,6 +99,7 @@ static pc_status_t start_servers(daemon_state_t *d, role_t *r, const pc_endpoint
                                  void *hctx, pc_error_t *err) {
   pc_rpc_server_options_t o = {0};
   if (r->kind == ROLE_LOCKD) o.on_close = pc_ls_rpc_on_close; /* sessions die with their client */
+  if (r->kind == ROLE_TSO) o.runs_inline = pc_tso_rpc_runs_inline; /* no worker hand-off */
   o.name = r->name;
   o.host = listen->host;
   o.port = listen->port;
