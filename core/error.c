@@ -57,8 +57,8 @@ void pc_error_clear(pc_error_t *err) {
   }
 }
 
-pc_status_t pc_error_prefix(pc_error_t *err, const char *fmt, ...) {
-  if (!err) return PC_INTERNAL;
+void pc_error_prefix(pc_error_t *err, const char *fmt, ...) {
+  if (!err) return;
   char prefix[PC_ERROR_TEXT];
   va_list ap;
   va_start(ap, fmt);
@@ -69,7 +69,6 @@ pc_status_t pc_error_prefix(pc_error_t *err, const char *fmt, ...) {
   size_t n = strnlen(joined, PC_ERROR_TEXT - 1);
   memcpy(err->text, joined, n);
   err->text[n] = '\0';
-  return err->code;
 }
 
 static uint64_t clock_ms(clockid_t id) {

@@ -11,9 +11,9 @@ pc_status_t pc_error_set(pc_error_t *err, pc_status_t code, const char *fmt, ...
 /* Resets err to PC_OK with an empty message (when not NULL). */
 void pc_error_clear(pc_error_t *err);
 
-/* Prefixes err's message with "prefix: " keeping its code; returns its code. */
-pc_status_t pc_error_prefix(pc_error_t *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Prefixes err's message with "prefix: ", keeping its code (no-op when err is
+ * NULL; callers return the status they hold, not err->code). */
+void pc_error_prefix(pc_error_t *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Current time in milliseconds: monotonic clock (for deadlines) and wall clock. */
 uint64_t pc_now_mono_ms(void);

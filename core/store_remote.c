@@ -56,7 +56,10 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
   reply->len = 0;
   pc_status_t st =
       pc_rpc_call(s->t[i].rpc, op, body->p, body->len, pc_deadline_bound(s->timeout_ms), reply, err);
-  if (st != PC_OK) return pc_error_prefix(err, "tablet %s", s->t[i].name);
+  if (st != PC_OK) {
+    pc_error_prefix(err, "tablet %s", s->t[i].name);
+    return st;
+  }
   *r = (pc_rd_t){reply->p, reply->len, 0, 1};
   pc_status_t status = (pc_status_t)pc_rd_u8(r);
   if (!r->ok) return pc_error_set(err, PC_CORRUPTION, "tablet %s: empty reply", s->t[i].name);

@@ -307,7 +307,10 @@ static pc_status_t wait_out_lock(pc_db_t *db, pc_lock_info_t *lock, uint64_t dea
   pc_lock_info_free(lock);
   if (st != PC_LOCKED) return st;
   uint32_t left = remaining_ms(deadline);
-  if (left == 0) return pc_error_prefix(err, "timed out waiting");
+  if (left == 0) {
+    pc_error_prefix(err, "timed out waiting");
+    return PC_LOCKED;
+  }
   pc_sleep_ms(*backoff < left ? *backoff : left);
   *backoff = *backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : *backoff * 2;
   return PC_OK;
@@ -582,12 +585,14 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
     int committed;
     if (settle_own_commit(txn, &muts[0].cell, &committed) != PC_OK) {
       txn->commit_ts = 0;
-      return pc_error_prefix(err, "commit outcome unknown (readers will settle it)");
+      pc_error_prefix(err, "commit outcome unknown (readers will settle it)");
+      return st;
     }
     if (!committed) {
       rollback_groups(txn, muts, bounds, done, cells);
       txn->commit_ts = 0;
-      return pc_error_prefix(err, "commit of the primary failed; rolled back");
+      pc_error_prefix(err, "commit of the primary failed; rolled back");
+      return st;
     }
     pc_error_clear(err); /* the commit stands */
   }

@@ -105,12 +105,18 @@ static pc_status_t start_servers(daemon_state_t *d, role_t *r, const pc_endpoint
   o.port = listen->port;
   o.secret = d->cfg->secret;
   r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
-  if (!r->rpc) return pc_error_prefix(err, "%s", r->name);
+  if (!r->rpc) {
+    pc_error_prefix(err, "%s", r->name);
+    return err->code;
+  }
   pc_log(PC_LOG_INFO, "%s: serving on %s:%u", r->name, listen->host,
          (unsigned)pc_rpc_server_port(r->rpc));
   if (http->set) {
     r->http = pc_http_start(http->host, http->port, role_health, role_metrics, r, err);
-    if (!r->http) return pc_error_prefix(err, "%s: http", r->name);
+    if (!r->http) {
+      pc_error_prefix(err, "%s: http", r->name);
+      return err->code;
+    }
     pc_log(PC_LOG_INFO, "%s: /health and /metrics on %s:%u", r->name, http->host,
            (unsigned)pc_http_port(r->http));
   }
@@ -196,7 +202,10 @@ static pc_status_t start_tablet(daemon_state_t *d, const pc_config_tablet_t *t, 
     if (!store) st = err ? err->code : PC_IO_ERROR;
   }
   free(dir);
-  if (st != PC_OK) return pc_error_prefix(err, "tablet %s", t->name);
+  if (st != PC_OK) {
+    pc_error_prefix(err, "tablet %s", t->name);
+    return st;
+  }
   pc_row_range_t range = {t->start, t->start_len, t->end, t->end_len};
   r->tablet = pc_tablet_create(t->name, store, &range, ts_from_provider, &d->ts);
   if (!r->tablet) {
