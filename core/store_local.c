@@ -191,7 +191,9 @@ static pc_status_t rowop_begin(rowop_t *op, local_t *s, const pc_cell_t *cells, 
                                size_t n, const char *what, pc_error_t *err) {
   memset(op, 0, sizeof *op);
   op->s = s;
-  if (!cells_distinct(cells, stride, n))
+  int distinct = cells_distinct(cells, stride, n);
+  if (distinct < 0) return nomem(err);
+  if (!distinct)
     return pc_error_set(err, PC_INVALID, "%s: a cell appears twice in one request", what);
   pc_status_t st = latch_acquire(s, cells, stride, n, &op->ls, err);
   if (st != PC_OK) return st;
@@ -620,8 +622,9 @@ static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t 
         muts[i].cell.rlen != muts[0].cell.rlen ||
         memcmp(muts[i].cell.row, muts[0].cell.row, muts[0].cell.rlen) != 0)
       return pc_error_set(err, PC_INVALID, "one-phase commit: cells of more than one row");
-  if (!cells_distinct(&muts[0].cell, sizeof *muts, n))
-    return pc_error_set(err, PC_INVALID, "one-phase commit: a cell appears twice");
+  int distinct = cells_distinct(&muts[0].cell, sizeof *muts, n);
+  if (distinct < 0) return nomem(err);
+  if (!distinct) return pc_error_set(err, PC_INVALID, "one-phase commit: a cell appears twice");
   pc_meta_t *metas = calloc(n, sizeof *metas);
   pc_buf_t *keys = calloc(n, sizeof *keys);
   if (!metas || !keys) {
@@ -1002,18 +1005,42 @@ static const pc_store_ops_t local_ops = {
     .close = local_close,
 };
 
-/* 1 when no two cells of the request are the same cell. */
+static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
+  size_t n = al < bl ? al : bl;
+  int c = n ? memcmp(a, b, n) : 0;
+  return c ? c : (al > bl) - (al < bl);
+}
+
+static int cell_ptr_cmp(const void *x, const void *y) {
+  const pc_cell_t *a = *(const pc_cell_t *const *)x, *b = *(const pc_cell_t *const *)y;
+  int c = strcmp(a->table, b->table);
+  if (!c) c = bytes_cmp(a->row, a->rlen, b->row, b->rlen);
+  if (!c) c = bytes_cmp(a->col, a->clen, b->col, b->clen);
+  return c;
+}
+
+/* 1 when no two cells of the request are the same cell, 0 when two are, -1
+ * when out of memory. A tablet gets requests from the network, so this holds
+ * for any size: small requests are compared pairwise, large ones sorted. */
 static int cells_distinct(const pc_cell_t *cells, size_t stride, size_t n) {
-  for (size_t i = 0; i < n && n <= 64; i++) {
-    const pc_cell_t *a = (const pc_cell_t *)((const char *)cells + i * stride);
-    for (size_t j = i + 1; j < n; j++) {
-      const pc_cell_t *b = (const pc_cell_t *)((const char *)cells + j * stride);
-      if (a->rlen == b->rlen && a->clen == b->clen && strcmp(a->table, b->table) == 0 &&
-          memcmp(a->row, b->row, a->rlen) == 0 && memcmp(a->col, b->col, a->clen) == 0)
-        return 0;
-    }
+#define CELL_AT(i) ((const pc_cell_t *)((const char *)cells + (i) * stride))
+  if (n <= 16) {
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = i + 1; j < n; j++) {
+        const pc_cell_t *a = CELL_AT(i), *b = CELL_AT(j);
+        if (cell_ptr_cmp(&a, &b) == 0) return 0;
+      }
+    return 1;
   }
-  return 1; /* large requests come from the transaction buffer, which is a set */
+  const pc_cell_t **v = malloc(n * sizeof *v);
+  if (!v) return -1;
+  for (size_t i = 0; i < n; i++) v[i] = CELL_AT(i);
+#undef CELL_AT
+  qsort(v, n, sizeof *v, cell_ptr_cmp);
+  int distinct = 1;
+  for (size_t i = 1; i < n && distinct; i++) distinct = cell_ptr_cmp(&v[i - 1], &v[i]) != 0;
+  free(v);
+  return distinct;
 }
 
 pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, pc_error_t *err) {
