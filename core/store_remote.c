@@ -415,32 +415,31 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, cons
   return &s->base;
 }
 
-pc_status_t pc_remote_store_info(pc_store_t *base, size_t i, pc_buf_t *name, uint64_t *ops,
-                                 pc_error_t *err) {
-  remote_t *s = (remote_t *)base;
-  if (i >= s->n) return pc_error_set(err, PC_INVALID, "no tablet %zu", i);
-  pc_buf_t body = {0}, reply = {0};
-  pc_rd_t r = {0};
-  pc_status_t st = call(s, i, PC_TABLET_OP_INFO, &body, &reply, &r, err);
+pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,
+                                  uint64_t *ops, pc_error_t *err) {
+  pc_buf_t reply = {0};
+  pc_status_t st = pc_rpc_call(rpc, PC_TABLET_OP_INFO, NULL, 0, timeout_ms, &reply, err);
+  if (st != PC_OK) {
+    pc_buf_free(&reply);
+    return st;
+  }
+  pc_rd_t r = {reply.p, reply.len, 0, 1};
+  st = (pc_status_t)pc_rd_u8(&r);
+  size_t n = 0, mlen;
+  const char *p = NULL;
   if (st == PC_OK) {
-    size_t n;
-    const char *p = pc_rd_str(&r, &n);
+    p = pc_rd_str(&r, &n);
     uint32_t ranges = pc_rd_u32(&r);
     for (uint32_t k = 0; k < ranges && r.ok; k++) {
-      size_t x;
-      (void)pc_rd_str(&r, &x);
-      (void)pc_rd_str(&r, &x);
+      (void)pc_rd_str(&r, &mlen);
+      (void)pc_rd_str(&r, &mlen);
     }
     *ops = pc_rd_u64(&r);
-    if (r.ok) {
-      name->len = 0;
-      if (pc_buf_append(name, p, n)) st = nomem(err);
-    }
   }
-  if (reply.len && st != PC_NOMEM)
-    st = r.ok ? take_message(s, i, &r, st, err)
-              : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed info reply", s->t[i].name);
-  pc_buf_free(&body);
+  const char *msg = pc_rd_str(&r, &mlen);
+  if (!r.ok || r.pos != r.len) st = pc_error_set(err, PC_CORRUPTION, "tablet: malformed info reply");
+  else if (st != PC_OK) pc_error_set(err, st, "%.*s", (int)(mlen > 200 ? 200 : mlen), msg);
+  else if ((name->len = 0, pc_buf_append(name, p, n))) st = nomem(err);
   pc_buf_free(&reply);
   return st;
 }

@@ -79,8 +79,10 @@ typedef struct pc_tablet_addr {
 pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, const char *secret,
                                  uint32_t timeout_ms, pc_error_t *err);
 
-/* For `percolator status`: calls INFO on tablet i. */
-pc_status_t pc_remote_store_info(pc_store_t *s, size_t i, pc_buf_t *name, uint64_t *ops,
-                                 pc_error_t *err);
+/* For `percolator status`: a tablet's name and the operations it served,
+ * asked with INFO over an rpc.h client of it. */
+struct pc_rpc_client;
+pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,
+                                  uint64_t *ops, pc_error_t *err);
 
 #endif

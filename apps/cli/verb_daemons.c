@@ -41,12 +41,14 @@ typedef struct role {
 
 /* Where tablets get commit timestamps for one-phase commits. */
 typedef struct ts_provider {
-  pc_rpc_client_t *remote; /* a separate tso daemon, or NULL with `run`'s own oracle */
+  pc_oracle_t *local;      /* `run`'s own oracle: asked directly */
+  pc_rpc_client_t *remote; /* or a separate tso daemon, through the batcher */
   pc_ts_batcher_t *batcher;
 } ts_provider_t;
 
 typedef struct daemon_state {
   const pc_config_t *cfg;
+  pc_oracle_t *oracle; /* the tso role's, when this process runs one */
   role_t roles[64];
   size_t nroles;
   ts_provider_t ts;
@@ -56,6 +58,7 @@ static const char *const kind_names[] = {"tso", "lockd", "tablet"};
 
 static pc_status_t ts_from_provider(void *ctx, uint64_t *ts, pc_error_t *err) {
   ts_provider_t *p = ctx;
+  if (p->local) return pc_oracle_next(p->local, 1, ts, err);
   return pc_ts_batcher_get(p->batcher, 5000, ts, err);
 }
 
@@ -167,7 +170,7 @@ static pc_status_t start_tso(daemon_state_t *d, pc_error_t *err) {
   if (st == PC_OK) {
     char path[4200];
     snprintf(path, sizeof path, "%s/oracle", dir);
-    r->oracle = pc_oracle_open(path, cfg->tso.window_ms, err);
+    r->oracle = d->oracle = pc_oracle_open(path, cfg->tso.window_ms, err);
     if (!r->oracle) st = err ? err->code : PC_IO_ERROR;
   }
   free(dir);
@@ -319,7 +322,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int w
   if (st == PC_OK && want_tablets) {
     /* tablets take commit timestamps from the in-process oracle, or from the daemon */
     if (want_tso) {
-      d->ts.batcher = pc_ts_batcher_create(pc_oracle_fetch, d->roles[0].oracle);
+      d->ts.local = d->oracle;
     } else if (cfg->tso.set && cfg->tso.listen.set) {
       d->ts.remote = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret,
                                           &err);
@@ -327,7 +330,8 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int w
     } else {
       pc_error_set(&err, PC_INVALID, "%s: tablets need a \"tso\" section", cfg->source);
     }
-    if (!d->ts.batcher) st = err.code != PC_OK ? err.code : pc_error_set(&err, PC_NOMEM, "oom");
+    if (!d->ts.local && !d->ts.batcher)
+      st = err.code != PC_OK ? err.code : pc_error_set(&err, PC_NOMEM, "out of memory");
   }
   if (st == PC_OK && want_lockd) st = start_lockd(d, &err);
   for (size_t i = 0; st == PC_OK && want_tablets && i < cfg->ntablets; i++) {

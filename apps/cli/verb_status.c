@@ -94,16 +94,11 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
     const pc_config_tablet_t *t = &cfg->tablets[i];
     pc_error_t err;
     pc_error_clear(&err);
-    pc_tablet_addr_t a = {t->name, t->listen.host, t->listen.port,
-                          {t->start, t->start_len, t->end, t->end_len}};
-    /* a one-tablet view routes everything to tablet i */
-    a.range.start_len = 0;
-    a.range.end_len = 0;
-    pc_store_t *s = pc_remote_store_open(&a, 1, cfg->secret, STATUS_TIMEOUT_MS, &err);
+    pc_rpc_client_t *c = pc_rpc_client_create(t->listen.host, t->listen.port, cfg->secret, &err);
     pc_buf_t name = {0};
     uint64_t ops = 0;
-    pc_status_t st = s ? pc_remote_store_info(s, 0, &name, &ops, &err) : err.code;
-    if (s) s->ops->close(s);
+    pc_status_t st = c ? pc_tablet_remote_info(c, STATUS_TIMEOUT_MS, &name, &ops, &err) : err.code;
+    if (c) pc_rpc_client_destroy(c);
     const char *e = st == PC_OK ? NULL : err.text;
     r->down |= st != PC_OK;
     char what[96];
