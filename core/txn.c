@@ -316,6 +316,19 @@ static pc_status_t wait_out_lock(pc_db_t *db, pc_lock_info_t *lock, uint64_t dea
   return PC_OK;
 }
 
+/* For readers: a read that met a lock, waited, and then ran out of time on
+ * the next read (its network call shares the caller's deadline) reports the
+ * lock it was waiting on, not the timeout of the last call. */
+static pc_status_t gave_up_on_lock(pc_status_t st, uint64_t deadline, uint64_t lock_ts,
+                                   const char *table, const char *row, size_t rlen,
+                                   pc_error_t *err) {
+  if (st != PC_TIMEOUT || !lock_ts || remaining_ms(deadline) != 0) return st;
+  pc_error_t why = err ? *err : (pc_error_t){PC_TIMEOUT, ""};
+  return pc_error_set(err, PC_LOCKED,
+                      "%s/%.*s is locked by transaction %llu (gave up reading again: %s)", table,
+                      (int)(rlen > 64 ? 64 : rlen), row, (unsigned long long)lock_ts, why.text);
+}
+
 /* ---- reads ------------------------------------------------------------- */
 
 pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
@@ -346,14 +359,17 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
   uint64_t deadline = remote ? pc_now_mono_ms() + txn->timeout_ms : 0;
   uint64_t outer = remote ? pc_deadline_set(deadline) : 0; /* bounds network calls */
   uint32_t backoff = 1;
+  uint64_t lock_ts = 0; /* start_ts of the last lock met */
   for (;;) {
     pc_lock_info_t lock = {0};
     st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
     if (st != PC_LOCKED) break;
     if (!deadline) deadline = pc_now_mono_ms() + txn->timeout_ms;
+    lock_ts = lock.start_ts;
     st = wait_out_lock(txn->db, &lock, deadline, &backoff, err);
     if (st != PC_OK) break;
   }
+  st = gave_up_on_lock(st, deadline, lock_ts, table, row, rlen, err);
   if (remote) pc_deadline_set(outer);
   return st;
 }
@@ -775,6 +791,7 @@ static pc_status_t fetch_page(pc_scan_t *sc, pc_error_t *err) {
 static pc_status_t fetch_page_until(pc_scan_t *sc, uint64_t deadline, pc_error_t *err) {
   pc_store_t *s = sc->txn->db->store;
   uint32_t backoff = 1;
+  uint64_t lock_ts = 0; /* start_ts of the last lock met */
   sc->npage = sc->ipage = 0;
   for (;;) {
     page_fill_t f = {sc, 0};
@@ -804,8 +821,10 @@ static pc_status_t fetch_page_until(pc_scan_t *sc, uint64_t deadline, pc_error_t
     }
     if (st != PC_LOCKED) {
       pc_lock_info_free(&lock);
-      return st;
+      return gave_up_on_lock(st, deadline, lock_ts, sc->table,
+                             sc->next_row.p ? sc->next_row.p : "", sc->next_row.len, err);
     }
+    lock_ts = lock.start_ts;
     if (sc->npage > 0) { /* hand out what we have; meet the lock on the next page */
       pc_lock_info_free(&lock);
       return PC_OK;
