@@ -24,9 +24,12 @@
  * batcher over the network), and a pc_rpc_client of the raw server.
  *
  *   transactional read  = pc_txn_begin + pc_txn_get + pc_txn_commit (read-only)
- *                         + pc_txn_destroy: two round trips (tso, tablet GET)
+ *                         + pc_txn_destroy: two round trips (tso, tablet GET);
+ *                         with --lazy-start 1 one (GET_FRESH: the tablet
+ *                         takes the timestamp from its oracle)
  *   transactional write = pc_txn_begin + pc_txn_set + pc_txn_commit: the
- *                         one-phase commit, two round trips (tso, ONE_PHASE);
+ *                         one-phase commit, two round trips (tso, ONE_PHASE),
+ *                         with or without --lazy-start;
  *                         a PC_CONFLICT is counted and retried
  *   raw get / put       = one pc_rpc_call each
  *
@@ -95,6 +98,7 @@ typedef struct params {
   uint64_t seed;
   const char *parent;
   int only; /* -1: every phase; else one phase (for profiling; no ratios) */
+  int lazy_start; /* the client's store.lazy_start */
 } params_t;
 
 typedef struct bench {
@@ -476,11 +480,12 @@ static int setup(bench_t *b, json_t *info) {
   }
   fprintf(f,
           "{\"data_dir\": \"%s/client\", \"log\": {\"level\": \"warn\"},\n"
-          " \"store\": {\"sync\": %s},\n"
+          " \"store\": {\"sync\": %s, \"lazy_start\": %s},\n"
           " \"tso\": {\"listen\": \"127.0.0.1:%u\"},\n"
           " \"tablets\": [{\"name\": \"t1\", \"listen\": \"127.0.0.1:%u\", \"start\": \"\", "
           "\"end\": \"\"}]}\n",
-          b->dir, b->p.sync ? "true" : "false", (unsigned)pc_rpc_server_port(b->tso_srv),
+          b->dir, b->p.sync ? "true" : "false", b->p.lazy_start ? "true" : "false",
+          (unsigned)pc_rpc_server_port(b->tso_srv),
           (unsigned)pc_rpc_server_port(b->tablet_srv));
   if (fclose(f) != 0) return -1;
   if (!(b->db = pc_db_open_config(path, &e))) {
@@ -528,6 +533,9 @@ static void usage(FILE *f) {
           "  --value-size N    bytes per value (default 100)\n"
           "  --sync 0|1        fsync every write on both sides (default 0)\n"
           "  --workers N       handler threads of each rpc server (default 4)\n"
+          "  --lazy-start 0|1  the client takes start timestamps at first use (store.lazy_start):\n"
+          "                    a read's comes from the tablet (GET_FRESH), a write's at commit\n"
+          "                    (default 0)\n"
           "  --seed N          (default 42)\n"
           "  --dir D           parent of the temporary directory (default /tmp)\n"
           "  --only PHASE      run one phase only: raw_get, txn_read, raw_put or txn_write\n"
@@ -544,6 +552,7 @@ static int parse_args(int argc, char **argv, params_t *p) {
       {"sync", required_argument, NULL, 's'},    {"workers", required_argument, NULL, 'w'},
       {"seed", required_argument, NULL, 'e'},    {"dir", required_argument, NULL, 'd'},
       {"only", required_argument, NULL, 'O'},    {"help", no_argument, NULL, 'h'},
+      {"lazy-start", required_argument, NULL, 'L'},
       {NULL, 0, NULL, 0}};
   *p = (params_t){.seconds = 1.0, .keys = 100000, .value_size = 100, .threads = {1, 8},
                   .nthreads = 2, .rounds = 3, .workers = 4, .seed = 42, .parent = "/tmp",
@@ -578,6 +587,10 @@ static int parse_args(int argc, char **argv, params_t *p) {
         break;
       case 'e': if (bu_parse_u64(optarg, 0, UINT64_MAX, &p->seed)) bad = "--seed"; break;
       case 'd': p->parent = optarg; break;
+      case 'L':
+        if (bu_parse_u64(optarg, 0, 1, &v)) bad = "--lazy-start";
+        else p->lazy_start = (int)v;
+        break;
       case 'O':
         p->only = -2;
         for (int i = 0; i < PH_COUNT; i++)
@@ -630,6 +643,7 @@ int main(int argc, char **argv) {
   json_object_set_new(par, "keys", json_integer((json_int_t)p->keys));
   json_object_set_new(par, "value_size", json_integer((json_int_t)p->value_size));
   json_object_set_new(par, "sync", json_integer(p->sync));
+  json_object_set_new(par, "lazy_start", json_integer(p->lazy_start));
   json_object_set_new(par, "workers", json_integer(p->workers));
   json_object_set_new(par, "seed", json_integer((json_int_t)p->seed));
   json_object_set_new(par, "only", p->only >= 0 ? json_string(phase_name[p->only]) : json_null());

@@ -11,7 +11,7 @@
  *   "log":       { "level": "debug"|"info"|"warn"|"error" ["info"] }
  *   "store":     { "sync": bool [false], "cache_mb": int 0..65536 [32],
  *                  "lock_ttl_ms": int 1..3600000 [3000], "timeout_ms": int 1..3600000 [10000],
- *                  "one_phase_commit": bool [true] }
+ *                  "one_phase_commit": bool [true], "lazy_start": bool [false] }
  *   "tso":       { "listen": "host:port", "http": "host:port",
  *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
  *   "lockservice": { "listen": "host:port", "http": "host:port",
@@ -65,6 +65,7 @@ typedef struct pc_config {
     uint32_t lock_ttl_ms;
     uint32_t timeout_ms;
     int one_phase_commit;
+    int lazy_start;
   } store;
   struct {
     int set;

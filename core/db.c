@@ -34,6 +34,7 @@ void pc_options_set_sync(pc_options_t *o, int on) { o->sync = on != 0; }
 void pc_options_set_lock_ttl_ms(pc_options_t *o, uint32_t ms) { o->lock_ttl_ms = ms; }
 void pc_options_set_timeout_ms(pc_options_t *o, uint32_t ms) { o->timeout_ms = ms ? ms : 1; }
 void pc_options_set_one_phase_commit(pc_options_t *o, int on) { o->one_phase_commit = on != 0; }
+void pc_options_set_lazy_start(pc_options_t *o, int on) { o->lazy_start = on != 0; }
 void pc_options_set_cache_bytes(pc_options_t *o, size_t bytes) { o->cache_bytes = bytes; }
 
 static int embedded_alive(void *ctx, uint64_t session) {

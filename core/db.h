@@ -23,6 +23,7 @@ struct pc_options {
   uint32_t lock_ttl_ms;
   uint32_t timeout_ms;
   int one_phase_commit;
+  int lazy_start;
   size_t cache_bytes;
 };
 

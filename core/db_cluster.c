@@ -45,6 +45,7 @@ static void options_from_config(const pc_config_t *cfg, pc_options_t *o) {
   o->lock_ttl_ms = cfg->store.lock_ttl_ms;
   o->timeout_ms = cfg->store.timeout_ms;
   o->one_phase_commit = cfg->store.one_phase_commit;
+  o->lazy_start = cfg->store.lazy_start;
 }
 
 static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_error_t *err) {

@@ -58,6 +58,15 @@ typedef struct pc_store_ops {
   pc_status_t (*get)(pc_store_t *s, const pc_cell_t *cell, uint64_t read_ts, char **value,
                      size_t *vlen, pc_lock_info_t *lock, pc_error_t *err);
 
+  /* get at a timestamp the store takes itself, right before reading: the
+   * embedded store from ts_source, a remote one through the tablet, which
+   * asks its own oracle link (saving the client a round trip). *read_ts
+   * receives it with PC_OK, PC_NOT_FOUND and PC_LOCKED (0 otherwise); the
+   * caller uses it as its snapshot from then on. */
+  pc_status_t (*get_fresh)(pc_store_t *s, const pc_cell_t *cell, pc_ts_source_fn ts_source,
+                           void *ts_ctx, uint64_t *read_ts, char **value, size_t *vlen,
+                           pc_lock_info_t *lock, pc_error_t *err);
+
   /* Every PC_LOCKED answer fills *lock (release with pc_lock_info_free),
    * including the cell the lock sits on. */
 

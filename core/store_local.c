@@ -381,6 +381,20 @@ static pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read
   return st;
 }
 
+static pc_status_t local_get_fresh(pc_store_t *base, const pc_cell_t *c, pc_ts_source_fn ts_source,
+                                   void *ts_ctx, uint64_t *read_ts, char **value, size_t *vlen,
+                                   pc_lock_info_t *lock, pc_error_t *err) {
+  *value = NULL;
+  *vlen = 0;
+  *read_ts = 0;
+  uint64_t ts;
+  pc_status_t st = ts_source(ts_ctx, &ts, err);
+  if (st != PC_OK) return st;
+  st = local_get(base, c, ts, value, vlen, lock, err);
+  if (st == PC_OK || st == PC_NOT_FOUND || st == PC_LOCKED) *read_ts = ts;
+  return st;
+}
+
 static pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n,
                                   const pc_lock_spec_t *spec, pc_lock_info_t *lock_out,
                                   pc_error_t *err) {
@@ -995,6 +1009,7 @@ static void local_close(pc_store_t *base) {
 
 static const pc_store_ops_t local_ops = {
     .get = local_get,
+    .get_fresh = local_get_fresh,
     .prewrite = local_prewrite,
     .commit = local_commit,
     .rollback = local_rollback,

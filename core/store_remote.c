@@ -90,18 +90,27 @@ static pc_status_t one_tablet(remote_t *s, const pc_cell_t *cells, size_t stride
   return PC_OK;
 }
 
-static pc_status_t r_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts, char **value,
-                         size_t *vlen, pc_lock_info_t *lock, pc_error_t *err) {
-  remote_t *s = (remote_t *)base;
+/* GET (fresh == NULL: at read_ts) or GET_FRESH (*fresh receives the
+ * tablet's read_ts). */
+static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uint64_t *fresh,
+                          char **value, size_t *vlen, pc_lock_info_t *lock, pc_error_t *err) {
   *value = NULL;
   *vlen = 0;
+  if (fresh) *fresh = 0;
   size_t i = route(s, c->row, c->rlen);
   pc_buf_t body = {0}, reply = {0};
-  pc_rd_t r;
+  pc_rd_t r = {NULL, 0, 0, 1};
   pc_status_t st = PC_OK;
-  if (pc_wire_put_cell(&body, c) || pc_buf_u64(&body, read_ts)) st = nomem(err);
-  if (st == PC_OK) st = call(s, i, PC_TABLET_OP_GET, &body, &reply, &r, err);
-  if (st == PC_OK) {
+  if (pc_wire_put_cell(&body, c) || (!fresh && pc_buf_u64(&body, read_ts))) st = nomem(err);
+  if (st == PC_OK)
+    st = call(s, i, fresh ? PC_TABLET_OP_GET_FRESH : PC_TABLET_OP_GET, &body, &reply, &r, err);
+  if (fresh && (st == PC_OK || st == PC_NOT_FOUND || st == PC_LOCKED) && reply.len) {
+    *fresh = pc_rd_u64(&r);
+    if (*fresh == 0) r.ok = 0;
+  }
+  if (!r.ok) {
+    /* malformed: reported below */
+  } else if (st == PC_OK) {
     size_t n;
     const char *v = pc_rd_str(&r, &n);
     if (r.ok && !(*value = malloc(n ? n : 1))) st = nomem(err);
@@ -110,6 +119,7 @@ static pc_status_t r_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts,
       *vlen = n;
     }
   } else if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) {
+    pc_lock_info_free(lock); /* what was decoded before the fault */
     r.ok = 0;
   }
   if (reply.len && r.ok && st != PC_NOMEM) st = take_message(s, i, &r, st, err);
@@ -119,9 +129,24 @@ static pc_status_t r_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts,
     *value = NULL;
     *vlen = 0;
   }
+  if (fresh && st != PC_OK && st != PC_NOT_FOUND && st != PC_LOCKED) *fresh = 0;
   pc_buf_free(&body);
   pc_buf_free(&reply);
   return st;
+}
+
+static pc_status_t r_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts, char **value,
+                         size_t *vlen, pc_lock_info_t *lock, pc_error_t *err) {
+  return get_op((remote_t *)base, c, read_ts, NULL, value, vlen, lock, err);
+}
+
+/* ts_source is not used: the tablet takes the timestamp from its oracle. */
+static pc_status_t r_get_fresh(pc_store_t *base, const pc_cell_t *c, pc_ts_source_fn ts_source,
+                               void *ts_ctx, uint64_t *read_ts, char **value, size_t *vlen,
+                               pc_lock_info_t *lock, pc_error_t *err) {
+  (void)ts_source;
+  (void)ts_ctx;
+  return get_op((remote_t *)base, c, 0, read_ts, value, vlen, lock, err);
 }
 
 static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *muts, size_t n,
@@ -345,6 +370,7 @@ static void r_close(pc_store_t *base) {
 
 static const pc_store_ops_t remote_ops = {
     .get = r_get,
+    .get_fresh = r_get_fresh,
     .prewrite = r_prewrite,
     .commit = r_commit,
     .rollback = r_rollback,

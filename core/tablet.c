@@ -138,16 +138,22 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
   pc_status_t st;
   size_t n;
   switch (op) {
-    case PC_TABLET_OP_GET: {
+    case PC_TABLET_OP_GET:
+    case PC_TABLET_OP_GET_FRESH: {
       pc_cell_t c;
       if (pc_wire_get_cell(r, a, &c)) return malformed("get", e);
-      uint64_t ts = pc_rd_u64(r);
+      uint64_t ts = op == PC_TABLET_OP_GET ? pc_rd_u64(r) : 0;
       if (!r->ok || r->pos != r->len) return malformed("get", e);
       if ((st = check_row(t, &c, e)) != PC_OK) return st;
       char *v = NULL;
       size_t vlen = 0;
       pc_lock_info_t lock = {0};
-      st = s->ops->get(s, &c, ts, &v, &vlen, &lock, e);
+      if (op == PC_TABLET_OP_GET) {
+        st = s->ops->get(s, &c, ts, &v, &vlen, &lock, e);
+      } else {
+        st = s->ops->get_fresh(s, &c, t->ts_source, t->ts_ctx, &ts, &v, &vlen, &lock, e);
+        if (ts && pc_buf_u64(payload, ts)) st = pc_error_set(e, PC_NOMEM, "oom");
+      }
       if (st == PC_OK && pc_buf_str(payload, v, vlen)) st = pc_error_set(e, PC_NOMEM, "oom");
       if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
       pc_free(v);
@@ -290,7 +296,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   pc_tablet_t *t = ctx;
-  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_INFO)
+  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_GET_FRESH)
     return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   atomic_fetch_add(&t->ops, 1);
   pc_rd_t r = {body, len, 0, 1};
@@ -299,7 +305,8 @@ pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_
   pc_error_t e;
   pc_error_clear(&e);
   pc_status_t st = serve(t, op, &r, &a, &payload, &e);
-  if (st != PC_OK && st != PC_LOCKED) payload.len = 0;
+  if (st != PC_OK && st != PC_LOCKED && !(st == PC_NOT_FOUND && op == PC_TABLET_OP_GET_FRESH))
+    payload.len = 0;
   if (st == PC_LOCKED && e.text[0] == '\0') pc_error_set(&e, PC_LOCKED, "locked");
   pc_status_t out = finish(reply, st, &payload, &e);
   pc_arena_free(&a);

@@ -18,6 +18,10 @@
  *                                                     -> status u32 n n*raw cell
  *   0x18 INFO       (empty)                           -> status str name u32 n n*(str start
  *                                                        str end) u64 ops
+ *   0x19 GET_FRESH  cell                              -> status u64 read_ts [str value | lock]
+ *                   (reads at a timestamp the tablet takes from its oracle
+ *                   link; read_ts is present when status is ok, not found
+ *                   or locked)
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
  */
 #ifndef PC_CORE_TABLET_H
@@ -38,6 +42,7 @@ enum {
   PC_TABLET_OP_SCAN = 0x16,
   PC_TABLET_OP_RAW_SCAN = 0x17,
   PC_TABLET_OP_INFO = 0x18,
+  PC_TABLET_OP_GET_FRESH = 0x19,
 };
 
 /* A half-open row range [start, end); end_len == 0 means no upper bound. */
@@ -54,7 +59,8 @@ int pc_row_range_contains(const pc_row_range_t *r, const char *row, size_t rlen)
 typedef struct pc_tablet pc_tablet_t;
 
 /* A tablet serving store (which it owns and closes) for range. ts_source
- * gives one-phase commits their commit_ts (the oracle). Returns NULL on
+ * (the oracle) gives one-phase commits their commit_ts and GET_FRESH its
+ * read_ts. Returns NULL on
  * allocation failure; release with pc_tablet_destroy. */
 pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_range_t *range,
                               pc_ts_source_fn ts_source, void *ts_ctx);

@@ -97,11 +97,18 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
   }
   txn->db = db;
   txn->timeout_ms = db->opts.timeout_ms;
+  if (db->opts.lazy_start) return txn; /* start_ts at the first use: take_start_ts */
   if (pc_db_ts(db, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
     free(txn);
     return NULL;
   }
   return txn;
+}
+
+/* With lazy_start: takes start_ts now, if no read has taken it yet. */
+static pc_status_t take_start_ts(pc_txn_t *txn, pc_error_t *err) {
+  if (txn->start_ts) return PC_OK;
+  return pc_db_ts(txn->db, txn->timeout_ms, &txn->start_ts, err);
 }
 
 uint64_t pc_txn_start_ts(const pc_txn_t *txn) { return txn->start_ts; }
@@ -355,6 +362,7 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
   pc_store_t *s = txn->db->store;
   /* the deadline is taken only when something can block: a store on the
    * network, or a lock met on the way (the common embedded read needs no clock) */
+  if (!txn->start_ts && !s->ops->get_fresh && (st = take_start_ts(txn, err)) != PC_OK) return st;
   int remote = s->ops->shard_of != NULL;
   uint64_t deadline = remote ? pc_now_mono_ms() + txn->timeout_ms : 0;
   uint64_t outer = remote ? pc_deadline_set(deadline) : 0; /* bounds network calls */
@@ -362,7 +370,12 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
   uint64_t lock_ts = 0; /* start_ts of the last lock met */
   for (;;) {
     pc_lock_info_t lock = {0};
-    st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
+    if (txn->start_ts) {
+      st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
+    } else { /* lazy_start: the store takes the snapshot's timestamp as it reads */
+      ts_ctx_t tc = {txn->db, txn->timeout_ms};
+      st = s->ops->get_fresh(s, &c, ts_source, &tc, &txn->start_ts, value, vlen, &lock, err);
+    }
     if (st != PC_LOCKED) break;
     if (!deadline) deadline = pc_now_mono_ms() + txn->timeout_ms;
     lock_ts = lock.start_ts;
@@ -669,11 +682,15 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   pc_error_clear(err);
   pc_status_t st = check_open(txn, err);
   if (st != PC_OK) return st;
-  txn->state = TXN_ABORTED; /* until proven committed */
   if (txn->count == 0) {
     txn->state = TXN_COMMITTED;
     return PC_OK;
   }
+  if ((st = take_start_ts(txn, err)) != PC_OK) {
+    pc_error_prefix(err, "commit: start timestamp");
+    return st; /* still open: the caller may retry the commit or abort */
+  }
+  txn->state = TXN_ABORTED; /* until proven committed */
   bufcell_t **sorted = sorted_cells(txn);
   pc_mutation_t *muts = calloc(txn->count, sizeof *muts);
   size_t *bounds = calloc(txn->count + 1, sizeof *bounds);
@@ -854,6 +871,7 @@ pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size
                        const char *end, size_t elen, pc_error_t *err) {
   pc_error_clear(err);
   if (check_open(txn, err) != PC_OK || check_table(table, err) != PC_OK) return NULL;
+  if (take_start_ts(txn, err) != PC_OK) return NULL;
   if (!start) slen = 0;
   pc_scan_t *sc = calloc(1, sizeof *sc);
   if (!sc || !(sc->table = strdup(table))) {

@@ -85,8 +85,8 @@ typedef struct answer {
 
 static void answer_free(answer_t *a) { pc_buf_free(&a->reply); }
 
-/* Parses the reply: u8 status, payload, u32 mlen, message of mlen bytes at the end. */
-static void parse_reply(answer_t *a) {
+/* Parses the reply of op: u8 status, payload, u32 mlen, message of mlen bytes at the end. */
+static void parse_reply(answer_t *a, uint8_t op) {
   a->well_formed = 0;
   const char *p = a->reply.p;
   size_t n = a->reply.len;
@@ -98,8 +98,11 @@ static void parse_reply(answer_t *a) {
     uint32_t v = (uint32_t)(unsigned char)p[at] << 24 | (uint32_t)(unsigned char)p[at + 1] << 16 |
                  (uint32_t)(unsigned char)p[at + 2] << 8 | (uint32_t)(unsigned char)p[at + 3];
     if (v != mlen) continue;
-    /* for an error other than LOCKED there is no payload: be exact */
-    if (a->status != PC_OK && a->status != PC_LOCKED && at != 1) continue;
+    /* for an error other than LOCKED (or GET_FRESH's NOT_FOUND, which
+     * carries its timestamp) there is no payload: be exact */
+    int payload_ok = a->status == PC_OK || a->status == PC_LOCKED ||
+                     (a->status == PC_NOT_FOUND && op == PC_TABLET_OP_GET_FRESH);
+    if (!payload_ok && at != 1) continue;
     memcpy(a->msg, p + at + 4, mlen);
     a->msg[mlen] = '\0';
     a->payload = p + 1;
@@ -120,7 +123,7 @@ static answer_t call(fixture_t *f, uint8_t op, const void *body, size_t len) {
   if (len) memcpy(copy, body, len);
   a.rc = pc_tablet_rpc_handler(f->tablet, op, len ? copy : NULL, len, &a.reply, &a.err);
   free(copy);
-  if (a.rc == PC_OK) parse_reply(&a);
+  if (a.rc == PC_OK) parse_reply(&a, op);
   return a;
 }
 
@@ -205,7 +208,7 @@ typedef struct sample {
   pc_buf_t body;
 } sample_t;
 
-#define NSAMPLES 11
+#define NSAMPLES 12
 
 static void make_samples(sample_t s[NSAMPLES]) {
   memset(s, 0, sizeof(sample_t) * NSAMPLES);
@@ -231,6 +234,8 @@ static void make_samples(sample_t s[NSAMPLES]) {
   s[k].op = PC_TABLET_OP_RAW_SCAN, s[k].name = "raw_scan all";
   enc_raw_scan(&s[k].body, NULL, NULL, NULL), k++;
   s[k].op = PC_TABLET_OP_INFO, s[k].name = "info", k++;
+  s[k].op = PC_TABLET_OP_GET_FRESH, s[k].name = "get_fresh";
+  assert_int_equal(pc_wire_put_cell(&s[k].body, &p), 0), k++;
   assert_int_equal(k, NSAMPLES);
 }
 
@@ -300,6 +305,41 @@ static void test_valid_round_trips(void **state) {
     pc_lock_info_free(&l);
   }
   answer_free(&a);
+  /* GET_FRESH reads at a timestamp from ts_source, above the lock: the
+   * payload is that timestamp, then the lock */
+  b.len = 0;
+  assert_int_equal(pc_wire_put_cell(&b, &c2[1]), 0);
+  uint64_t fresh0 = next_commit_ts;
+  a = call(f, PC_TABLET_OP_GET_FRESH, b.p, b.len);
+  expect_status(&a, PC_LOCKED, "get_fresh (locked)");
+  {
+    assert_true(a.plen > 8);
+    assert_int_equal(rd_u64_at(a.payload), fresh0 + 1);
+    pc_rd_t r = {a.payload + 8, a.plen - 8, 0, 1};
+    pc_lock_info_t l = {0};
+    assert_int_equal(pc_wire_get_lock(&r, &l), 0);
+    assert_int_equal(r.pos, a.plen - 8);
+    assert_int_equal(l.start_ts, 900);
+    pc_lock_info_free(&l);
+  }
+  answer_free(&a);
+  /* ... and of a cell never written: not found, with the timestamp */
+  b.len = 0;
+  pc_cell_t unwritten = cell("nz", "c:z");
+  assert_int_equal(pc_wire_put_cell(&b, &unwritten), 0);
+  a = call(f, PC_TABLET_OP_GET_FRESH, b.p, b.len);
+  expect_status(&a, PC_NOT_FOUND, "get_fresh (empty)");
+  assert_int_equal(a.plen, 8);
+  assert_int_equal(rd_u64_at(a.payload), fresh0 + 2);
+  answer_free(&a);
+  /* a body with a read_ts after the cell is malformed */
+  b.len = 0;
+  assert_int_equal(pc_wire_put_cell(&b, &unwritten), 0);
+  assert_int_equal(pc_buf_u64(&b, 5), 0);
+  a = call(f, PC_TABLET_OP_GET_FRESH, b.p, b.len);
+  expect_status(&a, PC_INVALID, "get_fresh with trailing bytes");
+  answer_free(&a);
+
   /* a GET below the lock's start_ts is not blocked */
   b.len = 0;
   enc_get(&b, &c2[1], 899);
@@ -850,7 +890,7 @@ static void test_misrouted_rows(void **state) {
 
 static void test_unknown_ops(void **state) {
   fixture_t *f = *state;
-  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x19, 0x1a, 0x20, 0x7f, 0x80, 0x90, 0xff};
+  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x1a, 0x1b, 0x20, 0x7f, 0x80, 0x90, 0xff};
   char what[64];
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     for (int withbody = 0; withbody < 2; withbody++) {
@@ -910,7 +950,7 @@ static void test_random_bodies(void **state) {
     b.len = 0;
     if (mode == 0) {
       /* pure random bytes, 1..256 of them, for a known or unknown op */
-      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 9);
+      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 10);
       size_t n = 1 + rnd() % 256;
       for (size_t i = 0; i < n; i++) assert_int_equal(pc_buf_u8(&b, (uint8_t)rnd()), 0);
       random_bodies++;

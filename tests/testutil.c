@@ -239,6 +239,13 @@ pid_t tu_cluster_pid(const char *dir, int index) {
   return pid;
 }
 
+/* PERCOLATOR_TEST_LAZY=1: every database tu_open* opens takes start
+ * timestamps lazily (pc_options_set_lazy_start), so the same tests check that mode. */
+static int test_lazy(void) {
+  const char *p = getenv("PERCOLATOR_TEST_LAZY");
+  return p && *p == '1';
+}
+
 /* Opens a client of dir's cluster with these store options. */
 static pc_db_t *cluster_open(const char *dir, uint32_t lock_ttl_ms, int one_phase_commit) {
   char base[4200], cfg[4300];
@@ -248,6 +255,7 @@ static pc_db_t *cluster_open(const char *dir, uint32_t lock_ttl_ms, int one_phas
   json_t *store = json_object();
   json_object_set_new(store, "lock_ttl_ms", json_integer(lock_ttl_ms ? lock_ttl_ms : 3000));
   json_object_set_new(store, "one_phase_commit", json_boolean(one_phase_commit));
+  json_object_set_new(store, "lazy_start", json_boolean(test_lazy()));
   json_object_set_new(j, "store", store);
   snprintf(cfg, sizeof cfg, "%s/client-%u-%d.json", dir, lock_ttl_ms, one_phase_commit);
   if (json_dump_file(j, cfg, 0) != 0) die(cfg, NULL);
@@ -295,6 +303,7 @@ pc_db_t *tu_open(const char *dir, uint32_t lock_ttl_ms) {
   pc_options_t *o = pc_options_create();
   pc_options_set_create_if_missing(o, 1);
   if (lock_ttl_ms) pc_options_set_lock_ttl_ms(o, lock_ttl_ms);
+  pc_options_set_lazy_start(o, test_lazy());
   pc_error_t err;
   pc_db_t *db = pc_db_open(o, dir, &err);
   pc_options_destroy(o);
@@ -332,6 +341,7 @@ pc_db_t *tu_open_ex(const char *dir, uint32_t lock_ttl_ms, int one_phase_commit)
   pc_options_set_create_if_missing(o, 1);
   if (lock_ttl_ms) pc_options_set_lock_ttl_ms(o, lock_ttl_ms);
   pc_options_set_one_phase_commit(o, one_phase_commit);
+  pc_options_set_lazy_start(o, test_lazy());
   pc_error_t err;
   pc_db_t *db = pc_db_open(o, dir, &err);
   pc_options_destroy(o);

@@ -111,6 +111,14 @@ void pc_options_set_lock_ttl_ms(pc_options_t *opts, uint32_t ms);
 void pc_options_set_timeout_ms(pc_options_t *opts, uint32_t ms);
 /* Commit single-row transactions in one row operation (default 1). */
 void pc_options_set_one_phase_commit(pc_options_t *opts, int on);
+/* Take a transaction's start_ts at its first read or scan (or at its commit
+ * when it reads nothing) rather than in pc_txn_begin (default 0). Its
+ * snapshot then includes every commit that finished before that first use:
+ * still snapshot isolation, as when PostgreSQL's REPEATABLE READ takes its
+ * snapshot at the first statement. The gain is in cluster mode: the tablet
+ * serving the first read takes the timestamp from the oracle itself, which
+ * saves the client a round trip. pc_txn_start_ts is 0 until it is taken. */
+void pc_options_set_lazy_start(pc_options_t *opts, int on);
 /* LevelDB block cache size in bytes (default 32 MiB; 0 uses LevelDB's own default). */
 void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
 
@@ -157,6 +165,7 @@ typedef struct pc_txn pc_txn_t;
  * was not committed). A transaction is used by one thread at a time. */
 pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err);
 
+/* The snapshot's timestamp; 0 while a lazy_start transaction has not taken it. */
 uint64_t pc_txn_start_ts(const pc_txn_t *txn);
 /* The commit timestamp after a successful pc_txn_commit that wrote cells; 0 otherwise. */
 uint64_t pc_txn_commit_ts(const pc_txn_t *txn);
