@@ -28,8 +28,9 @@
  *                         with --lazy-start 1 one (GET_FRESH: the tablet
  *                         takes the timestamp from its oracle)
  *   transactional write = pc_txn_begin + pc_txn_set + pc_txn_commit: the
- *                         one-phase commit, two round trips (tso, ONE_PHASE),
- *                         with or without --lazy-start;
+ *                         one-phase commit, two round trips (tso, ONE_PHASE);
+ *                         with --lazy-start 1 one (ONE_PHASE_BLIND: the id is
+ *                         the spare timestamp of the previous reply);
  *                         a PC_CONFLICT is counted and retried
  *   raw get / put       = one pc_rpc_call each
  *
@@ -413,9 +414,13 @@ static int preload(bench_t *b, const char *store_path) {
   return rc;
 }
 
-static pc_rpc_server_t *serve(bench_t *b, const char *name, pc_rpc_handler_fn fn, void *ctx) {
+/* An rpc.h server as the daemons configure it (the oracle's ops run on the
+ * I/O thread, like `percolator tso` and `percolator run`). */
+static pc_rpc_server_t *serve(bench_t *b, const char *name, pc_rpc_handler_fn fn, void *ctx,
+                              int (*runs_inline)(uint8_t op)) {
   pc_rpc_server_options_t o = {0};
   o.name = name;
+  o.runs_inline = runs_inline;
   o.host = "127.0.0.1";
   o.port = 0;
   o.workers = b->p.workers;
@@ -468,9 +473,9 @@ static int setup(bench_t *b, json_t *info) {
     fprintf(stderr, "net_fig8: out of memory\n");
     return -1;
   }
-  if (!(b->tso_srv = serve(b, "tso", pc_tso_rpc_handler, b->oracle))) return -1;
-  if (!(b->tablet_srv = serve(b, "tablet t1", pc_tablet_rpc_handler, b->tablet))) return -1;
-  if (!(b->raw_srv = serve(b, "raw", raw_handler, b))) return -1;
+  if (!(b->tso_srv = serve(b, "tso", pc_tso_rpc_handler, b->oracle, pc_tso_rpc_runs_inline))) return -1;
+  if (!(b->tablet_srv = serve(b, "tablet t1", pc_tablet_rpc_handler, b->tablet, NULL))) return -1;
+  if (!(b->raw_srv = serve(b, "raw", raw_handler, b, NULL))) return -1;
 
   snprintf(path, sizeof path, "%s/client.json", b->dir);
   FILE *f = fopen(path, "w");
@@ -534,7 +539,8 @@ static void usage(FILE *f) {
           "  --sync 0|1        fsync every write on both sides (default 0)\n"
           "  --workers N       handler threads of each rpc server (default 4)\n"
           "  --lazy-start 0|1  the client takes start timestamps at first use (store.lazy_start):\n"
-          "                    a read's comes from the tablet (GET_FRESH), a write's at commit\n"
+          "                    a read's comes from the tablet (GET_FRESH), a one-row write\n"
+          "                    commits blind (ONE_PHASE_BLIND)\n"
           "                    (default 0)\n"
           "  --seed N          (default 42)\n"
           "  --dir D           parent of the temporary directory (default /tmp)\n"

@@ -3,6 +3,8 @@
 #ifndef PC_CORE_DB_H
 #define PC_CORE_DB_H
 
+#include <stdatomic.h>
+
 #include <percolator/percolator.h>
 
 #include "core/store.h"
@@ -41,6 +43,9 @@ struct pc_db {
   pc_ts_batcher_t *batcher;  /* cluster: timestamps from the daemon, one request in flight */
   pc_liveness_t liveness;
   uint64_t session;
+  /* lazy_start: fresh timestamps handed back by blind one-phase commits,
+   * each used once as the id of a later one (0: empty slot) */
+  _Atomic uint64_t spare_ts[8];
 };
 
 /* One timestamp bounded by timeout_ms. */

@@ -103,6 +103,19 @@ typedef struct pc_store_ops {
                                   uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
                                   uint64_t *commit_ts, pc_lock_info_t *lock, pc_error_t *err);
 
+  /* One-phase commit of a transaction that read nothing (lazy_start): its
+   * snapshot is taken under the row latch, so only locks conflict (PC_LOCKED
+   * with *lock set). id is its start_ts: a timestamp the oracle issued to
+   * this client and nothing else uses, possibly older than the latest
+   * commits. A rollback record of id makes it PC_ABORTED (a settled lost
+   * request); a commit record of id makes it a re-sent request (PC_OK,
+   * *commit_ts the recorded one). ts_source gives commit_ts and then *spare,
+   * a fresh timestamp the client may use as the id of its next such commit
+   * (0 when none was taken). */
+  pc_status_t (*commit_blind)(pc_store_t *s, const pc_mutation_t *muts, size_t n, uint64_t id,
+                              pc_ts_source_fn ts_source, void *ts_ctx, uint64_t *commit_ts,
+                              uint64_t *spare, pc_lock_info_t *lock, pc_error_t *err);
+
   /* Calls fn for each committed cell at read_ts of table, rows [start, end)
    * (end NULL: to the end of the table), starting at column start_col of row
    * start (NULL: its first column), at most limit (1..PC_STORE_SCAN_LIMIT_MAX) cells;

@@ -625,11 +625,13 @@ static pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, u
   return rowop_end(&op, st, err);
 }
 
-static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
-                                          uint64_t start_ts, pc_ts_source_fn ts_source,
-                                          void *ts_ctx, uint64_t *commit_ts,
-                                          pc_lock_info_t *lock_out, pc_error_t *err) {
-  local_t *s = (local_t *)base;
+/* commit_one_phase, and with blind set commit_blind (start_ts is then the
+ * transaction's id, and *spare receives a fresh timestamp). */
+static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, uint64_t start_ts,
+                             int blind, pc_ts_source_fn ts_source, void *ts_ctx,
+                             uint64_t *commit_ts, uint64_t *spare, pc_lock_info_t *lock_out,
+                             pc_error_t *err) {
+  if (spare) *spare = 0;
   if (n == 0) return PC_OK;
   for (size_t i = 1; i < n; i++)
     if (strcmp(muts[i].cell.table, muts[0].cell.table) != 0 ||
@@ -649,6 +651,8 @@ static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t 
   uint32_t stripe = stripe_of(&muts[0].cell);
   pthread_mutex_lock(&s->latch[stripe]);
   pc_status_t st = PC_OK;
+  int resent = 0; /* blind: this id's commit is already there */
+  pc_buf_t hold = {0};
   for (size_t i = 0; i < n && st == PC_OK; i++) {
     int found;
     char name[160];
@@ -660,17 +664,37 @@ static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t 
         st = pc_error_set(err, PC_LOCKED, "%s is locked by transaction %llu",
                           cell_name(&muts[i].cell, name, sizeof name),
                           (unsigned long long)metas[i].lock.start_ts);
+    } else if (blind) {
+      /* the snapshot is now: only this id's own records can stand in the way */
+      pc_write_rec_t w;
+      st = find_write_by_start(s, s->ropts, &muts[i].cell, &metas[i], start_ts, &w, &hold, &found,
+                               err);
+      if (st != PC_OK || !found) continue;
+      if (w.kind == PC_WRITE_ROLLBACK) {
+        st = pc_error_set(err, PC_ABORTED, "%s: transaction %llu was rolled back",
+                          cell_name(&muts[i].cell, name, sizeof name),
+                          (unsigned long long)start_ts);
+      } else { /* a re-sent request: every cell was committed together */
+        *commit_ts = w.commit_ts;
+        resent = 1;
+        break;
+      }
     } else if (metas[i].latest_any >= start_ts) {
       st = pc_error_set(err, PC_CONFLICT, "write conflict on %s: written at %llu, after start %llu",
                         cell_name(&muts[i].cell, name, sizeof name),
                         (unsigned long long)metas[i].latest_any, (unsigned long long)start_ts);
     }
   }
+  pc_buf_free(&hold);
   leveldb_writebatch_t *b = leveldb_writebatch_create();
   pc_buf_t kb = {0}, vb = {0};
-  if (st == PC_OK) {
+  if (st == PC_OK && !resent) {
     atomic_store_explicit(&s->onepc[stripe], start_ts, memory_order_seq_cst);
     st = ts_source(ts_ctx, commit_ts, err);
+    if (st == PC_OK && spare && ts_source(ts_ctx, spare, err) != PC_OK) {
+      *spare = 0; /* only a hint for the next commit */
+      pc_error_clear(err);
+    }
     for (size_t i = 0; i < n && st == PC_OK; i++) {
       const pc_mutation_t *mu = &muts[i];
       int inl = mu->kind == PC_WRITE_PUT && mu->vlen <= PC_INLINE_MAX;
@@ -704,7 +728,24 @@ static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t 
   free(keys);
   pc_buf_free(&kb);
   pc_buf_free(&vb);
+  if (st != PC_OK && spare) *spare = 0;
   return st;
+}
+
+static pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                                          uint64_t start_ts, pc_ts_source_fn ts_source,
+                                          void *ts_ctx, uint64_t *commit_ts,
+                                          pc_lock_info_t *lock_out, pc_error_t *err) {
+  return one_phase((local_t *)base, muts, n, start_ts, 0, ts_source, ts_ctx, commit_ts, NULL,
+                   lock_out, err);
+}
+
+static pc_status_t local_commit_blind(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                                      uint64_t id, pc_ts_source_fn ts_source, void *ts_ctx,
+                                      uint64_t *commit_ts, uint64_t *spare,
+                                      pc_lock_info_t *lock_out, pc_error_t *err) {
+  return one_phase((local_t *)base, muts, n, id, 1, ts_source, ts_ctx, commit_ts, spare, lock_out,
+                   err);
 }
 
 /* The smallest key after every key that starts with prefix. */
@@ -1015,6 +1056,7 @@ static const pc_store_ops_t local_ops = {
     .rollback = local_rollback,
     .check_txn = local_check_txn,
     .commit_one_phase = local_commit_one_phase,
+    .commit_blind = local_commit_blind,
     .scan = local_scan,
     .raw_scan = local_raw_scan,
     .close = local_close,

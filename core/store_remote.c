@@ -151,7 +151,7 @@ static pc_status_t r_get_fresh(pc_store_t *base, const pc_cell_t *c, pc_ts_sourc
 
 static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *muts, size_t n,
                                const pc_lock_spec_t *spec, uint64_t start_ts, uint64_t *commit_ts,
-                               pc_lock_info_t *lock, pc_error_t *err) {
+                               uint64_t *spare, pc_lock_info_t *lock, pc_error_t *err) {
   if (n == 0) return PC_OK;
   size_t i;
   pc_status_t st = one_tablet(s, &muts[0].cell, sizeof *muts, n, &i, err);
@@ -168,7 +168,8 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
   pc_rd_t r = {0};
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) {
-    if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE) *commit_ts = pc_rd_u64(&r);
+    if (st == PC_OK && op != PC_TABLET_OP_PREWRITE) *commit_ts = pc_rd_u64(&r);
+    if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE_BLIND) *spare = pc_rd_u64(&r);
     if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) r.ok = 0;
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed reply", s->t[i].name);
@@ -180,7 +181,8 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
 
 static pc_status_t r_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n,
                               const pc_lock_spec_t *spec, pc_lock_info_t *lock, pc_error_t *err) {
-  return r_mutations((remote_t *)base, PC_TABLET_OP_PREWRITE, muts, n, spec, 0, NULL, lock, err);
+  return r_mutations((remote_t *)base, PC_TABLET_OP_PREWRITE, muts, n, spec, 0, NULL, NULL, lock,
+                     err);
 }
 
 static pc_status_t r_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
@@ -189,7 +191,18 @@ static pc_status_t r_one_phase(pc_store_t *base, const pc_mutation_t *muts, size
   (void)ts_source; /* the tablet asks the oracle itself, while it holds the row latch */
   (void)ts_ctx;
   return r_mutations((remote_t *)base, PC_TABLET_OP_ONE_PHASE, muts, n, NULL, start_ts,
-                     commit_ts, lock, err);
+                     commit_ts, NULL, lock, err);
+}
+
+static pc_status_t r_commit_blind(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                                  uint64_t id, pc_ts_source_fn ts_source, void *ts_ctx,
+                                  uint64_t *commit_ts, uint64_t *spare, pc_lock_info_t *lock,
+                                  pc_error_t *err) {
+  (void)ts_source; /* the tablet asks the oracle itself, while it holds the row latch */
+  (void)ts_ctx;
+  *spare = 0;
+  return r_mutations((remote_t *)base, PC_TABLET_OP_ONE_PHASE_BLIND, muts, n, NULL, id, commit_ts,
+                     spare, lock, err);
 }
 
 static pc_status_t r_cells(remote_t *s, uint8_t op, const pc_cell_t *cells, size_t n,
@@ -376,6 +389,7 @@ static const pc_store_ops_t remote_ops = {
     .rollback = r_rollback,
     .check_txn = r_check_txn,
     .commit_one_phase = r_one_phase,
+    .commit_blind = r_commit_blind,
     .scan = r_scan,
     .raw_scan = r_raw_scan,
     .shard_of = r_shard_of,

@@ -161,8 +161,11 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       return st;
     }
     case PC_TABLET_OP_PREWRITE:
-    case PC_TABLET_OP_ONE_PHASE: {
-      const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite" : "one-phase commit";
+    case PC_TABLET_OP_ONE_PHASE:
+    case PC_TABLET_OP_ONE_PHASE_BLIND: {
+      const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite"
+                         : op == PC_TABLET_OP_ONE_PHASE ? "one-phase commit"
+                                                        : "blind one-phase commit";
       pc_lock_spec_t spec = {0};
       uint64_t start = 0;
       if (op == PC_TABLET_OP_PREWRITE) {
@@ -185,15 +188,20 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
       if (st == PC_OK && start == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
       pc_lock_info_t lock = {0};
-      uint64_t commit_ts = 0;
+      uint64_t commit_ts = 0, spare = 0;
       if (st == PC_OK) {
         if (op == PC_TABLET_OP_PREWRITE)
           st = s->ops->prewrite(s, muts, n, &spec, &lock, e);
-        else
+        else if (op == PC_TABLET_OP_ONE_PHASE)
           st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, &commit_ts,
                                         &lock, e);
+        else
+          st = s->ops->commit_blind(s, muts, n, start, t->ts_source, t->ts_ctx, &commit_ts,
+                                    &spare, &lock, e);
       }
-      if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE && pc_buf_u64(payload, commit_ts))
+      if (st == PC_OK && op != PC_TABLET_OP_PREWRITE && pc_buf_u64(payload, commit_ts))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE_BLIND && pc_buf_u64(payload, spare))
         st = pc_error_set(e, PC_NOMEM, "oom");
       if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
       pc_lock_info_free(&lock);
@@ -296,7 +304,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   pc_tablet_t *t = ctx;
-  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_GET_FRESH)
+  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_ONE_PHASE_BLIND)
     return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   atomic_fetch_add(&t->ops, 1);
   pc_rd_t r = {body, len, 0, 1};

@@ -22,6 +22,8 @@
  *                   (reads at a timestamp the tablet takes from its oracle
  *                   link; read_ts is present when status is ok, not found
  *                   or locked)
+ *   0x1A ONE_PHASE_BLIND u64 id u32 n n*mutation      -> status [u64 commit_ts u64 spare | lock]
+ *                   (store.h's commit_blind; spare is 0 or a fresh timestamp)
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
  */
 #ifndef PC_CORE_TABLET_H
@@ -43,6 +45,7 @@ enum {
   PC_TABLET_OP_RAW_SCAN = 0x17,
   PC_TABLET_OP_INFO = 0x18,
   PC_TABLET_OP_GET_FRESH = 0x19,
+  PC_TABLET_OP_ONE_PHASE_BLIND = 0x1A,
 };
 
 /* A half-open row range [start, end); end_len == 0 means no upper bound. */

@@ -5,6 +5,7 @@
  * only through store.h, so the same code runs embedded or against tablets. */
 #include <pthread.h>
 #include <search.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -447,6 +448,48 @@ static pc_status_t commit_one_phase(pc_txn_t *txn, const pc_mutation_t *muts, si
   return pc_error_set(err, PC_CONFLICT, "commit: locks kept reappearing");
 }
 
+/* A spare timestamp of this process (one no transaction has used), or 0. */
+static uint64_t spare_take(pc_db_t *db) {
+  for (size_t i = 0; i < sizeof db->spare_ts / sizeof db->spare_ts[0]; i++) {
+    uint64_t ts = atomic_exchange(&db->spare_ts[i], 0);
+    if (ts) return ts;
+  }
+  return 0;
+}
+
+static void spare_put(pc_db_t *db, uint64_t ts) {
+  for (size_t i = 0; ts && i < sizeof db->spare_ts / sizeof db->spare_ts[0]; i++) {
+    uint64_t empty = 0;
+    if (atomic_compare_exchange_strong(&db->spare_ts[i], &empty, ts)) return;
+  }
+}
+
+/* lazy_start, one row, nothing read: the store takes the snapshot under the
+ * row latch (commit_blind), so the transaction needs no fresh start_ts; its
+ * id (start_ts) is a spare timestamp from an earlier commit's reply, or one
+ * from the oracle when there is none. */
+static pc_status_t commit_blind(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
+                                uint64_t deadline, pc_error_t *err) {
+  pc_store_t *s = txn->db->store;
+  ts_ctx_t tc = {txn->db, txn->timeout_ms};
+  pc_status_t st;
+  if (!(txn->start_ts = spare_take(txn->db)) && (st = take_start_ts(txn, err)) != PC_OK)
+    return st;
+  for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
+    pc_lock_info_t lock = {0};
+    uint64_t spare = 0;
+    st = s->ops->commit_blind(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts, &spare,
+                              &lock, err);
+    spare_put(txn->db, spare);
+    if (st != PC_LOCKED) return st;
+    st = resolve_lock(txn->db, &lock, deadline, err);
+    pc_lock_info_free(&lock);
+    if (st == PC_LOCKED) return err ? (err->code = PC_CONFLICT) : PC_CONFLICT;
+    if (st != PC_OK) return st;
+  }
+  return pc_error_set(err, PC_CONFLICT, "commit: locks kept reappearing");
+}
+
 /* Cells of muts[from, to) into cells[]. */
 static void cells_of(const pc_mutation_t *muts, size_t from, size_t to, pc_cell_t *cells) {
   for (size_t i = from; i < to; i++) cells[i - from] = muts[i].cell;
@@ -686,10 +729,6 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     txn->state = TXN_COMMITTED;
     return PC_OK;
   }
-  if ((st = take_start_ts(txn, err)) != PC_OK) {
-    pc_error_prefix(err, "commit: start timestamp");
-    return st; /* still open: the caller may retry the commit or abort */
-  }
   txn->state = TXN_ABORTED; /* until proven committed */
   bufcell_t **sorted = sorted_cells(txn);
   pc_mutation_t *muts = calloc(txn->count, sizeof *muts);
@@ -714,10 +753,19 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     st = pc_error_set(err, PC_NOMEM, "out of memory");
     goto out;
   }
+  int one_phase = groups == 1 && txn->db->opts.one_phase_commit;
+  /* lazy_start and nothing read: no start_ts yet */
+  int blind = one_phase && !txn->start_ts && txn->db->store->ops->commit_blind;
+  if (!blind && (st = take_start_ts(txn, err)) != PC_OK) {
+    pc_error_prefix(err, "commit: start timestamp");
+    goto out;
+  }
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
   uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
-  if (groups == 1 && txn->db->opts.one_phase_commit) {
-    st = commit_one_phase(txn, muts, n, deadline, err);
+  if (one_phase) {
+    st = blind ? commit_blind(txn, muts, n, deadline, err)
+               : commit_one_phase(txn, muts, n, deadline, err);
+    if (blind && !txn->start_ts) goto done; /* no id was taken: nothing was sent */
     if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_UNAVAILABLE || st == PC_INTERNAL) {
       /* the write may have been applied before the error: settle it */
       int committed;
@@ -728,6 +776,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     }
   } else
     st = two_phase_commit(txn, muts, bounds, groups, deadline, cells, err);
+done:
   pc_deadline_set(outer);
   if (st == PC_OK) txn->state = TXN_COMMITTED;
   else txn->commit_ts = 0; /* the contract: a commit_ts only after a successful commit */

@@ -208,7 +208,7 @@ typedef struct sample {
   pc_buf_t body;
 } sample_t;
 
-#define NSAMPLES 12
+#define NSAMPLES 13
 
 static void make_samples(sample_t s[NSAMPLES]) {
   memset(s, 0, sizeof(sample_t) * NSAMPLES);
@@ -236,6 +236,8 @@ static void make_samples(sample_t s[NSAMPLES]) {
   s[k].op = PC_TABLET_OP_INFO, s[k].name = "info", k++;
   s[k].op = PC_TABLET_OP_GET_FRESH, s[k].name = "get_fresh";
   assert_int_equal(pc_wire_put_cell(&s[k].body, &p), 0), k++;
+  s[k].op = PC_TABLET_OP_ONE_PHASE_BLIND, s[k].name = "one_phase_blind";
+  enc_one_phase(&s[k].body, 970, &del, 1), k++;
   assert_int_equal(k, NSAMPLES);
 }
 
@@ -890,7 +892,7 @@ static void test_misrouted_rows(void **state) {
 
 static void test_unknown_ops(void **state) {
   fixture_t *f = *state;
-  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x1a, 0x1b, 0x20, 0x7f, 0x80, 0x90, 0xff};
+  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x1b, 0x1c, 0x20, 0x7f, 0x80, 0x90, 0xff};
   char what[64];
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     for (int withbody = 0; withbody < 2; withbody++) {
@@ -950,7 +952,7 @@ static void test_random_bodies(void **state) {
     b.len = 0;
     if (mode == 0) {
       /* pure random bytes, 1..256 of them, for a known or unknown op */
-      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 10);
+      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 11);
       size_t n = 1 + rnd() % 256;
       for (size_t i = 0; i < n; i++) assert_int_equal(pc_buf_u8(&b, (uint8_t)rnd()), 0);
       random_bodies++;
@@ -1000,8 +1002,96 @@ static void test_random_bodies(void **state) {
   answer_free(&a);
 }
 
+/* ONE_PHASE_BLIND: the snapshot is taken under the latch, so an id older
+ * than the cell's newest commit is no conflict; the reply carries commit_ts
+ * and a spare timestamp; a re-sent request finds its commit; a rolled-back
+ * id is aborted; a lock is PC_LOCKED. */
+static void test_blind_one_phase(void **state) {
+  fixture_t *f = *state;
+  pc_buf_t b = {0};
+  answer_t a;
+  pc_mutation_t first = put("o2", "c:x", "first"), second = put("o2", "c:x", "second");
+  enc_one_phase(&b, 980, &first, 1);
+  a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+  expect_status(&a, PC_OK, "one-phase commit");
+  uint64_t c1 = rd_u64_at(a.payload);
+  answer_free(&a);
+
+  /* id 975 < c1: a plain one-phase commit would conflict, a blind one does not */
+  b.len = 0;
+  enc_one_phase(&b, 975, &second, 1);
+  a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+  expect_status(&a, PC_CONFLICT, "one-phase commit with an old start_ts");
+  answer_free(&a);
+  uint64_t before = next_commit_ts;
+  a = call(f, PC_TABLET_OP_ONE_PHASE_BLIND, b.p, b.len);
+  expect_status(&a, PC_OK, "blind one-phase commit");
+  assert_int_equal(a.plen, 16);
+  uint64_t c2 = rd_u64_at(a.payload);
+  assert_true(c2 > c1);
+  assert_int_equal(c2, before + 1);
+  assert_int_equal(rd_u64_at(a.payload + 8), before + 2); /* the spare */
+  answer_free(&a);
+  /* re-sent: the recorded commit, no new timestamps */
+  a = call(f, PC_TABLET_OP_ONE_PHASE_BLIND, b.p, b.len);
+  expect_status(&a, PC_OK, "blind one-phase commit re-sent");
+  assert_int_equal(a.plen, 16);
+  assert_int_equal(rd_u64_at(a.payload), c2);
+  assert_int_equal(rd_u64_at(a.payload + 8), 0);
+  assert_int_equal(next_commit_ts, before + 2);
+  answer_free(&a);
+  /* the reader sees the blind write */
+  b.len = 0;
+  pc_cell_t ox = cell("o2", "c:x");
+  enc_get(&b, &ox, c2);
+  a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+  expect_status(&a, PC_OK, "get after the blind commit");
+  {
+    pc_rd_t r = {a.payload, a.plen, 0, 1};
+    size_t n;
+    const char *v = pc_rd_str(&r, &n);
+    assert_true(r.ok);
+    assert_int_equal(n, 6);
+    assert_memory_equal(v, "second", 6);
+  }
+  answer_free(&a);
+
+  /* a rolled-back id (a settled lost request) is aborted */
+  b.len = 0;
+  enc_rollback(&b, 990, &ox, 1);
+  a = call(f, PC_TABLET_OP_ROLLBACK, b.p, b.len);
+  expect_status(&a, PC_OK, "rollback of id 990");
+  answer_free(&a);
+  b.len = 0;
+  enc_one_phase(&b, 990, &first, 1);
+  a = call(f, PC_TABLET_OP_ONE_PHASE_BLIND, b.p, b.len);
+  expect_status(&a, PC_ABORTED, "blind commit of a rolled-back id");
+  answer_free(&a);
+
+  /* a lock is PC_LOCKED with the lock */
+  b.len = 0;
+  enc_prewrite(&b, &ox, 3000000, 3000, 81, &first, 1);
+  a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+  expect_status(&a, PC_OK, "prewrite");
+  answer_free(&a);
+  b.len = 0;
+  enc_one_phase(&b, 995, &second, 1);
+  a = call(f, PC_TABLET_OP_ONE_PHASE_BLIND, b.p, b.len);
+  expect_status(&a, PC_LOCKED, "blind commit on a locked cell");
+  {
+    pc_rd_t r = {a.payload, a.plen, 0, 1};
+    pc_lock_info_t l = {0};
+    assert_int_equal(pc_wire_get_lock(&r, &l), 0);
+    assert_int_equal(l.start_ts, 3000000);
+    pc_lock_info_free(&l);
+  }
+  answer_free(&a);
+  pc_buf_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_blind_one_phase, setup, teardown),
       cmocka_unit_test_setup_teardown(test_valid_round_trips, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncations_and_trailing_garbage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lying_counts_and_lengths, setup, teardown),
