@@ -9,11 +9,12 @@
  *
  * Servers, all in this process on 127.0.0.1 with ephemeral ports, each an
  * rpc.h server with --workers handler threads (default 4, as the daemons):
- *   tso     pc_tso_rpc_handler over a pc_oracle in the temp dir
+ *   tso     pc_tso_rpc_handler over a pc_oracle in the temp dir, its ops
+ *           run on the I/O thread
  *   tablet  pc_tablet_rpc_handler over pc_local_store_open (one tablet owning
- *           every row), taking one-phase commit timestamps from the same
- *           oracle through an in-process batcher — what `percolator run`
- *           serves
+ *           every row), taking its timestamps (one-phase commit_ts, GET_FRESH
+ *           read_ts, blind spares) from the same oracle directly — what
+ *           `percolator run` serves
  *   raw     this file's handler: op 0x10 GET (body: key) answers leveldb_get,
  *           op 0x11 PUT (body: u32 key length, key, value) does leveldb_put
  *           on its own LevelDB opened with the store's options (bloom filter
@@ -106,7 +107,6 @@ typedef struct bench {
   params_t p;
   char dir[4096];
   pc_oracle_t *oracle;
-  pc_ts_batcher_t *tablet_ts; /* the tablet's commit timestamps (in-process oracle) */
   pc_tablet_t *tablet;
   pc_rpc_server_t *tso_srv, *tablet_srv, *raw_srv;
   bu_ldb_t raw;
@@ -187,10 +187,6 @@ static pc_status_t raw_handler(void *ctx, uint8_t op, const char *body, size_t l
 
 static pc_status_t ts_from_oracle(void *ctx, uint64_t *ts, pc_error_t *err) {
   return pc_oracle_next(ctx, 1, ts, err);
-}
-
-static pc_status_t ts_from_batcher(void *ctx, uint64_t *ts, pc_error_t *err) {
-  return pc_ts_batcher_get(ctx, 5000, ts, err);
 }
 
 /* ---- the operations ------------------------------------------------------- */
@@ -465,9 +461,9 @@ static int setup(bench_t *b, json_t *info) {
     fprintf(stderr, "net_fig8: store %s: %s\n", store_path, e.text);
     return -1;
   }
-  b->tablet_ts = pc_ts_batcher_create(pc_oracle_fetch, b->oracle);
   pc_row_range_t all = {"", 0, "", 0};
-  if (b->tablet_ts) b->tablet = pc_tablet_create("t1", s, &all, ts_from_batcher, b->tablet_ts);
+  /* as in `percolator run`, the tablet asks the in-process oracle directly */
+  b->tablet = pc_tablet_create("t1", s, &all, ts_from_oracle, b->oracle);
   if (!b->tablet) {
     s->ops->close(s);
     fprintf(stderr, "net_fig8: out of memory\n");
@@ -515,7 +511,6 @@ static void teardown(bench_t *b) {
   if (b->tablet_srv) pc_rpc_server_stop(b->tablet_srv);
   if (b->tso_srv) pc_rpc_server_stop(b->tso_srv);
   if (b->tablet) pc_tablet_destroy(b->tablet); /* closes its store */
-  if (b->tablet_ts) pc_ts_batcher_destroy(b->tablet_ts);
   if (b->oracle) pc_oracle_close(b->oracle);
   bu_ldb_close(&b->raw);
   if (b->raw_ro) leveldb_readoptions_destroy(b->raw_ro);
