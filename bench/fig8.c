@@ -71,13 +71,15 @@
 enum phase {
   PH_RAW_GET, PH_TXN_READ, PH_RAW_PUT, PH_TXN_WRITE, PH_COUNT,
   PH_TS = PH_COUNT, PH_TXN_EMPTY, PH_TXN_SET_ABORT, PH_RAW_GET_PUT, PH_STORE_GET_META,
-  PH_STORE_1PC, PH_STORE_1PC_ONCE, PH_STORE_1PC_NOHIST, PH_ALL
+  PH_STORE_1PC, PH_STORE_1PC_ONCE, PH_STORE_1PC_NOHIST, PH_STORE_1PC_NOREAD,
+  PH_STORE_1PC_NOREAD_ONCE, PH_ALL
 };
 
 static const char *const phase_name[PH_ALL] = {
     "raw_get", "txn_read", "raw_put", "txn_write", "timestamp", "txn_begin_commit_empty",
     "txn_begin_set_abort", "raw_get_then_put", "store_get_meta", "store_emulated_1pc",
-    "store_emulated_1pc_value_once", "store_emulated_1pc_no_history"};
+    "store_emulated_1pc_value_once", "store_emulated_1pc_no_history",
+    "store_emulated_1pc_no_read", "store_emulated_1pc_no_read_value_once"};
 
 typedef struct params {
   uint64_t ops;      /* per write phase (and read phase unless read_ops is set) */
@@ -401,12 +403,13 @@ static void store_get_meta(worker_t *w, uint64_t r) {
  * records are made with the library's own encoders. Two what-if variants:
  * value_in_write = 0 leaves the value out of the commit record (the value
  * stored once); history = 0 gives every cell one commit-record key that each
- * commit overwrites (old versions collected at once, as a GC would). */
-static void emulate_1pc(worker_t *w, uint64_t r, int value_in_write, int history) {
+ * commit overwrites (old versions collected at once, as a GC would); read = 0
+ * skips the Get of the meta record (as a cache of meta records would). */
+static void emulate_1pc(worker_t *w, uint64_t r, int value_in_write, int history, int read) {
   pc_buf_t *wkb = &w->wkb, *vb = &w->vb, *mb = &w->mb;
   pc_cell_t cell;
   char key[KEY_LEN];
-  store_get_meta(w, r);
+  if (read) store_get_meta(w, r);
   if (w->failed) return;
   pc_buf_t *kb = meta_key(w, r, &cell, key);
   size_t vlen = w->b->p.value_size;
@@ -450,13 +453,16 @@ static void emulate_1pc(worker_t *w, uint64_t r, int value_in_write, int history
   leveldb_writebatch_destroy(batch);
 }
 
-static void store_emulated_1pc(worker_t *w, uint64_t r) { emulate_1pc(w, r, 1, 1); }
-static void store_emulated_1pc_once(worker_t *w, uint64_t r) { emulate_1pc(w, r, 0, 1); }
-static void store_emulated_1pc_nohist(worker_t *w, uint64_t r) { emulate_1pc(w, r, 1, 0); }
+static void store_emulated_1pc(worker_t *w, uint64_t r) { emulate_1pc(w, r, 1, 1, 1); }
+static void store_emulated_1pc_once(worker_t *w, uint64_t r) { emulate_1pc(w, r, 0, 1, 1); }
+static void store_emulated_1pc_nohist(worker_t *w, uint64_t r) { emulate_1pc(w, r, 1, 0, 1); }
+static void store_emulated_1pc_noread(worker_t *w, uint64_t r) { emulate_1pc(w, r, 1, 1, 0); }
+static void store_emulated_1pc_noread_once(worker_t *w, uint64_t r) { emulate_1pc(w, r, 0, 1, 0); }
 
 static void (*const phase_op[PH_ALL])(worker_t *, uint64_t) = {
     raw_get, txn_read, raw_put, txn_write, ts_only, txn_empty, txn_set_abort, raw_get_put,
-    store_get_meta, store_emulated_1pc, store_emulated_1pc_once, store_emulated_1pc_nohist};
+    store_get_meta, store_emulated_1pc, store_emulated_1pc_once, store_emulated_1pc_nohist,
+    store_emulated_1pc_noread, store_emulated_1pc_noread_once};
 
 static void *phase_thread(void *arg) {
   worker_t *w = arg;
@@ -694,7 +700,8 @@ static int breakdown(bench_t *b, json_t *doc) {
   json_object_set_new(doc, "breakdown", out);
   static const enum phase on_db[] = {PH_TXN_READ, PH_TS, PH_TXN_EMPTY, PH_TXN_SET_ABORT,
                                      PH_TXN_WRITE};
-  static const enum phase on_store[] = {PH_STORE_1PC, PH_STORE_1PC_ONCE, PH_STORE_1PC_NOHIST};
+  static const enum phase on_store[] = {PH_STORE_1PC, PH_STORE_1PC_ONCE, PH_STORE_1PC_NOHIST,
+                                        PH_STORE_1PC_NOREAD, PH_STORE_1PC_NOREAD_ONCE};
   static const enum phase on_raw[] = {PH_RAW_GET, PH_RAW_PUT, PH_RAW_GET_PUT};
   char store[4300];
   snprintf(store, sizeof store, "%s/store", b->pc_dir);
@@ -716,8 +723,9 @@ static int breakdown(bench_t *b, json_t *doc) {
         b->pcstore = b->pcstore_l.db;
         if (run_phase(b, PH_STORE_GET_META, wops, b->p.seed + 9000, &warm) != 0) return -1;
         if (bd_phase(b, PH_STORE_GET_META, out) != 0) return -1;
-        for (size_t i = 0; i < 3; i++) /* the write variants in rotated order */
-          if (bd_phase(b, on_store[(i + (size_t)pass) % 3], out) != 0) return -1;
+        const size_t nstore = sizeof on_store / sizeof *on_store;
+        for (size_t i = 0; i < nstore; i++) /* the write variants in rotated order */
+          if (bd_phase(b, on_store[(i + (size_t)pass) % nstore], out) != 0) return -1;
         bu_ldb_close(&b->pcstore_l);
         b->pcstore = NULL;
       }

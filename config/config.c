@@ -702,8 +702,9 @@ static pc_status_t log_field(vctx_t *c, void *dst, int which, const json_t *v, i
   return PC_OK;
 }
 
-static const char *const store_keys[] = {"sync", "cache_mb", "lock_ttl_ms", "timeout_ms",
-                                         "one_phase_commit", "lazy_start"};
+static const char *const store_keys[] = {"sync",       "cache_mb",         "lock_ttl_ms",
+                                         "timeout_ms", "one_phase_commit", "lazy_start",
+                                         "meta_cache_mb"};
 
 static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -713,7 +714,8 @@ static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v,
     case 2: return get_uint(c, v, n, 1, 3600000, &cfg->store.lock_ttl_ms);
     case 3: return get_uint(c, v, n, 1, 3600000, &cfg->store.timeout_ms);
     case 4: return get_bool(c, v, n, &cfg->store.one_phase_commit);
-    default: return get_bool(c, v, n, &cfg->store.lazy_start);
+    case 5: return get_bool(c, v, n, &cfg->store.lazy_start);
+    default: return get_uint(c, v, n, 0, 65536, &cfg->store.meta_cache_mb);
   }
 }
 
@@ -938,7 +940,7 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       return walk(c, v, n, log_keys, 1, log_field, cfg);
     case 3:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
-      return walk(c, v, n, store_keys, 6, store_field, cfg);
+      return walk(c, v, n, store_keys, 7, store_field, cfg);
     case 4:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->tso.set = 1;
@@ -965,6 +967,7 @@ pc_config_t *pc_config_default(void) {
   cfg->log_level = PC_LOG_INFO;
   cfg->store.sync = 0;
   cfg->store.cache_mb = 32;
+  cfg->store.meta_cache_mb = 32;
   cfg->store.lock_ttl_ms = 3000;
   cfg->store.timeout_ms = 10000;
   cfg->store.one_phase_commit = 1;

@@ -27,6 +27,7 @@ struct pc_options {
   int one_phase_commit;
   int lazy_start;
   size_t cache_bytes;
+  size_t meta_cache_bytes;
 };
 
 struct pc_db {

@@ -148,7 +148,8 @@ struct pc_store {
 typedef struct pc_local_options {
   int create_if_missing;
   int sync;
-  size_t cache_bytes;
+  size_t cache_bytes;      /* LevelDB's block cache (0: LevelDB's default) */
+  size_t meta_cache_bytes; /* core/metacache.h (0: none) */
 } pc_local_options_t;
 
 /* Opens the embedded LevelDB store in directory path. PC_BUSY when another

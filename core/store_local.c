@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/failpoint.h"
+#include "core/metacache.h"
 #include "core/store.h"
 
 #define LATCHES 1024u
@@ -37,6 +38,7 @@ typedef struct local {
   leveldb_writeoptions_t *wopts;
   pthread_mutex_t latch[LATCHES];
   _Atomic uint64_t onepc[LATCHES]; /* start_ts of a one-phase commit in flight, or 0 */
+  pc_mcache_t *mcache;             /* meta records for the write path, or NULL */
 } local_t;
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -121,16 +123,27 @@ static pc_status_t read_meta(local_t *s, const leveldb_readoptions_t *ro, const 
                              pc_buf_t *key, pc_meta_t *m, int *found, pc_error_t *err) {
   key->len = 0;
   if (pc_key_cell(key, PC_KS_META, c) != 0) return nomem(err);
-  char *e = NULL;
-  size_t vlen = 0;
-  char *v = leveldb_get(s->db, ro, key->p, key->len, &vlen, &e);
-  if (e) return ldb_error(s, e, "read meta", err);
   pc_meta_free(m);
   memset(m, 0, sizeof *m);
-  *found = v != NULL;
-  if (!v) return PC_OK;
-  int bad = pc_meta_decode(v, vlen, m);
-  leveldb_free(v);
+  int bad;
+  char cstore[512];
+  pc_buf_t cached = PC_BUF_ON(cstore);
+  if (s->mcache && pc_mcache_get(s->mcache, key->p, key->len, &cached, found)) {
+    bad = *found ? pc_meta_decode(cached.p, cached.len, m) : 0;
+    pc_buf_free(&cached);
+  } else {
+    pc_buf_free(&cached);
+    char *e = NULL;
+    size_t vlen = 0;
+    char *v = leveldb_get(s->db, ro, key->p, key->len, &vlen, &e);
+    if (e) return ldb_error(s, e, "read meta", err);
+    /* the caller holds the cell's latch: no write can slip in between */
+    if (s->mcache) pc_mcache_put(s->mcache, key->p, key->len, v, vlen, v != NULL);
+    *found = v != NULL;
+    if (!v) return PC_OK;
+    bad = pc_meta_decode(v, vlen, m);
+    leveldb_free(v);
+  }
   if (bad) {
     char name[160];
     return pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record of %s", s->path,
@@ -166,11 +179,38 @@ static pc_status_t put_notify(leveldb_writebatch_t *b, const pc_cell_t *c, uint6
   return PC_OK;
 }
 
+/* The meta cache follows each batch: what was written, or, when the write
+ * failed and its effect is unknown, nothing. */
+typedef struct cache_sync {
+  pc_mcache_t *c;
+  int written;
+} cache_sync_t;
+
+static void cache_sync_put(void *ctx, const char *k, size_t klen, const char *v, size_t vlen) {
+  cache_sync_t *cs = ctx;
+  if (klen == 0 || k[0] != PC_KS_META) return;
+  if (cs->written) pc_mcache_put(cs->c, k, klen, v, vlen, 1);
+  else pc_mcache_erase(cs->c, k, klen);
+}
+
+static void cache_sync_del(void *ctx, const char *k, size_t klen) {
+  cache_sync_t *cs = ctx;
+  if (klen == 0 || k[0] != PC_KS_META) return;
+  if (cs->written) pc_mcache_put(cs->c, k, klen, NULL, 0, 0);
+  else pc_mcache_erase(cs->c, k, klen);
+}
+
+/* Writes b. Every write of the store goes through here, with the latches of
+ * the batch's cells held. */
 static pc_status_t apply(local_t *s, leveldb_writebatch_t *b, pc_error_t *err) {
   pc_status_t st = PC_FAILPOINT("store.before_apply", err);
   if (st != PC_OK) return st;
   char *e = NULL;
   leveldb_write(s->db, s->wopts, b, &e);
+  if (s->mcache) {
+    cache_sync_t cs = {s->mcache, e == NULL};
+    leveldb_writebatch_iterate(b, &cs, cache_sync_put, cache_sync_del);
+  }
   if (e) return ldb_error(s, e, "write", err);
   return PC_FAILPOINT("store.after_apply", err);
 }
@@ -1039,6 +1079,7 @@ static void local_close(pc_store_t *base) {
   if (!s) return;
   if (s->db) leveldb_close(s->db);
   if (s->opts) leveldb_options_destroy(s->opts);
+  pc_mcache_destroy(s->mcache);
   if (s->cache) leveldb_cache_destroy(s->cache);
   if (s->filter) leveldb_filterpolicy_destroy(s->filter);
   if (s->ropts) leveldb_readoptions_destroy(s->ropts);
@@ -1113,6 +1154,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);
   leveldb_options_set_filter_policy(s->opts, s->filter);
+  s->mcache = pc_mcache_create(o->meta_cache_bytes); /* NULL: none (or no memory for one) */
   if (o->cache_bytes) {
     s->cache = leveldb_cache_create_lru(o->cache_bytes);
     leveldb_options_set_cache(s->opts, s->cache);

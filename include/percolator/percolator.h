@@ -123,6 +123,10 @@ void pc_options_set_one_phase_commit(pc_options_t *opts, int on);
 void pc_options_set_lazy_start(pc_options_t *opts, int on);
 /* LevelDB block cache size in bytes (default 32 MiB; 0 uses LevelDB's own default). */
 void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
+/* Memory for the store's cache of meta records (each cell's lock and newest
+ * commit), which a write's conflict check reads instead of LevelDB (default
+ * 32 MiB; 0: no cache). The store keeps it exact: every write updates it. */
+void pc_options_set_meta_cache_bytes(pc_options_t *opts, size_t bytes);
 
 /* ---- database ----------------------------------------------------------- */
 
