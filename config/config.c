@@ -704,7 +704,7 @@ static pc_status_t log_field(vctx_t *c, void *dst, int which, const json_t *v, i
 
 static const char *const store_keys[] = {"sync",       "cache_mb",         "lock_ttl_ms",
                                          "timeout_ms", "one_phase_commit", "lazy_start",
-                                         "meta_cache_mb"};
+                                         "meta_cache_mb", "keep_history"};
 
 static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -715,7 +715,8 @@ static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v,
     case 3: return get_uint(c, v, n, 1, 3600000, &cfg->store.timeout_ms);
     case 4: return get_bool(c, v, n, &cfg->store.one_phase_commit);
     case 5: return get_bool(c, v, n, &cfg->store.lazy_start);
-    default: return get_uint(c, v, n, 0, 65536, &cfg->store.meta_cache_mb);
+    case 6: return get_uint(c, v, n, 0, 65536, &cfg->store.meta_cache_mb);
+    default: return get_bool(c, v, n, &cfg->store.keep_history);
   }
 }
 
@@ -940,7 +941,7 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       return walk(c, v, n, log_keys, 1, log_field, cfg);
     case 3:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
-      return walk(c, v, n, store_keys, 7, store_field, cfg);
+      return walk(c, v, n, store_keys, 8, store_field, cfg);
     case 4:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->tso.set = 1;

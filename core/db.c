@@ -38,6 +38,7 @@ void pc_options_set_one_phase_commit(pc_options_t *o, int on) { o->one_phase_com
 void pc_options_set_lazy_start(pc_options_t *o, int on) { o->lazy_start = on != 0; }
 void pc_options_set_cache_bytes(pc_options_t *o, size_t bytes) { o->cache_bytes = bytes; }
 void pc_options_set_meta_cache_bytes(pc_options_t *o, size_t bytes) { o->meta_cache_bytes = bytes; }
+void pc_options_set_keep_history(pc_options_t *o, int on) { o->keep_history = on != 0; }
 
 static int embedded_alive(void *ctx, uint64_t session) {
   return session == *(const uint64_t *)ctx;
@@ -109,6 +110,65 @@ static pc_status_t prepare_dir(const char *dir, int create, int *fresh, pc_error
   return PC_OK;
 }
 
+/* pc_local_store_track_snapshots's question: is a snapshot other than
+ * self's (one registration of it) in [lo, hi)? */
+static int snapshots_in_use(void *ctx, uint64_t lo, uint64_t hi, uint64_t self) {
+  pc_db_t *db = ctx;
+  pthread_mutex_lock(&db->snap_mu);
+  size_t a = 0, b = db->nsnap; /* first >= lo */
+  while (a < b) {
+    size_t mid = (a + b) / 2;
+    if (db->snap[mid] < lo) a = mid + 1;
+    else b = mid;
+  }
+  int in_use = 0, self_seen = 0;
+  for (size_t i = a; i < db->nsnap && db->snap[i] < hi; i++) {
+    if (db->snap[i] == self && !self_seen) {
+      self_seen = 1;
+      continue;
+    }
+    in_use = 1;
+    break;
+  }
+  pthread_mutex_unlock(&db->snap_mu);
+  return in_use;
+}
+
+pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err) {
+  if (!db->snap_tracked) return pc_db_ts(db, timeout_ms, ts, err);
+  pthread_mutex_lock(&db->snap_mu);
+  pc_status_t st = PC_OK;
+  if (db->nsnap == db->capsnap) {
+    size_t cap = db->capsnap ? db->capsnap * 2 : 64;
+    uint64_t *p = realloc(db->snap, cap * sizeof *p);
+    if (!p) st = pc_error_set(err, PC_NOMEM, "out of memory");
+    else db->snap = p, db->capsnap = cap;
+  }
+  /* taken and registered under one lock: timestamps arrive in order, so the
+   * array stays sorted, and a writer that asks after taking its commit_ts
+   * sees every snapshot below it */
+  if (st == PC_OK) st = pc_oracle_next(db->oracle, 1, ts, err);
+  if (st == PC_OK) db->snap[db->nsnap++] = *ts;
+  pthread_mutex_unlock(&db->snap_mu);
+  return st;
+}
+
+void pc_db_snapshot_release(pc_db_t *db, uint64_t ts) {
+  if (!db->snap_tracked || !ts) return;
+  pthread_mutex_lock(&db->snap_mu);
+  size_t a = 0, b = db->nsnap;
+  while (a < b) {
+    size_t mid = (a + b) / 2;
+    if (db->snap[mid] < ts) a = mid + 1;
+    else b = mid;
+  }
+  if (a < db->nsnap && db->snap[a] == ts) {
+    memmove(&db->snap[a], &db->snap[a + 1], (db->nsnap - a - 1) * sizeof *db->snap);
+    db->nsnap--;
+  }
+  pthread_mutex_unlock(&db->snap_mu);
+}
+
 pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) {
   pc_error_clear(err);
   pc_options_t defaults;
@@ -137,6 +197,7 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
     return NULL;
   }
   db->opts = *opts;
+  pthread_mutex_init(&db->snap_mu, NULL);
   char path[4200];
   snprintf(path, sizeof path, "%s/store", dir);
   pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes};
@@ -164,6 +225,10 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
   }
   db->liveness.is_alive = embedded_alive;
   db->liveness.ctx = &db->session;
+  if (!opts->keep_history) { /* this process is the only reader: it knows every snapshot */
+    db->snap_tracked = 1;
+    pc_local_store_track_snapshots(db->store, snapshots_in_use, db);
+  }
   return db;
 }
 
@@ -173,6 +238,8 @@ void pc_db_close(pc_db_t *db) {
   if (db->cluster_close) db->cluster_close(db);
   if (db->oracle) pc_oracle_close(db->oracle);
   if (db->store) db->store->ops->close(db->store);
+  free(db->snap);
+  pthread_mutex_destroy(&db->snap_mu);
   free(db->dir);
   free(db);
 }

@@ -3,6 +3,7 @@
 #ifndef PC_CORE_DB_H
 #define PC_CORE_DB_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include <percolator/percolator.h>
@@ -28,6 +29,7 @@ struct pc_options {
   int lazy_start;
   size_t cache_bytes;
   size_t meta_cache_bytes;
+  int keep_history;
 };
 
 struct pc_db {
@@ -47,7 +49,19 @@ struct pc_db {
   /* lazy_start: fresh timestamps handed back by blind one-phase commits,
    * each used once as the id of a later one (0: empty slot) */
   _Atomic uint64_t spare_ts[8];
+  /* embedded: the start_ts of every open transaction, sorted, so that the
+   * store can drop versions no snapshot can read (snapshots_in_use) */
+  pthread_mutex_t snap_mu;
+  uint64_t *snap;
+  size_t nsnap, capsnap;
+  int snap_tracked; /* the registry is in use (embedded, keep_history off) */
 };
+
+/* A start timestamp for a snapshot: from the oracle, and registered (when
+ * the database tracks snapshots) in the same step, so that no version it can
+ * read is collected. Release it with pc_db_snapshot_release. */
+pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
+void pc_db_snapshot_release(pc_db_t *db, uint64_t ts);
 
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);

@@ -47,6 +47,7 @@ static void options_from_config(const pc_config_t *cfg, pc_options_t *o) {
   o->timeout_ms = cfg->store.timeout_ms;
   o->one_phase_commit = cfg->store.one_phase_commit;
   o->lazy_start = cfg->store.lazy_start;
+  o->keep_history = cfg->store.keep_history;
 }
 
 static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_error_t *err) {
@@ -64,6 +65,7 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
     return NULL;
   }
   db->opts = *o;
+  pthread_mutex_init(&db->snap_mu, NULL); /* unused: tablets keep every version */
   db->cluster_close = cluster_close;
   db->cluster_session = cluster_session;
   for (size_t i = 0; i < cfg->ntablets; i++) {

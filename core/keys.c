@@ -299,7 +299,8 @@ int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w) {
 }
 
 int pc_meta_encode(const pc_meta_t *m, pc_buf_t *out) {
-  uint8_t flags = (uint8_t)((m->has_lock ? 1 : 0) | (m->has_head ? 2 : 0));
+  uint8_t flags = (uint8_t)((m->has_lock ? 1 : 0) | (m->has_head ? 2 : 0) |
+                            (m->has_head && m->head_one_row ? 4 : 0));
   if (pc_buf_u8(out, META_VERSION) || pc_buf_u8(out, flags) || pc_buf_u64(out, m->latest_any))
     return -1;
   if (m->has_lock) {
@@ -332,6 +333,7 @@ int pc_meta_decode(const char *p, size_t n, pc_meta_t *m) {
   m->latest_any = pc_rd_u64(&r);
   m->has_lock = flags & 1;
   m->has_head = (flags & 2) != 0;
+  m->head_one_row = (flags & 4) != 0;
   if (m->has_lock) {
     pc_lock_info_t *l = &m->lock;
     l->start_ts = pc_rd_u64(&r);

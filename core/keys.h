@@ -142,6 +142,8 @@ typedef struct pc_meta {
   int has_lock;
   pc_lock_info_t lock;
   int has_head;
+  int head_one_row; /* the head's transaction wrote one row, committed in one
+                       step: no lock resolution will ever ask about it */
   pc_write_rec_t head; /* head.value points into head_buf */
   pc_buf_t head_buf;
   uint64_t latest_any; /* newest write record ts, rollbacks included */

@@ -152,6 +152,16 @@ typedef struct pc_local_options {
   size_t meta_cache_bytes; /* core/metacache.h (0: none) */
 } pc_local_options_t;
 
+/* Lets the store of an embedded database drop versions no snapshot can
+ * read: in_use(ctx, lo, hi, self) answers whether a snapshot other than
+ * self (once) lies in [lo, hi). Without it (tablet servers, which cannot
+ * know their clients' snapshots) every version is kept. A one-row commit
+ * that supersedes a head written by another one-row commit asks it about
+ * [old commit_ts, new commit_ts), and when no snapshot is there does not
+ * write the old version's value into its commit record. */
+typedef int (*pc_snapshots_in_use_fn)(void *ctx, uint64_t lo, uint64_t hi, uint64_t self);
+void pc_local_store_track_snapshots(pc_store_t *s, pc_snapshots_in_use_fn in_use, void *ctx);
+
 /* Opens the embedded LevelDB store in directory path. PC_BUSY when another
  * process holds it, PC_CORRUPTION / PC_IO_ERROR naming path. Returns NULL on
  * error; release with s->ops->close(s). */

@@ -39,6 +39,8 @@ typedef struct local {
   pthread_mutex_t latch[LATCHES];
   _Atomic uint64_t onepc[LATCHES]; /* start_ts of a one-phase commit in flight, or 0 */
   pc_mcache_t *mcache;             /* meta records for the write path, or NULL */
+  pc_snapshots_in_use_fn in_use;   /* NULL: keep every version */
+  void *in_use_ctx;
 } local_t;
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -511,10 +513,14 @@ static pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, s
  * w's own commit record is written without it (PC_VALUE_IN_HEAD); the record
  * of the head being replaced gets that head's value back, since snapshots
  * older than w now read it there. Each version's value is stored once.
+ * collect_old: no snapshot can read the head being replaced, so its value is
+ * dropped instead (its commit record stays, valueless). The new head counts
+ * as a one-row commit only when the caller says so afterwards.
  * w->value must stay valid until m is encoded. */
 static pc_status_t set_head(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
-                            const pc_write_rec_t *w, pc_buf_t *kb, pc_buf_t *vb, pc_error_t *err) {
-  if (m->has_head && m->head.has_inline == PC_VALUE_INLINE) {
+                            const pc_write_rec_t *w, int collect_old, pc_buf_t *kb, pc_buf_t *vb,
+                            pc_error_t *err) {
+  if (m->has_head && m->head.has_inline == PC_VALUE_INLINE && !collect_old) {
     pc_status_t st = put_write(b, c, m->head.commit_ts, &m->head, kb, vb, err);
     if (st != PC_OK) return st;
   }
@@ -528,6 +534,7 @@ static pc_status_t set_head(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta
   if (st != PC_OK) return st;
   m->head = *w;
   m->has_head = 1;
+  m->head_one_row = 0;
   if (w->commit_ts > m->latest_any) m->latest_any = w->commit_ts;
   return PC_OK;
 }
@@ -541,7 +548,7 @@ static pc_status_t commit_locked(leveldb_writebatch_t *b, const pc_cell_t *c, pc
                       l->has_inline ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, l->value.p, l->value.len};
   pc_status_t st = PC_OK;
   if (l->observed && l->kind == PC_WRITE_PUT) st = put_notify(b, c, commit_ts, kb, err);
-  if (st == PC_OK) st = set_head(b, c, m, &w, kb, vb, err); /* value stays in m->lock.value */
+  if (st == PC_OK) st = set_head(b, c, m, &w, 0, kb, vb, err); /* value stays in m->lock.value */
   if (st != PC_OK) return st;
   m->has_lock = 0;
   return put_meta(b, key, m, vb, err);
@@ -751,9 +758,17 @@ static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, ui
                           inl ? mu->vlen : 0};
       if (mu->observed && mu->kind == PC_WRITE_PUT)
         st = put_notify(b, &mu->cell, *commit_ts, &kb, err);
-      if (st == PC_OK) st = set_head(b, &mu->cell, &metas[i], &w, &kb, &vb, err);
+      /* the head being replaced was also a one-row commit (no lock
+       * resolution will ask about it): drop its value if no snapshot
+       * between it and this commit can read it */
+      pc_meta_t *m = &metas[i];
+      int collect = s->in_use && m->has_head && m->head_one_row &&
+                    m->head.has_inline == PC_VALUE_INLINE &&
+                    !s->in_use(s->in_use_ctx, m->head.commit_ts, *commit_ts, start_ts);
+      if (st == PC_OK) st = set_head(b, &mu->cell, m, &w, collect, &kb, &vb, err);
       if (st != PC_OK) break;
-      st = put_meta(b, &keys[i], &metas[i], &vb, err);
+      m->head_one_row = 1;
+      st = put_meta(b, &keys[i], m, &vb, err);
     }
     if (st == PC_OK) st = apply(s, b, err);
     atomic_store_explicit(&s->onepc[stripe], 0, memory_order_release);
@@ -964,6 +979,8 @@ static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space
       if (w.has_inline == PC_VALUE_IN_HEAD && m->has_head && m->head.commit_ts == w.commit_ts) {
         rc.value = m->head.value; /* the newest value lives in the meta record */
         rc.value_len = m->head.vlen;
+      } else if (w.has_inline == PC_VALUE_IN_HEAD) {
+        rc.value_collected = 1; /* replaced while no snapshot could read it */
       }
     } else if (space == PC_KS_DATA) {
       rc.kind = PC_CELL_DATA;
@@ -1072,6 +1089,12 @@ static pc_status_t local_raw_scan(pc_store_t *base, const char *table, const cha
   pc_buf_free(&lo);
   pc_buf_free(&hi);
   return st;
+}
+
+void pc_local_store_track_snapshots(pc_store_t *base, pc_snapshots_in_use_fn in_use, void *ctx) {
+  local_t *s = (local_t *)base;
+  s->in_use = in_use;
+  s->in_use_ctx = ctx;
 }
 
 static void local_close(pc_store_t *base) {

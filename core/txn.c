@@ -32,6 +32,7 @@ enum txn_state { TXN_OPEN, TXN_COMMITTED, TXN_ABORTED };
 struct pc_txn {
   pc_db_t *db;
   uint64_t start_ts, commit_ts;
+  int snapshot_held; /* start_ts is registered (pc_db_snapshot_take) */
   uint32_t timeout_ms;
   enum txn_state state;
   void *tree; /* tsearch tree of bufcell_t* */
@@ -99,17 +100,35 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
   txn->db = db;
   txn->timeout_ms = db->opts.timeout_ms;
   if (db->opts.lazy_start) return txn; /* start_ts at the first use: take_start_ts */
-  if (pc_db_ts(db, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
+  if (pc_db_snapshot_take(db, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
     free(txn);
     return NULL;
   }
+  txn->snapshot_held = 1;
   return txn;
 }
 
 /* With lazy_start: takes start_ts now, if no read has taken it yet. */
 static pc_status_t take_start_ts(pc_txn_t *txn, pc_error_t *err) {
   if (txn->start_ts) return PC_OK;
-  return pc_db_ts(txn->db, txn->timeout_ms, &txn->start_ts, err);
+  pc_status_t st = pc_db_snapshot_take(txn->db, txn->timeout_ms, &txn->start_ts, err);
+  txn->snapshot_held = st == PC_OK;
+  return st;
+}
+
+/* get_fresh's timestamp source: a registered snapshot, remembered so that
+ * it can be released if the read fails after taking it. */
+typedef struct snap_ctx {
+  pc_db_t *db;
+  uint32_t timeout_ms;
+  uint64_t taken;
+} snap_ctx_t;
+
+static pc_status_t snap_source(void *ctx, uint64_t *ts, pc_error_t *err) {
+  snap_ctx_t *c = ctx;
+  pc_status_t st = pc_db_snapshot_take(c->db, c->timeout_ms, ts, err);
+  if (st == PC_OK) c->taken = *ts;
+  return st;
 }
 
 uint64_t pc_txn_start_ts(const pc_txn_t *txn) { return txn->start_ts; }
@@ -374,8 +393,10 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
     if (txn->start_ts) {
       st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
     } else { /* lazy_start: the store takes the snapshot's timestamp as it reads */
-      ts_ctx_t tc = {txn->db, txn->timeout_ms};
-      st = s->ops->get_fresh(s, &c, ts_source, &tc, &txn->start_ts, value, vlen, &lock, err);
+      snap_ctx_t sc = {txn->db, txn->timeout_ms, 0};
+      st = s->ops->get_fresh(s, &c, snap_source, &sc, &txn->start_ts, value, vlen, &lock, err);
+      if (txn->start_ts && txn->start_ts == sc.taken) txn->snapshot_held = 1;
+      else pc_db_snapshot_release(txn->db, sc.taken); /* failed, or a tablet's timestamp */
     }
     if (st != PC_LOCKED) break;
     if (!deadline) deadline = pc_now_mono_ms() + txn->timeout_ms;
@@ -799,6 +820,8 @@ void pc_txn_destroy(pc_txn_t *txn) {
   if (!txn) return;
   pc_txn_abort(txn);
   clear_buffer(txn);
+  /* held until now: a scan opened before the commit may still read */
+  if (txn->snapshot_held) pc_db_snapshot_release(txn->db, txn->start_ts);
   free(txn);
 }
 

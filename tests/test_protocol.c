@@ -40,7 +40,7 @@ static int setup(void **state) {
   fixture_t *f = calloc(1, sizeof *f);
   if (!f) return -1;
   f->dir = tu_mkdtemp("proto");
-  f->db = tu_open(f->dir, 0);
+  f->db = tu_open_history(f->dir, 0); /* reads at bare timestamps */
   f->s = f->db->store;
   f->dead_session = tu_dead_session(f->dir);
   *state = f;
@@ -687,7 +687,7 @@ static void test_stalled_committer_is_aborted(void **state) {
   pc_db_close(f->db);
   tu_rmtree(f->dir);
   f->dir = tu_mkdtemp("proto");
-  f->db = tu_open(f->dir, 1);
+  f->db = tu_open_history(f->dir, 1);
   f->s = f->db->store;
   int aborted = 0;
   for (int attempt = 0, stall = 300; attempt < 5 && !aborted; attempt++, stall *= 2) {

@@ -1,0 +1,291 @@
+/* test_history.c — versions no snapshot can read (pc_options_set_keep_history).
+ * The embedded database drops the value of a version that a single-row
+ * commit replaces when no open transaction's snapshot lies between the two
+ * commits; versions an open snapshot can read, and versions of multi-row
+ * transactions, stay. Also: single-row transfers under concurrent snapshot
+ * readers (which must always see a constant sum) while versions are being
+ * collected. Embedded only: a cluster's tablets keep every version. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#define T "hist"
+
+static pc_db_t *open_db(const char *dir, int keep_history, int lazy) {
+  pc_options_t *o = pc_options_create();
+  assert_non_null(o);
+  pc_options_set_create_if_missing(o, 1);
+  pc_options_set_keep_history(o, keep_history);
+  pc_options_set_lazy_start(o, lazy);
+  pc_error_t err;
+  pc_db_t *db = pc_db_open(o, dir, &err);
+  pc_options_destroy(o);
+  if (!db) fail_msg("pc_db_open: %s", err.text);
+  return db;
+}
+
+static void put(pc_db_t *db, const char *row, const char *col, const char *val) {
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(db, &err);
+  assert_non_null(t);
+  tu_set(t, T, row, col, val);
+  assert_int_equal(pc_txn_commit(t, &err), PC_OK);
+  pc_txn_destroy(t);
+}
+
+static void expect(pc_txn_t *t, const char *row, const char *col, const char *want) {
+  char *v = tu_get(t, T, row, col);
+  assert_non_null(v);
+  assert_string_equal(v, want);
+  free(v);
+}
+
+/* The write records of one cell, newest first: value (NULL when none) and
+ * whether it was collected. */
+typedef struct version {
+  char value[32];
+  int has_value, collected;
+} version_t;
+
+typedef struct versions {
+  version_t v[4096];
+  int n;
+  const char *row;
+} versions_t;
+
+static int collect_versions(void *ctx, const pc_raw_cell_t *c) {
+  versions_t *vs = ctx;
+  if (c->kind != PC_CELL_WRITE || c->write_kind != PC_WRITE_PUT) return 0;
+  if (c->row_len != strlen(vs->row) || memcmp(c->row, vs->row, c->row_len) != 0) return 0;
+  if (vs->n == (int)(sizeof vs->v / sizeof vs->v[0])) return 1;
+  version_t *v = &vs->v[vs->n++];
+  v->has_value = c->value != NULL;
+  v->collected = c->value_collected;
+  snprintf(v->value, sizeof v->value, "%.*s", (int)(c->value_len < 31 ? c->value_len : 31),
+           c->value ? c->value : "");
+  return 0;
+}
+
+static versions_t vbuf; /* large: not on the stack */
+
+static const versions_t *versions(pc_db_t *db, const char *row) {
+  memset(&vbuf, 0, sizeof vbuf);
+  vbuf.row = row;
+  pc_error_t err;
+  assert_int_equal(pc_db_raw_scan(db, T, NULL, 0, NULL, 0, collect_versions, &vbuf, &err), PC_OK);
+  return &vbuf;
+}
+
+/* Nobody reads: each replaced version of a single-row commit loses its value. */
+static void test_unread_versions_collected(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("hist-unread");
+  pc_db_t *db = open_db(dir, 0, 0);
+  put(db, "x", "c", "one");
+  put(db, "x", "c", "two");
+  put(db, "x", "c", "three");
+  static versions_t vs;
+  vs = *versions(db, "x");
+  assert_int_equal(vs.n, 3);
+  assert_true(vs.v[0].has_value);
+  assert_string_equal(vs.v[0].value, "three");
+  for (int i = 1; i < 3; i++) {
+    assert_false(vs.v[i].has_value);
+    assert_true(vs.v[i].collected);
+  }
+  pc_error_t err;
+  pc_txn_t *r = pc_txn_begin(db, &err);
+  expect(r, "x", "c", "three");
+  pc_txn_destroy(r);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
+/* An open snapshot keeps the version it reads, across later commits, and
+ * only that one; once it is gone, the next commit collects. */
+static void test_open_snapshot_keeps_its_version(void **state) {
+  (void)state;
+  for (int lazy = 0; lazy < 2; lazy++) {
+    char *dir = tu_mkdtemp("hist-open");
+    pc_db_t *db = open_db(dir, 0, lazy);
+    put(db, "x", "c", "v1");
+    pc_error_t err;
+    pc_txn_t *r = pc_txn_begin(db, &err);
+    assert_non_null(r);
+    expect(r, "x", "c", "v1"); /* fixes the snapshot (lazy: here) */
+    put(db, "x", "c", "v2");
+    put(db, "x", "c", "v3");
+    expect(r, "x", "c", "v1");
+    static versions_t vs;
+    vs = *versions(db, "x");
+    assert_int_equal(vs.n, 3);
+    assert_string_equal(vs.v[0].value, "v3");
+    assert_true(vs.v[1].collected); /* v2: no snapshot between its commit and v3's */
+    assert_true(vs.v[2].has_value);  /* v1: r reads it */
+    assert_string_equal(vs.v[2].value, "v1");
+    pc_txn_destroy(r);
+    put(db, "x", "c", "v4");
+    vs = *versions(db, "x");
+    assert_int_equal(vs.n, 4);
+    assert_true(vs.v[1].collected); /* v3 */
+    pc_db_close(db);
+    tu_rmtree(dir);
+  }
+}
+
+/* Versions of a multi-row transaction are kept: lock resolution may still
+ * ask its primary about it. keep_history keeps everything. */
+static void test_kept_versions(void **state) {
+  (void)state;
+  for (int keep = 0; keep < 2; keep++) {
+    char *dir = tu_mkdtemp("hist-kept");
+    pc_db_t *db = open_db(dir, keep, 0);
+    pc_error_t err;
+    pc_txn_t *t = pc_txn_begin(db, &err);
+    tu_set(t, T, "x", "c", "two-rows");
+    tu_set(t, T, "y", "c", "two-rows");
+    assert_int_equal(pc_txn_commit(t, &err), PC_OK);
+    pc_txn_destroy(t);
+    put(db, "x", "c", "single");
+    put(db, "y", "c", "a");
+    put(db, "y", "c", "b");
+    static versions_t vx, vy;
+    vx = *versions(db, "x");
+    vy = *versions(db, "y");
+    assert_int_equal(vx.n, 2);
+    assert_string_equal(vx.v[1].value, "two-rows");
+    assert_int_equal(vy.n, 3);
+    assert_string_equal(vy.v[2].value, "two-rows");
+    if (keep) {
+      assert_string_equal(vy.v[1].value, "a");
+      assert_false(vy.v[1].collected);
+    } else {
+      assert_true(vy.v[1].collected); /* "a", a single-row commit, replaced by "b" */
+    }
+    pc_db_close(db);
+    tu_rmtree(dir);
+  }
+}
+
+/* Writers move units between two columns of one row (single-row commits,
+ * so replaced versions are collected as they go); readers read the two
+ * columns with pauses in between and must always see the same sum. */
+#define TOTAL 1000
+#define WRITERS 2
+#define READERS 2
+#define MOVES 400
+
+typedef struct shared {
+  pc_db_t *db;
+  atomic_int failed, writers_done;
+  char msg[256];
+} shared_t;
+
+static long get_num(pc_txn_t *t, const char *col, shared_t *sh) {
+  char *v = NULL;
+  size_t n = 0;
+  pc_error_t err;
+  pc_status_t st = pc_txn_get(t, T, "pair", 4, col, strlen(col), &v, &n, &err);
+  if (st != PC_OK) {
+    if (!atomic_exchange(&sh->failed, 1))
+      snprintf(sh->msg, sizeof sh->msg, "get %s: %.200s", col, err.text);
+    return 0;
+  }
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.*s", (int)(n < 31 ? n : 31), v);
+  pc_free(v);
+  return strtol(buf, NULL, 10);
+}
+
+static void *writer(void *arg) {
+  shared_t *sh = arg;
+  uint64_t seed = (uint64_t)(uintptr_t)&seed;
+  for (int i = 0; i < MOVES && !atomic_load(&sh->failed); i++) {
+    pc_error_t err;
+    pc_txn_t *t = pc_txn_begin(sh->db, &err);
+    if (!t) break;
+    long a = get_num(t, "a", sh), b = get_num(t, "b", sh);
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    long d = (long)((seed >> 33) % 21) - 10;
+    char va[32], vb[32];
+    snprintf(va, sizeof va, "%ld", a - d);
+    snprintf(vb, sizeof vb, "%ld", b + d);
+    tu_set(t, T, "pair", "a", va);
+    tu_set(t, T, "pair", "b", vb);
+    pc_status_t st = pc_txn_commit(t, &err);
+    if (st != PC_OK && st != PC_CONFLICT && !atomic_exchange(&sh->failed, 1))
+      snprintf(sh->msg, sizeof sh->msg, "commit: %.200s", err.text);
+    pc_txn_destroy(t);
+  }
+  atomic_fetch_add(&sh->writers_done, 1);
+  return NULL;
+}
+
+static void *reader(void *arg) {
+  shared_t *sh = arg;
+  int reads = 0;
+  while ((atomic_load(&sh->writers_done) < WRITERS || reads < 10) && !atomic_load(&sh->failed)) {
+    pc_error_t err;
+    pc_txn_t *t = pc_txn_begin(sh->db, &err);
+    if (!t) break;
+    long a = get_num(t, "a", sh);
+    for (volatile int spin = 0; spin < 20000; spin++) {
+    } /* let writers replace what was read */
+    long b = get_num(t, "b", sh);
+    if (!atomic_load(&sh->failed) && a + b != TOTAL && !atomic_exchange(&sh->failed, 1))
+      snprintf(sh->msg, sizeof sh->msg, "snapshot %llu saw a=%ld b=%ld",
+               (unsigned long long)pc_txn_start_ts(t), a, b);
+    pc_txn_destroy(t);
+    reads++;
+  }
+  return NULL;
+}
+
+static void test_concurrent_readers_see_constant_sum(void **state) {
+  (void)state;
+  for (int lazy = 0; lazy < 2; lazy++) {
+    char *dir = tu_mkdtemp("hist-conc");
+    shared_t sh = {.db = open_db(dir, 0, lazy)};
+    char init[16];
+    snprintf(init, sizeof init, "%d", TOTAL);
+    pc_error_t err;
+    pc_txn_t *t = pc_txn_begin(sh.db, &err);
+    tu_set(t, T, "pair", "a", init);
+    tu_set(t, T, "pair", "b", "0");
+    assert_int_equal(pc_txn_commit(t, &err), PC_OK);
+    pc_txn_destroy(t);
+    pthread_t w[WRITERS], r[READERS];
+    for (int i = 0; i < WRITERS; i++) assert_int_equal(pthread_create(&w[i], NULL, writer, &sh), 0);
+    for (int i = 0; i < READERS; i++) assert_int_equal(pthread_create(&r[i], NULL, reader, &sh), 0);
+    for (int i = 0; i < WRITERS; i++) pthread_join(w[i], NULL);
+    for (int i = 0; i < READERS; i++) pthread_join(r[i], NULL);
+    if (atomic_load(&sh.failed)) fail_msg("%s", sh.msg);
+    const versions_t *vs = versions(sh.db, "pair");
+    int collected = 0;
+    for (int i = 0; i < vs->n; i++) collected += vs->v[i].collected;
+    assert_true(collected > 0); /* versions were being collected meanwhile */
+    pc_db_close(sh.db);
+    tu_rmtree(dir);
+  }
+}
+
+int main(void) {
+  if (tu_cluster_mode()) return 0; /* tablets keep every version */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unread_versions_collected),
+      cmocka_unit_test(test_open_snapshot_keeps_its_version),
+      cmocka_unit_test(test_kept_versions),
+      cmocka_unit_test(test_concurrent_readers_see_constant_sum),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
