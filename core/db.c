@@ -110,17 +110,28 @@ static pc_status_t prepare_dir(const char *dir, int create, int *fresh, pc_error
   return PC_OK;
 }
 
-/* pc_local_store_track_snapshots's question: is a snapshot other than
- * self's (one registration of it) in [lo, hi)? */
-static int snapshots_in_use(void *ctx, uint64_t lo, uint64_t hi, uint64_t self) {
-  pc_db_t *db = ctx;
-  pthread_mutex_lock(&db->snap_mu);
-  size_t a = 0, b = db->nsnap; /* first >= lo */
+/* Index of the first registered timestamp >= ts (snap_mu held). */
+static size_t snap_lower_bound(const pc_db_t *db, uint64_t ts) {
+  size_t a = 0, b = db->nsnap;
   while (a < b) {
     size_t mid = (a + b) / 2;
-    if (db->snap[mid] < lo) a = mid + 1;
+    if (db->snap[mid] < ts) a = mid + 1;
     else b = mid;
   }
+  return a;
+}
+
+/* pc_local_store_track_snapshots's question: is a snapshot other than
+ * self's (one registration of it) in [lo, hi), or is owner registered? */
+static int snapshots_in_use(void *ctx, uint64_t lo, uint64_t hi, uint64_t self, uint64_t owner) {
+  pc_db_t *db = ctx;
+  pthread_mutex_lock(&db->snap_mu);
+  size_t o = snap_lower_bound(db, owner);
+  if (o < db->nsnap && db->snap[o] == owner) { /* its transaction may still settle it */
+    pthread_mutex_unlock(&db->snap_mu);
+    return 1;
+  }
+  size_t a = snap_lower_bound(db, lo);
   int in_use = 0, self_seen = 0;
   for (size_t i = a; i < db->nsnap && db->snap[i] < hi; i++) {
     if (db->snap[i] == self && !self_seen) {
@@ -134,16 +145,35 @@ static int snapshots_in_use(void *ctx, uint64_t lo, uint64_t hi, uint64_t self) 
   return in_use;
 }
 
+/* Room for one more registration (snap_mu held). */
+static pc_status_t snap_grow(pc_db_t *db, pc_error_t *err) {
+  if (db->nsnap < db->capsnap) return PC_OK;
+  size_t cap = db->capsnap ? db->capsnap * 2 : 64;
+  uint64_t *p = realloc(db->snap, cap * sizeof *p);
+  if (!p) return pc_error_set(err, PC_NOMEM, "out of memory");
+  db->snap = p;
+  db->capsnap = cap;
+  return PC_OK;
+}
+
+pc_status_t pc_db_snapshot_hold(pc_db_t *db, uint64_t ts, pc_error_t *err) {
+  if (!db->snap_tracked) return PC_OK;
+  pthread_mutex_lock(&db->snap_mu);
+  pc_status_t st = snap_grow(db, err);
+  if (st == PC_OK) {
+    size_t a = snap_lower_bound(db, ts);
+    memmove(&db->snap[a + 1], &db->snap[a], (db->nsnap - a) * sizeof *db->snap);
+    db->snap[a] = ts;
+    db->nsnap++;
+  }
+  pthread_mutex_unlock(&db->snap_mu);
+  return st;
+}
+
 pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err) {
   if (!db->snap_tracked) return pc_db_ts(db, timeout_ms, ts, err);
   pthread_mutex_lock(&db->snap_mu);
-  pc_status_t st = PC_OK;
-  if (db->nsnap == db->capsnap) {
-    size_t cap = db->capsnap ? db->capsnap * 2 : 64;
-    uint64_t *p = realloc(db->snap, cap * sizeof *p);
-    if (!p) st = pc_error_set(err, PC_NOMEM, "out of memory");
-    else db->snap = p, db->capsnap = cap;
-  }
+  pc_status_t st = snap_grow(db, err);
   /* taken and registered under one lock: timestamps arrive in order, so the
    * array stays sorted, and a writer that asks after taking its commit_ts
    * sees every snapshot below it */
@@ -156,12 +186,7 @@ pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, 
 void pc_db_snapshot_release(pc_db_t *db, uint64_t ts) {
   if (!db->snap_tracked || !ts) return;
   pthread_mutex_lock(&db->snap_mu);
-  size_t a = 0, b = db->nsnap;
-  while (a < b) {
-    size_t mid = (a + b) / 2;
-    if (db->snap[mid] < ts) a = mid + 1;
-    else b = mid;
-  }
+  size_t a = snap_lower_bound(db, ts);
   if (a < db->nsnap && db->snap[a] == ts) {
     memmove(&db->snap[a], &db->snap[a + 1], (db->nsnap - a - 1) * sizeof *db->snap);
     db->nsnap--;

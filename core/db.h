@@ -62,6 +62,10 @@ struct pc_db {
  * read is collected. Release it with pc_db_snapshot_release. */
 pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 void pc_db_snapshot_release(pc_db_t *db, uint64_t ts);
+/* Registers ts, a timestamp taken earlier (a blind commit's id), until
+ * pc_db_snapshot_release: versions it commits are not collected before its
+ * transaction has settled them. */
+pc_status_t pc_db_snapshot_hold(pc_db_t *db, uint64_t ts, pc_error_t *err);
 
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);

@@ -153,13 +153,16 @@ typedef struct pc_local_options {
 } pc_local_options_t;
 
 /* Lets the store of an embedded database drop versions no snapshot can
- * read: in_use(ctx, lo, hi, self) answers whether a snapshot other than
- * self (once) lies in [lo, hi). Without it (tablet servers, which cannot
- * know their clients' snapshots) every version is kept. A one-row commit
- * that supersedes a head written by another one-row commit asks it about
- * [old commit_ts, new commit_ts), and when no snapshot is there does not
- * write the old version's value into its commit record. */
-typedef int (*pc_snapshots_in_use_fn)(void *ctx, uint64_t lo, uint64_t hi, uint64_t self);
+ * read: in_use(ctx, lo, hi, self, owner) answers whether a snapshot other
+ * than self (once) lies in [lo, hi), or transaction owner is still open.
+ * Without it (tablet servers, which cannot know their clients' snapshots)
+ * every version is kept. A one-row commit that supersedes a head written by
+ * another one-row commit asks it about [old commit_ts, new commit_ts) and
+ * the old head's start_ts; when the answer is no, the old version is not
+ * written to the history at all (one-row commits write their commit record
+ * only when they stop being the head). */
+typedef int (*pc_snapshots_in_use_fn)(void *ctx, uint64_t lo, uint64_t hi, uint64_t self,
+                                      uint64_t owner);
 void pc_local_store_track_snapshots(pc_store_t *s, pc_snapshots_in_use_fn in_use, void *ctx);
 
 /* Opens the embedded LevelDB store in directory path. PC_BUSY when another

@@ -513,28 +513,36 @@ static pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, s
  * w's own commit record is written without it (PC_VALUE_IN_HEAD); the record
  * of the head being replaced gets that head's value back, since snapshots
  * older than w now read it there. Each version's value is stored once.
- * collect_old: no snapshot can read the head being replaced, so its value is
- * dropped instead (its commit record stays, valueless). The new head counts
- * as a one-row commit only when the caller says so afterwards.
+ *
+ * A one-row commit (one_row) writes no commit record while it is the head:
+ * the meta record's head is its commit record (find_write_by_start and the
+ * raw view read it there). When such a head is replaced, its record is
+ * written then, value included, unless collect_old says no snapshot and no
+ * open transaction can ask for it, in which case the version vanishes.
  * w->value must stay valid until m is encoded. */
 static pc_status_t set_head(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
-                            const pc_write_rec_t *w, int collect_old, pc_buf_t *kb, pc_buf_t *vb,
-                            pc_error_t *err) {
-  if (m->has_head && m->head.has_inline == PC_VALUE_INLINE && !collect_old) {
+                            const pc_write_rec_t *w, int one_row, int collect_old, pc_buf_t *kb,
+                            pc_buf_t *vb, pc_error_t *err) {
+  /* the replaced head's record: absent if it was a one-row commit, valueless
+   * (PC_VALUE_IN_HEAD) if it was not */
+  if (m->has_head && !collect_old &&
+      (m->head_one_row || m->head.has_inline == PC_VALUE_INLINE)) {
     pc_status_t st = put_write(b, c, m->head.commit_ts, &m->head, kb, vb, err);
     if (st != PC_OK) return st;
   }
-  pc_write_rec_t bare = *w;
-  if (bare.has_inline == PC_VALUE_INLINE) {
-    bare.has_inline = PC_VALUE_IN_HEAD;
-    bare.value = NULL;
-    bare.vlen = 0;
+  if (!one_row) {
+    pc_write_rec_t bare = *w;
+    if (bare.has_inline == PC_VALUE_INLINE) {
+      bare.has_inline = PC_VALUE_IN_HEAD;
+      bare.value = NULL;
+      bare.vlen = 0;
+    }
+    pc_status_t st = put_write(b, c, w->commit_ts, &bare, kb, vb, err);
+    if (st != PC_OK) return st;
   }
-  pc_status_t st = put_write(b, c, w->commit_ts, &bare, kb, vb, err);
-  if (st != PC_OK) return st;
   m->head = *w;
   m->has_head = 1;
-  m->head_one_row = 0;
+  m->head_one_row = one_row;
   if (w->commit_ts > m->latest_any) m->latest_any = w->commit_ts;
   return PC_OK;
 }
@@ -548,7 +556,7 @@ static pc_status_t commit_locked(leveldb_writebatch_t *b, const pc_cell_t *c, pc
                       l->has_inline ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, l->value.p, l->value.len};
   pc_status_t st = PC_OK;
   if (l->observed && l->kind == PC_WRITE_PUT) st = put_notify(b, c, commit_ts, kb, err);
-  if (st == PC_OK) st = set_head(b, c, m, &w, 0, kb, vb, err); /* value stays in m->lock.value */
+  if (st == PC_OK) st = set_head(b, c, m, &w, 0, 0, kb, vb, err); /* value stays in m->lock.value */
   if (st != PC_OK) return st;
   m->has_lock = 0;
   return put_meta(b, key, m, vb, err);
@@ -759,15 +767,15 @@ static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, ui
       if (mu->observed && mu->kind == PC_WRITE_PUT)
         st = put_notify(b, &mu->cell, *commit_ts, &kb, err);
       /* the head being replaced was also a one-row commit (no lock
-       * resolution will ask about it): drop its value if no snapshot
-       * between it and this commit can read it */
+       * resolution will ask about it): it vanishes if no snapshot between it
+       * and this commit can read it and its own transaction is over */
       pc_meta_t *m = &metas[i];
       int collect = s->in_use && m->has_head && m->head_one_row &&
                     m->head.has_inline == PC_VALUE_INLINE &&
-                    !s->in_use(s->in_use_ctx, m->head.commit_ts, *commit_ts, start_ts);
-      if (st == PC_OK) st = set_head(b, &mu->cell, m, &w, collect, &kb, &vb, err);
+                    !s->in_use(s->in_use_ctx, m->head.commit_ts, *commit_ts, start_ts,
+                               m->head.start_ts);
+      if (st == PC_OK) st = set_head(b, &mu->cell, m, &w, 1, collect, &kb, &vb, err);
       if (st != PC_OK) break;
-      m->head_one_row = 1;
       st = put_meta(b, &keys[i], m, &vb, err);
     }
     if (st == PC_OK) st = apply(s, b, err);
@@ -940,6 +948,25 @@ static int row_in(const pc_buf_t *row, const char *start, size_t slen, const cha
   return 1;
 }
 
+/* The raw view of cell c's head as its commit record. */
+static int raw_head(const pc_cell_t *c, const pc_meta_t *m, pc_raw_cell_fn fn, void *ctx) {
+  pc_raw_cell_t rc = {0};
+  rc.kind = PC_CELL_WRITE;
+  rc.table = c->table;
+  rc.row = c->row;
+  rc.row_len = c->rlen;
+  rc.column = c->col;
+  rc.column_len = c->clen;
+  rc.ts = m->head.commit_ts;
+  rc.write_kind = m->head.kind;
+  rc.start_ts = m->head.start_ts;
+  if (m->head.has_inline == PC_VALUE_INLINE) {
+    rc.value = m->head.value;
+    rc.value_len = m->head.vlen;
+  }
+  return fn(ctx, &rc);
+}
+
 /* Emits every cell of one kind stored under the cell's prefix in space. */
 static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space,
                                   const pc_cell_t *c, const pc_meta_t *m, pc_raw_cell_fn fn,
@@ -948,6 +975,9 @@ static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space
   if (pc_key_cell(&prefix, space, c) != 0) return nomem(err);
   pc_key_decoded_t d = {0};
   pc_status_t st = PC_OK;
+  /* a one-row commit's record lives only in the head until it is replaced:
+   * shown in its place among the write records, newest first */
+  int head_due = space == PC_KS_WRITE && m->has_head && m->head_one_row;
   for (leveldb_iter_seek(it, prefix.p, prefix.len); leveldb_iter_valid(it) && !*stop;
        leveldb_iter_next(it)) {
     size_t kl, vl;
@@ -957,6 +987,10 @@ static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space
     if (pc_key_decode(k, kl, &d) != 0) {
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed key", s->path);
       break;
+    }
+    if (head_due && d.ts <= m->head.commit_ts) {
+      head_due = 0;
+      if (d.ts < m->head.commit_ts && (*stop = raw_head(c, m, fn, ctx))) break;
     }
     pc_raw_cell_t rc = {0};
     rc.table = c->table;
@@ -979,8 +1013,6 @@ static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space
       if (w.has_inline == PC_VALUE_IN_HEAD && m->has_head && m->head.commit_ts == w.commit_ts) {
         rc.value = m->head.value; /* the newest value lives in the meta record */
         rc.value_len = m->head.vlen;
-      } else if (w.has_inline == PC_VALUE_IN_HEAD) {
-        rc.value_collected = 1; /* replaced while no snapshot could read it */
       }
     } else if (space == PC_KS_DATA) {
       rc.kind = PC_CELL_DATA;
@@ -994,6 +1026,7 @@ static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space
     }
     *stop = fn(ctx, &rc);
   }
+  if (head_due && st == PC_OK && !*stop) *stop = raw_head(c, m, fn, ctx);
   pc_key_decoded_free(&d);
   pc_buf_free(&prefix);
   return st;

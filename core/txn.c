@@ -496,6 +496,13 @@ static pc_status_t commit_blind(pc_txn_t *txn, const pc_mutation_t *muts, size_t
   pc_status_t st;
   if (!(txn->start_ts = spare_take(txn->db)) && (st = take_start_ts(txn, err)) != PC_OK)
     return st;
+  if (!txn->snapshot_held) { /* held until destroy, as any start_ts */
+    if ((st = pc_db_snapshot_hold(txn->db, txn->start_ts, err)) != PC_OK) {
+      txn->start_ts = 0;
+      return st;
+    }
+    txn->snapshot_held = 1;
+  }
   for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
     pc_lock_info_t lock = {0};
     uint64_t spare = 0;

@@ -99,8 +99,7 @@ static int json_cell(collector_t *col, const pc_raw_cell_t *c) {
       bad = bad ||
             json_object_set_new(o, "write_kind", json_string(fmt_write_kind(c->write_kind))) ||
             fmt_json_u64(o, "start_ts", c->start_ts) ||
-            (c->value && fmt_json_bytes(o, "value", c->value, c->value_len)) ||
-            (c->value_collected && json_object_set_new(o, "value_collected", json_true()));
+            (c->value && fmt_json_bytes(o, "value", c->value, c->value_len));
       break;
     case PC_CELL_ACK:
       bad =
@@ -219,8 +218,6 @@ static int text_cell(collector_t *col, const pc_raw_cell_t *c) {
     case PC_CELL_WRITE:
       if (c->value && c->write_kind == PC_WRITE_PUT &&
           add_rec(col, c, c->start_ts, SLOT_DATA, value_text(c->value, c->value_len, " (inline)")))
-        return -1;
-      if (c->value_collected && add_rec(col, c, c->start_ts, SLOT_DATA, strdup("(collected)")))
         return -1;
       return add_rec(col, c, c->ts, SLOT_WRITE, write_text(c));
     case PC_CELL_NOTIFY: return add_rec(col, c, c->ts, SLOT_NOTIFY, strdup("notify"));

@@ -128,11 +128,11 @@ void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
  * 32 MiB; 0: no cache). The store keeps it exact: every write updates it. */
 void pc_options_set_meta_cache_bytes(pc_options_t *opts, size_t bytes);
 /* Keep every version of every cell (default 0). By default the embedded
- * database, which knows every open transaction's snapshot, drops the value
- * of a version that a single-row commit replaces when no open snapshot can
- * read it; its commit record stays, so pc_db_raw_scan shows it without a
- * value. Versions of multi-row transactions are always kept. A cluster's
- * tablets keep every version (they cannot know their clients' snapshots). */
+ * database, which knows every open transaction's snapshot, drops a version
+ * that a single-row commit replaces when no open snapshot can read it and
+ * its own transaction is over (pc_db_raw_scan no longer shows it).
+ * Versions of multi-row transactions are always kept. A cluster's tablets
+ * keep every version (they cannot know their clients' snapshots). */
 void pc_options_set_keep_history(pc_options_t *opts, int on);
 
 /* ---- database ----------------------------------------------------------- */
@@ -281,8 +281,6 @@ typedef struct pc_raw_cell {
   uint64_t session;                                       /* lock cells: owner session */
   int observed;                                           /* lock cells */
   const char *observer;       /* ack cells: observer name (NUL-terminated) */
-  int value_collected;        /* write cells: this version's value was dropped, no
-                                 snapshot being able to read it (pc_options_set_keep_history) */
 } pc_raw_cell_t;
 
 /* Returns nonzero to stop the scan. */

@@ -197,10 +197,10 @@ W1=$(awk 'NR==1 {print $3}' <<<"$BOB")
 S1=$(awk 'NR==1 {print $NF}' <<<"$BOB")
 expect_match "$(sed -n 1p <<<"$BOB")" '^Bob +bal: +[0-9]+ +data @ [0-9]+$' "raw write line"
 expect_match "$(sed -n 2p <<<"$BOB")" "^ +$S1 +\\\$6 \\(inline\\)$" "raw data line at the write's start_ts"
-expect_match "$(sed -n 3p <<<"$BOB")" '^ +[0-9]+ +data @ [0-9]+$' "raw older write line"
-# the older version was replaced by a one-row commit while no snapshot could read it: its
-# value is collected, its commit record stays
-expect_match "$(sed -n 4p <<<"$BOB")" '^ +[0-9]+ +\(collected\)$' "raw older data line"
+# the older version ($10) was replaced by a one-row commit while no snapshot could read it:
+# collected (store.keep_history keeps it: below)
+check
+[ "$(wc -l <<<"$BOB")" -eq 2 ] || fail "raw: the replaced version is collected (got: $BOB)"
 check
 [ "$W1" -gt "$S1" ] 2>/dev/null || fail "commit_ts $W1 is not after start_ts $S1"
 check
@@ -217,7 +217,20 @@ expect_match "$OUT" $'\n\ntable big\n' "raw scan of all tables: second table"
 run scan --raw --json accounts --end C
 expect_match "$(head -1 <<<"$OUT")" '^\{"table":"accounts","row":"Bob","column":"bal:","kind":"write","ts":[0-9]+,"write_kind":"put","start_ts":[0-9]+,"value":"\$6"\}$' "raw --json"
 check
-[ "$(wc -l <<<"$OUT")" -eq 2 ] || fail "raw --json: one line per cell"
+[ "$(wc -l <<<"$OUT")" -eq 1 ] || fail "raw --json: one line per cell"
+
+# with store.keep_history, every version stays, the older one's value in its commit record
+printf '{"data_dir": "%s/hist", "store": {"keep_history": true}}\n' "$T" >"$T/hist.json"
+for v in '$10' '$6'; do
+  timeout 20 "$P" --config "$T/hist.json" set accounts Bob bal: "$v" >/dev/null 2>"$T/stderr" ||
+    fail "set with keep_history"
+  no_sanitizer_report "$T/stderr"
+done
+OUT=$(timeout 20 "$P" --config "$T/hist.json" scan --raw accounts 2>"$T/stderr")
+no_sanitizer_report "$T/stderr"
+BOB=$(awk '$1=="Bob"{on=1} on && $1!="Bob" && $1 !~ /^[0-9]+$/ {exit} on' <<<"$OUT")
+expect_match "$(sed -n 3p <<<"$BOB")" '^ +[0-9]+ +data @ [0-9]+$' "keep_history: raw older write line"
+expect_match "$(sed -n 4p <<<"$BOB")" '^ +[0-9]+ +\$10 \(inline\)$' "keep_history: raw older data line"
 
 # ---- a commit that crashed before its commit point leaves locks; a get resolves them -------------
 
