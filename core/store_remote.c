@@ -108,9 +108,7 @@ static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uin
     *fresh = pc_rd_u64(&r);
     if (*fresh == 0) r.ok = 0;
   }
-  if (!r.ok) {
-    /* malformed: reported below */
-  } else if (st == PC_OK) {
+  if (r.ok && st == PC_OK) { /* (a malformed reply is reported below) */
     size_t n;
     const char *v = pc_rd_str(&r, &n);
     if (r.ok && !(*value = malloc(n ? n : 1))) st = nomem(err);
@@ -118,7 +116,7 @@ static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uin
       memcpy(*value, v, n);
       *vlen = n;
     }
-  } else if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) {
+  } else if (r.ok && st == PC_LOCKED && pc_wire_get_lock(&r, lock)) {
     pc_lock_info_free(lock); /* what was decoded before the fault */
     r.ok = 0;
   }

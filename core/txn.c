@@ -382,7 +382,6 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
   pc_store_t *s = txn->db->store;
   /* the deadline is taken only when something can block: a store on the
    * network, or a lock met on the way (the common embedded read needs no clock) */
-  if (!txn->start_ts && !s->ops->get_fresh && (st = take_start_ts(txn, err)) != PC_OK) return st;
   int remote = s->ops->shard_of != NULL;
   uint64_t deadline = remote ? pc_now_mono_ms() + txn->timeout_ms : 0;
   uint64_t outer = remote ? pc_deadline_set(deadline) : 0; /* bounds network calls */
@@ -452,23 +451,6 @@ static pc_status_t prewrite_group(pc_txn_t *txn, const pc_mutation_t *muts, size
   return pc_error_set(err, PC_CONFLICT, "prewrite: locks kept reappearing");
 }
 
-static pc_status_t commit_one_phase(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
-                                    uint64_t deadline, pc_error_t *err) {
-  pc_store_t *s = txn->db->store;
-  ts_ctx_t tc = {txn->db, txn->timeout_ms};
-  for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
-    pc_lock_info_t lock = {0};
-    pc_status_t st =
-        s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts, &lock, err);
-    if (st != PC_LOCKED) return st;
-    st = resolve_lock(txn->db, &lock, deadline, err);
-    pc_lock_info_free(&lock);
-    if (st == PC_LOCKED) return err ? (err->code = PC_CONFLICT) : PC_CONFLICT;
-    if (st != PC_OK) return st;
-  }
-  return pc_error_set(err, PC_CONFLICT, "commit: locks kept reappearing");
-}
-
 /* A spare timestamp of this process (one no transaction has used), or 0. */
 static uint64_t spare_take(pc_db_t *db) {
   for (size_t i = 0; i < sizeof db->spare_ts / sizeof db->spare_ts[0]; i++) {
@@ -485,30 +467,37 @@ static void spare_put(pc_db_t *db, uint64_t ts) {
   }
 }
 
-/* lazy_start, one row, nothing read: the store takes the snapshot under the
- * row latch (commit_blind), so the transaction needs no fresh start_ts; its
- * id (start_ts) is a spare timestamp from an earlier commit's reply, or one
- * from the oracle when there is none. */
-static pc_status_t commit_blind(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
-                                uint64_t deadline, pc_error_t *err) {
+/* lazy_start, nothing read: takes the transaction's id for commit_blind, a
+ * spare timestamp from an earlier commit's reply or, when there is none, one
+ * from the oracle; registered until destroy, as any start_ts. */
+static pc_status_t take_blind_id(pc_txn_t *txn, pc_error_t *err) {
+  if (!(txn->start_ts = spare_take(txn->db))) return take_start_ts(txn, err);
+  pc_status_t st = pc_db_snapshot_hold(txn->db, txn->start_ts, err);
+  if (st != PC_OK) txn->start_ts = 0;
+  txn->snapshot_held = st == PC_OK;
+  return st;
+}
+
+/* Commits a single-row transaction in one store operation, resolving dead
+ * owners' locks on the way. blind (lazy_start, nothing read): the store
+ * takes the snapshot under the row latch (commit_blind), and its reply's
+ * spare timestamp is kept for the next blind commit. */
+static pc_status_t commit_single_row(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
+                                     int blind, uint64_t deadline, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
   ts_ctx_t tc = {txn->db, txn->timeout_ms};
   pc_status_t st;
-  if (!(txn->start_ts = spare_take(txn->db)) && (st = take_start_ts(txn, err)) != PC_OK)
-    return st;
-  if (!txn->snapshot_held) { /* held until destroy, as any start_ts */
-    if ((st = pc_db_snapshot_hold(txn->db, txn->start_ts, err)) != PC_OK) {
-      txn->start_ts = 0;
-      return st;
-    }
-    txn->snapshot_held = 1;
-  }
   for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
     pc_lock_info_t lock = {0};
-    uint64_t spare = 0;
-    st = s->ops->commit_blind(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts, &spare,
-                              &lock, err);
-    spare_put(txn->db, spare);
+    if (blind) {
+      uint64_t spare = 0;
+      st = s->ops->commit_blind(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts,
+                                &spare, &lock, err);
+      spare_put(txn->db, spare);
+    } else {
+      st = s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts,
+                                    &lock, err);
+    }
     if (st != PC_LOCKED) return st;
     st = resolve_lock(txn->db, &lock, deadline, err);
     pc_lock_info_free(&lock);
@@ -782,18 +771,15 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     goto out;
   }
   int one_phase = groups == 1 && txn->db->opts.one_phase_commit;
-  /* lazy_start and nothing read: no start_ts yet */
-  int blind = one_phase && !txn->start_ts && txn->db->store->ops->commit_blind;
-  if (!blind && (st = take_start_ts(txn, err)) != PC_OK) {
+  int blind = one_phase && !txn->start_ts; /* lazy_start and nothing read */
+  if ((st = blind ? take_blind_id(txn, err) : take_start_ts(txn, err)) != PC_OK) {
     pc_error_prefix(err, "commit: start timestamp");
     goto out;
   }
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
   uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
   if (one_phase) {
-    st = blind ? commit_blind(txn, muts, n, deadline, err)
-               : commit_one_phase(txn, muts, n, deadline, err);
-    if (blind && !txn->start_ts) goto done; /* no id was taken: nothing was sent */
+    st = commit_single_row(txn, muts, n, blind, deadline, err);
     if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_UNAVAILABLE || st == PC_INTERNAL) {
       /* the write may have been applied before the error: settle it */
       int committed;
@@ -804,7 +790,6 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     }
   } else
     st = two_phase_commit(txn, muts, bounds, groups, deadline, cells, err);
-done:
   pc_deadline_set(outer);
   if (st == PC_OK) txn->state = TXN_COMMITTED;
   else txn->commit_ts = 0; /* the contract: a commit_ts only after a successful commit */

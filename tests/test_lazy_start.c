@@ -136,10 +136,21 @@ static void test_blind_ids(void **state) {
     prev_commit = c;
     pc_txn_destroy(t);
   }
-  /* a reader that began before the last commit does not see it; one after does */
+  /* the next id is the spare the last reply carried, taken before now: it is
+   * older than a timestamp taken after that commit, where a start_ts taken
+   * at commit would be newer */
   pc_error_t err;
+  uint64_t now;
+  assert_int_equal(pc_db_timestamp(db, 1000, &now, &err), PC_OK);
+  pc_txn_t *t = pc_txn_begin(db, &err);
+  tu_set(t, T, "b", "c", "3");
+  assert_int_equal(pc_txn_commit(t, &err), PC_OK);
+  assert_true(pc_txn_start_ts(t) > prev_commit);
+  assert_true(pc_txn_start_ts(t) < now);
+  assert_true(pc_txn_commit_ts(t) > now);
+  pc_txn_destroy(t);
   pc_txn_t *r = pc_txn_begin(db, &err);
-  assert_value(r, "b", "c", "2");
+  assert_value(r, "b", "c", "3");
   pc_txn_destroy(r);
   pc_db_close(db);
   tu_rmtree(dir);
