@@ -400,10 +400,13 @@ static void store_get_meta(worker_t *w, uint64_t r) {
   leveldb_free(v);
 }
 
-/* What local_commit_one_phase does in LevelDB for one cell with an inline
- * value: Get the meta record, then one WriteBatch with the commit record
- * (carrying the value) and the new meta record (carrying it again). The
- * records are made with the library's own encoders. Two what-if variants:
+/* What local_commit_one_phase did in LevelDB for one cell with an inline
+ * value before the meta cache and one-row commit records in the head (now
+ * it writes only the meta record when the replaced version is unread): Get
+ * the meta record, then one WriteBatch with the commit record (carrying the
+ * value) and the new meta record (carrying it again). Kept as the reference
+ * the variants are measured against; the records are made with the
+ * library's own encoders. What-if variants:
  * value_in_write = 0 leaves the value out of the commit record (the value
  * stored once); history = 0 gives every cell one commit-record key that each
  * commit overwrites (old versions collected at once, as a GC would); read = 0
