@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -234,6 +235,55 @@ static void test_restart_safety(void **state) {
     snprintf(tmp_path, sizeof tmp_path, "%s.tmp", t.path);
     write_file(tmp_path, "half-written", 12);
   }
+  tmp_remove(&t);
+}
+
+/* The bound saved in the file at path. */
+static uint64_t saved_bound(const char *path) {
+  char buf[128];
+  size_t n = read_file(path, buf, sizeof buf - 1);
+  buf[n] = '\0';
+  unsigned long long v = 0;
+  if (sscanf(buf, "percolator-tso-bound v1 %llu", &v) != 1) fail_msg("bound file: %s", buf);
+  return v;
+}
+
+static void sleep_ms(uint64_t ms) {
+  struct timespec d = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  nanosleep(&d, NULL);
+}
+
+/* Callers do not wait for the bound's fsync: once less than half a window
+ * is left, the next bound is persisted in the background, before any caller
+ * reaches the old one. The test takes one timestamp in the second half of
+ * the window and then none: only a background persist can move the file. */
+static void test_bound_moves_ahead(void **state) {
+  (void)state;
+  struct tmp t;
+  tmp_make(&t);
+  const uint32_t window = 2000;
+  pc_oracle_t *o = open_ok(t.path, window);
+  int moved = 0;
+  for (int attempt = 0; attempt < 3 && !moved; attempt++) {
+    uint64_t b0 = saved_bound(t.path);
+    uint64_t trigger_ms = PC_TS_PHYSICAL_MS(b0) - window / 2 + 50;
+    uint64_t now = pc_now_wall_ms();
+    if (now < trigger_ms) sleep_ms(trigger_ms - now);
+    uint64_t ts = next_ok(o, 1);
+    if (ts >= b0) continue; /* this process slept past the bound: try again */
+    for (int i = 0; i < 1000 && saved_bound(t.path) == b0; i++) sleep_ms(10);
+    uint64_t b1 = saved_bound(t.path);
+    assert_true(b1 > b0);
+    assert_true(pc_oracle_last(o) < b0); /* nobody had reached the old bound */
+    moved = 1;
+  }
+  assert_true(moved);
+  /* what was persisted holds across a restart */
+  uint64_t last = pc_oracle_last(o);
+  pc_oracle_close(o);
+  o = open_ok(t.path, window);
+  assert_true(next_ok(o, 1) > last);
+  pc_oracle_close(o);
   tmp_remove(&t);
 }
 
@@ -752,6 +802,7 @@ int main(void) {
       cmocka_unit_test(test_next_reserves_ranges),
       cmocka_unit_test(test_restart_safety),
       cmocka_unit_test(test_clock_behind_saved_bound),
+      cmocka_unit_test(test_bound_moves_ahead),
       cmocka_unit_test(test_exit_mid_window),
       cmocka_unit_test(test_sigkill_mid_window),
       cmocka_unit_test(test_corrupt_bound_file),

@@ -2,7 +2,9 @@
  * strictly increasing hybrid timestamps (wall-clock ms << PC_TS_LOGICAL_BITS |
  * logical counter) from memory, below an upper bound that is persisted a
  * window ahead of the clock in a small checksummed text file (written to
- * path.tmp, fsynced, renamed over path, directory fsynced). Every timestamp
+ * path.tmp, fsynced, renamed over path, directory fsynced) by a background
+ * thread once less than half a window is left, so callers do not wait for
+ * the disk. Every timestamp
  * served is below the persisted bound, and after a restart the oracle serves
  * only timestamps above the saved bound, so timestamps never repeat or go
  * back across crashes, kills or a wall clock that stepped backwards. Also the
@@ -33,6 +35,10 @@
 
 struct pc_oracle {
   pthread_mutex_t mu;
+  pthread_cond_t wake;   /* to the extender: a new bound is wanted, or stop */
+  pthread_cond_t placed; /* from the extender: a persist ended */
+  pthread_t extender;    /* persists the next bound before callers reach it */
+  int extender_running, want_extend, persisting, stop;
   char *path;         /* the bound file */
   char *tmp_path;     /* path + ".tmp", renamed over path */
   char *dir;          /* the directory holding path, fsynced after a rename */
@@ -174,16 +180,57 @@ static pc_status_t persist_bound(const pc_oracle_t *o, uint64_t bound, pc_error_
   return PC_OK;
 }
 
-/* Makes sure every timestamp below end may be served: persists a new bound a
- * window ahead of the clock when end is above the current one. Holds o->mu. */
+/* The bound a window ahead of the clock. */
+static uint64_t bound_ahead(const pc_oracle_t *o, uint64_t now_ms) {
+  return ts_of_ms(now_ms > UINT64_MAX - o->window_ms ? UINT64_MAX : now_ms + o->window_ms);
+}
+
+/* Makes sure every timestamp below end may be served. Holds o->mu.
+ *
+ * The extender thread moves the bound a window ahead whenever less than half
+ * a window is left, so callers normally find room and never wait for an
+ * fsync. Only a caller that outruns it (a burst, a stalled disk, a failed
+ * background persist) persists here, after waiting out a persist in flight:
+ * one writer of the bound file at a time, and the bound only grows. */
 static pc_status_t reserve(pc_oracle_t *o, uint64_t end, uint64_t now_ms, pc_error_t *err) {
-  if (end <= o->bound) return PC_OK;
-  uint64_t ahead = now_ms > UINT64_MAX - o->window_ms ? UINT64_MAX : now_ms + o->window_ms;
-  uint64_t bound = ts_of_ms(ahead);
-  if (bound < end) bound = end;
-  pc_status_t st = persist_bound(o, bound, err);
-  if (st == PC_OK) o->bound = bound;
-  return st;
+  while (end > o->bound && o->persisting) pthread_cond_wait(&o->placed, &o->mu);
+  if (end > o->bound) {
+    uint64_t bound = bound_ahead(o, now_ms);
+    if (bound < end) bound = end;
+    pc_status_t st = persist_bound(o, bound, err);
+    if (st != PC_OK) return st;
+    o->bound = bound;
+  }
+  uint64_t half = ts_of_ms(o->window_ms / 2);
+  if (o->extender_running && !o->persisting && !o->want_extend && o->bound - end < half) {
+    o->want_extend = 1;
+    pthread_cond_signal(&o->wake);
+  }
+  return PC_OK;
+}
+
+static void *extender_main(void *arg) {
+  pc_oracle_t *o = arg;
+  pthread_mutex_lock(&o->mu);
+  for (;;) {
+    while (!o->stop && !o->want_extend) pthread_cond_wait(&o->wake, &o->mu);
+    if (o->stop) break;
+    o->want_extend = 0;
+    uint64_t bound = bound_ahead(o, pc_now_wall_ms());
+    if (bound <= o->bound) continue;
+    o->persisting = 1;
+    pthread_mutex_unlock(&o->mu); /* callers keep serving below the old bound */
+    pc_error_t err;
+    pc_status_t st = persist_bound(o, bound, &err);
+    pthread_mutex_lock(&o->mu);
+    o->persisting = 0;
+    if (st == PC_OK && bound > o->bound) o->bound = bound;
+    /* on failure the bound stays: the caller that reaches it persists itself
+     * and reports the error */
+    pthread_cond_broadcast(&o->placed);
+  }
+  pthread_mutex_unlock(&o->mu);
+  return NULL;
 }
 
 static char *dup_str(const char *s, const char *suffix) {
@@ -210,7 +257,16 @@ static char *dir_of(const char *path) {
 
 void pc_oracle_close(pc_oracle_t *oracle) {
   if (!oracle) return;
+  if (oracle->extender_running) {
+    pthread_mutex_lock(&oracle->mu);
+    oracle->stop = 1;
+    pthread_cond_signal(&oracle->wake);
+    pthread_mutex_unlock(&oracle->mu);
+    pthread_join(oracle->extender, NULL);
+  }
   if (oracle->lock_fd > 0) close(oracle->lock_fd); /* releases the flock */
+  pthread_cond_destroy(&oracle->wake);
+  pthread_cond_destroy(&oracle->placed);
   pthread_mutex_destroy(&oracle->mu);
   free(oracle->path);
   free(oracle->tmp_path);
@@ -231,7 +287,8 @@ pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *er
   o->path = dup_str(path, "");
   o->tmp_path = dup_str(path, ".tmp");
   o->dir = dir_of(path);
-  if (!o->path || !o->tmp_path || !o->dir || pthread_mutex_init(&o->mu, NULL) != 0) {
+  if (!o->path || !o->tmp_path || !o->dir || pthread_mutex_init(&o->mu, NULL) != 0 ||
+      pthread_cond_init(&o->wake, NULL) != 0 || pthread_cond_init(&o->placed, NULL) != 0) {
     free(o->path);
     free(o->tmp_path);
     free(o->dir);
@@ -276,6 +333,8 @@ pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *er
     pc_oracle_close(o);
     return NULL;
   }
+  /* Without the extender (no thread to be had) callers persist as they go. */
+  o->extender_running = pthread_create(&o->extender, NULL, extender_main, o) == 0;
   pc_error_clear(err);
   return o;
 }

@@ -25,7 +25,9 @@ typedef struct pc_oracle pc_oracle_t;
  * corrupt or unreadable file is PC_CORRUPTION / PC_IO_ERROR naming it).
  * path + ".lock" is held with flock() while it is open: another oracle on the
  * same file, in this process or another, is PC_BUSY.
- * window_ms: how far ahead of the clock the persisted bound is kept (0 = 3000).
+ * window_ms: how far ahead of the clock the persisted bound is kept (0 = 3000);
+ * a thread of the oracle's persists the next bound when less than half of it
+ * is left, so pc_oracle_next waits for the disk only if it outruns that.
  * Returns NULL on error; release with pc_oracle_close. */
 pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *err);
 void pc_oracle_close(pc_oracle_t *oracle);
