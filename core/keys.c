@@ -7,7 +7,6 @@
 #include <string.h>
 #include <xxhash.h>
 
-#define META_VERSION 1
 #define WRITE_VERSION 1
 
 void pc_buf_free(pc_buf_t *b) {
@@ -84,12 +83,15 @@ uint32_t pc_rd_u32(pc_rd_t *r) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-uint64_t pc_rd_u64(pc_rd_t *r) {
-  const unsigned char *p = rd_take(r, 8);
-  if (!p) return 0;
+static uint64_t be64(const unsigned char *p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; i++) v = v << 8 | p[i];
   return v;
+}
+
+uint64_t pc_rd_u64(pc_rd_t *r) {
+  const unsigned char *p = rd_take(r, 8);
+  return p ? be64(p) : 0;
 }
 
 const char *pc_rd_str(pc_rd_t *r, size_t *n) {
@@ -101,14 +103,34 @@ const char *pc_rd_str(pc_rd_t *r, size_t *n) {
 
 /* ---- keys ---- */
 
+/* Writes the escaped s at dst (room for 2n + 2 bytes); returns the end.
+ * Eight bytes at a time while they hold no 0x00 (the usual case: table names
+ * never do, most rows and columns don't), else a byte at a time. */
+static char *escape_to(char *dst, const char *s, size_t n) {
+  const char *end = s + n;
+  while (s < end) {
+    if (end - s >= 8) {
+      uint64_t w;
+      memcpy(&w, s, 8);
+      if (!((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull)) { /* no zero byte */
+        memcpy(dst, &w, 8);
+        dst += 8;
+        s += 8;
+        continue;
+      }
+    }
+    char ch = *s++;
+    *dst++ = ch;
+    if (ch == '\0') *dst++ = (char)0xFF;
+  }
+  *dst++ = '\0';
+  *dst++ = 0x01;
+  return dst;
+}
+
 int pc_key_escape(pc_buf_t *b, const char *s, size_t n) {
   if (pc_buf_reserve(b, 2 * n + 2) != 0) return -1;
-  for (size_t i = 0; i < n; i++) {
-    b->p[b->len++] = s[i];
-    if (s[i] == '\0') b->p[b->len++] = (char)0xFF;
-  }
-  b->p[b->len++] = '\0';
-  b->p[b->len++] = 0x01;
+  b->len = (size_t)(escape_to(b->p + b->len, s, n) - b->p);
   b->p[b->len] = '\0';
   return 0;
 }
@@ -123,8 +145,17 @@ int pc_key_row(pc_buf_t *b, char space, const char *table, const char *row, size
 }
 
 int pc_key_cell(pc_buf_t *b, char space, const pc_cell_t *c) {
-  if (pc_key_row(b, space, c->table, c->row, c->rlen) != 0) return -1;
-  return pc_key_escape(b, c->col, c->clen);
+  /* the hottest encoder (every read and write): one reservation, no re-checks */
+  size_t tlen = strlen(c->table);
+  if (pc_buf_reserve(b, 1 + 2 * (tlen + c->rlen + c->clen) + 6) != 0) return -1;
+  char *d = b->p + b->len;
+  *d++ = space;
+  d = escape_to(d, c->table, tlen);
+  d = escape_to(d, c->row, c->rlen);
+  d = escape_to(d, c->col, c->clen);
+  b->len = (size_t)(d - b->p);
+  b->p[b->len] = '\0';
+  return 0;
 }
 
 int pc_key_cell_ts(pc_buf_t *b, char space, const pc_cell_t *c, uint64_t ts) {
@@ -298,23 +329,50 @@ int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w) {
   return r.pos == n ? 0 : -1;
 }
 
-int pc_meta_encode(const pc_meta_t *m, pc_buf_t *out) {
-  uint8_t flags = (uint8_t)((m->has_lock ? 1 : 0) | (m->has_head ? 2 : 0) |
-                            (m->has_head && m->head_one_row ? 4 : 0));
-  if (pc_buf_u8(out, META_VERSION) || pc_buf_u8(out, flags) || pc_buf_u64(out, m->latest_any))
-    return -1;
-  if (m->has_lock) {
-    const pc_lock_info_t *l = &m->lock;
-    if (pc_buf_u64(out, l->start_ts) || pc_buf_u8(out, (uint8_t)l->kind) ||
-        pc_buf_u32(out, l->ttl_ms) || pc_buf_u64(out, l->session) ||
-        pc_buf_u8(out, (uint8_t)(l->observed != 0)) ||
-        pc_buf_str(out, l->ptable.p, l->ptable.len) || pc_buf_str(out, l->prow.p, l->prow.len) ||
-        pc_buf_str(out, l->pcol.p, l->pcol.len) ||
-        pc_buf_u8(out, (uint8_t)(l->has_inline != 0)))
-      return -1;
-    if (l->has_inline && pc_buf_str(out, l->value.p, l->value.len)) return -1;
+/* Meta records. Version 2, written since 0.2:
+ *   byte 0     0x40 | flags: 1 lock, 2 head, 4 head is one-row, 8 latest_any
+ *              follows, 16 the head's start_ts follows whole
+ *   [u64 latest_any]            flag 8; else the head's commit_ts (0 without head)
+ *   [lock]                      flag 1: as in version 1
+ *   [head]                      flag 2: u8 kind | value place << 2, u64 commit_ts,
+ *                               then u64 start_ts (flag 16) or varint
+ *                               commit_ts - start_ts, then varint length and
+ *                               the value if it is inline
+ * A cell at rest has no lock and its latest write is its head, so its record
+ * is 11-14 bytes of header and the value, against 32 in version 1:
+ *   byte 0     1; byte 1 flags (1 lock, 2 head, 4 one-row); u64 latest_any;
+ *              [lock]; [head: u8 kind, u64 start_ts, u64 commit_ts, u8 value
+ *              place, u32 length and the value if inline]
+ * which is still read, and rewritten as version 2 by the next write. Every
+ * read Gets this record from LevelDB, and the bytes it carries beside the
+ * value are what a transactional read costs over a raw one there. */
+#define META_V2 0x40u
+#define MF_LOCK 1u
+#define MF_HEAD 2u
+#define MF_ONE_ROW 4u
+#define MF_LATEST 8u
+#define MF_START 16u
+
+static int buf_varint(pc_buf_t *b, uint64_t v) {
+  unsigned char x[10];
+  size_t n = 0;
+  while (v >= 0x80) {
+    x[n++] = (unsigned char)(v | 0x80);
+    v >>= 7;
   }
-  if (m->has_head && encode_write_body(&m->head, out)) return -1;
+  x[n++] = (unsigned char)v;
+  return pc_buf_append(b, x, n);
+}
+
+static uint64_t rd_varint(pc_rd_t *r) {
+  uint64_t v = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    const unsigned char *p = rd_take(r, 1);
+    if (!p) return 0;
+    v |= (uint64_t)(*p & 0x7F) << shift;
+    if (!(*p & 0x80)) return v;
+  }
+  r->ok = 0; /* more than ten bytes */
   return 0;
 }
 
@@ -326,62 +384,179 @@ static int rd_buf(pc_rd_t *r, pc_buf_t *b) {
   return pc_buf_append(b, s, n);
 }
 
+static int encode_lock(const pc_lock_info_t *l, pc_buf_t *out) {
+  if (pc_buf_u64(out, l->start_ts) || pc_buf_u8(out, (uint8_t)l->kind) ||
+      pc_buf_u32(out, l->ttl_ms) || pc_buf_u64(out, l->session) ||
+      pc_buf_u8(out, (uint8_t)(l->observed != 0)) ||
+      pc_buf_str(out, l->ptable.p, l->ptable.len) || pc_buf_str(out, l->prow.p, l->prow.len) ||
+      pc_buf_str(out, l->pcol.p, l->pcol.len) || pc_buf_u8(out, (uint8_t)(l->has_inline != 0)))
+    return -1;
+  if (l->has_inline && pc_buf_str(out, l->value.p, l->value.len)) return -1;
+  return 0;
+}
+
+/* Decodes a lock into l (copied); with l NULL only skips it. Returns its
+ * start_ts through *start. */
+static int decode_lock(pc_rd_t *r, pc_lock_info_t *l, uint64_t *start) {
+  *start = pc_rd_u64(r);
+  uint8_t kind = pc_rd_u8(r);
+  uint32_t ttl = pc_rd_u32(r);
+  uint64_t session = pc_rd_u64(r);
+  uint8_t observed = pc_rd_u8(r);
+  if (kind > PC_WRITE_DELETE) return -1;
+  if (!l) {
+    size_t len;
+    for (int i = 0; i < 3; i++) (void)pc_rd_str(r, &len);
+    if (pc_rd_u8(r)) (void)pc_rd_str(r, &len);
+    return r->ok ? 0 : -1;
+  }
+  l->start_ts = *start;
+  l->kind = (pc_write_kind_t)kind;
+  l->ttl_ms = ttl;
+  l->session = session;
+  l->observed = observed;
+  if (rd_buf(r, &l->ptable) || rd_buf(r, &l->prow) || rd_buf(r, &l->pcol)) return -1;
+  l->has_inline = pc_rd_u8(r);
+  l->value.len = 0;
+  if (l->has_inline && rd_buf(r, &l->value)) return -1;
+  return r->ok ? 0 : -1;
+}
+
+/* The head of a version 2 record; head->value points into the record. */
+static int decode_head_v2(pc_rd_t *r, unsigned flags, pc_write_rec_t *head) {
+  uint8_t kp = pc_rd_u8(r);
+  unsigned kind = kp & 3u, place = kp >> 2;
+  if (kind > PC_WRITE_DELETE || place > PC_VALUE_IN_HEAD) return -1;
+  head->kind = (pc_write_kind_t)kind;
+  head->has_inline = (int)place;
+  head->commit_ts = pc_rd_u64(r);
+  if (flags & MF_START) {
+    head->start_ts = pc_rd_u64(r);
+  } else {
+    uint64_t d = rd_varint(r);
+    if (d > head->commit_ts) return -1;
+    head->start_ts = head->commit_ts - d;
+  }
+  head->value = NULL;
+  head->vlen = 0;
+  if (place == PC_VALUE_INLINE) {
+    uint64_t n = rd_varint(r);
+    const unsigned char *v = r->ok && n <= r->len - r->pos ? rd_take(r, (size_t)n) : NULL;
+    if (!v) return -1;
+    head->value = (const char *)v;
+    head->vlen = (size_t)n;
+  }
+  return r->ok ? 0 : -1;
+}
+
+int pc_meta_encode(const pc_meta_t *m, pc_buf_t *out) {
+  const pc_write_rec_t *h = &m->head;
+  int has_head = m->has_head != 0;
+  uint64_t implied = has_head ? h->commit_ts : 0;
+  unsigned flags = (m->has_lock ? MF_LOCK : 0u) | (has_head ? MF_HEAD : 0u) |
+                   (has_head && m->head_one_row ? MF_ONE_ROW : 0u) |
+                   (m->latest_any != implied ? MF_LATEST : 0u) |
+                   (has_head && h->start_ts > h->commit_ts ? MF_START : 0u);
+  if (pc_buf_u8(out, (uint8_t)(META_V2 | flags))) return -1;
+  if ((flags & MF_LATEST) && pc_buf_u64(out, m->latest_any)) return -1;
+  if (m->has_lock && encode_lock(&m->lock, out)) return -1;
+  if (!has_head) return 0;
+  if (pc_buf_u8(out, (uint8_t)((unsigned)h->kind | (unsigned)h->has_inline << 2)) ||
+      pc_buf_u64(out, h->commit_ts))
+    return -1;
+  if (flags & MF_START ? pc_buf_u64(out, h->start_ts) : buf_varint(out, h->commit_ts - h->start_ts))
+    return -1;
+  if (h->has_inline == PC_VALUE_INLINE && (buf_varint(out, h->vlen) || pc_buf_append(out, h->value, h->vlen)))
+    return -1;
+  return 0;
+}
+
+/* Reads the header of a record of either version: flags in version 2's
+ * meaning, latest_any if the record carries it, and the lock (decoded into
+ * l, or skipped with l NULL). *v1 tells which version the head is in. */
+static int decode_front(pc_rd_t *r, unsigned *flags, uint64_t *latest, int *latest_set,
+                        pc_lock_info_t *l, uint64_t *lock_start, int *v1) {
+  uint8_t b0 = pc_rd_u8(r);
+  *lock_start = 0;
+  *latest_set = 0;
+  if (b0 == 1) { /* version 1 */
+    uint8_t f = pc_rd_u8(r);
+    if (f & ~7u) return -1;
+    *flags = f;
+    *latest = pc_rd_u64(r);
+    *latest_set = 1;
+    *v1 = 1;
+  } else if ((b0 & 0xE0u) == META_V2) {
+    *flags = b0 & 0x1Fu;
+    if (*flags & MF_LATEST) {
+      *latest = pc_rd_u64(r);
+      *latest_set = 1;
+    }
+    *v1 = 0;
+  } else {
+    return -1;
+  }
+  if ((*flags & MF_LOCK) && decode_lock(r, l, lock_start) != 0) return -1;
+  return r->ok ? 0 : -1;
+}
+
 int pc_meta_decode(const char *p, size_t n, pc_meta_t *m) {
   pc_rd_t r = {p, n, 0, 1};
-  if (pc_rd_u8(&r) != META_VERSION) return -1;
-  uint8_t flags = pc_rd_u8(&r);
-  m->latest_any = pc_rd_u64(&r);
-  m->has_lock = flags & 1;
-  m->has_head = (flags & 2) != 0;
-  m->head_one_row = (flags & 4) != 0;
-  if (m->has_lock) {
-    pc_lock_info_t *l = &m->lock;
-    l->start_ts = pc_rd_u64(&r);
-    uint8_t kind = pc_rd_u8(&r);
-    l->ttl_ms = pc_rd_u32(&r);
-    l->session = pc_rd_u64(&r);
-    l->observed = pc_rd_u8(&r);
-    if (kind > PC_WRITE_DELETE || rd_buf(&r, &l->ptable) || rd_buf(&r, &l->prow) ||
-        rd_buf(&r, &l->pcol))
-      return -1;
-    l->kind = (pc_write_kind_t)kind;
-    l->has_inline = pc_rd_u8(&r);
-    l->value.len = 0;
-    if (l->has_inline && rd_buf(&r, &l->value)) return -1;
-  }
+  unsigned flags;
+  uint64_t latest = 0, lock_start;
+  int latest_set, v1;
+  if (decode_front(&r, &flags, &latest, &latest_set, &m->lock, &lock_start, &v1) != 0) return -1;
+  m->has_lock = (flags & MF_LOCK) != 0;
+  m->has_head = (flags & MF_HEAD) != 0;
+  m->head_one_row = (flags & MF_ONE_ROW) != 0;
   if (m->has_head) {
-    /* copy the head's body so head.value survives the caller's buffer */
-    size_t start = r.pos;
-    pc_rd_t probe = r;
-    if (decode_write_body(&probe, &m->head) != 0) return -1;
+    pc_write_rec_t h;
+    if ((v1 ? decode_write_body(&r, &h) : decode_head_v2(&r, flags, &h)) != 0) return -1;
+    /* copy the value so head.value survives the caller's buffer */
     m->head_buf.len = 0;
-    if (pc_buf_append(&m->head_buf, p + start, probe.pos - start)) return -1;
-    pc_rd_t own = {m->head_buf.p, m->head_buf.len, 0, 1};
-    if (decode_write_body(&own, &m->head) != 0) return -1;
-    r.pos = probe.pos;
+    if (h.vlen && pc_buf_append(&m->head_buf, h.value, h.vlen)) return -1;
+    if (h.value) h.value = m->head_buf.p ? m->head_buf.p : "";
+    m->head = h;
   }
+  m->latest_any = latest_set ? latest : m->has_head ? m->head.commit_ts : 0;
   return r.ok && r.pos == n ? 0 : -1;
 }
 
 int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, int *has_head,
                  pc_write_rec_t *head) {
-  pc_rd_t r = {p, n, 0, 1};
-  if (pc_rd_u8(&r) != META_VERSION) return -1;
-  uint8_t flags = pc_rd_u8(&r);
-  (void)pc_rd_u64(&r); /* latest_any */
-  *has_lock = flags & 1;
-  *has_head = (flags & 2) != 0;
-  *lock_start = 0;
-  if (*has_lock) {
-    size_t len;
-    *lock_start = pc_rd_u64(&r);
-    (void)pc_rd_u8(&r);
-    (void)pc_rd_u32(&r);
-    (void)pc_rd_u64(&r);
-    (void)pc_rd_u8(&r);
-    for (int i = 0; i < 3; i++) (void)pc_rd_str(&r, &len);
-    if (pc_rd_u8(&r)) (void)pc_rd_str(&r, &len);
+  const unsigned char *u = (const unsigned char *)p;
+  if (n >= 12 && (u[0] & ~MF_ONE_ROW) == (META_V2 | MF_HEAD) && u[1] == (PC_WRITE_PUT | PC_VALUE_INLINE << 2)) {
+    /* the record of a cell at rest, on every read: a put, its value inline, no
+     * lock; decoded in place */
+    const unsigned char *q = u + 10, *end = u + n;
+    uint64_t delta = 0, len = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      if (q == end || shift > 63) return -1;
+      delta |= (uint64_t)(*q & 0x7F) << shift;
+      if (!(*q++ & 0x80)) break;
+    }
+    for (unsigned shift = 0;; shift += 7) {
+      if (q == end || shift > 63) return -1;
+      len |= (uint64_t)(*q & 0x7F) << shift;
+      if (!(*q++ & 0x80)) break;
+    }
+    uint64_t commit = be64(u + 2);
+    if (delta > commit || len != (uint64_t)(end - q)) return -1;
+    *has_lock = 0;
+    *lock_start = 0;
+    *has_head = 1;
+    *head = (pc_write_rec_t){PC_WRITE_PUT, commit - delta, commit, PC_VALUE_INLINE,
+                             (const char *)q, (size_t)len};
+    return 0;
   }
-  if (*has_head && decode_write_body(&r, head) != 0) return -1;
+  pc_rd_t r = {p, n, 0, 1};
+  unsigned flags;
+  uint64_t latest;
+  int latest_set, v1;
+  if (decode_front(&r, &flags, &latest, &latest_set, NULL, lock_start, &v1) != 0) return -1;
+  *has_lock = (flags & MF_LOCK) != 0;
+  *has_head = (flags & MF_HEAD) != 0;
+  if (*has_head && (v1 ? decode_write_body(&r, head) : decode_head_v2(&r, flags, head)) != 0)
+    return -1;
   return r.ok ? 0 : -1;
 }

@@ -44,6 +44,21 @@ struct pc_txn {
 
 /* ---- validation -------------------------------------------------------- */
 
+/* [A-Za-z0-9_.-]: the characters of a table name */
+static const unsigned char table_char[256] = {
+    ['-'] = 1, ['.'] = 1, ['_'] = 1,
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1,
+};
+
 static pc_status_t check_table(const char *table, pc_error_t *err) {
   if (!table || !*table) return pc_error_set(err, PC_INVALID, "table name is empty");
   size_t n = strlen(table);
@@ -51,9 +66,7 @@ static pc_status_t check_table(const char *table, pc_error_t *err) {
     return pc_error_set(err, PC_INVALID, "table name of %zu bytes exceeds the limit of %d", n,
                         PC_MAX_TABLE);
   for (size_t i = 0; i < n; i++) {
-    char c = table[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '_' || c == '.' || c == '-'))
+    if (!table_char[(unsigned char)table[i]])
       return pc_error_set(err, PC_INVALID,
                           "table name '%.64s' has a character outside [A-Za-z0-9_.-]", table);
   }
@@ -92,13 +105,12 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
     pc_error_set(err, PC_INVALID, "database is NULL");
     return NULL;
   }
-  pc_txn_t *txn = calloc(1, sizeof *txn);
+  pc_txn_t *txn = malloc(sizeof *txn);
   if (!txn) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  txn->db = db;
-  txn->timeout_ms = db->opts.timeout_ms;
+  *txn = (pc_txn_t){.db = db, .timeout_ms = db->opts.timeout_ms, .state = TXN_OPEN};
   if (db->opts.lazy_start) return txn; /* start_ts at the first use: take_start_ts */
   if (pc_db_snapshot_take(db, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
     free(txn);

@@ -129,6 +129,137 @@ static void test_meta_roundtrip(void **state) {
   pc_buf_free(&enc);
 }
 
+/* Checks that m encodes, decodes back to itself, that pc_meta_peek agrees
+ * with the decode, and that every truncation is refused. */
+static void check_meta_form(const pc_meta_t *m, size_t *encoded_len) {
+  pc_buf_t enc = {0};
+  assert_int_equal(pc_meta_encode(m, &enc), 0);
+  *encoded_len = enc.len;
+  pc_meta_t d = {0};
+  assert_int_equal(pc_meta_decode(enc.p, enc.len, &d), 0);
+  assert_int_equal(d.has_lock, m->has_lock);
+  assert_int_equal(d.has_head, m->has_head);
+  assert_int_equal(d.latest_any, m->latest_any);
+  int has_lock, has_head;
+  uint64_t lock_start;
+  pc_write_rec_t h = {0};
+  assert_int_equal(pc_meta_peek(enc.p, enc.len, &has_lock, &lock_start, &has_head, &h), 0);
+  assert_int_equal(has_lock, m->has_lock);
+  assert_int_equal(has_head, m->has_head);
+  if (m->has_lock) assert_int_equal(lock_start, m->lock.start_ts);
+  if (m->has_head) {
+    assert_int_equal(d.head_one_row, m->head_one_row);
+    const pc_write_rec_t *heads[2] = {&d.head, &h};
+    for (int i = 0; i < 2; i++) {
+      assert_int_equal(heads[i]->kind, m->head.kind);
+      assert_int_equal(heads[i]->start_ts, m->head.start_ts);
+      assert_int_equal(heads[i]->commit_ts, m->head.commit_ts);
+      assert_int_equal(heads[i]->has_inline, m->head.has_inline);
+      assert_int_equal(heads[i]->vlen, m->head.vlen);
+      if (m->head.vlen) assert_memory_equal(heads[i]->value, m->head.value, m->head.vlen);
+    }
+  }
+  for (size_t n = 0; n < enc.len; n++) {
+    pc_meta_t t = {0};
+    assert_int_equal(pc_meta_decode(enc.p, n, &t), -1);
+    pc_meta_free(&t);
+    assert_int_equal(pc_meta_peek(enc.p, n, &has_lock, &lock_start, &has_head, &h), -1);
+  }
+  pc_meta_free(&d);
+  pc_buf_free(&enc);
+}
+
+static void test_meta_forms(void **state) {
+  (void)state;
+  char big[300];
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (char)(i * 7);
+  const uint64_t c = (uint64_t)1763800000000 << 18; /* a hybrid timestamp of 2025 */
+  size_t len;
+  /* a cell at rest: an inline put that is also the latest write */
+  pc_meta_t m = {0};
+  m.has_head = 1;
+  m.head_one_row = 1;
+  m.head = (pc_write_rec_t){PC_WRITE_PUT, c - (5u << 18), c, PC_VALUE_INLINE, big, 100};
+  m.latest_any = c;
+  check_meta_form(&m, &len);
+  assert_true(len <= 100 + 14); /* the lean form: a header of at most 14 bytes */
+  /* values whose length takes two varint bytes; a start_ts one apart; an empty value */
+  m.head.vlen = sizeof big;
+  m.head.start_ts = c - 1;
+  check_meta_form(&m, &len);
+  m.head.vlen = 0;
+  check_meta_form(&m, &len);
+  /* a rollback newer than the head; a delete; a value in a data cell */
+  m.latest_any = c + 9;
+  m.head.kind = PC_WRITE_DELETE;
+  m.head.has_inline = PC_VALUE_IN_DATA;
+  m.head.value = NULL;
+  check_meta_form(&m, &len);
+  /* a start_ts above the commit_ts is carried whole, not as a delta */
+  m.head = (pc_write_rec_t){PC_WRITE_PUT, c + 3, c, PC_VALUE_INLINE, big, 10};
+  m.latest_any = c;
+  check_meta_form(&m, &len);
+  /* no head: only rollbacks, or nothing at all */
+  pc_meta_t none = {0};
+  none.latest_any = 77;
+  check_meta_form(&none, &len);
+  none.latest_any = 0;
+  check_meta_form(&none, &len);
+  /* a lock beside a head */
+  m.head.start_ts = c - 2;
+  m.has_lock = 1;
+  m.lock.start_ts = c + 1;
+  m.lock.kind = PC_WRITE_PUT;
+  pc_buf_append(&m.lock.ptable, "t", 1);
+  pc_buf_append(&m.lock.prow, "r", 1);
+  pc_buf_append(&m.lock.pcol, "f:q", 3);
+  check_meta_form(&m, &len);
+  pc_meta_free(&m);
+}
+
+/* Stores written before the lean form hold version 1 records: still read. */
+static void test_meta_version1_read(void **state) {
+  (void)state;
+  static const unsigned char v1[] = {
+      1, 2 | 4,                                          /* version 1; head, one-row */
+      0, 0, 0, 0, 0, 0, 0, 12,                           /* latest_any */
+      PC_WRITE_PUT, 0, 0, 0, 0, 0, 0, 0, 10,             /* head: kind, start_ts */
+      0, 0, 0, 0, 0, 0, 0, 11, PC_VALUE_INLINE,          /* commit_ts, inline */
+      0, 0, 0, 3, 'a', 'b', 'c'};                        /* the value */
+  pc_meta_t d = {0};
+  assert_int_equal(pc_meta_decode((const char *)v1, sizeof v1, &d), 0);
+  assert_true(d.has_head && d.head_one_row && !d.has_lock);
+  assert_int_equal(d.latest_any, 12);
+  assert_int_equal(d.head.start_ts, 10);
+  assert_int_equal(d.head.commit_ts, 11);
+  assert_int_equal(d.head.vlen, 3);
+  assert_memory_equal(d.head.value, "abc", 3);
+  int has_lock, has_head;
+  uint64_t lock_start;
+  pc_write_rec_t h;
+  assert_int_equal(pc_meta_peek((const char *)v1, sizeof v1, &has_lock, &lock_start, &has_head, &h), 0);
+  assert_true(has_head && !has_lock);
+  assert_int_equal(h.commit_ts, 11);
+  assert_memory_equal(h.value, "abc", 3);
+  /* re-encoded, it takes the lean form and means the same */
+  pc_buf_t enc = {0};
+  assert_int_equal(pc_meta_encode(&d, &enc), 0);
+  assert_true(enc.len < sizeof v1);
+  pc_meta_t again = {0};
+  assert_int_equal(pc_meta_decode(enc.p, enc.len, &again), 0);
+  assert_int_equal(again.latest_any, 12);
+  assert_int_equal(again.head.start_ts, 10);
+  assert_memory_equal(again.head.value, "abc", 3);
+  /* an unknown version is refused */
+  unsigned char bad[sizeof v1];
+  memcpy(bad, v1, sizeof v1);
+  bad[0] = 0x80;
+  assert_int_equal(pc_meta_decode((const char *)bad, sizeof bad, &again), -1);
+  pc_meta_free(&again);
+  pc_meta_free(&d);
+  pc_buf_free(&enc);
+}
+
 typedef struct fixture {
   char *dir;
   pc_db_t *db;
@@ -370,6 +501,8 @@ int main(void) {
       cmocka_unit_test(test_key_order),
       cmocka_unit_test(test_key_timestamps_and_decode),
       cmocka_unit_test(test_meta_roundtrip),
+      cmocka_unit_test(test_meta_forms),
+      cmocka_unit_test(test_meta_version1_read),
       cmocka_unit_test_setup_teardown(test_history_and_large_values, setup, teardown),
       cmocka_unit_test_setup_teardown(test_one_phase_delete, setup, teardown),
       cmocka_unit_test_setup_teardown(test_observed_commit_writes_notify, setup, teardown),
