@@ -29,8 +29,9 @@
  * them). Reads are measured first, on the compacted stores, then writes,
  * after an untimed warm-up of --warmup-writes writes on each side: for
  * each kind, --rounds rounds each run the raw phase and the transactional
- * phase, the raw side first in even rounds and the transactional side first
- * in odd ones. Before every phase the benchmark waits until LevelDB's
+ * phase. A read round interleaves the two in slices of --slice reads (see
+ * run_interleaved); a write round runs them whole, the raw side first in
+ * even rounds and the transactional side first in odd ones. Before every phase the benchmark waits until LevelDB's
  * background thread is idle, so no phase pays for compactions another one
  * caused; after a write phase it times that drain too, and reports, besides
  * the foreground rate, a settled rate ops / (phase time + drain time) that
@@ -98,6 +99,7 @@ typedef struct params {
   int breakdown;      /* run the breakdown phases at the end */
   uint64_t warmup_writes; /* untimed writes on each side before the write rounds */
   int warmup_set;
+  uint64_t slice; /* read rounds: reads per interleaved slice; 0: whole phases */
 } params_t;
 
 typedef struct bench {
@@ -127,6 +129,10 @@ typedef struct worker {
   pc_buf_t kb, wkb, vb, mb; /* breakdown: reused encodings */
   int failed;
   char errtext[PC_ERROR_TEXT + 64];
+  /* interleaved rounds: the last slice's clock and CPU times, ops per slice */
+  enum phase sides[2];
+  uint64_t slice_ops, nslices, last_slice_ops;
+  uint64_t t0_ns, t1_ns, cpu_ns;
 } worker_t;
 
 typedef struct result {
@@ -536,6 +542,129 @@ static int run_phase(bench_t *b, enum phase ph, uint64_t ops, uint64_t seed, res
   return rc;
 }
 
+/* ---- interleaved read rounds ---------------------------------------------
+ *
+ * A read phase lasts a fraction of a second, and this VM's speed drifts by
+ * tens of percent from one second to the next (neighbours, frequency), so two
+ * whole phases run one after the other compare two different machines. An
+ * interleaved round instead alternates short slices of the two phases (raw
+ * first in even slices, transactional first in odd ones) with every thread
+ * in the same slice, and sums each side's slice times: the drift lands on
+ * both sides alike. A slice's time is taken inside the workers, from the
+ * first thread's start to the last one's end, so the barriers between slices
+ * are not counted. Only reads are interleaved: a write slice would leave its
+ * flushes and compactions to the other side's slice. */
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static const enum phase read_side[2] = {PH_RAW_GET, PH_TXN_READ};
+
+static void *interleave_thread(void *arg) {
+  worker_t *w = arg;
+  for (uint64_t k = 0; k < w->nslices; k++) {
+    uint64_t n = k + 1 == w->nslices ? w->last_slice_ops : w->slice_ops;
+    for (int j = 0; j < 2; j++) {
+      void (*op)(worker_t *, uint64_t) = phase_op[w->sides[k % 2 ? 1 - j : j]];
+      pthread_barrier_wait(w->start); /* slice starts */
+      uint64_t c0 = thread_cpu_ns();
+      w->t0_ns = mono_ns();
+      for (uint64_t i = 0; i < n && !w->failed; i++) {
+        op(w, bu_splitmix64(&w->rng));
+        w->done++;
+      }
+      w->t1_ns = mono_ns();
+      w->cpu_ns = thread_cpu_ns() - c0;
+      pthread_barrier_wait(w->start); /* slice ends: the main thread reads the times */
+    }
+  }
+  return NULL;
+}
+
+/* One interleaved round of ops reads on each side in slices of slice reads;
+ * res[i] is sides[i]'s. -1 on failure. */
+static int run_interleaved(bench_t *b, const enum phase sides[2], uint64_t ops, uint64_t slice,
+                           uint64_t seed, result_t res[2]) {
+  int n = b->p.threads;
+  worker_t w[MAX_THREADS];
+  pthread_barrier_t gate;
+  pthread_barrier_init(&gate, NULL, (unsigned)n + 1);
+  if (slice < (uint64_t)n) slice = (uint64_t)n;
+  uint64_t per_thread = slice / (uint64_t)n;
+  uint64_t nslices = (ops + slice - 1) / slice;
+  uint64_t last = (ops - (nslices - 1) * slice) / (uint64_t)n;
+  if (last == 0) last = 1;
+  for (int i = 0; i < n; i++) {
+    memset(&w[i], 0, sizeof w[i]);
+    w[i].b = b;
+    w[i].start = &gate;
+    w[i].rng = seed * 1000003u + (uint64_t)i * 7919u;
+    w[i].slice_ops = per_thread;
+    w[i].nslices = nslices;
+    w[i].last_slice_ops = last;
+    w[i].sides[0] = sides[0];
+    w[i].sides[1] = sides[1];
+  }
+  if (bu_start_threads(w, n, sizeof *w, offsetof(worker_t, tid), interleave_thread) != n) {
+    fprintf(stderr, "fig8: pthread_create failed\n");
+    exit(1);
+  }
+  uint64_t wall[2] = {0, 0}, cpu[2] = {0, 0}, done[2] = {0, 0};
+  bu_meter_t m0, d;
+  bu_meter_start(&m0);
+  for (uint64_t k = 0; k < nslices; k++) {
+    for (int j = 0; j < 2; j++) {
+      int side = k % 2 ? 1 - j : j;
+      uint64_t before = 0;
+      for (int i = 0; i < n; i++) before += w[i].done;
+      pthread_barrier_wait(&gate);
+      pthread_barrier_wait(&gate);
+      uint64_t lo = UINT64_MAX, hi = 0;
+      for (int i = 0; i < n; i++) {
+        if (w[i].t0_ns < lo) lo = w[i].t0_ns;
+        if (w[i].t1_ns > hi) hi = w[i].t1_ns;
+        cpu[side] += w[i].cpu_ns;
+        done[side] += w[i].done;
+      }
+      done[side] -= before;
+      wall[side] += hi - lo;
+    }
+  }
+  bu_meter_read(&m0, &d);
+  bu_join_threads(w, n, sizeof *w, offsetof(worker_t, tid));
+  pthread_barrier_destroy(&gate);
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    if (w[i].failed) {
+      fprintf(stderr, "fig8: interleaved reads, thread %d: %s\n", i, w[i].errtext);
+      rc = -1;
+    }
+  }
+  double secs = (double)d.t_ns * 1e-9;
+  for (int side = 0; side < 2; side++) {
+    result_t *r = &res[side];
+    memset(r, 0, sizeof *r);
+    r->ops = done[side];
+    r->seconds = (double)wall[side] * 1e-9;
+    r->ops_s = r->seconds > 0 ? (double)r->ops / r->seconds : 0;
+    r->cpu_us_per_op = bu_per((double)cpu[side] * 1e-3, r->ops);
+    if (secs > 0.05) { /* the whole round's: both sides share it */
+      r->others_cores = bu_others_cores(d.busy_s, d.cpu_s, secs);
+      r->steal_cores = d.steal_s / secs;
+    }
+  }
+  return rc;
+}
+
 /* ---- setup -------------------------------------------------------------- */
 
 static int preload(bench_t *b) {
@@ -561,9 +690,10 @@ static int preload(bench_t *b) {
 }
 
 /* The LevelDB part of a transactional read in the state the read rounds
- * measure (both stores preloaded and compacted): --rounds alternating phases
- * of a raw get and of a Get of the meta record on the Percolator store's
- * LevelDB, opened directly while the database is closed. */
+ * measure (both stores preloaded and compacted): --rounds rounds of a raw get
+ * against a Get of the meta record on the Percolator store's LevelDB, opened
+ * directly while the database is closed; interleaved like the read rounds
+ * unless --slice is 0. */
 static int read_breakdown(bench_t *b, json_t *info) {
   char store[4300];
   snprintf(store, sizeof store, "%s/store", b->pc_dir);
@@ -576,6 +706,16 @@ static int read_breakdown(bench_t *b, json_t *info) {
   int rc = run_phase(b, PH_STORE_GET_META, wops, b->p.seed + 500, &res);
   if (rc == 0) rc = run_phase(b, PH_RAW_GET, wops, b->p.seed + 501, &res);
   for (int r = 0; r < b->p.rounds && rc == 0; r++) {
+    if (b->p.slice) {
+      result_t two[2];
+      wait_quiet();
+      rc = run_interleaved(b, ph, b->p.read_ops, b->p.slice, b->p.seed + 600 + (uint64_t)r, two);
+      for (int k = 0; k < 2; k++) {
+        ops_s[k][r] = two[k].ops_s;
+        cpu[k][r] = two[k].cpu_us_per_op;
+      }
+      continue;
+    }
     for (int j = 0; j < 2 && rc == 0; j++) {
       int k = r % 2 ? 1 - j : j;
       wait_quiet();
@@ -757,6 +897,9 @@ static void usage(FILE *f) {
           "  --sync 0|1       fsync every write on both sides (default 0)\n"
           "  --threads T      threads on both sides (default 1)\n"
           "  --rounds R       rounds of the four phases, alternating order (default 3)\n"
+          "  --slice N        read rounds alternate raw and txn slices of N reads, so\n"
+          "                   the machine's drift lands on both sides (default 5000;\n"
+          "                   0: one whole phase after the other, like the writes)\n"
           "  --dir D          parent of the temporary directory (default /tmp)\n"
           "  --compact 0|1    compact both stores after preloading (default 1)\n"
           "  --only PHASE     run only raw_get, txn_read, raw_put or txn_write (profiling)\n"
@@ -776,9 +919,9 @@ static int parse_args(int argc, char **argv, params_t *p) {
       {"only", required_argument, NULL, 'O'},   {"seed", required_argument, NULL, 'S'},
       {"keep", no_argument, NULL, 'K'},         {"help", no_argument, NULL, 'h'},
       {"breakdown", required_argument, NULL, 'B'}, {"read-ops", required_argument, NULL, 'R'},
-      {"warmup-writes", required_argument, NULL, 'W'},
+      {"warmup-writes", required_argument, NULL, 'W'}, {"slice", required_argument, NULL, 'L'},
       {NULL, 0, NULL, 0}};
-  *p = (params_t){200000, 0, 100000, 100, 0, 1, 3, 1, 0, 42, "/tmp", -1, 1, 0, 0};
+  *p = (params_t){200000, 0, 100000, 100, 0, 1, 3, 1, 0, 42, "/tmp", -1, 1, 0, 0, 5000};
   int c;
   uint64_t v;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -791,6 +934,7 @@ static int parse_args(int argc, char **argv, params_t *p) {
         else p->warmup_set = 1;
         break;
       case 'k': if (bu_parse_u64(optarg, 1, 9999999999ull, &p->keys)) bad = "--keys"; break;
+      case 'L': if (bu_parse_u64(optarg, 0, UINT64_MAX, &p->slice)) bad = "--slice"; break;
       case 'v':
         if (bu_parse_u64(optarg, 1, PC_MAX_VALUE, &v)) bad = "--value-size";
         else p->value_size = (size_t)v;
@@ -857,6 +1001,7 @@ int main(int argc, char **argv) {
   json_object_set_new(par, "sync", json_integer(b.p.sync));
   json_object_set_new(par, "threads", json_integer(b.p.threads));
   json_object_set_new(par, "rounds", json_integer(b.p.rounds));
+  json_object_set_new(par, "read_slice", json_integer((json_int_t)b.p.slice));
   json_object_set_new(par, "compact", json_integer(b.p.compact));
   json_object_set_new(par, "seed", json_integer((json_int_t)b.p.seed));
   json_object_set_new(par, "breakdown", json_integer(b.p.breakdown));
@@ -908,9 +1053,33 @@ int main(int argc, char **argv) {
     for (int r = 0; r < b.p.rounds && rc == 0; r++) {
       int txn_first = r % 2;
       json_t *jr = json_object();
-      json_object_set_new(jr, "order", json_string(txn_first ? "txn first" : "raw first"));
       int ran = 0;
-      for (int j = 0; j < 2 && rc == 0; j++) {
+      if (kind == 0 && b.p.slice && b.p.only < 0) {
+        result_t res[2];
+        double quiet = wait_quiet();
+        if (run_interleaved(&b, read_side, b.p.read_ops, b.p.slice, b.p.seed + (uint64_t)r * 10 + 1, res) != 0) {
+          rc = 1;
+          break;
+        }
+        json_object_set_new(jr, "order", json_string("interleaved slices"));
+        for (int side = 0; side < 2; side++) {
+          enum phase ph = read_side[side];
+          ops_s[ph][r] = res[side].ops_s;
+          cpu[ph][r] = res[side].cpu_us_per_op;
+          json_t *jp = json_object();
+          json_object_set_new(jp, "ops_s", json_real(res[side].ops_s));
+          json_object_set_new(jp, "seconds", json_real(res[side].seconds));
+          json_object_set_new(jp, "cpu_us_per_op", json_real(res[side].cpu_us_per_op));
+          json_object_set_new(jp, "waited_for_quiet_before_s", json_real(quiet));
+          json_object_set_new(jp, "others_cores", json_real(res[side].others_cores));
+          json_object_set_new(jp, "steal_cores", json_real(res[side].steal_cores));
+          json_object_set_new(jr, phase_name[ph], jp);
+        }
+        ran = 2;
+      } else {
+        json_object_set_new(jr, "order", json_string(txn_first ? "txn first" : "raw first"));
+      }
+      for (int j = 0; j < 2 && rc == 0 && ran < 2; j++) {
         enum phase ph = pairs[kind][txn_first ? 1 - j : j];
         if (b.p.only >= 0 && (int)ph != b.p.only) continue;
         result_t res;
