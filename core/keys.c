@@ -103,25 +103,53 @@ const char *pc_rd_str(pc_rd_t *r, size_t *n) {
 
 /* ---- keys ---- */
 
+static int has_zero64(uint64_t w) {
+  return ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0;
+}
+
+static int has_zero32(uint32_t w) { return ((w - 0x01010101u) & ~w & 0x80808080u) != 0; }
+
 /* Writes the escaped s at dst (room for 2n + 2 bytes); returns the end.
- * Eight bytes at a time while they hold no 0x00 (the usual case: table names
- * never do, most rows and columns don't), else a byte at a time. */
+ * Strings without 0x00 (every table name, most rows and columns) are checked
+ * and copied a word at a time, the tail as one overlapping word; a string
+ * with one goes a byte at a time. */
 static char *escape_to(char *dst, const char *s, size_t n) {
-  const char *end = s + n;
-  while (s < end) {
-    if (end - s >= 8) {
-      uint64_t w;
-      memcpy(&w, s, 8);
-      if (!((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull)) { /* no zero byte */
-        memcpy(dst, &w, 8);
-        dst += 8;
-        s += 8;
-        continue;
+  int plain = 1;
+  if (n >= 8) {
+    uint64_t w;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      memcpy(&w, s + i, 8);
+      if (has_zero64(w)) {
+        plain = 0;
+        break;
       }
+      memcpy(dst + i, &w, 8);
     }
-    char ch = *s++;
-    *dst++ = ch;
-    if (ch == '\0') *dst++ = (char)0xFF;
+    if (plain) {
+      memcpy(&w, s + n - 8, 8);
+      plain = !has_zero64(w);
+      memcpy(dst + n - 8, &w, 8);
+    }
+  } else if (n >= 4) {
+    uint32_t x, y;
+    memcpy(&x, s, 4);
+    memcpy(&y, s + n - 4, 4);
+    plain = !has_zero32(x) && !has_zero32(y);
+    memcpy(dst, &x, 4);
+    memcpy(dst + n - 4, &y, 4);
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      dst[i] = s[i];
+      if (s[i] == '\0') plain = 0;
+    }
+  }
+  if (plain) {
+    dst += n;
+  } else { /* start again: what was copied lies within the 2n + 2 bytes */
+    for (size_t i = 0; i < n; i++) {
+      *dst++ = s[i];
+      if (s[i] == '\0') *dst++ = (char)0xFF;
+    }
   }
   *dst++ = '\0';
   *dst++ = 0x01;
@@ -147,7 +175,8 @@ int pc_key_row(pc_buf_t *b, char space, const char *table, const char *row, size
 int pc_key_cell(pc_buf_t *b, char space, const pc_cell_t *c) {
   /* the hottest encoder (every read and write): one reservation, no re-checks */
   size_t tlen = strlen(c->table);
-  if (pc_buf_reserve(b, 1 + 2 * (tlen + c->rlen + c->clen) + 6) != 0) return -1;
+  size_t need = 1 + 2 * (tlen + c->rlen + c->clen) + 6;
+  if ((!b->p || b->cap - b->len < need + 1) && pc_buf_reserve(b, need) != 0) return -1;
   char *d = b->p + b->len;
   *d++ = space;
   d = escape_to(d, c->table, tlen);
