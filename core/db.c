@@ -4,6 +4,7 @@
 #include "core/db.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,9 +111,48 @@ static pc_status_t prepare_dir(const char *dir, int create, int *fresh, pc_error
   return PC_OK;
 }
 
-/* Index of the first registered timestamp >= ts (snap_mu held). */
+/* ---- the snapshot registry ------------------------------------------------
+ *
+ * Every transaction registers its start_ts from begin to destroy, and a
+ * one-row overwrite asks whether a registered snapshot lies between the
+ * version it replaces and its own commit (snapshots_in_use). A registration
+ * is a slot claimed with one compare-and-swap; the thread's last slot is
+ * tried first, so a thread that runs one transaction at a time keeps its
+ * slot. Taking a snapshot claims the slot as SNAP_PENDING before asking the
+ * oracle and then stores the timestamp: a writer that takes its commit_ts
+ * after the reader's start_ts was issued then finds the slot pending or
+ * holding that start_ts (both sides' accesses are sequentially consistent,
+ * and the oracle orders the two timestamps), and a pending slot counts as in
+ * use. Only with all SNAP_SLOTS slots taken do registrations go to the
+ * sorted overflow array under snap_mu, taken and registered under that
+ * lock as before. */
+
+#define SNAP_SLOTS 4096u
+#define SNAP_PENDING UINT64_MAX
+#define SNAP_OVERFLOW (PC_SNAP_NONE - 1u)
+
+static _Thread_local uint32_t snap_hint; /* this thread's last slot */
+
+/* Claims a free slot holding v; SNAP_OVERFLOW when every slot is taken. */
+static uint32_t slot_claim(pc_db_t *db, uint64_t v) {
+  for (uint32_t k = 0; k < SNAP_SLOTS; k++) {
+    uint32_t i = (snap_hint + k) % SNAP_SLOTS;
+    uint64_t empty = 0;
+    if (atomic_load_explicit(&db->snap_slot[i], memory_order_relaxed) != 0 ||
+        !atomic_compare_exchange_strong(&db->snap_slot[i], &empty, v))
+      continue;
+    uint32_t high = atomic_load(&db->snap_high);
+    while (high <= i && !atomic_compare_exchange_weak(&db->snap_high, &high, i + 1)) {
+    }
+    snap_hint = i;
+    return i;
+  }
+  return SNAP_OVERFLOW;
+}
+
+/* Index of the first overflow timestamp >= ts (snap_mu held). */
 static size_t snap_lower_bound(const pc_db_t *db, uint64_t ts) {
-  size_t a = 0, b = db->nsnap;
+  size_t a = 0, b = atomic_load_explicit(&db->nsnap, memory_order_relaxed);
   while (a < b) {
     size_t mid = (a + b) / 2;
     if (db->snap[mid] < ts) a = mid + 1;
@@ -125,71 +165,99 @@ static size_t snap_lower_bound(const pc_db_t *db, uint64_t ts) {
  * self's (one registration of it) in [lo, hi), or is owner registered? */
 static int snapshots_in_use(void *ctx, uint64_t lo, uint64_t hi, uint64_t self, uint64_t owner) {
   pc_db_t *db = ctx;
-  pthread_mutex_lock(&db->snap_mu);
-  size_t o = snap_lower_bound(db, owner);
-  if (o < db->nsnap && db->snap[o] == owner) { /* its transaction may still settle it */
-    pthread_mutex_unlock(&db->snap_mu);
-    return 1;
-  }
-  size_t a = snap_lower_bound(db, lo);
-  int in_use = 0, self_seen = 0;
-  for (size_t i = a; i < db->nsnap && db->snap[i] < hi; i++) {
-    if (db->snap[i] == self && !self_seen) {
+  int self_seen = 0;
+  uint32_t high = atomic_load(&db->snap_high);
+  for (uint32_t i = 0; i < high; i++) {
+    uint64_t v = atomic_load(&db->snap_slot[i]);
+    if (v == 0) continue;
+    if (v == SNAP_PENDING || v == owner) return 1; /* owner: its transaction may still settle it */
+    if (v < lo || v >= hi) continue;
+    if (v == self && !self_seen) {
       self_seen = 1;
       continue;
     }
-    in_use = 1;
-    break;
+    return 1;
+  }
+  if (atomic_load(&db->nsnap) == 0) return 0;
+  pthread_mutex_lock(&db->snap_mu);
+  size_t n = atomic_load_explicit(&db->nsnap, memory_order_relaxed);
+  size_t o = snap_lower_bound(db, owner);
+  int in_use = o < n && db->snap[o] == owner;
+  for (size_t i = snap_lower_bound(db, lo); !in_use && i < n && db->snap[i] < hi; i++) {
+    if (db->snap[i] == self && !self_seen) self_seen = 1;
+    else in_use = 1;
   }
   pthread_mutex_unlock(&db->snap_mu);
   return in_use;
 }
 
-/* Room for one more registration (snap_mu held). */
-static pc_status_t snap_grow(pc_db_t *db, pc_error_t *err) {
-  if (db->nsnap < db->capsnap) return PC_OK;
-  size_t cap = db->capsnap ? db->capsnap * 2 : 64;
-  uint64_t *p = realloc(db->snap, cap * sizeof *p);
-  if (!p) return pc_error_set(err, PC_NOMEM, "out of memory");
-  db->snap = p;
-  db->capsnap = cap;
+/* Inserts ts into the overflow array (snap_mu held). */
+static pc_status_t overflow_insert(pc_db_t *db, uint64_t ts, pc_error_t *err) {
+  size_t n = atomic_load_explicit(&db->nsnap, memory_order_relaxed);
+  if (n == db->capsnap) {
+    size_t cap = db->capsnap ? db->capsnap * 2 : 64;
+    uint64_t *p = realloc(db->snap, cap * sizeof *p);
+    if (!p) return pc_error_set(err, PC_NOMEM, "out of memory");
+    db->snap = p;
+    db->capsnap = cap;
+  }
+  size_t a = snap_lower_bound(db, ts);
+  memmove(&db->snap[a + 1], &db->snap[a], (n - a) * sizeof *db->snap);
+  db->snap[a] = ts;
+  atomic_store(&db->nsnap, n + 1);
   return PC_OK;
 }
 
-pc_status_t pc_db_snapshot_hold(pc_db_t *db, uint64_t ts, pc_error_t *err) {
+pc_status_t pc_db_snapshot_hold(pc_db_t *db, uint64_t ts, pc_snap_slot_t *slot, pc_error_t *err) {
+  *slot = PC_SNAP_NONE;
   if (!db->snap_tracked) return PC_OK;
+  if ((*slot = slot_claim(db, ts)) != SNAP_OVERFLOW) return PC_OK;
   pthread_mutex_lock(&db->snap_mu);
-  pc_status_t st = snap_grow(db, err);
-  if (st == PC_OK) {
-    size_t a = snap_lower_bound(db, ts);
-    memmove(&db->snap[a + 1], &db->snap[a], (db->nsnap - a) * sizeof *db->snap);
-    db->snap[a] = ts;
-    db->nsnap++;
-  }
+  pc_status_t st = overflow_insert(db, ts, err);
   pthread_mutex_unlock(&db->snap_mu);
+  if (st != PC_OK) *slot = PC_SNAP_NONE;
   return st;
 }
 
-pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err) {
+pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts,
+                                pc_snap_slot_t *slot, pc_error_t *err) {
+  *slot = PC_SNAP_NONE;
   if (!db->snap_tracked) return pc_db_ts(db, timeout_ms, ts, err);
+  uint32_t i = slot_claim(db, SNAP_PENDING);
+  if (i != SNAP_OVERFLOW) {
+    pc_status_t st = pc_oracle_next(db->oracle, 1, ts, err);
+    /* the slot is still pending here: a writer now must keep what ts may read */
+    if (st == PC_OK) st = PC_FAILPOINT("db.snapshot.pending", err);
+    atomic_store(&db->snap_slot[i], st == PC_OK ? *ts : 0);
+    if (st == PC_OK) *slot = i;
+    return st;
+  }
   pthread_mutex_lock(&db->snap_mu);
-  pc_status_t st = snap_grow(db, err);
-  /* taken and registered under one lock: timestamps arrive in order, so the
-   * array stays sorted, and a writer that asks after taking its commit_ts
-   * sees every snapshot below it */
-  if (st == PC_OK) st = pc_oracle_next(db->oracle, 1, ts, err);
-  if (st == PC_OK) db->snap[db->nsnap++] = *ts;
+  /* taken and registered under one lock: a writer that asks after taking
+   * its commit_ts sees every snapshot below it */
+  uint64_t t;
+  pc_status_t st = pc_oracle_next(db->oracle, 1, &t, err);
+  if (st == PC_OK) st = overflow_insert(db, t, err);
   pthread_mutex_unlock(&db->snap_mu);
+  if (st == PC_OK) {
+    *ts = t;
+    *slot = SNAP_OVERFLOW;
+  }
   return st;
 }
 
-void pc_db_snapshot_release(pc_db_t *db, uint64_t ts) {
-  if (!db->snap_tracked || !ts) return;
+void pc_db_snapshot_release(pc_db_t *db, pc_snap_slot_t slot, uint64_t ts) {
+  if (!db->snap_tracked || slot == PC_SNAP_NONE) return;
+  if (slot != SNAP_OVERFLOW) {
+    atomic_store_explicit(&db->snap_slot[slot], 0, memory_order_release);
+    return;
+  }
   pthread_mutex_lock(&db->snap_mu);
+  size_t n = atomic_load_explicit(&db->nsnap, memory_order_relaxed);
   size_t a = snap_lower_bound(db, ts);
-  if (a < db->nsnap && db->snap[a] == ts) {
-    memmove(&db->snap[a], &db->snap[a + 1], (db->nsnap - a - 1) * sizeof *db->snap);
-    db->nsnap--;
+  if (a < n && db->snap[a] == ts) {
+    memmove(&db->snap[a], &db->snap[a + 1], (n - a - 1) * sizeof *db->snap);
+    atomic_store(&db->nsnap, n - 1);
   }
   pthread_mutex_unlock(&db->snap_mu);
 }
@@ -251,6 +319,12 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
   db->liveness.is_alive = embedded_alive;
   db->liveness.ctx = &db->session;
   if (!opts->keep_history) { /* this process is the only reader: it knows every snapshot */
+    db->snap_slot = calloc(SNAP_SLOTS, sizeof *db->snap_slot);
+    if (!db->snap_slot) {
+      pc_error_set(err, PC_NOMEM, "out of memory");
+      pc_db_close(db);
+      return NULL;
+    }
     db->snap_tracked = 1;
     pc_local_store_track_snapshots(db->store, snapshots_in_use, db);
   }
@@ -264,6 +338,7 @@ void pc_db_close(pc_db_t *db) {
   if (db->oracle) pc_oracle_close(db->oracle);
   if (db->store) db->store->ops->close(db->store);
   free(db->snap);
+  free((void *)db->snap_slot);
   pthread_mutex_destroy(&db->snap_mu);
   free(db->dir);
   free(db);

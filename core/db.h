@@ -49,23 +49,35 @@ struct pc_db {
   /* lazy_start: fresh timestamps handed back by blind one-phase commits,
    * each used once as the id of a later one (0: empty slot) */
   _Atomic uint64_t spare_ts[8];
-  /* embedded: the start_ts of every open transaction, sorted, so that the
-   * store can drop versions no snapshot can read (snapshots_in_use) */
+  /* embedded: the start_ts of every open transaction, so that the store can
+   * drop versions no snapshot can read (snapshots_in_use). Each registration
+   * is a slot of snap_slot, claimed and released without a lock (0: free,
+   * UINT64_MAX: a timestamp being taken); slots below snap_high may be in
+   * use. When every slot is taken, registrations go to the sorted overflow
+   * array under snap_mu. */
+  _Atomic uint64_t *snap_slot;
+  _Atomic uint32_t snap_high;
+  _Atomic size_t nsnap; /* registrations in the overflow array */
   pthread_mutex_t snap_mu;
   uint64_t *snap;
-  size_t nsnap, capsnap;
+  size_t capsnap;
   int snap_tracked; /* the registry is in use (embedded, keep_history off) */
 };
 
+/* The handle of a registration (pc_db_snapshot_take, pc_db_snapshot_hold). */
+typedef uint32_t pc_snap_slot_t;
+#define PC_SNAP_NONE UINT32_MAX /* nothing registered (the database does not track) */
+
 /* A start timestamp for a snapshot: from the oracle, and registered (when
  * the database tracks snapshots) in the same step, so that no version it can
- * read is collected. Release it with pc_db_snapshot_release. */
-pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
-void pc_db_snapshot_release(pc_db_t *db, uint64_t ts);
+ * read is collected. Release it with pc_db_snapshot_release(*slot, *ts). */
+pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts,
+                                pc_snap_slot_t *slot, pc_error_t *err);
+void pc_db_snapshot_release(pc_db_t *db, pc_snap_slot_t slot, uint64_t ts);
 /* Registers ts, a timestamp taken earlier (a blind commit's id), until
  * pc_db_snapshot_release: versions it commits are not collected before its
  * transaction has settled them. */
-pc_status_t pc_db_snapshot_hold(pc_db_t *db, uint64_t ts, pc_error_t *err);
+pc_status_t pc_db_snapshot_hold(pc_db_t *db, uint64_t ts, pc_snap_slot_t *slot, pc_error_t *err);
 
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);

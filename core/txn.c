@@ -32,7 +32,7 @@ enum txn_state { TXN_OPEN, TXN_COMMITTED, TXN_ABORTED };
 struct pc_txn {
   pc_db_t *db;
   uint64_t start_ts, commit_ts;
-  int snapshot_held; /* start_ts is registered (pc_db_snapshot_take) */
+  pc_snap_slot_t snap_slot; /* start_ts's registration (PC_SNAP_NONE: none) */
   uint32_t timeout_ms;
   enum txn_state state;
   void *tree; /* tsearch tree of bufcell_t* */
@@ -110,22 +110,20 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  *txn = (pc_txn_t){.db = db, .timeout_ms = db->opts.timeout_ms, .state = TXN_OPEN};
+  *txn = (pc_txn_t){
+      .db = db, .timeout_ms = db->opts.timeout_ms, .state = TXN_OPEN, .snap_slot = PC_SNAP_NONE};
   if (db->opts.lazy_start) return txn; /* start_ts at the first use: take_start_ts */
-  if (pc_db_snapshot_take(db, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
+  if (pc_db_snapshot_take(db, txn->timeout_ms, &txn->start_ts, &txn->snap_slot, err) != PC_OK) {
     free(txn);
     return NULL;
   }
-  txn->snapshot_held = 1;
   return txn;
 }
 
 /* With lazy_start: takes start_ts now, if no read has taken it yet. */
 static pc_status_t take_start_ts(pc_txn_t *txn, pc_error_t *err) {
   if (txn->start_ts) return PC_OK;
-  pc_status_t st = pc_db_snapshot_take(txn->db, txn->timeout_ms, &txn->start_ts, err);
-  txn->snapshot_held = st == PC_OK;
-  return st;
+  return pc_db_snapshot_take(txn->db, txn->timeout_ms, &txn->start_ts, &txn->snap_slot, err);
 }
 
 /* get_fresh's timestamp source: a registered snapshot, remembered so that
@@ -134,11 +132,12 @@ typedef struct snap_ctx {
   pc_db_t *db;
   uint32_t timeout_ms;
   uint64_t taken;
+  pc_snap_slot_t slot;
 } snap_ctx_t;
 
 static pc_status_t snap_source(void *ctx, uint64_t *ts, pc_error_t *err) {
   snap_ctx_t *c = ctx;
-  pc_status_t st = pc_db_snapshot_take(c->db, c->timeout_ms, ts, err);
+  pc_status_t st = pc_db_snapshot_take(c->db, c->timeout_ms, ts, &c->slot, err);
   if (st == PC_OK) c->taken = *ts;
   return st;
 }
@@ -404,10 +403,10 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
     if (txn->start_ts) {
       st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
     } else { /* lazy_start: the store takes the snapshot's timestamp as it reads */
-      snap_ctx_t sc = {txn->db, txn->timeout_ms, 0};
+      snap_ctx_t sc = {txn->db, txn->timeout_ms, 0, PC_SNAP_NONE};
       st = s->ops->get_fresh(s, &c, snap_source, &sc, &txn->start_ts, value, vlen, &lock, err);
-      if (txn->start_ts && txn->start_ts == sc.taken) txn->snapshot_held = 1;
-      else pc_db_snapshot_release(txn->db, sc.taken); /* failed, or a tablet's timestamp */
+      if (txn->start_ts && txn->start_ts == sc.taken) txn->snap_slot = sc.slot;
+      else pc_db_snapshot_release(txn->db, sc.slot, sc.taken); /* failed, or a tablet's */
     }
     if (st != PC_LOCKED) break;
     if (!deadline) deadline = pc_now_mono_ms() + txn->timeout_ms;
@@ -484,9 +483,8 @@ static void spare_put(pc_db_t *db, uint64_t ts) {
  * from the oracle; registered until destroy, as any start_ts. */
 static pc_status_t take_blind_id(pc_txn_t *txn, pc_error_t *err) {
   if (!(txn->start_ts = spare_take(txn->db))) return take_start_ts(txn, err);
-  pc_status_t st = pc_db_snapshot_hold(txn->db, txn->start_ts, err);
+  pc_status_t st = pc_db_snapshot_hold(txn->db, txn->start_ts, &txn->snap_slot, err);
   if (st != PC_OK) txn->start_ts = 0;
-  txn->snapshot_held = st == PC_OK;
   return st;
 }
 
@@ -825,7 +823,7 @@ void pc_txn_destroy(pc_txn_t *txn) {
   pc_txn_abort(txn);
   clear_buffer(txn);
   /* held until now: a scan opened before the commit may still read */
-  if (txn->snapshot_held) pc_db_snapshot_release(txn->db, txn->start_ts);
+  pc_db_snapshot_release(txn->db, txn->snap_slot, txn->start_ts);
   free(txn);
 }
 

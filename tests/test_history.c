@@ -14,9 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
+#include "core/db.h"
+#include "core/failpoint.h"
 #include "testutil.h"
 
 #define T "hist"
@@ -136,6 +139,86 @@ static void test_open_snapshot_keeps_its_version(void **state) {
     pc_db_close(db);
     tu_rmtree(dir);
   }
+}
+
+/* More open transactions than the registry has lock-free slots (4096): the
+ * registrations beyond them are kept in the overflow list and protect their
+ * versions just the same. The fillers are older than every version here, so
+ * only r, registered in the overflow, can keep v1. */
+static void test_registry_overflow(void **state) {
+  (void)state;
+  enum { FILL = 4200 };
+  char *dir = tu_mkdtemp("hist-overflow");
+  pc_db_t *db = open_db(dir, 0, 0);
+  pc_txn_t **fill = calloc(FILL, sizeof *fill);
+  assert_non_null(fill);
+  pc_error_t err;
+  for (int i = 0; i < FILL; i++) assert_non_null(fill[i] = pc_txn_begin(db, &err));
+  put(db, "x", "c", "v1");
+  pc_txn_t *r = pc_txn_begin(db, &err);
+  assert_non_null(r);
+  expect(r, "x", "c", "v1");
+  put(db, "x", "c", "v2");
+  put(db, "x", "c", "v3");
+  expect(r, "x", "c", "v1");
+  static versions_t vs;
+  vs = *versions(db, "x");
+  assert_int_equal(vs.n, 2); /* v2 vanished; v1 kept for r */
+  assert_string_equal(vs.v[0].value, "v3");
+  assert_string_equal(vs.v[1].value, "v1");
+  pc_txn_destroy(r);
+  for (int i = 0; i < FILL; i++) pc_txn_destroy(fill[i]);
+  free(fill);
+  /* every registration released: the next overwrite collects v3 */
+  put(db, "x", "c", "v4");
+  vs = *versions(db, "x");
+  assert_int_equal(vs.n, 2);
+  assert_string_equal(vs.v[0].value, "v4");
+  assert_string_equal(vs.v[1].value, "v1");
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
+typedef struct pending_reader {
+  pc_db_t *db;
+  pc_txn_t *txn;
+} pending_reader_t;
+
+static void *begin_reader(void *arg) {
+  pending_reader_t *r = arg;
+  pc_error_t err;
+  r->txn = pc_txn_begin(r->db, &err);
+  return NULL;
+}
+
+/* A reader that has its start_ts but has not yet stored it in its registry
+ * slot (held there by a failpoint) still keeps the version it will read: a
+ * writer counts a pending slot as a snapshot. */
+static void test_pending_registration_keeps_version(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("hist-pending");
+  pc_db_t *db = open_db(dir, 0, 0);
+  put(db, "x", "c", "v1");
+  uint64_t before = pc_oracle_last(db->oracle);
+  pc_error_t err;
+  assert_int_equal(pc_failpoints_configure("db.snapshot.pending=1*sleep(1000)", &err), PC_OK);
+  pending_reader_t r = {db, NULL};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, begin_reader, &r), 0);
+  /* once the reader's timestamp is issued, every commit below is newer */
+  while (pc_oracle_last(db->oracle) == before) {
+    struct timespec d = {0, 1000000};
+    nanosleep(&d, NULL);
+  }
+  put(db, "x", "c", "v2");
+  put(db, "x", "c", "v3");
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_int_equal(pc_failpoints_configure(NULL, &err), PC_OK);
+  assert_non_null(r.txn);
+  expect(r.txn, "x", "c", "v1");
+  pc_txn_destroy(r.txn);
+  pc_db_close(db);
+  tu_rmtree(dir);
 }
 
 /* Versions of a multi-row transaction are kept: lock resolution may still
@@ -277,6 +360,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unread_versions_collected),
       cmocka_unit_test(test_open_snapshot_keeps_its_version),
+      cmocka_unit_test(test_registry_overflow),
+      cmocka_unit_test(test_pending_registration_keeps_version),
       cmocka_unit_test(test_kept_versions),
       cmocka_unit_test(test_concurrent_readers_see_constant_sum),
   };
