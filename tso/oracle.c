@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/file.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +44,12 @@ struct pc_oracle {
   char *tmp_path;     /* path + ".tmp", renamed over path */
   char *dir;          /* the directory holding path, fsynced after a rename */
   uint32_t window_ms; /* how far ahead of the clock a new bound is placed */
-  uint64_t floor;     /* every timestamp served from now on is > floor */
-  uint64_t bound;     /* persisted: every timestamp served is < bound */
-  uint64_t last;      /* the highest timestamp this object handed out (0: none) */
+  /* every timestamp served from now on is > floor: the last one served, or
+   * the saved bound at open (floor0). Advanced by compare-and-swap, without
+   * the mutex while the bound is more than half a window ahead. */
+  _Atomic uint64_t floor;
+  uint64_t floor0;
+  _Atomic uint64_t bound; /* persisted: every timestamp served is < bound (written under mu) */
   int lock_fd;        /* path + ".lock", flock()ed: one oracle per bound file */
 };
 
@@ -327,8 +331,9 @@ pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *er
     pc_oracle_close(o);
     return NULL;
   }
-  o->floor = saved;
-  o->bound = saved;
+  atomic_init(&o->floor, saved);
+  o->floor0 = saved;
+  atomic_init(&o->bound, saved);
   if (reserve(o, saved + 1, pc_now_wall_ms(), err) != PC_OK) {
     pc_oracle_close(o);
     return NULL;
@@ -339,32 +344,52 @@ pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *er
   return o;
 }
 
+/* Where a range of count timestamps starting after floor f and not before
+ * the clock's now_ts ends (exclusive); 0 when the timestamp space is used up. */
+static uint64_t range_end(uint64_t f, uint64_t now_ts, uint32_t count) {
+  if (f >= UINT64_MAX - count) return 0;
+  /* a logical counter that outgrows a millisecond simply carries into the
+   * physical part: the sequence stays strictly increasing */
+  uint64_t start = now_ts > f + 1 ? now_ts : f + 1;
+  return start > UINT64_MAX - count ? 0 : start + count;
+}
+
 pc_status_t pc_oracle_next(pc_oracle_t *oracle, uint32_t count, uint64_t *first,
                            pc_error_t *err) {
   if (!oracle || !first) return pc_error_set(err, PC_INVALID, "pc_oracle_next: NULL argument");
   if (count == 0) return pc_error_set(err, PC_INVALID, "pc_oracle_next: count must be >= 1");
-
-  pthread_mutex_lock(&oracle->mu);
-  if (oracle->floor >= UINT64_MAX - count) {
-    pthread_mutex_unlock(&oracle->mu);
-    return pc_error_set(err, PC_INTERNAL, "%s: timestamp space exhausted", oracle->path);
-  }
-  /* A logical counter that outgrows a millisecond simply carries into the
-   * physical part: the sequence stays strictly increasing. */
   uint64_t now_ms = pc_now_wall_ms();
-  uint64_t start = oracle->floor + 1;
   uint64_t now_ts = ts_of_ms(now_ms);
-  if (now_ts > start) start = now_ts;
-  uint64_t end = start + count; /* exclusive */
-  if (end < start) {            /* start came from a clock at the end of time */
-    pthread_mutex_unlock(&oracle->mu);
-    return pc_error_set(err, PC_INTERNAL, "%s: timestamp space exhausted", oracle->path);
+  uint64_t half = ts_of_ms(oracle->window_ms / 2);
+  /* the common case: more than half a window left below the bound, taken
+   * with one compare-and-swap */
+  uint64_t f = atomic_load(&oracle->floor);
+  for (;;) {
+    uint64_t end = range_end(f, now_ts, count), bound = atomic_load(&oracle->bound);
+    if (end == 0 || end > bound || bound - end < half) break;
+    if (atomic_compare_exchange_weak(&oracle->floor, &f, end - 1)) {
+      *first = end - count;
+      pc_error_clear(err);
+      return PC_OK;
+    }
   }
-  pc_status_t st = reserve(oracle, end, now_ms, err);
-  if (st == PC_OK) {
-    oracle->floor = end - 1;
-    oracle->last = end - 1;
-    *first = start;
+  /* near or past the bound: under the mutex, which persists or waits for the
+   * extender (reserve) */
+  pthread_mutex_lock(&oracle->mu);
+  pc_status_t st = PC_OK;
+  f = atomic_load(&oracle->floor);
+  for (;;) {
+    uint64_t end = range_end(f, now_ts, count);
+    if (end == 0) {
+      st = pc_error_set(err, PC_INTERNAL, "%s: timestamp space exhausted", oracle->path);
+      break;
+    }
+    st = reserve(oracle, end, now_ms, err);
+    if (st != PC_OK) break;
+    if (atomic_compare_exchange_strong(&oracle->floor, &f, end - 1)) {
+      *first = end - count;
+      break;
+    }
   }
   pthread_mutex_unlock(&oracle->mu);
   if (st == PC_OK) pc_error_clear(err);
@@ -373,10 +398,8 @@ pc_status_t pc_oracle_next(pc_oracle_t *oracle, uint32_t count, uint64_t *first,
 
 uint64_t pc_oracle_last(pc_oracle_t *oracle) {
   if (!oracle) return 0;
-  pthread_mutex_lock(&oracle->mu);
-  uint64_t last = oracle->last;
-  pthread_mutex_unlock(&oracle->mu);
-  return last;
+  uint64_t f = atomic_load(&oracle->floor);
+  return f == oracle->floor0 ? 0 : f;
 }
 
 pc_status_t pc_oracle_fetch(void *ctx, uint32_t count, uint32_t timeout_ms, uint64_t *first,
