@@ -17,7 +17,12 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 
-#define FORMAT_LINE "percolator-data 1\n"
+/* 2: meta records of version 2 (core/keys.c). A directory of format 1 is
+ * upgraded when opened: its records are read as they are and rewritten by
+ * the next write of their cell, and the new FORMAT keeps older binaries,
+ * which cannot read version 2 records, out. */
+#define FORMAT_LINE "percolator-data 2\n"
+#define FORMAT_LINE_1 "percolator-data 1\n"
 
 pc_options_t *pc_options_create(void) {
   pc_options_t *o = calloc(1, sizeof *o);
@@ -56,10 +61,28 @@ static int dir_is_empty(const char *dir) {
   return empty;
 }
 
-/* Checks or creates dir and its FORMAT file. *fresh = 1 when it was just made. */
-static pc_status_t prepare_dir(const char *dir, int create, int *fresh, pc_error_t *err) {
+/* Writes the FORMAT file at path (temp file, fsync, rename). */
+static pc_status_t write_format(const char *path, pc_error_t *err) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 || write(fd, FORMAT_LINE, strlen(FORMAT_LINE)) != (ssize_t)strlen(FORMAT_LINE) ||
+      fsync(fd) != 0 || rename(tmp, path) != 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return pc_error_set(err, PC_IO_ERROR, "cannot write %s: %s", path, strerror(e));
+  }
+  close(fd);
+  return PC_OK;
+}
+
+/* Checks or creates dir and its FORMAT file. *fresh = 1 when it was just
+ * made; *older = 1 when its FORMAT is an older one this version upgrades. */
+static pc_status_t prepare_dir(const char *dir, int create, int *fresh, int *older,
+                               pc_error_t *err) {
   struct stat st;
   *fresh = 0;
+  *older = 0;
   if (stat(dir, &st) != 0) {
     if (errno != ENOENT)
       return pc_error_set(err, PC_IO_ERROR, "data directory '%s': %s", dir, strerror(errno));
@@ -78,8 +101,10 @@ static pc_status_t prepare_dir(const char *dir, int create, int *fresh, pc_error
   FILE *f = fopen(path, "re");
   if (f) {
     char line[64] = {0};
-    int ok = fgets(line, sizeof line, f) && strcmp(line, FORMAT_LINE) == 0;
+    int ok = fgets(line, sizeof line, f) != NULL;
     fclose(f);
+    *older = ok && strcmp(line, FORMAT_LINE_1) == 0;
+    ok = ok && (*older || strcmp(line, FORMAT_LINE) == 0);
     if (!ok)
       return pc_error_set(err, PC_CORRUPTION,
                           "data directory '%s': FORMAT file is not '%.*s' (corrupt, or another "
@@ -97,18 +122,9 @@ static pc_status_t prepare_dir(const char *dir, int create, int *fresh, pc_error
     return pc_error_set(err, PC_INVALID,
                         "data directory '%s' is empty (initialise it with 'percolator init')",
                         dir);
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0 || write(fd, FORMAT_LINE, strlen(FORMAT_LINE)) != (ssize_t)strlen(FORMAT_LINE) ||
-      fsync(fd) != 0 || rename(tmp, path) != 0) {
-    int e = errno;
-    if (fd >= 0) close(fd);
-    return pc_error_set(err, PC_IO_ERROR, "cannot write %s: %s", path, strerror(e));
-  }
-  close(fd);
-  *fresh = 1;
-  return PC_OK;
+  pc_status_t wst = write_format(path, err);
+  if (wst == PC_OK) *fresh = 1;
+  return wst;
 }
 
 /* ---- the snapshot registry ------------------------------------------------
@@ -280,8 +296,8 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
     return NULL;
   }
   if (pc_failpoints_init_from_env(err) != PC_OK) return NULL;
-  int fresh;
-  if (prepare_dir(dir, opts->create_if_missing, &fresh, err) != PC_OK) return NULL;
+  int fresh, older;
+  if (prepare_dir(dir, opts->create_if_missing, &fresh, &older, err) != PC_OK) return NULL;
 
   pc_db_t *db = calloc(1, sizeof *db);
   if (!db || !(db->dir = strdup(dir))) {
@@ -302,6 +318,13 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
       pc_error_set(err, PC_BUSY, "data directory '%s' is in use by another process", dir);
     pc_db_close(db);
     return NULL;
+  }
+  if (older) { /* the store is ours now (its LOCK): upgrade the marker before any write */
+    snprintf(path, sizeof path, "%s/FORMAT", dir);
+    if (write_format(path, err) != PC_OK) {
+      pc_db_close(db);
+      return NULL;
+    }
   }
   snprintf(path, sizeof path, "%s/oracle", dir);
   db->oracle = pc_oracle_open(path, 0, err);

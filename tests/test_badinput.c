@@ -340,6 +340,32 @@ static void test_corrupt_format(void **state) {
   }
 }
 
+/* A directory of the previous format (meta records of version 1) opens,
+ * keeps its data, and is marked with the current format, which older
+ * binaries refuse. */
+static void test_older_format_upgraded(void **state) {
+  (void)state;
+  char *dir = make_db();
+  char path[512];
+  snprintf(path, sizeof path, "%s/FORMAT", dir);
+  write_file(path, "percolator-data 1\n");
+  pc_db_t *db = tu_open(dir, 0);
+  pc_txn_t *t = begin(db);
+  char *v = tu_get(t, T, "r", COL);
+  assert_non_null(v);
+  assert_string_equal(v, "v");
+  free(v);
+  pc_txn_destroy(t);
+  pc_db_close(db);
+  char line[64] = {0};
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof line, f));
+  fclose(f);
+  assert_string_equal(line, "percolator-data 2\n");
+  tu_rmtree(dir);
+}
+
 static void test_corrupt_store(void **state) {
   (void)state;
   /* CURRENT without a newline, and CURRENT naming a manifest that is not there */
@@ -509,6 +535,7 @@ int main(void) {
       cmocka_unit_test(test_missing_directory),
       cmocka_unit_test(test_unrelated_directory),
       cmocka_unit_test(test_corrupt_format),
+      cmocka_unit_test(test_older_format_upgraded),
       cmocka_unit_test(test_corrupt_store),
       cmocka_unit_test(test_busy_other_process),
       cmocka_unit_test(test_busy_same_process),
