@@ -164,6 +164,10 @@ typedef struct pc_local_options {
 typedef int (*pc_snapshots_in_use_fn)(void *ctx, uint64_t lo, uint64_t hi, uint64_t self,
                                       uint64_t owner);
 void pc_local_store_track_snapshots(pc_store_t *s, pc_snapshots_in_use_fn in_use, void *ctx);
+/* How many kept versions the embedded store's collector has removed: those
+ * a snapshot could still read when they were replaced, removed once none can
+ * (a thread started by pc_local_store_track_snapshots). */
+uint64_t pc_local_store_collected(pc_store_t *s);
 
 /* Opens the embedded LevelDB store in directory path. PC_BUSY when another
  * process holds it, PC_CORRUPTION / PC_IO_ERROR naming path. Returns NULL on

@@ -42,7 +42,29 @@ typedef struct local {
   pc_mcache_t *mcache;             /* meta records for the write path, or NULL */
   pc_snapshots_in_use_fn in_use;   /* NULL: keep every version */
   void *in_use_ctx;
+  /* deferred collection (collector_main): one-row versions kept because a
+   * snapshot could read them when they were replaced */
+  pthread_mutex_t gc_mu;
+  pthread_cond_t gc_cv;
+  pthread_t gc_thread;
+  int gc_running, gc_stop;
+  struct kept_version *gc_queue; /* a stack; the collector takes it whole */
+  size_t gc_count;
+  _Atomic uint64_t gc_collected; /* versions the collector removed */
 } local_t;
+
+/* A one-row version written to the history because a snapshot could read it:
+ * its commit record's key, its commit_ts, its successor's commit_ts and its
+ * own start_ts, the three questions of pc_snapshots_in_use_fn. */
+typedef struct kept_version {
+  struct kept_version *next;
+  uint64_t lo, hi, owner;
+  size_t klen;
+  char key[];
+} kept_version_t;
+
+#define GC_QUEUE_MAX (1u << 20) /* beyond this many, a kept version simply stays */
+#define GC_RETRY_MS 50
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -208,7 +230,8 @@ static void cache_sync_del(void *ctx, const char *k, size_t klen) {
 }
 
 /* Writes b. Every write of the store goes through here, with the latches of
- * the batch's cells held. */
+ * the batch's cells held; the collector's deletes of kept commit records
+ * take none, since no row operation writes those keys again. */
 static pc_status_t apply(local_t *s, leveldb_writebatch_t *b, pc_error_t *err) {
   pc_status_t st = PC_FAILPOINT("store.before_apply", err);
   if (st != PC_OK) return st;
@@ -687,6 +710,127 @@ static pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, u
 
 /* commit_one_phase, and with blind set commit_blind (start_ts is then the
  * transaction's id, and *spare receives a fresh timestamp). */
+/* ---- deferred collection ------------------------------------------------
+ *
+ * A one-row commit that replaces a one-row head drops the old version at
+ * once when no snapshot can read it (set_head). When one can, the version
+ * goes to the history, and nothing used to revisit it: with two writing
+ * threads, the other thread's open transaction almost always lies between
+ * two overwrites of a key, so almost every version stayed. Such a version
+ * is now also handed to the collector thread, which asks the registry the
+ * same question again every GC_RETRY_MS and deletes the commit record once
+ * the answer is no. The facts it asks about never change: the version's
+ * commit_ts, its successor's and its own start_ts; and a snapshot taken
+ * later lies above the successor, because the oracle is monotonic. Only
+ * one-row versions with inline values qualify (no lock resolution asks about
+ * them, and they have no data cell). The queue lives in memory: after a
+ * restart, versions it held stay in the history. */
+
+static void free_kept(kept_version_t *k) {
+  while (k) {
+    kept_version_t *next = k->next;
+    free(k);
+    k = next;
+  }
+}
+
+/* Adds the head of m, about to be replaced by a commit at hi, to *list. */
+static pc_status_t keep_for_collector(kept_version_t **list, const pc_cell_t *c,
+                                      const pc_meta_t *m, uint64_t hi, pc_error_t *err) {
+  char kstore[256];
+  pc_buf_t key = PC_BUF_ON(kstore);
+  if (pc_key_cell_ts(&key, PC_KS_WRITE, c, m->head.commit_ts) != 0) return nomem(err);
+  kept_version_t *k = malloc(sizeof *k + key.len);
+  if (!k) {
+    pc_buf_free(&key);
+    return nomem(err);
+  }
+  k->lo = m->head.commit_ts;
+  k->hi = hi;
+  k->owner = m->head.start_ts;
+  k->klen = key.len;
+  memcpy(k->key, key.p, key.len);
+  pc_buf_free(&key);
+  k->next = *list;
+  *list = k;
+  return PC_OK;
+}
+
+static void collector_add(local_t *s, kept_version_t *list) {
+  if (!list) return;
+  pthread_mutex_lock(&s->gc_mu);
+  while (list && s->gc_running && s->gc_count < GC_QUEUE_MAX) {
+    kept_version_t *next = list->next;
+    list->next = s->gc_queue;
+    s->gc_queue = list;
+    s->gc_count++;
+    list = next;
+  }
+  pthread_cond_signal(&s->gc_cv);
+  pthread_mutex_unlock(&s->gc_mu);
+  free_kept(list); /* no collector, or a full queue: these versions stay */
+}
+
+static void *collector_main(void *arg) {
+  local_t *s = arg;
+  pthread_mutex_lock(&s->gc_mu);
+  while (!s->gc_stop) {
+    if (!s->gc_queue) {
+      pthread_cond_wait(&s->gc_cv, &s->gc_mu);
+      continue;
+    }
+    kept_version_t *work = s->gc_queue, *still = NULL;
+    s->gc_queue = NULL;
+    s->gc_count = 0;
+    pthread_mutex_unlock(&s->gc_mu);
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    uint64_t n = 0;
+    while (work) {
+      kept_version_t *k = work;
+      work = k->next;
+      if (s->in_use(s->in_use_ctx, k->lo, k->hi, 0, k->owner)) {
+        k->next = still;
+        still = k;
+      } else {
+        leveldb_writebatch_delete(b, k->key, k->klen);
+        free(k);
+        n++;
+      }
+    }
+    pc_error_t err;
+    /* a failed write leaves those versions in the history, as before */
+    if (n && apply(s, b, &err) == PC_OK) atomic_fetch_add(&s->gc_collected, n);
+    leveldb_writebatch_destroy(b);
+    pthread_mutex_lock(&s->gc_mu);
+    while (still) {
+      kept_version_t *k = still;
+      still = k->next;
+      k->next = s->gc_queue;
+      s->gc_queue = k;
+      s->gc_count++;
+    }
+    if (s->gc_queue && !s->gc_stop) { /* some are still readable: ask again later */
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += GC_RETRY_MS * 1000000L;
+      if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+      }
+      pthread_cond_timedwait(&s->gc_cv, &s->gc_mu, &until);
+    }
+  }
+  free_kept(s->gc_queue);
+  s->gc_queue = NULL;
+  s->gc_count = 0;
+  pthread_mutex_unlock(&s->gc_mu);
+  return NULL;
+}
+
+uint64_t pc_local_store_collected(pc_store_t *base) {
+  return atomic_load(&((local_t *)base)->gc_collected);
+}
+
 static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, uint64_t start_ts,
                              int blind, pc_ts_source_fn ts_source, void *ts_ctx,
                              uint64_t *commit_ts, uint64_t *spare, pc_lock_info_t *lock_out,
@@ -748,6 +892,7 @@ static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, ui
   pc_buf_free(&hold);
   leveldb_writebatch_t *b = leveldb_writebatch_create();
   pc_buf_t kb = {0}, vb = {0};
+  kept_version_t *kept = NULL; /* for the collector once the batch is written */
   if (st == PC_OK && !resent) {
     atomic_store_explicit(&s->onepc[stripe], start_ts, memory_order_seq_cst);
     st = ts_source(ts_ctx, commit_ts, err);
@@ -779,6 +924,9 @@ static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, ui
                     m->head.has_inline == PC_VALUE_INLINE &&
                     !s->in_use(s->in_use_ctx, m->head.commit_ts, *commit_ts, start_ts,
                                m->head.start_ts);
+      if (st == PC_OK && s->in_use && !collect && m->has_head && m->head_one_row &&
+          m->head.has_inline == PC_VALUE_INLINE)
+        st = keep_for_collector(&kept, &mu->cell, m, *commit_ts, err);
       if (st == PC_OK) st = set_head(b, &mu->cell, m, &w, 1, collect, &kb, &vb, err);
       if (st != PC_OK) break;
       st = put_meta(b, &keys[i], m, &vb, err);
@@ -787,6 +935,8 @@ static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, ui
     atomic_store_explicit(&s->onepc[stripe], 0, memory_order_release);
   }
   pthread_mutex_unlock(&s->latch[stripe]);
+  if (st == PC_OK) collector_add(s, kept);
+  else free_kept(kept);
   leveldb_writebatch_destroy(b);
   for (size_t i = 0; i < n; i++) {
     pc_meta_free(&metas[i]);
@@ -1133,11 +1283,25 @@ void pc_local_store_track_snapshots(pc_store_t *base, pc_snapshots_in_use_fn in_
   local_t *s = (local_t *)base;
   s->in_use = in_use;
   s->in_use_ctx = ctx;
+  pthread_mutex_lock(&s->gc_mu);
+  /* without the thread, kept versions simply stay, as they did before it */
+  if (in_use && !s->gc_running)
+    s->gc_running = pthread_create(&s->gc_thread, NULL, collector_main, s) == 0;
+  pthread_mutex_unlock(&s->gc_mu);
 }
 
 static void local_close(pc_store_t *base) {
   local_t *s = (local_t *)base;
   if (!s) return;
+  if (s->gc_running) {
+    pthread_mutex_lock(&s->gc_mu);
+    s->gc_stop = 1;
+    pthread_cond_signal(&s->gc_cv);
+    pthread_mutex_unlock(&s->gc_mu);
+    pthread_join(s->gc_thread, NULL);
+  }
+  pthread_cond_destroy(&s->gc_cv);
+  pthread_mutex_destroy(&s->gc_mu);
   if (s->db) leveldb_close(s->db);
   if (s->opts) leveldb_options_destroy(s->opts);
   pc_mcache_destroy(s->mcache);
@@ -1211,6 +1375,8 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   }
   s->base.ops = &local_ops;
   for (uint32_t i = 0; i < LATCHES; i++) pthread_mutex_init(&s->latch[i], NULL);
+  pthread_mutex_init(&s->gc_mu, NULL);
+  pthread_cond_init(&s->gc_cv, NULL);
   s->opts = leveldb_options_create();
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);

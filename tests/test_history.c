@@ -88,6 +88,16 @@ static const versions_t *versions(pc_db_t *db, const char *row) {
   return &vbuf;
 }
 
+/* Waits (up to 10 s) until row's history holds n versions, as the collector
+ * removes kept versions in the background; returns the versions. */
+static const versions_t *versions_settle(pc_db_t *db, const char *row, int n) {
+  for (int i = 0; i < 1000 && versions(db, row)->n != n; i++) {
+    struct timespec d = {0, 10 * 1000000L};
+    nanosleep(&d, NULL);
+  }
+  return versions(db, row);
+}
+
 /* Nobody reads: each replaced version of a single-row commit vanishes. */
 static void test_unread_versions_collected(void **state) {
   (void)state;
@@ -132,10 +142,10 @@ static void test_open_snapshot_keeps_its_version(void **state) {
     assert_string_equal(vs.v[1].value, "v1");
     pc_txn_destroy(r);
     put(db, "x", "c", "v4");
-    vs = *versions(db, "x");
-    assert_int_equal(vs.n, 2); /* v3 vanished too; v1 stays (nothing replaces it again) */
+    /* v3 vanished at once; v1, kept for r, goes once r is gone (the collector) */
+    vs = *versions_settle(db, "x", 1);
+    assert_int_equal(vs.n, 1);
     assert_string_equal(vs.v[0].value, "v4");
-    assert_string_equal(vs.v[1].value, "v1");
     pc_db_close(db);
     tu_rmtree(dir);
   }
@@ -169,12 +179,12 @@ static void test_registry_overflow(void **state) {
   pc_txn_destroy(r);
   for (int i = 0; i < FILL; i++) pc_txn_destroy(fill[i]);
   free(fill);
-  /* every registration released: the next overwrite collects v3 */
+  /* every registration released: the next overwrite collects v3, and the
+   * collector v1 */
   put(db, "x", "c", "v4");
-  vs = *versions(db, "x");
-  assert_int_equal(vs.n, 2);
+  vs = *versions_settle(db, "x", 1);
+  assert_int_equal(vs.n, 1);
   assert_string_equal(vs.v[0].value, "v4");
-  assert_string_equal(vs.v[1].value, "v1");
   pc_db_close(db);
   tu_rmtree(dir);
 }
@@ -217,6 +227,51 @@ static void test_pending_registration_keeps_version(void **state) {
   assert_non_null(r.txn);
   expect(r.txn, "x", "c", "v1");
   pc_txn_destroy(r.txn);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
+/* A version kept because an open transaction could read it is removed by
+ * the collector once that transaction is gone, and not before; the reader
+ * still reads it while open. */
+static void test_collector_removes_kept_versions(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("hist-collect");
+  pc_db_t *db = open_db(dir, 0, 0);
+  put(db, "x", "c", "v1");
+  put(db, "y", "c", "w1");
+  pc_error_t err;
+  pc_txn_t *r = pc_txn_begin(db, &err); /* another thread's open transaction */
+  assert_non_null(r);
+  put(db, "x", "c", "v2");
+  put(db, "y", "c", "w2");
+  put(db, "x", "c", "v3");
+  /* v1 and w1 were kept for r; v2 was not (no snapshot between v2 and v3) */
+  static versions_t vs;
+  vs = *versions(db, "x");
+  assert_int_equal(vs.n, 2);
+  assert_string_equal(vs.v[1].value, "v1");
+  /* however long the collector runs, r keeps them */
+  struct timespec d = {0, 200 * 1000000L};
+  nanosleep(&d, NULL);
+  assert_int_equal(versions(db, "x")->n, 2);
+  assert_int_equal(versions(db, "y")->n, 2);
+  assert_int_equal(pc_local_store_collected(db->store), 0);
+  expect(r, "x", "c", "v1");
+  expect(r, "y", "c", "w1");
+  pc_txn_destroy(r);
+  vs = *versions_settle(db, "x", 1);
+  assert_int_equal(vs.n, 1);
+  assert_string_equal(vs.v[0].value, "v3");
+  vs = *versions_settle(db, "y", 1);
+  assert_int_equal(vs.n, 1);
+  assert_string_equal(vs.v[0].value, "w2");
+  assert_int_equal(pc_local_store_collected(db->store), 2);
+  /* what the readers see is unchanged */
+  pc_txn_t *t = pc_txn_begin(db, &err);
+  expect(t, "x", "c", "v3");
+  expect(t, "y", "c", "w2");
+  pc_txn_destroy(t);
   pc_db_close(db);
   tu_rmtree(dir);
 }
@@ -361,6 +416,7 @@ int main(void) {
       cmocka_unit_test(test_unread_versions_collected),
       cmocka_unit_test(test_open_snapshot_keeps_its_version),
       cmocka_unit_test(test_registry_overflow),
+      cmocka_unit_test(test_collector_removes_kept_versions),
       cmocka_unit_test(test_pending_registration_keeps_version),
       cmocka_unit_test(test_kept_versions),
       cmocka_unit_test(test_concurrent_readers_see_constant_sum),
