@@ -718,8 +718,8 @@ static pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, u
  * threads, the other thread's open transaction almost always lies between
  * two overwrites of a key, so almost every version stayed. Such a version
  * is now also handed to the collector thread, which asks the registry the
- * same question again every GC_RETRY_MS and deletes the commit record once
- * the answer is no. The facts it asks about never change: the version's
+ * same question again every GC_RETRY_MS and deletes the commit records whose
+ * answer is no, in one WriteBatch per pass. The facts it asks about never change: the version's
  * commit_ts, its successor's and its own start_ts; and a snapshot taken
  * later lies above the successor, because the oracle is monotonic. Only
  * one-row versions with inline values qualify (no lock resolution asks about
@@ -759,6 +759,7 @@ static pc_status_t keep_for_collector(kept_version_t **list, const pc_cell_t *c,
 static void collector_add(local_t *s, kept_version_t *list) {
   if (!list) return;
   pthread_mutex_lock(&s->gc_mu);
+  if (!s->gc_queue) pthread_cond_signal(&s->gc_cv); /* wakes an idle collector only */
   while (list && s->gc_running && s->gc_count < GC_QUEUE_MAX) {
     kept_version_t *next = list->next;
     list->next = s->gc_queue;
@@ -766,7 +767,6 @@ static void collector_add(local_t *s, kept_version_t *list) {
     s->gc_count++;
     list = next;
   }
-  pthread_cond_signal(&s->gc_cv);
   pthread_mutex_unlock(&s->gc_mu);
   free_kept(list); /* no collector, or a full queue: these versions stay */
 }
@@ -779,6 +779,19 @@ static void *collector_main(void *arg) {
       pthread_cond_wait(&s->gc_cv, &s->gc_mu);
       continue;
     }
+    /* one pass per GC_RETRY_MS: the versions of that time go in one batch,
+     * and the writers' own transactions, which count as readers until they
+     * are destroyed, have ended by then */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += GC_RETRY_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    while (!s->gc_stop && pthread_cond_timedwait(&s->gc_cv, &s->gc_mu, &until) == 0) {
+    }
+    if (s->gc_stop) break;
     kept_version_t *work = s->gc_queue, *still = NULL;
     s->gc_queue = NULL;
     s->gc_count = 0;
@@ -808,16 +821,6 @@ static void *collector_main(void *arg) {
       k->next = s->gc_queue;
       s->gc_queue = k;
       s->gc_count++;
-    }
-    if (s->gc_queue && !s->gc_stop) { /* some are still readable: ask again later */
-      struct timespec until;
-      clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_nsec += GC_RETRY_MS * 1000000L;
-      if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-      }
-      pthread_cond_timedwait(&s->gc_cv, &s->gc_mu, &until);
     }
   }
   free_kept(s->gc_queue);
