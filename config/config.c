@@ -704,7 +704,7 @@ static pc_status_t log_field(vctx_t *c, void *dst, int which, const json_t *v, i
 
 static const char *const store_keys[] = {"sync",       "cache_mb",         "lock_ttl_ms",
                                          "timeout_ms", "one_phase_commit", "lazy_start",
-                                         "meta_cache_mb", "keep_history"};
+                                         "meta_cache_mb", "keep_history", "kept_versions_mb"};
 
 static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -716,7 +716,8 @@ static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v,
     case 4: return get_bool(c, v, n, &cfg->store.one_phase_commit);
     case 5: return get_bool(c, v, n, &cfg->store.lazy_start);
     case 6: return get_uint(c, v, n, 0, 65536, &cfg->store.meta_cache_mb);
-    default: return get_bool(c, v, n, &cfg->store.keep_history);
+    case 7: return get_bool(c, v, n, &cfg->store.keep_history);
+    default: return get_uint(c, v, n, 0, 65536, &cfg->store.kept_versions_mb);
   }
 }
 
@@ -941,7 +942,7 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       return walk(c, v, n, log_keys, 1, log_field, cfg);
     case 3:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
-      return walk(c, v, n, store_keys, 8, store_field, cfg);
+      return walk(c, v, n, store_keys, 9, store_field, cfg);
     case 4:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->tso.set = 1;
@@ -969,6 +970,7 @@ pc_config_t *pc_config_default(void) {
   cfg->store.sync = 0;
   cfg->store.cache_mb = 32;
   cfg->store.meta_cache_mb = 32;
+  cfg->store.kept_versions_mb = 64;
   cfg->store.lock_ttl_ms = 3000;
   cfg->store.timeout_ms = 10000;
   cfg->store.one_phase_commit = 1;

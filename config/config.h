@@ -12,7 +12,8 @@
  *   "store":     { "sync": bool [false], "cache_mb": int 0..65536 [32],
  *                  "lock_ttl_ms": int 1..3600000 [3000], "timeout_ms": int 1..3600000 [10000],
  *                  "one_phase_commit": bool [true], "lazy_start": bool [false],
- *                  "meta_cache_mb": int 0..65536 [32], "keep_history": bool [false] }
+ *                  "meta_cache_mb": int 0..65536 [32], "keep_history": bool [false],
+ *                  "kept_versions_mb": int 0..65536 [64] }
  *   "tso":       { "listen": "host:port", "http": "host:port",
  *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
  *   "lockservice": { "listen": "host:port", "http": "host:port",
@@ -64,6 +65,7 @@ typedef struct pc_config {
     int sync;
     uint32_t cache_mb;
     uint32_t meta_cache_mb;
+    uint32_t kept_versions_mb;
     int keep_history;
     uint32_t lock_ttl_ms;
     uint32_t timeout_ms;

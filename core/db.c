@@ -32,6 +32,7 @@ pc_options_t *pc_options_create(void) {
   o->one_phase_commit = 1;
   o->cache_bytes = 32u << 20;
   o->meta_cache_bytes = 32u << 20;
+  o->kept_versions_bytes = 64u << 20;
   return o;
 }
 
@@ -45,6 +46,9 @@ void pc_options_set_lazy_start(pc_options_t *o, int on) { o->lazy_start = on != 
 void pc_options_set_cache_bytes(pc_options_t *o, size_t bytes) { o->cache_bytes = bytes; }
 void pc_options_set_meta_cache_bytes(pc_options_t *o, size_t bytes) { o->meta_cache_bytes = bytes; }
 void pc_options_set_keep_history(pc_options_t *o, int on) { o->keep_history = on != 0; }
+void pc_options_set_kept_versions_bytes(pc_options_t *o, size_t bytes) {
+  o->kept_versions_bytes = bytes;
+}
 
 static int embedded_alive(void *ctx, uint64_t session) {
   return session == *(const uint64_t *)ctx;
@@ -309,7 +313,8 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
   pthread_mutex_init(&db->snap_mu, NULL);
   char path[4200];
   snprintf(path, sizeof path, "%s/store", dir);
-  pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes};
+  pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes,
+                           opts->kept_versions_bytes};
   db->store = pc_local_store_open(path, &lo, err);
   if (!db->store) {
     if (err && err->code == PC_INVALID)

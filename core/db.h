@@ -29,6 +29,7 @@ struct pc_options {
   int lazy_start;
   size_t cache_bytes;
   size_t meta_cache_bytes;
+  size_t kept_versions_bytes;
   int keep_history;
 };
 

@@ -43,6 +43,7 @@ static void options_from_config(const pc_config_t *cfg, pc_options_t *o) {
   o->sync = cfg->store.sync;
   o->cache_bytes = (size_t)cfg->store.cache_mb << 20;
   o->meta_cache_bytes = (size_t)cfg->store.meta_cache_mb << 20;
+  o->kept_versions_bytes = (size_t)cfg->store.kept_versions_mb << 20;
   o->lock_ttl_ms = cfg->store.lock_ttl_ms;
   o->timeout_ms = cfg->store.timeout_ms;
   o->one_phase_commit = cfg->store.one_phase_commit;

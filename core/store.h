@@ -150,6 +150,10 @@ typedef struct pc_local_options {
   int sync;
   size_t cache_bytes;      /* LevelDB's block cache (0: LevelDB's default) */
   size_t meta_cache_bytes; /* core/metacache.h (0: none) */
+  /* memory for replaced versions that only open snapshots can read, held
+   * there instead of in the history (0: none; used only with
+   * pc_local_store_track_snapshots) */
+  size_t kept_versions_bytes;
 } pc_local_options_t;
 
 /* Lets the store of an embedded database drop versions no snapshot can

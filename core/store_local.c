@@ -51,6 +51,9 @@ typedef struct local {
   struct kept_version *gc_queue; /* a stack; the collector takes it whole */
   size_t gc_count;
   _Atomic uint64_t gc_collected; /* versions the collector removed */
+  struct vshard *vmem;           /* kept versions held in memory (NULL: none) */
+  size_t vmem_budget;
+  _Atomic size_t vmem_bytes;
 } local_t;
 
 /* A one-row version written to the history because a snapshot could read it:
@@ -59,9 +62,36 @@ typedef struct local {
 typedef struct kept_version {
   struct kept_version *next;
   uint64_t lo, hi, owner;
+  int in_memory; /* held in vmem, not written to the history */
+  size_t klen;
+  char key[]; /* the cell's write-record prefix: 'w' T R C */
+} kept_version_t;
+
+/* Versions held in memory (vmem): per cell (by its write-record prefix), a
+ * list of versions newest first, in 64 shards of 256 buckets, each shard
+ * under its own mutex. */
+#define VMEM_SHARDS 64u
+#define VMEM_BUCKETS 256u
+
+typedef struct mver {
+  struct mver *next; /* older */
+  uint64_t commit_ts, start_ts;
+  pc_write_kind_t kind;
+  size_t vlen;
+  char value[];
+} mver_t;
+
+typedef struct mcell {
+  struct mcell *next; /* hash chain */
+  mver_t *vers;
   size_t klen;
   char key[];
-} kept_version_t;
+} mcell_t;
+
+typedef struct vshard {
+  pthread_mutex_t mu;
+  mcell_t *bucket[VMEM_BUCKETS];
+} vshard_t;
 
 #define GC_QUEUE_MAX (1u << 20) /* beyond this many, a kept version simply stays */
 #define GC_RETRY_MS 50
@@ -283,6 +313,151 @@ static pc_status_t rowop_end(rowop_t *op, pc_status_t st, pc_error_t *err) {
   return st;
 }
 
+/* ---- versions kept in memory ---------------------------------------------
+ *
+ * A replaced one-row version that a snapshot can still read is needed only
+ * by this process's open transactions: the registry knows every snapshot,
+ * and none survives the process. So while the budget (vmem_budget) allows,
+ * such a version is held here instead of being written to the history, and
+ * the collector frees it once no snapshot can read it; neither the write nor
+ * the later delete reaches LevelDB. It is inserted before the WriteBatch
+ * that replaces it is applied, so a reader that sees the new head finds the
+ * old version here (read_history, find_write_by_start). The raw view shows
+ * only what is in LevelDB. */
+
+static vshard_t *vmem_create(void) {
+  vshard_t *v = calloc(VMEM_SHARDS, sizeof *v);
+  if (!v) return NULL;
+  for (uint32_t i = 0; i < VMEM_SHARDS; i++) pthread_mutex_init(&v[i].mu, NULL);
+  return v;
+}
+
+static void vmem_destroy(vshard_t *v) {
+  if (!v) return;
+  for (uint32_t i = 0; i < VMEM_SHARDS; i++) {
+    for (uint32_t b = 0; b < VMEM_BUCKETS; b++) {
+      mcell_t *c = v[i].bucket[b];
+      while (c) {
+        mcell_t *next = c->next;
+        for (mver_t *m = c->vers, *mn; m; m = mn) {
+          mn = m->next;
+          free(m);
+        }
+        free(c);
+        c = next;
+      }
+    }
+    pthread_mutex_destroy(&v[i].mu);
+  }
+  free(v);
+}
+
+/* The shard and bucket slot of a cell's prefix. */
+static mcell_t **vmem_slot(local_t *s, const char *key, size_t klen, vshard_t **shard) {
+  uint64_t h = XXH3_64bits(key, klen);
+  *shard = &s->vmem[h % VMEM_SHARDS];
+  return &(*shard)->bucket[(h / VMEM_SHARDS) % VMEM_BUCKETS];
+}
+
+static mcell_t *vmem_cell(mcell_t *c, const char *key, size_t klen) {
+  for (; c; c = c->next)
+    if (c->klen == klen && memcmp(c->key, key, klen) == 0) return c;
+  return NULL;
+}
+
+/* Holds version w of the cell with write-record prefix key; 0 done, -1 over
+ * the budget or out of memory (the caller writes it to the history). */
+static int vmem_put(local_t *s, const char *key, size_t klen, const pc_write_rec_t *w) {
+  size_t cost = sizeof(mver_t) + w->vlen + sizeof(mcell_t) + klen;
+  if (atomic_fetch_add(&s->vmem_bytes, cost) + cost > s->vmem_budget) {
+    atomic_fetch_sub(&s->vmem_bytes, cost);
+    return -1;
+  }
+  mver_t *m = malloc(sizeof *m + w->vlen);
+  if (!m) {
+    atomic_fetch_sub(&s->vmem_bytes, cost);
+    return -1;
+  }
+  m->commit_ts = w->commit_ts;
+  m->start_ts = w->start_ts;
+  m->kind = w->kind;
+  m->vlen = w->vlen;
+  if (w->vlen) memcpy(m->value, w->value, w->vlen);
+  vshard_t *sh;
+  mcell_t **slot = vmem_slot(s, key, klen, &sh);
+  pthread_mutex_lock(&sh->mu);
+  mcell_t *c = vmem_cell(*slot, key, klen);
+  if (!c && (c = malloc(sizeof *c + klen))) {
+    c->vers = NULL;
+    c->klen = klen;
+    memcpy(c->key, key, klen);
+    c->next = *slot;
+    *slot = c;
+  }
+  if (c) { /* newest first; the cell's latch orders its versions */
+    mver_t **at = &c->vers;
+    while (*at && (*at)->commit_ts > m->commit_ts) at = &(*at)->next;
+    m->next = *at;
+    *at = m;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  if (!c) {
+    free(m);
+    atomic_fetch_sub(&s->vmem_bytes, cost);
+    return -1;
+  }
+  return 0;
+}
+
+static void vmem_del(local_t *s, const char *key, size_t klen, uint64_t commit_ts) {
+  vshard_t *sh;
+  mcell_t **slot = vmem_slot(s, key, klen, &sh);
+  pthread_mutex_lock(&sh->mu);
+  mcell_t **cp = slot;
+  while (*cp && !((*cp)->klen == klen && memcmp((*cp)->key, key, klen) == 0)) cp = &(*cp)->next;
+  mcell_t *c = *cp;
+  if (c) {
+    for (mver_t **at = &c->vers; *at; at = &(*at)->next) {
+      if ((*at)->commit_ts != commit_ts) continue;
+      mver_t *m = *at;
+      *at = m->next;
+      atomic_fetch_sub(&s->vmem_bytes, sizeof(mver_t) + m->vlen + sizeof(mcell_t) + klen);
+      free(m);
+      break;
+    }
+    if (!c->vers) {
+      *cp = c->next;
+      free(c);
+    }
+  }
+  pthread_mutex_unlock(&sh->mu);
+}
+
+/* Finds the newest held version with commit_ts <= read_ts (by_start 0) or
+ * the one with start_ts == read_ts (by_start 1). Found: *rec with its value
+ * copied into hold, and 1; else 0; -1 out of memory. */
+static int vmem_find(local_t *s, const char *key, size_t klen, uint64_t read_ts, int by_start,
+                     pc_write_rec_t *rec, pc_buf_t *hold) {
+  if (!s->vmem || atomic_load_explicit(&s->vmem_bytes, memory_order_relaxed) == 0) return 0;
+  vshard_t *sh;
+  mcell_t **slot = vmem_slot(s, key, klen, &sh);
+  int found = 0;
+  pthread_mutex_lock(&sh->mu);
+  mcell_t *c = vmem_cell(*slot, key, klen);
+  for (mver_t *m = c ? c->vers : NULL; m && !found; m = m->next) {
+    if (by_start ? m->start_ts != read_ts : m->commit_ts > read_ts) continue;
+    hold->len = 0;
+    if (pc_buf_append(hold, m->value, m->vlen) != 0) {
+      found = -1;
+      break;
+    }
+    *rec = (pc_write_rec_t){m->kind, m->start_ts, m->commit_ts, PC_VALUE_INLINE, hold->p, m->vlen};
+    found = 1;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return found;
+}
+
 /* Finds the write record of transaction start_ts on cell (commit or rollback).
  * *found = 0 when there is none. rec->value points into hold. */
 static pc_status_t find_write_by_start(local_t *s, const leveldb_readoptions_t *ro,
@@ -298,6 +473,13 @@ static pc_status_t find_write_by_start(local_t *s, const leveldb_readoptions_t *
   if (m->latest_any < start_ts) return PC_OK; /* no write at or after start_ts */
   pc_buf_t prefix = {0};
   if (pc_key_cell(&prefix, PC_KS_WRITE, c) != 0) return nomem(err);
+  int inmem = vmem_find(s, prefix.p, prefix.len, start_ts, 1, rec, hold);
+  if (inmem != 0) {
+    pc_buf_free(&prefix);
+    if (inmem < 0) return nomem(err);
+    *found = 1;
+    return PC_OK;
+  }
   pc_status_t st = PC_OK;
   leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
   for (leveldb_iter_seek(it, prefix.p, prefix.len); leveldb_iter_valid(it); leveldb_iter_next(it)) {
@@ -384,8 +566,23 @@ static pc_status_t read_history(local_t *s, const leveldb_readoptions_t *ro,
       break;
     }
     if (w.kind == PC_WRITE_ROLLBACK) continue;
-    st = value_of(s, ro, c, &w, value, vlen, err);
-    break;
+    /* a newer version held in memory (vmem) wins */
+    pc_write_rec_t mw;
+    pc_buf_t hold = {0};
+    int inmem = vmem_find(s, key.p, plen, read_ts, 0, &mw, &hold);
+    if (inmem < 0) st = nomem(err);
+    else st = value_of(s, ro, c, inmem && mw.commit_ts > w.commit_ts ? &mw : &w, value, vlen, err);
+    pc_buf_free(&hold);
+    pc_buf_free(&key);
+    return st;
+  }
+  if (st == PC_NOT_FOUND) { /* nothing in the history: maybe in memory */
+    pc_write_rec_t mw;
+    pc_buf_t hold = {0};
+    int inmem = vmem_find(s, key.p, plen, read_ts, 0, &mw, &hold);
+    if (inmem < 0) st = nomem(err);
+    else if (inmem) st = value_of(s, ro, c, &mw, value, vlen, err);
+    pc_buf_free(&hold);
   }
   pc_buf_free(&key);
   return st;
@@ -734,12 +931,15 @@ static void free_kept(kept_version_t *k) {
   }
 }
 
-/* Adds the head of m, about to be replaced by a commit at hi, to *list. */
-static pc_status_t keep_for_collector(kept_version_t **list, const pc_cell_t *c,
-                                      const pc_meta_t *m, uint64_t hi, pc_error_t *err) {
+/* Keeps the head of m, about to be replaced by a commit at hi, for the
+ * collector: in memory when the budget allows (*in_memory = 1: the caller
+ * writes no history record), else in the history. Adds it to *list. */
+static pc_status_t keep_for_collector(local_t *s, kept_version_t **list, const pc_cell_t *c,
+                                      const pc_meta_t *m, uint64_t hi, int *in_memory,
+                                      pc_error_t *err) {
   char kstore[256];
   pc_buf_t key = PC_BUF_ON(kstore);
-  if (pc_key_cell_ts(&key, PC_KS_WRITE, c, m->head.commit_ts) != 0) return nomem(err);
+  if (pc_key_cell(&key, PC_KS_WRITE, c) != 0) return nomem(err);
   kept_version_t *k = malloc(sizeof *k + key.len);
   if (!k) {
     pc_buf_free(&key);
@@ -748,27 +948,37 @@ static pc_status_t keep_for_collector(kept_version_t **list, const pc_cell_t *c,
   k->lo = m->head.commit_ts;
   k->hi = hi;
   k->owner = m->head.start_ts;
+  k->in_memory = s->vmem && vmem_put(s, key.p, key.len, &m->head) == 0;
   k->klen = key.len;
   memcpy(k->key, key.p, key.len);
   pc_buf_free(&key);
   k->next = *list;
   *list = k;
+  *in_memory = k->in_memory;
   return PC_OK;
 }
 
 static void collector_add(local_t *s, kept_version_t *list) {
   if (!list) return;
+  kept_version_t *dropped = NULL;
   pthread_mutex_lock(&s->gc_mu);
   if (!s->gc_queue) pthread_cond_signal(&s->gc_cv); /* wakes an idle collector only */
-  while (list && s->gc_running && s->gc_count < GC_QUEUE_MAX) {
+  while (list) {
     kept_version_t *next = list->next;
-    list->next = s->gc_queue;
-    s->gc_queue = list;
-    s->gc_count++;
+    /* versions held in memory are always queued (the budget bounds them);
+     * those in the history stay there beyond the queue's bound */
+    if (list->in_memory || (s->gc_running && s->gc_count < GC_QUEUE_MAX)) {
+      list->next = s->gc_queue;
+      s->gc_queue = list;
+      s->gc_count++;
+    } else {
+      list->next = dropped;
+      dropped = list;
+    }
     list = next;
   }
   pthread_mutex_unlock(&s->gc_mu);
-  free_kept(list); /* no collector, or a full queue: these versions stay */
+  free_kept(dropped);
 }
 
 static void *collector_main(void *arg) {
@@ -804,10 +1014,19 @@ static void *collector_main(void *arg) {
       if (s->in_use(s->in_use_ctx, k->lo, k->hi, 0, k->owner)) {
         k->next = still;
         still = k;
-      } else {
-        leveldb_writebatch_delete(b, k->key, k->klen);
+      } else if (k->in_memory) {
+        vmem_del(s, k->key, k->klen, k->lo);
+        atomic_fetch_add(&s->gc_collected, 1);
         free(k);
-        n++;
+      } else {
+        char kstore[256];
+        pc_buf_t key = PC_BUF_ON(kstore);
+        if (pc_buf_append(&key, k->key, k->klen) == 0 && pc_buf_u64(&key, ~k->lo) == 0) {
+          leveldb_writebatch_delete(b, key.p, key.len);
+          n++;
+        }
+        pc_buf_free(&key);
+        free(k);
       }
     }
     pc_error_t err;
@@ -927,10 +1146,12 @@ static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, ui
                     m->head.has_inline == PC_VALUE_INLINE &&
                     !s->in_use(s->in_use_ctx, m->head.commit_ts, *commit_ts, start_ts,
                                m->head.start_ts);
-      if (st == PC_OK && s->in_use && !collect && m->has_head && m->head_one_row &&
+      int in_memory = 0;
+      if (st == PC_OK && s->gc_running && !collect && m->has_head && m->head_one_row &&
           m->head.has_inline == PC_VALUE_INLINE)
-        st = keep_for_collector(&kept, &mu->cell, m, *commit_ts, err);
-      if (st == PC_OK) st = set_head(b, &mu->cell, m, &w, 1, collect, &kb, &vb, err);
+        st = keep_for_collector(s, &kept, &mu->cell, m, *commit_ts, &in_memory, err);
+      if (st == PC_OK)
+        st = set_head(b, &mu->cell, m, &w, 1, collect || in_memory, &kb, &vb, err);
       if (st != PC_OK) break;
       st = put_meta(b, &keys[i], m, &vb, err);
     }
@@ -938,8 +1159,8 @@ static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, ui
     atomic_store_explicit(&s->onepc[stripe], 0, memory_order_release);
   }
   pthread_mutex_unlock(&s->latch[stripe]);
-  if (st == PC_OK) collector_add(s, kept);
-  else free_kept(kept);
+  /* also after a failed write: what it put in memory must be freed in time */
+  collector_add(s, kept);
   leveldb_writebatch_destroy(b);
   for (size_t i = 0; i < n; i++) {
     pc_meta_free(&metas[i]);
@@ -1288,8 +1509,10 @@ void pc_local_store_track_snapshots(pc_store_t *base, pc_snapshots_in_use_fn in_
   s->in_use_ctx = ctx;
   pthread_mutex_lock(&s->gc_mu);
   /* without the thread, kept versions simply stay, as they did before it */
-  if (in_use && !s->gc_running)
+  if (in_use && !s->gc_running) {
+    if (s->vmem_budget && !s->vmem) s->vmem = vmem_create(); /* NULL: the history only */
     s->gc_running = pthread_create(&s->gc_thread, NULL, collector_main, s) == 0;
+  }
   pthread_mutex_unlock(&s->gc_mu);
 }
 
@@ -1305,6 +1528,7 @@ static void local_close(pc_store_t *base) {
   }
   pthread_cond_destroy(&s->gc_cv);
   pthread_mutex_destroy(&s->gc_mu);
+  vmem_destroy(s->vmem);
   if (s->db) leveldb_close(s->db);
   if (s->opts) leveldb_options_destroy(s->opts);
   pc_mcache_destroy(s->mcache);
@@ -1385,6 +1609,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   s->filter = leveldb_filterpolicy_create_bloom(10);
   leveldb_options_set_filter_policy(s->opts, s->filter);
   s->mcache = pc_mcache_create(o->meta_cache_bytes); /* NULL: none (or no memory for one) */
+  s->vmem_budget = o->kept_versions_bytes;
   if (o->cache_bytes) {
     s->cache = leveldb_cache_create_lru(o->cache_bytes);
     leveldb_options_set_cache(s->opts, s->cache);

@@ -24,17 +24,26 @@
 
 #define T "hist"
 
-static pc_db_t *open_db(const char *dir, int keep_history, int lazy) {
+/* Where a replaced version that an open snapshot can read is kept: in the
+ * history (a budget of 0 for memory) or in memory. */
+enum { KEPT_IN_HISTORY = 0, KEPT_IN_MEMORY = 1 };
+
+static pc_db_t *open_kept(const char *dir, int keep_history, int lazy, int kept) {
   pc_options_t *o = pc_options_create();
   assert_non_null(o);
   pc_options_set_create_if_missing(o, 1);
   pc_options_set_keep_history(o, keep_history);
   pc_options_set_lazy_start(o, lazy);
+  pc_options_set_kept_versions_bytes(o, kept == KEPT_IN_MEMORY ? 1u << 20 : 0);
   pc_error_t err;
   pc_db_t *db = pc_db_open(o, dir, &err);
   pc_options_destroy(o);
   if (!db) fail_msg("pc_db_open: %s", err.text);
   return db;
+}
+
+static pc_db_t *open_db(const char *dir, int keep_history, int lazy) {
+  return open_kept(dir, keep_history, lazy, KEPT_IN_MEMORY);
 }
 
 static void put(pc_db_t *db, const char *row, const char *col, const char *val) {
@@ -88,14 +97,30 @@ static const versions_t *versions(pc_db_t *db, const char *row) {
   return &vbuf;
 }
 
-/* Waits (up to 10 s) until row's history holds n versions, as the collector
- * removes kept versions in the background; returns the versions. */
-static const versions_t *versions_settle(pc_db_t *db, const char *row, int n) {
-  for (int i = 0; i < 1000 && versions(db, row)->n != n; i++) {
+
+/* The history of row: its head, then, if kept_value is set and the version
+ * is kept in the history, that version (a version kept in memory is not in
+ * the raw view). */
+static void expect_history(pc_db_t *db, const char *row, int kept, const char *head,
+                           const char *kept_value) {
+  static versions_t vs;
+  vs = *versions(db, row);
+  int n = kept_value && kept == KEPT_IN_HISTORY ? 2 : 1;
+  assert_int_equal(vs.n, n);
+  assert_string_equal(vs.v[0].value, head);
+  if (n == 2) {
+    assert_true(vs.v[1].has_value);
+    assert_string_equal(vs.v[1].value, kept_value);
+  }
+}
+
+/* Waits (up to 10 s) until the collector has removed n versions in all. */
+static void collected_settle(pc_db_t *db, uint64_t n) {
+  for (int i = 0; i < 1000 && pc_local_store_collected(db->store) < n; i++) {
     struct timespec d = {0, 10 * 1000000L};
     nanosleep(&d, NULL);
   }
-  return versions(db, row);
+  assert_int_equal(pc_local_store_collected(db->store), n);
 }
 
 /* Nobody reads: each replaced version of a single-row commit vanishes. */
@@ -120,12 +145,14 @@ static void test_unread_versions_collected(void **state) {
 }
 
 /* An open snapshot keeps the version it reads, across later commits, and
- * only that one; once it is gone, the next commit collects. */
+ * only that one, in the history or in memory; once it is gone, the next
+ * commit collects, and the collector removes the kept one. */
 static void test_open_snapshot_keeps_its_version(void **state) {
   (void)state;
-  for (int lazy = 0; lazy < 2; lazy++) {
+  for (int mode = 0; mode < 4; mode++) {
+    int lazy = mode & 1, kept = mode >> 1;
     char *dir = tu_mkdtemp("hist-open");
-    pc_db_t *db = open_db(dir, 0, lazy);
+    pc_db_t *db = open_kept(dir, 0, lazy, kept);
     put(db, "x", "c", "v1");
     pc_error_t err;
     pc_txn_t *r = pc_txn_begin(db, &err);
@@ -134,18 +161,13 @@ static void test_open_snapshot_keeps_its_version(void **state) {
     put(db, "x", "c", "v2");
     put(db, "x", "c", "v3");
     expect(r, "x", "c", "v1");
-    static versions_t vs;
-    vs = *versions(db, "x");
-    assert_int_equal(vs.n, 2); /* v2 vanished: no snapshot between its commit and v3's */
-    assert_string_equal(vs.v[0].value, "v3");
-    assert_true(vs.v[1].has_value); /* v1: r reads it */
-    assert_string_equal(vs.v[1].value, "v1");
+    /* v2 vanished: no snapshot between its commit and v3's; v1: r reads it */
+    expect_history(db, "x", kept, "v3", "v1");
     pc_txn_destroy(r);
     put(db, "x", "c", "v4");
     /* v3 vanished at once; v1, kept for r, goes once r is gone (the collector) */
-    vs = *versions_settle(db, "x", 1);
-    assert_int_equal(vs.n, 1);
-    assert_string_equal(vs.v[0].value, "v4");
+    collected_settle(db, 1);
+    expect_history(db, "x", kept, "v4", NULL);
     pc_db_close(db);
     tu_rmtree(dir);
   }
@@ -159,7 +181,7 @@ static void test_registry_overflow(void **state) {
   (void)state;
   enum { FILL = 4200 };
   char *dir = tu_mkdtemp("hist-overflow");
-  pc_db_t *db = open_db(dir, 0, 0);
+  pc_db_t *db = open_kept(dir, 0, 0, KEPT_IN_HISTORY);
   pc_txn_t **fill = calloc(FILL, sizeof *fill);
   assert_non_null(fill);
   pc_error_t err;
@@ -171,20 +193,15 @@ static void test_registry_overflow(void **state) {
   put(db, "x", "c", "v2");
   put(db, "x", "c", "v3");
   expect(r, "x", "c", "v1");
-  static versions_t vs;
-  vs = *versions(db, "x");
-  assert_int_equal(vs.n, 2); /* v2 vanished; v1 kept for r */
-  assert_string_equal(vs.v[0].value, "v3");
-  assert_string_equal(vs.v[1].value, "v1");
+  expect_history(db, "x", KEPT_IN_HISTORY, "v3", "v1"); /* v2 vanished; v1 kept for r */
   pc_txn_destroy(r);
   for (int i = 0; i < FILL; i++) pc_txn_destroy(fill[i]);
   free(fill);
   /* every registration released: the next overwrite collects v3, and the
    * collector v1 */
   put(db, "x", "c", "v4");
-  vs = *versions_settle(db, "x", 1);
-  assert_int_equal(vs.n, 1);
-  assert_string_equal(vs.v[0].value, "v4");
+  collected_settle(db, 1);
+  expect_history(db, "x", KEPT_IN_HISTORY, "v4", NULL);
   pc_db_close(db);
   tu_rmtree(dir);
 }
@@ -232,46 +249,100 @@ static void test_pending_registration_keeps_version(void **state) {
 }
 
 /* A version kept because an open transaction could read it is removed by
- * the collector once that transaction is gone, and not before; the reader
- * still reads it while open. */
+ * the collector once that transaction is gone, and not before, whether it
+ * was kept in the history or in memory; the reader reads it while open. */
 static void test_collector_removes_kept_versions(void **state) {
   (void)state;
-  char *dir = tu_mkdtemp("hist-collect");
-  pc_db_t *db = open_db(dir, 0, 0);
-  put(db, "x", "c", "v1");
-  put(db, "y", "c", "w1");
+  for (int kept = 0; kept < 2; kept++) {
+    char *dir = tu_mkdtemp("hist-collect");
+    pc_db_t *db = open_kept(dir, 0, 0, kept);
+    put(db, "x", "c", "v1");
+    put(db, "y", "c", "w1");
+    pc_error_t err;
+    pc_txn_t *r = pc_txn_begin(db, &err); /* another thread's open transaction */
+    assert_non_null(r);
+    put(db, "x", "c", "v2");
+    put(db, "y", "c", "w2");
+    put(db, "x", "c", "v3");
+    /* v1 and w1 were kept for r; v2 was not (no snapshot between v2 and v3) */
+    expect_history(db, "x", kept, "v3", "v1");
+    expect_history(db, "y", kept, "w2", "w1");
+    /* however long the collector runs, r keeps them */
+    struct timespec d = {0, 200 * 1000000L};
+    nanosleep(&d, NULL);
+    assert_int_equal(pc_local_store_collected(db->store), 0);
+    expect(r, "x", "c", "v1");
+    expect(r, "y", "c", "w1");
+    expect_history(db, "x", kept, "v3", "v1");
+    pc_txn_destroy(r);
+    collected_settle(db, 2);
+    expect_history(db, "x", kept, "v3", NULL);
+    expect_history(db, "y", kept, "w2", NULL);
+    /* what the readers see is unchanged */
+    pc_txn_t *t = pc_txn_begin(db, &err);
+    expect(t, "x", "c", "v3");
+    expect(t, "y", "c", "w2");
+    pc_txn_destroy(t);
+    pc_db_close(db);
+    tu_rmtree(dir);
+  }
+}
+
+/* Versions held in memory are found by a scan at an old snapshot too, and
+ * the memory budget sends the rest to the history. */
+static void test_kept_in_memory_scan_and_budget(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("hist-mem");
+  pc_options_t *o = pc_options_create();
+  pc_options_set_create_if_missing(o, 1);
+  pc_options_set_kept_versions_bytes(o, 4096); /* a few dozen small versions */
   pc_error_t err;
-  pc_txn_t *r = pc_txn_begin(db, &err); /* another thread's open transaction */
+  pc_db_t *db = pc_db_open(o, dir, &err);
+  pc_options_destroy(o);
+  assert_non_null(db);
+  enum { ROWS = 200 };
+  char row[16], val[16];
+  for (int i = 0; i < ROWS; i++) {
+    snprintf(row, sizeof row, "r%03d", i);
+    snprintf(val, sizeof val, "old%03d", i);
+    put(db, row, "c", val);
+  }
+  pc_txn_t *r = pc_txn_begin(db, &err);
   assert_non_null(r);
-  put(db, "x", "c", "v2");
-  put(db, "y", "c", "w2");
-  put(db, "x", "c", "v3");
-  /* v1 and w1 were kept for r; v2 was not (no snapshot between v2 and v3) */
-  static versions_t vs;
-  vs = *versions(db, "x");
-  assert_int_equal(vs.n, 2);
-  assert_string_equal(vs.v[1].value, "v1");
-  /* however long the collector runs, r keeps them */
-  struct timespec d = {0, 200 * 1000000L};
-  nanosleep(&d, NULL);
-  assert_int_equal(versions(db, "x")->n, 2);
-  assert_int_equal(versions(db, "y")->n, 2);
-  assert_int_equal(pc_local_store_collected(db->store), 0);
-  expect(r, "x", "c", "v1");
-  expect(r, "y", "c", "w1");
+  for (int i = 0; i < ROWS; i++) {
+    snprintf(row, sizeof row, "r%03d", i);
+    snprintf(val, sizeof val, "new%03d", i);
+    put(db, row, "c", val);
+  }
+  /* some old versions went to memory, the rest to the history */
+  int in_history = 0;
+  for (int i = 0; i < ROWS; i++) {
+    snprintf(row, sizeof row, "r%03d", i);
+    in_history += versions(db, row)->n == 2;
+  }
+  assert_true(in_history > 0 && in_history < ROWS);
+  /* r sees every old value, by get and by scan */
+  for (int i = 0; i < ROWS; i++) {
+    snprintf(row, sizeof row, "r%03d", i);
+    snprintf(val, sizeof val, "old%03d", i);
+    expect(r, row, "c", val);
+  }
+  pc_scan_t *sc = pc_txn_scan(r, T, NULL, 0, NULL, 0, &err);
+  assert_non_null(sc);
+  int n = 0;
+  while (pc_scan_next(sc, &err) == PC_OK) {
+    size_t vl;
+    const char *v = pc_scan_value(sc, &vl);
+    snprintf(val, sizeof val, "old%03d", n);
+    assert_int_equal(vl, strlen(val));
+    assert_memory_equal(v, val, vl);
+    n++;
+  }
+  assert_int_equal(n, ROWS);
+  pc_scan_destroy(sc);
   pc_txn_destroy(r);
-  vs = *versions_settle(db, "x", 1);
-  assert_int_equal(vs.n, 1);
-  assert_string_equal(vs.v[0].value, "v3");
-  vs = *versions_settle(db, "y", 1);
-  assert_int_equal(vs.n, 1);
-  assert_string_equal(vs.v[0].value, "w2");
-  assert_int_equal(pc_local_store_collected(db->store), 2);
-  /* what the readers see is unchanged */
-  pc_txn_t *t = pc_txn_begin(db, &err);
-  expect(t, "x", "c", "v3");
-  expect(t, "y", "c", "w2");
-  pc_txn_destroy(t);
+  collected_settle(db, ROWS);
+  assert_int_equal(versions(db, "r000")->n, 1);
   pc_db_close(db);
   tu_rmtree(dir);
 }
@@ -417,6 +488,7 @@ int main(void) {
       cmocka_unit_test(test_open_snapshot_keeps_its_version),
       cmocka_unit_test(test_registry_overflow),
       cmocka_unit_test(test_collector_removes_kept_versions),
+      cmocka_unit_test(test_kept_in_memory_scan_and_budget),
       cmocka_unit_test(test_pending_registration_keeps_version),
       cmocka_unit_test(test_kept_versions),
       cmocka_unit_test(test_concurrent_readers_see_constant_sum),

@@ -134,6 +134,14 @@ void pc_options_set_meta_cache_bytes(pc_options_t *opts, size_t bytes);
  * Versions of multi-row transactions are always kept. A cluster's tablets
  * keep every version (they cannot know their clients' snapshots). */
 void pc_options_set_keep_history(pc_options_t *opts, int on);
+/* Memory for replaced versions that only open transactions can still read
+ * (default 64 MiB). Such a version is needed only by this process's open
+ * snapshots, none of which survives it, so the embedded database holds it
+ * in memory instead of writing it to the store, and frees it once no
+ * snapshot can read it; beyond this budget, or at 0, it is written to the
+ * store and deleted from there later. pc_db_raw_scan does not show versions
+ * held in memory. No effect with keep_history, or in a cluster. */
+void pc_options_set_kept_versions_bytes(pc_options_t *opts, size_t bytes);
 
 /* ---- database ----------------------------------------------------------- */
 
