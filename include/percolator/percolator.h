@@ -297,7 +297,9 @@ typedef int (*pc_raw_cell_fn)(void *ctx, const pc_raw_cell_t *cell);
 /* Calls fn for every internal cell of rows [start, end) of table (table NULL:
  * every table), in key order: per cell its lock, its writes newest first, its
  * data newest first, its acks; then the notifications of the range. No
- * snapshot, no lock resolution: this shows the store as it is. */
+ * snapshot, no lock resolution: this shows the store as it is on disk
+ * (versions held in memory for open snapshots, see
+ * pc_options_set_kept_versions_bytes, are not shown). */
 pc_status_t pc_db_raw_scan(pc_db_t *db, const char *table, const char *start, size_t slen,
                            const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
                            pc_error_t *err);
