@@ -905,23 +905,22 @@ static pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, u
   return rowop_end(&op, st, err);
 }
 
-/* commit_one_phase, and with blind set commit_blind (start_ts is then the
- * transaction's id, and *spare receives a fresh timestamp). */
 /* ---- deferred collection ------------------------------------------------
  *
  * A one-row commit that replaces a one-row head drops the old version at
  * once when no snapshot can read it (set_head). When one can, the version
- * goes to the history, and nothing used to revisit it: with two writing
- * threads, the other thread's open transaction almost always lies between
- * two overwrites of a key, so almost every version stayed. Such a version
- * is now also handed to the collector thread, which asks the registry the
- * same question again every GC_RETRY_MS and deletes the commit records whose
- * answer is no, in one WriteBatch per pass. The facts it asks about never change: the version's
- * commit_ts, its successor's and its own start_ts; and a snapshot taken
- * later lies above the successor, because the oracle is monotonic. Only
- * one-row versions with inline values qualify (no lock resolution asks about
- * them, and they have no data cell). The queue lives in memory: after a
- * restart, versions it held stay in the history. */
+ * is kept: in memory while the budget allows (vmem, above), else in the
+ * history. Either way it is handed to the collector thread, which asks the
+ * registry the same question again every GC_RETRY_MS, and frees the versions
+ * whose answer is now no: from memory, or by deleting their commit records,
+ * in one WriteBatch per pass. Without it, with two writing threads, the other
+ * thread's open transaction almost always lies between two overwrites of a
+ * key, and almost every version stayed in the history for good. The facts
+ * it asks about never change (the version's commit_ts, its successor's, its
+ * own start_ts), and a snapshot taken later lies above the successor,
+ * because the oracle is monotonic. Only one-row versions with inline values
+ * qualify: no lock resolution asks about them, and they have no data cell.
+ * After a restart, versions in the history that it had not deleted stay. */
 
 static void free_kept(kept_version_t *k) {
   while (k) {
@@ -1053,6 +1052,8 @@ uint64_t pc_local_store_collected(pc_store_t *base) {
   return atomic_load(&((local_t *)base)->gc_collected);
 }
 
+/* commit_one_phase, and with blind set commit_blind (start_ts is then the
+ * transaction's id, and *spare receives a fresh timestamp). */
 static pc_status_t one_phase(local_t *s, const pc_mutation_t *muts, size_t n, uint64_t start_ts,
                              int blind, pc_ts_source_fn ts_source, void *ts_ctx,
                              uint64_t *commit_ts, uint64_t *spare, pc_lock_info_t *lock_out,
