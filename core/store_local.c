@@ -48,7 +48,7 @@ typedef struct local {
   pthread_cond_t gc_cv;
   pthread_t gc_thread;
   int gc_running, gc_stop;
-  struct kept_version *gc_queue; /* a stack; the collector takes it whole */
+  struct kept_version *gc_queue, **gc_tail; /* first in, first asked */
   size_t gc_count;
   _Atomic uint64_t gc_collected; /* versions the collector removed */
   struct vshard *vmem;           /* kept versions held in memory (NULL: none) */
@@ -95,6 +95,8 @@ typedef struct vshard {
 
 #define GC_QUEUE_MAX (1u << 20) /* beyond this many, a kept version simply stays */
 #define GC_RETRY_MS 50
+#define GC_PASS_MAX 20000u /* versions asked about per pass: bounds the collector's CPU
+                              while a long transaction keeps many versions readable */
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -957,6 +959,14 @@ static pc_status_t keep_for_collector(local_t *s, kept_version_t **list, const p
   return PC_OK;
 }
 
+/* Appends k to the collector's queue (gc_mu held). */
+static void gc_enqueue(local_t *s, kept_version_t *k) {
+  k->next = NULL;
+  *s->gc_tail = k;
+  s->gc_tail = &k->next;
+  s->gc_count++;
+}
+
 static void collector_add(local_t *s, kept_version_t *list) {
   if (!list) return;
   kept_version_t *dropped = NULL;
@@ -967,9 +977,7 @@ static void collector_add(local_t *s, kept_version_t *list) {
     /* versions held in memory are always queued (the budget bounds them);
      * those in the history stay there beyond the queue's bound */
     if (list->in_memory || (s->gc_running && s->gc_count < GC_QUEUE_MAX)) {
-      list->next = s->gc_queue;
-      s->gc_queue = list;
-      s->gc_count++;
+      gc_enqueue(s, list);
     } else {
       list->next = dropped;
       dropped = list;
@@ -1001,9 +1009,13 @@ static void *collector_main(void *arg) {
     while (!s->gc_stop && pthread_cond_timedwait(&s->gc_cv, &s->gc_mu, &until) == 0) {
     }
     if (s->gc_stop) break;
-    kept_version_t *work = s->gc_queue, *still = NULL;
-    s->gc_queue = NULL;
-    s->gc_count = 0;
+    /* the oldest GC_PASS_MAX versions; those still readable go to the back */
+    kept_version_t *work = s->gc_queue, *still = NULL, **cut = &s->gc_queue;
+    size_t taken = 0;
+    for (; *cut && taken < GC_PASS_MAX; taken++) cut = &(*cut)->next;
+    s->gc_queue = *cut;
+    *cut = NULL;
+    if (!s->gc_queue) s->gc_tail = &s->gc_queue;
     pthread_mutex_unlock(&s->gc_mu);
     leveldb_writebatch_t *b = leveldb_writebatch_create();
     uint64_t n = 0;
@@ -1033,16 +1045,16 @@ static void *collector_main(void *arg) {
     if (n && apply(s, b, &err) == PC_OK) atomic_fetch_add(&s->gc_collected, n);
     leveldb_writebatch_destroy(b);
     pthread_mutex_lock(&s->gc_mu);
+    s->gc_count -= taken;
     while (still) {
       kept_version_t *k = still;
       still = k->next;
-      k->next = s->gc_queue;
-      s->gc_queue = k;
-      s->gc_count++;
+      gc_enqueue(s, k);
     }
   }
   free_kept(s->gc_queue);
   s->gc_queue = NULL;
+  s->gc_tail = &s->gc_queue;
   s->gc_count = 0;
   pthread_mutex_unlock(&s->gc_mu);
   return NULL;
@@ -1605,6 +1617,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   for (uint32_t i = 0; i < LATCHES; i++) pthread_mutex_init(&s->latch[i], NULL);
   pthread_mutex_init(&s->gc_mu, NULL);
   pthread_cond_init(&s->gc_cv, NULL);
+  s->gc_tail = &s->gc_queue;
   s->opts = leveldb_options_create();
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);
