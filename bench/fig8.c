@@ -700,7 +700,7 @@ static int read_breakdown(bench_t *b, json_t *info) {
   if (bu_ldb_open(&b->pcstore_l, store, "fig8") != 0) return -1;
   b->pcstore = b->pcstore_l.db;
   result_t res;
-  uint64_t wops = b->p.read_ops / 10 ? b->p.read_ops / 10 : 1;
+  uint64_t wops = b->p.read_ops; /* a whole round: see the warm-up in main */
   double ops_s[2][MAX_ROUNDS], cpu[2][MAX_ROUNDS];
   static const enum phase ph[2] = {PH_RAW_GET, PH_STORE_GET_META};
   int rc = run_phase(b, PH_STORE_GET_META, wops, b->p.seed + 500, &res);
