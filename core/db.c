@@ -148,6 +148,8 @@ static pc_status_t prepare_dir(const char *dir, int create, int *fresh, int *old
  * lock as before. */
 
 #define SNAP_SLOTS 4096u
+#define SNAP_STRIDE 8u /* one slot per 64-byte line: threads do not share lines */
+#define SLOT(db, i) ((db)->snap_slot[(size_t)(i) * SNAP_STRIDE])
 #define SNAP_PENDING UINT64_MAX
 #define SNAP_OVERFLOW (PC_SNAP_NONE - 1u)
 
@@ -158,8 +160,8 @@ static uint32_t slot_claim(pc_db_t *db, uint64_t v) {
   for (uint32_t k = 0; k < SNAP_SLOTS; k++) {
     uint32_t i = (snap_hint + k) % SNAP_SLOTS;
     uint64_t empty = 0;
-    if (atomic_load_explicit(&db->snap_slot[i], memory_order_relaxed) != 0 ||
-        !atomic_compare_exchange_strong(&db->snap_slot[i], &empty, v))
+    if (atomic_load_explicit(&SLOT(db, i), memory_order_relaxed) != 0 ||
+        !atomic_compare_exchange_strong(&SLOT(db, i), &empty, v))
       continue;
     uint32_t high = atomic_load(&db->snap_high);
     while (high <= i && !atomic_compare_exchange_weak(&db->snap_high, &high, i + 1)) {
@@ -188,7 +190,7 @@ static int snapshots_in_use(void *ctx, uint64_t lo, uint64_t hi, uint64_t self, 
   int self_seen = 0;
   uint32_t high = atomic_load(&db->snap_high);
   for (uint32_t i = 0; i < high; i++) {
-    uint64_t v = atomic_load(&db->snap_slot[i]);
+    uint64_t v = atomic_load(&SLOT(db, i));
     if (v == 0) continue;
     if (v == SNAP_PENDING || v == owner) return 1; /* owner: its transaction may still settle it */
     if (v < lo || v >= hi) continue;
@@ -248,7 +250,7 @@ pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts,
     pc_status_t st = pc_oracle_next(db->oracle, 1, ts, err);
     /* the slot is still pending here: a writer now must keep what ts may read */
     if (st == PC_OK) st = PC_FAILPOINT("db.snapshot.pending", err);
-    atomic_store(&db->snap_slot[i], st == PC_OK ? *ts : 0);
+    atomic_store(&SLOT(db, i), st == PC_OK ? *ts : 0);
     if (st == PC_OK) *slot = i;
     return st;
   }
@@ -269,7 +271,7 @@ pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts,
 void pc_db_snapshot_release(pc_db_t *db, pc_snap_slot_t slot, uint64_t ts) {
   if (!db->snap_tracked || slot == PC_SNAP_NONE) return;
   if (slot != SNAP_OVERFLOW) {
-    atomic_store_explicit(&db->snap_slot[slot], 0, memory_order_release);
+    atomic_store_explicit(&SLOT(db, slot), 0, memory_order_release);
     return;
   }
   pthread_mutex_lock(&db->snap_mu);
@@ -347,7 +349,9 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
   db->liveness.is_alive = embedded_alive;
   db->liveness.ctx = &db->session;
   if (!opts->keep_history) { /* this process is the only reader: it knows every snapshot */
-    db->snap_slot = calloc(SNAP_SLOTS, sizeof *db->snap_slot);
+    size_t bytes = (size_t)SNAP_SLOTS * SNAP_STRIDE * sizeof *db->snap_slot;
+    db->snap_slot = aligned_alloc(64, bytes);
+    if (db->snap_slot) memset((void *)db->snap_slot, 0, bytes);
     if (!db->snap_slot) {
       pc_error_set(err, PC_NOMEM, "out of memory");
       pc_db_close(db);
