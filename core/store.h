@@ -164,7 +164,10 @@ typedef struct pc_local_options {
  * another one-row commit asks it about [old commit_ts, new commit_ts) and
  * the old head's start_ts; when the answer is no, the old version is not
  * written to the history at all (one-row commits write their commit record
- * only when they stop being the head). */
+ * only when they stop being the head). When it is yes, the version is kept
+ * (in memory within kept_versions_bytes, else in the history), and a
+ * collector thread, started here, asks again every 50 ms and removes it once
+ * the answer is no. in_use is called from that thread too. */
 typedef int (*pc_snapshots_in_use_fn)(void *ctx, uint64_t lo, uint64_t hi, uint64_t self,
                                       uint64_t owner);
 void pc_local_store_track_snapshots(pc_store_t *s, pc_snapshots_in_use_fn in_use, void *ctx);
