@@ -66,6 +66,14 @@ static int dir_is_empty(const char *dir) {
 }
 
 /* Writes the FORMAT file at path (temp file, fsync, rename). */
+static pc_status_t write_format(const char *path, pc_error_t *err);
+
+pc_status_t pc_data_dir_mark(const char *dir, pc_error_t *err) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/FORMAT", dir);
+  return write_format(path, err);
+}
+
 static pc_status_t write_format(const char *path, pc_error_t *err) {
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -80,10 +88,8 @@ static pc_status_t write_format(const char *path, pc_error_t *err) {
   return PC_OK;
 }
 
-/* Checks or creates dir and its FORMAT file. *fresh = 1 when it was just
- * made; *older = 1 when its FORMAT is an older one this version upgrades. */
-static pc_status_t prepare_dir(const char *dir, int create, int *fresh, int *older,
-                               pc_error_t *err) {
+pc_status_t pc_data_dir_prepare(const char *dir, int create, int legacy_store, int *fresh,
+                                int *older, pc_error_t *err) {
   struct stat st;
   *fresh = 0;
   *older = 0;
@@ -118,10 +124,17 @@ static pc_status_t prepare_dir(const char *dir, int create, int *fresh, int *old
   }
   if (errno != ENOENT)
     return pc_error_set(err, PC_IO_ERROR, "%s: %s", path, strerror(errno));
-  if (!dir_is_empty(dir))
+  if (!dir_is_empty(dir)) {
+    char store[4200];
+    snprintf(store, sizeof store, "%s/store", dir);
+    if (legacy_store && stat(store, &st) == 0 && S_ISDIR(st.st_mode)) {
+      *older = 1; /* a tablet directory from before format 2 */
+      return PC_OK;
+    }
     return pc_error_set(err, PC_INVALID,
                         "'%s' is not a percolator data directory (it has files but no FORMAT)",
                         dir);
+  }
   if (!create)
     return pc_error_set(err, PC_INVALID,
                         "data directory '%s' is empty (initialise it with 'percolator init')",
@@ -303,7 +316,8 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
   }
   if (pc_failpoints_init_from_env(err) != PC_OK) return NULL;
   int fresh, older;
-  if (prepare_dir(dir, opts->create_if_missing, &fresh, &older, err) != PC_OK) return NULL;
+  if (pc_data_dir_prepare(dir, opts->create_if_missing, 0, &fresh, &older, err) != PC_OK)
+    return NULL;
 
   pc_db_t *db = calloc(1, sizeof *db);
   if (!db || !(db->dir = strdup(dir))) {
@@ -326,12 +340,10 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
     pc_db_close(db);
     return NULL;
   }
-  if (older) { /* the store is ours now (its LOCK): upgrade the marker before any write */
-    snprintf(path, sizeof path, "%s/FORMAT", dir);
-    if (write_format(path, err) != PC_OK) {
-      pc_db_close(db);
-      return NULL;
-    }
+  /* the store is ours now (its LOCK): upgrade the marker before any write */
+  if (older && pc_data_dir_mark(dir, err) != PC_OK) {
+    pc_db_close(db);
+    return NULL;
   }
   snprintf(path, sizeof path, "%s/oracle", dir);
   db->oracle = pc_oracle_open(path, 0, err);

@@ -80,6 +80,18 @@ void pc_db_snapshot_release(pc_db_t *db, pc_snap_slot_t slot, uint64_t ts);
  * transaction has settled them. */
 pc_status_t pc_db_snapshot_hold(pc_db_t *db, uint64_t ts, pc_snap_slot_t *slot, pc_error_t *err);
 
+/* Checks data directory dir and its FORMAT file, and creates both when dir is
+ * missing or empty and create is set (*fresh = 1). *older = 1 when dir is of
+ * an older format this version reads; write the current one with
+ * pc_data_dir_mark once the store is open (and locked). legacy_store: a
+ * directory with a "store" subdirectory and no FORMAT is of the older format
+ * (tablet directories had none before format 2). A directory with other
+ * files and no FORMAT, or with a FORMAT of another program or version, is an
+ * error naming it. */
+pc_status_t pc_data_dir_prepare(const char *dir, int create, int legacy_store, int *fresh,
+                                int *older, pc_error_t *err);
+pc_status_t pc_data_dir_mark(const char *dir, pc_error_t *err);
+
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 

@@ -248,8 +248,17 @@ run_cli 15 --config "$C" --timeout 2000 get acct x bal
 [ "$RC" = 3 ] || fail "get with the daemons stopped: exit $RC (want 3)"
 pass "SIGTERM stops run with exit 0; clients then fail with exit 3"
 
+# every tablet directory is marked with the data format; one without the
+# mark (as tablets before format 2 left them) is taken as format 1 and marked
+for t in t1 t2; do
+  [ "$(cat "$WORK/data/tablet-$t/FORMAT" 2>/dev/null)" = "percolator-data 2" ] ||
+    fail "tablet $t's directory has no FORMAT 'percolator-data 2'"
+done
+rm "$WORK/data/tablet-t1/FORMAT"
 start_run 2
 C="$WORK/client-2.json"
+[ "$(cat "$WORK/data/tablet-t1/FORMAT" 2>/dev/null)" = "percolator-data 2" ] ||
+  fail "a tablet directory without FORMAT was not marked on start"
 run_cli 30 --config "$C" get acct x bal
 [ "$RC" = 0 ] && [ "$OUT" = v1 ] || fail "after the restart x is '$OUT' (exit $RC), want v1"
 run_cli 30 --config "$C" get acct zed bal
@@ -261,7 +270,7 @@ run_cli 30 --config "$C" get acct x bal
 kill -TERM "$RUN"
 wait_exit "$RUN" 30
 [ "$RC" = 0 ] || fail "the second run exited $RC on SIGTERM"
-pass "a restarted run on the same data has the committed data and takes new commits"
+pass "a restarted run on the same data has the committed data and takes new commits; tablet directories carry the data format"
 
 # ---- 5. separate daemons; status after a tablet is killed --------------------
 

@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "config/config.h"
+#include "core/db.h"
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/http.h"
@@ -197,6 +198,8 @@ static pc_status_t start_tablet(daemon_state_t *d, const pc_config_tablet_t *t, 
   char *dir = role_dir(d->cfg, t->data_dir, sub);
   pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
   pc_store_t *store = NULL;
+  int fresh, older = 0;
+  if (st == PC_OK) st = pc_data_dir_prepare(dir, 1, 1, &fresh, &older, err);
   if (st == PC_OK) {
     char path[4200];
     snprintf(path, sizeof path, "%s/store", dir);
@@ -204,6 +207,11 @@ static pc_status_t start_tablet(daemon_state_t *d, const pc_config_tablet_t *t, 
                              (size_t)d->cfg->store.meta_cache_mb << 20, 0};
     store = pc_local_store_open(path, &lo, err);
     if (!store) st = err ? err->code : PC_IO_ERROR;
+  }
+  /* the store is ours now (its LOCK): the format it writes from here on */
+  if (st == PC_OK && older && (st = pc_data_dir_mark(dir, err)) != PC_OK) {
+    store->ops->close(store);
+    store = NULL;
   }
   free(dir);
   if (st != PC_OK) {
