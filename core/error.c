@@ -80,6 +80,28 @@ static uint64_t clock_ms(clockid_t id) {
 uint64_t pc_now_mono_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 uint64_t pc_now_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
 
+int pc_cond_init_mono(pthread_cond_t *cv) {
+  pthread_condattr_t attr;
+  int rc = pthread_condattr_init(&attr);
+  if (rc != 0) return rc;
+  rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  if (rc == 0) rc = pthread_cond_init(cv, &attr);
+  pthread_condattr_destroy(&attr);
+  return rc;
+}
+
+struct timespec pc_mono_after_ms(uint32_t ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  t.tv_sec += (time_t)(ms / 1000u);
+  t.tv_nsec += (long)(ms % 1000u) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}
+
 void pc_sleep_ms(uint32_t ms) {
   struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {

@@ -2,6 +2,9 @@
 #ifndef PC_CORE_ERROR_H
 #define PC_CORE_ERROR_H
 
+#include <pthread.h>
+#include <time.h>
+
 #include <percolator/percolator.h>
 
 /* Fills err (when not NULL) with code and a printf-style message; returns code. */
@@ -21,5 +24,12 @@ uint64_t pc_now_wall_ms(void);
 
 /* Sleeps for ms milliseconds (restarting after signals). */
 void pc_sleep_ms(uint32_t ms);
+
+/* Condition variables whose timed waits run on the monotonic clock, so that
+ * a wall clock stepping does not stretch or cut them: pc_cond_init_mono
+ * initialises cv (0, or an error number), and pc_mono_after_ms is the
+ * instant ms milliseconds from now to pass to pthread_cond_timedwait. */
+int pc_cond_init_mono(pthread_cond_t *cv);
+struct timespec pc_mono_after_ms(uint32_t ms);
 
 #endif

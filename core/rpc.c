@@ -1501,14 +1501,7 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
   k.frame_len = HDR + len;
   pthread_cond_init(&k.cv, &c->cattr);
 
-  struct timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += timeout_ms / 1000;
-  deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-  if (deadline.tv_nsec >= 1000000000L) {
-    deadline.tv_sec++;
-    deadline.tv_nsec -= 1000000000L;
-  }
+  struct timespec deadline = pc_mono_after_ms(timeout_ms);
 
   pthread_mutex_lock(&c->mu);
   if (c->destroying) {

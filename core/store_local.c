@@ -999,13 +999,7 @@ static void *collector_main(void *arg) {
     /* one pass per GC_RETRY_MS: the versions of that time go in one batch,
      * and the writers' own transactions, which count as readers until they
      * are destroyed, have ended by then */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += GC_RETRY_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = pc_mono_after_ms(GC_RETRY_MS);
     while (!s->gc_stop && pthread_cond_timedwait(&s->gc_cv, &s->gc_mu, &until) == 0) {
     }
     if (s->gc_stop) break;
@@ -1616,7 +1610,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   s->base.ops = &local_ops;
   for (uint32_t i = 0; i < LATCHES; i++) pthread_mutex_init(&s->latch[i], NULL);
   pthread_mutex_init(&s->gc_mu, NULL);
-  pthread_cond_init(&s->gc_cv, NULL);
+  pc_cond_init_mono(&s->gc_cv);
   s->gc_tail = &s->gc_queue;
   s->opts = leveldb_options_create();
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);

@@ -162,25 +162,13 @@ static int keepalive_round(pc_ls_client_t *c, uint64_t old) {
   return 1;
 }
 
-static struct timespec deadline_after(uint32_t ms) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
-}
-
 static void *keepalive_main(void *arg) {
   pc_ls_client_t *c = arg;
   int ok = 1;
   pthread_mutex_lock(&c->mu);
   while (!c->stop) {
     uint32_t wait = (c->session != 0 && ok) ? keepalive_period(c) : retry_period(c);
-    struct timespec until = deadline_after(wait);
+    struct timespec until = pc_mono_after_ms(wait);
     while (!c->stop && !c->renew) {
       if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
     }
@@ -214,14 +202,8 @@ pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char 
   }
   c->ttl_ms = ttl_ms;
   snprintf(c->endpoint, sizeof c->endpoint, "%s:%u", host, (unsigned)port);
-  pthread_condattr_t ca;
-  int cv_ok = 0, mu_ok = 0;
-  if (pthread_condattr_init(&ca) == 0) {
-    cv_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-            pthread_cond_init(&c->cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-  }
-  mu_ok = pthread_mutex_init(&c->mu, NULL) == 0;
+  int cv_ok = pc_cond_init_mono(&c->cv) == 0;
+  int mu_ok = pthread_mutex_init(&c->mu, NULL) == 0;
   if (!cv_ok || !mu_ok) {
     if (cv_ok) pthread_cond_destroy(&c->cv);
     if (mu_ok) pthread_mutex_destroy(&c->mu);

@@ -52,13 +52,8 @@ pc_ts_batcher_t *pc_ts_batcher_create(pc_ts_fetch_fn fetch, void *ctx) {
   if (!b) return NULL;
   b->fetch = fetch;
   b->ctx = ctx;
-  pthread_condattr_t attr;
   if (pthread_mutex_init(&b->mu, NULL) != 0) goto fail;
-  if (pthread_condattr_init(&attr) != 0) goto fail_mu;
-  int ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
-           pthread_cond_init(&b->cv, &attr) == 0;
-  pthread_condattr_destroy(&attr);
-  if (!ok) goto fail_mu;
+  if (pc_cond_init_mono(&b->cv) != 0) goto fail_mu;
   return b;
 
 fail_mu:
@@ -78,14 +73,7 @@ void pc_ts_batcher_destroy(pc_ts_batcher_t *b) {
 
 /* The monotonic instant timeout_ms from now, as a timespec and in ms. */
 static struct timespec deadline_after(uint32_t timeout_ms, uint64_t *ms) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  t.tv_sec += (time_t)(timeout_ms / 1000u);
-  t.tv_nsec += (long)(timeout_ms % 1000u) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec += 1;
-    t.tv_nsec -= 1000000000L;
-  }
+  struct timespec t = pc_mono_after_ms(timeout_ms);
   *ms = (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
   return t;
 }
