@@ -64,7 +64,7 @@ typedef struct kept_version {
   uint64_t lo, hi, owner;
   int in_memory; /* held in vmem, not written to the history */
   size_t klen;
-  char key[]; /* the cell's write-record prefix: 'w' T R C */
+  char key[]; /* its commit record's key 'w' T R C ~ts (vmem's key: all but ~ts) */
 } kept_version_t;
 
 /* Versions held in memory (vmem): per cell (by its write-record prefix), a
@@ -557,33 +557,29 @@ static pc_status_t read_history(local_t *s, const leveldb_readoptions_t *ro,
   if (pc_key_cell_ts(&key, PC_KS_WRITE, c, read_ts) != 0) return nomem(err);
   size_t plen = key.len - 8;
   pc_status_t st = PC_NOT_FOUND;
+  pc_write_rec_t w; /* the newest put or delete <= read_ts in the history */
+  int found = 0;
   for (leveldb_iter_seek(it, key.p, key.len); leveldb_iter_valid(it); leveldb_iter_next(it)) {
     size_t kl, vl;
     const char *k = leveldb_iter_key(it, &kl);
     if (kl != plen + 8 || memcmp(k, key.p, plen) != 0) break;
     const char *v = leveldb_iter_value(it, &vl);
-    pc_write_rec_t w;
     if (pc_write_decode(v, vl, &w) != 0) {
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
       break;
     }
-    if (w.kind == PC_WRITE_ROLLBACK) continue;
-    /* a newer version held in memory (vmem) wins */
-    pc_write_rec_t mw;
-    pc_buf_t hold = {0};
-    int inmem = vmem_find(s, key.p, plen, read_ts, 0, &mw, &hold);
-    if (inmem < 0) st = nomem(err);
-    else st = value_of(s, ro, c, inmem && mw.commit_ts > w.commit_ts ? &mw : &w, value, vlen, err);
-    pc_buf_free(&hold);
-    pc_buf_free(&key);
-    return st;
+    if (w.kind != PC_WRITE_ROLLBACK) {
+      found = 1; /* w.value points into the iterator, which stays here */
+      break;
+    }
   }
-  if (st == PC_NOT_FOUND) { /* nothing in the history: maybe in memory */
+  if (st == PC_NOT_FOUND) { /* a newer version held in memory (vmem) wins */
     pc_write_rec_t mw;
     pc_buf_t hold = {0};
     int inmem = vmem_find(s, key.p, plen, read_ts, 0, &mw, &hold);
     if (inmem < 0) st = nomem(err);
-    else if (inmem) st = value_of(s, ro, c, &mw, value, vlen, err);
+    else if (inmem && (!found || mw.commit_ts > w.commit_ts)) st = value_of(s, ro, c, &mw, value, vlen, err);
+    else if (found) st = value_of(s, ro, c, &w, value, vlen, err);
     pc_buf_free(&hold);
   }
   pc_buf_free(&key);
@@ -940,7 +936,7 @@ static pc_status_t keep_for_collector(local_t *s, kept_version_t **list, const p
                                       pc_error_t *err) {
   char kstore[256];
   pc_buf_t key = PC_BUF_ON(kstore);
-  if (pc_key_cell(&key, PC_KS_WRITE, c) != 0) return nomem(err);
+  if (pc_key_cell_ts(&key, PC_KS_WRITE, c, m->head.commit_ts) != 0) return nomem(err);
   kept_version_t *k = malloc(sizeof *k + key.len);
   if (!k) {
     pc_buf_free(&key);
@@ -949,7 +945,7 @@ static pc_status_t keep_for_collector(local_t *s, kept_version_t **list, const p
   k->lo = m->head.commit_ts;
   k->hi = hi;
   k->owner = m->head.start_ts;
-  k->in_memory = s->vmem && vmem_put(s, key.p, key.len, &m->head) == 0;
+  k->in_memory = s->vmem && vmem_put(s, key.p, key.len - 8, &m->head) == 0;
   k->klen = key.len;
   memcpy(k->key, key.p, key.len);
   pc_buf_free(&key);
@@ -976,7 +972,7 @@ static void collector_add(local_t *s, kept_version_t *list) {
     kept_version_t *next = list->next;
     /* versions held in memory are always queued (the budget bounds them);
      * those in the history stay there beyond the queue's bound */
-    if (list->in_memory || (s->gc_running && s->gc_count < GC_QUEUE_MAX)) {
+    if (list->in_memory || s->gc_count < GC_QUEUE_MAX) {
       gc_enqueue(s, list);
     } else {
       list->next = dropped;
@@ -1019,18 +1015,14 @@ static void *collector_main(void *arg) {
       if (s->in_use(s->in_use_ctx, k->lo, k->hi, 0, k->owner)) {
         k->next = still;
         still = k;
-      } else if (k->in_memory) {
-        vmem_del(s, k->key, k->klen, k->lo);
-        atomic_fetch_add(&s->gc_collected, 1);
-        free(k);
       } else {
-        char kstore[256];
-        pc_buf_t key = PC_BUF_ON(kstore);
-        if (pc_buf_append(&key, k->key, k->klen) == 0 && pc_buf_u64(&key, ~k->lo) == 0) {
-          leveldb_writebatch_delete(b, key.p, key.len);
+        if (k->in_memory) {
+          vmem_del(s, k->key, k->klen - 8, k->lo);
+          atomic_fetch_add(&s->gc_collected, 1);
+        } else {
+          leveldb_writebatch_delete(b, k->key, k->klen);
           n++;
         }
-        pc_buf_free(&key);
         free(k);
       }
     }
