@@ -393,16 +393,28 @@ static int buf_varint(pc_buf_t *b, uint64_t v) {
   return pc_buf_append(b, x, n);
 }
 
-static uint64_t rd_varint(pc_rd_t *r) {
-  uint64_t v = 0;
-  for (unsigned shift = 0; shift < 64; shift += 7) {
-    const unsigned char *p = rd_take(r, 1);
-    if (!p) return 0;
-    v |= (uint64_t)(*p & 0x7F) << shift;
-    if (!(*p & 0x80)) return v;
+/* Decodes the varint at q (before end) into *v; returns the byte after it,
+ * or NULL when it runs past end or over ten bytes. */
+static const unsigned char *varint_at(const unsigned char *q, const unsigned char *end,
+                                      uint64_t *v) {
+  *v = 0;
+  for (unsigned shift = 0; q < end && shift < 64; shift += 7) {
+    *v |= (uint64_t)(*q & 0x7F) << shift;
+    if (!(*q++ & 0x80)) return q;
   }
-  r->ok = 0; /* more than ten bytes */
-  return 0;
+  return NULL;
+}
+
+static uint64_t rd_varint(pc_rd_t *r) {
+  const unsigned char *start = (const unsigned char *)r->p;
+  uint64_t v;
+  const unsigned char *q = r->ok ? varint_at(start + r->pos, start + r->len, &v) : NULL;
+  if (!q) {
+    r->ok = 0;
+    return 0;
+  }
+  r->pos = (size_t)(q - start);
+  return v;
 }
 
 static int rd_buf(pc_rd_t *r, pc_buf_t *b) {
@@ -557,18 +569,9 @@ int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, i
   if (n >= 12 && (u[0] & ~MF_ONE_ROW) == (META_V2 | MF_HEAD) && u[1] == (PC_WRITE_PUT | PC_VALUE_INLINE << 2)) {
     /* the record of a cell at rest, on every read: a put, its value inline, no
      * lock; decoded in place */
-    const unsigned char *q = u + 10, *end = u + n;
-    uint64_t delta = 0, len = 0;
-    for (unsigned shift = 0;; shift += 7) {
-      if (q == end || shift > 63) return -1;
-      delta |= (uint64_t)(*q & 0x7F) << shift;
-      if (!(*q++ & 0x80)) break;
-    }
-    for (unsigned shift = 0;; shift += 7) {
-      if (q == end || shift > 63) return -1;
-      len |= (uint64_t)(*q & 0x7F) << shift;
-      if (!(*q++ & 0x80)) break;
-    }
+    const unsigned char *end = u + n, *q;
+    uint64_t delta, len;
+    if (!(q = varint_at(u + 10, end, &delta)) || !(q = varint_at(q, end, &len))) return -1;
     uint64_t commit = be64(u + 2);
     if (delta > commit || len != (uint64_t)(end - q)) return -1;
     *has_lock = 0;
