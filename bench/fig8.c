@@ -561,12 +561,6 @@ static uint64_t thread_cpu_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static uint64_t mono_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static const enum phase read_side[2] = {PH_RAW_GET, PH_TXN_READ};
 
 static void *interleave_thread(void *arg) {
@@ -577,12 +571,12 @@ static void *interleave_thread(void *arg) {
       void (*op)(worker_t *, uint64_t) = phase_op[w->sides[k % 2 ? 1 - j : j]];
       pthread_barrier_wait(w->start); /* slice starts */
       uint64_t c0 = thread_cpu_ns();
-      w->t0_ns = mono_ns();
+      w->t0_ns = bu_now_ns();
       for (uint64_t i = 0; i < n && !w->failed; i++) {
         op(w, bu_splitmix64(&w->rng));
         w->done++;
       }
-      w->t1_ns = mono_ns();
+      w->t1_ns = bu_now_ns();
       w->cpu_ns = thread_cpu_ns() - c0;
       pthread_barrier_wait(w->start); /* slice ends: the main thread reads the times */
     }
