@@ -367,10 +367,16 @@ static mcell_t *vmem_cell(mcell_t *c, const char *key, size_t klen) {
   return NULL;
 }
 
+/* What a held version counts against the budget: its own size and, so that
+ * the count needs no bookkeeping per cell, a cell entry of its own. */
+static size_t vmem_cost(size_t vlen, size_t klen) {
+  return sizeof(mver_t) + vlen + sizeof(mcell_t) + klen;
+}
+
 /* Holds version w of the cell with write-record prefix key; 0 done, -1 over
  * the budget or out of memory (the caller writes it to the history). */
 static int vmem_put(local_t *s, const char *key, size_t klen, const pc_write_rec_t *w) {
-  size_t cost = sizeof(mver_t) + w->vlen + sizeof(mcell_t) + klen;
+  size_t cost = vmem_cost(w->vlen, klen);
   if (atomic_fetch_add(&s->vmem_bytes, cost) + cost > s->vmem_budget) {
     atomic_fetch_sub(&s->vmem_bytes, cost);
     return -1;
@@ -423,7 +429,7 @@ static void vmem_del(local_t *s, const char *key, size_t klen, uint64_t commit_t
       if ((*at)->commit_ts != commit_ts) continue;
       mver_t *m = *at;
       *at = m->next;
-      atomic_fetch_sub(&s->vmem_bytes, sizeof(mver_t) + m->vlen + sizeof(mcell_t) + klen);
+      atomic_fetch_sub(&s->vmem_bytes, vmem_cost(m->vlen, klen));
       free(m);
       break;
     }
