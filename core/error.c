@@ -50,13 +50,6 @@ pc_status_t pc_error_set(pc_error_t *err, pc_status_t code, const char *fmt, ...
   return code;
 }
 
-void pc_error_clear(pc_error_t *err) {
-  if (err) {
-    err->code = PC_OK;
-    err->text[0] = '\0';
-  }
-}
-
 void pc_error_prefix(pc_error_t *err, const char *fmt, ...) {
   if (!err) return;
   char prefix[PC_ERROR_TEXT];
