@@ -68,7 +68,9 @@ typedef struct pc_store_ops {
                            pc_lock_info_t *lock, pc_error_t *err);
 
   /* Every PC_LOCKED answer fills *lock (release with pc_lock_info_free),
-   * including the cell the lock sits on. */
+   * including the cell the lock sits on. *lock is written only then, and
+   * whole: callers need not clear it first, nor release it after any other
+   * answer. */
 
   /* Prewrites muts (all or none): a write with commit_ts >= start_ts on any
    * cell is PC_CONFLICT; another transaction's lock is PC_LOCKED with *lock

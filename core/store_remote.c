@@ -117,7 +117,6 @@ static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uin
       *vlen = n;
     }
   } else if (r.ok && st == PC_LOCKED && pc_wire_get_lock(&r, lock)) {
-    pc_lock_info_free(lock); /* what was decoded before the fault */
     r.ok = 0;
   }
   if (reply.len && r.ok && st != PC_NOMEM) st = take_message(s, i, &r, st, err);

@@ -100,7 +100,7 @@ static int get_buf(pc_rd_t *r, pc_buf_t *out) {
   return pc_buf_append(out, p, n);
 }
 
-int pc_wire_get_lock(pc_rd_t *r, pc_lock_info_t *l) {
+static int get_lock(pc_rd_t *r, pc_lock_info_t *l) {
   l->start_ts = pc_rd_u64(r);
   uint8_t kind = pc_rd_u8(r);
   l->ttl_ms = pc_rd_u32(r);
@@ -117,6 +117,13 @@ int pc_wire_get_lock(pc_rd_t *r, pc_lock_info_t *l) {
   if (memchr(l->ptable.p, '\0', l->ptable.len) || memchr(l->ctable.p, '\0', l->ctable.len))
     return -1;
   return r->ok ? 0 : -1;
+}
+
+int pc_wire_get_lock(pc_rd_t *r, pc_lock_info_t *l) {
+  memset(l, 0, sizeof *l);
+  if (get_lock(r, l) == 0) return 0;
+  pc_lock_info_free(l); /* what was decoded before the fault */
+  return -1;
 }
 
 int pc_wire_put_opt(pc_buf_t *b, const char *p, size_t n) {

@@ -25,7 +25,8 @@ int pc_wire_put_mutation(pc_buf_t *b, const pc_mutation_t *m);
 int pc_wire_get_mutation(pc_rd_t *r, pc_arena_t *a, pc_mutation_t *m);
 
 int pc_wire_put_lock(pc_buf_t *b, const pc_lock_info_t *l);
-/* Decodes into l (its buffers are its own; release with pc_lock_info_free). */
+/* Decodes into l, which it initialises (its buffers are its own; release
+ * with pc_lock_info_free). On -1, l holds nothing to release. */
 int pc_wire_get_lock(pc_rd_t *r, pc_lock_info_t *l);
 
 int pc_wire_put_raw(pc_buf_t *b, const pc_raw_cell_t *c);

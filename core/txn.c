@@ -61,15 +61,15 @@ static const unsigned char table_char[256] = {
 
 static pc_status_t check_table(const char *table, pc_error_t *err) {
   if (!table || !*table) return pc_error_set(err, PC_INVALID, "table name is empty");
-  size_t n = strlen(table);
+  /* one pass, no strlen: table_char['\0'] is 0, so the loop stops at the end */
+  size_t n = 0;
+  while (n <= PC_MAX_TABLE && table_char[(unsigned char)table[n]]) n++;
   if (n > PC_MAX_TABLE)
-    return pc_error_set(err, PC_INVALID, "table name of %zu bytes exceeds the limit of %d", n,
-                        PC_MAX_TABLE);
-  for (size_t i = 0; i < n; i++) {
-    if (!table_char[(unsigned char)table[i]])
-      return pc_error_set(err, PC_INVALID,
-                          "table name '%.64s' has a character outside [A-Za-z0-9_.-]", table);
-  }
+    return pc_error_set(err, PC_INVALID, "table name of %zu bytes exceeds the limit of %d",
+                        strlen(table), PC_MAX_TABLE);
+  if (table[n] != '\0')
+    return pc_error_set(err, PC_INVALID,
+                        "table name '%.64s' has a character outside [A-Za-z0-9_.-]", table);
   return PC_OK;
 }
 
@@ -99,13 +99,47 @@ static pc_status_t check_open(const pc_txn_t *txn, pc_error_t *err) {
 
 /* ---- begin / buffer ---------------------------------------------------- */
 
+/* Each thread keeps the last transaction object it destroyed for its next
+ * begin: a transaction of one read would otherwise spend a tenth of its
+ * library time in malloc and free. The key's destructor frees the spare
+ * when the thread ends. */
+static _Thread_local pc_txn_t *spare_txn;
+static _Thread_local int spare_registered;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+static int spare_key_ok;
+
+static void spare_free(void *unused) {
+  (void)unused;
+  free(spare_txn);
+  spare_txn = NULL;
+}
+
+static void spare_init(void) { spare_key_ok = pthread_key_create(&spare_key, spare_free) == 0; }
+
+static pc_txn_t *txn_alloc(void) {
+  pc_txn_t *txn = spare_txn;
+  if (!txn) return malloc(sizeof *txn);
+  spare_txn = NULL;
+  return txn;
+}
+
+static void txn_release(pc_txn_t *txn) {
+  if (!spare_txn && !spare_registered) { /* this thread's first: arrange the destructor */
+    pthread_once(&spare_once, spare_init);
+    spare_registered = spare_key_ok && pthread_setspecific(spare_key, &spare_txn) == 0;
+  }
+  if (!spare_txn && spare_registered) spare_txn = txn;
+  else free(txn);
+}
+
 pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
   pc_error_clear(err);
   if (!db) {
     pc_error_set(err, PC_INVALID, "database is NULL");
     return NULL;
   }
-  pc_txn_t *txn = malloc(sizeof *txn);
+  pc_txn_t *txn = txn_alloc();
   if (!txn) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
@@ -114,7 +148,7 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
       .db = db, .timeout_ms = db->opts.timeout_ms, .state = TXN_OPEN, .snap_slot = PC_SNAP_NONE};
   if (db->opts.lazy_start) return txn; /* start_ts at the first use: take_start_ts */
   if (pc_db_snapshot_take(db, txn->timeout_ms, &txn->start_ts, &txn->snap_slot, err) != PC_OK) {
-    free(txn);
+    txn_release(txn);
     return NULL;
   }
   return txn;
@@ -182,9 +216,9 @@ static char *dup_bytes(const char *p, size_t n) {
 
 /* The buffered write of a cell, or NULL. */
 static bufcell_t *buffer_find(pc_txn_t *txn, const pc_cell_t *c, pc_error_t *err, int *oom) {
-  bufcell_t probe = {0};
   *oom = 0;
   if (!txn->tree) return NULL;
+  bufcell_t probe = {0};
   if (pc_key_cell(&probe.key, PC_KS_META, c) != 0) {
     *oom = 1;
     pc_error_set(err, PC_NOMEM, "out of memory");
@@ -399,7 +433,7 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
   uint32_t backoff = 1;
   uint64_t lock_ts = 0; /* start_ts of the last lock met */
   for (;;) {
-    pc_lock_info_t lock = {0};
+    pc_lock_info_t lock; /* filled by the store with PC_LOCKED only (store.h) */
     if (txn->start_ts) {
       st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
     } else { /* lazy_start: the store takes the snapshot's timestamp as it reads */
@@ -824,7 +858,7 @@ void pc_txn_destroy(pc_txn_t *txn) {
   clear_buffer(txn);
   /* held until now: a scan opened before the commit may still read */
   pc_db_snapshot_release(txn->db, txn->snap_slot, txn->start_ts);
-  free(txn);
+  txn_release(txn);
 }
 
 /* ---- scans ------------------------------------------------------------- */
