@@ -40,6 +40,9 @@ struct pc_oracle {
   pthread_cond_t placed; /* from the extender: a persist ended */
   pthread_t extender;    /* persists the next bound before callers reach it */
   int extender_running, want_extend, persisting, stop;
+  /* want_extend || persisting, for callers outside mu: while the next bound
+   * is on its way, callers below the current one need not take mu */
+  _Atomic int extending;
   char *path;         /* the bound file */
   char *tmp_path;     /* path + ".tmp", renamed over path */
   char *dir;          /* the directory holding path, fsynced after a rename */
@@ -208,6 +211,7 @@ static pc_status_t reserve(pc_oracle_t *o, uint64_t end, uint64_t now_ms, pc_err
   uint64_t half = ts_of_ms(o->window_ms / 2);
   if (o->extender_running && !o->persisting && !o->want_extend && o->bound - end < half) {
     o->want_extend = 1;
+    atomic_store(&o->extending, 1);
     pthread_cond_signal(&o->wake);
   }
   return PC_OK;
@@ -221,7 +225,10 @@ static void *extender_main(void *arg) {
     if (o->stop) break;
     o->want_extend = 0;
     uint64_t bound = bound_ahead(o, pc_now_wall_ms());
-    if (bound <= o->bound) continue;
+    if (bound <= o->bound) {
+      atomic_store(&o->extending, 0);
+      continue;
+    }
     o->persisting = 1;
     pthread_mutex_unlock(&o->mu); /* callers keep serving below the old bound */
     pc_error_t err;
@@ -231,6 +238,7 @@ static void *extender_main(void *arg) {
     if (st == PC_OK && bound > o->bound) o->bound = bound;
     /* on failure the bound stays: the caller that reaches it persists itself
      * and reports the error */
+    atomic_store(&o->extending, o->want_extend); /* after the bound moved */
     pthread_cond_broadcast(&o->placed);
   }
   pthread_mutex_unlock(&o->mu);
@@ -361,12 +369,13 @@ pc_status_t pc_oracle_next(pc_oracle_t *oracle, uint32_t count, uint64_t *first,
   uint64_t now_ms = pc_now_wall_ms();
   uint64_t now_ts = ts_of_ms(now_ms);
   uint64_t half = ts_of_ms(oracle->window_ms / 2);
-  /* the common case: more than half a window left below the bound, taken
-   * with one compare-and-swap */
+  /* the common case: more than half a window left below the bound, or the
+   * next bound on its way, taken with one compare-and-swap */
   uint64_t f = atomic_load(&oracle->floor);
   for (;;) {
     uint64_t end = range_end(f, now_ts, count), bound = atomic_load(&oracle->bound);
-    if (end == 0 || end > bound || bound - end < half) break;
+    if (end == 0 || end > bound || (bound - end < half && !atomic_load(&oracle->extending)))
+      break;
     if (atomic_compare_exchange_weak(&oracle->floor, &f, end - 1)) {
       *first = end - count;
       pc_error_clear(err);
