@@ -101,35 +101,35 @@ static pc_status_t check_open(const pc_txn_t *txn, pc_error_t *err) {
 
 /* Each thread keeps the last transaction object it destroyed for its next
  * begin: a transaction of one read would otherwise spend a tenth of its
- * library time in malloc and free. The key's destructor frees the spare
- * when the thread ends. */
-static _Thread_local pc_txn_t *spare_txn;
-static _Thread_local int spare_registered;
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-static int spare_key_ok;
+ * library time in malloc and free. The key's destructor frees the cached
+ * object when the thread ends. */
+static _Thread_local pc_txn_t *cached_txn;
+static _Thread_local int cache_registered;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static int cache_key_ok;
 
-static void spare_free(void *unused) {
+static void cache_free(void *unused) {
   (void)unused;
-  free(spare_txn);
-  spare_txn = NULL;
+  free(cached_txn);
+  cached_txn = NULL;
 }
 
-static void spare_init(void) { spare_key_ok = pthread_key_create(&spare_key, spare_free) == 0; }
+static void cache_init(void) { cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0; }
 
 static pc_txn_t *txn_alloc(void) {
-  pc_txn_t *txn = spare_txn;
+  pc_txn_t *txn = cached_txn;
   if (!txn) return malloc(sizeof *txn);
-  spare_txn = NULL;
+  cached_txn = NULL;
   return txn;
 }
 
 static void txn_release(pc_txn_t *txn) {
-  if (!spare_txn && !spare_registered) { /* this thread's first: arrange the destructor */
-    pthread_once(&spare_once, spare_init);
-    spare_registered = spare_key_ok && pthread_setspecific(spare_key, &spare_txn) == 0;
+  if (!cached_txn && !cache_registered) { /* this thread's first: arrange the destructor */
+    pthread_once(&cache_once, cache_init);
+    cache_registered = cache_key_ok && pthread_setspecific(cache_key, &cached_txn) == 0;
   }
-  if (!spare_txn && spare_registered) spare_txn = txn;
+  if (!cached_txn && cache_registered) cached_txn = txn;
   else free(txn);
 }
 
