@@ -84,8 +84,11 @@ uint32_t pc_rd_u32(pc_rd_t *r) {
 }
 
 static uint64_t be64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+  uint64_t v;
+  memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  v = __builtin_bswap64(v); /* one load and one bswap (the byte loop was 22 instructions) */
+#endif
   return v;
 }
 
