@@ -117,6 +117,14 @@ static void cache_free(void *unused) {
 
 static void cache_init(void) { cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0; }
 
+/* Under AddressSanitizer every object is malloc'd and freed, so that a use
+ * after pc_txn_destroy is still reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TXN_CACHE 0
+#else
+#define TXN_CACHE 1
+#endif
+
 static pc_txn_t *txn_alloc(void) {
   pc_txn_t *txn = cached_txn;
   if (!txn) return malloc(sizeof *txn);
@@ -125,6 +133,10 @@ static pc_txn_t *txn_alloc(void) {
 }
 
 static void txn_release(pc_txn_t *txn) {
+  if (!TXN_CACHE) {
+    free(txn);
+    return;
+  }
   if (!cached_txn && !cache_registered) { /* this thread's first: arrange the destructor */
     pthread_once(&cache_once, cache_init);
     cache_registered = cache_key_ok && pthread_setspecific(cache_key, &cached_txn) == 0;
