@@ -215,16 +215,41 @@ static void test_registry_overflow(void **state) {
   tu_rmtree(dir);
 }
 
-typedef struct pending_reader {
+/* A transaction run on another thread: begin_reader begins it, commit_txn
+ * commits it. */
+typedef struct other {
   pc_db_t *db;
   pc_txn_t *txn;
-} pending_reader_t;
+  pc_status_t st;
+} other_t;
 
 static void *begin_reader(void *arg) {
-  pending_reader_t *r = arg;
+  other_t *o = arg;
   pc_error_t err;
-  r->txn = pc_txn_begin(r->db, &err);
+  o->txn = pc_txn_begin(o->db, &err);
   return NULL;
+}
+
+static void *commit_txn(void *arg) {
+  other_t *o = arg;
+  pc_error_t err;
+  o->st = pc_txn_commit(o->txn, &err);
+  return NULL;
+}
+
+/* Arms the failpoint spec, runs fn(arg) on a new thread (*th), and returns
+ * once that thread has taken a timestamp from db's oracle: from then on it is
+ * held at the failpoint, or past it. */
+static void start_held(pc_db_t *db, const char *spec, void *(*fn)(void *), void *arg,
+                       pthread_t *th) {
+  uint64_t before = pc_oracle_last(db->oracle);
+  pc_error_t err;
+  assert_int_equal(pc_failpoints_configure(spec, &err), PC_OK);
+  assert_int_equal(pthread_create(th, NULL, fn, arg), 0);
+  while (pc_oracle_last(db->oracle) == before) {
+    struct timespec d = {0, 1000000};
+    nanosleep(&d, NULL);
+  }
 }
 
 /* A reader that has its start_ts but has not yet stored it in its registry
@@ -235,38 +260,20 @@ static void test_pending_registration_keeps_version(void **state) {
   char *dir = tu_mkdtemp("hist-pending");
   pc_db_t *db = open_db(dir, 0, 0);
   put(db, "x", "c", "v1");
-  uint64_t before = pc_oracle_last(db->oracle);
-  pc_error_t err;
-  assert_int_equal(pc_failpoints_configure("db.snapshot.pending=1*sleep(1000)", &err), PC_OK);
-  pending_reader_t r = {db, NULL};
+  other_t r = {db, NULL, PC_OK};
   pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, begin_reader, &r), 0);
-  /* once the reader's timestamp is issued, every commit below is newer */
-  while (pc_oracle_last(db->oracle) == before) {
-    struct timespec d = {0, 1000000};
-    nanosleep(&d, NULL);
-  }
+  start_held(db, "db.snapshot.pending=1*sleep(1000)", begin_reader, &r, &th);
+  /* the reader's timestamp is issued: every commit below is newer */
   put(db, "x", "c", "v2");
   put(db, "x", "c", "v3");
   assert_int_equal(pthread_join(th, NULL), 0);
+  pc_error_t err;
   assert_int_equal(pc_failpoints_configure(NULL, &err), PC_OK);
   assert_non_null(r.txn);
   expect(r.txn, "x", "c", "v1");
   pc_txn_destroy(r.txn);
   pc_db_close(db);
   tu_rmtree(dir);
-}
-
-typedef struct committer {
-  pc_txn_t *txn;
-  pc_status_t st;
-} committer_t;
-
-static void *commit_txn(void *arg) {
-  committer_t *c = arg;
-  pc_error_t err;
-  c->st = pc_txn_commit(c->txn, &err);
-  return NULL;
 }
 
 /* A single-row commit that has taken its commit_ts but not yet written
@@ -279,18 +286,12 @@ static void test_read_waits_for_one_phase_commit_in_flight(void **state) {
   pc_db_t *db = open_db(dir, 0, 0);
   put(db, "x", "c", "v1");
   pc_error_t err;
-  committer_t c = {pc_txn_begin(db, &err), PC_INTERNAL};
+  other_t c = {db, pc_txn_begin(db, &err), PC_INTERNAL};
   assert_non_null(c.txn);
   tu_set(c.txn, T, "x", "c", "v2");
-  uint64_t before = pc_oracle_last(db->oracle);
-  assert_int_equal(pc_failpoints_configure("store.before_apply=1*sleep(1500)", &err), PC_OK);
   pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, commit_txn, &c), 0);
-  /* once the commit's timestamp is issued, every snapshot taken is above it */
-  while (pc_oracle_last(db->oracle) == before) {
-    struct timespec d = {0, 1000000};
-    nanosleep(&d, NULL);
-  }
+  start_held(db, "store.before_apply=1*sleep(1500)", commit_txn, &c, &th);
+  /* the commit's timestamp is issued: every snapshot taken is above it */
   pc_txn_t *r = pc_txn_begin(db, &err);
   assert_non_null(r);
   expect(r, "x", "c", "v2");
