@@ -10,8 +10,12 @@ out=${2:-bench-results}
 mkdir -p "$out"
 fig8="$build/bench/pc_bench_fig8"
 tso="$build/bench/pc_bench_tso"
+layout="$build/bench/pc_bench_layout"
 
 "$tso" --threads 1,8,64 --seconds 2 > "$out/tso.json"
+# what the store's key and record shapes cost LevelDB alone, at both value sizes
+"$layout" --rounds 5 > "$out/layout-v100.json"
+"$layout" --rounds 5 --value-size 4096 --keys 20000 --reads 100000 > "$out/layout-v4096.json"
 for t in 1 2; do
   # sync 0: 100-byte values, then 4 KiB values (fewer ops: 4 KiB writes fill the disk fast)
   "$fig8" --sync 0 --value-size 100 --threads $t --ops 200000 --keys 100000 --rounds 5 \
