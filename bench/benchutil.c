@@ -216,6 +216,17 @@ int bu_parse_int_list(const char *s, int max, int *out, int cap, int *n) {
   return *n ? 0 : -1;
 }
 
+int bu_bad_value(const char *who, const char *option, const char *value) {
+  fprintf(stderr, "%s: bad value '%s' for %s\n", who, value ? value : "", option);
+  return -1;
+}
+
+int bu_no_operands(const char *who, int argc, char **argv, int optind) {
+  if (optind >= argc) return 0;
+  fprintf(stderr, "%s: unexpected argument '%s'\n", who, argv[optind]);
+  return -1;
+}
+
 /* ---- threads -------------------------------------------------------------- */
 
 void bu_gate_init(bu_gate_t *g) {

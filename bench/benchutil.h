@@ -141,6 +141,12 @@ int bu_parse_double(const char *s, double lo, int lo_open, double hi, double *ou
  * them and at least one, into out[0..*n-1]; 0, or -1. */
 int bu_parse_int_list(const char *s, int max, int *out, int cap, int *n);
 
+/* Option parsing's two complaints, on stderr: "who: bad value 'value' for
+ * option" (returns -1), and "who: unexpected argument 'X'" for the first of
+ * argv[optind..] left after the options (returns -1; 0 when none is left). */
+int bu_bad_value(const char *who, const char *option, const char *value);
+int bu_no_operands(const char *who, int argc, char **argv, int optind);
+
 /* ---- threads -------------------------------------------------------------- */
 
 /* A gate that holds threads until it is opened (once). */

@@ -191,8 +191,8 @@ static int parse(int argc, char **argv, params_t *p) {
       {"dir", required_argument, NULL, 'd'},    {"keep", no_argument, NULL, 'K'},
       {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
   int c;
-  const char *bad = NULL;
-  while (!bad && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    const char *bad = NULL;
     switch (c) {
       case 'k': if (bu_parse_u64(optarg, 1, 9999999999ull, &p->keys)) bad = "--keys"; break;
       case 'v': if (bu_parse_u64(optarg, 1, 1u << 20, &p->value_size)) bad = "--value-size"; break;
@@ -205,16 +205,9 @@ static int parse(int argc, char **argv, params_t *p) {
       case 'h': usage(stdout); exit(0);
       default: usage(stderr); return -1;
     }
+    if (bad) return bu_bad_value("pc_bench_layout", bad, optarg);
   }
-  if (bad) {
-    fprintf(stderr, WHO ": bad value for %s\n", bad);
-    return -1;
-  }
-  if (optind < argc) {
-    fprintf(stderr, WHO ": unexpected argument '%s'\n", argv[optind]);
-    return -1;
-  }
-  return 0;
+  return bu_no_operands("pc_bench_layout", argc, argv, optind);
 }
 
 int main(int argc, char **argv) {

@@ -601,15 +601,9 @@ static int parse_args(int argc, char **argv, params_t *p) {
       case 'h': usage(stdout); exit(0);
       default: usage(stderr); return -1;
     }
-    if (bad) {
-      fprintf(stderr, "pc_bench_net_fig8: bad value '%s' for %s\n", optarg, bad);
-      return -1;
-    }
+    if (bad) return bu_bad_value("pc_bench_net_fig8", bad, optarg);
   }
-  if (optind < argc) {
-    fprintf(stderr, "pc_bench_net_fig8: unexpected argument '%s'\n", argv[optind]);
-    return -1;
-  }
+  if (bu_no_operands("pc_bench_net_fig8", argc, argv, optind) != 0) return -1;
   return 0;
 }
 

@@ -745,15 +745,9 @@ static int parse_args(int argc, char **argv, params_t *p, char *cli_buf, size_t 
       case 'h': usage(stdout); exit(0);
       default: usage(stderr); return -1;
     }
-    if (bad) {
-      fprintf(stderr, "pc_bench_net_scale: bad value '%s' for %s\n", optarg, bad);
-      return -1;
-    }
+    if (bad) return bu_bad_value("pc_bench_net_scale", bad, optarg);
   }
-  if (optind < argc) {
-    fprintf(stderr, "pc_bench_net_scale: unexpected argument '%s'\n", argv[optind]);
-    return -1;
-  }
+  if (bu_no_operands("pc_bench_net_scale", argc, argv, optind) != 0) return -1;
   if (!p->cli) {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -223,10 +223,7 @@ int main(int argc, char **argv) {
       default: usage(stderr); return 2;
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "pc_bench_tso: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
+  if (bu_no_operands("pc_bench_tso", argc, argv, optind) != 0) return 2;
 
   char dir[4096], path[4200];
   if (bu_make_temp_dir(dir, sizeof dir, parent, "tso", "tso") != 0) return 1;
