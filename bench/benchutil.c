@@ -221,6 +221,12 @@ int bu_bad_value(const char *who, const char *option, const char *value) {
   return -1;
 }
 
+int bu_choice(const char *s, const char *const *names, int n) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(s, names[i]) == 0) return i;
+  return -1;
+}
+
 int bu_no_operands(const char *who, int argc, char **argv, int optind) {
   if (optind >= argc) return 0;
   fprintf(stderr, "%s: unexpected argument '%s'\n", who, argv[optind]);

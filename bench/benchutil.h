@@ -147,6 +147,9 @@ int bu_parse_int_list(const char *s, int max, int *out, int cap, int *n);
 int bu_bad_value(const char *who, const char *option, const char *value);
 int bu_no_operands(const char *who, int argc, char **argv, int optind);
 
+/* The index of s among names[0..n-1], or -1. */
+int bu_choice(const char *s, const char *const *names, int n);
+
 /* ---- threads -------------------------------------------------------------- */
 
 /* A gate that holds threads until it is opened (once). */

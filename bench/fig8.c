@@ -957,18 +957,14 @@ static int parse_args(int argc, char **argv, params_t *p) {
         else p->breakdown = (int)v;
         break;
       case 'O':
-        p->only = -2;
-        for (int i = 0; i < PH_COUNT; i++)
-          if (strcmp(optarg, phase_name[i]) == 0) p->only = i;
-        if (p->only == -2) bad = "--only";
+        if ((p->only = bu_choice(optarg, phase_name, PH_COUNT)) < 0) bad = "--only";
         break;
       case 'h': usage(stdout); exit(0);
       default: usage(stderr); return -1;
     }
     if (bad) return bu_bad_value("pc_bench_fig8", bad, optarg);
   }
-  if (bu_no_operands("pc_bench_fig8", argc, argv, optind) != 0) return -1;
-  return 0;
+  return bu_no_operands("pc_bench_fig8", argc, argv, optind);
 }
 
 int main(int argc, char **argv) {
