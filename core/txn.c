@@ -133,16 +133,17 @@ static pc_txn_t *txn_alloc(void) {
 }
 
 static void txn_release(pc_txn_t *txn) {
-  if (!TXN_CACHE) {
-    free(txn);
-    return;
+  if (TXN_CACHE && !cached_txn) {
+    if (!cache_registered) { /* this thread's first: arrange the destructor */
+      pthread_once(&cache_once, cache_init);
+      cache_registered = cache_key_ok && pthread_setspecific(cache_key, &cached_txn) == 0;
+    }
+    if (cache_registered) {
+      cached_txn = txn;
+      return;
+    }
   }
-  if (!cached_txn && !cache_registered) { /* this thread's first: arrange the destructor */
-    pthread_once(&cache_once, cache_init);
-    cache_registered = cache_key_ok && pthread_setspecific(cache_key, &cached_txn) == 0;
-  }
-  if (!cached_txn && cache_registered) cached_txn = txn;
-  else free(txn);
+  free(txn);
 }
 
 pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
