@@ -67,9 +67,9 @@
 
 #include "benchutil.h"
 #include "core/error.h"
-#include "core/rpc.h"
+#include "net/rpc.h"
 #include "core/store.h"
-#include "core/tablet.h"
+#include "tablet/tablet.h"
 #include "tso/oracle.h"
 #include "tso/tso_rpc.h"
 

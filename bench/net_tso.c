@@ -51,7 +51,7 @@
 
 #include "benchutil.h"
 #include "core/error.h"
-#include "core/rpc.h"
+#include "net/rpc.h"
 #include "tso/oracle.h"
 #include "tso/tso_rpc.h"
 

@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "core/error.h"
+#include "core/keys.h"
 #include "core/log.h"
 
 #define CFG_MAX_TEXT (16u << 20) /* larger inputs are refused */
@@ -784,16 +785,9 @@ static pc_status_t tablet_field(vctx_t *c, void *dst, int which, const json_t *v
   }
 }
 
-static int bytes_cmp(const char *a, size_t an, const char *b, size_t bn) {
-  size_t m = an < bn ? an : bn;
-  int r = m ? memcmp(a, b, m) : 0;
-  if (r) return r;
-  return an < bn ? -1 : an > bn;
-}
-
 static int tref_cmp(const void *x, const void *y) {
   const tref_t *a = x, *b = y;
-  int r = bytes_cmp(a->t->start, a->t->start_len, b->t->start, b->t->start_len);
+  int r = pc_bytes_cmp(a->t->start, a->t->start_len, b->t->start, b->t->start_len);
   if (r) return r;
   return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
@@ -815,7 +809,7 @@ static pc_status_t check_ranges(vctx_t *c, tref_t *refs, size_t n) {
   char a[SHOW_CAP], b[SHOW_CAP];
   for (size_t k = 0; k < n; k++) {
     const pc_config_tablet_t *t = refs[k].t;
-    if (t->end_len && bytes_cmp(t->start, t->start_len, t->end, t->end_len) >= 0) {
+    if (t->end_len && pc_bytes_cmp(t->start, t->start_len, t->end, t->end_len) >= 0) {
       path_tablet(c, refs[k].idx, "end");
       show(a, t->start, t->start_len);
       show(b, t->end, t->end_len);
@@ -844,7 +838,7 @@ static pc_status_t check_ranges(vctx_t *c, tref_t *refs, size_t n) {
                      "tablet '%s' (starts at \"%s\") overlaps tablet '%s' (tablets[%zu], no end)",
                      q->t->name, b, p->t->name, p->idx);
     show(a, p->t->end, p->t->end_len);
-    int r = bytes_cmp(q->t->start, q->t->start_len, p->t->end, p->t->end_len);
+    int r = pc_bytes_cmp(q->t->start, q->t->start_len, p->t->end, p->t->end_len);
     if (r < 0)
       return fail_at(c, tref_off(c, q, q->start_node),
                      "tablet '%s' (starts at \"%s\") overlaps tablet '%s' (tablets[%zu], ends at "

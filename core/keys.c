@@ -595,3 +595,10 @@ int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, i
     return -1;
   return r.ok ? 0 : -1;
 }
+
+int pc_bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
+  size_t n = al < bl ? al : bl;
+  int c = n ? memcmp(a, b, n) : 0;
+  if (c) return c;
+  return al < bl ? -1 : al > bl;
+}

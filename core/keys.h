@@ -63,6 +63,10 @@ uint32_t pc_rd_u32(pc_rd_t *r);
 uint64_t pc_rd_u64(pc_rd_t *r);
 const char *pc_rd_str(pc_rd_t *r, size_t *n);
 
+/* Compares byte strings as unsigned bytes, a shorter prefix first: the order
+ * of rows, columns and keys everywhere in the project. */
+int pc_bytes_cmp(const char *a, size_t al, const char *b, size_t bl);
+
 /* A reference to a user cell; table is NUL-terminated. */
 typedef struct pc_cell {
   const char *table;

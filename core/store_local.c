@@ -1569,17 +1569,11 @@ static const pc_store_ops_t local_ops = {
     .close = local_close,
 };
 
-static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
-  size_t n = al < bl ? al : bl;
-  int c = n ? memcmp(a, b, n) : 0;
-  return c ? c : (al > bl) - (al < bl);
-}
-
 static int cell_ptr_cmp(const void *x, const void *y) {
   const pc_cell_t *a = *(const pc_cell_t *const *)x, *b = *(const pc_cell_t *const *)y;
   int c = strcmp(a->table, b->table);
-  if (!c) c = bytes_cmp(a->row, a->rlen, b->row, b->rlen);
-  if (!c) c = bytes_cmp(a->col, a->clen, b->col, b->clen);
+  if (!c) c = pc_bytes_cmp(a->row, a->rlen, b->row, b->rlen);
+  if (!c) c = pc_bytes_cmp(a->col, a->clen, b->col, b->clen);
   return c;
 }
 

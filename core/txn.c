@@ -195,10 +195,7 @@ void pc_txn_set_timeout_ms(pc_txn_t *txn, uint32_t ms) { txn->timeout_ms = ms ? 
 
 static int bufcell_cmp(const void *a, const void *b) {
   const bufcell_t *x = a, *y = b;
-  size_t n = x->key.len < y->key.len ? x->key.len : y->key.len;
-  int c = memcmp(x->key.p, y->key.p, n);
-  if (c) return c;
-  return x->key.len < y->key.len ? -1 : x->key.len > y->key.len;
+  return pc_bytes_cmp(x->key.p, x->key.len, y->key.p, y->key.len);
 }
 
 static void bufcell_free(void *p) {
@@ -973,10 +970,7 @@ static pc_status_t fetch_page_until(pc_scan_t *sc, uint64_t deadline, pc_error_t
 }
 
 static int key_cmp(const pc_buf_t *a, const pc_buf_t *b) {
-  size_t n = a->len < b->len ? a->len : b->len;
-  int c = memcmp(a->p, b->p, n);
-  if (c) return c;
-  return a->len < b->len ? -1 : a->len > b->len;
+  return pc_bytes_cmp(a->p, a->len, b->p, b->len);
 }
 
 static int row_in_range(const bufcell_t *b, const char *table, const char *start, size_t slen,

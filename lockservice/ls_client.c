@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "core/rpc.h"
+#include "net/rpc.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -5,7 +5,7 @@
  * 1..PC_LS_MAX_NAME, and any fault is PC_INVALID with a message naming the
  * op and the fault; nothing here can crash on hostile input. */
 #include "core/log.h"
-#include "core/rpc.h"
+#include "net/rpc.h"
 #include "lockservice/lockservice.h"
 #include "lockservice/ls_internal.h"
 

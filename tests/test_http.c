@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "core/error.h"
-#include "core/http.h"
+#include "net/http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -46,4 +46,13 @@ $cc -std=c11 $extra "$tmp/user.c" $(pkg-config --cflags --libs percolator) -Wl,-
 $cc -std=c11 $extra "$tmp/user.c" $(pkg-config --cflags percolator) "$libdir/libpercolator.a" \
    $(pkg-config --static --libs-only-l percolator | sed 's/-lpercolator//') -o "$tmp/user-static"
 "$tmp/user-static" "$tmp/db2" || { echo "FAIL: program linked to the static library"; exit 1; }
+# the shared library exports the public API and nothing else
+declared=$(grep -hv '#define' "$tmp"/prefix/include/percolator/*.h | tr '\n' ' ' | grep -o 'PC_EXPORT [^(;]*(' |
+           sed 's/($//; s/.*[ *]//' | sort -u)
+exported=$(nm -D --defined-only "$libdir/libpercolator.so" | awk '$2 == "T" {print $3}' | sort -u)
+if [ "$declared" != "$exported" ]; then
+  echo "FAIL: libpercolator.so's exports differ from the public headers' PC_EXPORT functions:"
+  diff <(echo "$declared") <(echo "$exported") || true
+  exit 1
+fi
 echo "install: header, pkg-config file, shared and static libraries work"

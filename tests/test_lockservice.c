@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/keys.h"
 #include "core/log.h"
-#include "core/rpc.h"
+#include "net/rpc.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "core/error.h"
-#include "core/rpc.h"
+#include "net/rpc.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -22,8 +22,8 @@
 
 #include "core/error.h"
 #include "core/store.h"
-#include "core/tablet.h"
-#include "core/tablet_wire.h"
+#include "tablet/tablet.h"
+#include "tablet/tablet_wire.h"
 #include "tests/testutil.h"
 
 #define TABLE "tbl"

@@ -7,7 +7,7 @@
 #define PC_TSO_TSO_RPC_H
 
 #include "core/keys.h"
-#include "core/rpc.h"
+#include "net/rpc.h"
 #include "tso/oracle.h"
 
 enum { PC_TSO_OP_TIMESTAMPS = 0x10, PC_TSO_OP_INFO = 0x11 };

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/keys.h"
 
 enum slot { SLOT_DATA, SLOT_LOCK, SLOT_WRITE, SLOT_NOTIFY, SLOT_ACK, NSLOTS };
 
@@ -237,17 +238,11 @@ static int on_cell(void *ctx, const pc_raw_cell_t *c) {
 
 /* ---- text: sort and print ------------------------------------------------------ */
 
-static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
-  int c = memcmp(a, b, al < bl ? al : bl);
-  if (c) return c;
-  return al < bl ? -1 : al > bl;
-}
-
 /* Same block: same table, row and column. */
 static int block_cmp(const rec_t *x, const rec_t *y) {
   int c = strcmp(x->table, y->table);
-  if (!c) c = bytes_cmp(x->row, x->rlen, y->row, y->rlen);
-  if (!c) c = bytes_cmp(x->col, x->clen, y->col, y->clen);
+  if (!c) c = pc_bytes_cmp(x->row, x->rlen, y->row, y->rlen);
+  if (!c) c = pc_bytes_cmp(x->col, x->clen, y->col, y->clen);
   return c;
 }
 

@@ -10,8 +10,8 @@
 #include "cli.h"
 #include "config/config.h"
 #include "core/error.h"
-#include "core/rpc.h"
-#include "core/tablet.h"
+#include "net/rpc.h"
+#include "tablet/tablet.h"
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
 

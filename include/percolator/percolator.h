@@ -37,6 +37,14 @@
 extern "C" {
 #endif
 
+/* Marks what libpercolator.so exports: the library is built with hidden
+ * visibility, so these declarations are its whole ABI. */
+#if defined(__GNUC__)
+#define PC_EXPORT __attribute__((visibility("default")))
+#else
+#define PC_EXPORT
+#endif
+
 #define PC_VERSION_MAJOR 0
 #define PC_VERSION_MINOR 1
 #define PC_VERSION_PATCH 0
@@ -77,13 +85,13 @@ typedef struct pc_error {
 } pc_error_t;
 
 /* The stable name of a status ("ok", "not_found", "conflict", ...). Static storage. */
-const char *pc_status_name(pc_status_t status);
+PC_EXPORT const char *pc_status_name(pc_status_t status);
 
 /* Releases memory that a function of this library returned to the caller. NULL is a no-op. */
-void pc_free(void *ptr);
+PC_EXPORT void pc_free(void *ptr);
 
 /* The library version as "MAJOR.MINOR.PATCH". Static storage. */
-const char *pc_version(void);
+PC_EXPORT const char *pc_version(void);
 
 /* ---- timestamps --------------------------------------------------------- */
 
@@ -97,20 +105,20 @@ const char *pc_version(void);
 typedef struct pc_options pc_options_t;
 
 /* Returns new options with the defaults below; release with pc_options_destroy. */
-pc_options_t *pc_options_create(void);
-void pc_options_destroy(pc_options_t *opts);
+PC_EXPORT pc_options_t *pc_options_create(void);
+PC_EXPORT void pc_options_destroy(pc_options_t *opts);
 /* Create the data directory when it does not exist (default 0: missing is PC_INVALID). */
-void pc_options_set_create_if_missing(pc_options_t *opts, int on);
+PC_EXPORT void pc_options_set_create_if_missing(pc_options_t *opts, int on);
 /* fsync every row operation before acknowledging it (default 0). Concurrent
  * writers share fsyncs (LevelDB's group commit). */
-void pc_options_set_sync(pc_options_t *opts, int on);
+PC_EXPORT void pc_options_set_sync(pc_options_t *opts, int on);
 /* Lifetime of a transaction lock in oracle milliseconds; a lock older than this
  * whose owner is not known to be alive may be rolled back by readers (default 3000). */
-void pc_options_set_lock_ttl_ms(pc_options_t *opts, uint32_t ms);
+PC_EXPORT void pc_options_set_lock_ttl_ms(pc_options_t *opts, uint32_t ms);
 /* Default bound on every blocking call of a transaction (default 10000). */
-void pc_options_set_timeout_ms(pc_options_t *opts, uint32_t ms);
+PC_EXPORT void pc_options_set_timeout_ms(pc_options_t *opts, uint32_t ms);
 /* Commit single-row transactions in one row operation (default 1). */
-void pc_options_set_one_phase_commit(pc_options_t *opts, int on);
+PC_EXPORT void pc_options_set_one_phase_commit(pc_options_t *opts, int on);
 /* Take a transaction's start_ts at its first read or scan (or at its commit
  * when it reads nothing) rather than in pc_txn_begin (default 0). Its
  * snapshot then includes every commit that finished before that first use:
@@ -120,20 +128,20 @@ void pc_options_set_one_phase_commit(pc_options_t *opts, int on);
  * transaction that reads nothing and writes one row commits "blind" (its
  * snapshot taken under the row latch, its start_ts only an identity), each
  * saving the client a round trip. pc_txn_start_ts is 0 until it is taken. */
-void pc_options_set_lazy_start(pc_options_t *opts, int on);
+PC_EXPORT void pc_options_set_lazy_start(pc_options_t *opts, int on);
 /* LevelDB block cache size in bytes (default 32 MiB; 0 uses LevelDB's own default). */
-void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
+PC_EXPORT void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
 /* Memory for the store's cache of meta records (each cell's lock and newest
  * commit), which a write's conflict check reads instead of LevelDB (default
  * 32 MiB; 0: no cache). The store keeps it exact: every write updates it. */
-void pc_options_set_meta_cache_bytes(pc_options_t *opts, size_t bytes);
+PC_EXPORT void pc_options_set_meta_cache_bytes(pc_options_t *opts, size_t bytes);
 /* Keep every version of every cell (default 0). By default the embedded
  * database, which knows every open transaction's snapshot, drops a version
  * that a single-row commit replaces when no open snapshot can read it and
  * its own transaction is over (pc_db_raw_scan no longer shows it).
  * Versions of multi-row transactions are always kept. A cluster's tablets
  * keep every version (they cannot know their clients' snapshots). */
-void pc_options_set_keep_history(pc_options_t *opts, int on);
+PC_EXPORT void pc_options_set_keep_history(pc_options_t *opts, int on);
 /* Memory for replaced versions that only open transactions can still read
  * (default 64 MiB). Such a version is needed only by this process's open
  * snapshots, none of which survives it, so the embedded database holds it
@@ -141,7 +149,7 @@ void pc_options_set_keep_history(pc_options_t *opts, int on);
  * snapshot can read it; beyond this budget, or at 0, it is written to the
  * store and deleted from there later. pc_db_raw_scan does not show versions
  * held in memory. No effect with keep_history, or in a cluster. */
-void pc_options_set_kept_versions_bytes(pc_options_t *opts, size_t bytes);
+PC_EXPORT void pc_options_set_kept_versions_bytes(pc_options_t *opts, size_t bytes);
 
 /* ---- database ----------------------------------------------------------- */
 
@@ -151,7 +159,7 @@ typedef struct pc_db pc_db_t;
  * and this process's liveness session). Only one process may hold a directory:
  * a second gets PC_BUSY naming it. Returns NULL on error. Release with
  * pc_db_close. opts may be NULL for the defaults. */
-pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err);
+PC_EXPORT pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err);
 
 /* Opens the database a JSON configuration file describes (see docs/CONFIG.md):
  * when it lists "tablets", a client of the cluster's tablet servers, its
@@ -160,21 +168,21 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err);
  * when missing). The file's "store" settings are the options. Returns NULL on
  * error, naming the file, the key or the unreachable daemon. Release with
  * pc_db_close. */
-pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err);
+PC_EXPORT pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err);
 
 /* Closes the database. Transactions still open must be destroyed first. */
-void pc_db_close(pc_db_t *db);
+PC_EXPORT void pc_db_close(pc_db_t *db);
 
 /* The default bound on every blocking call of transactions begun from now on
  * (overrides the options or the configuration's store.timeout_ms; 0 is 1). */
-void pc_db_set_timeout_ms(pc_db_t *db, uint32_t ms);
+PC_EXPORT void pc_db_set_timeout_ms(pc_db_t *db, uint32_t ms);
 
 /* Asks the oracle for one timestamp, bounded by timeout_ms. */
-pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
+PC_EXPORT pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 
 /* The liveness session recorded as the owner of this process's locks: the
  * embedded database's own, or the lock service's (0 while it is unreachable). */
-uint64_t pc_db_session(const pc_db_t *db);
+PC_EXPORT uint64_t pc_db_session(const pc_db_t *db);
 
 /* ---- transactions ------------------------------------------------------- */
 
@@ -184,30 +192,30 @@ typedef struct pc_txn pc_txn_t;
  * commits with commit_ts <= start_ts plus this transaction's own writes.
  * Returns NULL on error. Release with pc_txn_destroy (which aborts it if it
  * was not committed). A transaction is used by one thread at a time. */
-pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err);
+PC_EXPORT pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err);
 
 /* The snapshot's timestamp; 0 while a lazy_start transaction has not taken it. */
-uint64_t pc_txn_start_ts(const pc_txn_t *txn);
+PC_EXPORT uint64_t pc_txn_start_ts(const pc_txn_t *txn);
 /* The commit timestamp after a successful pc_txn_commit that wrote cells; 0 otherwise. */
-uint64_t pc_txn_commit_ts(const pc_txn_t *txn);
+PC_EXPORT uint64_t pc_txn_commit_ts(const pc_txn_t *txn);
 /* Bound on each blocking call of this transaction (default: the db's timeout). */
-void pc_txn_set_timeout_ms(pc_txn_t *txn, uint32_t ms);
+PC_EXPORT void pc_txn_set_timeout_ms(pc_txn_t *txn, uint32_t ms);
 
 /* Reads one cell at the snapshot. On PC_OK *value receives a malloc'd copy of
  * the value (caller releases it with pc_free) and *vlen its length; on any
  * other status *value is set to NULL. PC_NOT_FOUND: no value (never written,
  * or deleted). PC_LOCKED: a live writer's lock outlasted the timeout. */
-pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+PC_EXPORT pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                        const char *col, size_t clen, char **value, size_t *vlen,
                        pc_error_t *err);
 
 /* Buffers a write of value into the cell; nothing reaches the store before commit. */
-pc_status_t pc_txn_set(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+PC_EXPORT pc_status_t pc_txn_set(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                        const char *col, size_t clen, const char *value, size_t vlen,
                        pc_error_t *err);
 
 /* Buffers a delete of the cell. */
-pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+PC_EXPORT pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                           const char *col, size_t clen, pc_error_t *err);
 
 /* Commits the buffered writes: prewrite with a primary lock, commit of the
@@ -222,13 +230,13 @@ pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, siz
  * the primary cannot be reached at all is the outcome unknown: the error's
  * message then says "commit outcome unknown", and readers settle it later.
  * After this call the transaction is finished. */
-pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err);
+PC_EXPORT pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err);
 
 /* Discards the buffered writes; the transaction is finished. */
-void pc_txn_abort(pc_txn_t *txn);
+PC_EXPORT void pc_txn_abort(pc_txn_t *txn);
 
 /* Releases the transaction (aborting it if still open). NULL is a no-op. */
-void pc_txn_destroy(pc_txn_t *txn);
+PC_EXPORT void pc_txn_destroy(pc_txn_t *txn);
 
 /* ---- snapshot scans ----------------------------------------------------- */
 
@@ -238,20 +246,20 @@ typedef struct pc_scan pc_scan_t;
  * snapshot, merged with its own buffered writes, in (row, column) order.
  * end == NULL scans to the end of the table. Returns NULL on error; release
  * with pc_scan_destroy before the transaction. */
-pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size_t slen,
+PC_EXPORT pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size_t slen,
                        const char *end, size_t elen, pc_error_t *err);
 
 /* Advances to the next cell: PC_OK when there is one, PC_NOT_FOUND at the end,
  * another status on error (PC_LOCKED, PC_IO_ERROR, ...). */
-pc_status_t pc_scan_next(pc_scan_t *scan, pc_error_t *err);
+PC_EXPORT pc_status_t pc_scan_next(pc_scan_t *scan, pc_error_t *err);
 
 /* The current cell. The pointers belong to the scan and stay valid until the
  * next pc_scan_next or pc_scan_destroy. */
-const char *pc_scan_row(const pc_scan_t *scan, size_t *len);
-const char *pc_scan_column(const pc_scan_t *scan, size_t *len);
-const char *pc_scan_value(const pc_scan_t *scan, size_t *len);
+PC_EXPORT const char *pc_scan_row(const pc_scan_t *scan, size_t *len);
+PC_EXPORT const char *pc_scan_column(const pc_scan_t *scan, size_t *len);
+PC_EXPORT const char *pc_scan_value(const pc_scan_t *scan, size_t *len);
 
-void pc_scan_destroy(pc_scan_t *scan);
+PC_EXPORT void pc_scan_destroy(pc_scan_t *scan);
 
 /* ---- raw view (administration and debugging) ---------------------------- */
 
@@ -300,7 +308,7 @@ typedef int (*pc_raw_cell_fn)(void *ctx, const pc_raw_cell_t *cell);
  * snapshot, no lock resolution: this shows the store as it is on disk
  * (versions held in memory for open snapshots, see
  * pc_options_set_kept_versions_bytes, are not shown). */
-pc_status_t pc_db_raw_scan(pc_db_t *db, const char *table, const char *start, size_t slen,
+PC_EXPORT pc_status_t pc_db_raw_scan(pc_db_t *db, const char *table, const char *start, size_t slen,
                            const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
                            pc_error_t *err);
 

@@ -2,7 +2,7 @@
  * the tablet protocol's bodies (see tablet.h), and the arena that owns the
  * strings decoded from a body. Every decoder checks bounds through pc_rd_t:
  * a truncated or oversized field yields -1, never a read past the body. */
-#include "core/tablet_wire.h"
+#include "tablet/tablet_wire.h"
 
 #include <stdlib.h>
 #include <string.h>

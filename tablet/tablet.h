@@ -26,8 +26,8 @@
  *                   (store.h's commit_blind; spare is 0 or a fresh timestamp)
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
  */
-#ifndef PC_CORE_TABLET_H
-#define PC_CORE_TABLET_H
+#ifndef PC_TABLET_TABLET_H
+#define PC_TABLET_TABLET_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  * pipe (so no libevent object is touched from two threads), joins it and then
  * frees everything. The thread blocks all signals.
  */
-#include "core/http.h"
+#include "net/http.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,8 +2,8 @@
  * of the tablet protocol (see tablet.h), shared by the tablet server and the
  * remote store. Decoders read from a pc_rd_t and copy what must outlive the
  * request body into an arena. */
-#ifndef PC_CORE_TABLET_WIRE_H
-#define PC_CORE_TABLET_WIRE_H
+#ifndef PC_TABLET_TABLET_WIRE_H
+#define PC_TABLET_TABLET_WIRE_H
 
 #include "core/store.h"
 

@@ -30,7 +30,7 @@
  * SIGINT on their main thread, and a write to a closed peer returns EPIPE
  * instead of killing the process with SIGPIPE.
  */
-#include "core/rpc.h"
+#include "net/rpc.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -9,8 +9,8 @@
 #include "core/db.h"
 #include "core/error.h"
 #include "core/failpoint.h"
-#include "core/rpc.h"
-#include "core/tablet.h"
+#include "net/rpc.h"
+#include "tablet/tablet.h"
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
 

@@ -23,8 +23,8 @@
  * is one idle for idle_timeout_ms. Each connection has at most max_inflight
  * requests being served; beyond that the server stops reading from it.
  */
-#ifndef PC_CORE_RPC_H
-#define PC_CORE_RPC_H
+#ifndef PC_NET_RPC_H
+#define PC_NET_RPC_H
 
 #include <stddef.h>
 #include <stdint.h>

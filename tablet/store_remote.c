@@ -9,9 +9,9 @@
 
 #include "core/deadline.h"
 #include "core/error.h"
-#include "core/rpc.h"
-#include "core/tablet.h"
-#include "core/tablet_wire.h"
+#include "net/rpc.h"
+#include "tablet/tablet.h"
+#include "tablet/tablet_wire.h"
 
 typedef struct rtablet {
   char *name;

@@ -3,14 +3,15 @@
  * range, runs it on the tablet's own store (normally store_local.c), and
  * encodes the outcome. Every body is untrusted: decoding is bounds-checked and
  * a malformed body is PC_INVALID naming the operation, never a crash. */
-#include "core/tablet.h"
+#include "tablet/tablet.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "core/tablet_wire.h"
+#include "core/keys.h"
+#include "tablet/tablet_wire.h"
 
 #define MAX_CELLS_PER_REQUEST 1000000u
 #define RAW_REPLY_MAX (64u << 20)
@@ -25,16 +26,9 @@ struct pc_tablet {
   atomic_uint_fast64_t ops;
 };
 
-static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
-  size_t n = al < bl ? al : bl;
-  int c = n ? memcmp(a, b, n) : 0;
-  if (c) return c;
-  return al < bl ? -1 : al > bl;
-}
-
 int pc_row_range_contains(const pc_row_range_t *r, const char *row, size_t rlen) {
-  if (bytes_cmp(row, rlen, r->start, r->start_len) < 0) return 0;
-  return r->end_len == 0 || bytes_cmp(row, rlen, r->end, r->end_len) < 0;
+  if (pc_bytes_cmp(row, rlen, r->start, r->start_len) < 0) return 0;
+  return r->end_len == 0 || pc_bytes_cmp(row, rlen, r->end, r->end_len) < 0;
 }
 
 pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_range_t *range,
@@ -254,8 +248,8 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
           tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))
         return malformed("scan", e);
       /* the range must lie inside the tablet */
-      if (bytes_cmp(start, sl, t->start, t->start_len) < 0 ||
-          (t->end_len && (!end || bytes_cmp(end, el, t->end, t->end_len) > 0)))
+      if (pc_bytes_cmp(start, sl, t->start, t->start_len) < 0 ||
+          (t->end_len && (!end || pc_bytes_cmp(end, el, t->end, t->end_len) > 0)))
         return pc_error_set(e, PC_INVALID, "tablet %s: scan range outside its rows (misrouted)",
                             t->name);
       pc_buf_t cells = {0};

@@ -2,8 +2,8 @@
  * port: GET /health (200 "ok", or 503 with the reason) and GET /metrics
  * (Prometheus text format 0.0.4). Built on libevent's evhttp, on its own
  * thread; anything else is 404, and non-GET methods 405. */
-#ifndef PC_CORE_HTTP_H
-#define PC_CORE_HTTP_H
+#ifndef PC_NET_HTTP_H
+#define PC_NET_HTTP_H
 
 #include <stdint.h>
 
