@@ -15,6 +15,12 @@
  * limit reap every expired session. Memory is bounded by the limits of
  * ls_internal.h.
  *
+ * Each session also keeps the latest report of its client for garbage
+ * collection (the oldest start_ts it holds open); the minimum over live
+ * sessions is computed on demand by one pass over the table, which also reaps
+ * the expired ones, so a report leaves with its session and nothing else
+ * needs to track it.
+ *
  * Session ids are epoch << 32 | counter, with a random non-zero epoch and a
  * counter from 1 that is never reused, so an id this service issued and no
  * longer knows is certainly dead, and any other id is unknown.
@@ -47,6 +53,8 @@ typedef struct ls_session {
   struct ls_session *hnext; /* hash chain */
   ls_lock_t *locks;         /* this session's locks (doubly linked) */
   size_t nlocks;
+  uint64_t oldest_ts; /* its latest GC report (valid when reported) */
+  int reported;
 } ls_session_t;
 
 struct ls_lock {
@@ -421,6 +429,44 @@ size_t pc_ls_session_count(pc_ls_t *ls) {
   size_t n = ls->nsessions;
   leave(ls);
   return n;
+}
+
+pc_status_t pc_ls_session_report(pc_ls_t *ls, uint64_t session, uint64_t oldest_ts,
+                                 pc_error_t *err) {
+  if (!ls) return pc_error_set(err, PC_INVALID, "lockservice: NULL argument");
+  uint64_t now = enter(ls);
+  ls_session_t *s = session_live(ls, session, now);
+  if (s) {
+    s->oldest_ts = oldest_ts;
+    s->reported = 1;
+  }
+  leave(ls);
+  if (!s) return not_alive(err, session);
+  pc_error_clear(err);
+  return PC_OK;
+}
+
+uint64_t pc_ls_oldest_reported(pc_ls_t *ls, size_t *unreported) {
+  if (unreported) *unreported = 0;
+  if (!ls) return UINT64_MAX;
+  uint64_t now = enter(ls), oldest = UINT64_MAX;
+  size_t silent = 0;
+  for (size_t i = 0; i <= ls->smask; i++) {
+    ls_session_t *s = ls->sbuckets[i];
+    while (s) {
+      ls_session_t *next = s->hnext;
+      if (expired(s, now))
+        reap_expired(ls, s);
+      else if (!s->reported)
+        silent++;
+      else if (s->oldest_ts < oldest)
+        oldest = s->oldest_ts;
+      s = next;
+    }
+  }
+  leave(ls);
+  if (unreported) *unreported = silent;
+  return oldest;
 }
 
 pc_status_t pc_ls_lock_try(pc_ls_t *ls, uint64_t session, const char *name, size_t nlen,

@@ -66,6 +66,28 @@ size_t pc_ls_connection_closed(pc_ls_t *ls, uint64_t connection);
 /* Number of live sessions (expired ones are reaped first). */
 size_t pc_ls_session_count(pc_ls_t *ls);
 
+/* Garbage collection's safe point in a cluster (DESIGN §4): each client
+ * reports, with every keep-alive of its session, the oldest start_ts it holds
+ * open, and GC asks for the minimum over live sessions.
+ *
+ * pc_ls_session_report records the latest report of session: oldest_ts is the
+ * oldest start_ts of a transaction it holds open, UINT64_MAX when it holds
+ * none. PC_NOT_FOUND if the session is not alive. A report dies with its
+ * session (closed, expired, or its connection gone).
+ *
+ * pc_ls_oldest_reported reaps expired sessions, then returns the minimum of
+ * the latest reports of the live sessions (UINT64_MAX when none has reported)
+ * and, in *unreported (may be NULL), how many live sessions have not reported
+ * yet. O(sessions). A report is only as fresh as the keep-alive that carried
+ * it (one that was delayed in the network may even land after a later one):
+ * a transaction begun since is not in it, so a safe point must also stay
+ * behind the oracle by well more than a keep-alive period (the session TTL),
+ * and a caller that needs every client counted treats unreported != 0 as
+ * "not known yet". */
+pc_status_t pc_ls_session_report(pc_ls_t *ls, uint64_t session, uint64_t oldest_ts,
+                                 pc_error_t *err);
+uint64_t pc_ls_oldest_reported(pc_ls_t *ls, size_t *unreported);
+
 /* Tries to take lock `name` for session: *acquired = 1 when taken now or
  * already held by the same session; otherwise *holder is the holding session.
  * PC_NOT_FOUND if session is not alive. */
@@ -90,7 +112,9 @@ void pc_ls_rpc_on_close(void *ctx, uint64_t connection);
 typedef struct pc_ls_client pc_ls_client_t;
 
 /* Connects to lockd at host:port, opens a session with ttl_ms and keeps it
- * alive from a background thread (every ttl/3). If lockd is unreachable the
+ * alive from a background thread (every ttl/3); each keep-alive carries the
+ * report of pc_ls_client_set_reporter (UINT64_MAX until one is set), and a
+ * newly opened session reports at once. If lockd is unreachable the
  * client is still created (its session is 0 until lockd answers) so callers
  * keep working on TTLs. Returns NULL only on bad arguments or allocation
  * failure; release with pc_ls_client_destroy (closes the session). */
@@ -99,6 +123,24 @@ pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char 
 void pc_ls_client_destroy(pc_ls_client_t *c);
 /* This client's session (0 while none is open). */
 uint64_t pc_ls_client_session(pc_ls_client_t *c);
+/* From now on every keep-alive reports oldest(ctx) (see pc_ls_session_report:
+ * the oldest start_ts this process holds open, UINT64_MAX for none), and one
+ * is sent promptly with the new value. oldest is called from the keep-alive
+ * thread, once per keep-alive: it must be thread-safe and fast (the
+ * keep-alive waits for it, and so do a replacement of the reporter and
+ * pc_ls_client_destroy, though no other call of this client does), and it
+ * must not call this client. oldest NULL reverts to reporting UINT64_MAX.
+ * When this returns, the previous reporter is not being called and never will
+ * be again; so do not call it while holding a lock the reporter takes. The
+ * caller's contract: ctx stays valid until the reporter is replaced or
+ * pc_ls_client_destroy has returned (the client never frees it). Set it
+ * before the process begins transactions, or they go unreported meanwhile. */
+void pc_ls_client_set_reporter(pc_ls_client_t *c, uint64_t (*oldest)(void *ctx), void *ctx);
+/* Asks lockd for pc_ls_oldest_reported: the minimum of the live sessions'
+ * reports (UINT64_MAX: none) and how many live sessions have not reported.
+ * Needs no session. oldest and unreported may be NULL. */
+pc_status_t pc_ls_client_oldest(pc_ls_client_t *c, uint32_t timeout_ms, uint64_t *oldest,
+                                size_t *unreported, pc_error_t *err);
 /* Liveness of any session; PC_LS_UNKNOWN when lockd cannot be asked in timeout_ms. */
 pc_ls_liveness_t pc_ls_client_liveness(pc_ls_client_t *c, uint64_t session, uint32_t timeout_ms);
 pc_status_t pc_ls_client_lock_try(pc_ls_client_t *c, const char *name, size_t nlen,

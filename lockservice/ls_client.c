@@ -2,6 +2,9 @@
  * one session open at lockd from a background thread: a keep-alive every
  * ttl/3, and when lockd answers that the session is gone (it expired, or
  * lockd restarted and lost it) a new session is opened and a WARN logged.
+ * Every keep-alive carries the process's report for garbage collection (the
+ * oldest start_ts it holds open, from the reporter the owner set), and a new
+ * session, or a new reporter, sends one at once rather than a period later.
  * The thread sleeps on a condition variable (monotonic clock), so destroy is
  * prompt, and it never holds the client's mutex across a network call, so
  * callers never wait for it. When lockd is unreachable the client keeps
@@ -40,8 +43,15 @@ struct pc_ls_client {
   uint64_t valid_until_ms; /* mu; the session is surely alive at lockd before this */
   int stop;          /* mu */
   int renew;         /* mu: a caller found the session gone; renew now */
+  int report_now;    /* mu: a new session or reporter; keep alive (and report) now */
   int have_thread;
   pthread_t thread;
+
+  /* Held while the reporter is read or called, so that replacing it waits for
+   * a call in progress; never held with mu. */
+  pthread_mutex_t report_mu;
+  uint64_t (*reporter)(void *ctx); /* report_mu; NULL: report UINT64_MAX */
+  void *reporter_ctx;              /* report_mu */
 
   /* thread only */
   int unreachable; /* the last call failed (logged once per outage) */
@@ -100,6 +110,28 @@ static pc_status_t rpc_session_op(pc_ls_client_t *c, uint8_t op, uint64_t id,
   return st;
 }
 
+/* The value the next keep-alive reports. */
+static uint64_t report_value(pc_ls_client_t *c) {
+  pthread_mutex_lock(&c->report_mu);
+  uint64_t v = c->reporter ? c->reporter(c->reporter_ctx) : UINT64_MAX;
+  pthread_mutex_unlock(&c->report_mu);
+  return v;
+}
+
+/* A keep-alive of session id carrying the report oldest. */
+static pc_status_t rpc_keepalive(pc_ls_client_t *c, uint64_t id, uint64_t oldest,
+                                 uint32_t timeout_ms, pc_error_t *err) {
+  pc_buf_t req = {0}, rep = {0};
+  pc_status_t st;
+  if (pc_buf_u64(&req, id) != 0 || pc_buf_u64(&req, oldest) != 0)
+    st = pc_error_set(err, PC_NOMEM, "lockservice client: out of memory");
+  else
+    st = pc_rpc_call(c->rpc, PC_LS_OP_KEEPALIVE, req.p, req.len, timeout_ms, &rep, err);
+  pc_buf_free(&req);
+  pc_buf_free(&rep);
+  return st;
+}
+
 static void set_session(pc_ls_client_t *c, uint64_t id, uint64_t valid_until) {
   pthread_mutex_lock(&c->mu);
   c->session = id;
@@ -120,27 +152,37 @@ static void note_success(pc_ls_client_t *c) {
   c->unreachable = 0;
 }
 
+/* Keeps session id alive, with a fresh report. Returns 1 when it is alive,
+ * 0 when lockd did not answer, -1 when lockd says it is gone (the client's
+ * session is then 0). */
+static int keep_alive(pc_ls_client_t *c, uint64_t id) {
+  pc_error_t e;
+  uint64_t oldest = report_value(c);
+  uint64_t sent = pc_now_mono_ms();
+  pc_status_t st = rpc_keepalive(c, id, oldest, call_timeout(c), &e);
+  if (st == PC_OK) {
+    note_success(c);
+    set_session(c, id, sent + c->ttl_ms);
+    return 1;
+  }
+  if (st != PC_NOT_FOUND) {
+    note_failure(c, "keep-alive", &e);
+    return 0;
+  }
+  note_success(c);
+  set_session(c, 0, 0); /* gone at lockd: stop handing it out */
+  return -1;
+}
+
 /* One round of the keep-alive thread: keeps old alive or replaces it.
  * Returns 1 when lockd answered as hoped. */
 static int keepalive_round(pc_ls_client_t *c, uint64_t old) {
-  pc_error_t e;
-  uint64_t sent = pc_now_mono_ms();
   if (old != 0) {
-    pc_status_t st = rpc_session_op(c, PC_LS_OP_KEEPALIVE, old, call_timeout(c), &e);
-    if (st == PC_OK) {
-      note_success(c);
-      set_session(c, old, sent + c->ttl_ms);
-      return 1;
-    }
-    if (st != PC_NOT_FOUND) {
-      note_failure(c, "keep-alive", &e);
-      return 0;
-    }
-    note_success(c);
-    set_session(c, 0, 0); /* gone at lockd: stop handing it out */
+    int r = keep_alive(c, old);
+    if (r >= 0) return r;
   }
-  uint64_t id = 0;
-  sent = pc_now_mono_ms();
+  pc_error_t e;
+  uint64_t id = 0, sent = pc_now_mono_ms();
   if (rpc_open(c, call_timeout(c), &id, &e) != PC_OK) {
     note_failure(c, "opening a session", &e);
     return 0;
@@ -159,7 +201,8 @@ static int keepalive_round(pc_ls_client_t *c, uint64_t old) {
   else
     pc_log(PC_LOG_DEBUG, "lockservice client: opened session %016" PRIx64 " at %s", id,
            c->endpoint);
-  return 1;
+  /* Report at once: until then lockd counts the session as unreported. */
+  return keep_alive(c, id) == 1;
 }
 
 static void *keepalive_main(void *arg) {
@@ -169,11 +212,12 @@ static void *keepalive_main(void *arg) {
   while (!c->stop) {
     uint32_t wait = (c->session != 0 && ok) ? keepalive_period(c) : retry_period(c);
     struct timespec until = pc_mono_after_ms(wait);
-    while (!c->stop && !c->renew) {
+    while (!c->stop && !c->renew && !c->report_now) {
       if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
     }
     if (c->stop) break;
     c->renew = 0;
+    c->report_now = 0;
     uint64_t old = c->session;
     pthread_mutex_unlock(&c->mu);
     ok = keepalive_round(c, old);
@@ -204,9 +248,11 @@ pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char 
   snprintf(c->endpoint, sizeof c->endpoint, "%s:%u", host, (unsigned)port);
   int cv_ok = pc_cond_init_mono(&c->cv) == 0;
   int mu_ok = pthread_mutex_init(&c->mu, NULL) == 0;
-  if (!cv_ok || !mu_ok) {
+  int rmu_ok = pthread_mutex_init(&c->report_mu, NULL) == 0;
+  if (!cv_ok || !mu_ok || !rmu_ok) {
     if (cv_ok) pthread_cond_destroy(&c->cv);
     if (mu_ok) pthread_mutex_destroy(&c->mu);
+    if (rmu_ok) pthread_mutex_destroy(&c->report_mu);
     free(c);
     pc_error_set(err, PC_NOMEM, "lockservice client: cannot initialise its mutex");
     return NULL;
@@ -216,6 +262,7 @@ pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char 
     pc_error_prefix(err, "lockservice client");
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->report_mu);
     free(c);
     return NULL;
   }
@@ -226,6 +273,7 @@ pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char 
   if (rpc_open(c, t < CALL_MIN_TIMEOUT_MS ? CALL_MIN_TIMEOUT_MS : t, &id, &e) == PC_OK) {
     c->session = id;
     c->valid_until_ms = sent + ttl_ms;
+    c->report_now = 1; /* the thread's first round reports */
   } else {
     note_failure(c, "opening a session", &e);
   }
@@ -235,6 +283,7 @@ pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char 
     pc_rpc_client_destroy(c->rpc);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->report_mu);
     free(c);
     return NULL;
   }
@@ -249,11 +298,13 @@ void pc_ls_client_destroy(pc_ls_client_t *c) {
   c->stop = 1;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
+  /* After the join the reporter is never called again. */
   if (c->have_thread) pthread_join(c->thread, NULL);
   if (c->session) rpc_session_op(c, PC_LS_OP_SESSION_CLOSE, c->session, CLOSE_TIMEOUT_MS, NULL);
   pc_rpc_client_destroy(c->rpc);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
+  pthread_mutex_destroy(&c->report_mu);
   free(c);
 }
 
@@ -265,6 +316,19 @@ uint64_t pc_ls_client_session(pc_ls_client_t *c) {
   uint64_t id = pc_now_mono_ms() < c->valid_until_ms ? c->session : 0;
   pthread_mutex_unlock(&c->mu);
   return id;
+}
+
+void pc_ls_client_set_reporter(pc_ls_client_t *c, uint64_t (*oldest)(void *ctx), void *ctx) {
+  if (!c) return;
+  /* Waits for a call of the previous reporter in progress to return. */
+  pthread_mutex_lock(&c->report_mu);
+  c->reporter = oldest;
+  c->reporter_ctx = oldest ? ctx : NULL;
+  pthread_mutex_unlock(&c->report_mu);
+  pthread_mutex_lock(&c->mu);
+  c->report_now = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
 }
 
 /* The session to send with a lock request (0: none open). */
@@ -401,5 +465,28 @@ pc_status_t pc_ls_client_info(pc_ls_client_t *c, uint32_t timeout_ms, uint32_t *
   if (!c) return pc_error_set(err, PC_INVALID, "lockservice client: NULL argument");
   pc_status_t st = pc_ls_remote_info(c->rpc, timeout_ms, epoch, sessions, err);
   if (st != PC_OK) pc_error_prefix(err, "%s", c->endpoint);
+  return st;
+}
+
+pc_status_t pc_ls_client_oldest(pc_ls_client_t *c, uint32_t timeout_ms, uint64_t *oldest,
+                                size_t *unreported, pc_error_t *err) {
+  if (!c) return pc_error_set(err, PC_INVALID, "lockservice client: NULL argument");
+  pc_buf_t rep = {0};
+  pc_status_t st = pc_rpc_call(c->rpc, PC_LS_OP_OLDEST, NULL, 0, timeout_ms, &rep, err);
+  if (st == PC_OK) {
+    pc_rd_t r = {rep.p, rep.len, 0, 1};
+    uint64_t o = pc_rd_u64(&r), n = pc_rd_u64(&r);
+    if (!r.ok || r.pos != r.len || (uint64_t)(size_t)n != n) {
+      st = pc_error_set(err, PC_CORRUPTION,
+                        "lockservice client: malformed oldest reply from %s (%zu bytes)",
+                        c->endpoint, rep.len);
+    } else {
+      if (oldest) *oldest = o;
+      if (unreported) *unreported = (size_t)n;
+    }
+  } else {
+    pc_error_prefix(err, "%s", c->endpoint);
+  }
+  pc_buf_free(&rep);
   return st;
 }

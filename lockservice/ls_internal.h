@@ -7,13 +7,21 @@
  *
  *   op    name            request                      reply (on PC_OK)
  *   0x10  SESSION_OPEN    ttl_ms:u32                   session:u64
- *   0x11  KEEPALIVE       session:u64                  (empty)
+ *   0x11  KEEPALIVE       session:u64 oldest:u64       (empty)
  *   0x12  SESSION_CLOSE   session:u64                  (empty)
  *   0x13  LIVENESS        session:u64                  liveness:u8 (0 dead, 1 alive, 2 unknown)
  *   0x14  LOCK_TRY        session:u64 name:str         acquired:u8 holder:u64
  *   0x15  LOCK_RELEASE    session:u64 name:str         (empty)
  *   0x16  LOCK_HOLDER     name:str                     holder:u64 (0: free)
  *   0x17  INFO            (empty)                      epoch:u32 sessions:u64
+ *   0x18  OLDEST          (empty)                      oldest:u64 unreported:u64
+ *
+ * KEEPALIVE extends the session and records its report for garbage
+ * collection: oldest is the oldest start_ts the client holds open, UINT64_MAX
+ * when it holds none (pc_ls_session_report); a body of the session alone is
+ * truncated. OLDEST needs no session: it answers pc_ls_oldest_reported, the
+ * minimum of the latest reports of live sessions (UINT64_MAX: none) and how
+ * many live sessions have not reported yet.
  *
  * Errors travel as the rpc status with a message: PC_NOT_FOUND (session not
  * alive, lock not held), PC_INVALID (malformed request or argument out of
@@ -30,6 +38,7 @@
 #define PC_LS_OP_LOCK_RELEASE 0x15
 #define PC_LS_OP_LOCK_HOLDER 0x16
 #define PC_LS_OP_INFO 0x17
+#define PC_LS_OP_OLDEST 0x18
 
 /* Bounds of a session's TTL, shared by the object and the client. */
 #define PC_LS_TTL_MIN 1u

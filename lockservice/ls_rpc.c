@@ -23,6 +23,7 @@ static const char *op_name(uint8_t op) {
   case PC_LS_OP_LOCK_RELEASE: return "lock_release";
   case PC_LS_OP_LOCK_HOLDER: return "lock_holder";
   case PC_LS_OP_INFO: return "info";
+  case PC_LS_OP_OLDEST: return "oldest";
   default: return "unknown";
   }
 }
@@ -101,13 +102,20 @@ pc_status_t pc_ls_rpc_handler(void *ctx, uint8_t op, const char *body, size_t le
     pc_buf_u64(reply, id);
     return PC_OK;
   }
-  case PC_LS_OP_KEEPALIVE:
+  case PC_LS_OP_KEEPALIVE: {
+    uint64_t id = pc_rd_u64(&r);
+    uint64_t oldest = pc_rd_u64(&r);
+    if ((st = check_end(&r, op, err)) != PC_OK) return st;
+    if ((st = check_owner(ls, id, op, err)) != PC_OK) return st;
+    if ((st = pc_ls_session_keepalive(ls, id, err)) != PC_OK) return st;
+    /* PC_NOT_FOUND only if the session ended in between: the right answer. */
+    return pc_ls_session_report(ls, id, oldest, err);
+  }
   case PC_LS_OP_SESSION_CLOSE:
   case PC_LS_OP_LIVENESS: {
     uint64_t id = pc_rd_u64(&r);
     if ((st = check_end(&r, op, err)) != PC_OK) return st;
     if (op != PC_LS_OP_LIVENESS && (st = check_owner(ls, id, op, err)) != PC_OK) return st;
-    if (op == PC_LS_OP_KEEPALIVE) return pc_ls_session_keepalive(ls, id, err);
     if (op == PC_LS_OP_SESSION_CLOSE) return pc_ls_session_close(ls, id, err);
     if (pc_buf_u8(reply, (uint8_t)pc_ls_session_liveness(ls, id)) != 0) return nomem(err, op);
     pc_error_clear(err);
@@ -144,6 +152,15 @@ pc_status_t pc_ls_rpc_handler(void *ctx, uint8_t op, const char *body, size_t le
     if ((st = check_end(&r, op, err)) != PC_OK) return st;
     if (pc_buf_u32(reply, pc_ls_epoch(ls)) != 0 ||
         pc_buf_u64(reply, (uint64_t)pc_ls_session_count(ls)) != 0)
+      return nomem(err, op);
+    pc_error_clear(err);
+    return PC_OK;
+  }
+  case PC_LS_OP_OLDEST: {
+    if ((st = check_end(&r, op, err)) != PC_OK) return st;
+    size_t unreported = 0;
+    uint64_t oldest = pc_ls_oldest_reported(ls, &unreported);
+    if (pc_buf_u64(reply, oldest) != 0 || pc_buf_u64(reply, (uint64_t)unreported) != 0)
       return nomem(err, op);
     pc_error_clear(err);
     return PC_OK;

@@ -5,7 +5,9 @@
  * threads at once, the RPC handler against well-formed and hostile bodies,
  * and the network client against a real server: keep-alive, renewal after
  * the session is lost, lockd stopped (UNKNOWN / PC_UNAVAILABLE) and
- * restarted (new epoch; the old session is UNKNOWN).
+ * restarted (new epoch; the old session is UNKNOWN); the reports for garbage
+ * collection (each session's oldest start_ts, the minimum over live
+ * sessions) in-process, through the handler and from a client's reporter.
  *
  * Expiry is observed by polling with a bounded number of polls; nothing
  * asserts on elapsed time. */
@@ -166,6 +168,97 @@ static void test_expiry_releases_locks(void **state) {
   /* Sessions nobody asks about are reaped by session_count. */
   for (int i = 0; i < 20; i++) open_session(ls, 20);
   for (unsigned i = 0; i < MAX_POLLS && pc_ls_session_count(ls) != 1; i++) pc_sleep_ms(POLL_MS);
+  assert_int_equal(pc_ls_session_count(ls), 1);
+  pc_ls_destroy(ls);
+}
+
+/* ---- reports for garbage collection --------------------------------------- */
+
+static void report(pc_ls_t *ls, uint64_t s, uint64_t oldest) {
+  pc_error_t err;
+  expect_status("report", pc_ls_session_report(ls, s, oldest, &err), &err, PC_OK);
+}
+
+static void expect_oldest(pc_ls_t *ls, uint64_t want, size_t want_unreported) {
+  size_t unreported = 12345;
+  uint64_t got = pc_ls_oldest_reported(ls, &unreported);
+  if (got != want || unreported != want_unreported)
+    fail_msg("oldest %" PRIu64 " (%zu unreported), want %" PRIu64 " (%zu unreported)", got,
+             unreported, want, want_unreported);
+}
+
+/* The minimum over the latest reports of live sessions; a report dies with
+ * its session however it ends; sessions that never reported are counted. */
+static void test_session_report(void **state) {
+  (void)state;
+  pc_ls_t *ls = pc_ls_create();
+  assert_non_null(ls);
+  pc_error_t err;
+  expect_oldest(ls, UINT64_MAX, 0); /* no sessions */
+  assert_true(pc_ls_oldest_reported(ls, NULL) == UINT64_MAX);
+
+  uint64_t a = open_session(ls, 60000), b = open_session(ls, 60000), c = open_session(ls, 60000);
+  expect_oldest(ls, UINT64_MAX, 3); /* sessions, none reported */
+  report(ls, a, 500);
+  expect_oldest(ls, 500, 2);
+  report(ls, b, 300);
+  expect_oldest(ls, 300, 1);
+  report(ls, c, UINT64_MAX); /* holds nothing: reported, no bound */
+  expect_oldest(ls, 300, 0);
+  report(ls, b, 900); /* the latest report counts, even when it rises */
+  expect_oldest(ls, 500, 0);
+  report(ls, a, UINT64_MAX);
+  expect_oldest(ls, 900, 0);
+  report(ls, b, UINT64_MAX);
+  expect_oldest(ls, UINT64_MAX, 0); /* every session reports none */
+  report(ls, a, 0);                 /* the whole range is a legal value */
+  expect_oldest(ls, 0, 0);
+  assert_true(pc_ls_oldest_reported(ls, NULL) == 0);
+
+  /* A closed session's report disappears with it. */
+  report(ls, b, 200);
+  expect_oldest(ls, 0, 0);
+  expect_status("close a", pc_ls_session_close(ls, a, &err), &err, PC_OK);
+  expect_oldest(ls, 200, 0);
+  expect_status("report closed", pc_ls_session_report(ls, a, 1, &err), &err, PC_NOT_FOUND);
+  assert_non_null(strstr(err.text, "not alive"));
+  expect_oldest(ls, 200, 0);
+  expect_status("report unknown", pc_ls_session_report(ls, other_epoch_id(ls, 2), 1, &err),
+                &err, PC_NOT_FOUND);
+  expect_status("report 0", pc_ls_session_report(ls, 0, 1, &err), &err, PC_NOT_FOUND);
+  expect_status("report NULL", pc_ls_session_report(NULL, b, 1, &err), &err, PC_INVALID);
+  assert_int_equal(pc_ls_session_report(ls, 0, 1, NULL), PC_NOT_FOUND);
+  size_t unreported = 7;
+  assert_true(pc_ls_oldest_reported(NULL, &unreported) == UINT64_MAX);
+  assert_int_equal(unreported, 0);
+
+  /* So does the report of a session whose connection closed. */
+  expect_status("bind", pc_ls_session_bind(ls, b, 77, &err), &err, PC_OK);
+  assert_int_equal(pc_ls_connection_closed(ls, 77), 1);
+  expect_oldest(ls, UINT64_MAX, 0);
+
+  /* And an expired session's, reaped by pc_ls_oldest_reported itself: poll
+   * it alone (no liveness or count call does the reaping). */
+  uint64_t shortlived = open_session(ls, 200);
+  report(ls, shortlived, 10);
+  report(ls, c, 400);
+  unsigned polls = 0;
+  while (pc_ls_oldest_reported(ls, NULL) == 10 && polls++ < MAX_POLLS) pc_sleep_ms(POLL_MS);
+  expect_oldest(ls, 400, 0);
+  assert_int_equal(pc_ls_session_liveness(ls, shortlived), PC_LS_DEAD);
+  expect_status("report expired", pc_ls_session_report(ls, shortlived, 1, &err), &err,
+                PC_NOT_FOUND);
+
+  /* An unreported session that expires stops being counted. */
+  uint64_t silent = open_session(ls, 30);
+  (void)silent;
+  polls = 0;
+  for (;;) {
+    pc_ls_oldest_reported(ls, &unreported);
+    if (unreported == 0 || polls++ >= MAX_POLLS) break;
+    pc_sleep_ms(POLL_MS);
+  }
+  expect_oldest(ls, 400, 0);
   assert_int_equal(pc_ls_session_count(ls), 1);
   pc_ls_destroy(ls);
 }
@@ -482,6 +575,27 @@ static pc_buf_t body_session_name(uint64_t s, const char *name, size_t n) {
   return b;
 }
 
+/* A keep-alive: the session and its report. */
+static pc_buf_t body_keepalive(uint64_t s, uint64_t oldest) {
+  pc_buf_t b = body_u64(s);
+  assert_int_equal(pc_buf_u64(&b, oldest), 0);
+  return b;
+}
+
+/* Asks the handler for OLDEST; checks the reply's length. */
+static uint64_t handler_oldest(pc_ls_t *ls, size_t *unreported) {
+  pc_error_t err;
+  pc_buf_t reply = {0};
+  expect_status("oldest", call(ls, PC_LS_OP_OLDEST, NULL, &reply, &err), &err, PC_OK);
+  assert_int_equal(reply.len, 16);
+  pc_rd_t r = {reply.p, reply.len, 0, 1};
+  uint64_t oldest = pc_rd_u64(&r);
+  *unreported = (size_t)pc_rd_u64(&r);
+  assert_true(r.ok && r.pos == r.len);
+  pc_buf_free(&reply);
+  return oldest;
+}
+
 static void test_handler_ops(void **state) {
   (void)state;
   pc_ls_t *ls = pc_ls_create();
@@ -498,10 +612,12 @@ static void test_handler_ops(void **state) {
   assert_int_equal(pc_ls_session_liveness(ls, s), PC_LS_ALIVE);
   pc_buf_free(&body);
 
-  /* keepalive, liveness */
-  body = body_u64(s);
+  /* keepalive (with its report), liveness */
+  body = body_keepalive(s, UINT64_MAX);
   expect_status("keepalive", call(ls, PC_LS_OP_KEEPALIVE, &body, &reply, &err), &err, PC_OK);
   assert_int_equal(reply.len, 0);
+  pc_buf_free(&body);
+  body = body_u64(s);
   expect_status("liveness", call(ls, PC_LS_OP_LIVENESS, &body, &reply, &err), &err, PC_OK);
   assert_int_equal(reply.len, 1);
   assert_int_equal((uint8_t)reply.p[0], PC_LS_ALIVE);
@@ -509,6 +625,8 @@ static void test_handler_ops(void **state) {
   body = body_u64(other_epoch_id(ls, 5));
   expect_status("liveness other", call(ls, PC_LS_OP_LIVENESS, &body, &reply, &err), &err, PC_OK);
   assert_int_equal((uint8_t)reply.p[0], PC_LS_UNKNOWN);
+  pc_buf_free(&body);
+  body = body_keepalive(other_epoch_id(ls, 5), 7);
   expect_status("keepalive other", call(ls, PC_LS_OP_KEEPALIVE, &body, &reply, &err), &err,
                 PC_NOT_FOUND);
   pc_buf_free(&body);
@@ -562,12 +680,13 @@ static void test_handler_ops(void **state) {
 }
 
 /* Each well-formed request of every op, for the malformation tests. */
-static size_t valid_requests(uint64_t s, uint8_t ops[8], pc_buf_t bodies[8]) {
-  memset(bodies, 0, 8 * sizeof *bodies);
+#define N_OPS 9
+static size_t valid_requests(uint64_t s, uint8_t ops[N_OPS], pc_buf_t bodies[N_OPS]) {
+  memset(bodies, 0, N_OPS * sizeof *bodies);
   ops[0] = PC_LS_OP_SESSION_OPEN;
   pc_buf_u32(&bodies[0], 1000);
   ops[1] = PC_LS_OP_KEEPALIVE;
-  bodies[1] = body_u64(s);
+  bodies[1] = body_keepalive(s, 42);
   ops[2] = PC_LS_OP_SESSION_CLOSE;
   bodies[2] = body_u64(s + 12345); /* unknown: NOT_FOUND, keeps s open */
   ops[3] = PC_LS_OP_LIVENESS;
@@ -579,7 +698,8 @@ static size_t valid_requests(uint64_t s, uint8_t ops[8], pc_buf_t bodies[8]) {
   ops[6] = PC_LS_OP_LOCK_HOLDER;
   pc_buf_str(&bodies[6], "name", 4);
   ops[7] = PC_LS_OP_INFO;
-  return 8;
+  ops[8] = PC_LS_OP_OLDEST;
+  return N_OPS;
 }
 
 static void test_handler_malformed(void **state) {
@@ -589,8 +709,8 @@ static void test_handler_malformed(void **state) {
   pc_error_t err;
   pc_buf_t reply = {0};
   uint64_t s = open_session(ls, 60000);
-  uint8_t ops[8];
-  pc_buf_t bodies[8];
+  uint8_t ops[N_OPS];
+  pc_buf_t bodies[N_OPS];
   size_t n = valid_requests(s, ops, bodies);
 
   for (size_t i = 0; i < n; i++) {
@@ -646,7 +766,7 @@ static void test_handler_malformed(void **state) {
   free(big);
 
   /* Unknown ops, including the rpc layer's reserved ones. */
-  uint8_t unknown[] = {0x00, PC_RPC_OP_HELLO, PC_RPC_OP_PING, 0x0f, 0x18, 0x7f, 0x80, 0xff};
+  uint8_t unknown[] = {0x00, PC_RPC_OP_HELLO, PC_RPC_OP_PING, 0x0f, 0x19, 0x7f, 0x80, 0xff};
   for (size_t i = 0; i < sizeof unknown; i++) {
     expect_status("unknown op", call(ls, unknown[i], &bodies[1], &reply, &err), &err, PC_INVALID);
     assert_non_null(strstr(err.text, "unknown op"));
@@ -660,7 +780,7 @@ static void test_handler_malformed(void **state) {
   char junk[64];
   for (int round = 0; round < 20000; round++) {
     uint8_t op = (uint8_t)(ct_rand(&seed) & 0xff);
-    if (round % 2) op = (uint8_t)(PC_LS_OP_SESSION_OPEN + ct_rand(&seed) % 8);
+    if (round % 2) op = (uint8_t)(PC_LS_OP_SESSION_OPEN + ct_rand(&seed) % N_OPS);
     size_t len = ct_rand(&seed) % sizeof junk;
     for (size_t k = 0; k < len; k++) junk[k] = (char)ct_rand(&seed);
     if (len >= 8 && round % 3 == 0) memcpy(junk, bodies[1].p, 8); /* a real session id */
@@ -671,6 +791,83 @@ static void test_handler_malformed(void **state) {
     if (st != PC_OK && err.text[0] == '\0') fail_msg("op 0x%02x: empty message", op);
   }
   for (size_t i = 0; i < n; i++) pc_buf_free(&bodies[i]);
+  pc_buf_free(&reply);
+  pc_ls_destroy(ls);
+}
+
+/* KEEPALIVE records its report, OLDEST answers the minimum; a keep-alive in
+ * the old format (the session alone) is refused as truncated. */
+static void test_handler_oldest(void **state) {
+  (void)state;
+  pc_ls_t *ls = pc_ls_create();
+  assert_non_null(ls);
+  pc_error_t err;
+  pc_buf_t body = {0}, reply = {0};
+  size_t unreported = 99;
+  assert_true(handler_oldest(ls, &unreported) == UINT64_MAX);
+  assert_int_equal(unreported, 0);
+  uint64_t a = open_session(ls, 60000), b = open_session(ls, 60000);
+  assert_true(handler_oldest(ls, &unreported) == UINT64_MAX);
+  assert_int_equal(unreported, 2);
+
+  body = body_keepalive(a, 1000);
+  expect_status("keepalive a", call(ls, PC_LS_OP_KEEPALIVE, &body, &reply, &err), &err, PC_OK);
+  assert_int_equal(reply.len, 0);
+  pc_buf_free(&body);
+  assert_true(handler_oldest(ls, &unreported) == 1000);
+  assert_int_equal(unreported, 1);
+  assert_true(pc_ls_oldest_reported(ls, NULL) == 1000); /* the same state as in-process */
+
+  body = body_keepalive(b, 0x0102030405060708ull); /* all eight bytes travel */
+  expect_status("keepalive b", call(ls, PC_LS_OP_KEEPALIVE, &body, &reply, &err), &err, PC_OK);
+  pc_buf_free(&body);
+  assert_true(handler_oldest(ls, &unreported) == 1000);
+  assert_int_equal(unreported, 0);
+  body = body_keepalive(a, UINT64_MAX);
+  expect_status("keepalive a none", call(ls, PC_LS_OP_KEEPALIVE, &body, &reply, &err), &err,
+                PC_OK);
+  pc_buf_free(&body);
+  assert_true(handler_oldest(ls, &unreported) == 0x0102030405060708ull);
+
+  /* The old format: refused, and it neither keeps alive nor reports. */
+  body = body_u64(b);
+  expect_status("old keepalive", call(ls, PC_LS_OP_KEEPALIVE, &body, &reply, &err), &err,
+                PC_INVALID);
+  assert_non_null(strstr(err.text, "keepalive"));
+  assert_non_null(strstr(err.text, "truncated"));
+  pc_buf_free(&body);
+  assert_true(handler_oldest(ls, &unreported) == 0x0102030405060708ull);
+
+  /* A dead session's keep-alive reports nothing. */
+  expect_status("close b", pc_ls_session_close(ls, b, &err), &err, PC_OK);
+  body = body_keepalive(b, 5);
+  expect_status("keepalive closed", call(ls, PC_LS_OP_KEEPALIVE, &body, &reply, &err), &err,
+                PC_NOT_FOUND);
+  pc_buf_free(&body);
+  assert_true(handler_oldest(ls, &unreported) == UINT64_MAX);
+  assert_int_equal(unreported, 0);
+
+  /* OLDEST takes no body at all; a NULL body with a length is refused. */
+  pc_buf_u8(&body, 0);
+  expect_status("oldest trailing", call(ls, PC_LS_OP_OLDEST, &body, &reply, &err), &err,
+                PC_INVALID);
+  assert_non_null(strstr(err.text, "oldest"));
+  assert_non_null(strstr(err.text, "trailing"));
+  pc_buf_free(&body);
+  body = body_u64(a);
+  expect_status("oldest with a session", call(ls, PC_LS_OP_OLDEST, &body, &reply, &err), &err,
+                PC_INVALID);
+  pc_buf_free(&body);
+  expect_status("oldest NULL body", pc_ls_rpc_handler(ls, PC_LS_OP_OLDEST, NULL, 8, &reply, &err),
+                &err, PC_INVALID);
+  /* A keep-alive with more than the report. */
+  body = body_keepalive(a, 5);
+  pc_buf_u64(&body, 6);
+  expect_status("keepalive long", call(ls, PC_LS_OP_KEEPALIVE, &body, &reply, &err), &err,
+                PC_INVALID);
+  assert_non_null(strstr(err.text, "8 trailing bytes"));
+  pc_buf_free(&body);
+  assert_true(handler_oldest(ls, &unreported) == UINT64_MAX); /* a still reports none */
   pc_buf_free(&reply);
   pc_ls_destroy(ls);
 }
@@ -994,12 +1191,220 @@ static void test_net_concurrent(void **state) {
   lockd_stop(&d);
 }
 
+/* ---- reports over the network ---------------------------------------------- */
+
+typedef struct value_reporter {
+  _Atomic uint64_t value;
+  atomic_uint calls;
+} value_reporter_t;
+
+static uint64_t value_report(void *ctx) {
+  value_reporter_t *r = ctx;
+  atomic_fetch_add(&r->calls, 1);
+  return atomic_load(&r->value);
+}
+
+/* Polls OLDEST through c until it answers want and want_unreported. */
+static void wait_oldest(pc_ls_client_t *c, uint64_t want, size_t want_unreported) {
+  uint64_t got = 0;
+  size_t unreported = 0;
+  pc_error_t err;
+  for (unsigned i = 0; i < MAX_POLLS; i++) {
+    expect_status("client oldest",
+                  pc_ls_client_oldest(c, NET_TIMEOUT_MS, &got, &unreported, &err), &err, PC_OK);
+    if (got == want && unreported == want_unreported) return;
+    pc_sleep_ms(POLL_MS);
+  }
+  fail_msg("OLDEST answers %" PRIu64 " (%zu unreported), want %" PRIu64 " (%zu unreported)",
+           got, unreported, want, want_unreported);
+}
+
+/* Keep-alives carry the reporter's value: at once for a new session or a new
+ * reporter (the slow clients' period is 20 s, far beyond the poll bound), and
+ * every period for a changed value; a session's report leaves with it. */
+static void test_net_reporter(void **state) {
+  (void)state;
+  lockd_t d;
+  lockd_start(&d, 0, NULL);
+  pc_error_t err;
+
+  /* Without a reporter a client reports UINT64_MAX, right after opening. */
+  pc_ls_client_t *asker = client(&d, 0, NULL, 60000);
+  wait_session(asker, 0);
+  wait_oldest(asker, UINT64_MAX, 0);
+  pc_ls_client_t *slow = client(&d, 0, NULL, 60000);
+  uint64_t s = wait_session(slow, 0);
+  wait_oldest(asker, UINT64_MAX, 0);
+
+  /* Setting a reporter sends its value at once. */
+  value_reporter_t r1, r2;
+  atomic_init(&r1.value, 1000);
+  atomic_init(&r1.calls, 0);
+  atomic_init(&r2.value, 2000);
+  atomic_init(&r2.calls, 0);
+  pc_ls_client_set_reporter(slow, value_report, &r1);
+  wait_oldest(asker, 1000, 0);
+  assert_true(atomic_load(&r1.calls) >= 1);
+  size_t unreported = 9;
+  assert_true(pc_ls_oldest_reported(d.ls, &unreported) == 1000);
+  assert_int_equal(unreported, 0);
+
+  /* A value the test changes shows after the next keep-alive. */
+  pc_ls_client_t *fast = client(&d, 0, NULL, 600);
+  wait_session(fast, 0);
+  pc_ls_client_set_reporter(fast, value_report, &r2);
+  wait_oldest(asker, 1000, 0);
+  atomic_store(&r2.value, 700);
+  wait_oldest(asker, 700, 0);
+  atomic_store(&r2.value, 5000); /* its transaction ended: the minimum rises */
+  wait_oldest(asker, 1000, 0);
+  atomic_store(&r2.value, 3);
+  wait_oldest(fast, 3, 0); /* any client may ask */
+  pc_ls_client_set_reporter(fast, NULL, NULL); /* back to reporting none */
+  wait_oldest(asker, 1000, 0);
+
+  /* lockd loses the session: its report goes with it; the renewed session
+   * reports at once. */
+  expect_status("server-side close", pc_ls_session_close(d.ls, s, &err), &err, PC_OK);
+  assert_true(pc_ls_oldest_reported(d.ls, &unreported) == UINT64_MAX);
+  int acquired = -1;
+  pc_status_t st = pc_ls_client_lock_try(slow, "renew", 5, NET_TIMEOUT_MS, &acquired, NULL, &err);
+  assert_true(st == PC_NOT_FOUND || st == PC_OK);
+  uint64_t s2 = wait_session(slow, s);
+  wait_oldest(asker, 1000, 0);
+  assert_int_equal(pc_ls_session_liveness(d.ls, s2), PC_LS_ALIVE);
+
+  /* Destroying the client closes the session, and its report with it; the
+   * reporter is not called once destroy has returned. */
+  pc_ls_client_destroy(slow);
+  assert_true(pc_ls_oldest_reported(d.ls, &unreported) == UINT64_MAX);
+  assert_int_equal(unreported, 0);
+  unsigned calls = atomic_load(&r1.calls);
+  pc_sleep_ms(50);
+  assert_int_equal(atomic_load(&r1.calls), calls);
+
+  /* lockd down: the question fails with the rpc status, naming lockd. */
+  uint16_t port = d.port;
+  lockd_stop(&d);
+  uint64_t oldest = 5;
+  expect_status("oldest while down", pc_ls_client_oldest(asker, 500, &oldest, &unreported, &err),
+                &err, PC_UNAVAILABLE);
+  char where[32];
+  snprintf(where, sizeof where, "127.0.0.1:%u", (unsigned)port);
+  assert_non_null(strstr(err.text, where));
+  assert_true(oldest == 5);
+  expect_status("oldest NULL", pc_ls_client_oldest(NULL, 500, &oldest, NULL, &err), &err,
+                PC_INVALID);
+  pc_ls_client_set_reporter(NULL, value_report, &r1);
+  pc_ls_client_destroy(fast);
+  pc_ls_client_destroy(asker);
+}
+
+/* A reporter held inside a call by the test: replacing it, and destroying
+ * the client, wait for that call to return; other calls do not. */
+typedef struct gate {
+  atomic_int entered; /* calls begun */
+  atomic_int open;    /* 0: a call waits until the test opens the gate */
+  atomic_int left;    /* the sequence number when the latest call returned */
+  atomic_int *seq;
+  uint64_t value;
+} gate_t;
+
+static uint64_t gate_report(void *ctx) {
+  gate_t *g = ctx;
+  atomic_fetch_add(&g->entered, 1);
+  while (!atomic_load(&g->open)) pc_sleep_ms(1);
+  atomic_store(&g->left, atomic_fetch_add(g->seq, 1) + 1);
+  return g->value;
+}
+
+typedef struct gate_job {
+  pc_ls_client_t *c;
+  value_reporter_t *next; /* NULL: destroy the client */
+  atomic_int done;        /* the sequence number when the call returned */
+  atomic_int *seq;
+} gate_job_t;
+
+static void *gate_job_main(void *arg) {
+  gate_job_t *j = arg;
+  if (j->next)
+    pc_ls_client_set_reporter(j->c, value_report, j->next);
+  else
+    pc_ls_client_destroy(j->c);
+  atomic_store(&j->done, atomic_fetch_add(j->seq, 1) + 1);
+  return NULL;
+}
+
+static void wait_entered(gate_t *g) {
+  for (unsigned i = 0; i < MAX_POLLS && atomic_load(&g->entered) == 0; i++) pc_sleep_ms(POLL_MS);
+  if (atomic_load(&g->entered) == 0) fail_msg("the reporter was not called");
+}
+
+static void test_net_reporter_ordering(void **state) {
+  (void)state;
+  lockd_t d;
+  lockd_start(&d, 0, NULL);
+  atomic_int seq;
+  atomic_init(&seq, 0);
+  gate_t g1 = {0}, g2 = {0};
+  g1.seq = g2.seq = &seq;
+  g1.value = 11;
+  g2.value = 22;
+  value_reporter_t r;
+  atomic_init(&r.value, 77);
+  atomic_init(&r.calls, 0);
+  pc_ls_client_t *c = client(&d, 0, NULL, 10000);
+  uint64_t s = wait_session(c, 0);
+  pc_ls_client_set_reporter(c, gate_report, &g1); /* returns; the thread then blocks in it */
+  wait_entered(&g1);
+
+  /* Callers do not wait for the reporter. */
+  assert_true(pc_ls_client_session(c) == s);
+  uint64_t oldest = 0;
+  size_t unreported = 0;
+  pc_error_t err;
+  expect_status("oldest meanwhile",
+                pc_ls_client_oldest(c, NET_TIMEOUT_MS, &oldest, &unreported, &err), &err, PC_OK);
+  assert_int_equal(pc_ls_client_liveness(c, s, NET_TIMEOUT_MS), PC_LS_ALIVE);
+
+  /* Replacing it waits for the call in progress. */
+  gate_job_t j = {c, &r, 0, &seq};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, gate_job_main, &j), 0);
+  pc_sleep_ms(50);
+  assert_int_equal(atomic_load(&j.done), 0);
+  atomic_store(&g1.open, 1);
+  pthread_join(t, NULL);
+  assert_true(atomic_load(&g1.left) != 0 && atomic_load(&g1.left) < atomic_load(&j.done));
+  wait_oldest(c, 77, 0);
+  int entered = atomic_load(&g1.entered);
+  pc_sleep_ms(50);
+  assert_int_equal(atomic_load(&g1.entered), entered); /* never called again */
+
+  /* Destroy waits for the call in progress too, then nothing calls it. */
+  pc_ls_client_set_reporter(c, gate_report, &g2);
+  wait_entered(&g2);
+  gate_job_t k = {c, NULL, 0, &seq};
+  assert_int_equal(pthread_create(&t, NULL, gate_job_main, &k), 0);
+  pc_sleep_ms(50);
+  assert_int_equal(atomic_load(&k.done), 0);
+  atomic_store(&g2.open, 1);
+  pthread_join(t, NULL);
+  assert_true(atomic_load(&g2.left) != 0 && atomic_load(&g2.left) < atomic_load(&k.done));
+  entered = atomic_load(&g2.entered);
+  pc_sleep_ms(50);
+  assert_int_equal(atomic_load(&g2.entered), entered);
+  assert_int_equal(pc_ls_session_liveness(d.ls, s), PC_LS_DEAD);
+  lockd_stop(&d);
+}
+
 int main(void) {
   pc_log_set_level(PC_LOG_WARN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_session_lifecycle),
       cmocka_unit_test(test_keepalive_extends),
       cmocka_unit_test(test_expiry_releases_locks),
+      cmocka_unit_test(test_session_report),
       cmocka_unit_test(test_locks_exclusive),
       cmocka_unit_test(test_liveness_epochs),
       cmocka_unit_test(test_limits),
@@ -1007,12 +1412,15 @@ int main(void) {
       cmocka_unit_test(test_concurrent_locks),
       cmocka_unit_test(test_handler_ops),
       cmocka_unit_test(test_handler_malformed),
+      cmocka_unit_test(test_handler_oldest),
       cmocka_unit_test(test_net_sessions_and_locks),
       cmocka_unit_test(test_net_keepalive_and_renewal),
       cmocka_unit_test(test_net_lockd_down_and_restart),
       cmocka_unit_test(test_net_client_before_lockd),
       cmocka_unit_test(test_net_secret_and_arguments),
       cmocka_unit_test(test_net_concurrent),
+      cmocka_unit_test(test_net_reporter),
+      cmocka_unit_test(test_net_reporter_ordering),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
