@@ -1004,9 +1004,8 @@ int main(int argc, char **argv) {
   }
 
   /* Warm-up (not reported): a round's worth of reads on each side faults in
-   * the stores' pages and fills the caches. A tenth of a round left the first
-   * read round low every time (0.59-0.78 against 0.80-0.88 for the others):
-   * the transactional side touched more cold pages. */
+   * the stores' pages and fills the caches. A shorter warm-up leaves the
+   * first read round low: the transactional side touches more cold pages. */
   result_t warm;
   uint64_t wops = b.p.read_ops;
   if (b.p.only < 0 || b.p.only == PH_RAW_GET || b.p.only == PH_TXN_READ) {

@@ -81,13 +81,12 @@ static void make_key(enum layout l, uint64_t i, lkey_t *k) {
 }
 
 /* The value stored under layout l: the value itself, or the meta record of
- * a one-row put holding it inline (commit_ts of this millisecond). */
+ * a put holding it inline (commit_ts of this millisecond). */
 static int make_value(enum layout l, const char *v, size_t n, uint64_t commit_ts, pc_buf_t *out) {
   out->len = 0;
   if (l == L_RAW_ROW || l == L_RAW_CELL) return pc_buf_append(out, v, n);
   pc_meta_t m = {0};
   m.has_head = 1;
-  m.head_one_row = 1;
   m.head = (pc_write_rec_t){PC_WRITE_PUT, commit_ts - 3, commit_ts, PC_VALUE_INLINE, v, n};
   m.latest_any = commit_ts;
   return pc_meta_encode(&m, out);

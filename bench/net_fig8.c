@@ -13,7 +13,7 @@
  *           run on the I/O thread
  *   tablet  pc_tablet_rpc_handler over pc_local_store_open (one tablet owning
  *           every row), taking its timestamps (one-phase commit_ts, GET_FRESH
- *           read_ts, blind spares) from the same oracle directly — what
+ *           read_ts) from the same oracle directly — what
  *           `percolator run` serves
  *   raw     this file's handler: op 0x10 GET (body: key) answers leveldb_get,
  *           op 0x11 PUT (body: u32 key length, key, value) does leveldb_put
@@ -29,9 +29,8 @@
  *                         with --lazy-start 1 one (GET_FRESH: the tablet
  *                         takes the timestamp from its oracle)
  *   transactional write = pc_txn_begin + pc_txn_set + pc_txn_commit: the
- *                         one-phase commit, two round trips (tso, ONE_PHASE);
- *                         with --lazy-start 1 one (ONE_PHASE_BLIND: the id is
- *                         the spare timestamp of the previous reply);
+ *                         one-phase commit, two round trips (tso, ONE_PHASE),
+ *                         with --lazy-start too (start_ts is taken at commit);
  *                         a PC_CONFLICT is counted and retried
  *   raw get / put       = one pc_rpc_call each
  *
@@ -368,7 +367,7 @@ static int run_phase(bench_t *b, enum phase ph, int n, double seconds, uint64_t 
 
 static int preload(bench_t *b, const char *store_path) {
   pc_error_t e;
-  pc_local_options_t lo = {1, 0, 32u << 20, 0, 0};
+  pc_local_options_t lo = {1, 0, 32u << 20, 0};
   pc_store_t *s = pc_local_store_open(store_path, &lo, &e);
   if (!s) {
     fprintf(stderr, "net_fig8: store %s: %s\n", store_path, e.text);
@@ -455,7 +454,7 @@ static int setup(bench_t *b, json_t *info) {
   json_object_set_new(info, "preload_s", json_real(t1 - t0));
   json_object_set_new(info, "compact_s", json_real(t2 - t1));
 
-  pc_local_options_t lo = {0, b->p.sync, 32u << 20, 32u << 20, 0};
+  pc_local_options_t lo = {0, b->p.sync, 32u << 20, 32u << 20};
   pc_store_t *s = pc_local_store_open(store_path, &lo, &e);
   if (!s) {
     fprintf(stderr, "net_fig8: store %s: %s\n", store_path, e.text);
@@ -534,8 +533,7 @@ static void usage(FILE *f) {
           "  --sync 0|1        fsync every write on both sides (default 0)\n"
           "  --workers N       handler threads of each rpc server (default 4)\n"
           "  --lazy-start 0|1  the client takes start timestamps at first use (store.lazy_start):\n"
-          "                    a read's comes from the tablet (GET_FRESH), a one-row write\n"
-          "                    commits blind (ONE_PHASE_BLIND)\n"
+          "                    a read's comes from the tablet (GET_FRESH)\n"
           "                    (default 0)\n"
           "  --seed N          (default 42)\n"
           "  --dir D           parent of the temporary directory (default /tmp)\n"

@@ -661,6 +661,9 @@ static pc_status_t get_endpoint(vctx_t *c, const json_t *v, int32_t n, pc_endpoi
  * order, which indexing known; an unknown key is an error. */
 typedef pc_status_t (*field_fn)(vctx_t *c, void *dst, int which, const json_t *v, int32_t n);
 
+/* How many keys a key table lists. */
+#define NKEYS(a) ((int)(sizeof(a) / sizeof(a)[0]))
+
 static pc_status_t walk(vctx_t *c, const json_t *obj, int32_t node, const char *const *known,
                         size_t nknown, field_fn field, void *dst) {
   const char *key;
@@ -705,7 +708,8 @@ static pc_status_t log_field(vctx_t *c, void *dst, int which, const json_t *v, i
 
 static const char *const store_keys[] = {"sync",       "cache_mb",         "lock_ttl_ms",
                                          "timeout_ms", "one_phase_commit", "lazy_start",
-                                         "meta_cache_mb", "keep_history", "kept_versions_mb"};
+                                         "meta_cache_mb", "gc_interval_ms", "gc_rate",
+                                         "gc_lifetime_ms"};
 
 static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -717,8 +721,9 @@ static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v,
     case 4: return get_bool(c, v, n, &cfg->store.one_phase_commit);
     case 5: return get_bool(c, v, n, &cfg->store.lazy_start);
     case 6: return get_uint(c, v, n, 0, 65536, &cfg->store.meta_cache_mb);
-    case 7: return get_bool(c, v, n, &cfg->store.keep_history);
-    default: return get_uint(c, v, n, 0, 65536, &cfg->store.kept_versions_mb);
+    case 7: return get_uint(c, v, n, 0, 86400000, &cfg->store.gc_interval_ms);
+    case 8: return get_uint(c, v, n, 0, 100000000, &cfg->store.gc_rate);
+    default: return get_uint(c, v, n, 1000, 86400000, &cfg->store.gc_lifetime_ms);
   }
 }
 
@@ -933,18 +938,18 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
     case 1: return get_str(c, v, n, &cfg->secret);
     case 2:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
-      return walk(c, v, n, log_keys, 1, log_field, cfg);
+      return walk(c, v, n, log_keys, NKEYS(log_keys), log_field, cfg);
     case 3:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
-      return walk(c, v, n, store_keys, 9, store_field, cfg);
+      return walk(c, v, n, store_keys, NKEYS(store_keys), store_field, cfg);
     case 4:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->tso.set = 1;
-      return walk(c, v, n, tso_keys, 4, tso_field, cfg);
+      return walk(c, v, n, tso_keys, NKEYS(tso_keys), tso_field, cfg);
     case 5:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->lockservice.set = 1;
-      return walk(c, v, n, lockservice_keys, 3, lockservice_field, cfg);
+      return walk(c, v, n, lockservice_keys, NKEYS(lockservice_keys), lockservice_field, cfg);
     default: return parse_tablets(c, cfg, v, n);
   }
 }
@@ -964,7 +969,9 @@ pc_config_t *pc_config_default(void) {
   cfg->store.sync = 0;
   cfg->store.cache_mb = 32;
   cfg->store.meta_cache_mb = 32;
-  cfg->store.kept_versions_mb = 64;
+  cfg->store.gc_interval_ms = 60000;
+  cfg->store.gc_rate = 100000;
+  cfg->store.gc_lifetime_ms = 60000;
   cfg->store.lock_ttl_ms = 3000;
   cfg->store.timeout_ms = 10000;
   cfg->store.one_phase_commit = 1;

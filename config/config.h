@@ -12,8 +12,12 @@
  *   "store":     { "sync": bool [false], "cache_mb": int 0..65536 [32],
  *                  "lock_ttl_ms": int 1..3600000 [3000], "timeout_ms": int 1..3600000 [10000],
  *                  "one_phase_commit": bool [true], "lazy_start": bool [false],
- *                  "meta_cache_mb": int 0..65536 [32], "keep_history": bool [false],
- *                  "kept_versions_mb": int 0..65536 [64] }
+ *                  "meta_cache_mb": int 0..65536 [32],
+ *                  "gc_interval_ms": int 0..86400000 [60000] (embedded; 0: only `percolator gc`),
+ *                  "gc_rate": int 0..100000000 [100000] (keys deleted per second; 0: no bound),
+ *                  "gc_lifetime_ms": int 1000..86400000 [60000] (cluster: the safe
+ *                  point stays this far behind the oracle, besides the oldest
+ *                  snapshot clients report; keep it above lockservice.session_ttl_ms) }
  *   "tso":       { "listen": "host:port", "http": "host:port",
  *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
  *   "lockservice": { "listen": "host:port", "http": "host:port",
@@ -65,8 +69,9 @@ typedef struct pc_config {
     int sync;
     uint32_t cache_mb;
     uint32_t meta_cache_mb;
-    uint32_t kept_versions_mb;
-    int keep_history;
+    uint32_t gc_interval_ms;
+    uint32_t gc_rate;
+    uint32_t gc_lifetime_ms;
     uint32_t lock_ttl_ms;
     uint32_t timeout_ms;
     int one_phase_commit;

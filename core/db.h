@@ -29,17 +29,32 @@ struct pc_options {
   int lazy_start;
   size_t cache_bytes;
   size_t meta_cache_bytes;
-  size_t kept_versions_bytes;
-  int keep_history;
+  uint32_t gc_interval_ms; /* embedded: background GC period (0: none) */
+  uint32_t gc_rate;        /* keys a GC pass deletes per second at most (0: no bound) */
+  uint32_t gc_lifetime_ms; /* cluster: the safe point stays this far behind the oracle */
 };
+
+/* A transaction while it is open, in its database's list (core/gc.c): its
+ * start_ts bounds the GC safe point, and while it commits, its primary is
+ * kept alive by the heartbeat. */
+typedef struct pc_open_txn {
+  struct pc_open_txn *prev, *next; /* under the db's open_mu */
+  int linked;                      /* the owner's own note (read by no other thread) */
+  /* start_ts, or while it is being taken a lower bound of it (the db's
+   * ts_floor when the entry was linked) */
+  _Atomic uint64_t ts;
+  /* set by the transaction while it holds locks (under open_mu): */
+  const pc_cell_t *primary; /* NULL when it holds none */
+  uint64_t start_mono_ms;   /* when start_ts was taken (client clock) */
+} pc_open_txn_t;
 
 struct pc_db {
   char *dir;                 /* embedded: the data directory; cluster: NULL */
   pc_options_t opts;
   pc_store_t *store;
   pc_oracle_t *oracle;       /* embedded oracle, or NULL with a remote one */
-  /* cluster mode (db_cluster.c); NULL when embedded, so that embedded users
-   * of the library do not link the network code */
+  /* cluster mode (tablet/db_cluster.c); NULL when embedded, so that embedded
+   * users of the library do not link the network code */
   struct pc_rpc_client *tso; /* the oracle daemon */
   struct pc_ls_client *ls;   /* the lock service (NULL: TTLs only) */
   void (*cluster_close)(pc_db_t *db);
@@ -47,50 +62,66 @@ struct pc_db {
   pc_ts_batcher_t *batcher;  /* cluster: timestamps from the daemon, one request in flight */
   pc_liveness_t liveness;
   uint64_t session;
-  /* lazy_start: fresh timestamps handed back by blind one-phase commits,
-   * each used once as the id of a later one (0: empty slot) */
-  _Atomic uint64_t spare_ts[8];
-  /* embedded: the start_ts of every open transaction, so that the store can
-   * drop versions no snapshot can read (snapshots_in_use). Each registration
-   * is a slot of snap_slot, claimed and released without a lock (0: free,
-   * UINT64_MAX: a timestamp being taken); slots below snap_high may be in
-   * use. When every slot is taken, registrations go to the sorted overflow
-   * array under snap_mu. */
-  _Atomic uint64_t *snap_slot;
-  _Atomic uint32_t snap_high;
-  _Atomic size_t nsnap; /* registrations in the overflow array */
-  pthread_mutex_t snap_mu;
-  uint64_t *snap;
-  size_t capsnap;
-  int snap_tracked; /* the registry is in use (embedded, keep_history off) */
+
+  /* open transactions, oldest first by link order (not by ts) */
+  pthread_mutex_t open_mu;
+  pc_open_txn_t open;        /* sentinel of the circular list */
+  size_t nopen;
+  /* every timestamp this client takes from now on is above it (the one the
+   * last GC pass took), 0 at first */
+  _Atomic uint64_t ts_floor;
+
+  /* background work (core/gc.c): the heartbeat of committing transactions,
+   * and, embedded, periodic garbage collection */
+  pthread_mutex_t bg_mu;
+  pthread_cond_t bg_cv;
+  pthread_t bg_thread;
+  int bg_running, bg_stop;
+  uint64_t next_gc_ms;
+  /* cluster: the highest safe point other clients allow, given a fresh
+   * timestamp now (NULL: now) */
+  uint64_t (*gc_bound)(pc_db_t *db, uint64_t now);
+  pthread_mutex_t gc_mu;     /* one pass at a time */
+  pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
+  uint64_t gc_passes;
 };
 
-/* The handle of a registration (pc_db_snapshot_take, pc_db_snapshot_hold). */
-typedef uint32_t pc_snap_slot_t;
-#define PC_SNAP_NONE UINT32_MAX /* nothing registered (the database does not track) */
+/* A database handle with opts and empty lists, for pc_db_open and the
+ * cluster client to fill; NULL when out of memory. Release with pc_db_close. */
+pc_db_t *pc_db_alloc(const pc_options_t *opts);
 
-/* A start timestamp for a snapshot: from the oracle, and registered (when
- * the database tracks snapshots) in the same step, so that no version it can
- * read is collected. Release it with pc_db_snapshot_release(*slot, *ts). */
-pc_status_t pc_db_snapshot_take(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts,
-                                pc_snap_slot_t *slot, pc_error_t *err);
-void pc_db_snapshot_release(pc_db_t *db, pc_snap_slot_t slot, uint64_t ts);
-/* Registers ts, a timestamp taken earlier (a blind commit's id), until
- * pc_db_snapshot_release: versions it commits are not collected before its
- * transaction has settled them. */
-pc_status_t pc_db_snapshot_hold(pc_db_t *db, uint64_t ts, pc_snap_slot_t *slot, pc_error_t *err);
+/* Links e into db's open transactions and takes its start_ts (*ts). PC_OK:
+ * e->ts is the start_ts; otherwise e is unlinked. Unlink with
+ * pc_db_close_txn. */
+pc_status_t pc_db_open_txn(pc_db_t *db, pc_open_txn_t *e, uint32_t timeout_ms, uint64_t *ts,
+                           pc_error_t *err);
+/* pc_db_open_txn in two steps, for a start_ts taken elsewhere (a tablet's
+ * get_fresh): link first (e->ts holds a lower bound meanwhile, so the GC
+ * never passes the timestamp about to be taken), then record it. */
+void pc_db_link_txn(pc_db_t *db, pc_open_txn_t *e);
+void pc_db_txn_started(pc_open_txn_t *e, uint64_t ts);
+void pc_db_close_txn(pc_db_t *db, pc_open_txn_t *e);
+/* Marks e as holding locks with primary (NULL: none any more), for the heartbeat. */
+void pc_db_txn_locking(pc_db_t *db, pc_open_txn_t *e, const pc_cell_t *primary);
+/* The TTL a lock of e written now should carry: lock_ttl_ms past now, counted
+ * like every lock's from start_ts's physical time. */
+uint32_t pc_db_lock_ttl(const pc_db_t *db, const pc_open_txn_t *e);
+
+/* Starts and stops the background thread (core/gc.c). */
+pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err);
+void pc_db_stop_background(pc_db_t *db);
+
+/* Settles the transaction behind lock (txn.c): rolls the cell forward or
+ * back when its primary says so, or its owner is gone; PC_LOCKED while the
+ * owner is alive. */
+pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_t deadline,
+                                pc_error_t *err);
 
 /* Checks data directory dir and its FORMAT file, and creates both when dir is
- * missing or empty and create is set (*fresh = 1). *older = 1 when dir is of
- * an older format this version reads; write the current one with
- * pc_data_dir_mark once the store is open (and locked). legacy_store: a
- * directory with a "store" subdirectory and no FORMAT is of the older format
- * (tablet directories had none before format 2). A directory with other
+ * missing or empty and create is set (*fresh = 1). A directory with other
  * files and no FORMAT, or with a FORMAT of another program or version, is an
  * error naming it. */
-pc_status_t pc_data_dir_prepare(const char *dir, int create, int legacy_store, int *fresh,
-                                int *older, pc_error_t *err);
-pc_status_t pc_data_dir_mark(const char *dir, pc_error_t *err);
+pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_error_t *err);
 
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);

@@ -87,7 +87,8 @@ static uint64_t be64(const unsigned char *p) {
   uint64_t v;
   memcpy(&v, p, 8);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  v = __builtin_bswap64(v); /* one load and one bswap (the byte loop was 22 instructions) */
+  v = __builtin_bswap64(v); /* one load and one bswap, not a loop over eight bytes: every
+                               read decodes timestamps */
 #endif
   return v;
 }
@@ -361,27 +362,25 @@ int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w) {
   return r.pos == n ? 0 : -1;
 }
 
-/* Meta records. Version 2, written since 0.2:
- *   byte 0     0x40 | flags: 1 lock, 2 head, 4 head is one-row, 8 latest_any
- *              follows, 16 the head's start_ts follows whole
+/* Meta records:
+ *   byte 0     0x40 | flags: 1 lock, 2 head, 8 latest_any follows, 16 the
+ *              head's start_ts follows whole (4 is unused)
  *   [u64 latest_any]            flag 8; else the head's commit_ts (0 without head)
- *   [lock]                      flag 1: as in version 1
+ *   [lock]                      flag 1: u64 start_ts, u8 kind, u32 ttl_ms,
+ *                               u64 session, u8 observed, the primary's table,
+ *                               row and column (u32 length + bytes each), u8
+ *                               inline, [u32 length + the value]
  *   [head]                      flag 2: u8 kind | value place << 2, u64 commit_ts,
  *                               then u64 start_ts (flag 16) or varint
  *                               commit_ts - start_ts, then varint length and
  *                               the value if it is inline
  * A cell at rest has no lock and its latest write is its head, so its record
- * is 11-14 bytes of header and the value, against 32 in version 1:
- *   byte 0     1; byte 1 flags (1 lock, 2 head, 4 one-row); u64 latest_any;
- *              [lock]; [head: u8 kind, u64 start_ts, u64 commit_ts, u8 value
- *              place, u32 length and the value if inline]
- * which is still read, and rewritten as version 2 by the next write. Every
- * read Gets this record from LevelDB, and the bytes it carries beside the
- * value are what a transactional read costs over a raw one there. */
+ * is 11-14 bytes of header and the value. Every read Gets this record from
+ * LevelDB, and the bytes it carries beside the value are what a
+ * transactional read costs over a raw one there. */
 #define META_V2 0x40u
 #define MF_LOCK 1u
 #define MF_HEAD 2u
-#define MF_ONE_ROW 4u
 #define MF_LATEST 8u
 #define MF_START 16u
 
@@ -466,8 +465,8 @@ static int decode_lock(pc_rd_t *r, pc_lock_info_t *l, uint64_t *start) {
   return r->ok ? 0 : -1;
 }
 
-/* The head of a version 2 record; head->value points into the record. */
-static int decode_head_v2(pc_rd_t *r, unsigned flags, pc_write_rec_t *head) {
+/* The head of a meta record; head->value points into the record. */
+static int decode_head(pc_rd_t *r, unsigned flags, pc_write_rec_t *head) {
   uint8_t kp = pc_rd_u8(r);
   unsigned kind = kp & 3u, place = kp >> 2;
   if (kind > PC_WRITE_DELETE || place > PC_VALUE_IN_HEAD) return -1;
@@ -498,7 +497,6 @@ int pc_meta_encode(const pc_meta_t *m, pc_buf_t *out) {
   int has_head = m->has_head != 0;
   uint64_t implied = has_head ? h->commit_ts : 0;
   unsigned flags = (m->has_lock ? MF_LOCK : 0u) | (has_head ? MF_HEAD : 0u) |
-                   (has_head && m->head_one_row ? MF_ONE_ROW : 0u) |
                    (m->latest_any != implied ? MF_LATEST : 0u) |
                    (has_head && h->start_ts > h->commit_ts ? MF_START : 0u);
   if (pc_buf_u8(out, (uint8_t)(META_V2 | flags))) return -1;
@@ -515,30 +513,18 @@ int pc_meta_encode(const pc_meta_t *m, pc_buf_t *out) {
   return 0;
 }
 
-/* Reads the header of a record of either version: flags in version 2's
- * meaning, latest_any if the record carries it, and the lock (decoded into
- * l, or skipped with l NULL). *v1 tells which version the head is in. */
+/* Reads the header of a record: its flags, latest_any if the record carries
+ * it, and the lock (decoded into l, or skipped with l NULL). */
 static int decode_front(pc_rd_t *r, unsigned *flags, uint64_t *latest, int *latest_set,
-                        pc_lock_info_t *l, uint64_t *lock_start, int *v1) {
+                        pc_lock_info_t *l, uint64_t *lock_start) {
   uint8_t b0 = pc_rd_u8(r);
   *lock_start = 0;
   *latest_set = 0;
-  if (b0 == 1) { /* version 1 */
-    uint8_t f = pc_rd_u8(r);
-    if (f & ~7u) return -1;
-    *flags = f;
+  if ((b0 & 0xE0u) != META_V2 || (b0 & 4u)) return -1;
+  *flags = b0 & 0x1Fu;
+  if (*flags & MF_LATEST) {
     *latest = pc_rd_u64(r);
     *latest_set = 1;
-    *v1 = 1;
-  } else if ((b0 & 0xE0u) == META_V2) {
-    *flags = b0 & 0x1Fu;
-    if (*flags & MF_LATEST) {
-      *latest = pc_rd_u64(r);
-      *latest_set = 1;
-    }
-    *v1 = 0;
-  } else {
-    return -1;
   }
   if ((*flags & MF_LOCK) && decode_lock(r, l, lock_start) != 0) return -1;
   return r->ok ? 0 : -1;
@@ -548,14 +534,13 @@ int pc_meta_decode(const char *p, size_t n, pc_meta_t *m) {
   pc_rd_t r = {p, n, 0, 1};
   unsigned flags;
   uint64_t latest = 0, lock_start;
-  int latest_set, v1;
-  if (decode_front(&r, &flags, &latest, &latest_set, &m->lock, &lock_start, &v1) != 0) return -1;
+  int latest_set;
+  if (decode_front(&r, &flags, &latest, &latest_set, &m->lock, &lock_start) != 0) return -1;
   m->has_lock = (flags & MF_LOCK) != 0;
   m->has_head = (flags & MF_HEAD) != 0;
-  m->head_one_row = (flags & MF_ONE_ROW) != 0;
   if (m->has_head) {
     pc_write_rec_t h;
-    if ((v1 ? decode_write_body(&r, &h) : decode_head_v2(&r, flags, &h)) != 0) return -1;
+    if (decode_head(&r, flags, &h) != 0) return -1;
     /* copy the value so head.value survives the caller's buffer */
     m->head_buf.len = 0;
     if (h.vlen && pc_buf_append(&m->head_buf, h.value, h.vlen)) return -1;
@@ -569,7 +554,7 @@ int pc_meta_decode(const char *p, size_t n, pc_meta_t *m) {
 int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, int *has_head,
                  pc_write_rec_t *head) {
   const unsigned char *u = (const unsigned char *)p;
-  if (n >= 12 && (u[0] & ~MF_ONE_ROW) == (META_V2 | MF_HEAD) && u[1] == (PC_WRITE_PUT | PC_VALUE_INLINE << 2)) {
+  if (n >= 12 && u[0] == (META_V2 | MF_HEAD) && u[1] == (PC_WRITE_PUT | PC_VALUE_INLINE << 2)) {
     /* the record of a cell at rest, on every read: a put, its value inline, no
      * lock; decoded in place */
     const unsigned char *end = u + n, *q;
@@ -587,12 +572,11 @@ int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, i
   pc_rd_t r = {p, n, 0, 1};
   unsigned flags;
   uint64_t latest;
-  int latest_set, v1;
-  if (decode_front(&r, &flags, &latest, &latest_set, NULL, lock_start, &v1) != 0) return -1;
+  int latest_set;
+  if (decode_front(&r, &flags, &latest, &latest_set, NULL, lock_start) != 0) return -1;
   *has_lock = (flags & MF_LOCK) != 0;
   *has_head = (flags & MF_HEAD) != 0;
-  if (*has_head && (v1 ? decode_write_body(&r, head) : decode_head_v2(&r, flags, head)) != 0)
-    return -1;
+  if (*has_head && decode_head(&r, flags, head) != 0) return -1;
   return r.ok ? 0 : -1;
 }
 

@@ -25,6 +25,7 @@
 #define PC_KS_DATA 'd'
 #define PC_KS_ACK 'a'
 #define PC_KS_NOTIFY 'n'
+#define PC_KS_GC 'g' /* 'g' alone: the safe point of the last garbage collection */
 
 #define PC_NOTIFY_BUCKETS 1024u
 /* Values up to this size live inside the lock and the commit record. */
@@ -146,8 +147,6 @@ typedef struct pc_meta {
   int has_lock;
   pc_lock_info_t lock;
   int has_head;
-  int head_one_row; /* the head's transaction wrote one row, committed in one
-                       step: no lock resolution will ever ask about it */
   pc_write_rec_t head; /* head.value points into head_buf */
   pc_buf_t head_buf;
   uint64_t latest_any; /* newest write record ts, rollbacks included */

@@ -47,6 +47,21 @@ typedef enum pc_txn_state {
  * Return nonzero to stop. */
 typedef int (*pc_store_cell_fn)(void *ctx, const pc_cell_t *cell, const char *value, size_t vlen);
 
+/* Called for each lock of scan_locks; lock is valid during the call only.
+ * Return nonzero to stop. */
+typedef int (*pc_store_lock_fn)(void *ctx, const pc_lock_info_t *lock);
+
+/* What a garbage-collection pass did. For every cell it keeps every version
+ * newer than the safe point and the newest one at or below it (when that is
+ * a put), and deletes the rest: older versions and their data, rollback
+ * records, and a delete that nothing older survives. */
+typedef struct pc_store_gc_stats {
+  uint64_t cells;    /* cells examined */
+  uint64_t versions; /* commit records deleted (puts and deletes) */
+  uint64_t rollbacks;/* rollback records deleted */
+  uint64_t data;     /* data cells deleted (values too large to inline) */
+} pc_store_gc_stats_t;
+
 /* Source of a commit timestamp for one-phase commit. */
 typedef pc_status_t (*pc_ts_source_fn)(void *ctx, uint64_t *ts, pc_error_t *err);
 
@@ -99,24 +114,18 @@ typedef struct pc_store_ops {
                            uint64_t now_ts, int owner_dead, pc_txn_state_t *state,
                            uint64_t *commit_ts, pc_error_t *err);
 
+  /* Keeps transaction start_ts alive: raises the TTL of its lock on primary
+   * to ttl_ms (counted, like every lock's, from start_ts's physical time),
+   * never lowering it. PC_ABORTED when the lock is gone (the transaction was
+   * rolled back, or has committed: the caller knows which). */
+  pc_status_t (*heartbeat)(pc_store_t *s, const pc_cell_t *primary, uint64_t start_ts,
+                           uint32_t ttl_ms, pc_error_t *err);
+
   /* Commits muts, all in one row, in one row operation: the conflict checks
    * of prewrite, then commit_ts from ts_source, then the commit records. */
   pc_status_t (*commit_one_phase)(pc_store_t *s, const pc_mutation_t *muts, size_t n,
                                   uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
                                   uint64_t *commit_ts, pc_lock_info_t *lock, pc_error_t *err);
-
-  /* One-phase commit of a transaction that read nothing (lazy_start): its
-   * snapshot is taken under the row latch, so only locks conflict (PC_LOCKED
-   * with *lock set). id is its start_ts: a timestamp the oracle issued to
-   * this client and nothing else uses, possibly older than the latest
-   * commits. A rollback record of id makes it PC_ABORTED (a settled lost
-   * request); a commit record of id makes it a re-sent request (PC_OK,
-   * *commit_ts the recorded one). ts_source gives commit_ts and then *spare,
-   * a fresh timestamp the client may use as the id of its next such commit
-   * (0 when none was taken). */
-  pc_status_t (*commit_blind)(pc_store_t *s, const pc_mutation_t *muts, size_t n, uint64_t id,
-                              pc_ts_source_fn ts_source, void *ts_ctx, uint64_t *commit_ts,
-                              uint64_t *spare, pc_lock_info_t *lock, pc_error_t *err);
 
   /* Calls fn for each committed cell at read_ts of table, rows [start, end)
    * (end NULL: to the end of the table), starting at column start_col of row
@@ -133,6 +142,25 @@ typedef struct pc_store_ops {
   pc_status_t (*raw_scan)(pc_store_t *s, const char *table, const char *start, size_t slen,
                           const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
                           pc_error_t *err);
+
+  /* Calls fn for every lock with start_ts < below (a copy of it, with the
+   * cell it sits on; fn returns nonzero to stop). For garbage collection,
+   * which settles such locks before it collects below them. */
+  pc_status_t (*scan_locks)(pc_store_t *s, uint64_t below, pc_store_lock_fn fn, void *ctx,
+                            pc_error_t *err);
+
+  /* One garbage-collection pass below safe_point (see pc_store_gc_stats_t):
+   * the caller guarantees that no reader will ask for a snapshot older than
+   * safe_point and that no lock with start_ts < safe_point remains. Reads
+   * and writes go on meanwhile; rate bounds the keys deleted per second
+   * (0: no bound). *stats receives what was done (added up over tablets). */
+  pc_status_t (*gc)(pc_store_t *s, uint64_t safe_point, uint32_t rate,
+                    pc_store_gc_stats_t *stats, pc_error_t *err);
+
+  /* The safe point of the last gc pass begun on this store (persisted), 0
+   * before any: reads below it may miss collected versions. NULL for a store
+   * of many shards. */
+  uint64_t (*gc_safe_point)(pc_store_t *s);
 
   /* Which shard (tablet) holds cell's row, for batching: the transaction
    * client sends the secondaries of one shard in one request and requests to
@@ -152,31 +180,7 @@ typedef struct pc_local_options {
   int sync;
   size_t cache_bytes;      /* LevelDB's block cache (0: LevelDB's default) */
   size_t meta_cache_bytes; /* core/metacache.h (0: none) */
-  /* memory for replaced versions that only open snapshots can read, held
-   * there instead of in the history (0: none; used only with
-   * pc_local_store_track_snapshots) */
-  size_t kept_versions_bytes;
 } pc_local_options_t;
-
-/* Lets the store of an embedded database drop versions no snapshot can
- * read: in_use(ctx, lo, hi, self, owner) answers whether a snapshot other
- * than self (once) lies in [lo, hi), or transaction owner is still open.
- * Without it (tablet servers, which cannot know their clients' snapshots)
- * every version is kept. A one-row commit that supersedes a head written by
- * another one-row commit asks it about [old commit_ts, new commit_ts) and
- * the old head's start_ts; when the answer is no, the old version is not
- * written to the history at all (one-row commits write their commit record
- * only when they stop being the head). When it is yes, the version is kept
- * (in memory within kept_versions_bytes, else in the history), and a
- * collector thread, started here, asks again every 50 ms and removes it once
- * the answer is no. in_use is called from that thread too. */
-typedef int (*pc_snapshots_in_use_fn)(void *ctx, uint64_t lo, uint64_t hi, uint64_t self,
-                                      uint64_t owner);
-void pc_local_store_track_snapshots(pc_store_t *s, pc_snapshots_in_use_fn in_use, void *ctx);
-/* How many kept versions the embedded store's collector has removed: those
- * a snapshot could still read when they were replaced, removed once none can
- * (a thread started by pc_local_store_track_snapshots). */
-uint64_t pc_local_store_collected(pc_store_t *s);
 
 /* Opens the embedded LevelDB store in directory path. PC_BUSY when another
  * process holds it, PC_CORRUPTION / PC_IO_ERROR naming path. Returns NULL on

@@ -32,7 +32,7 @@ enum txn_state { TXN_OPEN, TXN_COMMITTED, TXN_ABORTED };
 struct pc_txn {
   pc_db_t *db;
   uint64_t start_ts, commit_ts;
-  pc_snap_slot_t snap_slot; /* start_ts's registration (PC_SNAP_NONE: none) */
+  pc_open_txn_t open; /* in the db's list of open transactions once start_ts is taken */
   uint32_t timeout_ms;
   enum txn_state state;
   void *tree; /* tsearch tree of bufcell_t* */
@@ -99,69 +99,21 @@ static pc_status_t check_open(const pc_txn_t *txn, pc_error_t *err) {
 
 /* ---- begin / buffer ---------------------------------------------------- */
 
-/* Each thread keeps the last transaction object it destroyed for its next
- * begin: a transaction of one read would otherwise spend a tenth of its
- * library time in malloc and free. The key's destructor frees the cached
- * object when the thread ends. */
-static _Thread_local pc_txn_t *cached_txn;
-static _Thread_local int cache_registered;
-static pthread_key_t cache_key;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-static int cache_key_ok;
-
-static void cache_free(void *unused) {
-  (void)unused;
-  free(cached_txn);
-  cached_txn = NULL;
-}
-
-static void cache_init(void) { cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0; }
-
-/* Under AddressSanitizer every object is malloc'd and freed, so that a use
- * after pc_txn_destroy is still reported. */
-#if defined(__SANITIZE_ADDRESS__)
-#define TXN_CACHE 0
-#else
-#define TXN_CACHE 1
-#endif
-
-static pc_txn_t *txn_alloc(void) {
-  pc_txn_t *txn = cached_txn;
-  if (!txn) return malloc(sizeof *txn);
-  cached_txn = NULL;
-  return txn;
-}
-
-static void txn_release(pc_txn_t *txn) {
-  if (TXN_CACHE && !cached_txn) {
-    if (!cache_registered) { /* this thread's first: arrange the destructor */
-      pthread_once(&cache_once, cache_init);
-      cache_registered = cache_key_ok && pthread_setspecific(cache_key, &cached_txn) == 0;
-    }
-    if (cache_registered) {
-      cached_txn = txn;
-      return;
-    }
-  }
-  free(txn);
-}
-
 pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
   pc_error_clear(err);
   if (!db) {
     pc_error_set(err, PC_INVALID, "database is NULL");
     return NULL;
   }
-  pc_txn_t *txn = txn_alloc();
+  pc_txn_t *txn = malloc(sizeof *txn);
   if (!txn) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  *txn = (pc_txn_t){
-      .db = db, .timeout_ms = db->opts.timeout_ms, .state = TXN_OPEN, .snap_slot = PC_SNAP_NONE};
+  *txn = (pc_txn_t){.db = db, .timeout_ms = db->opts.timeout_ms, .state = TXN_OPEN};
   if (db->opts.lazy_start) return txn; /* start_ts at the first use: take_start_ts */
-  if (pc_db_snapshot_take(db, txn->timeout_ms, &txn->start_ts, &txn->snap_slot, err) != PC_OK) {
-    txn_release(txn);
+  if (pc_db_open_txn(db, &txn->open, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
+    free(txn);
     return NULL;
   }
   return txn;
@@ -170,23 +122,7 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
 /* With lazy_start: takes start_ts now, if no read has taken it yet. */
 static pc_status_t take_start_ts(pc_txn_t *txn, pc_error_t *err) {
   if (txn->start_ts) return PC_OK;
-  return pc_db_snapshot_take(txn->db, txn->timeout_ms, &txn->start_ts, &txn->snap_slot, err);
-}
-
-/* get_fresh's timestamp source: a registered snapshot, remembered so that
- * it can be released if the read fails after taking it. */
-typedef struct snap_ctx {
-  pc_db_t *db;
-  uint32_t timeout_ms;
-  uint64_t taken;
-  pc_snap_slot_t slot;
-} snap_ctx_t;
-
-static pc_status_t snap_source(void *ctx, uint64_t *ts, pc_error_t *err) {
-  snap_ctx_t *c = ctx;
-  pc_status_t st = pc_db_snapshot_take(c->db, c->timeout_ms, ts, &c->slot, err);
-  if (st == PC_OK) c->taken = *ts;
-  return st;
+  return pc_db_open_txn(txn->db, &txn->open, txn->timeout_ms, &txn->start_ts, err);
 }
 
 uint64_t pc_txn_start_ts(const pc_txn_t *txn) { return txn->start_ts; }
@@ -333,7 +269,7 @@ static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
  * forward if its primary committed, back if the primary was rolled back or
  * its owner is dead or its TTL passed. PC_OK when the cell is free of it,
  * PC_LOCKED when its owner is alive. */
-static pc_status_t resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_t deadline,
+pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_t deadline,
                                 pc_error_t *err) {
   pc_store_t *s = db->store;
   pc_cell_t primary = {lock->ptable.p, lock->prow.p, lock->prow.len, lock->pcol.p,
@@ -374,7 +310,7 @@ static pc_status_t resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
  * is alive, until the deadline. PC_OK means "read again". */
 static pc_status_t wait_out_lock(pc_db_t *db, pc_lock_info_t *lock, uint64_t deadline,
                                  uint32_t *backoff, pc_error_t *err) {
-  pc_status_t st = resolve_lock(db, lock, deadline, err);
+  pc_status_t st = pc_txn_resolve_lock(db, lock, deadline, err);
   if (st == PC_TIMEOUT && remaining_ms(deadline) == 0) {
     /* the caller's time ran out while settling the lock: to the caller the
      * cell stayed locked for longer than its timeout */
@@ -447,10 +383,11 @@ pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t
     if (txn->start_ts) {
       st = s->ops->get(s, &c, txn->start_ts, value, vlen, &lock, err);
     } else { /* lazy_start: the store takes the snapshot's timestamp as it reads */
-      snap_ctx_t sc = {txn->db, txn->timeout_ms, 0, PC_SNAP_NONE};
-      st = s->ops->get_fresh(s, &c, snap_source, &sc, &txn->start_ts, value, vlen, &lock, err);
-      if (txn->start_ts && txn->start_ts == sc.taken) txn->snap_slot = sc.slot;
-      else pc_db_snapshot_release(txn->db, sc.slot, sc.taken); /* failed, or a tablet's */
+      ts_ctx_t tc = {txn->db, txn->timeout_ms};
+      pc_db_link_txn(txn->db, &txn->open);
+      st = s->ops->get_fresh(s, &c, ts_source, &tc, &txn->start_ts, value, vlen, &lock, err);
+      if (txn->start_ts) pc_db_txn_started(&txn->open, txn->start_ts);
+      else pc_db_close_txn(txn->db, &txn->open);
     }
     if (st != PC_LOCKED) break;
     if (!deadline) deadline = pc_now_mono_ms() + txn->timeout_ms;
@@ -498,7 +435,7 @@ static pc_status_t prewrite_group(pc_txn_t *txn, const pc_mutation_t *muts, size
     pc_lock_info_t lock = {0};
     pc_status_t st = s->ops->prewrite(s, muts, n, spec, &lock, err);
     if (st != PC_LOCKED) return st;
-    st = resolve_lock(txn->db, &lock, deadline, err);
+    st = pc_txn_resolve_lock(txn->db, &lock, deadline, err);
     pc_lock_info_free(&lock);
     if (st == PC_LOCKED) return err ? (err->code = PC_CONFLICT) : PC_CONFLICT;
     if (st != PC_OK) return st;
@@ -506,54 +443,19 @@ static pc_status_t prewrite_group(pc_txn_t *txn, const pc_mutation_t *muts, size
   return pc_error_set(err, PC_CONFLICT, "prewrite: locks kept reappearing");
 }
 
-/* A spare timestamp of this process (one no transaction has used), or 0. */
-static uint64_t spare_take(pc_db_t *db) {
-  for (size_t i = 0; i < sizeof db->spare_ts / sizeof db->spare_ts[0]; i++) {
-    uint64_t ts = atomic_exchange(&db->spare_ts[i], 0);
-    if (ts) return ts;
-  }
-  return 0;
-}
-
-static void spare_put(pc_db_t *db, uint64_t ts) {
-  for (size_t i = 0; ts && i < sizeof db->spare_ts / sizeof db->spare_ts[0]; i++) {
-    uint64_t empty = 0;
-    if (atomic_compare_exchange_strong(&db->spare_ts[i], &empty, ts)) return;
-  }
-}
-
-/* lazy_start, nothing read: takes the transaction's id for commit_blind, a
- * spare timestamp from an earlier commit's reply or, when there is none, one
- * from the oracle; registered until destroy, as any start_ts. */
-static pc_status_t take_blind_id(pc_txn_t *txn, pc_error_t *err) {
-  if (!(txn->start_ts = spare_take(txn->db))) return take_start_ts(txn, err);
-  pc_status_t st = pc_db_snapshot_hold(txn->db, txn->start_ts, &txn->snap_slot, err);
-  if (st != PC_OK) txn->start_ts = 0;
-  return st;
-}
-
 /* Commits a single-row transaction in one store operation, resolving dead
- * owners' locks on the way. blind (lazy_start, nothing read): the store
- * takes the snapshot under the row latch (commit_blind), and its reply's
- * spare timestamp is kept for the next blind commit. */
+ * owners' locks on the way. */
 static pc_status_t commit_single_row(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
-                                     int blind, uint64_t deadline, pc_error_t *err) {
+                                     uint64_t deadline, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
   ts_ctx_t tc = {txn->db, txn->timeout_ms};
   pc_status_t st;
   for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
     pc_lock_info_t lock = {0};
-    if (blind) {
-      uint64_t spare = 0;
-      st = s->ops->commit_blind(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts,
-                                &spare, &lock, err);
-      spare_put(txn->db, spare);
-    } else {
-      st = s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts,
-                                    &lock, err);
-    }
+    st = s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts,
+                                  &lock, err);
     if (st != PC_LOCKED) return st;
-    st = resolve_lock(txn->db, &lock, deadline, err);
+    st = pc_txn_resolve_lock(txn->db, &lock, deadline, err);
     pc_lock_info_free(&lock);
     if (st == PC_LOCKED) return err ? (err->code = PC_CONFLICT) : PC_CONFLICT;
     if (st != PC_OK) return st;
@@ -684,7 +586,7 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
                                     const size_t *bounds, size_t groups, uint64_t deadline,
                                     pc_cell_t *cells, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
-  pc_lock_spec_t spec = {muts[0].cell, txn->start_ts, txn->db->opts.lock_ttl_ms,
+  pc_lock_spec_t spec = {muts[0].cell, txn->start_ts, pc_db_lock_ttl(txn->db, &txn->open),
                          pc_db_session(txn->db)};
   int parallel = s->ops->shard_of != NULL;
   size_t done = 0; /* groups prewritten (or tried, in parallel mode) */
@@ -825,15 +727,14 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     goto out;
   }
   int one_phase = groups == 1 && txn->db->opts.one_phase_commit;
-  int blind = one_phase && !txn->start_ts; /* lazy_start and nothing read */
-  if ((st = blind ? take_blind_id(txn, err) : take_start_ts(txn, err)) != PC_OK) {
+  if ((st = take_start_ts(txn, err)) != PC_OK) {
     pc_error_prefix(err, "commit: start timestamp");
     goto out;
   }
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
   uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
   if (one_phase) {
-    st = commit_single_row(txn, muts, n, blind, deadline, err);
+    st = commit_single_row(txn, muts, n, deadline, err);
     if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_UNAVAILABLE || st == PC_INTERNAL) {
       /* the write may have been applied before the error: settle it */
       int committed;
@@ -842,8 +743,12 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
       else if (committed)
         st = PC_OK, pc_error_clear(err);
     }
-  } else
+  } else {
+    /* from its first prewrite to its end, the heartbeat keeps its primary alive */
+    pc_db_txn_locking(txn->db, &txn->open, &muts[0].cell);
     st = two_phase_commit(txn, muts, bounds, groups, deadline, cells, err);
+    pc_db_txn_locking(txn->db, &txn->open, NULL);
+  }
   pc_deadline_set(outer);
   if (st == PC_OK) txn->state = TXN_COMMITTED;
   else txn->commit_ts = 0; /* the contract: a commit_ts only after a successful commit */
@@ -866,9 +771,8 @@ void pc_txn_destroy(pc_txn_t *txn) {
   if (!txn) return;
   pc_txn_abort(txn);
   clear_buffer(txn);
-  /* held until now: a scan opened before the commit may still read */
-  pc_db_snapshot_release(txn->db, txn->snap_slot, txn->start_ts);
-  txn_release(txn);
+  pc_db_close_txn(txn->db, &txn->open);
+  free(txn);
 }
 
 /* ---- scans ------------------------------------------------------------- */
@@ -890,6 +794,9 @@ struct pc_scan {
   size_t npage, ipage;
   bufcell_t **own; /* this transaction's writes in the range, in order */
   size_t nown, iown;
+  /* the current cell when it is one of our own writes: a copy, since a later
+   * pc_txn_set of the same cell frees the buffered value */
+  scell_t own_cur;
   const char *row, *col, *val;
   size_t rlen, clen, vlen;
 };
@@ -1015,6 +922,10 @@ pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size
 
 pc_status_t pc_scan_next(pc_scan_t *sc, pc_error_t *err) {
   pc_error_clear(err);
+  if (!sc) return pc_error_set(err, PC_INVALID, "scan is NULL");
+  /* its own writes, merged into what it returns, are gone with the commit */
+  pc_status_t open = check_open(sc->txn, err);
+  if (open != PC_OK) return open;
   for (;;) {
     if (sc->ipage == sc->npage && !sc->store_done) {
       pc_status_t st = fetch_page(sc, err);
@@ -1033,9 +944,14 @@ pc_status_t pc_scan_next(pc_scan_t *sc, pc_error_t *err) {
     if (c == 0) sc->ipage++; /* our own write shadows the committed cell */
     bufcell_t *b = sc->own[sc->iown++];
     if (b->kind == PC_WRITE_DELETE) continue;
-    sc->row = b->row, sc->rlen = b->rlen;
-    sc->col = b->col, sc->clen = b->clen;
-    sc->val = b->value, sc->vlen = b->vlen;
+    scell_t *o = &sc->own_cur;
+    o->row.len = o->col.len = o->val.len = 0;
+    if (pc_buf_append(&o->row, b->row, b->rlen) || pc_buf_append(&o->col, b->col, b->clen) ||
+        pc_buf_append(&o->val, b->value, b->vlen))
+      return pc_error_set(err, PC_NOMEM, "out of memory");
+    sc->row = o->row.p, sc->rlen = o->row.len;
+    sc->col = o->col.p, sc->clen = o->col.len;
+    sc->val = o->val.p, sc->vlen = o->val.len;
     return PC_OK;
   }
 }
@@ -1063,6 +979,9 @@ void pc_scan_destroy(pc_scan_t *sc) {
     pc_buf_free(&sc->page[i].col);
     pc_buf_free(&sc->page[i].val);
   }
+  pc_buf_free(&sc->own_cur.row);
+  pc_buf_free(&sc->own_cur.col);
+  pc_buf_free(&sc->own_cur.val);
   pc_buf_free(&sc->next_row);
   pc_buf_free(&sc->next_col);
   pc_buf_free(&sc->end);

@@ -33,6 +33,41 @@ static int cluster_alive(void *ctx, uint64_t session) {
   return pc_ls_client_liveness(db->ls, session, 1000) != PC_LS_DEAD;
 }
 
+/* The oldest start_ts this process's open transactions hold (UINT64_MAX:
+ * none), which its lock-service session reports with every keepalive. */
+static uint64_t oldest_open(void *ctx) {
+  pc_db_t *db = ctx;
+  uint64_t oldest = UINT64_MAX;
+  pthread_mutex_lock(&db->open_mu);
+  for (pc_open_txn_t *e = db->open.next; e != &db->open; e = e->next) {
+    uint64_t t = atomic_load(&e->ts);
+    if (t < oldest) oldest = t;
+  }
+  pthread_mutex_unlock(&db->open_mu);
+  return oldest;
+}
+
+/* Other clients' transactions bound the safe point twice: by the oldest
+ * start_ts that live clients report through their lock-service sessions,
+ * and by gc_lifetime_ms behind the oracle, which covers what reports have
+ * not carried yet (a transaction begun since its client's last keepalive, a
+ * client whose session is being renewed, a lock service that cannot be
+ * asked). Tablets refuse reads below the safe point of their last pass, so
+ * a transaction that outlives both bounds fails rather than reads a wrong
+ * value. */
+static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
+  uint64_t behind = (uint64_t)db->opts.gc_lifetime_ms << PC_TS_LOGICAL_BITS;
+  uint64_t bound = now > behind ? now - behind : 0;
+  uint64_t reported;
+  size_t unreported;
+  pc_error_t err;
+  if (db->ls && pc_ls_client_oldest(db->ls, db->opts.timeout_ms, &reported, &unreported, &err) ==
+                    PC_OK &&
+      reported < bound)
+    bound = reported;
+  return bound;
+}
+
 static void options_from_config(const pc_config_t *cfg, pc_options_t *o) {
   pc_options_t *d = pc_options_create();
   if (d) {
@@ -43,12 +78,13 @@ static void options_from_config(const pc_config_t *cfg, pc_options_t *o) {
   o->sync = cfg->store.sync;
   o->cache_bytes = (size_t)cfg->store.cache_mb << 20;
   o->meta_cache_bytes = (size_t)cfg->store.meta_cache_mb << 20;
-  o->kept_versions_bytes = (size_t)cfg->store.kept_versions_mb << 20;
   o->lock_ttl_ms = cfg->store.lock_ttl_ms;
   o->timeout_ms = cfg->store.timeout_ms;
   o->one_phase_commit = cfg->store.one_phase_commit;
   o->lazy_start = cfg->store.lazy_start;
-  o->keep_history = cfg->store.keep_history;
+  o->gc_interval_ms = cfg->store.gc_interval_ms;
+  o->gc_rate = cfg->store.gc_rate;
+  o->gc_lifetime_ms = cfg->store.gc_lifetime_ms;
 }
 
 static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_error_t *err) {
@@ -57,16 +93,14 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
                  cfg->source);
     return NULL;
   }
-  pc_db_t *db = calloc(1, sizeof *db);
+  pc_db_t *db = pc_db_alloc(o);
   pc_tablet_addr_t *addrs = calloc(cfg->ntablets, sizeof *addrs);
   if (!db || !addrs) {
-    free(db);
+    pc_db_close(db);
     free(addrs);
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  db->opts = *o;
-  pthread_mutex_init(&db->snap_mu, NULL); /* unused: tablets keep every version */
   db->cluster_close = cluster_close;
   db->cluster_session = cluster_session;
   for (size_t i = 0; i < cfg->ntablets; i++) {
@@ -88,9 +122,12 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
     db->ls = pc_ls_client_create(cfg->lockservice.listen.host, cfg->lockservice.listen.port,
                                  cfg->secret, cfg->lockservice.session_ttl_ms, err);
     if (!db->ls) goto fail;
+    pc_ls_client_set_reporter(db->ls, oldest_open, db);
   }
   db->liveness.is_alive = cluster_alive;
   db->liveness.ctx = db;
+  db->gc_bound = cluster_gc_bound;
+  if (pc_db_start_background(db, err) != PC_OK) goto fail;
   return db;
 fail:
   pc_db_close(db);

@@ -29,19 +29,12 @@ typedef struct remote {
   uint32_t timeout_ms;
 } remote_t;
 
-static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
-  size_t n = al < bl ? al : bl;
-  int c = n ? memcmp(a, b, n) : 0;
-  if (c) return c;
-  return al < bl ? -1 : al > bl;
-}
-
 /* The tablet whose range holds row: the last one starting at or before it. */
 static size_t route(const remote_t *s, const char *row, size_t rlen) {
   size_t lo = 0, hi = s->n;
   while (hi - lo > 1) {
     size_t mid = (lo + hi) / 2;
-    if (bytes_cmp(s->t[mid].start, s->t[mid].start_len, row, rlen) <= 0) lo = mid;
+    if (pc_bytes_cmp(s->t[mid].start, s->t[mid].start_len, row, rlen) <= 0) lo = mid;
     else hi = mid;
   }
   return lo;
@@ -148,7 +141,7 @@ static pc_status_t r_get_fresh(pc_store_t *base, const pc_cell_t *c, pc_ts_sourc
 
 static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *muts, size_t n,
                                const pc_lock_spec_t *spec, uint64_t start_ts, uint64_t *commit_ts,
-                               uint64_t *spare, pc_lock_info_t *lock, pc_error_t *err) {
+                               pc_lock_info_t *lock, pc_error_t *err) {
   if (n == 0) return PC_OK;
   size_t i;
   pc_status_t st = one_tablet(s, &muts[0].cell, sizeof *muts, n, &i, err);
@@ -166,7 +159,6 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) {
     if (st == PC_OK && op != PC_TABLET_OP_PREWRITE) *commit_ts = pc_rd_u64(&r);
-    if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE_BLIND) *spare = pc_rd_u64(&r);
     if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) r.ok = 0;
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed reply", s->t[i].name);
@@ -178,8 +170,7 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
 
 static pc_status_t r_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n,
                               const pc_lock_spec_t *spec, pc_lock_info_t *lock, pc_error_t *err) {
-  return r_mutations((remote_t *)base, PC_TABLET_OP_PREWRITE, muts, n, spec, 0, NULL, NULL, lock,
-                     err);
+  return r_mutations((remote_t *)base, PC_TABLET_OP_PREWRITE, muts, n, spec, 0, NULL, lock, err);
 }
 
 static pc_status_t r_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
@@ -188,18 +179,7 @@ static pc_status_t r_one_phase(pc_store_t *base, const pc_mutation_t *muts, size
   (void)ts_source; /* the tablet asks the oracle itself, while it holds the row latch */
   (void)ts_ctx;
   return r_mutations((remote_t *)base, PC_TABLET_OP_ONE_PHASE, muts, n, NULL, start_ts,
-                     commit_ts, NULL, lock, err);
-}
-
-static pc_status_t r_commit_blind(pc_store_t *base, const pc_mutation_t *muts, size_t n,
-                                  uint64_t id, pc_ts_source_fn ts_source, void *ts_ctx,
-                                  uint64_t *commit_ts, uint64_t *spare, pc_lock_info_t *lock,
-                                  pc_error_t *err) {
-  (void)ts_source; /* the tablet asks the oracle itself, while it holds the row latch */
-  (void)ts_ctx;
-  *spare = 0;
-  return r_mutations((remote_t *)base, PC_TABLET_OP_ONE_PHASE_BLIND, muts, n, NULL, id, commit_ts,
-                     spare, lock, err);
+                     commit_ts, lock, err);
 }
 
 static pc_status_t r_cells(remote_t *s, uint8_t op, const pc_cell_t *cells, size_t n,
@@ -258,6 +238,102 @@ static pc_status_t r_check_txn(pc_store_t *base, const pc_cell_t *primary, uint6
   return st;
 }
 
+static pc_status_t r_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t start_ts,
+                               uint32_t ttl_ms, pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  size_t i = route(s, primary->row, primary->rlen);
+  pc_buf_t body = {0}, reply = {0};
+  pc_rd_t r = {0};
+  pc_status_t st = PC_OK;
+  if (pc_wire_put_cell(&body, primary) || pc_buf_u64(&body, start_ts) ||
+      pc_buf_u32(&body, ttl_ms))
+    st = nomem(err);
+  if (st == PC_OK) st = call(s, i, PC_TABLET_OP_HEARTBEAT, &body, &reply, &r, err);
+  if (reply.len) st = take_message(s, i, &r, st, err);
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  return st;
+}
+
+/* Every tablet's old locks; a tablet with more than one reply holds makes
+ * this PC_BUSY after the locks it sent (settling them lets the next call
+ * see the rest). */
+static pc_status_t r_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn fn, void *ctx,
+                                pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  pc_buf_t body = {0}, reply = {0};
+  pc_status_t st = PC_OK;
+  int stop = 0, truncated = 0;
+  for (size_t i = 0; i < s->n && st == PC_OK && !stop; i++) {
+    body.len = 0;
+    if (pc_buf_u64(&body, below)) {
+      st = nomem(err);
+      break;
+    }
+    pc_rd_t r = {0};
+    st = call(s, i, PC_TABLET_OP_SCAN_LOCKS, &body, &reply, &r, err);
+    if (!reply.len) break;
+    if (st == PC_OK) {
+      truncated |= pc_rd_u8(&r) != 0;
+      uint32_t n = pc_rd_u32(&r);
+      for (uint32_t k = 0; k < n && r.ok && !stop; k++) {
+        pc_lock_info_t lock;
+        if (pc_wire_get_lock(&r, &lock)) {
+          r.ok = 0;
+          break;
+        }
+        stop = fn(ctx, &lock);
+        pc_lock_info_free(&lock);
+      }
+      if (stop) break;
+    }
+    st = r.ok ? take_message(s, i, &r, st, err)
+              : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed lock scan reply",
+                             s->t[i].name);
+  }
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  if (st == PC_OK && truncated)
+    st = pc_error_set(err, PC_BUSY, "a tablet holds more old locks than one reply carries");
+  return st;
+}
+
+#define GC_CALL_MS (30u * 60u * 1000u)
+
+/* A pass on every tablet, one after the other. */
+static pc_status_t r_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
+                        pc_store_gc_stats_t *stats, pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  pc_buf_t body = {0}, reply = {0};
+  pc_status_t st = PC_OK;
+  memset(stats, 0, sizeof *stats);
+  if (pc_buf_u64(&body, safe_point) || pc_buf_u32(&body, rate)) st = nomem(err);
+  for (size_t i = 0; i < s->n && st == PC_OK; i++) {
+    pc_rd_t r = {0};
+    /* a rate-bounded pass over a large tablet takes long */
+    reply.len = 0;
+    st = pc_rpc_call(s->t[i].rpc, PC_TABLET_OP_GC, body.p, body.len, pc_deadline_bound(GC_CALL_MS),
+                     &reply, err);
+    if (st != PC_OK) {
+      pc_error_prefix(err, "tablet %s", s->t[i].name);
+      break;
+    }
+    r = (pc_rd_t){reply.p, reply.len, 0, 1};
+    st = (pc_status_t)pc_rd_u8(&r);
+    if (st == PC_OK) {
+      stats->cells += pc_rd_u64(&r);
+      stats->versions += pc_rd_u64(&r);
+      stats->rollbacks += pc_rd_u64(&r);
+      stats->data += pc_rd_u64(&r);
+    }
+    st = r.ok ? take_message(s, i, &r, st, err)
+              : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed gc reply", s->t[i].name);
+  }
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  return st;
+}
+
 static pc_status_t r_scan(pc_store_t *base, const char *table, const char *start, size_t slen,
                           const char *start_col, size_t sclen, const char *end, size_t elen,
                           uint64_t read_ts, size_t limit, pc_store_cell_fn fn, void *ctx,
@@ -273,14 +349,14 @@ static pc_status_t r_scan(pc_store_t *base, const char *table, const char *start
   for (size_t i = route(s, start, slen); i < s->n && st == PC_OK && !stop && delivered < limit;
        i++) {
     rtablet_t *t = &s->t[i];
-    if (end && bytes_cmp(t->start, t->start_len, end, elen) >= 0) break;
+    if (end && pc_bytes_cmp(t->start, t->start_len, end, elen) >= 0) break;
     /* clip [start, end) to this tablet */
-    int first = bytes_cmp(start, slen, t->start, t->start_len) >= 0;
+    int first = pc_bytes_cmp(start, slen, t->start, t->start_len) >= 0;
     const char *lo = first ? start : t->start;
     size_t lol = first ? slen : t->start_len;
     const char *hi = end;
     size_t hil = elen;
-    if (t->end_len && (!end || bytes_cmp(t->end, t->end_len, end, elen) < 0)) {
+    if (t->end_len && (!end || pc_bytes_cmp(t->end, t->end_len, end, elen) < 0)) {
       hi = t->end;
       hil = t->end_len;
     }
@@ -331,7 +407,7 @@ static pc_status_t r_raw_scan(pc_store_t *base, const char *table, const char *s
   int stop = 0;
   for (size_t i = start ? route(s, start, slen) : 0; i < s->n && st == PC_OK && !stop; i++) {
     rtablet_t *t = &s->t[i];
-    if (end && bytes_cmp(t->start, t->start_len, end, elen) >= 0) break;
+    if (end && pc_bytes_cmp(t->start, t->start_len, end, elen) >= 0) break;
     body.len = 0;
     if (pc_wire_put_opt(&body, table, table ? strlen(table) : 0) ||
         pc_wire_put_opt(&body, start, slen) || pc_wire_put_opt(&body, end, elen)) {
@@ -385,10 +461,12 @@ static const pc_store_ops_t remote_ops = {
     .commit = r_commit,
     .rollback = r_rollback,
     .check_txn = r_check_txn,
+    .heartbeat = r_heartbeat,
     .commit_one_phase = r_one_phase,
-    .commit_blind = r_commit_blind,
     .scan = r_scan,
     .raw_scan = r_raw_scan,
+    .scan_locks = r_scan_locks,
+    .gc = r_gc,
     .shard_of = r_shard_of,
     .close = r_close,
 };
@@ -413,7 +491,7 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, cons
     return NULL;
   }
   for (size_t i = 1; i < n; i++)
-    if (bytes_cmp(tablets[i - 1].range.end, tablets[i - 1].range.end_len, tablets[i].range.start,
+    if (pc_bytes_cmp(tablets[i - 1].range.end, tablets[i - 1].range.end_len, tablets[i].range.start,
                   tablets[i].range.start_len) != 0) {
       pc_error_set(err, PC_INVALID, "tablets %s and %s: ranges leave a gap or overlap",
                    tablets[i - 1].name, tablets[i].name);
@@ -453,7 +531,7 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, cons
 }
 
 pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,
-                                  uint64_t *ops, pc_error_t *err) {
+                                  uint64_t *ops, pc_tablet_gc_t *gc, pc_error_t *err) {
   pc_buf_t reply = {0};
   pc_status_t st = pc_rpc_call(rpc, PC_TABLET_OP_INFO, NULL, 0, timeout_ms, &reply, err);
   if (st != PC_OK) {
@@ -472,6 +550,12 @@ pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms
       (void)pc_rd_str(&r, &mlen);
     }
     *ops = pc_rd_u64(&r);
+    memset(gc, 0, sizeof *gc);
+    gc->safe_point = pc_rd_u64(&r);
+    gc->passes = pc_rd_u64(&r);
+    gc->deleted.versions = pc_rd_u64(&r);
+    gc->deleted.rollbacks = pc_rd_u64(&r);
+    gc->deleted.data = pc_rd_u64(&r);
   }
   const char *msg = pc_rd_str(&r, &mlen);
   if (!r.ok || r.pos != r.len) st = pc_error_set(err, PC_CORRUPTION, "tablet: malformed info reply");

@@ -5,6 +5,7 @@
  * a malformed body is PC_INVALID naming the operation, never a crash. */
 #include "tablet/tablet.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,8 @@ struct pc_tablet {
   pc_ts_source_fn ts_source;
   void *ts_ctx;
   atomic_uint_fast64_t ops;
+  pthread_mutex_t gc_mu;    /* one pass at a time; guards gc */
+  pc_tablet_gc_t gc;
 };
 
 int pc_row_range_contains(const pc_row_range_t *r, const char *row, size_t rlen) {
@@ -52,6 +55,7 @@ pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_
   t->store = store;
   t->ts_source = ts_source;
   t->ts_ctx = ts_ctx;
+  pthread_mutex_init(&t->gc_mu, NULL);
   return t;
 }
 
@@ -61,10 +65,17 @@ void pc_tablet_destroy(pc_tablet_t *t) {
   free(t->name);
   free(t->start);
   free(t->end);
+  pthread_mutex_destroy(&t->gc_mu);
   free(t);
 }
 
 uint64_t pc_tablet_ops(const pc_tablet_t *t) { return atomic_load(&t->ops); }
+
+void pc_tablet_gc_stats(pc_tablet_t *t, pc_tablet_gc_t *out) {
+  pthread_mutex_lock(&t->gc_mu);
+  *out = t->gc;
+  pthread_mutex_unlock(&t->gc_mu);
+}
 
 static pc_row_range_t range_of(const pc_tablet_t *t) {
   return (pc_row_range_t){t->start, t->start_len, t->end, t->end_len};
@@ -125,6 +136,39 @@ static int raw_cell(void *ctx, const pc_raw_cell_t *c) {
   return 0;
 }
 
+typedef struct locks_out {
+  pc_buf_t *payload;
+  uint32_t n;
+  int oom, truncated;
+} locks_out_t;
+
+static int lock_out(void *ctx, const pc_lock_info_t *lock) {
+  locks_out_t *o = ctx;
+  if (o->n == PC_TABLET_LOCKS_MAX) {
+    o->truncated = 1;
+    return 1;
+  }
+  if (pc_wire_put_lock(o->payload, lock)) {
+    o->oom = 1;
+    return 1;
+  }
+  o->n++;
+  return 0;
+}
+
+/* A read below the last GC's safe point could miss versions it deleted. A
+ * read checks before and again after it reads: the pass publishes its safe
+ * point before it deletes anything, so a read that still passes the check
+ * afterwards read nothing the pass had removed. */
+static pc_status_t check_snapshot(pc_tablet_t *t, uint64_t read_ts, pc_error_t *e) {
+  uint64_t safe = t->store->ops->gc_safe_point(t->store);
+  if (read_ts >= safe) return PC_OK;
+  return pc_error_set(e, PC_ABORTED,
+                      "tablet %s: snapshot %llu is older than the garbage-collection safe point "
+                      "%llu (the transaction ran longer than store.gc_lifetime_ms)",
+                      t->name, (unsigned long long)read_ts, (unsigned long long)safe);
+}
+
 /* Serves one decoded request; fills payload and e; returns the store status. */
 static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
                          pc_buf_t *payload, pc_error_t *e) {
@@ -139,6 +183,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       uint64_t ts = op == PC_TABLET_OP_GET ? pc_rd_u64(r) : 0;
       if (!r->ok || r->pos != r->len) return malformed("get", e);
       if ((st = check_row(t, &c, e)) != PC_OK) return st;
+      if (op == PC_TABLET_OP_GET && (st = check_snapshot(t, ts, e)) != PC_OK) return st;
       char *v = NULL;
       size_t vlen = 0;
       pc_lock_info_t lock = {0};
@@ -148,6 +193,10 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
         st = s->ops->get_fresh(s, &c, t->ts_source, t->ts_ctx, &ts, &v, &vlen, &lock, e);
         if (ts && pc_buf_u64(payload, ts)) st = pc_error_set(e, PC_NOMEM, "oom");
       }
+      if (op == PC_TABLET_OP_GET && st != PC_NOMEM) {
+        pc_status_t again = check_snapshot(t, ts, e);
+        if (again != PC_OK) st = again;
+      }
       if (st == PC_OK && pc_buf_str(payload, v, vlen)) st = pc_error_set(e, PC_NOMEM, "oom");
       if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
       pc_free(v);
@@ -155,11 +204,8 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       return st;
     }
     case PC_TABLET_OP_PREWRITE:
-    case PC_TABLET_OP_ONE_PHASE:
-    case PC_TABLET_OP_ONE_PHASE_BLIND: {
-      const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite"
-                         : op == PC_TABLET_OP_ONE_PHASE ? "one-phase commit"
-                                                        : "blind one-phase commit";
+    case PC_TABLET_OP_ONE_PHASE: {
+      const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite" : "one-phase commit";
       pc_lock_spec_t spec = {0};
       uint64_t start = 0;
       if (op == PC_TABLET_OP_PREWRITE) {
@@ -182,20 +228,15 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
       if (st == PC_OK && start == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
       pc_lock_info_t lock = {0};
-      uint64_t commit_ts = 0, spare = 0;
+      uint64_t commit_ts = 0;
       if (st == PC_OK) {
         if (op == PC_TABLET_OP_PREWRITE)
           st = s->ops->prewrite(s, muts, n, &spec, &lock, e);
-        else if (op == PC_TABLET_OP_ONE_PHASE)
+        else
           st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, &commit_ts,
                                         &lock, e);
-        else
-          st = s->ops->commit_blind(s, muts, n, start, t->ts_source, t->ts_ctx, &commit_ts,
-                                    &spare, &lock, e);
       }
       if (st == PC_OK && op != PC_TABLET_OP_PREWRITE && pc_buf_u64(payload, commit_ts))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE_BLIND && pc_buf_u64(payload, spare))
         st = pc_error_set(e, PC_NOMEM, "oom");
       if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
       pc_lock_info_free(&lock);
@@ -252,11 +293,16 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
           (t->end_len && (!end || pc_bytes_cmp(end, el, t->end, t->end_len) > 0)))
         return pc_error_set(e, PC_INVALID, "tablet %s: scan range outside its rows (misrouted)",
                             t->name);
+      if ((st = check_snapshot(t, ts, e)) != PC_OK) return st;
       pc_buf_t cells = {0};
       scan_out_t o = {&cells, 0, 0};
       pc_lock_info_t lock = {0};
       st = s->ops->scan(s, table, start, sl, col, cl, end, el, ts, limit, scan_cell, &o, &lock, e);
       if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+      if (st != PC_NOMEM) {
+        pc_status_t again = check_snapshot(t, ts, e);
+        if (again != PC_OK) st = again;
+      }
       if ((st == PC_OK || st == PC_LOCKED) &&
           (pc_buf_u32(payload, o.n) || pc_buf_append(payload, cells.p, cells.len)))
         st = pc_error_set(e, PC_NOMEM, "oom");
@@ -283,12 +329,65 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       pc_buf_free(&cells);
       return st;
     }
+    case PC_TABLET_OP_HEARTBEAT: {
+      pc_cell_t c;
+      if (pc_wire_get_cell(r, a, &c)) return malformed("heartbeat", e);
+      uint64_t start = pc_rd_u64(r);
+      uint32_t ttl = pc_rd_u32(r);
+      if (!r->ok || r->pos != r->len) return malformed("heartbeat", e);
+      if ((st = check_row(t, &c, e)) != PC_OK) return st;
+      return s->ops->heartbeat(s, &c, start, ttl, e);
+    }
+    case PC_TABLET_OP_SCAN_LOCKS: {
+      uint64_t below = pc_rd_u64(r);
+      if (!r->ok || r->pos != r->len) return malformed("scan locks", e);
+      pc_buf_t locks = {0};
+      locks_out_t o = {&locks, 0, 0, 0};
+      st = s->ops->scan_locks(s, below, lock_out, &o, e);
+      if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)o.truncated) || pc_buf_u32(payload, o.n) ||
+                          pc_buf_append(payload, locks.p, locks.len)))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      pc_buf_free(&locks);
+      return st;
+    }
+    case PC_TABLET_OP_GC: {
+      uint64_t safe = pc_rd_u64(r);
+      uint32_t rate = pc_rd_u32(r);
+      if (!r->ok || r->pos != r->len) return malformed("gc", e);
+      /* the store publishes the safe point before it deletes below it, and
+       * readers below it are refused from then on (check_snapshot) */
+      pc_store_gc_stats_t g;
+      pthread_mutex_lock(&t->gc_mu);
+      st = s->ops->gc(s, safe, rate, &g, e);
+      if (st == PC_OK) {
+        if (safe > t->gc.safe_point) t->gc.safe_point = safe;
+        t->gc.passes++;
+        t->gc.deleted.cells += g.cells;
+        t->gc.deleted.versions += g.versions;
+        t->gc.deleted.rollbacks += g.rollbacks;
+        t->gc.deleted.data += g.data;
+      }
+      pthread_mutex_unlock(&t->gc_mu);
+      if (st == PC_OK && (pc_buf_u64(payload, g.cells) || pc_buf_u64(payload, g.versions) ||
+                          pc_buf_u64(payload, g.rollbacks) || pc_buf_u64(payload, g.data)))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      return st;
+    }
     case PC_TABLET_OP_INFO:
       if (r->pos != r->len) return malformed("info", e);
       if (pc_buf_str(payload, t->name, strlen(t->name)) || pc_buf_u32(payload, 1) ||
           pc_buf_str(payload, t->start, t->start_len) || pc_buf_str(payload, t->end, t->end_len) ||
           pc_buf_u64(payload, pc_tablet_ops(t)))
         return pc_error_set(e, PC_NOMEM, "oom");
+      {
+        pc_tablet_gc_t g;
+        pc_tablet_gc_stats(t, &g);
+        if (pc_buf_u64(payload, g.safe_point) || pc_buf_u64(payload, g.passes) ||
+            pc_buf_u64(payload, g.deleted.versions) || pc_buf_u64(payload, g.deleted.rollbacks) ||
+            pc_buf_u64(payload, g.deleted.data))
+          return pc_error_set(e, PC_NOMEM, "oom");
+      }
       return PC_OK;
     default:
       return pc_error_set(e, PC_INVALID, "unknown opcode 0x%02x", op);
@@ -298,7 +397,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   pc_tablet_t *t = ctx;
-  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_ONE_PHASE_BLIND)
+  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_GC)
     return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   atomic_fetch_add(&t->ops, 1);
   pc_rd_t r = {body, len, 0, 1};

@@ -17,13 +17,20 @@
  *   0x17 RAW_SCAN   u8 has_table str table u8 has_start str start u8 has_end str end
  *                                                     -> status u32 n n*raw cell
  *   0x18 INFO       (empty)                           -> status str name u32 n n*(str start
- *                                                        str end) u64 ops
+ *                                                        str end) u64 ops gc'
+ *                   gc' = u64 safe_point u64 passes u64 versions u64 rollbacks u64 data
+ *                   (garbage collection so far: its last safe point, what it deleted)
  *   0x19 GET_FRESH  cell                              -> status u64 read_ts [str value | lock]
  *                   (reads at a timestamp the tablet takes from its oracle
  *                   link; read_ts is present when status is ok, not found
  *                   or locked)
- *   0x1A ONE_PHASE_BLIND u64 id u32 n n*mutation      -> status [u64 commit_ts u64 spare | lock]
- *                   (store.h's commit_blind; spare is 0 or a fresh timestamp)
+ *   0x1A HEARTBEAT  cell u64 start u32 ttl_ms         -> status
+ *   0x1B SCAN_LOCKS u64 below                         -> status u8 truncated u32 n n*lock
+ *                   (at most PC_TABLET_LOCKS_MAX locks; truncated when more remain)
+ *   0x1C GC         u64 safe_point u32 rate           -> status u64 cells u64 versions
+ *                                                        u64 rollbacks u64 data
+ * After a GC at safe point S, a GET or SCAN at a read_ts below S is
+ * PC_ABORTED (the snapshot is older than what the tablet still keeps).
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
  */
 #ifndef PC_TABLET_TABLET_H
@@ -45,8 +52,12 @@ enum {
   PC_TABLET_OP_RAW_SCAN = 0x17,
   PC_TABLET_OP_INFO = 0x18,
   PC_TABLET_OP_GET_FRESH = 0x19,
-  PC_TABLET_OP_ONE_PHASE_BLIND = 0x1A,
+  PC_TABLET_OP_HEARTBEAT = 0x1A,
+  PC_TABLET_OP_SCAN_LOCKS = 0x1B,
+  PC_TABLET_OP_GC = 0x1C,
 };
+
+#define PC_TABLET_LOCKS_MAX 10000u
 
 /* A half-open row range [start, end); end_len == 0 means no upper bound. */
 typedef struct pc_row_range {
@@ -70,6 +81,14 @@ pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_
 void pc_tablet_destroy(pc_tablet_t *t);
 uint64_t pc_tablet_ops(const pc_tablet_t *t);
 
+/* What garbage collection did on a tablet since it started. */
+typedef struct pc_tablet_gc {
+  uint64_t safe_point; /* the last pass's; reads below it are refused */
+  uint64_t passes;
+  pc_store_gc_stats_t deleted; /* added up over the passes (cells: examined) */
+} pc_tablet_gc_t;
+void pc_tablet_gc_stats(pc_tablet_t *t, pc_tablet_gc_t *out);
+
 /* The rpc.h handler serving a tablet (ctx is the pc_tablet_t *). */
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err);
@@ -88,10 +107,10 @@ typedef struct pc_tablet_addr {
 pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, const char *secret,
                                  uint32_t timeout_ms, pc_error_t *err);
 
-/* For `percolator status`: a tablet's name and the operations it served,
- * asked with INFO over an rpc.h client of it. */
+/* For `percolator status`: a tablet's name, the operations it served and
+ * its garbage collection, asked with INFO over an rpc.h client of it. */
 struct pc_rpc_client;
 pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,
-                                  uint64_t *ops, pc_error_t *err);
+                                  uint64_t *ops, pc_tablet_gc_t *gc, pc_error_t *err);
 
 #endif

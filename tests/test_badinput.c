@@ -343,20 +343,16 @@ static void test_corrupt_format(void **state) {
 /* A directory of the previous format (meta records of version 1) opens,
  * keeps its data, and is marked with the current format, which older
  * binaries refuse. */
-static void test_older_format_upgraded(void **state) {
+/* A directory of another format (an older version's) is refused, naming
+ * what its FORMAT file says, and left as it was. */
+static void test_other_format_refused(void **state) {
   (void)state;
   char *dir = make_db();
   char path[512];
   snprintf(path, sizeof path, "%s/FORMAT", dir);
-  write_file(path, "percolator-data 1\n");
-  pc_db_t *db = tu_open(dir, 0);
-  pc_txn_t *t = begin(db);
-  char *v = tu_get(t, T, "r", COL);
-  assert_non_null(v);
-  assert_string_equal(v, "v");
-  free(v);
-  pc_txn_destroy(t);
-  pc_db_close(db);
+  write_file(path, "percolator-data 2\n");
+  expect_open_fails(dir, 0, PC_CORRUPTION, "says 'percolator-data 2'");
+  expect_open_fails(dir, 1, PC_CORRUPTION, "percolator-data 3");
   char line[64] = {0};
   FILE *f = fopen(path, "r");
   assert_non_null(f);
@@ -535,7 +531,7 @@ int main(void) {
       cmocka_unit_test(test_missing_directory),
       cmocka_unit_test(test_unrelated_directory),
       cmocka_unit_test(test_corrupt_format),
-      cmocka_unit_test(test_older_format_upgraded),
+      cmocka_unit_test(test_other_format_refused),
       cmocka_unit_test(test_corrupt_store),
       cmocka_unit_test(test_busy_other_process),
       cmocka_unit_test(test_busy_same_process),

@@ -28,7 +28,7 @@ static const char full_text[] =
     "  \"secret\": \"s3cr3t\",\n"
     "  \"log\": {\"level\": \"debug\"},\n"
     "  \"store\": {\"sync\": true, \"cache_mb\": 64, \"lock_ttl_ms\": 5000,\n"
-    "            \"timeout_ms\": 20000, \"one_phase_commit\": false, \"kept_versions_mb\": 8},\n"
+    "            \"timeout_ms\": 20000, \"one_phase_commit\": false, \"gc_rate\": 8},\n"
     "  \"tso\": {\"listen\": \"127.0.0.1:7000\", \"http\": \"127.0.0.1:7001\",\n"
     "          \"data_dir\": \"/var/lib/tso\", \"window_ms\": 1000},\n"
     "  \"lockservice\": {\"listen\": \"[::1]:7200\", \"http\": \"localhost:7201\",\n"
@@ -74,7 +74,7 @@ static void test_full(void **state) {
   assert_int_equal(cfg->store.lock_ttl_ms, 5000);
   assert_int_equal(cfg->store.timeout_ms, 20000);
   assert_int_equal(cfg->store.one_phase_commit, 0);
-  assert_int_equal(cfg->store.kept_versions_mb, 8);
+  assert_int_equal(cfg->store.gc_rate, 8);
   assert_int_equal(cfg->tso.set, 1);
   assert_int_equal(cfg->tso.listen.set, 1);
   assert_string_equal(cfg->tso.listen.host, "127.0.0.1");
@@ -127,7 +127,9 @@ static void check_defaults(const pc_config_t *cfg) {
   assert_int_equal(cfg->store.lock_ttl_ms, 3000);
   assert_int_equal(cfg->store.timeout_ms, 10000);
   assert_int_equal(cfg->store.one_phase_commit, 1);
-  assert_int_equal(cfg->store.kept_versions_mb, 64);
+  assert_int_equal(cfg->store.gc_rate, 100000);
+  assert_int_equal(cfg->store.gc_interval_ms, 60000);
+  assert_int_equal(cfg->store.gc_lifetime_ms, 60000);
   assert_int_equal(cfg->tso.set, 0);
   assert_int_equal(cfg->tso.listen.set, 0);
   assert_null(cfg->tso.data_dir);
@@ -208,8 +210,8 @@ static void test_ranges_of_integers(void **state) {
   (void)state;
   expect_error("{\"store\": {\"cache_mb\": 70000}}", PC_INVALID,
                SRC ":1:24: store.cache_mb: expected an integer in 0..65536, got 70000");
-  expect_error("{\"store\": {\"kept_versions_mb\": 70000}}", PC_INVALID,
-               SRC ":1:32: store.kept_versions_mb: expected an integer in 0..65536, got 70000");
+  expect_error("{\"store\": {\"gc_lifetime_ms\": 5}}", PC_INVALID,
+               SRC ":1:30: store.gc_lifetime_ms: expected an integer in 1000..86400000, got 5");
   expect_error("{\"store\": {\"cache_mb\": -1}}", PC_INVALID,
                SRC ":1:24: store.cache_mb: expected an integer in 0..65536, got -1");
   expect_error("{\"store\": {\"lock_ttl_ms\": 0}}", PC_INVALID,

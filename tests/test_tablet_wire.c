@@ -45,19 +45,25 @@ static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
   return PC_OK;
 }
 
-static int setup(void **state) {
-  fixture_t *f = calloc(1, sizeof *f);
-  assert_non_null(f);
-  f->dir = tu_mkdtemp("tablet-wire");
+/* A tablet named T_NAME serving [R_START, R_END) on a new store in dir/sub. */
+static pc_tablet_t *new_tablet(const char *dir, const char *sub) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/store", f->dir);
-  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 0};
+  snprintf(path, sizeof path, "%s/%s", dir, sub);
+  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20};
   pc_error_t err;
   pc_store_t *s = pc_local_store_open(path, &lo, &err);
   if (!s) fail_msg("pc_local_store_open: %s", err.text);
   pc_row_range_t range = {R_START, 1, R_END, 1};
-  f->tablet = pc_tablet_create(T_NAME, s, &range, ts_source, NULL);
-  assert_non_null(f->tablet);
+  pc_tablet_t *t = pc_tablet_create(T_NAME, s, &range, ts_source, NULL);
+  assert_non_null(t);
+  return t;
+}
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  f->dir = tu_mkdtemp("tablet-wire");
+  f->tablet = new_tablet(f->dir, "store");
   *state = f;
   return 0;
 }
@@ -113,7 +119,7 @@ static void parse_reply(answer_t *a, uint8_t op) {
   }
 }
 
-static answer_t call(fixture_t *f, uint8_t op, const void *body, size_t len) {
+static answer_t call_on(pc_tablet_t *t, uint8_t op, const void *body, size_t len) {
   answer_t a;
   memset(&a, 0, sizeof a);
   pc_error_clear(&a.err);
@@ -121,10 +127,14 @@ static answer_t call(fixture_t *f, uint8_t op, const void *body, size_t len) {
   char *copy = malloc(len ? len : 1);
   assert_non_null(copy);
   if (len) memcpy(copy, body, len);
-  a.rc = pc_tablet_rpc_handler(f->tablet, op, len ? copy : NULL, len, &a.reply, &a.err);
+  a.rc = pc_tablet_rpc_handler(t, op, len ? copy : NULL, len, &a.reply, &a.err);
   free(copy);
   if (a.rc == PC_OK) parse_reply(&a, op);
   return a;
+}
+
+static answer_t call(fixture_t *f, uint8_t op, const void *body, size_t len) {
+  return call_on(f->tablet, op, body, len);
 }
 
 /* The answer is an error with a message (in either form). */
@@ -201,6 +211,15 @@ static void enc_raw_scan(pc_buf_t *b, const char *table, const char *start, cons
   assert_int_equal(pc_wire_put_opt(b, end, end ? strlen(end) : 0), 0);
 }
 
+static void enc_heartbeat(pc_buf_t *b, const pc_cell_t *c, uint64_t start, uint32_t ttl) {
+  assert_int_equal(pc_wire_put_cell(b, c), 0);
+  assert_int_equal(pc_buf_u64(b, start) || pc_buf_u32(b, ttl), 0);
+}
+
+static void enc_gc(pc_buf_t *b, uint64_t safe_point, uint32_t rate) {
+  assert_int_equal(pc_buf_u64(b, safe_point) || pc_buf_u32(b, rate), 0);
+}
+
 /* One valid body of every op (on a store where the test's data exists). */
 typedef struct sample {
   uint8_t op;
@@ -208,7 +227,7 @@ typedef struct sample {
   pc_buf_t body;
 } sample_t;
 
-#define NSAMPLES 13
+#define NSAMPLES 15
 
 static void make_samples(sample_t s[NSAMPLES]) {
   memset(s, 0, sizeof(sample_t) * NSAMPLES);
@@ -236,8 +255,13 @@ static void make_samples(sample_t s[NSAMPLES]) {
   s[k].op = PC_TABLET_OP_INFO, s[k].name = "info", k++;
   s[k].op = PC_TABLET_OP_GET_FRESH, s[k].name = "get_fresh";
   assert_int_equal(pc_wire_put_cell(&s[k].body, &p), 0), k++;
-  s[k].op = PC_TABLET_OP_ONE_PHASE_BLIND, s[k].name = "one_phase_blind";
-  enc_one_phase(&s[k].body, 970, &del, 1), k++;
+  s[k].op = PC_TABLET_OP_HEARTBEAT, s[k].name = "heartbeat";
+  enc_heartbeat(&s[k].body, &p, 900, 6000), k++;
+  s[k].op = PC_TABLET_OP_SCAN_LOCKS, s[k].name = "scan_locks";
+  assert_int_equal(pc_buf_u64(&s[k].body, 2000000), 0), k++;
+  /* below every timestamp the other samples read at: they stay servable */
+  s[k].op = PC_TABLET_OP_GC, s[k].name = "gc";
+  enc_gc(&s[k].body, 400, 0), k++;
   assert_int_equal(k, NSAMPLES);
 }
 
@@ -511,8 +535,11 @@ static void test_valid_round_trips(void **state) {
     s = pc_rd_str(&r, &l);
     assert_true(r.ok && l == 1 && s[0] == 't');
     uint64_t ops = pc_rd_u64(&r);
-    assert_true(r.ok && r.pos == a.plen);
+    assert_true(r.ok);
     assert_true(ops >= 20 && ops == pc_tablet_ops(f->tablet));
+    /* garbage collection so far: none */
+    for (int i = 0; i < 5; i++) assert_int_equal(pc_rd_u64(&r), 0);
+    assert_true(r.ok && r.pos == a.plen);
   }
   answer_free(&a);
   pc_buf_free(&b);
@@ -697,6 +724,15 @@ static void test_empty_and_nul_names(void **state) {
     snprintf(what, sizeof what, "check_txn: %s", bad[i].what);
     check_error(&a, what);
     answer_free(&a);
+    /* HEARTBEAT */
+    b.len = 0;
+    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900) ||
+                         pc_buf_u32(&b, 3000),
+                     0);
+    a = call(f, PC_TABLET_OP_HEARTBEAT, b.p, b.len);
+    snprintf(what, sizeof what, "heartbeat: %s", bad[i].what);
+    check_error(&a, what);
+    answer_free(&a);
     /* PREWRITE with the bad cell as the primary, and as the mutation */
     pc_cell_t good = cell("mp", "c:a");
     pc_mutation_t gm = put("mp", "c:a", "v");
@@ -847,6 +883,13 @@ static void test_misrouted_rows(void **state) {
     snprintf(what, sizeof what, "check_txn of row '%s'", row);
     check_misrouted(&a, what);
     answer_free(&a);
+
+    b.len = 0;
+    enc_heartbeat(&b, &c, 900, 3000);
+    a = call(f, PC_TABLET_OP_HEARTBEAT, b.p, b.len);
+    snprintf(what, sizeof what, "heartbeat of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
   }
   /* nothing of the above reached the store */
   b.len = 0;
@@ -892,7 +935,7 @@ static void test_misrouted_rows(void **state) {
 
 static void test_unknown_ops(void **state) {
   fixture_t *f = *state;
-  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x1b, 0x1c, 0x20, 0x7f, 0x80, 0x90, 0xff};
+  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x1d, 0x1f, 0x20, 0x7f, 0x80, 0x90, 0xff};
   char what[64];
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     for (int withbody = 0; withbody < 2; withbody++) {
@@ -937,9 +980,16 @@ static void test_random_bodies(void **state) {
   long iters = iter_env ? atol(iter_env) : 20000;
   sample_t s[NSAMPLES];
   make_samples(s);
-  /* give the store some state so that mutated bodies meet data, locks, rollbacks */
+  /* GC requests go to a second tablet with the same data: a mutated safe
+   * point would otherwise make the first refuse every later GET and SCAN
+   * (PC_ABORTED) before they reach its store */
+  pc_tablet_t *gc_side = new_tablet(f->dir, "gc-side");
+  /* give the stores some state so that mutated bodies meet data, locks, rollbacks */
   for (int i = 0; i < NSAMPLES; i++) {
     answer_t a = call(f, s[i].op, s[i].body.p, s[i].body.len);
+    check_shape(&a, s[i].name);
+    answer_free(&a);
+    a = call_on(gc_side, s[i].op, s[i].body.p, s[i].body.len);
     check_shape(&a, s[i].name);
     answer_free(&a);
   }
@@ -952,7 +1002,7 @@ static void test_random_bodies(void **state) {
     b.len = 0;
     if (mode == 0) {
       /* pure random bytes, 1..256 of them, for a known or unknown op */
-      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 11);
+      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 13);
       size_t n = 1 + rnd() % 256;
       for (size_t i = 0; i < n; i++) assert_int_equal(pc_buf_u8(&b, (uint8_t)rnd()), 0);
       random_bodies++;
@@ -983,16 +1033,21 @@ static void test_random_bodies(void **state) {
         }
       }
     }
-    answer_t a = call(f, op, b.p, b.len);
+    answer_t a = call_on(op == PC_TABLET_OP_GC ? gc_side : f->tablet, op, b.p, b.len);
     snprintf(what, sizeof what, "iteration %ld (seed 0x%llx) op 0x%02x, %zu bytes", it,
              (unsigned long long)seed, op, b.len);
     check_shape(&a, what);
-    if (mode == 0) check_error(&a, what); /* random bytes are never a valid request */
+    /* random bytes are never a valid request, except where any bytes of the
+     * right length are: SCAN_LOCKS (u64) and GC (u64 u32) */
+    int any_bytes_valid = (op == PC_TABLET_OP_SCAN_LOCKS && b.len == 8) ||
+                          (op == PC_TABLET_OP_GC && b.len == 12);
+    if (mode == 0 && !any_bytes_valid) check_error(&a, what);
     if (a.rc != PC_OK || a.status != PC_OK) errors++;
     answer_free(&a);
   }
   pc_buf_free(&b);
   free_samples(s);
+  pc_tablet_destroy(gc_side);
   /* most mutated bodies are refused */
   assert_true(errors > (size_t)iters / 2);
   assert_true(random_bodies > 0);
@@ -1002,96 +1057,340 @@ static void test_random_bodies(void **state) {
   answer_free(&a);
 }
 
-/* ONE_PHASE_BLIND: the snapshot is taken under the latch, so an id older
- * than the cell's newest commit is no conflict; the reply carries commit_ts
- * and a spare timestamp; a re-sent request finds its commit; a rolled-back
- * id is aborted; a lock is PC_LOCKED. */
-static void test_blind_one_phase(void **state) {
-  fixture_t *f = *state;
-  pc_buf_t b = {0};
-  answer_t a;
-  pc_mutation_t first = put("o2", "c:x", "first"), second = put("o2", "c:x", "second");
-  enc_one_phase(&b, 980, &first, 1);
-  a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
-  expect_status(&a, PC_OK, "one-phase commit");
-  uint64_t c1 = rd_u64_at(a.payload);
-  answer_free(&a);
+/* ---- heartbeat, lock scans and garbage collection ------------------------ */
 
-  /* id 975 < c1: a plain one-phase commit would conflict, a blind one does not */
+/* The hybrid timestamp of physical millisecond ms (logical part 0). */
+static uint64_t ts_ms(uint64_t ms) { return ms << PC_TS_LOGICAL_BITS; }
+
+/* Sends body b as op and asserts the store status. */
+static void expect_op(fixture_t *f, uint8_t op, const pc_buf_t *b, pc_status_t want,
+                      const char *what) {
+  answer_t a = call(f, op, b->p, b->len);
+  expect_status(&a, want, what);
+  answer_free(&a);
+}
+
+/* SCAN_LOCKS below: decodes the reply's locks into l[0..cap) and returns how
+ * many there were (the reply must not be truncated). */
+static uint32_t scan_locks(fixture_t *f, uint64_t below, pc_lock_info_t *l, uint32_t cap) {
+  pc_buf_t b = {0};
+  assert_int_equal(pc_buf_u64(&b, below), 0);
+  answer_t a = call(f, PC_TABLET_OP_SCAN_LOCKS, b.p, b.len);
+  expect_status(&a, PC_OK, "scan_locks");
+  pc_rd_t r = {a.payload, a.plen, 0, 1};
+  uint8_t truncated = pc_rd_u8(&r);
+  uint32_t n = pc_rd_u32(&r);
+  assert_true(r.ok);
+  assert_int_equal(truncated, 0);
+  assert_true(n <= cap);
+  for (uint32_t i = 0; i < n; i++) assert_int_equal(pc_wire_get_lock(&r, &l[i]), 0);
+  assert_int_equal(r.pos, a.plen);
+  answer_free(&a);
+  pc_buf_free(&b);
+  return n;
+}
+
+static void free_locks(pc_lock_info_t *l, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) pc_lock_info_free(&l[i]);
+}
+
+/* A one-cell transaction prewritten at start and committed at start + 1;
+ * value NULL writes a delete. */
+static void commit_cell(fixture_t *f, const pc_cell_t *c, uint64_t start, const char *value,
+                        size_t vlen) {
+  pc_mutation_t m = {*c, value ? PC_WRITE_PUT : PC_WRITE_DELETE, value, value ? vlen : 0, 0};
+  pc_buf_t b = {0};
+  enc_prewrite(&b, c, start, 3000, 77, &m, 1);
+  expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite of a version");
   b.len = 0;
-  enc_one_phase(&b, 975, &second, 1);
-  a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
-  expect_status(&a, PC_CONFLICT, "one-phase commit with an old start_ts");
-  answer_free(&a);
-  uint64_t before = next_commit_ts;
-  a = call(f, PC_TABLET_OP_ONE_PHASE_BLIND, b.p, b.len);
-  expect_status(&a, PC_OK, "blind one-phase commit");
-  assert_int_equal(a.plen, 16);
-  uint64_t c2 = rd_u64_at(a.payload);
-  assert_true(c2 > c1);
-  assert_int_equal(c2, before + 1);
-  assert_int_equal(rd_u64_at(a.payload + 8), before + 2); /* the spare */
-  answer_free(&a);
-  /* re-sent: the recorded commit, no new timestamps */
-  a = call(f, PC_TABLET_OP_ONE_PHASE_BLIND, b.p, b.len);
-  expect_status(&a, PC_OK, "blind one-phase commit re-sent");
-  assert_int_equal(a.plen, 16);
-  assert_int_equal(rd_u64_at(a.payload), c2);
-  assert_int_equal(rd_u64_at(a.payload + 8), 0);
-  assert_int_equal(next_commit_ts, before + 2);
-  answer_free(&a);
-  /* the reader sees the blind write */
+  enc_commit(&b, start, start + 1, c, 1);
+  expect_op(f, PC_TABLET_OP_COMMIT, &b, PC_OK, "commit of a version");
+  pc_buf_free(&b);
+}
+
+/* A one-cell transaction prewritten at start and rolled back: a rollback record at start. */
+static void rolled_back_cell(fixture_t *f, const pc_cell_t *c, uint64_t start) {
+  pc_mutation_t m = put(c->row, c->col, "doomed");
+  m.cell = *c;
+  pc_buf_t b = {0};
+  enc_prewrite(&b, c, start, 3000, 77, &m, 1);
+  expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite to roll back");
   b.len = 0;
-  pc_cell_t ox = cell("o2", "c:x");
-  enc_get(&b, &ox, c2);
-  a = call(f, PC_TABLET_OP_GET, b.p, b.len);
-  expect_status(&a, PC_OK, "get after the blind commit");
-  {
+  enc_rollback(&b, start, c, 1);
+  expect_op(f, PC_TABLET_OP_ROLLBACK, &b, PC_OK, "rollback");
+  pc_buf_free(&b);
+}
+
+/* GET of c at ts answers want, and on PC_OK the value is (value, vlen). */
+static void expect_get(fixture_t *f, const pc_cell_t *c, uint64_t ts, pc_status_t want,
+                       const char *value, size_t vlen, const char *what) {
+  pc_buf_t b = {0};
+  enc_get(&b, c, ts);
+  answer_t a = call(f, PC_TABLET_OP_GET, b.p, b.len);
+  expect_status(&a, want, what);
+  if (want == PC_OK) {
     pc_rd_t r = {a.payload, a.plen, 0, 1};
     size_t n;
     const char *v = pc_rd_str(&r, &n);
-    assert_true(r.ok);
-    assert_int_equal(n, 6);
-    assert_memory_equal(v, "second", 6);
-  }
-  answer_free(&a);
-
-  /* a rolled-back id (a settled lost request) is aborted */
-  b.len = 0;
-  enc_rollback(&b, 990, &ox, 1);
-  a = call(f, PC_TABLET_OP_ROLLBACK, b.p, b.len);
-  expect_status(&a, PC_OK, "rollback of id 990");
-  answer_free(&a);
-  b.len = 0;
-  enc_one_phase(&b, 990, &first, 1);
-  a = call(f, PC_TABLET_OP_ONE_PHASE_BLIND, b.p, b.len);
-  expect_status(&a, PC_ABORTED, "blind commit of a rolled-back id");
-  answer_free(&a);
-
-  /* a lock is PC_LOCKED with the lock */
-  b.len = 0;
-  enc_prewrite(&b, &ox, 3000000, 3000, 81, &first, 1);
-  a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
-  expect_status(&a, PC_OK, "prewrite");
-  answer_free(&a);
-  b.len = 0;
-  enc_one_phase(&b, 995, &second, 1);
-  a = call(f, PC_TABLET_OP_ONE_PHASE_BLIND, b.p, b.len);
-  expect_status(&a, PC_LOCKED, "blind commit on a locked cell");
-  {
-    pc_rd_t r = {a.payload, a.plen, 0, 1};
-    pc_lock_info_t l = {0};
-    assert_int_equal(pc_wire_get_lock(&r, &l), 0);
-    assert_int_equal(l.start_ts, 3000000);
-    pc_lock_info_free(&l);
+    assert_true(r.ok && r.pos == a.plen);
+    if (n != vlen || memcmp(v, value, vlen) != 0)
+      fail_msg("%s: read %zu bytes '%.16s', want %zu bytes '%.16s'", what, n, v, vlen, value);
   }
   answer_free(&a);
   pc_buf_free(&b);
 }
 
+typedef struct raw_tally {
+  size_t puts, deletes, rollbacks, data, locks;
+} raw_tally_t;
+
+/* What RAW_SCAN shows of row (every column). */
+static raw_tally_t raw_tally(fixture_t *f, const char *row) {
+  char end[16];
+  snprintf(end, sizeof end, "%s", row);
+  size_t rl = strlen(row);
+  pc_buf_t b = {0};
+  assert_int_equal(pc_wire_put_opt(&b, TABLE, strlen(TABLE)) || pc_wire_put_opt(&b, row, rl) ||
+                       pc_wire_put_opt(&b, end, rl + 1), /* [row, row "\0") */
+                   0);
+  answer_t a = call(f, PC_TABLET_OP_RAW_SCAN, b.p, b.len);
+  expect_status(&a, PC_OK, "raw scan of a row");
+  raw_tally_t t = {0};
+  pc_rd_t r = {a.payload, a.plen, 0, 1};
+  uint32_t n = pc_rd_u32(&r);
+  pc_arena_t ar = {0};
+  for (uint32_t i = 0; i < n; i++) {
+    pc_raw_cell_t c;
+    assert_int_equal(pc_wire_get_raw(&r, &ar, &c), 0);
+    assert_int_equal(c.row_len, rl);
+    assert_memory_equal(c.row, row, rl);
+    if (c.kind == PC_CELL_DATA) t.data++;
+    if (c.kind == PC_CELL_LOCK) t.locks++;
+    if (c.kind == PC_CELL_WRITE && c.write_kind == PC_WRITE_PUT) t.puts++;
+    if (c.kind == PC_CELL_WRITE && c.write_kind == PC_WRITE_DELETE) t.deletes++;
+    if (c.kind == PC_CELL_WRITE && c.write_kind == PC_WRITE_ROLLBACK) t.rollbacks++;
+  }
+  assert_true(r.ok && r.pos == a.plen);
+  pc_arena_free(&ar);
+  answer_free(&a);
+  pc_buf_free(&b);
+  return t;
+}
+
+typedef struct gc_reply {
+  uint64_t cells, versions, rollbacks, data;
+} gc_reply_t;
+
+static gc_reply_t tablet_gc(fixture_t *f, uint64_t safe_point, const char *what) {
+  pc_buf_t b = {0};
+  enc_gc(&b, safe_point, 0);
+  answer_t a = call(f, PC_TABLET_OP_GC, b.p, b.len);
+  expect_status(&a, PC_OK, what);
+  assert_int_equal(a.plen, 32);
+  gc_reply_t g = {rd_u64_at(a.payload), rd_u64_at(a.payload + 8), rd_u64_at(a.payload + 16),
+                  rd_u64_at(a.payload + 24)};
+  answer_free(&a);
+  pc_buf_free(&b);
+  return g;
+}
+
+/* HEARTBEAT raises the TTL of a transaction's lock (never lowers it), and
+ * only while that lock is there; SCAN_LOCKS finds the locks below a
+ * timestamp, with their cells; GC deletes the versions no read at or above
+ * its safe point needs, reports them, and from then on refuses reads below
+ * the safe point. */
+static void test_heartbeat_scan_locks_gc(void **state) {
+  fixture_t *f = *state;
+  pc_buf_t b = {0};
+  answer_t a;
+  pc_lock_info_t l[4];
+
+  /* a transaction of two rows at physical time 1000 ms, lease 3000 ms: its
+   * primary's lock expires at 4000 ms */
+  uint64_t s1 = ts_ms(1000);
+  pc_cell_t p = cell("mh", "c:a"), sec = cell("nh", "c:b");
+  pc_mutation_t m[2] = {put("mh", "c:a", "h1"), put("nh", "c:b", "h2")};
+  enc_prewrite(&b, &p, s1, 3000, 77, m, 2);
+  expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite");
+
+  /* SCAN_LOCKS: nothing below the locks' start_ts, both locks just above it */
+  assert_int_equal(scan_locks(f, s1, l, 4), 0);
+  uint32_t n = scan_locks(f, s1 + 1, l, 4);
+  assert_int_equal(n, 2);
+  for (uint32_t i = 0; i < n; i++) {
+    assert_int_equal(l[i].start_ts, s1);
+    assert_int_equal(l[i].ttl_ms, 3000);
+    assert_int_equal(l[i].session, 77);
+    assert_int_equal(l[i].prow.len, 2);
+    assert_memory_equal(l[i].prow.p, "mh", 2);
+    assert_string_equal(l[i].ctable.p, TABLE);
+  }
+  /* the cells they sit on, in key order */
+  assert_int_equal(l[0].crow.len, 2);
+  assert_memory_equal(l[0].crow.p, "mh", 2);
+  assert_memory_equal(l[0].ccol.p, "c:a", 3);
+  assert_int_equal(l[1].crow.len, 2);
+  assert_memory_equal(l[1].crow.p, "nh", 2);
+  assert_memory_equal(l[1].ccol.p, "c:b", 3);
+  free_locks(l, n);
+
+  /* HEARTBEAT to 9000 ms: the lease now runs to 10000 ms; a lower TTL
+   * later does not shorten it */
+  b.len = 0;
+  enc_heartbeat(&b, &p, s1, 9000);
+  expect_op(f, PC_TABLET_OP_HEARTBEAT, &b, PC_OK, "heartbeat");
+  b.len = 0;
+  enc_heartbeat(&b, &p, s1, 1000);
+  expect_op(f, PC_TABLET_OP_HEARTBEAT, &b, PC_OK, "heartbeat with a lower ttl");
+  n = scan_locks(f, s1 + 1, l, 4);
+  assert_int_equal(n, 2);
+  assert_memory_equal(l[0].crow.p, "mh", 2);
+  assert_int_equal(l[0].ttl_ms, 9000);
+  assert_int_equal(l[1].ttl_ms, 3000); /* only the primary's lease is renewed */
+  free_locks(l, n);
+  /* at 5000 ms, past the first lease but within the renewed one, the
+   * transaction is alive */
+  b.len = 0;
+  enc_check_txn(&b, &p, s1, ts_ms(5000), 0);
+  a = call(f, PC_TABLET_OP_CHECK_TXN, b.p, b.len);
+  expect_status(&a, PC_OK, "check_txn within the renewed lease");
+  assert_int_equal(a.plen, 9);
+  assert_int_equal((unsigned char)a.payload[0], PC_TXN_ALIVE);
+  answer_free(&a);
+
+  /* HEARTBEAT of a lock that is not there: another transaction's start_ts
+   * on a locked cell, a cell never locked */
+  b.len = 0;
+  enc_heartbeat(&b, &p, s1 + 1, 9000);
+  expect_op(f, PC_TABLET_OP_HEARTBEAT, &b, PC_ABORTED, "heartbeat of another start_ts");
+  pc_cell_t never = cell("nn", "c:n");
+  b.len = 0;
+  enc_heartbeat(&b, &never, s1, 9000);
+  expect_op(f, PC_TABLET_OP_HEARTBEAT, &b, PC_ABORTED, "heartbeat of a cell never locked");
+
+  /* at 10500 ms the renewed lease has run out: rolled back; a heartbeat
+   * then finds no lock to renew */
+  b.len = 0;
+  enc_check_txn(&b, &p, s1, ts_ms(10500), 0);
+  a = call(f, PC_TABLET_OP_CHECK_TXN, b.p, b.len);
+  expect_status(&a, PC_OK, "check_txn past the renewed lease");
+  assert_int_equal((unsigned char)a.payload[0], PC_TXN_ROLLED_BACK);
+  answer_free(&a);
+  b.len = 0;
+  enc_heartbeat(&b, &p, s1, 20000);
+  expect_op(f, PC_TABLET_OP_HEARTBEAT, &b, PC_ABORTED, "heartbeat after the rollback");
+  n = scan_locks(f, UINT64_MAX, l, 4); /* the secondary's lock is left */
+  assert_int_equal(n, 1);
+  assert_memory_equal(l[0].crow.p, "nh", 2);
+  free_locks(l, n);
+  b.len = 0;
+  enc_rollback(&b, s1, &sec, 1);
+  expect_op(f, PC_TABLET_OP_ROLLBACK, &b, PC_OK, "rollback of the secondary");
+  assert_int_equal(scan_locks(f, UINT64_MAX, l, 4), 0);
+
+  /* versions of cell mg (newest first), around a safe point S at 2300 ms:
+   *   2450 rollback      above S: kept
+   *   2400 "g4"          above S, the head: kept
+   *   2200 "g3"          the newest at or below S: kept (reads at S see it)
+   *   2150 rollback      deleted
+   *   2100 big value     deleted, with its data cell
+   *   2000 "g1"          deleted
+   * and of cell md: 2200 delete (its head), 2000 "d1" (deleted). */
+  pc_cell_t g = cell("mg", "c:g"), d = cell("md", "c:d");
+  static char big[5000];
+  memset(big, 'B', sizeof big);
+  commit_cell(f, &g, ts_ms(2000), "g1", 2);
+  commit_cell(f, &g, ts_ms(2100), big, sizeof big);
+  rolled_back_cell(f, &g, ts_ms(2150));
+  commit_cell(f, &g, ts_ms(2200), "g3", 2);
+  commit_cell(f, &g, ts_ms(2400), "g4", 2);
+  rolled_back_cell(f, &g, ts_ms(2450));
+  commit_cell(f, &d, ts_ms(2000), "d1", 2);
+  commit_cell(f, &d, ts_ms(2200), NULL, 0);
+  raw_tally_t tg = raw_tally(f, "mg"), td = raw_tally(f, "md");
+  assert_int_equal(tg.puts, 4);
+  assert_int_equal(tg.rollbacks, 2);
+  assert_int_equal(tg.data, 1);
+  assert_int_equal(td.puts, 1);
+  assert_int_equal(td.deletes, 1);
+  expect_get(f, &g, ts_ms(2100) + 1, PC_OK, big, sizeof big, "get of the big version before gc");
+  expect_get(f, &g, ts_ms(2000) + 1, PC_OK, "g1", 2, "get of the oldest version before gc");
+
+  uint64_t safe = ts_ms(2300);
+  gc_reply_t r = tablet_gc(f, safe, "gc");
+  /* cells with commit records: mg, md, and mh and nh (their rollbacks) */
+  assert_int_equal(r.cells, 4);
+  assert_int_equal(r.versions, 3); /* mg: 2100, 2000; md: 2000 */
+  assert_int_equal(r.rollbacks, 3); /* mg at 2150; mh and nh at 1000 */
+  assert_int_equal(r.data, 1);
+  tg = raw_tally(f, "mg");
+  assert_int_equal(tg.puts, 2);
+  assert_int_equal(tg.rollbacks, 1);
+  assert_int_equal(tg.data, 0);
+  td = raw_tally(f, "md");
+  assert_int_equal(td.puts, 0);
+  assert_int_equal(td.deletes, 1); /* the head's record stays */
+  assert_int_equal(raw_tally(f, "mh").rollbacks, 0);
+
+  /* reads at or above the safe point read as before; below it, refused */
+  expect_get(f, &g, safe, PC_OK, "g3", 2, "get at the safe point");
+  expect_get(f, &g, ts_ms(2400) + 1, PC_OK, "g4", 2, "get of the head");
+  expect_get(f, &d, safe, PC_NOT_FOUND, NULL, 0, "get of the deleted cell");
+  expect_get(f, &g, safe - 1, PC_ABORTED, NULL, 0, "get below the safe point");
+  expect_get(f, &g, ts_ms(2000) + 1, PC_ABORTED, NULL, 0, "get of a collected version");
+  b.len = 0;
+  enc_scan(&b, TABLE, R_START, NULL, R_END, safe - 1, 100);
+  expect_op(f, PC_TABLET_OP_SCAN, &b, PC_ABORTED, "scan below the safe point");
+  b.len = 0;
+  enc_scan(&b, TABLE, R_START, NULL, R_END, safe, 100);
+  a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+  expect_status(&a, PC_OK, "scan at the safe point");
+  {
+    pc_rd_t rd = {a.payload, a.plen, 0, 1};
+    assert_int_equal(pc_rd_u32(&rd), 1);
+    size_t len;
+    const char *s = pc_rd_str(&rd, &len);
+    assert_true(rd.ok && len == 2 && memcmp(s, "mg", 2) == 0);
+    s = pc_rd_str(&rd, &len);
+    s = pc_rd_str(&rd, &len);
+    assert_true(rd.ok && len == 2 && memcmp(s, "g3", 2) == 0);
+    assert_int_equal(rd.pos, a.plen);
+  }
+  answer_free(&a);
+
+  /* a pass again finds nothing more; one at a lower safe point neither
+   * deletes anything nor lowers the bound on reads */
+  r = tablet_gc(f, safe, "gc again");
+  assert_int_equal(r.versions + r.rollbacks + r.data, 0);
+  /* INFO reports the passes: the safe point, and what they deleted in all */
+  a = call(f, PC_TABLET_OP_INFO, NULL, 0);
+  expect_status(&a, PC_OK, "info after gc");
+  {
+    pc_rd_t rd = {a.payload, a.plen, 0, 1};
+    size_t len;
+    (void)pc_rd_str(&rd, &len);
+    assert_int_equal(pc_rd_u32(&rd), 1);
+    (void)pc_rd_str(&rd, &len);
+    (void)pc_rd_str(&rd, &len);
+    (void)pc_rd_u64(&rd); /* ops */
+    assert_int_equal(pc_rd_u64(&rd), safe);
+    assert_int_equal(pc_rd_u64(&rd), 2); /* passes */
+    assert_int_equal(pc_rd_u64(&rd), 3); /* versions */
+    assert_int_equal(pc_rd_u64(&rd), 3); /* rollbacks */
+    assert_int_equal(pc_rd_u64(&rd), 1); /* data */
+    assert_true(rd.ok && rd.pos == a.plen);
+  }
+  answer_free(&a);
+  r = tablet_gc(f, ts_ms(2250), "gc at a lower safe point");
+  assert_int_equal(r.versions + r.rollbacks + r.data, 0);
+  expect_get(f, &g, ts_ms(2260), PC_ABORTED, NULL, 0, "get below the first safe point");
+  expect_get(f, &g, safe, PC_OK, "g3", 2, "get at the safe point after more passes");
+  pc_buf_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_blind_one_phase, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_heartbeat_scan_locks_gc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_valid_round_trips, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncations_and_trailing_garbage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lying_counts_and_lengths, setup, teardown),

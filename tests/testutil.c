@@ -298,11 +298,11 @@ void tu_rmtree(char *path) {
   free(path);
 }
 
-static pc_db_t *open_embedded(const char *dir, uint32_t lock_ttl_ms, int keep_history) {
+static pc_db_t *open_embedded(const char *dir, uint32_t lock_ttl_ms) {
   pc_options_t *o = pc_options_create();
   pc_options_set_create_if_missing(o, 1);
   if (lock_ttl_ms) pc_options_set_lock_ttl_ms(o, lock_ttl_ms);
-  pc_options_set_keep_history(o, keep_history);
+  pc_options_set_gc_interval_ms(o, 0); /* tests collect garbage when they say so */
   pc_options_set_lazy_start(o, test_lazy());
   pc_error_t err;
   pc_db_t *db = pc_db_open(o, dir, &err);
@@ -313,12 +313,7 @@ static pc_db_t *open_embedded(const char *dir, uint32_t lock_ttl_ms, int keep_hi
 
 pc_db_t *tu_open(const char *dir, uint32_t lock_ttl_ms) {
   if (cluster_cli()) return cluster_open(dir, lock_ttl_ms, 1);
-  return open_embedded(dir, lock_ttl_ms, 0);
-}
-
-pc_db_t *tu_open_history(const char *dir, uint32_t lock_ttl_ms) {
-  if (cluster_cli()) return cluster_open(dir, lock_ttl_ms, 1); /* tablets keep every version */
-  return open_embedded(dir, lock_ttl_ms, 1);
+  return open_embedded(dir, lock_ttl_ms);
 }
 
 char *tu_get(pc_txn_t *txn, const char *table, const char *row, const char *col) {

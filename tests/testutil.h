@@ -17,9 +17,6 @@ void tu_rmtree(char *path);
 
 /* Opens (creating) a database in dir with the given lock TTL (0 = default). Aborts on failure. */
 pc_db_t *tu_open(const char *dir, uint32_t lock_ttl_ms);
-/* tu_open keeping every version (pc_options_set_keep_history): for tests
- * that read the store at timestamps no transaction holds. */
-pc_db_t *tu_open_history(const char *dir, uint32_t lock_ttl_ms);
 
 /* Convenience wrappers over one transaction that abort the program on
  * unexpected errors; tu_get returns a malloc'd NUL-terminated copy or NULL when not found. */

@@ -65,6 +65,8 @@ extern const cli_verb_t cli_verb_tso;
 extern const cli_verb_t cli_verb_lockd;
 /* verb_status.c */
 extern const cli_verb_t cli_verb_status;
+/* verb_gc.c */
+extern const cli_verb_t cli_verb_gc;
 
 /* ---- option parsing and errors (main.c) ------------------------------------ */
 

@@ -47,12 +47,22 @@ typedef struct ts_provider {
   pc_ts_batcher_t *batcher;
 } ts_provider_t;
 
+/* The cluster's garbage collector (gc_main), in each process that serves tablets. */
+typedef struct gc_loop {
+  pthread_t thread;
+  int running, stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char *client_config; /* a client configuration of this cluster, with bound ports */
+} gc_loop_t;
+
 typedef struct daemon_state {
   const pc_config_t *cfg;
   pc_oracle_t *oracle; /* the tso role's, when this process runs one */
   role_t roles[64];
   size_t nroles;
   ts_provider_t ts;
+  gc_loop_t gc;
 } daemon_state_t;
 
 static const char *const kind_names[] = {"tso", "lockd", "tablet"};
@@ -87,13 +97,35 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
       pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
                       (double)pc_oracle_last(r->oracle));
       break;
-    case ROLE_LOCKD:
+    case ROLE_LOCKD: {
       pc_metric_gauge(out, "percolator_lockd_sessions", "Live sessions",
                       (double)pc_ls_session_count(r->ls));
+      size_t unreported = 0;
+      uint64_t oldest = pc_ls_oldest_reported(r->ls, &unreported);
+      if (oldest != UINT64_MAX)
+        pc_metric_gauge(out, "percolator_lockd_oldest_reported_ts",
+                        "Oldest start_ts reported open by a live session", (double)oldest);
+      pc_metric_gauge(out, "percolator_lockd_sessions_unreported",
+                      "Live sessions that have not reported their oldest start_ts",
+                      (double)unreported);
       break;
+    }
     case ROLE_TABLET:
       pc_metric_counter(out, "percolator_tablet_operations_total", "Store operations served",
                         pc_tablet_ops(r->tablet));
+      {
+        pc_tablet_gc_t g;
+        pc_tablet_gc_stats(r->tablet, &g);
+        pc_metric_gauge(out, "percolator_gc_safe_point", "Safe point of the last GC pass",
+                        (double)g.safe_point);
+        pc_metric_counter(out, "percolator_gc_passes_total", "GC passes", g.passes);
+        pc_metric_counter(out, "percolator_gc_versions_deleted_total",
+                          "Old versions deleted by GC", g.deleted.versions);
+        pc_metric_counter(out, "percolator_gc_rollbacks_deleted_total",
+                          "Rollback records deleted by GC", g.deleted.rollbacks);
+        pc_metric_counter(out, "percolator_gc_data_deleted_total",
+                          "Data cells of large values deleted by GC", g.deleted.data);
+      }
       break;
   }
 }
@@ -198,20 +230,15 @@ static pc_status_t start_tablet(daemon_state_t *d, const pc_config_tablet_t *t, 
   char *dir = role_dir(d->cfg, t->data_dir, sub);
   pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
   pc_store_t *store = NULL;
-  int fresh, older = 0;
-  if (st == PC_OK) st = pc_data_dir_prepare(dir, 1, 1, &fresh, &older, err);
+  int fresh;
+  if (st == PC_OK) st = pc_data_dir_prepare(dir, 1, &fresh, err);
   if (st == PC_OK) {
     char path[4200];
     snprintf(path, sizeof path, "%s/store", dir);
     pc_local_options_t lo = {1, d->cfg->store.sync, (size_t)d->cfg->store.cache_mb << 20,
-                             (size_t)d->cfg->store.meta_cache_mb << 20, 0};
+                             (size_t)d->cfg->store.meta_cache_mb << 20};
     store = pc_local_store_open(path, &lo, err);
     if (!store) st = err ? err->code : PC_IO_ERROR;
-  }
-  /* the store is ours now (its LOCK): the format it writes from here on */
-  if (st == PC_OK && older && (st = pc_data_dir_mark(dir, err)) != PC_OK) {
-    store->ops->close(store);
-    store = NULL;
   }
   free(dir);
   if (st != PC_OK) {
@@ -227,8 +254,122 @@ static pc_status_t start_tablet(daemon_state_t *d, const pc_config_tablet_t *t, 
   return start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
 }
 
+/* ---- garbage collection ------------------------------------------------------
+ *
+ * Every process that serves tablets runs a collector: every store.gc_interval_ms
+ * it opens (once) a client of the cluster, takes the lock-service lock
+ * "percolator/gc" so that one process collects at a time (without a lock
+ * service, each does: passes are idempotent), and runs pc_db_gc, which
+ * settles old locks and then collects on every tablet. The client's
+ * configuration is the daemon's own with the ports this process bound. */
+
+#define GC_LOCK "percolator/gc"
+
+/* The daemon's configuration with the endpoints of the roles this process
+ * runs replaced by their bound ports, written to a temporary file; its
+ * path (malloc'd), or NULL. */
+static char *write_client_config(daemon_state_t *d) {
+  json_error_t je;
+  json_t *root = json_load_file(d->cfg->source, 0, &je);
+  if (!root) return NULL;
+  for (size_t i = 0; i < d->nroles; i++) {
+    const role_t *r = &d->roles[i];
+    char ep[64];
+    snprintf(ep, sizeof ep, "127.0.0.1:%u", (unsigned)pc_rpc_server_port(r->rpc));
+    json_t *o = NULL;
+    if (r->kind == ROLE_TSO) o = json_object_get(root, "tso");
+    else if (r->kind == ROLE_LOCKD) o = json_object_get(root, "lockservice");
+    else {
+      json_t *ts = json_object_get(root, "tablets");
+      for (size_t k = 0; k < json_array_size(ts); k++) {
+        json_t *t = json_array_get(ts, k);
+        if (strcmp(json_string_value(json_object_get(t, "name")), r->name + strlen("tablet ")) == 0)
+          o = t;
+      }
+    }
+    if (o) json_object_set_new(o, "listen", json_string(ep));
+  }
+  char path[] = "/tmp/percolator-gc-XXXXXX";
+  int fd = mkstemp(path);
+  char *out = NULL;
+  if (fd >= 0) {
+    FILE *f = fdopen(fd, "w");
+    if (f && json_dumpf(root, f, 0) == 0 && fclose(f) == 0) out = strdup(path);
+    else if (f) fclose(f);
+    else close(fd);
+    if (!out) unlink(path);
+  }
+  json_decref(root);
+  return out;
+}
+
+static void *gc_main(void *arg) {
+  daemon_state_t *d = arg;
+  gc_loop_t *g = &d->gc;
+  pc_db_t *db = NULL;
+  pthread_mutex_lock(&g->mu);
+  while (!g->stop) {
+    struct timespec until = pc_mono_after_ms(d->cfg->store.gc_interval_ms);
+    pthread_cond_timedwait(&g->cv, &g->mu, &until);
+    if (g->stop) break;
+    pthread_mutex_unlock(&g->mu);
+    pc_error_t err;
+    if (!db) db = pc_db_open_config(g->client_config, &err);
+    if (!db) {
+      pc_log(PC_LOG_WARN, "gc: cannot open a client of the cluster: %s", err.text);
+    } else {
+      int mine = 1;
+      uint64_t holder = 0;
+      /* the lock only spares work: with the lock service away, collect anyway */
+      if (db->ls && pc_ls_client_lock_try(db->ls, GC_LOCK, strlen(GC_LOCK), 2000, &mine, &holder,
+                                          &err) != PC_OK)
+        mine = 1;
+      pc_gc_stats_t s;
+      if (mine && pc_db_gc(db, &s, &err) != PC_OK)
+        pc_log(PC_LOG_WARN, "gc: %s", err.text);
+      else if (mine)
+        pc_log(PC_LOG_DEBUG, "gc: safe point %llu, %llu versions deleted",
+               (unsigned long long)s.safe_point, (unsigned long long)s.versions);
+    }
+    pthread_mutex_lock(&g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
+  pc_db_close(db);
+  return NULL;
+}
+
+static void gc_start(daemon_state_t *d) {
+  gc_loop_t *g = &d->gc;
+  if (d->cfg->store.gc_interval_ms == 0) return;
+  if (!(g->client_config = write_client_config(d))) {
+    pc_log(PC_LOG_WARN, "gc: cannot write a client configuration; no background collection");
+    return;
+  }
+  pthread_mutex_init(&g->mu, NULL);
+  pc_cond_init_mono(&g->cv);
+  g->running = pthread_create(&g->thread, NULL, gc_main, d) == 0;
+}
+
+static void gc_stop(daemon_state_t *d) {
+  gc_loop_t *g = &d->gc;
+  if (g->running) {
+    pthread_mutex_lock(&g->mu);
+    g->stop = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    g->running = 0;
+  }
+  if (g->client_config) unlink(g->client_config);
+  free(g->client_config);
+  g->client_config = NULL;
+}
+
 /* Stops the roles in reverse order: servers first (drain), then state. */
 static void stop_all(daemon_state_t *d) {
+  gc_stop(d); /* its client speaks to the roles below */
   for (size_t i = d->nroles; i-- > 0;) {
     role_t *r = &d->roles[i];
     if (r->http) pc_http_stop(r->http);
@@ -356,6 +497,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int w
   if (st == PC_OK) {
     pc_log(PC_LOG_INFO, "ready (%zu role%s); SIGTERM or SIGINT stops", d->nroles,
            d->nroles == 1 ? "" : "s");
+    if (want_tablets) gc_start(d);
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {
     }

@@ -97,7 +97,9 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
     pc_rpc_client_t *c = pc_rpc_client_create(t->listen.host, t->listen.port, cfg->secret, &err);
     pc_buf_t name = {0};
     uint64_t ops = 0;
-    pc_status_t st = c ? pc_tablet_remote_info(c, STATUS_TIMEOUT_MS, &name, &ops, &err) : err.code;
+    pc_tablet_gc_t gc = {0};
+    pc_status_t st =
+        c ? pc_tablet_remote_info(c, STATUS_TIMEOUT_MS, &name, &ops, &gc, &err) : err.code;
     if (c) pc_rpc_client_destroy(c);
     const char *e = st == PC_OK ? NULL : err.text;
     r->down |= st != PC_OK;
@@ -110,7 +112,10 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
       fputs(", ", stdout);
       print_range(stdout, t->end, t->end_len, "end");
       fputs(")", stdout);
-      if (!e) printf(" ops=%llu", (unsigned long long)ops);
+      if (!e)
+        printf(" ops=%llu gc: passes=%llu safe_point=%llu versions_deleted=%llu",
+               (unsigned long long)ops, (unsigned long long)gc.passes,
+               (unsigned long long)gc.safe_point, (unsigned long long)gc.deleted.versions);
       else printf("  %s", e);
       putchar('\n');
     }
@@ -118,7 +123,16 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
     json_object_set_new(o, "name", json_string(t->name));
     fmt_json_bytes(o, "start", t->start, t->start_len);
     fmt_json_bytes(o, "end", t->end, t->end_len);
-    if (!e) fmt_json_u64(o, "ops", ops);
+    if (!e) {
+      fmt_json_u64(o, "ops", ops);
+      json_t *g = json_object();
+      fmt_json_u64(g, "passes", gc.passes);
+      fmt_json_u64(g, "safe_point", gc.safe_point);
+      fmt_json_u64(g, "versions_deleted", gc.deleted.versions);
+      fmt_json_u64(g, "rollbacks_deleted", gc.deleted.rollbacks);
+      fmt_json_u64(g, "data_deleted", gc.deleted.data);
+      json_object_set_new(o, "gc", g);
+    }
     json_array_append_new(arr, o);
     pc_buf_free(&name);
   }

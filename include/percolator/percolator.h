@@ -112,8 +112,12 @@ PC_EXPORT void pc_options_set_create_if_missing(pc_options_t *opts, int on);
 /* fsync every row operation before acknowledging it (default 0). Concurrent
  * writers share fsyncs (LevelDB's group commit). */
 PC_EXPORT void pc_options_set_sync(pc_options_t *opts, int on);
-/* Lifetime of a transaction lock in oracle milliseconds; a lock older than this
- * whose owner is not known to be alive may be rolled back by readers (default 3000). */
+/* Lease of a transaction's locks in oracle milliseconds, counted from the
+ * moment they are written (default 3000). While its transaction commits, a
+ * live client renews the lease of its primary lock every third of it (the
+ * paper's periodic wall-time update), so a transaction that is merely long
+ * is never rolled back. A lock whose lease has run out, or whose owner's
+ * session is gone, may be rolled back by any reader that meets it. */
 PC_EXPORT void pc_options_set_lock_ttl_ms(pc_options_t *opts, uint32_t ms);
 /* Default bound on every blocking call of a transaction (default 10000). */
 PC_EXPORT void pc_options_set_timeout_ms(pc_options_t *opts, uint32_t ms);
@@ -135,21 +139,12 @@ PC_EXPORT void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
  * commit), which a write's conflict check reads instead of LevelDB (default
  * 32 MiB; 0: no cache). The store keeps it exact: every write updates it. */
 PC_EXPORT void pc_options_set_meta_cache_bytes(pc_options_t *opts, size_t bytes);
-/* Keep every version of every cell (default 0). By default the embedded
- * database, which knows every open transaction's snapshot, drops a version
- * that a single-row commit replaces when no open snapshot can read it and
- * its own transaction is over (pc_db_raw_scan no longer shows it).
- * Versions of multi-row transactions are always kept. A cluster's tablets
- * keep every version (they cannot know their clients' snapshots). */
-PC_EXPORT void pc_options_set_keep_history(pc_options_t *opts, int on);
-/* Memory for replaced versions that only open transactions can still read
- * (default 64 MiB). Such a version is needed only by this process's open
- * snapshots, none of which survives it, so the embedded database holds it
- * in memory instead of writing it to the store, and frees it once no
- * snapshot can read it; beyond this budget, or at 0, it is written to the
- * store and deleted from there later. pc_db_raw_scan does not show versions
- * held in memory. No effect with keep_history, or in a cluster. */
-PC_EXPORT void pc_options_set_kept_versions_bytes(pc_options_t *opts, size_t bytes);
+/* How often the embedded database collects garbage in the background, in
+ * milliseconds (default 60000; 0: never, only pc_db_gc). See pc_db_gc. */
+PC_EXPORT void pc_options_set_gc_interval_ms(pc_options_t *opts, uint32_t ms);
+/* The most keys one garbage-collection pass deletes per second (default
+ * 100000; 0: no bound), so that collection never crowds out the workload. */
+PC_EXPORT void pc_options_set_gc_rate(pc_options_t *opts, uint32_t keys_per_second);
 
 /* ---- database ----------------------------------------------------------- */
 
@@ -179,6 +174,27 @@ PC_EXPORT void pc_db_set_timeout_ms(pc_db_t *db, uint32_t ms);
 
 /* Asks the oracle for one timestamp, bounded by timeout_ms. */
 PC_EXPORT pc_status_t pc_db_timestamp(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
+
+/* What a garbage-collection pass did (pc_db_gc). */
+typedef struct pc_gc_stats {
+  uint64_t safe_point;     /* no snapshot of any live transaction lies below it */
+  uint64_t locks_resolved; /* locks below the safe point settled first */
+  uint64_t locks_left;     /* locks below it still owned by a live transaction */
+  uint64_t cells;          /* cells with commit records examined */
+  uint64_t versions;       /* old versions deleted (commit records of puts and deletes) */
+  uint64_t rollbacks;      /* rollback records deleted */
+  uint64_t data;           /* data cells deleted (values too large to inline) */
+} pc_gc_stats_t;
+
+/* Collects garbage now: computes the safe point (embedded: the oldest start_ts
+ * of this process's open transactions; in a cluster: the oldest that any
+ * client reports through its lock-service session, and never less than
+ * store.gc_lifetime_ms behind the oracle), settles every lock older than it,
+ * then deletes on every store what no snapshot at or above it can read:
+ * every version of a cell but the newest one at or below the safe point,
+ * and rollback records. Readers and writers go on meanwhile. stats may be
+ * NULL. */
+PC_EXPORT pc_status_t pc_db_gc(pc_db_t *db, pc_gc_stats_t *stats, pc_error_t *err);
 
 /* The liveness session recorded as the owner of this process's locks: the
  * embedded database's own, or the lock service's (0 while it is unreachable). */
@@ -235,7 +251,8 @@ PC_EXPORT pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err);
 /* Discards the buffered writes; the transaction is finished. */
 PC_EXPORT void pc_txn_abort(pc_txn_t *txn);
 
-/* Releases the transaction (aborting it if still open). NULL is a no-op. */
+/* Releases the transaction (aborting it if still open). NULL is a no-op.
+ * Its scans must be destroyed first. */
 PC_EXPORT void pc_txn_destroy(pc_txn_t *txn);
 
 /* ---- snapshot scans ----------------------------------------------------- */
@@ -250,7 +267,9 @@ PC_EXPORT pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *s
                        const char *end, size_t elen, pc_error_t *err);
 
 /* Advances to the next cell: PC_OK when there is one, PC_NOT_FOUND at the end,
- * another status on error (PC_LOCKED, PC_IO_ERROR, ...). */
+ * another status on error (PC_LOCKED, PC_IO_ERROR, ...). A scan reads only
+ * while its transaction is open: after pc_txn_commit or pc_txn_abort it
+ * answers PC_STATE. */
 PC_EXPORT pc_status_t pc_scan_next(pc_scan_t *scan, pc_error_t *err);
 
 /* The current cell. The pointers belong to the scan and stay valid until the
@@ -305,9 +324,7 @@ typedef int (*pc_raw_cell_fn)(void *ctx, const pc_raw_cell_t *cell);
 /* Calls fn for every internal cell of rows [start, end) of table (table NULL:
  * every table), in key order: per cell its lock, its writes newest first, its
  * data newest first, its acks; then the notifications of the range. No
- * snapshot, no lock resolution: this shows the store as it is on disk
- * (versions held in memory for open snapshots, see
- * pc_options_set_kept_versions_bytes, are not shown). */
+ * snapshot, no lock resolution: this shows the store as it is on disk. */
 PC_EXPORT pc_status_t pc_db_raw_scan(pc_db_t *db, const char *table, const char *start, size_t slen,
                            const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
                            pc_error_t *err);

@@ -197,10 +197,9 @@ W1=$(awk 'NR==1 {print $3}' <<<"$BOB")
 S1=$(awk 'NR==1 {print $NF}' <<<"$BOB")
 expect_match "$(sed -n 1p <<<"$BOB")" '^Bob +bal: +[0-9]+ +data @ [0-9]+$' "raw write line"
 expect_match "$(sed -n 2p <<<"$BOB")" "^ +$S1 +\\\$6 \\(inline\\)$" "raw data line at the write's start_ts"
-# the older version ($10) was replaced by a one-row commit while no snapshot could read it:
-# collected (store.keep_history keeps it: below)
-check
-[ "$(wc -l <<<"$BOB")" -eq 2 ] || fail "raw: the replaced version is collected (got: $BOB)"
+# the older version ($10) stays until garbage collection: its commit record, value included
+expect_match "$(sed -n 3p <<<"$BOB")" '^ +[0-9]+ +data @ [0-9]+$' "raw older write line"
+expect_match "$(sed -n 4p <<<"$BOB")" '^ +[0-9]+ +\$10 \(inline\)$' "raw older data line"
 check
 [ "$W1" -gt "$S1" ] 2>/dev/null || fail "commit_ts $W1 is not after start_ts $S1"
 check
@@ -217,20 +216,21 @@ expect_match "$OUT" $'\n\ntable big\n' "raw scan of all tables: second table"
 run scan --raw --json accounts --end C
 expect_match "$(head -1 <<<"$OUT")" '^\{"table":"accounts","row":"Bob","column":"bal:","kind":"write","ts":[0-9]+,"write_kind":"put","start_ts":[0-9]+,"value":"\$6"\}$' "raw --json"
 check
-[ "$(wc -l <<<"$OUT")" -eq 1 ] || fail "raw --json: one line per cell"
+[ "$(wc -l <<<"$OUT")" -eq 2 ] || fail "raw --json: one line per cell (two versions, no data cells)"
 
-# with store.keep_history, every version stays, the older one's value in its commit record
-printf '{"data_dir": "%s/hist", "store": {"keep_history": true}}\n' "$T" >"$T/hist.json"
-for v in '$10' '$6'; do
-  timeout 20 "$P" --config "$T/hist.json" set accounts Bob bal: "$v" >/dev/null 2>"$T/stderr" ||
-    fail "set with keep_history"
-  no_sanitizer_report "$T/stderr"
-done
-OUT=$(timeout 20 "$P" --config "$T/hist.json" scan --raw accounts 2>"$T/stderr")
-no_sanitizer_report "$T/stderr"
+# ---- gc: the replaced version goes, the newest stays ---------------------------------------------
+
+run gc --json
+expect_rc 0 "gc"
+expect_match "$OUT" '^\{"safe_point":[0-9]+,"locks_resolved":0,"locks_left":0,"cells":[0-9]+,"versions_deleted":[1-9][0-9]*,"rollbacks_deleted":[0-9]+,"data_deleted":[0-9]+\}$' "gc --json"
+run scan --raw accounts
 BOB=$(awk '$1=="Bob"{on=1} on && $1!="Bob" && $1 !~ /^[0-9]+$/ {exit} on' <<<"$OUT")
-expect_match "$(sed -n 3p <<<"$BOB")" '^ +[0-9]+ +data @ [0-9]+$' "keep_history: raw older write line"
-expect_match "$(sed -n 4p <<<"$BOB")" '^ +[0-9]+ +\$10 \(inline\)$' "keep_history: raw older data line"
+check
+[ "$(wc -l <<<"$BOB")" -eq 2 ] || fail "after gc, Bob keeps one version (got: $BOB)"
+run get accounts Bob bal:
+expect_out '$6' "the newest value survives gc"
+run gc extra
+expect_rc 2 "gc takes no operand"
 
 # ---- a commit that crashed before its commit point leaves locks; a get resolves them -------------
 

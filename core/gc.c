@@ -1,0 +1,199 @@
+/* gc.c — the database's background work and garbage collection.
+ *
+ * One thread per database handle does two jobs:
+ *   - the heartbeat: every third of lock_ttl_ms it renews the lease of the
+ *     primary lock of each transaction of this process that is committing
+ *     (store.h's heartbeat), so that a live owner's transaction is never
+ *     rolled back for being slow; a dead process renews nothing, and its
+ *     locks expire lock_ttl_ms after their last renewal;
+ *   - embedded, every gc_interval_ms, a garbage-collection pass (pc_db_gc).
+ *
+ * A pass first finds the safe point: a fresh timestamp, lowered to the
+ * start_ts of every open transaction of this process (db.c's list). In a
+ * cluster it is also bounded by what other clients may read (see
+ * cluster_safe_point). It then settles every lock older than the safe point
+ * (their transactions are over: roll forward or back, by the primary), since
+ * a lock's resolution asks for its primary's commit record, which the pass
+ * may delete; a lock still owned by a live transaction lowers the safe point
+ * to below it instead. Last, the store deletes what no snapshot at or above
+ * the safe point can read (store_gc.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/db.h"
+#include "core/error.h"
+
+/* ---- the heartbeat ------------------------------------------------------ */
+
+typedef struct beat {
+  pc_buf_t table, row, col;
+  uint64_t start_ts;
+  uint32_t ttl_ms;
+} beat_t;
+
+/* Renews the leases of committing transactions that began over a third of
+ * a TTL ago. The cells are copied under open_mu, the requests made outside. */
+static void heartbeat(pc_db_t *db) {
+  uint64_t now = pc_now_mono_ms(), period = db->opts.lock_ttl_ms / 3 + 1;
+  beat_t *beats = NULL;
+  size_t n = 0, cap = 0;
+  pthread_mutex_lock(&db->open_mu);
+  for (pc_open_txn_t *e = db->open.next; e != &db->open; e = e->next) {
+    if (!e->primary || now - e->start_mono_ms < period) continue;
+    if (n == cap) {
+      size_t c2 = cap ? cap * 2 : 8;
+      beat_t *p = realloc(beats, c2 * sizeof *p);
+      if (!p) break;
+      beats = p;
+      cap = c2;
+    }
+    beat_t *b = &beats[n];
+    memset(b, 0, sizeof *b);
+    const pc_cell_t *c = e->primary;
+    if (pc_buf_append(&b->table, c->table, strlen(c->table) + 1) ||
+        pc_buf_append(&b->row, c->row, c->rlen) || pc_buf_append(&b->col, c->col, c->clen)) {
+      pc_buf_free(&b->table);
+      pc_buf_free(&b->row);
+      pc_buf_free(&b->col);
+      break;
+    }
+    b->start_ts = atomic_load(&e->ts);
+    b->ttl_ms = pc_db_lock_ttl(db, e);
+    n++;
+  }
+  pthread_mutex_unlock(&db->open_mu);
+  for (size_t i = 0; i < n; i++) {
+    beat_t *b = &beats[i];
+    pc_cell_t c = {b->table.p, b->row.p, b->row.len, b->col.p, b->col.len};
+    pc_error_t ignored; /* a lock already gone: the transaction has moved on */
+    (void)db->store->ops->heartbeat(db->store, &c, b->start_ts, b->ttl_ms, &ignored);
+    pc_buf_free(&b->table);
+    pc_buf_free(&b->row);
+    pc_buf_free(&b->col);
+  }
+  free(beats);
+}
+
+/* ---- garbage collection ------------------------------------------------- */
+
+typedef struct settle {
+  pc_db_t *db;
+  uint64_t oldest_live; /* the oldest lock still owned by a live transaction */
+  uint64_t resolved, left;
+  pc_status_t st;
+  pc_error_t err;
+} settle_t;
+
+static int settle_lock(void *ctx, const pc_lock_info_t *lock) {
+  settle_t *s = ctx;
+  pc_error_t e;
+  pc_status_t st = pc_txn_resolve_lock(s->db, lock, pc_now_mono_ms() + s->db->opts.timeout_ms, &e);
+  if (st == PC_OK) {
+    s->resolved++;
+    return 0;
+  }
+  if (st == PC_LOCKED) { /* a live owner: collect below its lock only */
+    s->left++;
+    if (lock->start_ts < s->oldest_live) s->oldest_live = lock->start_ts;
+    return 0;
+  }
+  s->st = st;
+  s->err = e;
+  return 1;
+}
+
+pc_status_t pc_db_gc(pc_db_t *db, pc_gc_stats_t *stats, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!db) return pc_error_set(err, PC_INVALID, "database is NULL");
+  uint64_t now, safe;
+  pc_status_t st = pc_db_ts(db, db->opts.timeout_ms, &now, err);
+  if (st != PC_OK) return st;
+  atomic_store(&db->ts_floor, now);
+  safe = db->gc_bound ? db->gc_bound(db, now) : now;
+  pthread_mutex_lock(&db->open_mu);
+  for (pc_open_txn_t *e = db->open.next; e != &db->open; e = e->next) {
+    uint64_t t = atomic_load(&e->ts);
+    if (t < safe) safe = t;
+  }
+  pthread_mutex_unlock(&db->open_mu);
+
+  pthread_mutex_lock(&db->gc_mu);
+  pc_gc_stats_t out = {0};
+  settle_t s = {db, safe, 0, 0, PC_OK, {PC_OK, ""}};
+  st = db->store->ops->scan_locks(db->store, safe, settle_lock, &s, err);
+  if (st == PC_BUSY) { /* more old locks than one look shows: settle the rest next pass */
+    pc_error_clear(err);
+    st = PC_OK;
+    s.left++;
+    s.oldest_live = 1;
+  }
+  if (st == PC_OK && s.st != PC_OK) {
+    st = s.st;
+    if (err) *err = s.err;
+    pc_error_prefix(err, "gc: settling an old lock");
+  }
+  /* a lock at ts asks about its primary's commit after ts: keep those */
+  if (s.oldest_live < safe) safe = s.oldest_live - 1;
+  out.safe_point = safe;
+  out.locks_resolved = s.resolved;
+  out.locks_left = s.left;
+  if (st == PC_OK && safe > 0) {
+    pc_store_gc_stats_t g;
+    st = db->store->ops->gc(db->store, safe, db->opts.gc_rate, &g, err);
+    out.cells = g.cells;
+    out.versions = g.versions;
+    out.rollbacks = g.rollbacks;
+    out.data = g.data;
+  }
+  if (st == PC_OK) {
+    db->gc_last = out;
+    db->gc_passes++;
+  }
+  pthread_mutex_unlock(&db->gc_mu);
+  if (stats) *stats = out;
+  return st;
+}
+
+/* ---- the thread --------------------------------------------------------- */
+
+static void *background_main(void *arg) {
+  pc_db_t *db = arg;
+  uint32_t beat_ms = db->opts.lock_ttl_ms / 3 + 1;
+  pthread_mutex_lock(&db->bg_mu);
+  while (!db->bg_stop) {
+    pthread_mutex_unlock(&db->bg_mu);
+    heartbeat(db);
+    uint64_t now = pc_now_mono_ms();
+    if (db->opts.gc_interval_ms && db->oracle && now >= db->next_gc_ms) {
+      pc_error_t ignored; /* the next pass tries again; pc_db_gc reports errors */
+      (void)pc_db_gc(db, NULL, &ignored);
+      db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
+    }
+    pthread_mutex_lock(&db->bg_mu);
+    if (!db->bg_stop) {
+      struct timespec until = pc_mono_after_ms(beat_ms);
+      pthread_cond_timedwait(&db->bg_cv, &db->bg_mu, &until);
+    }
+  }
+  pthread_mutex_unlock(&db->bg_mu);
+  return NULL;
+}
+
+pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err) {
+  db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
+  if (pthread_create(&db->bg_thread, NULL, background_main, db) != 0)
+    return pc_error_set(err, PC_INTERNAL, "cannot start the database's background thread");
+  db->bg_running = 1;
+  return PC_OK;
+}
+
+void pc_db_stop_background(pc_db_t *db) {
+  if (!db->bg_running) return;
+  pthread_mutex_lock(&db->bg_mu);
+  db->bg_stop = 1;
+  pthread_cond_signal(&db->bg_cv);
+  pthread_mutex_unlock(&db->bg_mu);
+  pthread_join(db->bg_thread, NULL);
+  db->bg_running = 0;
+}

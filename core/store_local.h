@@ -1,0 +1,138 @@
+/* store_local.h — what the files of the embedded store share (private to
+ * core/store_*.c): the store object, row latches, the frame of a row
+ * operation, and the small readers and writers of records.
+ *
+ * The files, one concern each:
+ *   store_local.c  opening and closing, latches, writing a batch
+ *   store_read.c   snapshot reads: get, scan, and the history of a cell
+ *   store_txn.c    the protocol's row operations: prewrite, commit,
+ *                  rollback, check_txn, heartbeat, one-phase commit
+ *   store_raw.c    the raw view (every internal cell) and lock scans
+ *   store_gc.c     garbage collection below a safe point
+ */
+#ifndef PC_CORE_STORE_LOCAL_H
+#define PC_CORE_STORE_LOCAL_H
+
+#include <leveldb/c.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/metacache.h"
+#include "core/store.h"
+
+#define PC_LATCHES 1024u
+
+typedef struct local {
+  pc_store_t base;
+  char *path;
+  leveldb_t *db;
+  leveldb_options_t *opts;
+  leveldb_cache_t *cache;
+  leveldb_filterpolicy_t *filter;
+  leveldb_readoptions_t *ropts;
+  leveldb_writeoptions_t *wopts;    /* the store's sync setting */
+  leveldb_writeoptions_t *gc_wopts; /* never synced: a lost delete is redone */
+  pthread_mutex_t latch[PC_LATCHES];
+  /* start_ts of a one-phase commit holding latch i while it takes its
+   * commit_ts, or 0: a reader whose snapshot could include that commit
+   * waits for the latch (local_wait_onepc) */
+  _Atomic uint64_t onepc[PC_LATCHES];
+  pc_mcache_t *mcache; /* meta records for the write path, or NULL */
+  _Atomic uint64_t gc_safe; /* store_gc.c: the last pass's safe point ('g' key) */
+} local_t;
+
+/* The latch stripe of a cell's row. */
+uint32_t local_stripe(const pc_cell_t *c);
+/* Waits out a one-phase commit in flight on stripe i that read_ts could see. */
+void local_wait_onepc(local_t *s, uint32_t i, uint64_t read_ts);
+
+pc_status_t local_ldb_error(local_t *s, char *msg, const char *what, pc_error_t *err);
+pc_status_t local_nomem(pc_error_t *err);
+/* "table/row/col" (each cut to 64 bytes) into buf, for messages. */
+const char *local_cell_name(const pc_cell_t *c, char *buf, size_t cap);
+/* 1 when no two cells are the same cell, 0 when two are, -1 out of memory. */
+int local_cells_distinct(const pc_cell_t *cells, size_t stride, size_t n);
+
+/* Reads and decodes the meta record of cell (its latch held); *found = 0
+ * leaves m zeroed. key receives the meta key. */
+pc_status_t local_read_meta(local_t *s, const pc_cell_t *c, pc_buf_t *key, pc_meta_t *m,
+                            int *found, pc_error_t *err);
+pc_status_t local_put_meta(leveldb_writebatch_t *b, const pc_buf_t *key, const pc_meta_t *m,
+                           pc_buf_t *scratch, pc_error_t *err);
+pc_status_t local_put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_t ts,
+                            const pc_write_rec_t *w, pc_buf_t *kb, pc_buf_t *vb,
+                            pc_error_t *err);
+/* Writes b with wopts (the latches of its cells held); keeps the meta cache
+ * in step. */
+pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const leveldb_writeoptions_t *wopts,
+                        pc_error_t *err);
+
+/* Finds the write record of transaction start_ts on cell (commit or
+ * rollback); *found = 0 when there is none. rec->value points into hold. */
+pc_status_t local_find_write_by_start(local_t *s, const pc_cell_t *c, const pc_meta_t *m,
+                                      uint64_t start_ts, pc_write_rec_t *rec, pc_buf_t *hold,
+                                      int *found, pc_error_t *err);
+
+/* The frame of every row operation: the request's cells checked distinct,
+ * their latches taken (in stripe order), one WriteBatch and scratch buffers;
+ * rowop_end applies the batch if the operation succeeded and wrote, then
+ * releases it all. */
+typedef struct rowop {
+  local_t *s;
+  uint32_t one, *idx; /* the stripes held, sorted */
+  size_t nidx;
+  leveldb_writebatch_t *b;
+  pc_buf_t key, kb, vb, hold;
+  pc_meta_t m;
+  int writes;
+} rowop_t;
+
+pc_status_t local_rowop_begin(rowop_t *op, local_t *s, const pc_cell_t *cells, size_t stride,
+                              size_t n, const char *what, pc_error_t *err);
+pc_status_t local_rowop_end(rowop_t *op, pc_status_t st, pc_error_t *err);
+
+/* Key range [lo, hi) of space for table rows [start, end) (hi->len == 0:
+ * unbounded; table NULL: the whole space); start_col starts within row
+ * start. -1 out of memory. */
+int local_range_keys(char space, const char *table, const char *start, size_t slen,
+                     const char *start_col, size_t sclen, const char *end, size_t elen,
+                     pc_buf_t *lo, pc_buf_t *hi);
+/* Whether key k lies below hi (hi->len == 0: no bound). */
+int local_below(const char *k, size_t kl, const pc_buf_t *hi);
+
+/* The operations, by file. */
+pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts, char **value,
+                      size_t *vlen, pc_lock_info_t *lock, pc_error_t *err);
+pc_status_t local_get_fresh(pc_store_t *base, const pc_cell_t *c, pc_ts_source_fn ts_source,
+                            void *ts_ctx, uint64_t *read_ts, char **value, size_t *vlen,
+                            pc_lock_info_t *lock, pc_error_t *err);
+pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, size_t slen,
+                       const char *start_col, size_t sclen, const char *end, size_t elen,
+                       uint64_t read_ts, size_t limit, pc_store_cell_fn fn, void *ctx,
+                       pc_lock_info_t *lock, pc_error_t *err);
+pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                           const pc_lock_spec_t *spec, pc_lock_info_t *lock, pc_error_t *err);
+pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t n, uint64_t start_ts,
+                         uint64_t commit_ts, pc_error_t *err);
+pc_status_t local_rollback(pc_store_t *base, const pc_cell_t *cells, size_t n, uint64_t start_ts,
+                           pc_error_t *err);
+pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, uint64_t start_ts,
+                            uint64_t now_ts, int owner_dead, pc_txn_state_t *state,
+                            uint64_t *commit_ts, pc_error_t *err);
+pc_status_t local_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t start_ts,
+                            uint32_t ttl_ms, pc_error_t *err);
+pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                                   uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
+                                   uint64_t *commit_ts, pc_lock_info_t *lock, pc_error_t *err);
+pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *start, size_t slen,
+                           const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
+                           pc_error_t *err);
+pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn fn, void *ctx,
+                             pc_error_t *err);
+pc_status_t local_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
+                     pc_store_gc_stats_t *stats, pc_error_t *err);
+uint64_t local_gc_safe_point(pc_store_t *base);
+/* Reads the persisted safe point into s->gc_safe (at open). */
+pc_status_t local_gc_load(local_t *s, pc_error_t *err);
+
+#endif

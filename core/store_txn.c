@@ -1,0 +1,346 @@
+/* store_txn.c — the transaction protocol's row operations on the embedded
+ * store (DESIGN §4): prewrite, commit, rollback, check_txn (the fate of a
+ * transaction, decided on its primary), heartbeat (a live owner keeping its
+ * primary lock), and one-phase commit of a single-row transaction. Each is
+ * one row operation (store_local.h's rowop): latches, checks on the meta
+ * records, one WriteBatch.
+ *
+ * The meta record of a cell holds its lock and its newest commit, the head
+ * (value included when small), and latest_any, the newest write record of any
+ * kind; prewrite's conflict check reads only the meta record. Every commit
+ * also writes its commit record ('w' key) without the value while it is the
+ * head; when a newer commit replaces the head, the replaced commit's record
+ * gets its value back. Each version's value is stored once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/store_local.h"
+
+static pc_status_t put_notify(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_t ts,
+                              pc_buf_t *kb, pc_error_t *err) {
+  kb->len = 0;
+  if (pc_key_notify(kb, c, ts) != 0) return local_nomem(err);
+  const char strong = 0;
+  leveldb_writebatch_put(b, kb->p, kb->len, &strong, 1);
+  return PC_OK;
+}
+
+/* The checks of prewrite on one cell (meta m): another transaction's lock is
+ * PC_LOCKED (*lock_out set), a write at or after start_ts PC_CONFLICT. */
+static pc_status_t check_free(const pc_cell_t *c, const pc_meta_t *m, uint64_t start_ts,
+                              pc_lock_info_t *lock_out, pc_error_t *err) {
+  char name[160];
+  if (m->has_lock) {
+    if (pc_lock_info_copy(lock_out, &m->lock, c) != 0) return local_nomem(err);
+    return pc_error_set(err, PC_LOCKED, "%s is locked by transaction %llu",
+                        local_cell_name(c, name, sizeof name),
+                        (unsigned long long)m->lock.start_ts);
+  }
+  if (m->latest_any == start_ts)
+    return pc_error_set(err, PC_CONFLICT, "%s: transaction %llu was already rolled back",
+                        local_cell_name(c, name, sizeof name), (unsigned long long)start_ts);
+  if (m->latest_any > start_ts)
+    return pc_error_set(err, PC_CONFLICT, "write conflict on %s: written at %llu, after start %llu",
+                        local_cell_name(c, name, sizeof name),
+                        (unsigned long long)m->latest_any, (unsigned long long)start_ts);
+  return PC_OK;
+}
+
+/* A value over PC_INLINE_MAX goes to data(c, start_ts). */
+static pc_status_t put_data(leveldb_writebatch_t *b, const pc_mutation_t *mu, uint64_t start_ts,
+                            pc_buf_t *kb, pc_error_t *err) {
+  if (mu->kind != PC_WRITE_PUT || mu->vlen <= PC_INLINE_MAX) return PC_OK;
+  kb->len = 0;
+  if (pc_key_cell_ts(kb, PC_KS_DATA, &mu->cell, start_ts) != 0) return local_nomem(err);
+  leveldb_writebatch_put(b, kb->p, kb->len, mu->value, mu->vlen);
+  return PC_OK;
+}
+
+pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                           const pc_lock_spec_t *spec, pc_lock_info_t *lock_out,
+                           pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  if (n == 0) return PC_OK;
+  rowop_t op;
+  pc_status_t st = local_rowop_begin(&op, s, &muts[0].cell, sizeof *muts, n, "prewrite", err);
+  if (st != PC_OK) return st;
+  pc_meta_t *m = &op.m;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    const pc_mutation_t *mu = &muts[i];
+    int found;
+    st = local_read_meta(s, &mu->cell, &op.key, m, &found, err);
+    if (st != PC_OK) break;
+    if (m->has_lock && m->lock.start_ts == spec->start_ts) continue; /* re-sent prewrite */
+    if ((st = check_free(&mu->cell, m, spec->start_ts, lock_out, err)) != PC_OK) break;
+    pc_lock_info_t *l = &m->lock;
+    m->has_lock = 1;
+    l->start_ts = spec->start_ts;
+    l->kind = mu->kind;
+    l->ttl_ms = spec->ttl_ms;
+    l->session = spec->session;
+    l->observed = mu->observed;
+    l->ptable.len = l->prow.len = l->pcol.len = l->value.len = 0;
+    if (pc_buf_append(&l->ptable, spec->primary.table, strlen(spec->primary.table)) ||
+        pc_buf_append(&l->prow, spec->primary.row, spec->primary.rlen) ||
+        pc_buf_append(&l->pcol, spec->primary.col, spec->primary.clen)) {
+      st = local_nomem(err);
+      break;
+    }
+    l->has_inline = mu->kind == PC_WRITE_PUT && mu->vlen <= PC_INLINE_MAX;
+    if (l->has_inline && pc_buf_append(&l->value, mu->value, mu->vlen) != 0) {
+      st = local_nomem(err);
+      break;
+    }
+    if ((st = put_data(op.b, mu, spec->start_ts, &op.kb, err)) != PC_OK) break;
+    st = local_put_meta(op.b, &op.key, m, &op.vb, err);
+    op.writes++;
+  }
+  return local_rowop_end(&op, st, err);
+}
+
+/* Makes commit w the head of cell c (meta m), in batch b: w's commit record
+ * is written without its value when the value is inline (the head has it),
+ * and the record of the head being replaced gets that head's value back,
+ * since snapshots older than w read it there. w->value must stay valid until
+ * m is encoded. */
+static pc_status_t set_head(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
+                            const pc_write_rec_t *w, pc_buf_t *kb, pc_buf_t *vb,
+                            pc_error_t *err) {
+  pc_status_t st;
+  if (m->has_head && m->head.has_inline == PC_VALUE_INLINE &&
+      (st = local_put_write(b, c, m->head.commit_ts, &m->head, kb, vb, err)) != PC_OK)
+    return st;
+  pc_write_rec_t bare = *w;
+  if (bare.has_inline == PC_VALUE_INLINE) {
+    bare.has_inline = PC_VALUE_IN_HEAD;
+    bare.value = NULL;
+    bare.vlen = 0;
+  }
+  if ((st = local_put_write(b, c, w->commit_ts, &bare, kb, vb, err)) != PC_OK) return st;
+  m->head = *w;
+  m->has_head = 1;
+  if (w->commit_ts > m->latest_any) m->latest_any = w->commit_ts;
+  return PC_OK;
+}
+
+/* Commits the lock held in m (of start_ts) on cell c into batch b. A put to
+ * an observed column writes its strong notification in the same batch. */
+static pc_status_t commit_locked(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
+                                 const pc_buf_t *key, uint64_t commit_ts, pc_buf_t *kb,
+                                 pc_buf_t *vb, pc_error_t *err) {
+  const pc_lock_info_t *l = &m->lock;
+  pc_write_rec_t w = {l->kind, l->start_ts, commit_ts,
+                      l->has_inline ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, l->value.p, l->value.len};
+  pc_status_t st = PC_OK;
+  if (l->observed && l->kind == PC_WRITE_PUT) st = put_notify(b, c, commit_ts, kb, err);
+  if (st == PC_OK) st = set_head(b, c, m, &w, kb, vb, err); /* value stays in m->lock.value */
+  if (st != PC_OK) return st;
+  m->has_lock = 0;
+  return local_put_meta(b, key, m, vb, err);
+}
+
+/* Rolls back transaction start_ts on cell c (m = its meta) into batch b. */
+static pc_status_t rollback_cell(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
+                                 const pc_buf_t *key, uint64_t start_ts, pc_buf_t *kb,
+                                 pc_buf_t *vb, pc_error_t *err) {
+  if (m->has_lock && m->lock.start_ts == start_ts) {
+    if (m->lock.kind == PC_WRITE_PUT && !m->lock.has_inline) {
+      kb->len = 0;
+      if (pc_key_cell_ts(kb, PC_KS_DATA, c, start_ts) != 0) return local_nomem(err);
+      leveldb_writebatch_delete(b, kb->p, kb->len);
+    }
+    m->has_lock = 0;
+  }
+  pc_write_rec_t w = {PC_WRITE_ROLLBACK, start_ts, start_ts, 0, NULL, 0};
+  pc_status_t st = local_put_write(b, c, start_ts, &w, kb, vb, err);
+  if (st != PC_OK) return st;
+  if (start_ts > m->latest_any) m->latest_any = start_ts;
+  return local_put_meta(b, key, m, vb, err);
+}
+
+pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t n, uint64_t start_ts,
+                         uint64_t commit_ts, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  if (n == 0) return PC_OK;
+  if (commit_ts <= start_ts)
+    return pc_error_set(err, PC_INVALID, "commit: commit_ts %llu is not after start_ts %llu",
+                        (unsigned long long)commit_ts, (unsigned long long)start_ts);
+  rowop_t op;
+  pc_status_t st = local_rowop_begin(&op, s, cells, sizeof *cells, n, "commit", err);
+  if (st != PC_OK) return st;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    int found;
+    st = local_read_meta(s, &cells[i], &op.key, &op.m, &found, err);
+    if (st != PC_OK) break;
+    if (op.m.has_lock && op.m.lock.start_ts == start_ts) {
+      st = commit_locked(op.b, &cells[i], &op.m, &op.key, commit_ts, &op.kb, &op.vb, err);
+      op.writes++;
+      continue;
+    }
+    pc_write_rec_t w;
+    st = local_find_write_by_start(s, &cells[i], &op.m, start_ts, &w, &op.hold, &found, err);
+    if (st != PC_OK) break;
+    if (found && w.kind != PC_WRITE_ROLLBACK) continue; /* already committed */
+    char name[160];
+    st = pc_error_set(err, PC_ABORTED,
+                      found ? "%s: transaction %llu was rolled back"
+                            : "%s: transaction %llu holds no lock here (rolled back)",
+                      local_cell_name(&cells[i], name, sizeof name), (unsigned long long)start_ts);
+  }
+  return local_rowop_end(&op, st, err);
+}
+
+pc_status_t local_rollback(pc_store_t *base, const pc_cell_t *cells, size_t n, uint64_t start_ts,
+                           pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  if (n == 0) return PC_OK;
+  rowop_t op;
+  pc_status_t st = local_rowop_begin(&op, s, cells, sizeof *cells, n, "rollback", err);
+  if (st != PC_OK) return st;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    int found;
+    st = local_read_meta(s, &cells[i], &op.key, &op.m, &found, err);
+    if (st != PC_OK) break;
+    if (!(op.m.has_lock && op.m.lock.start_ts == start_ts)) {
+      pc_write_rec_t w;
+      st = local_find_write_by_start(s, &cells[i], &op.m, start_ts, &w, &op.hold, &found, err);
+      if (st != PC_OK) break;
+      if (found && w.kind == PC_WRITE_ROLLBACK) continue; /* already rolled back */
+      if (found) {
+        char name[160];
+        st = pc_error_set(err, PC_INTERNAL,
+                          "rollback: %s of transaction %llu is committed at %llu",
+                          local_cell_name(&cells[i], name, sizeof name),
+                          (unsigned long long)start_ts, (unsigned long long)w.commit_ts);
+        break;
+      }
+    }
+    st = rollback_cell(op.b, &cells[i], &op.m, &op.key, start_ts, &op.kb, &op.vb, err);
+    op.writes++;
+  }
+  return local_rowop_end(&op, st, err);
+}
+
+pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, uint64_t start_ts,
+                            uint64_t now_ts, int owner_dead, pc_txn_state_t *state,
+                            uint64_t *commit_ts, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  rowop_t op;
+  pc_status_t st = local_rowop_begin(&op, s, primary, sizeof *primary, 1, "check_txn", err);
+  if (st != PC_OK) return st;
+  int found;
+  *commit_ts = 0;
+  *state = PC_TXN_ROLLED_BACK;
+  st = local_read_meta(s, primary, &op.key, &op.m, &found, err);
+  if (st != PC_OK) return local_rowop_end(&op, st, err);
+  if (op.m.has_lock && op.m.lock.start_ts == start_ts) {
+    /* the lease: ttl_ms from start_ts's physical time, which the owner's
+     * prewrite and heartbeats set to reach ttl past their own moment */
+    uint64_t expires = PC_TS_PHYSICAL_MS(start_ts) + op.m.lock.ttl_ms;
+    if (!owner_dead && PC_TS_PHYSICAL_MS(now_ts) < expires) {
+      *state = PC_TXN_ALIVE;
+      return local_rowop_end(&op, PC_OK, err);
+    }
+  } else {
+    pc_write_rec_t w;
+    st = local_find_write_by_start(s, primary, &op.m, start_ts, &w, &op.hold, &found, err);
+    if (st != PC_OK || found) {
+      if (found && w.kind != PC_WRITE_ROLLBACK) {
+        *state = PC_TXN_COMMITTED;
+        *commit_ts = w.commit_ts;
+      }
+      return local_rowop_end(&op, st, err);
+    }
+  }
+  /* dead, expired, or never prewritten: roll back the primary, leaving a
+   * rollback record so a delayed prewrite of it fails */
+  st = rollback_cell(op.b, primary, &op.m, &op.key, start_ts, &op.kb, &op.vb, err);
+  op.writes++;
+  return local_rowop_end(&op, st, err);
+}
+
+pc_status_t local_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t start_ts,
+                            uint32_t ttl_ms, pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  rowop_t op;
+  pc_status_t st = local_rowop_begin(&op, s, primary, sizeof *primary, 1, "heartbeat", err);
+  if (st != PC_OK) return st;
+  int found;
+  st = local_read_meta(s, primary, &op.key, &op.m, &found, err);
+  if (st == PC_OK && !(op.m.has_lock && op.m.lock.start_ts == start_ts)) {
+    char name[160];
+    st = pc_error_set(err, PC_ABORTED, "heartbeat: %s holds no lock of transaction %llu",
+                      local_cell_name(primary, name, sizeof name), (unsigned long long)start_ts);
+  }
+  if (st == PC_OK && ttl_ms > op.m.lock.ttl_ms) {
+    op.m.lock.ttl_ms = ttl_ms;
+    st = local_put_meta(op.b, &op.key, &op.m, &op.vb, err);
+    op.writes++;
+  }
+  return local_rowop_end(&op, st, err);
+}
+
+pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
+                                   uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
+                                   uint64_t *commit_ts, pc_lock_info_t *lock_out,
+                                   pc_error_t *err) {
+  local_t *s = (local_t *)base;
+  if (n == 0) return PC_OK;
+  for (size_t i = 1; i < n; i++)
+    if (strcmp(muts[i].cell.table, muts[0].cell.table) != 0 ||
+        pc_bytes_cmp(muts[i].cell.row, muts[i].cell.rlen, muts[0].cell.row, muts[0].cell.rlen))
+      return pc_error_set(err, PC_INVALID, "one-phase commit: cells of more than one row");
+  int distinct = local_cells_distinct(&muts[0].cell, sizeof *muts, n);
+  if (distinct < 0) return local_nomem(err);
+  if (!distinct) return pc_error_set(err, PC_INVALID, "one-phase commit: a cell appears twice");
+  pc_meta_t *metas = calloc(n, sizeof *metas);
+  pc_buf_t *keys = calloc(n, sizeof *keys);
+  if (!metas || !keys) {
+    free(metas);
+    free(keys);
+    return local_nomem(err);
+  }
+  uint32_t stripe = local_stripe(&muts[0].cell);
+  pthread_mutex_lock(&s->latch[stripe]);
+  pc_status_t st = PC_OK;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    int found;
+    st = local_read_meta(s, &muts[i].cell, &keys[i], &metas[i], &found, err);
+    if (st == PC_OK) st = check_free(&muts[i].cell, &metas[i], start_ts, lock_out, err);
+  }
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  pc_buf_t kb = {0}, vb = {0};
+  if (st == PC_OK) {
+    /* readers whose snapshot may cover commit_ts wait for the latch from
+     * before commit_ts is taken until the batch is written */
+    atomic_store_explicit(&s->onepc[stripe], start_ts, memory_order_seq_cst);
+    st = ts_source(ts_ctx, commit_ts, err);
+    for (size_t i = 0; i < n && st == PC_OK; i++) {
+      const pc_mutation_t *mu = &muts[i];
+      int inl = mu->kind == PC_WRITE_PUT && mu->vlen <= PC_INLINE_MAX;
+      pc_write_rec_t w = {mu->kind, start_ts, *commit_ts,
+                          inl ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, inl ? mu->value : NULL,
+                          inl ? mu->vlen : 0};
+      st = put_data(b, mu, start_ts, &kb, err);
+      if (st == PC_OK && mu->observed && mu->kind == PC_WRITE_PUT)
+        st = put_notify(b, &mu->cell, *commit_ts, &kb, err);
+      if (st == PC_OK) st = set_head(b, &mu->cell, &metas[i], &w, &kb, &vb, err);
+      if (st == PC_OK) st = local_put_meta(b, &keys[i], &metas[i], &vb, err);
+    }
+    if (st == PC_OK) st = local_apply(s, b, s->wopts, err);
+    atomic_store_explicit(&s->onepc[stripe], 0, memory_order_release);
+  }
+  pthread_mutex_unlock(&s->latch[stripe]);
+  leveldb_writebatch_destroy(b);
+  for (size_t i = 0; i < n; i++) {
+    pc_meta_free(&metas[i]);
+    pc_buf_free(&keys[i]);
+  }
+  free(metas);
+  free(keys);
+  pc_buf_free(&kb);
+  pc_buf_free(&vb);
+  return st;
+}
