@@ -961,7 +961,7 @@ pc_config_t *pc_config_default(void) {
     return NULL;
   }
   cfg->log_level = PC_LOG_INFO;
-  cfg->store.sync = 0;
+  cfg->store.sync = 1;
   cfg->store.cache_mb = 32;
   cfg->store.meta_cache_mb = 32;
   cfg->store.kept_versions_mb = 64;

@@ -27,6 +27,7 @@
 pc_options_t *pc_options_create(void) {
   pc_options_t *o = calloc(1, sizeof *o);
   if (!o) return NULL;
+  o->sync = 1;
   o->lock_ttl_ms = 3000;
   o->timeout_ms = 10000;
   o->one_phase_commit = 1;

@@ -34,6 +34,9 @@ static pc_db_t *open_kept(const char *dir, int keep_history, int lazy, int kept)
   pc_options_t *o = pc_options_create();
   assert_non_null(o);
   pc_options_set_create_if_missing(o, 1);
+  /* these tests are about which versions are kept, not about durability,
+   * and commit thousands of small transactions: no fsync per commit */
+  pc_options_set_sync(o, 0);
   pc_options_set_keep_history(o, keep_history);
   pc_options_set_lazy_start(o, lazy);
   pc_options_set_kept_versions_bytes(o, kept == KEPT_IN_MEMORY ? 1u << 20 : 0);
@@ -384,6 +387,7 @@ static void test_kept_in_memory_scan_and_budget(void **state) {
   pc_options_t *o = pc_options_create();
   pc_options_set_create_if_missing(o, 1);
   pc_options_set_kept_versions_bytes(o, 4096); /* a few dozen small versions */
+  pc_options_set_sync(o, 0); /* not about durability (see open_kept) */
   pc_error_t err;
   pc_db_t *db = pc_db_open(o, dir, &err);
   pc_options_destroy(o);

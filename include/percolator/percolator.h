@@ -109,8 +109,15 @@ PC_EXPORT pc_options_t *pc_options_create(void);
 PC_EXPORT void pc_options_destroy(pc_options_t *opts);
 /* Create the data directory when it does not exist (default 0: missing is PC_INVALID). */
 PC_EXPORT void pc_options_set_create_if_missing(pc_options_t *opts, int on);
-/* fsync every row operation before acknowledging it (default 0). Concurrent
- * writers share fsyncs (LevelDB's group commit). */
+/* fsync every row operation before acknowledging it (default 1). Concurrent
+ * writers share fsyncs (LevelDB's group commit). Turn it off only for data
+ * you can rebuild: without it, a machine (or, in a cluster, one tablet) that
+ * loses power loses commits it had acknowledged, and since a transaction's
+ * rows are written one after another (on several tablets in a cluster), it
+ * can lose the primary's commit record while the secondaries' commits
+ * survive: readers then roll the primary back and keep the secondaries, a
+ * committed transaction left half visible (atomicity broken). A crash of
+ * the process alone, the machine staying up, loses nothing either way. */
 PC_EXPORT void pc_options_set_sync(pc_options_t *opts, int on);
 /* Lifetime of a transaction lock in oracle milliseconds; a lock older than this
  * whose owner is not known to be alive may be rolled back by readers (default 3000). */
