@@ -26,6 +26,7 @@
 #define CLI_EXIT_NOT_FOUND 1 /* get: no value */
 #define CLI_EXIT_USAGE 2     /* unknown verb or option, wrong arguments */
 #define CLI_EXIT_ERROR 3     /* any other error: "percolator: VERB: message" on stderr */
+#define CLI_EXIT_UNKNOWN 4   /* set/delete: the commit's outcome is unknown (PC_UNKNOWN) */
 
 #define CLI_DEFAULT_DATA_DIR "./percolator-data"
 

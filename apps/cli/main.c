@@ -67,7 +67,8 @@ static const char global_usage[] =
 
 static const char global_tail[] =
     "\n"
-    "Exit status: 0 ok, 1 not found (get), 2 usage error, 3 any other error.\n"
+    "Exit status: 0 ok, 1 not found (get), 2 usage error, 3 any other error,\n"
+    "4 commit outcome unknown (set, delete: it may or may not stand; readers settle it).\n"
     "Example:\n"
     "  percolator --data /tmp/pc init && percolator --data /tmp/pc set accounts Bob bal: 10\n";
 

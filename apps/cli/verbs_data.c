@@ -105,6 +105,7 @@ static int write_cell(cli_ctx_t *ctx, char **args, const char *value) {
     st = pc_txn_delete(txn, table, row, strlen(row), col, strlen(col), &err);
   if (st == PC_OK) st = pc_txn_commit(txn, &err);
   int code = st == PC_OK ? CLI_EXIT_OK : cli_pc_error(ctx, &err);
+  if (st == PC_UNKNOWN) code = CLI_EXIT_UNKNOWN; /* not a failure: it may stand */
   pc_txn_destroy(txn);
   pc_db_close(db);
   return code;
@@ -150,6 +151,9 @@ const cli_verb_t cli_verb_set = {
     "Writes VALUE (non-empty) into the cell and commits, in one transaction.\n"
     "Prints nothing on success. Put '--' before a VALUE that starts with '-'.\n"
     "For byte strings that cannot be arguments use 'percolator txn'.\n"
+    "Exits 3 when the commit failed (nothing was written), 4 when its outcome\n"
+    "is unknown: the reply was lost and the store could not be asked, so the\n"
+    "write may or may not stand (readers settle it; read the cell to know).\n"
     "\n"
     "Options:\n"
     "  --data DIR     the data directory\n"
@@ -167,7 +171,8 @@ const cli_verb_t cli_verb_delete = {
     "Usage: percolator [--data DIR] delete TABLE ROW COLUMN\n"
     "\n"
     "Deletes the cell and commits, in one transaction (a cell that has no value\n"
-    "stays without one). Prints nothing on success.\n"
+    "stays without one). Prints nothing on success. Exits 3 when the commit\n"
+    "failed, 4 when its outcome is unknown (see 'percolator set --help').\n"
     "\n"
     "Options:\n"
     "  --data DIR     the data directory\n"

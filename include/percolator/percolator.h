@@ -72,7 +72,10 @@ typedef enum pc_status {
   PC_UNAVAILABLE = 10,/* a service cannot be reached */
   PC_STATE = 11,      /* the object is in the wrong state for the call (e.g. txn already committed) */
   PC_NOMEM = 12,      /* an allocation failed */
-  PC_INTERNAL = 13    /* a broken invariant: a bug; please report the message */
+  PC_INTERNAL = 13,   /* a broken invariant: a bug; please report the message */
+  PC_UNKNOWN = 14     /* commit: the commit point may or may not have been reached (the
+                         primary's reply was lost and it could not be asked); readers will
+                         settle it. Not a rollback: the commit may stand */
 } pc_status_t;
 
 #define PC_ERROR_TEXT 256
@@ -229,14 +232,19 @@ PC_EXPORT pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char
  * primary (the commit point), then the secondaries. A transaction without
  * writes commits trivially. PC_OK: the commit stands (failures after the
  * commit point are left to readers, who roll the secondaries forward).
- * PC_CONFLICT / PC_ABORTED: nothing was applied. When the request that
- * decides the commit fails without a verdict (a lost reply, a store error
- * after the write), the client settles it atomically on the primary — the
- * commit is found (PC_OK) or rolled back (the error; nothing applied); this
- * settling is bounded by one more timeout. Only if
- * the primary cannot be reached at all is the outcome unknown: the error's
- * message then says "commit outcome unknown", and readers settle it later.
- * After this call the transaction is finished. */
+ * PC_CONFLICT / PC_ABORTED: nothing was applied (PC_ABORTED: a resolver had
+ * rolled the transaction back). When the request that decides the commit
+ * (the primary's commit, or a single-row transaction's one-phase commit)
+ * fails without a verdict (a lost reply, a store error after the write), the
+ * client settles it atomically on the primary — the commit is found (PC_OK)
+ * or rolled back (the request's error, e.g. PC_IO_ERROR or PC_TIMEOUT;
+ * nothing applied); this settling is bounded by one more timeout. Only if
+ * that settling fails too (the primary cannot be reached at all) is the
+ * outcome unknown: PC_UNKNOWN, the commit may or may not stand, and readers
+ * settle it later (rolling it forward or back, all or nothing); the message
+ * says "commit outcome unknown" and names the request's failure. Retrying
+ * such a transaction may apply its writes twice. After this call the
+ * transaction is finished. */
 PC_EXPORT pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err);
 
 /* Discards the buffered writes; the transaction is finished. */

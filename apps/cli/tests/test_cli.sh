@@ -5,7 +5,8 @@
 # exit codes, --help of every verb, scan (committed, --json, --raw), a crashed
 # two-row commit (failpoints) whose locks a later get resolves, interleaved
 # transactions of a txn session driven through named pipes (snapshot
-# isolation, write conflict), and malformed txn lines. Every process runs
+# isolation, write conflict), malformed txn lines, and commits whose outcome is
+# unknown (failpoints: exit code 4, status "unknown"). Every process runs
 # under `timeout`, so the test cannot hang. Prints each failed check and
 # exits 1 if there was any.
 set -u
@@ -345,6 +346,35 @@ expect_rc 0 "json session"
 expect_match "$(sed -n 5p <<<"$OUT")" '^\{"txn":"A","op":"get","status":"ok","value":"old"\}$' "json: A still sees the old value"
 expect_match "$(sed -n 7p <<<"$OUT")" '^\{"txn":"A","op":"commit","status":"conflict","error":".+"\}$' "json: A's commit conflicts"
 expect_match "$(sed -n 8p <<<"$OUT")" '^\{"op":"nonsense","status":"invalid_argument","error":"unknown command' "json: unknown command"
+
+# ---- a commit whose outcome is unknown: its own status, exit code and JSON field ------------------
+# failpoints: the store fails right after applying the commit (its reply is lost) and the
+# client cannot ask the primary afterwards (settling fails too)
+
+UNKNOWN_FP="store.after_apply=1*return;txn.settle.before_check=return"
+OUT=$(PERCOLATOR_FAILPOINTS="$UNKNOWN_FP" timeout 20 "$P" --data "$D" set unk a c: v1 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 4 "set whose commit outcome is unknown"
+expect_match "$ERR" '^percolator: set: commit outcome unknown \(readers will settle it\): failpoint store\.after_apply$' "unknown outcome message names the cause"
+run get unk a c:
+expect_out 'v1' "the commit of unknown outcome had been applied"
+# two rows (the commit of the primary, the 3rd write, is the one whose reply is lost)
+OUT=$(printf 'begin\nset unk a c: v2\nset unk b c: v2\ncommit\n' |
+  PERCOLATOR_FAILPOINTS="store.after_apply=3*return;txn.settle.before_check=return" \
+    timeout 20 "$P" --data "$D" txn --json 2>"$T/stderr")
+RC=$?
+no_sanitizer_report "$T/stderr"
+expect_rc 0 "json session with a commit of unknown outcome"
+expect_match "$(sed -n 4p <<<"$OUT")" '^\{"op":"commit","status":"unknown","error":"commit outcome unknown \(readers will settle it\): failpoint store\.after_apply"\}$' "json: the unknown outcome is a status"
+OUT=$(printf 'begin\nset unk a c: v3\ncommit\n' |
+  PERCOLATOR_FAILPOINTS="$UNKNOWN_FP" timeout 20 "$P" --data "$D" txn 2>"$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_match "$(sed -n 3p <<<"$OUT")" '^error unknown: commit outcome unknown' "text: the unknown outcome is a status"
+# readers settle it: the primary had committed, so the secondary rolls forward
+run scan unk
+expect_out $'a\tc:\tv3\nb\tc:\tv2' "the commits of unknown outcome are settled by readers"
 
 echo "test_cli: $CHECKS checks, $FAILS failed"
 [ "$FAILS" -eq 0 ]
