@@ -6,7 +6,8 @@
 # two-row commit (failpoints) whose locks a later get resolves, interleaved
 # transactions of a txn session driven through named pipes (snapshot
 # isolation, write conflict), malformed txn lines, and commits whose outcome is
-# unknown (failpoints: exit code 4, status "unknown"). Every process runs
+# unknown (failpoints: exit code 4, status "unknown"), and failpoint names
+# that do not exist (refused by a verb and by a daemon). Every process runs
 # under `timeout`, so the test cannot hang. Prints each failed check and
 # exits 1 if there was any.
 set -u
@@ -375,6 +376,30 @@ expect_match "$(sed -n 3p <<<"$OUT")" '^error unknown: commit outcome unknown' "
 # readers settle it: the primary had committed, so the secondary rolls forward
 run scan unk
 expect_out $'a\tc:\tv3\nb\tc:\tv2' "the commits of unknown outcome are settled by readers"
+
+# ---- PERCOLATOR_FAILPOINTS naming a point that does not exist is refused -------------------------
+
+TYPO_FP="txn.comit.before_primary=exit"
+TYPO_MSG="PERCOLATOR_FAILPOINTS: no failpoint named 'txn.comit.before_primary' \\(did you mean 'txn.commit.before_primary'\\?\\)"
+OUT=$(PERCOLATOR_FAILPOINTS="$TYPO_FP" timeout 20 "$P" --data "$D" set unk a c: typo 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "set with an unknown failpoint"
+expect_match "$ERR" "^percolator: set: $TYPO_MSG\$" "unknown failpoint message"
+run get unk a c:
+expect_out 'v3' "nothing was written with an unknown failpoint"
+# a daemon refuses to start, before it listens
+printf '{"data_dir": "%s/daemon", "tso": {"listen": "127.0.0.1:0"}}\n' "$T" >"$T/daemon.json"
+OUT=$(PERCOLATOR_FAILPOINTS="$TYPO_FP" timeout 20 "$P" tso --config "$T/daemon.json" \
+  --ready-file "$T/daemon.ready" 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "daemon with an unknown failpoint"
+expect_match "$ERR" "^percolator: tso: $TYPO_MSG\$" "daemon: unknown failpoint message"
+check
+[ -e "$T/daemon.ready" ] && fail "the daemon with an unknown failpoint got ready"
 
 echo "test_cli: $CHECKS checks, $FAILS failed"
 [ "$FAILS" -eq 0 ]
