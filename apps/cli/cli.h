@@ -94,7 +94,9 @@ int cli_error(const cli_ctx_t *ctx, const char *fmt, ...) __attribute__((format(
 int cli_pc_error(const cli_ctx_t *ctx, const pc_error_t *err);
 
 /* Opens the database of --config FILE, or else the embedded store in
- * ctx->data_dir (created when create is set). Returns NULL after printing the error. */
+ * ctx->data_dir; the embedded store's directory (ctx->data_dir or the
+ * configuration's data_dir) is created when create is set, and refused when
+ * missing otherwise. Returns NULL after printing the error. */
 pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create);
 
 /* Checks that the standard output was written completely; CLI_EXIT_OK or an error. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/db.h"
 
 /* ---- init ------------------------------------------------------------------ */
 
@@ -18,22 +19,27 @@ static int run_init(cli_ctx_t *ctx, int argc, char **argv) {
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   pc_db_t *db = cli_open_db(ctx, 1);
   if (!db) return CLI_EXIT_ERROR;
+  if (!db->dir) /* a cluster's client: its daemons create their own directories */
+    printf("'%s' describes a cluster: its daemons create their data directories\n", ctx->config);
+  else
+    printf("data directory '%s' is ready\n", db->dir);
   pc_db_close(db);
-  printf("data directory '%s' is ready\n", ctx->data_dir);
   return cli_finish_output(ctx);
 }
 
 const cli_verb_t cli_verb_init = {
     "init",
     "create and initialise the data directory",
-    "Usage: percolator [--data DIR] init\n"
+    "Usage: percolator [--data DIR | --config FILE] init\n"
     "\n"
     "Creates the data directory (default " CLI_DEFAULT_DATA_DIR ") and initialises\n"
     "its store and timestamp oracle. Running it on an initialised directory is\n"
-    "harmless. The other verbs never create a directory.\n"
+    "harmless. The other verbs never create a directory: they refuse a missing\n"
+    "one, whether named by --data or by the data_dir of --config FILE.\n"
     "\n"
     "Options:\n"
     "  --data DIR     the data directory\n"
+    "  --config FILE  create the data_dir of this configuration's embedded store\n"
     "  -h, --help     show this help\n"
     "\n"
     "Example:\n"

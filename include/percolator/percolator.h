@@ -174,10 +174,13 @@ PC_EXPORT pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_erro
 /* Opens the database a JSON configuration file describes (see docs/CONFIG.md):
  * when it lists "tablets", a client of the cluster's tablet servers, its
  * timestamp oracle ("tso") and its lock service ("lockservice"), which may run
- * on other machines; otherwise the embedded store in its "data_dir" (created
- * when missing). The file's "store" settings are the options. Returns NULL on
- * error, naming the file, the key or the unreachable daemon. Release with
- * pc_db_close. */
+ * on other machines; otherwise the embedded store in its "data_dir", which
+ * must exist and hold a store, as pc_db_open's directory without
+ * create_if_missing: a missing or empty one is PC_INVALID naming the file and
+ * the directory (`percolator --config FILE init`, or pc_db_open with
+ * create_if_missing, creates it). The file's "store" settings are the
+ * options. Returns NULL on error, naming the file, the key or the
+ * unreachable daemon. Release with pc_db_close. */
 PC_EXPORT pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err);
 
 /* Closes the database. Transactions still open must be destroyed first. */

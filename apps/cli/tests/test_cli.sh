@@ -2,7 +2,8 @@
 # test_cli.sh — integration test of the `percolator` command-line tool.
 # Usage: test_cli.sh PATH/TO/percolator
 # Drives the real binary on a temporary data directory: init, set/get/delete,
-# exit codes, --help of every verb, scan (committed, --json, --raw), a crashed
+# exit codes, --help of every verb, scan (committed, --json, --raw), --config
+# with a missing data_dir (refused; init creates it), a crashed
 # two-row commit (failpoints) whose locks a later get resolves, interleaved
 # transactions of a txn session driven through named pipes (snapshot
 # isolation, write conflict), malformed txn lines, and commits whose outcome is
@@ -221,8 +222,37 @@ expect_match "$(head -1 <<<"$OUT")" '^\{"table":"accounts","row":"Bob","column":
 check
 [ "$(wc -l <<<"$OUT")" -eq 1 ] || fail "raw --json: one line per cell"
 
-# with store.keep_history, every version stays, the older one's value in its commit record
+# with store.keep_history, every version stays, the older one's value in its commit record.
+# A configuration whose data_dir is missing is refused like --data DIR; init creates it.
 printf '{"data_dir": "%s/hist", "store": {"keep_history": true}}\n' "$T" >"$T/hist.json"
+OUT=$(timeout 20 "$P" --config "$T/hist.json" set accounts Bob bal: '$10' 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "set with a configuration whose data_dir is missing"
+expect_match "$ERR" "^percolator: set: $T/hist.json: data_dir '$T/hist' does not exist \\(create it with 'percolator --config $T/hist.json init'\\)\$" "missing data_dir message names it and init"
+check
+[ -e "$T/hist" ] && fail "set with --config created the missing data_dir"
+OUT=$(timeout 20 "$P" --config "$T/hist.json" get accounts Bob bal: 2>"$T/stderr")
+RC=$?
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "get with a configuration whose data_dir is missing"
+mkdir "$T/hist"
+OUT=$(timeout 20 "$P" --config "$T/hist.json" scan accounts 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "scan with a configuration whose data_dir is empty"
+expect_match "$ERR" "^percolator: scan: $T/hist.json: data_dir '$T/hist' is empty \\(initialise it with 'percolator --config $T/hist.json init'\\)\$" "empty data_dir message"
+rmdir "$T/hist"
+OUT=$(timeout 20 "$P" --config "$T/hist.json" init 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 0 "init --config"
+expect_out "data directory '$T/hist' is ready" "init --config names the data_dir"
+check
+[ -f "$T/hist/FORMAT" ] || fail "init --config made no FORMAT file in the data_dir"
 for v in '$10' '$6'; do
   timeout 20 "$P" --config "$T/hist.json" set accounts Bob bal: "$v" >/dev/null 2>"$T/stderr" ||
     fail "set with keep_history"
