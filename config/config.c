@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/keys.h"
 #include "core/log.h"
+#include "core/suggest.h"
 
 #define CFG_MAX_TEXT (16u << 20) /* larger inputs are refused */
 #define CFG_MAX_TABLETS 4096
@@ -481,55 +482,11 @@ static void path_pop(vctx_t *c, size_t old) {
 
 /* ---- unknown keys ---------------------------------------------------------- */
 
-static int lower(int ch) { return ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch; }
-
-/* Case-insensitive optimal-string-alignment distance, or 3 when it is at least 3. */
-static size_t edit_distance(const char *a, size_t an, const char *b, size_t bn) {
-  enum { W = 32 };
-  if (bn >= W || (an > bn ? an - bn : bn - an) >= 3) return 3;
-  size_t prev2[W], prev[W], cur[W];
-  for (size_t j = 0; j <= bn; j++) prev[j] = j;
-  memset(prev2, 0, sizeof prev2);
-  for (size_t i = 1; i <= an; i++) {
-    cur[0] = i;
-    for (size_t j = 1; j <= bn; j++) {
-      size_t cost = lower((unsigned char)a[i - 1]) != lower((unsigned char)b[j - 1]);
-      size_t d = prev[j - 1] + cost;
-      if (prev[j] + 1 < d) d = prev[j] + 1;
-      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
-      if (i > 1 && j > 1 && lower((unsigned char)a[i - 1]) == lower((unsigned char)b[j - 2]) &&
-          lower((unsigned char)a[i - 2]) == lower((unsigned char)b[j - 1]) && prev2[j - 2] + 1 < d)
-        d = prev2[j - 2] + 1;
-      cur[j] = d;
-    }
-    memcpy(prev2, prev, sizeof prev);
-    memcpy(prev, cur, sizeof cur);
-  }
-  return prev[bn] < 3 ? prev[bn] : 3;
-}
-
-/* The known key closest to key, or NULL when none is close. */
-static const char *suggest(const char *key, size_t klen, const char *const *known, size_t nknown) {
-  const char *best = NULL;
-  size_t best_d = 3;
-  for (size_t k = 0; k < nknown; k++) {
-    size_t kn = strlen(known[k]);
-    size_t d = edit_distance(key, klen, known[k], kn);
-    if (d > (kn <= 4 ? 1u : 2u)) d = 3;
-    if (d == 3 && klen >= 4 && klen < kn && memcmp(known[k], key, klen) == 0) d = 2; /* "cache" */
-    if (d < best_d) {
-      best_d = d;
-      best = known[k];
-    }
-  }
-  return best;
-}
-
 static pc_status_t fail_unknown(vctx_t *c, int32_t kn, const char *key, size_t klen,
                                 const char *const *known, size_t nknown) {
   char shown[SHOW_CAP];
   show(shown, key, klen);
-  const char *hint = suggest(key, klen, known, nknown);
+  const char *hint = pc_suggest(key, klen, known, nknown);
   if (hint)
     return fail_at(c, node_key_off(c, kn), "unknown key '%s' (did you mean '%s'?)", shown, hint);
   return fail_at(c, node_key_off(c, kn), "unknown key '%s'", shown);
@@ -966,7 +923,7 @@ pc_config_t *pc_config_default(void) {
     return NULL;
   }
   cfg->log_level = PC_LOG_INFO;
-  cfg->store.sync = 0;
+  cfg->store.sync = 1;
   cfg->store.cache_mb = 32;
   cfg->store.meta_cache_mb = 32;
   cfg->store.gc_interval_ms = 60000;

@@ -9,7 +9,7 @@
  *   "data_dir":  string                    embedded store directory ["./percolator-data"]
  *   "secret":    string                    shared secret every connection presents [none]
  *   "log":       { "level": "debug"|"info"|"warn"|"error" ["info"] }
- *   "store":     { "sync": bool [false], "cache_mb": int 0..65536 [32],
+ *   "store":     { "sync": bool [true], "cache_mb": int 0..65536 [32],
  *                  "lock_ttl_ms": int 1..3600000 [3000], "timeout_ms": int 1..3600000 [10000],
  *                  "one_phase_commit": bool [true], "lazy_start": bool [false],
  *                  "meta_cache_mb": int 0..65536 [32],
@@ -26,6 +26,12 @@
  *                    "http": "host:port", "data_dir": string,
  *                    "start": string [""], "end": string [""] } ... ]
  * }
+ * store.sync (fsync every row operation before acknowledging it) applies to
+ * the embedded store and to every tablet server. Turn it off only for data
+ * you can rebuild: a machine or tablet that loses power with sync off loses
+ * commits it acknowledged, and can lose a transaction's primary commit
+ * record while its secondaries' commits survive (elsewhere, or later in its
+ * own log), leaving a committed transaction half visible.
  * A tablet serves rows [start, end) of every table ("" end = no upper
  * bound); the tablets' ranges must not overlap and must cover every row
  * (sorted by start, the first starts at "", each starts where the previous

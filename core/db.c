@@ -24,6 +24,7 @@
 pc_options_t *pc_options_create(void) {
   pc_options_t *o = calloc(1, sizeof *o);
   if (!o) return NULL;
+  o->sync = 1;
   o->lock_ttl_ms = 3000;
   o->timeout_ms = 10000;
   o->one_phase_commit = 1;
@@ -175,6 +176,7 @@ pc_status_t pc_db_open_txn(pc_db_t *db, pc_open_txn_t *e, uint32_t timeout_ms, u
                            pc_error_t *err) {
   pc_db_link_txn(db, e);
   pc_status_t st = pc_db_ts(db, timeout_ms, ts, err);
+  if (st == PC_OK) st = PC_FAILPOINT("db.txn.ts_taken", err);
   if (st != PC_OK) {
     pc_db_close_txn(db, e);
     return st;

@@ -126,4 +126,9 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 
+/* pc_db_open_config, creating the embedded store's data_dir when it is
+ * missing or empty and create is set (`percolator --config FILE init`);
+ * pc_db_open_config itself refuses such a directory (tablet/db_cluster.c). */
+pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_t *err);
+
 #endif

@@ -27,12 +27,13 @@ static const char *const status_names[] = {
     [PC_STATE] = "wrong_state",
     [PC_NOMEM] = "out_of_memory",
     [PC_INTERNAL] = "internal",
+    [PC_UNKNOWN] = "unknown",
 };
 
 const char *pc_status_name(pc_status_t status) {
   if ((unsigned)status < sizeof status_names / sizeof status_names[0] && status_names[status])
     return status_names[status];
-  return "unknown";
+  return "unrecognized_status"; /* not a pc_status_t: "unknown" is PC_UNKNOWN's name */
 }
 
 void pc_free(void *ptr) { free(ptr); }

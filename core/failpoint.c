@@ -1,5 +1,6 @@
 /* failpoint.c — the registry behind PC_FAILPOINT: parses the
- * PERCOLATOR_FAILPOINTS specification and performs the armed action when a
+ * PERCOLATOR_FAILPOINTS specification, refusing points that
+ * failpoint_names.h does not list, and performs the armed action when a
  * named point of the protocol is reached, so tests can crash or fail a
  * process at an exact step. */
 #include "core/failpoint.h"
@@ -11,6 +12,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/failpoint_names.h"
+#include "core/suggest.h"
 
 enum fp_action { FP_OFF, FP_RETURN, FP_EXIT, FP_ABORT, FP_SLEEP };
 
@@ -28,6 +31,28 @@ atomic_int pc_failpoints_armed;
 static pthread_mutex_t fp_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fp fps[FP_MAX];
 static int fp_count;
+
+#define FP_NAME(name, where) name,
+static const char *const known_names[] = {PC_FAILPOINT_LIST(FP_NAME)};
+#undef FP_NAME
+#define NKNOWN (sizeof known_names / sizeof known_names[0])
+
+const char *const *pc_failpoint_names(size_t *n) {
+  *n = NKNOWN;
+  return known_names;
+}
+
+/* PC_OK when name is a point of the registry, else PC_INVALID naming it. */
+static pc_status_t check_name(const char *name, pc_error_t *err) {
+  for (size_t i = 0; i < NKNOWN; i++)
+    if (strcmp(known_names[i], name) == 0) return PC_OK;
+  const char *hint = pc_suggest(name, strlen(name), known_names, NKNOWN);
+  if (hint)
+    return pc_error_set(err, PC_INVALID,
+                        "PERCOLATOR_FAILPOINTS: no failpoint named '%s' (did you mean '%s'?)",
+                        name, hint);
+  return pc_error_set(err, PC_INVALID, "PERCOLATOR_FAILPOINTS: no failpoint named '%s'", name);
+}
 
 static pc_status_t parse_action(const char *s, struct fp *fp, pc_error_t *err) {
   char *end;
@@ -91,7 +116,8 @@ pc_status_t pc_failpoints_configure(const char *spec, pc_error_t *err) {
       }
       memset(&parsed[n], 0, sizeof parsed[n]);
       memcpy(parsed[n].name, tok, (size_t)(eq - tok));
-      if (parse_action(eq + 1, &parsed[n], err) != PC_OK) {
+      if (check_name(parsed[n].name, err) != PC_OK ||
+          parse_action(eq + 1, &parsed[n], err) != PC_OK) {
         free(copy);
         return PC_INVALID;
       }

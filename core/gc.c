@@ -23,6 +23,7 @@
 
 #include "core/db.h"
 #include "core/error.h"
+#include "core/failpoint.h"
 
 /* ---- the heartbeat ------------------------------------------------------ */
 
@@ -109,6 +110,7 @@ pc_status_t pc_db_gc(pc_db_t *db, pc_gc_stats_t *stats, pc_error_t *err) {
   uint64_t now, safe;
   pc_status_t st = pc_db_ts(db, db->opts.timeout_ms, &now, err);
   if (st != PC_OK) return st;
+  if ((st = PC_FAILPOINT("gc.timestamp_taken", err)) != PC_OK) return st;
   atomic_store(&db->ts_floor, now);
   safe = db->gc_bound ? db->gc_bound(db, now) : now;
   pthread_mutex_lock(&db->open_mu);

@@ -496,6 +496,7 @@ static pc_status_t settle_own_commit(pc_txn_t *txn, const pc_cell_t *primary, in
   /* the failure may have used up the caller's time: settling gets one more timeout */
   uint64_t outer = pc_deadline_set(pc_now_mono_ms() + txn->timeout_ms);
   pc_status_t st = pc_db_ts(txn->db, txn->timeout_ms, &now, &e);
+  if (st == PC_OK) st = PC_FAILPOINT("txn.settle.before_check", &e);
   if (st == PC_OK) st = s->ops->check_txn(s, primary, txn->start_ts, now, 1, &state, &cts, &e);
   pc_deadline_set(outer);
   if (st != PC_OK) return st;
@@ -631,7 +632,7 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
     if (settle_own_commit(txn, &muts[0].cell, &committed) != PC_OK) {
       txn->commit_ts = 0;
       pc_error_prefix(err, "commit outcome unknown (readers will settle it)");
-      return st;
+      return err ? (err->code = PC_UNKNOWN) : PC_UNKNOWN;
     }
     if (!committed) {
       rollback_groups(txn, muts, bounds, done, cells);
@@ -738,9 +739,10 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_UNAVAILABLE || st == PC_INTERNAL) {
       /* the write may have been applied before the error: settle it */
       int committed;
-      if (settle_own_commit(txn, &muts[0].cell, &committed) != PC_OK)
+      if (settle_own_commit(txn, &muts[0].cell, &committed) != PC_OK) {
         pc_error_prefix(err, "commit outcome unknown (readers will settle it)");
-      else if (committed)
+        st = err ? (err->code = PC_UNKNOWN) : PC_UNKNOWN;
+      } else if (committed)
         st = PC_OK, pc_error_clear(err);
     }
   } else {

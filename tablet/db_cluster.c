@@ -3,7 +3,11 @@
  * cluster: the remote store routing rows to tablet servers, timestamps from
  * the oracle daemon through this process's batcher, and liveness from the
  * lock service. */
+#include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "config/config.h"
 #include "core/db.h"
@@ -68,13 +72,13 @@ static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
   return bound;
 }
 
-static void options_from_config(const pc_config_t *cfg, pc_options_t *o) {
+static void options_from_config(const pc_config_t *cfg, int create, pc_options_t *o) {
   pc_options_t *d = pc_options_create();
   if (d) {
     *o = *d;
     pc_options_destroy(d);
   }
-  o->create_if_missing = 1;
+  o->create_if_missing = create;
   o->sync = cfg->store.sync;
   o->cache_bytes = (size_t)cfg->store.cache_mb << 20;
   o->meta_cache_bytes = (size_t)cfg->store.meta_cache_mb << 20;
@@ -134,18 +138,51 @@ fail:
   return NULL;
 }
 
-pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err) {
+/* Without create, the embedded store's data_dir must exist and hold a store,
+ * as pc_db_open requires of its directory: a configuration naming a missing
+ * (or empty) directory is refused, naming the file, the directory and how to
+ * create it, rather than opening an empty store that answers "not found".
+ * Other problems (not a directory, not a store) are left to pc_db_open. */
+static pc_status_t check_data_dir(const pc_config_t *cfg, pc_error_t *err) {
+  struct stat st;
+  if (stat(cfg->data_dir, &st) != 0) {
+    if (errno != ENOENT) return PC_OK;
+    return pc_error_set(err, PC_INVALID,
+                        "%s: data_dir '%s' does not exist (create it with 'percolator --config "
+                        "%s init')",
+                        cfg->source, cfg->data_dir, cfg->source);
+  }
+  if (!S_ISDIR(st.st_mode)) return PC_OK;
+  DIR *d = opendir(cfg->data_dir);
+  if (!d) return PC_OK;
+  int empty = 1;
+  for (struct dirent *e; empty && (e = readdir(d));)
+    empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+  closedir(d);
+  if (!empty) return PC_OK;
+  return pc_error_set(err, PC_INVALID,
+                      "%s: data_dir '%s' is empty (initialise it with 'percolator --config %s "
+                      "init')",
+                      cfg->source, cfg->data_dir, cfg->source);
+}
+
+pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_t *err) {
   pc_error_clear(err);
   pc_config_t *cfg = pc_config_load(config_path, err);
   if (!cfg) return NULL;
-  if (pc_failpoints_init_from_env(err) != PC_OK) {
+  if (pc_failpoints_init_from_env(err) != PC_OK ||
+      (!cfg->ntablets && !create && check_data_dir(cfg, err) != PC_OK)) {
     pc_config_free(cfg);
     return NULL;
   }
   pc_options_t o;
-  options_from_config(cfg, &o);
+  options_from_config(cfg, create, &o);
   pc_db_t *db = cfg->ntablets ? open_cluster(cfg, &o, err) : pc_db_open(&o, cfg->data_dir, err);
   pc_config_free(cfg);
   return db;
+}
+
+pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err) {
+  return pc_db_open_config_create(config_path, 0, err);
 }
 

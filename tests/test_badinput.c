@@ -4,8 +4,9 @@
  * limits themselves are accepted. Opening a data directory that is missing,
  * empty, a file, full of unrelated files, corrupt (FORMAT or the store's
  * CURRENT) or held by another process or handle gives the documented status
- * with a message naming the directory. Operations on a finished transaction
- * are PC_STATE. */
+ * with a message naming the directory; a configuration whose data_dir is
+ * missing or empty is refused the same way. Operations on a finished
+ * transaction are PC_STATE. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/db.h"
 #include "tests/testutil.h"
 
 #define T "bad"
@@ -314,6 +316,50 @@ static void test_missing_directory(void **state) {
   tu_rmtree(base);
 }
 
+/* A configuration's data_dir is held to the same rule as pc_db_open's
+ * directory: missing or empty is PC_INVALID naming the file, the directory
+ * and how to create it, and nothing is created; `percolator --config FILE
+ * init` (pc_db_open_config_create) creates it, and then it opens. */
+static void test_config_missing_data_dir(void **state) {
+  (void)state;
+  char *base = tu_mkdtemp("badinput-config");
+  char data[512], config[512], want[2048];
+  snprintf(data, sizeof data, "%s/not-here", base);
+  snprintf(config, sizeof config, "%s/embedded.json", base);
+  FILE *f = fopen(config, "w");
+  assert_non_null(f);
+  fprintf(f, "{\"data_dir\": \"%s\"}\n", data);
+  assert_int_equal(fclose(f), 0);
+
+  pc_error_t err;
+  assert_null(pc_db_open_config(config, &err));
+  assert_int_equal(err.code, PC_INVALID);
+  snprintf(want, sizeof want,
+           "%s: data_dir '%s' does not exist (create it with 'percolator --config %s init')",
+           config, data, config);
+  assert_string_equal(err.text, want);
+  struct stat st;
+  assert_int_not_equal(stat(data, &st), 0); /* not created */
+
+  assert_int_equal(mkdir(data, 0755), 0); /* created by hand, but not initialised */
+  assert_null(pc_db_open_config(config, &err));
+  assert_int_equal(err.code, PC_INVALID);
+  snprintf(want, sizeof want,
+           "%s: data_dir '%s' is empty (initialise it with 'percolator --config %s init')", config,
+           data, config);
+  assert_string_equal(err.text, want);
+  assert_int_equal(count_entries(data), 0);
+  assert_int_equal(rmdir(data), 0);
+
+  pc_db_t *db = pc_db_open_config_create(config, 1, &err); /* what init does */
+  if (!db) fail_msg("pc_db_open_config_create: %s", err.text);
+  pc_db_close(db);
+  db = pc_db_open_config(config, &err);
+  if (!db) fail_msg("pc_db_open_config after init: %s", err.text);
+  pc_db_close(db);
+  tu_rmtree(base);
+}
+
 static void test_unrelated_directory(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("badinput-unrelated");
@@ -529,6 +575,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_value, setup, teardown),
       cmocka_unit_test_setup_teardown(test_transaction_byte_limit, setup, teardown),
       cmocka_unit_test(test_missing_directory),
+      cmocka_unit_test(test_config_missing_data_dir),
       cmocka_unit_test(test_unrelated_directory),
       cmocka_unit_test(test_corrupt_format),
       cmocka_unit_test(test_other_format_refused),

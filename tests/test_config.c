@@ -1,7 +1,9 @@
 /* test_config.c — unit tests of the configuration module (config/config.h):
  * a complete file parses to the expected struct, the defaults, every class
  * of error with its exact "file:line:column: key path: what" message, the
- * tablet range rules, row bounds holding NUL bytes, loading from disk, and
+ * tablet range rules, row bounds holding NUL bytes, loading from disk, that
+ * fsync (store.sync) is on by default in the configuration, the options and
+ * the databases opened from either, and
  * robustness: every truncation and thousands of random byte flips of a valid
  * file fail cleanly (run under AddressSanitizer by the sanitizer build). */
 #include <setjmp.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "core/db.h"
 #include "core/log.h"
 #include "tests/testutil.h"
 
@@ -122,7 +125,7 @@ static void check_defaults(const pc_config_t *cfg) {
   assert_string_equal(cfg->data_dir, "./percolator-data");
   assert_null(cfg->secret);
   assert_int_equal(cfg->log_level, PC_LOG_INFO);
-  assert_int_equal(cfg->store.sync, 0);
+  assert_int_equal(cfg->store.sync, 1); /* durable unless a file says otherwise */
   assert_int_equal(cfg->store.cache_mb, 32);
   assert_int_equal(cfg->store.lock_ttl_ms, 3000);
   assert_int_equal(cfg->store.timeout_ms, 10000);
@@ -609,6 +612,48 @@ static void test_load(void **state) {
   tu_rmtree(dir);
 }
 
+/* fsync is on unless asked off: in the configuration's defaults (what the
+ * tablet servers and `percolator run` use), in pc_options_create, and in the
+ * databases pc_db_open (NULL options) and pc_db_open_config open. */
+static void test_sync_on_by_default(void **state) {
+  (void)state;
+  pc_options_t *o = pc_options_create();
+  assert_non_null(o);
+  assert_int_equal(o->sync, 1);
+  char *dir = tu_mkdtemp("config-sync");
+  char data[4200];
+  snprintf(data, sizeof data, "%s/data", dir);
+  pc_options_set_create_if_missing(o, 1);
+  pc_error_t err;
+  pc_db_t *db = pc_db_open(o, data, &err); /* creates it */
+  pc_options_destroy(o);
+  if (!db) fail_msg("pc_db_open: %s", err.text);
+  pc_db_close(db);
+
+  db = pc_db_open(NULL, data, &err);
+  if (!db) fail_msg("pc_db_open(NULL options): %s", err.text);
+  assert_int_equal(db->opts.sync, 1);
+  pc_db_close(db);
+
+  char text[4400];
+  snprintf(text, sizeof text, "{\"data_dir\": \"%s\"}", data);
+  char *path = write_file(dir, "default.json", text);
+  db = pc_db_open_config(path, &err);
+  if (!db) fail_msg("pc_db_open_config: %s", err.text);
+  assert_int_equal(db->opts.sync, 1);
+  pc_db_close(db);
+  free(path);
+
+  snprintf(text, sizeof text, "{\"data_dir\": \"%s\", \"store\": {\"sync\": false}}", data);
+  path = write_file(dir, "nosync.json", text);
+  db = pc_db_open_config(path, &err);
+  if (!db) fail_msg("pc_db_open_config: %s", err.text);
+  assert_int_equal(db->opts.sync, 0);
+  pc_db_close(db);
+  free(path);
+  tu_rmtree(dir);
+}
+
 /* An error message is "cluster.json:<line>:<column>: ..." with a 1-based
  * position inside text (or just past its end). */
 static void check_message(const char *text, size_t len, const pc_error_t *err) {
@@ -709,6 +754,7 @@ int main(void) {
       cmocka_unit_test(test_duplicate_keys),
       cmocka_unit_test(test_syntax_and_top_level),
       cmocka_unit_test(test_load),
+      cmocka_unit_test(test_sync_on_by_default),
       cmocka_unit_test(test_truncations),
       cmocka_unit_test(test_byte_flips),
   };

@@ -13,7 +13,11 @@
  * the lock TTL lets a reader roll it back, and until then the rows stay
  * locked. Finally the store fails at one write of the commit (before or
  * after applying it): the status pc_txn_commit reports must agree with what
- * readers find, PC_OK exactly when the commit point was passed. */
+ * readers find, PC_OK exactly when the commit point was passed, and
+ * PC_UNKNOWN (never PC_OK or an error that says "nothing applied") when the
+ * client could not find out because settling its commit failed too, in the
+ * two-phase and the one-phase path. A transaction that a resolver rolled
+ * back before its commit point still gets PC_ABORTED. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -27,6 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
+#include "core/db.h"
 #include "core/failpoint.h"
 #include "tests/testutil.h"
 
@@ -435,6 +442,13 @@ static const store_fail_case_t store_fail_cases[] = {
      * the commit record on the primary, so the status is PC_OK (percolator.h)
      * and it commits the secondaries */
     {"store.after_apply=5*return", PC_OK, 1, 0},
+    /* the same, and settling fails too (the primary cannot be asked): the
+     * client cannot know, PC_UNKNOWN; readers roll the commit forward, and
+     * the secondaries stay locked until they do */
+    {"store.after_apply=5*return;txn.settle.before_check=return", PC_UNKNOWN, 1, 3},
+    /* the primary's commit is not applied and settling fails: PC_UNKNOWN
+     * too (the client cannot tell the two apart); readers roll back */
+    {"store.before_apply=5*return;txn.settle.before_check=return", PC_UNKNOWN, 0, 4},
 };
 
 static void test_store_fail_case(void **state) {
@@ -465,6 +479,141 @@ static void test_store_fail_case(void **state) {
              err.text, pc_status_name(c->want), c->committed);
   assert_int_equal(cts != 0, st == PC_OK);
   assert_int_equal(before.locks, c->locks_left);
+  if (st == PC_UNKNOWN) { /* the message says so and names the request's failure */
+    assert_int_equal(err.code, PC_UNKNOWN);
+    assert_non_null(strstr(err.text, "commit outcome unknown"));
+    assert_non_null(strstr(err.text, "failpoint store."));
+  }
+}
+
+/* A single-row transaction commits in one request (one-phase): when that
+ * request fails without a verdict and settling fails too, the status is
+ * PC_UNKNOWN whether or not the write was applied, and readers find one or
+ * the other. */
+static void test_one_phase_outcome_unknown(void **state) {
+  (void)state;
+  if (tu_cluster_mode()) skip(); /* the store's failpoints live in the tablet servers there */
+  static const struct {
+    const char *spec;
+    const char *want; /* what a reader finds */
+  } onephase[] = {
+      {"store.after_apply=1*return;txn.settle.before_check=return", "new"},
+      {"store.before_apply=1*return;txn.settle.before_check=return", "old"},
+  };
+  char *dir = tu_mkdtemp("onephase-unknown");
+  pc_db_t *db = tu_open_ex(dir, 300, 1);
+  for (size_t i = 0; i < sizeof onephase / sizeof onephase[0]; i++) {
+    const char *r = "one";
+    tu_put_rows(db, T, &r, 1, COL, "old");
+    pc_error_t err, err2;
+    assert_int_equal(pc_failpoints_configure(onephase[i].spec, &err), PC_OK);
+    pc_txn_t *t = pc_txn_begin(db, &err);
+    assert_non_null(t);
+    tu_set(t, T, r, COL, "new");
+    pc_status_t st = pc_txn_commit(t, &err);
+    uint64_t cts = pc_txn_commit_ts(t);
+    assert_int_equal(pc_failpoints_configure(NULL, &err2), PC_OK);
+    pc_txn_destroy(t);
+    if (st != PC_UNKNOWN)
+      fail_msg("%s: commit returned %s (%s), want unknown", onephase[i].spec, pc_status_name(st),
+               err.text);
+    assert_int_equal(err.code, PC_UNKNOWN);
+    assert_non_null(strstr(err.text, "commit outcome unknown"));
+    assert_non_null(strstr(err.text, "failpoint store."));
+    assert_int_equal(cts, 0);
+    t = pc_txn_begin(db, &err);
+    assert_non_null(t);
+    char *v = tu_get(t, T, r, COL);
+    pc_txn_destroy(t);
+    assert_non_null(v);
+    if (strcmp(v, onephase[i].want) != 0)
+      fail_msg("%s: a reader finds '%s', want '%s'", onephase[i].spec, v, onephase[i].want);
+    free(v);
+  }
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
+/* ---- a definite rollback is PC_ABORTED ------------------------------------- */
+
+typedef struct held_commit {
+  pc_db_t *db;
+  _Atomic uint64_t start;
+  pc_status_t st;
+  pc_error_t err;
+} held_commit_t;
+
+static void *held_committer(void *arg) {
+  held_commit_t *h = arg;
+  pc_txn_t *t = pc_txn_begin(h->db, &h->err);
+  if (!t) {
+    h->st = h->err.code;
+    return NULL;
+  }
+  h->start = pc_txn_start_ts(t);
+  for (int i = 0; i < NROWS; i++) tu_set(t, T, rows[i], COL, "v1");
+  h->st = pc_txn_commit(t, &h->err); /* held at txn.commit.before_primary */
+  pc_txn_destroy(t);
+  return NULL;
+}
+
+/* A resolver rolls the transaction back (on its primary) while the client
+ * is held before its commit point: the client's commit of the primary then
+ * finds the rollback record, and pc_txn_commit says PC_ABORTED, not
+ * PC_UNKNOWN nor an error; nothing is applied and no lock is left. Should
+ * the committer pass its commit point first (a very slow machine), the
+ * rollback finds the commit instead and the case is tried again with a
+ * longer hold. */
+static void test_rolled_back_is_aborted(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("rolledback");
+  pc_db_t *db = tu_open(dir, 600000); /* no reader rolls it back on its own */
+  write_generation(db, 0, 0);
+  int done = 0;
+  for (int hold = 500; hold <= 8000 && !done; hold *= 2) {
+    char spec[64];
+    snprintf(spec, sizeof spec, "txn.commit.before_primary=sleep(%d)", hold);
+    pc_error_t err;
+    assert_int_equal(pc_failpoints_configure(spec, &err), PC_OK);
+    held_commit_t h = {db, 0, PC_INTERNAL, {PC_OK, ""}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, held_committer, &h), 0);
+    lockseen_t seen = {0};
+    for (int i = 0; i < 20000 && seen.locks < NROWS; i++) { /* every row prewritten */
+      seen = census(db, 0);
+      if (seen.locks < NROWS) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+      }
+    }
+    assert_int_equal(seen.locks, NROWS);
+    /* what a resolver that found the owner dead does: check_txn on the primary */
+    pc_cell_t primary = {T, rows[0], strlen(rows[0]), COL, strlen(COL)};
+    uint64_t now, cts = 0;
+    pc_txn_state_t found;
+    assert_int_equal(pc_db_timestamp(db, 10000, &now, &err), PC_OK);
+    pc_status_t st = db->store->ops->check_txn(db->store, &primary, h.start, now, 1, &found,
+                                               &cts, &err);
+    pthread_join(th, NULL);
+    assert_int_equal(pc_failpoints_configure(NULL, &err), PC_OK);
+    if (st != PC_OK) fail_msg("check_txn: %s (%s)", pc_status_name(st), err.text);
+    if (found == PC_TXN_COMMITTED) { /* the committer was first: try a longer hold */
+      assert_int_equal(h.st, PC_OK);
+      write_generation(db, 0, 0);
+      continue;
+    }
+    assert_int_equal(found, PC_TXN_ROLLED_BACK);
+    if (h.st != PC_ABORTED)
+      fail_msg("commit after a rollback returned %s (%s), want aborted", pc_status_name(h.st),
+               h.err.text);
+    assert_int_equal(h.err.code, PC_ABORTED);
+    assert_int_equal(census(db, h.start).locks, 0);
+    expect_generation(db, 0, 0, 10000);
+    done = 1;
+  }
+  assert_true(done);
+  pc_db_close(db);
+  tu_rmtree(dir);
 }
 
 int main(void) {
@@ -473,7 +622,7 @@ int main(void) {
     NRET = sizeof vanish_cases / sizeof vanish_cases[0],
     NFAIL = sizeof store_fail_cases / sizeof store_fail_cases[0]
   };
-  struct CMUnitTest tests[NEXIT + NRET + NFAIL + 1];
+  struct CMUnitTest tests[NEXIT + NRET + NFAIL + 3];
   char names[NEXIT + NRET + NFAIL][112];
   size_t k = 0;
   for (size_t i = 0; i < NEXIT; i++, k++) {
@@ -492,5 +641,9 @@ int main(void) {
   }
   tests[k++] = (struct CMUnitTest){"live session blocks until it ends",
                                    test_live_session_blocks_until_it_ends, NULL, NULL, NULL};
+  tests[k++] = (struct CMUnitTest){"one-phase commit outcome unknown",
+                                   test_one_phase_outcome_unknown, NULL, NULL, NULL};
+  tests[k++] = (struct CMUnitTest){"rolled back before the commit point is aborted",
+                                   test_rolled_back_is_aborted, NULL, NULL, NULL};
   return _cmocka_run_group_tests("test_crash", tests, k, NULL, NULL);
 }

@@ -26,6 +26,7 @@
 #define CLI_EXIT_NOT_FOUND 1 /* get: no value */
 #define CLI_EXIT_USAGE 2     /* unknown verb or option, wrong arguments */
 #define CLI_EXIT_ERROR 3     /* any other error: "percolator: VERB: message" on stderr */
+#define CLI_EXIT_UNKNOWN 4   /* set/delete: the commit's outcome is unknown (PC_UNKNOWN) */
 
 #define CLI_DEFAULT_DATA_DIR "./percolator-data"
 
@@ -95,7 +96,9 @@ int cli_error(const cli_ctx_t *ctx, const char *fmt, ...) __attribute__((format(
 int cli_pc_error(const cli_ctx_t *ctx, const pc_error_t *err);
 
 /* Opens the database of --config FILE, or else the embedded store in
- * ctx->data_dir (created when create is set). Returns NULL after printing the error. */
+ * ctx->data_dir; the embedded store's directory (ctx->data_dir or the
+ * configuration's data_dir) is created when create is set, and refused when
+ * missing otherwise. Returns NULL after printing the error. */
 pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create);
 
 /* Checks that the standard output was written completely; CLI_EXIT_OK or an error. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/db.h"
 
 static int run_help(cli_ctx_t *ctx, int argc, char **argv);
 
@@ -59,7 +60,8 @@ static const char global_usage[] =
     "  --timeout MS   bound on every blocking call: reads meeting a lock, commit,\n"
     "                 the timestamp oracle (default 10000)\n"
     "  --config FILE  a JSON configuration (docs/CONFIG.md): a cluster's daemons,\n"
-    "                 or the embedded store in its data_dir\n"
+    "                 or the embedded store in its data_dir (which, as --data DIR,\n"
+    "                 must exist: 'percolator --config FILE init' creates it)\n"
     "  -h, --help     show this help ('percolator VERB --help': a verb's help)\n"
     "  -V, --version  show the version\n"
     "\n"
@@ -67,7 +69,8 @@ static const char global_usage[] =
 
 static const char global_tail[] =
     "\n"
-    "Exit status: 0 ok, 1 not found (get), 2 usage error, 3 any other error.\n"
+    "Exit status: 0 ok, 1 not found (get), 2 usage error, 3 any other error,\n"
+    "4 commit outcome unknown (set, delete: it may or may not stand; readers settle it).\n"
     "Example:\n"
     "  percolator --data /tmp/pc init && percolator --data /tmp/pc set accounts Bob bal: 10\n";
 
@@ -126,7 +129,7 @@ pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create) {
   pc_options_set_create_if_missing(opts, create);
   if (ctx->timeout_ms) pc_options_set_timeout_ms(opts, ctx->timeout_ms);
   pc_error_t err;
-  pc_db_t *db = ctx->config ? pc_db_open_config(ctx->config, &err)
+  pc_db_t *db = ctx->config ? pc_db_open_config_create(ctx->config, create, &err)
                             : pc_db_open(opts, ctx->data_dir, &err);
   if (db && ctx->config && ctx->timeout_ms) pc_db_set_timeout_ms(db, ctx->timeout_ms);
   pc_options_destroy(opts);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/db.h"
 
 /* ---- init ------------------------------------------------------------------ */
 
@@ -18,22 +19,27 @@ static int run_init(cli_ctx_t *ctx, int argc, char **argv) {
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   pc_db_t *db = cli_open_db(ctx, 1);
   if (!db) return CLI_EXIT_ERROR;
+  if (!db->dir) /* a cluster's client: its daemons create their own directories */
+    printf("'%s' describes a cluster: its daemons create their data directories\n", ctx->config);
+  else
+    printf("data directory '%s' is ready\n", db->dir);
   pc_db_close(db);
-  printf("data directory '%s' is ready\n", ctx->data_dir);
   return cli_finish_output(ctx);
 }
 
 const cli_verb_t cli_verb_init = {
     "init",
     "create and initialise the data directory",
-    "Usage: percolator [--data DIR] init\n"
+    "Usage: percolator [--data DIR | --config FILE] init\n"
     "\n"
     "Creates the data directory (default " CLI_DEFAULT_DATA_DIR ") and initialises\n"
     "its store and timestamp oracle. Running it on an initialised directory is\n"
-    "harmless. The other verbs never create a directory.\n"
+    "harmless. The other verbs never create a directory: they refuse a missing\n"
+    "one, whether named by --data or by the data_dir of --config FILE.\n"
     "\n"
     "Options:\n"
     "  --data DIR     the data directory\n"
+    "  --config FILE  create the data_dir of this configuration's embedded store\n"
     "  -h, --help     show this help\n"
     "\n"
     "Example:\n"
@@ -105,6 +111,7 @@ static int write_cell(cli_ctx_t *ctx, char **args, const char *value) {
     st = pc_txn_delete(txn, table, row, strlen(row), col, strlen(col), &err);
   if (st == PC_OK) st = pc_txn_commit(txn, &err);
   int code = st == PC_OK ? CLI_EXIT_OK : cli_pc_error(ctx, &err);
+  if (st == PC_UNKNOWN) code = CLI_EXIT_UNKNOWN; /* not a failure: it may stand */
   pc_txn_destroy(txn);
   pc_db_close(db);
   return code;
@@ -150,6 +157,9 @@ const cli_verb_t cli_verb_set = {
     "Writes VALUE (non-empty) into the cell and commits, in one transaction.\n"
     "Prints nothing on success. Put '--' before a VALUE that starts with '-'.\n"
     "For byte strings that cannot be arguments use 'percolator txn'.\n"
+    "Exits 3 when the commit failed (nothing was written), 4 when its outcome\n"
+    "is unknown: the reply was lost and the store could not be asked, so the\n"
+    "write may or may not stand (readers settle it; read the cell to know).\n"
     "\n"
     "Options:\n"
     "  --data DIR     the data directory\n"
@@ -167,7 +177,8 @@ const cli_verb_t cli_verb_delete = {
     "Usage: percolator [--data DIR] delete TABLE ROW COLUMN\n"
     "\n"
     "Deletes the cell and commits, in one transaction (a cell that has no value\n"
-    "stays without one). Prints nothing on success.\n"
+    "stays without one). Prints nothing on success. Exits 3 when the commit\n"
+    "failed, 4 when its outcome is unknown (see 'percolator set --help').\n"
     "\n"
     "Options:\n"
     "  --data DIR     the data directory\n"

@@ -72,7 +72,10 @@ typedef enum pc_status {
   PC_UNAVAILABLE = 10,/* a service cannot be reached */
   PC_STATE = 11,      /* the object is in the wrong state for the call (e.g. txn already committed) */
   PC_NOMEM = 12,      /* an allocation failed */
-  PC_INTERNAL = 13    /* a broken invariant: a bug; please report the message */
+  PC_INTERNAL = 13,   /* a broken invariant: a bug; please report the message */
+  PC_UNKNOWN = 14     /* commit: the commit point may or may not have been reached (the
+                         primary's reply was lost and it could not be asked); readers will
+                         settle it. Not a rollback: the commit may stand */
 } pc_status_t;
 
 #define PC_ERROR_TEXT 256
@@ -109,8 +112,15 @@ PC_EXPORT pc_options_t *pc_options_create(void);
 PC_EXPORT void pc_options_destroy(pc_options_t *opts);
 /* Create the data directory when it does not exist (default 0: missing is PC_INVALID). */
 PC_EXPORT void pc_options_set_create_if_missing(pc_options_t *opts, int on);
-/* fsync every row operation before acknowledging it (default 0). Concurrent
- * writers share fsyncs (LevelDB's group commit). */
+/* fsync every row operation before acknowledging it (default 1). Concurrent
+ * writers share fsyncs (LevelDB's group commit). Turn it off only for data
+ * you can rebuild: without it, a machine (or, in a cluster, one tablet) that
+ * loses power loses commits it had acknowledged, and since a transaction's
+ * rows are written one after another (on several tablets in a cluster), it
+ * can lose the primary's commit record while the secondaries' commits
+ * survive: readers then roll the primary back and keep the secondaries, a
+ * committed transaction left half visible (atomicity broken). A crash of
+ * the process alone, the machine staying up, loses nothing either way. */
 PC_EXPORT void pc_options_set_sync(pc_options_t *opts, int on);
 /* Lease of a transaction's locks in oracle milliseconds, counted from the
  * moment they are written (default 3000). While its transaction commits, a
@@ -159,10 +169,13 @@ PC_EXPORT pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_erro
 /* Opens the database a JSON configuration file describes (see docs/CONFIG.md):
  * when it lists "tablets", a client of the cluster's tablet servers, its
  * timestamp oracle ("tso") and its lock service ("lockservice"), which may run
- * on other machines; otherwise the embedded store in its "data_dir" (created
- * when missing). The file's "store" settings are the options. Returns NULL on
- * error, naming the file, the key or the unreachable daemon. Release with
- * pc_db_close. */
+ * on other machines; otherwise the embedded store in its "data_dir", which
+ * must exist and hold a store, as pc_db_open's directory without
+ * create_if_missing: a missing or empty one is PC_INVALID naming the file and
+ * the directory (`percolator --config FILE init`, or pc_db_open with
+ * create_if_missing, creates it). The file's "store" settings are the
+ * options. Returns NULL on error, naming the file, the key or the
+ * unreachable daemon. Release with pc_db_close. */
 PC_EXPORT pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err);
 
 /* Closes the database. Transactions still open must be destroyed first. */
@@ -238,14 +251,19 @@ PC_EXPORT pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char
  * primary (the commit point), then the secondaries. A transaction without
  * writes commits trivially. PC_OK: the commit stands (failures after the
  * commit point are left to readers, who roll the secondaries forward).
- * PC_CONFLICT / PC_ABORTED: nothing was applied. When the request that
- * decides the commit fails without a verdict (a lost reply, a store error
- * after the write), the client settles it atomically on the primary — the
- * commit is found (PC_OK) or rolled back (the error; nothing applied); this
- * settling is bounded by one more timeout. Only if
- * the primary cannot be reached at all is the outcome unknown: the error's
- * message then says "commit outcome unknown", and readers settle it later.
- * After this call the transaction is finished. */
+ * PC_CONFLICT / PC_ABORTED: nothing was applied (PC_ABORTED: a resolver had
+ * rolled the transaction back). When the request that decides the commit
+ * (the primary's commit, or a single-row transaction's one-phase commit)
+ * fails without a verdict (a lost reply, a store error after the write), the
+ * client settles it atomically on the primary — the commit is found (PC_OK)
+ * or rolled back (the request's error, e.g. PC_IO_ERROR or PC_TIMEOUT;
+ * nothing applied); this settling is bounded by one more timeout. Only if
+ * that settling fails too (the primary cannot be reached at all) is the
+ * outcome unknown: PC_UNKNOWN, the commit may or may not stand, and readers
+ * settle it later (rolling it forward or back, all or nothing); the message
+ * says "commit outcome unknown" and names the request's failure. Retrying
+ * such a transaction may apply its writes twice. After this call the
+ * transaction is finished. */
 PC_EXPORT pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err);
 
 /* Discards the buffered writes; the transaction is finished. */

@@ -2,10 +2,13 @@
 # test_cli.sh — integration test of the `percolator` command-line tool.
 # Usage: test_cli.sh PATH/TO/percolator
 # Drives the real binary on a temporary data directory: init, set/get/delete,
-# exit codes, --help of every verb, scan (committed, --json, --raw), a crashed
+# exit codes, --help of every verb, scan (committed, --json, --raw), --config
+# with a missing data_dir (refused; init creates it), a crashed
 # two-row commit (failpoints) whose locks a later get resolves, interleaved
 # transactions of a txn session driven through named pipes (snapshot
-# isolation, write conflict), and malformed txn lines. Every process runs
+# isolation, write conflict), malformed txn lines, and commits whose outcome is
+# unknown (failpoints: exit code 4, status "unknown"), and failpoint names
+# that do not exist (refused by a verb and by a daemon). Every process runs
 # under `timeout`, so the test cannot hang. Prints each failed check and
 # exits 1 if there was any.
 set -u
@@ -218,6 +221,40 @@ expect_match "$(head -1 <<<"$OUT")" '^\{"table":"accounts","row":"Bob","column":
 check
 [ "$(wc -l <<<"$OUT")" -eq 2 ] || fail "raw --json: one line per cell (two versions, no data cells)"
 
+# A configuration whose data_dir is missing is refused like --data DIR; init creates it.
+printf '{"data_dir": "%s/hist"}\n' "$T" >"$T/hist.json"
+OUT=$(timeout 20 "$P" --config "$T/hist.json" set accounts Bob bal: '$10' 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "set with a configuration whose data_dir is missing"
+expect_match "$ERR" "^percolator: set: $T/hist.json: data_dir '$T/hist' does not exist \\(create it with 'percolator --config $T/hist.json init'\\)\$" "missing data_dir message names it and init"
+check
+[ -e "$T/hist" ] && fail "set with --config created the missing data_dir"
+OUT=$(timeout 20 "$P" --config "$T/hist.json" get accounts Bob bal: 2>"$T/stderr")
+RC=$?
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "get with a configuration whose data_dir is missing"
+mkdir "$T/hist"
+OUT=$(timeout 20 "$P" --config "$T/hist.json" scan accounts 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "scan with a configuration whose data_dir is empty"
+expect_match "$ERR" "^percolator: scan: $T/hist.json: data_dir '$T/hist' is empty \\(initialise it with 'percolator --config $T/hist.json init'\\)\$" "empty data_dir message"
+rmdir "$T/hist"
+OUT=$(timeout 20 "$P" --config "$T/hist.json" init 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 0 "init --config"
+expect_out "data directory '$T/hist' is ready" "init --config names the data_dir"
+check
+[ -f "$T/hist/FORMAT" ] || fail "init --config made no FORMAT file in the data_dir"
+timeout 20 "$P" --config "$T/hist.json" set accounts Bob bal: '$10' >/dev/null 2>"$T/stderr" ||
+  fail "set after init --config"
+no_sanitizer_report "$T/stderr"
+
 # ---- gc: the replaced version goes, the newest stays ---------------------------------------------
 
 run gc --json
@@ -345,6 +382,59 @@ expect_rc 0 "json session"
 expect_match "$(sed -n 5p <<<"$OUT")" '^\{"txn":"A","op":"get","status":"ok","value":"old"\}$' "json: A still sees the old value"
 expect_match "$(sed -n 7p <<<"$OUT")" '^\{"txn":"A","op":"commit","status":"conflict","error":".+"\}$' "json: A's commit conflicts"
 expect_match "$(sed -n 8p <<<"$OUT")" '^\{"op":"nonsense","status":"invalid_argument","error":"unknown command' "json: unknown command"
+
+# ---- a commit whose outcome is unknown: its own status, exit code and JSON field ------------------
+# failpoints: the store fails right after applying the commit (its reply is lost) and the
+# client cannot ask the primary afterwards (settling fails too)
+
+UNKNOWN_FP="store.after_apply=1*return;txn.settle.before_check=return"
+OUT=$(PERCOLATOR_FAILPOINTS="$UNKNOWN_FP" timeout 20 "$P" --data "$D" set unk a c: v1 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 4 "set whose commit outcome is unknown"
+expect_match "$ERR" '^percolator: set: commit outcome unknown \(readers will settle it\): failpoint store\.after_apply$' "unknown outcome message names the cause"
+run get unk a c:
+expect_out 'v1' "the commit of unknown outcome had been applied"
+# two rows (the commit of the primary, the 3rd write, is the one whose reply is lost)
+OUT=$(printf 'begin\nset unk a c: v2\nset unk b c: v2\ncommit\n' |
+  PERCOLATOR_FAILPOINTS="store.after_apply=3*return;txn.settle.before_check=return" \
+    timeout 20 "$P" --data "$D" txn --json 2>"$T/stderr")
+RC=$?
+no_sanitizer_report "$T/stderr"
+expect_rc 0 "json session with a commit of unknown outcome"
+expect_match "$(sed -n 4p <<<"$OUT")" '^\{"op":"commit","status":"unknown","error":"commit outcome unknown \(readers will settle it\): failpoint store\.after_apply"\}$' "json: the unknown outcome is a status"
+OUT=$(printf 'begin\nset unk a c: v3\ncommit\n' |
+  PERCOLATOR_FAILPOINTS="$UNKNOWN_FP" timeout 20 "$P" --data "$D" txn 2>"$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_match "$(sed -n 3p <<<"$OUT")" '^error unknown: commit outcome unknown' "text: the unknown outcome is a status"
+# readers settle it: the primary had committed, so the secondary rolls forward
+run scan unk
+expect_out $'a\tc:\tv3\nb\tc:\tv2' "the commits of unknown outcome are settled by readers"
+
+# ---- PERCOLATOR_FAILPOINTS naming a point that does not exist is refused -------------------------
+
+TYPO_FP="txn.comit.before_primary=exit"
+TYPO_MSG="PERCOLATOR_FAILPOINTS: no failpoint named 'txn.comit.before_primary' \\(did you mean 'txn.commit.before_primary'\\?\\)"
+OUT=$(PERCOLATOR_FAILPOINTS="$TYPO_FP" timeout 20 "$P" --data "$D" set unk a c: typo 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "set with an unknown failpoint"
+expect_match "$ERR" "^percolator: set: $TYPO_MSG\$" "unknown failpoint message"
+run get unk a c:
+expect_out 'v3' "nothing was written with an unknown failpoint"
+# a daemon refuses to start, before it listens
+printf '{"data_dir": "%s/daemon", "tso": {"listen": "127.0.0.1:0"}}\n' "$T" >"$T/daemon.json"
+OUT=$(PERCOLATOR_FAILPOINTS="$TYPO_FP" timeout 20 "$P" tso --config "$T/daemon.json" \
+  --ready-file "$T/daemon.ready" 2>"$T/stderr")
+RC=$?
+ERR=$(cat "$T/stderr")
+no_sanitizer_report "$T/stderr"
+expect_rc 3 "daemon with an unknown failpoint"
+expect_match "$ERR" "^percolator: tso: $TYPO_MSG\$" "daemon: unknown failpoint message"
+check
+[ -e "$T/daemon.ready" ] && fail "the daemon with an unknown failpoint got ready"
 
 echo "test_cli: $CHECKS checks, $FAILS failed"
 [ "$FAILS" -eq 0 ]

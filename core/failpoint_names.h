@@ -1,0 +1,29 @@
+/* failpoint_names.h — the registry: every failpoint of the code, once.
+ *
+ * PC_FAILPOINT("name", err) (failpoint.h) may only name a point listed here.
+ * PERCOLATOR_FAILPOINTS naming any other point is refused (PC_INVALID, with
+ * a did-you-mean), so that a typo cannot make a fault test pass for nothing;
+ * and tests/test_failpoint.c fails when a PC_FAILPOINT in the sources (or in
+ * a macro wrapping it, such as txn.c's VANISH_AT) names a point missing here,
+ * passes a name that is not a string literal, or when a point listed here is
+ * used nowhere or missing from docs/ARCHITECTURE.md. Add a point here, where
+ * it is hit, and to the table in docs/ARCHITECTURE.md.
+ *
+ * X(name, where it is hit) */
+#ifndef PC_CORE_FAILPOINT_NAMES_H
+#define PC_CORE_FAILPOINT_NAMES_H
+
+#define PC_FAILPOINT_LIST(X)                                                                  \
+  X("txn.prewrite.after_primary", "after the primary's row is prewritten")                      \
+  X("txn.prewrite.after_secondary", "after each secondary row is prewritten")                   \
+  X("txn.commit.before_primary", "commit_ts taken, primary not yet committed")                  \
+  X("txn.commit.after_primary", "just after the commit point")                                  \
+  X("txn.commit.after_secondary", "after each secondary row is committed")                      \
+  X("txn.settle.before_check", "settling the client's own commit, before asking the primary")   \
+  X("resolve.after_check", "a resolver decided the primary's fate, before touching the cell")   \
+  X("store.before_apply", "before every WriteBatch of the store")                                \
+  X("store.after_apply", "after every WriteBatch of the store")                                  \
+  X("db.txn.ts_taken", "a start_ts taken, not yet recorded in the open transactions")         \
+  X("gc.timestamp_taken", "a GC pass took its timestamp, before reading the open transactions")
+
+#endif
