@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +255,56 @@ static void test_registry(void **state) {
   pc_registry_free(reg);
   assert_int_equal(freed, 7);
   pc_registry_free(NULL);
+}
+
+/* Readers looking up one column while observers of the columns sorted
+ * around it come and go: they always find exactly that column's observers. */
+typedef struct churn {
+  pc_observer_registry_t *reg;
+  atomic_int stop;
+  atomic_int bad;
+} churn_t;
+
+static void *churn_reader(void *arg) {
+  churn_t *c = arg;
+  while (!atomic_load(&c->stop)) {
+    const pc_observer_t *found[4] = {0};
+    size_t n = pc_registry_lookup(c->reg, "docs", "c:m", 3, found, 4);
+    if (n != 2 || strcmp(found[0]->name, "m1") != 0 || strcmp(found[1]->name, "m2") != 0 ||
+        found[0]->column_len != 3)
+      atomic_fetch_add(&c->bad, 1);
+  }
+  return NULL;
+}
+
+static void test_registry_concurrent(void **state) {
+  (void)state;
+  churn_t c = {.reg = pc_registry_create()};
+  int fixed, churned;
+  pc_observer_def_t d = def_of("m2", "docs", "c:m");
+  d.state_free = NULL;
+  assert_int_equal(pc_registry_add(c.reg, &d, &fixed, NULL, NULL), PC_OK);
+  d.name = "m1";
+  assert_int_equal(pc_registry_add(c.reg, &d, &fixed, NULL, NULL), PC_OK);
+  pthread_t th[3];
+  for (int k = 0; k < 3; k++) assert_int_equal(pthread_create(&th[k], NULL, churn_reader, &c), 0);
+  for (int round = 0; round < 50; round++) {
+    for (int k = 0; k < 40; k++) {
+      char name[32], col[32];
+      snprintf(name, sizeof name, "x%d", k);
+      snprintf(col, sizeof col, k % 2 ? "c:a%d" : "c:z%d", k); /* before and after c:m */
+      d = def_of(name, "docs", col);
+      d.state_free = NULL;
+      assert_int_equal(pc_registry_add(c.reg, &d, &churned, NULL, NULL), PC_OK);
+    }
+    assert_int_equal(pc_registry_count(c.reg), 42);
+    assert_int_equal(pc_registry_remove_owner(c.reg, &churned), 40);
+  }
+  atomic_store(&c.stop, 1);
+  for (int k = 0; k < 3; k++) pthread_join(th[k], NULL);
+  assert_int_equal(atomic_load(&c.bad), 0);
+  assert_int_equal(pc_registry_count(c.reg), 2);
+  pc_registry_free(c.reg);
 }
 
 /* pc_observer_run's guarantees on what a callback returns. */
@@ -727,6 +779,7 @@ static void test_config_plugins(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_registry),
+      cmocka_unit_test(test_registry_concurrent),
       cmocka_unit_test(test_observer_run),
       cmocka_unit_test(test_missing_file),
       cmocka_unit_test(test_bad_descriptions),
