@@ -24,6 +24,7 @@
 
 #define CFG_MAX_TEXT (16u << 20) /* larger inputs are refused */
 #define CFG_MAX_TABLETS 4096
+#define CFG_MAX_PLUGINS 256
 #define CFG_NAME_MAX 64         /* tablet names become directory names */
 #define CFG_SCAN_MAX_DEPTH 2100 /* jansson refuses nesting beyond 2048 */
 #define CFG_SHOW_MAX 40         /* bytes of a key or value quoted in a message */
@@ -884,8 +885,75 @@ static pc_status_t parse_tablets(vctx_t *c, pc_config_t *cfg, const json_t *arr,
   return st;
 }
 
-static const char *const root_keys[] = {"data_dir", "secret",      "log",    "store",
-                                        "tso",      "lockservice", "tablets"};
+static const char *const scan_keys[] = {"buckets_per_claim", "idle_ms"};
+
+static pc_status_t scan_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  if (which == 0) return get_uint(c, v, n, 1, 1024, &cfg->workers.scan.buckets_per_claim);
+  return get_uint(c, v, n, 1, 60000, &cfg->workers.scan.idle_ms);
+}
+
+static const char *const plugin_keys[] = {"path", "config"};
+
+static pc_status_t plugin_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_plugin_t *p = dst;
+  if (which == 0) return get_str(c, v, n, &p->path);
+  pc_status_t st = want_object(c, v, n);
+  if (st != PC_OK) return st;
+  /* the plugin parses its own settings: it gets them back as JSON text */
+  char *text = json_dumps(v, JSON_COMPACT);
+  if (!text) return fail_nomem(c);
+  free(p->config);
+  p->config = text;
+  return PC_OK;
+}
+
+static pc_status_t parse_plugins(vctx_t *c, pc_config_t *cfg, const json_t *arr, int32_t node) {
+  if (!json_is_array(arr))
+    return fail_at(c, node_off(c, node), "expected an array of plugins, got %s", type_name(arr));
+  size_t n = json_array_size(arr);
+  if (n > CFG_MAX_PLUGINS)
+    return fail_at(c, node_off(c, node), "at most %d plugins, got %zu", CFG_MAX_PLUGINS, n);
+  if (n == 0) return PC_OK;
+  if (!(cfg->workers.plugins = calloc(n, sizeof *cfg->workers.plugins))) return fail_nomem(c);
+  cfg->workers.nplugins = n;
+  int32_t en = node >= 0 && (size_t)node < c->pt->n ? c->pt->nodes[node].first : -1;
+  for (size_t k = 0; k < n; k++) {
+    const json_t *v = json_array_get(arr, k);
+    int32_t vn = en >= 0 ? en : node;
+    if (en >= 0) en = c->pt->nodes[en].next;
+    pc_config_plugin_t *p = &cfg->workers.plugins[k];
+    size_t old = path_index(c, k);
+    pc_status_t st;
+    if ((st = want_object(c, v, vn)) != PC_OK ||
+        (st = walk(c, v, vn, plugin_keys, 2, plugin_field, p)) != PC_OK ||
+        (st = require(c, v, vn, "path")) != PC_OK)
+      return st;
+    if (!p->config && !(p->config = strdup("{}"))) return fail_nomem(c);
+    path_pop(c, old);
+  }
+  return PC_OK;
+}
+
+static const char *const workers_keys[] = {"threads", "scan", "max_failures", "backoff_ms",
+                                           "plugins"};
+
+static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  pc_status_t st;
+  switch (which) {
+    case 0: return get_uint(c, v, n, 1, 256, &cfg->workers.threads);
+    case 1:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      return walk(c, v, n, scan_keys, NKEYS(scan_keys), scan_field, cfg);
+    case 2: return get_uint(c, v, n, 1, 1000, &cfg->workers.max_failures);
+    case 3: return get_uint(c, v, n, 1, 600000, &cfg->workers.backoff_ms);
+    default: return parse_plugins(c, cfg, v, n);
+  }
+}
+
+static const char *const root_keys[] = {"data_dir", "secret",      "log",     "store",
+                                        "tso",      "lockservice", "tablets", "workers"};
 
 static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -907,7 +975,11 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->lockservice.set = 1;
       return walk(c, v, n, lockservice_keys, NKEYS(lockservice_keys), lockservice_field, cfg);
-    default: return parse_tablets(c, cfg, v, n);
+    case 6: return parse_tablets(c, cfg, v, n);
+    default:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      cfg->workers.set = 1;
+      return walk(c, v, n, workers_keys, NKEYS(workers_keys), workers_field, cfg);
   }
 }
 
@@ -934,6 +1006,11 @@ pc_config_t *pc_config_default(void) {
   cfg->store.one_phase_commit = 1;
   cfg->tso.window_ms = 3000;
   cfg->lockservice.session_ttl_ms = 10000;
+  cfg->workers.threads = 4;
+  cfg->workers.scan.buckets_per_claim = 16;
+  cfg->workers.scan.idle_ms = 100;
+  cfg->workers.max_failures = 5;
+  cfg->workers.backoff_ms = 100;
   return cfg;
 }
 
@@ -947,6 +1024,11 @@ void pc_config_free(pc_config_t *cfg) {
     free(t->end);
   }
   free(cfg->tablets);
+  for (size_t k = 0; k < cfg->workers.nplugins; k++) {
+    free(cfg->workers.plugins[k].path);
+    free(cfg->workers.plugins[k].config);
+  }
+  free(cfg->workers.plugins);
   free(cfg->tso.data_dir);
   free(cfg->secret);
   free(cfg->data_dir);
@@ -1052,7 +1134,7 @@ pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_
     fail_at(&c, node_off(&c, 0), "expected an object at the top level, got %s", type_name(root));
     goto fail;
   }
-  if (walk(&c, root, 0, root_keys, 7, root_field, cfg) != PC_OK) goto fail;
+  if (walk(&c, root, 0, root_keys, 8, root_field, cfg) != PC_OK) goto fail;
   json_decref(root);
   pt_free(&pt);
   return cfg;

@@ -25,6 +25,12 @@
  *   "tablets":   [ { "name": string (required, unique), "listen": "host:port" (required),
  *                    "http": "host:port", "data_dir": string,
  *                    "start": string [""], "end": string [""] } ... ]
+ *   "workers":   { "threads": int 1..256 [4],
+ *                  "scan": { "buckets_per_claim": int 1..1024 [16],
+ *                            "idle_ms": int 1..60000 [100] },
+ *                  "max_failures": int 1..1000 [5], "backoff_ms": int 1..600000 [100],
+ *                  "plugins": [ { "path": string (required),
+ *                                 "config": object [{}] } ... ] (at most 256) }
  * }
  * store.sync (fsync every row operation before acknowledging it) applies to
  * the embedded store and to every tablet server. Turn it off only for data
@@ -39,6 +45,9 @@
  * clients connect; port 0 lets a daemon pick a free port (it logs it and
  * writes it to its --ready-file), for tests and scripts. When "tso" or
  * "tablets" is absent, clients use the embedded store in data_dir.
+ * "workers" configures the processes that run observers: each plugin is a
+ * shared object (docs/OBSERVERS.md) loaded in the order listed, its "config"
+ * object handed to its init as compact JSON text.
  */
 #ifndef PC_CONFIG_CONFIG_H
 #define PC_CONFIG_CONFIG_H
@@ -65,6 +74,11 @@ typedef struct pc_config_tablet {
   char *end;      /* "" = to the last row */
   size_t end_len;
 } pc_config_tablet_t;
+
+typedef struct pc_config_plugin {
+  char *path;   /* the shared object, as written in the file */
+  char *config; /* its "config" object as compact JSON text ("{}" when absent) */
+} pc_config_plugin_t;
 
 typedef struct pc_config {
   char *source; /* file name (or the name given to pc_config_parse) */
@@ -96,6 +110,18 @@ typedef struct pc_config {
   } lockservice;
   pc_config_tablet_t *tablets; /* sorted by start */
   size_t ntablets;
+  struct {
+    int set; /* 0 when "workers" is absent from the file */
+    uint32_t threads;
+    struct {
+      uint32_t buckets_per_claim;
+      uint32_t idle_ms;
+    } scan;
+    uint32_t max_failures;
+    uint32_t backoff_ms;
+    pc_config_plugin_t *plugins; /* in file order */
+    size_t nplugins;
+  } workers;
 } pc_config_t;
 
 /* Reads and validates the file at path. Returns NULL on error; release with pc_config_free. */

@@ -42,7 +42,12 @@ static const char full_text[] =
     "\"q\"},\n"
     "    {\"name\": \"t1\", \"listen\": \"10.0.0.1:7100\", \"http\": \"10.0.0.1:7101\",\n"
     "     \"data_dir\": \"/data/t1\", \"start\": \"\", \"end\": \"m\\u0000x\"}\n"
-    "  ]\n"
+    "  ],\n"
+    "  \"workers\": {\"threads\": 8, \"scan\": {\"buckets_per_claim\": 32, \"idle_ms\": 250},\n"
+    "              \"max_failures\": 3, \"backoff_ms\": 500,\n"
+    "              \"plugins\": [{\"path\": \"/opt/p/a.so\"},\n"
+    "                          {\"config\": {\"table\": \"docs\", \"n\": [1, 2.5, null],\n"
+    "                                      \"s\": \"\\u00e9\\\"\"}, \"path\": \"b.so\"}]}\n"
     "}";
 
 static pc_config_t *parse(const char *text, pc_error_t *err) {
@@ -118,6 +123,20 @@ static void test_full(void **state) {
   assert_string_equal(t[2].start, "q");
   assert_int_equal(t[2].end_len, 0);
   assert_string_equal(t[2].end, "");
+
+  assert_int_equal(cfg->workers.set, 1);
+  assert_int_equal(cfg->workers.threads, 8);
+  assert_int_equal(cfg->workers.scan.buckets_per_claim, 32);
+  assert_int_equal(cfg->workers.scan.idle_ms, 250);
+  assert_int_equal(cfg->workers.max_failures, 3);
+  assert_int_equal(cfg->workers.backoff_ms, 500);
+  assert_int_equal(cfg->workers.nplugins, 2);
+  assert_string_equal(cfg->workers.plugins[0].path, "/opt/p/a.so");
+  assert_string_equal(cfg->workers.plugins[0].config, "{}");
+  assert_string_equal(cfg->workers.plugins[1].path, "b.so");
+  /* the plugin's settings, as compact JSON in the file's order */
+  assert_string_equal(cfg->workers.plugins[1].config,
+                      "{\"table\":\"docs\",\"n\":[1,2.5,null],\"s\":\"\xc3\xa9\\\"\"}");
   pc_config_free(cfg);
 }
 
@@ -141,6 +160,14 @@ static void check_defaults(const pc_config_t *cfg) {
   assert_int_equal(cfg->lockservice.session_ttl_ms, 10000);
   assert_null(cfg->tablets);
   assert_int_equal(cfg->ntablets, 0);
+  assert_int_equal(cfg->workers.set, 0);
+  assert_int_equal(cfg->workers.threads, 4);
+  assert_int_equal(cfg->workers.scan.buckets_per_claim, 16);
+  assert_int_equal(cfg->workers.scan.idle_ms, 100);
+  assert_int_equal(cfg->workers.max_failures, 5);
+  assert_int_equal(cfg->workers.backoff_ms, 100);
+  assert_null(cfg->workers.plugins);
+  assert_int_equal(cfg->workers.nplugins, 0);
 }
 
 static void test_defaults(void **state) {
@@ -166,6 +193,106 @@ static void test_defaults(void **state) {
   assert_int_equal(cfg->store.cache_mb, 32);
   pc_config_free(cfg);
   pc_config_free(NULL);
+
+  /* workers present, scan and plugins empty: the defaults, no plugin */
+  cfg = parse("{\"workers\": {\"scan\": {}, \"plugins\": []}}", &err);
+  assert_non_null(cfg);
+  assert_int_equal(cfg->workers.set, 1);
+  assert_int_equal(cfg->workers.threads, 4);
+  assert_int_equal(cfg->workers.scan.idle_ms, 100);
+  assert_int_equal(cfg->workers.nplugins, 0);
+  pc_config_free(cfg);
+}
+
+static void test_workers(void **state) {
+  (void)state;
+  /* unknown keys, with suggestions */
+  expect_error("{\"workers\": {\"thread\": 4}}", PC_INVALID,
+               SRC ":1:14: workers.thread: unknown key 'thread' (did you mean 'threads'?)");
+  expect_error("{\"worker\": {}}", PC_INVALID,
+               SRC ":1:2: worker: unknown key 'worker' (did you mean 'workers'?)");
+  expect_error("{\"workers\": {\"scan\": {\"idle\": 5}}}", PC_INVALID,
+               SRC ":1:23: workers.scan.idle: unknown key 'idle' (did you mean 'idle_ms'?)");
+  expect_error("{\"workers\": {\"plugins\": [{\"path\": \"a.so\", \"conf\": {}}]}}", PC_INVALID,
+               SRC
+               ":1:43: workers.plugins[0].conf: unknown key 'conf' (did you mean 'config'?)");
+  /* wrong types */
+  expect_error("{\"workers\": {\"threads\": \"4\"}}", PC_INVALID,
+               SRC ":1:25: workers.threads: expected an integer in 1..256, got a string");
+  expect_error("{\"workers\": 5}", PC_INVALID, SRC ":1:13: workers: expected an object, got an integer");
+  expect_error("{\"workers\": {\"scan\": []}}", PC_INVALID,
+               SRC ":1:22: workers.scan: expected an object, got an array");
+  expect_error("{\"workers\": {\"plugins\": {}}}", PC_INVALID,
+               SRC ":1:25: workers.plugins: expected an array of plugins, got an object");
+  expect_error("{\"workers\": {\"plugins\": [\"a.so\"]}}", PC_INVALID,
+               SRC ":1:26: workers.plugins[0]: expected an object, got a string");
+  expect_error("{\"workers\": {\"plugins\": [{\"path\": 5}]}}", PC_INVALID,
+               SRC ":1:35: workers.plugins[0].path: expected a string, got an integer");
+  expect_error("{\"workers\": {\"plugins\": [{\"path\": \"\"}]}}", PC_INVALID,
+               SRC ":1:35: workers.plugins[0].path: must not be empty");
+  expect_error("{\"workers\": {\"plugins\": [{\"path\": \"a.so\", \"config\": [1]}]}}",
+               PC_INVALID,
+               SRC ":1:53: workers.plugins[0].config: expected an object, got an array");
+  expect_error("{\"workers\": {\"plugins\": [{\"path\": \"a.so\", \"config\": \"{}\"}]}}",
+               PC_INVALID,
+               SRC ":1:53: workers.plugins[0].config: expected an object, got a string");
+  /* a required key, on the right line */
+  expect_error(
+      "{\n"
+      "  \"workers\": {\n"
+      "    \"plugins\": [\n"
+      "      {\"path\": \"a.so\"},\n"
+      "      {\"config\": {}}\n"
+      "    ]\n"
+      "  }\n"
+      "}",
+      PC_INVALID, SRC ":5:7: workers.plugins[1]: missing required key 'path'");
+  /* ranges */
+  expect_error("{\"workers\": {\"threads\": 0}}", PC_INVALID,
+               SRC ":1:25: workers.threads: expected an integer in 1..256, got 0");
+  expect_error("{\"workers\": {\"threads\": 257}}", PC_INVALID,
+               SRC ":1:25: workers.threads: expected an integer in 1..256, got 257");
+  expect_error("{\"workers\": {\"scan\": {\"buckets_per_claim\": 1025}}}", PC_INVALID,
+               SRC
+               ":1:44: workers.scan.buckets_per_claim: expected an integer in 1..1024, got 1025");
+  expect_error("{\"workers\": {\"scan\": {\"idle_ms\": 60001}}}", PC_INVALID,
+               SRC ":1:34: workers.scan.idle_ms: expected an integer in 1..60000, got 60001");
+  expect_error("{\"workers\": {\"max_failures\": 1001}}", PC_INVALID,
+               SRC ":1:30: workers.max_failures: expected an integer in 1..1000, got 1001");
+  expect_error("{\"workers\": {\"backoff_ms\": 0}}", PC_INVALID,
+               SRC ":1:28: workers.backoff_ms: expected an integer in 1..600000, got 0");
+  /* at most 256 plugins */
+  size_t cap = 64 + 257 * 16;
+  char *text = malloc(cap);
+  assert_non_null(text);
+  size_t o = (size_t)snprintf(text, cap, "{\"workers\": {\"plugins\": [");
+  for (int k = 0; k < 257; k++)
+    o += (size_t)snprintf(text + o, cap - o, "%s{\"path\": \"p\"}", k ? "," : "");
+  snprintf(text + o, cap - o, "]}}");
+  expect_error(text, PC_INVALID, SRC ":1:25: workers.plugins: at most 256 plugins, got 257");
+  /* 256 are fine */
+  o = (size_t)snprintf(text, cap, "{\"workers\": {\"plugins\": [");
+  for (int k = 0; k < 256; k++)
+    o += (size_t)snprintf(text + o, cap - o, "%s{\"path\": \"p\"}", k ? "," : "");
+  snprintf(text + o, cap - o, "]}}");
+  pc_error_t err;
+  pc_config_t *cfg = parse(text, &err);
+  assert_non_null(cfg);
+  assert_int_equal(cfg->workers.nplugins, 256);
+  assert_string_equal(cfg->workers.plugins[255].config, "{}");
+  pc_config_free(cfg);
+  free(text);
+  /* the bounds themselves */
+  cfg = parse("{\"workers\": {\"threads\": 256, \"scan\": {\"buckets_per_claim\": 1, "
+              "\"idle_ms\": 60000}, \"max_failures\": 1000, \"backoff_ms\": 600000}}",
+              &err);
+  assert_non_null(cfg);
+  assert_int_equal(cfg->workers.threads, 256);
+  assert_int_equal(cfg->workers.scan.buckets_per_claim, 1);
+  assert_int_equal(cfg->workers.scan.idle_ms, 60000);
+  assert_int_equal(cfg->workers.max_failures, 1000);
+  assert_int_equal(cfg->workers.backoff_ms, 600000);
+  pc_config_free(cfg);
 }
 
 static void test_wrong_types(void **state) {
@@ -751,6 +878,7 @@ int main(void) {
       cmocka_unit_test(test_required_and_names),
       cmocka_unit_test(test_nul_bytes),
       cmocka_unit_test(test_tablet_ranges),
+      cmocka_unit_test(test_workers),
       cmocka_unit_test(test_duplicate_keys),
       cmocka_unit_test(test_syntax_and_top_level),
       cmocka_unit_test(test_load),

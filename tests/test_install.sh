@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_install.sh — installs the build into a temporary prefix and builds a
 # user program against it with nothing but the public header and the
-# pkg-config file, linking the shared library and then the static one.
+# pkg-config file, linking the shared library and then the static one; then
+# builds the installed template observer plugin with the one command
+# docs/OBSERVERS.md gives, and checks what the plugin exports and needs.
 # Usage: test_install.sh BUILD_DIR CC [EXTRA_CFLAGS (the build's sanitizer flags)]
 set -euo pipefail
 build=$1
@@ -55,4 +57,23 @@ if [ "$declared" != "$exported" ]; then
   diff <(echo "$declared") <(echo "$exported") || true
   exit 1
 fi
-echo "install: header, pkg-config file, shared and static libraries work"
+# an observer plugin: the installed example, built as docs/OBSERVERS.md says
+template=$(find "$tmp/prefix" -path '*/examples/template.c' | head -n 1)
+[ -n "$template" ] || { echo "FAIL: the example plugins are not installed"; exit 1; }
+cp "$template" "$tmp/template.c"
+(cd "$tmp" && $cc $extra -shared -fPIC -o template.so template.c $(pkg-config --cflags percolator))
+for sym in pc_plugin_magic pc_plugin_init; do
+  nm -D --defined-only "$tmp/template.so" | grep -qw "T $sym" ||
+    { echo "FAIL: template.so does not export $sym"; exit 1; }
+done
+if readelf -d "$tmp/template.so" | grep NEEDED | grep -q percolator; then
+  echo "FAIL: template.so links libpercolator (plugins reach the host through its table)"; exit 1
+fi
+# authors who hide their symbols by default still export the entry points
+$cc $extra -shared -fPIC -fvisibility=hidden -o "$tmp/hidden.so" "$tmp/template.c" \
+  $(pkg-config --cflags percolator)
+for sym in pc_plugin_magic pc_plugin_init; do
+  nm -D --defined-only "$tmp/hidden.so" | grep -qw "T $sym" ||
+    { echo "FAIL: with -fvisibility=hidden, the plugin does not export $sym"; exit 1; }
+done
+echo "install: header, pkg-config file, shared and static libraries, and a plugin build work"
