@@ -111,6 +111,47 @@ uint32_t pc_db_lock_ttl(const pc_db_t *db, const pc_open_txn_t *e);
 pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err);
 void pc_db_stop_background(pc_db_t *db);
 
+/* ---- observed columns (recorded in the store, loaded by every client) ----
+ *
+ * An observer registered for (table, column) with a kind is recorded in the
+ * store itself (the system table PC_SYSTEM_TABLE), so that every client —
+ * whatever configuration it started from, `percolator set` included —
+ * marks its writes of a strongly observed column, and their commit writes
+ * the strong notification in the same row operation as the commit record
+ * (by whoever commits the cell: the client or a roll-forward). A client
+ * reads the records at open and again every PC_OBSERVED_REFRESH_MS. */
+#define PC_SYSTEM_TABLE "percolator.system"
+#define PC_OBSERVED_REFRESH_MS 1000
+
+/* Records observer name (1..64 of [A-Za-z0-9_.-]) for (table, col) with kind
+ * (0 strong, 1 weak: pc_observer_kind_t), in a transaction, and adds it to
+ * this client's set at once. Registering the same again is PC_OK; a name
+ * already registered differently is PC_INVALID naming both. */
+pc_status_t pc_db_register_observed(pc_db_t *db, const char *name, const char *table,
+                                    const char *col, size_t clen, int kind, pc_error_t *err);
+/* Calls fn for every recorded observer (from the store, now). */
+pc_status_t pc_db_observed_foreach(pc_db_t *db,
+                                   int (*fn)(void *ctx, const char *name, const char *table,
+                                             const char *col, size_t clen, int kind),
+                                   void *ctx, pc_error_t *err);
+/* Whether this client's set has a strong observer of (table, col). */
+int pc_db_strongly_observed(pc_db_t *db, const char *table, const char *col, size_t clen);
+
+/* ---- system columns ---------------------------------------------------------
+ *
+ * Columns that begin with byte 0xFF belong to the system (the ack cells of
+ * observers); pc_txn_set/delete/get refuse them (PC_INVALID) and scans do not
+ * return them. The notification engine reads and writes them here. */
+#define PC_SYSTEM_COLUMN_BYTE 0xFF
+pc_status_t pc_txn_get_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                              const char *col, size_t clen, char **value, size_t *vlen,
+                              pc_error_t *err);
+pc_status_t pc_txn_set_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                              const char *col, size_t clen, const char *value, size_t vlen,
+                              pc_error_t *err);
+/* The ack column of observer for column col: 0xFF "ack" 0x00 observer 0x00 col. */
+int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
+
 /* Settles the transaction behind lock (txn.c): rolls the cell forward or
  * back when its primary says so, or its owner is gone; PC_LOCKED while the
  * owner is alive. */

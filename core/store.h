@@ -62,6 +62,19 @@ typedef struct pc_store_gc_stats {
   uint64_t data;     /* data cells deleted (values too large to inline) */
 } pc_store_gc_stats_t;
 
+/* A notification (notify(c, ts) of DESIGN's data model), as scan_notify
+ * finds it: the cell's strings point into the store's buffers and are
+ * valid during the callback only. */
+typedef struct pc_notification {
+  pc_cell_t cell;
+  uint64_t ts;   /* commit_ts of the change (strong) or of the notifying transaction (weak) */
+  int weak;
+  uint32_t bucket;
+} pc_notification_t;
+
+/* Called for each notification of scan_notify; nonzero stops. */
+typedef int (*pc_store_notify_fn)(void *ctx, const pc_notification_t *n);
+
 /* Source of a commit timestamp for one-phase commit. */
 typedef pc_status_t (*pc_ts_source_fn)(void *ctx, uint64_t *ts, pc_error_t *err);
 
@@ -156,6 +169,19 @@ typedef struct pc_store_ops {
    * (0: no bound). *stats receives what was done (added up over tablets). */
   pc_status_t (*gc)(pc_store_t *s, uint64_t safe_point, uint32_t rate,
                     pc_store_gc_stats_t *stats, pc_error_t *err);
+
+  /* Calls fn for the notifications of buckets [lo, hi) (hi <=
+   * PC_NOTIFY_BUCKETS) in key order — bucket, table, row, column, newest
+   * first — starting after `after` (NULL: at the start of bucket lo), at
+   * most limit (1..PC_STORE_SCAN_LIMIT_MAX); fewer than limit means the
+   * range is exhausted. A remote store asks every tablet. */
+  pc_status_t (*scan_notify)(pc_store_t *s, uint32_t lo, uint32_t hi,
+                             const pc_notification_t *after, size_t limit, pc_store_notify_fn fn,
+                             void *ctx, pc_error_t *err);
+
+  /* Deletes cell's notifications, strong and weak, with ts < below. */
+  pc_status_t (*clear_notify)(pc_store_t *s, const pc_cell_t *cell, uint64_t below,
+                              pc_error_t *err);
 
   /* The safe point of the last gc pass begun on this store (persisted), 0
    * before any: reads below it may miss collected versions. NULL for a store

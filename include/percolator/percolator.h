@@ -247,6 +247,17 @@ PC_EXPORT pc_status_t pc_txn_set(pc_txn_t *txn, const char *table, const char *r
 PC_EXPORT pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                           const char *col, size_t clen, pc_error_t *err);
 
+/* Buffers a weak notification of the cell (Fluo's setWeakNotification):
+ * when the transaction commits, the observers registered for the cell's
+ * column as weak run at least once afterwards; several notifications of one
+ * cell before an observer runs are coalesced into one run, and one that
+ * arrives while the observer runs makes it run again. Writes no value; it
+ * conflicts with another transaction's write of the same cell, as a write
+ * does. A cell the transaction also writes keeps its write. */
+PC_EXPORT pc_status_t pc_txn_notify_weak(pc_txn_t *txn, const char *table, const char *row,
+                                         size_t rlen, const char *col, size_t clen,
+                                         pc_error_t *err);
+
 /* Commits the buffered writes: prewrite with a primary lock, commit of the
  * primary (the commit point), then the secondaries. A transaction without
  * writes commits trivially. PC_OK: the commit stands (failures after the

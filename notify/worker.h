@@ -1,0 +1,122 @@
+/* worker.h — the notification engine (DESIGN §7): worker threads that find
+ * notifications and run the observers registered for them, in transactions.
+ *
+ * Scanning. Notifications live in their own key space, in PC_NOTIFY_BUCKETS
+ * hash buckets of the row. The buckets are cut into claims of
+ * buckets_per_claim; a thread picks a claim at random, takes its lock in the
+ * lock service ("percolator/notify/<first bucket>": the cluster's lockd, or
+ * an in-process one for the embedded store), skips it when another worker
+ * holds it, scans it, releases it, and picks again — so workers spread out
+ * instead of clumping behind each other. A worker whose lock-service
+ * session is lost stops claiming until it has a new one. Safety never
+ * depends on claims: the ack cells make two runs for the same change
+ * conflict, and at most one commits.
+ *
+ * A strong notification of cell c at ts runs each strong observer O of c's
+ * column in a transaction T with a fresh start_ts: T reads ack(c, O); if it
+ * is at or after ts the change was already observed; otherwise O's callback
+ * runs, T writes ack(c, O) = T.start_ts and commits. After the commit (or
+ * the skip), c's notifications older than T.start_ts are deleted; newer ones
+ * stay. A weak notification runs the weak observers the same way without
+ * an ack. An observer that fails (an error, or a conflict) is retried with
+ * backoff; after max_failures its notification is parked: recorded in the
+ * system table with the error, and removed from scanning
+ * (pc_worker_failures lists them, pc_worker_retry re-queues them).
+ *
+ * A sweeper thread settles locks older than the lock TTL on cells nobody
+ * reads, so that a crashed writer's notifications appear (roll-forward
+ * writes them) and its other locks go.
+ */
+#ifndef PC_NOTIFY_WORKER_H
+#define PC_NOTIFY_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <percolator/percolator.h>
+
+#include "observers/registry.h"
+
+typedef struct pc_worker pc_worker_t;
+
+typedef struct pc_worker_options {
+  uint32_t threads;           /* observer threads (1..256) [4] */
+  uint32_t buckets_per_claim; /* [16] */
+  uint32_t idle_ms;           /* sleep after a round that found nothing [100] */
+  uint32_t max_failures;      /* failures of one notification before it is parked [5] */
+  uint32_t backoff_ms;        /* first wait before a retry, doubling [100] */
+  uint32_t sweep_ms;          /* how often the sweeper runs (0: none) [1000] */
+} pc_worker_options_t;
+
+/* The defaults above. */
+void pc_worker_options_default(pc_worker_options_t *o);
+
+/* Registers every observer of registry in db's store (pc_db_register_observed)
+ * and starts the threads. db and registry must outlive the worker. Returns
+ * NULL on error (naming the observer or the resource). Stop and release
+ * with pc_worker_stop. */
+pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
+                             const pc_worker_options_t *o, pc_error_t *err);
+
+/* Stops taking work, lets in-flight observer transactions finish or abort,
+ * joins the threads and releases the worker. NULL is a no-op. */
+void pc_worker_stop(pc_worker_t *w);
+
+/* Counters of one observer (added up since start). */
+typedef struct pc_observer_stats {
+  char name[PC_MAX_TABLE + 1 > 65 ? PC_MAX_TABLE + 1 : 65];
+  uint64_t runs;      /* committed observer transactions */
+  uint64_t skipped;   /* notifications already acknowledged */
+  uint64_t conflicts; /* runs that aborted on a conflict (retried) */
+  uint64_t failures;  /* runs whose callback failed (retried or parked) */
+  uint64_t parked;
+} pc_observer_stats_t;
+
+typedef struct pc_worker_stats {
+  uint64_t notifications_seen;
+  uint64_t claims_taken, claims_busy;
+  /* latency from a notification's ts (its change's commit) to the commit of
+   * its observer transaction, in milliseconds: counts per bucket of the
+   * Prometheus histogram (le 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000,
+   * 5000, +Inf) and the sum */
+  uint64_t latency_le[13];
+  double latency_sum_ms;
+  uint64_t latency_count;
+  size_t nobservers;
+  pc_observer_stats_t *observers; /* malloc'd; release with pc_free */
+} pc_worker_stats_t;
+
+/* A snapshot of the counters. *out's observers array is malloc'd. */
+pc_status_t pc_worker_stats(pc_worker_t *w, pc_worker_stats_t *out, pc_error_t *err);
+
+/* ---- for any client (the CLI's wait, status and failures) ------------------ */
+
+/* Counts pending notifications per (table, column) with a full scan; fn may
+ * be NULL. *total receives the count. */
+pc_status_t pc_notify_pending(pc_db_t *db, uint64_t *total,
+                              int (*fn)(void *ctx, const char *table, const char *col, size_t clen,
+                                        uint64_t count),
+                              void *ctx, pc_error_t *err);
+
+/* Returns PC_OK once no notification is pending and no transaction that
+ * could create one is in flight: a full scan finds none, no lock is held
+ * anywhere, and the oracle issued no timestamp to anyone else during the
+ * scan (Fluo's check); PC_TIMEOUT after timeout_ms. */
+pc_status_t pc_notify_wait(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
+
+/* A parked notification. */
+typedef struct pc_parked {
+  const char *table, *row, *col, *observer, *error;
+  size_t rlen, clen;
+  uint64_t ts;
+  uint32_t failures;
+} pc_parked_t;
+
+/* Calls fn for each parked notification; pointers valid during the call. */
+pc_status_t pc_worker_failures(pc_db_t *db, int (*fn)(void *ctx, const pc_parked_t *p),
+                               void *ctx, pc_error_t *err);
+/* Re-queues every parked notification (its failure count starts again);
+ * *n receives how many. */
+pc_status_t pc_worker_retry_failures(pc_db_t *db, uint64_t *n, pc_error_t *err);
+
+#endif
