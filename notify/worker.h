@@ -64,7 +64,7 @@ void pc_worker_stop(pc_worker_t *w);
 
 /* Counters of one observer (added up since start). */
 typedef struct pc_observer_stats {
-  char name[PC_MAX_TABLE + 1 > 65 ? PC_MAX_TABLE + 1 : 65];
+  char name[PC_MAX_OBSERVER_NAME + 1];
   uint64_t runs;      /* committed observer transactions */
   uint64_t skipped;   /* notifications already acknowledged */
   uint64_t conflicts; /* runs that aborted on a conflict (retried) */
