@@ -138,10 +138,8 @@ PC_EXPORT void pc_options_set_one_phase_commit(pc_options_t *opts, int on);
  * snapshot then includes every commit that finished before that first use:
  * still snapshot isolation, as when PostgreSQL's REPEATABLE READ takes its
  * snapshot at the first statement. The gain is in cluster mode: the tablet
- * serving the first read takes the timestamp from the oracle itself, and a
- * transaction that reads nothing and writes one row commits "blind" (its
- * snapshot taken under the row latch, its start_ts only an identity), each
- * saving the client a round trip. pc_txn_start_ts is 0 until it is taken. */
+ * serving the first read takes the timestamp from the oracle itself, saving
+ * the client a round trip. pc_txn_start_ts is 0 until it is taken. */
 PC_EXPORT void pc_options_set_lazy_start(pc_options_t *opts, int on);
 /* LevelDB block cache size in bytes (default 32 MiB; 0 uses LevelDB's own default). */
 PC_EXPORT void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
