@@ -84,6 +84,15 @@ struct pc_db {
   pthread_mutex_t gc_mu;     /* one pass at a time */
   pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
   uint64_t gc_passes;
+
+  /* the notification workers of this handle (notify/worker.c) share an
+   * in-process lock service, so that two of their threads never scan the
+   * same claim at once: created by the first worker under notify_mu,
+   * released by pc_db_close through notify_ls_destroy (so that core links
+   * nothing of lockservice/) */
+  pthread_mutex_t notify_mu;
+  struct pc_ls *notify_ls;
+  void (*notify_ls_destroy)(struct pc_ls *ls);
 };
 
 /* A database handle with opts and empty lists, for pc_db_open and the
