@@ -157,7 +157,7 @@ static pc_cell_t cell(const char *row, const char *col) {
 }
 
 static pc_mutation_t put(const char *row, const char *col, const char *v) {
-  return (pc_mutation_t){cell(row, col), PC_WRITE_PUT, v, strlen(v), 0};
+  return (pc_mutation_t){cell(row, col), PC_WRITE_PUT, v, strlen(v), 0, 0};
 }
 
 static void enc_get(pc_buf_t *b, const pc_cell_t *c, uint64_t ts) {
@@ -233,7 +233,7 @@ static void make_samples(sample_t s[NSAMPLES]) {
   memset(s, 0, sizeof(sample_t) * NSAMPLES);
   pc_cell_t p = cell("mp", "c:a"), c2[2] = {cell("mp", "c:a"), cell("nq", "c:b")};
   pc_mutation_t m[2] = {put("mp", "c:a", "v1"), put("nq", "c:b", "v2")};
-  pc_mutation_t del = {cell("o1", "c:x"), PC_WRITE_DELETE, NULL, 0, 1};
+  pc_mutation_t del = {cell("o1", "c:x"), PC_WRITE_DELETE, NULL, 0, 1, 0};
   int k = 0;
   s[k].op = PC_TABLET_OP_GET, s[k].name = "get", enc_get(&s[k].body, &p, 500), k++;
   s[k].op = PC_TABLET_OP_PREWRITE, s[k].name = "prewrite";
@@ -1098,7 +1098,7 @@ static void free_locks(pc_lock_info_t *l, uint32_t n) {
  * value NULL writes a delete. */
 static void commit_cell(fixture_t *f, const pc_cell_t *c, uint64_t start, const char *value,
                         size_t vlen) {
-  pc_mutation_t m = {*c, value ? PC_WRITE_PUT : PC_WRITE_DELETE, value, value ? vlen : 0, 0};
+  pc_mutation_t m = {*c, value ? PC_WRITE_PUT : PC_WRITE_DELETE, value, value ? vlen : 0, 0, 0};
   pc_buf_t b = {0};
   enc_prewrite(&b, c, start, 3000, 77, &m, 1);
   expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite of a version");
