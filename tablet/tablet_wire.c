@@ -145,6 +145,22 @@ int pc_wire_get_lock(pc_rd_t *r, pc_lock_info_t *l) {
   return -1;
 }
 
+int pc_wire_put_notification(pc_buf_t *b, const pc_notification_t *n) {
+  return pc_wire_put_cell(b, &n->cell) || pc_buf_u64(b, n->ts) || pc_buf_u8(b, n->weak != 0)
+             ? -1
+             : 0;
+}
+
+int pc_wire_get_notification(pc_rd_t *r, pc_arena_t *a, pc_notification_t *n) {
+  if (pc_wire_get_cell(r, a, &n->cell)) return -1;
+  n->ts = pc_rd_u64(r);
+  uint8_t weak = pc_rd_u8(r);
+  if (!r->ok || weak > 1) return -1;
+  n->weak = weak;
+  n->bucket = pc_notify_bucket(n->cell.table, n->cell.row, n->cell.rlen);
+  return 0;
+}
+
 int pc_wire_put_opt(pc_buf_t *b, const char *p, size_t n) {
   if (pc_buf_u8(b, p != NULL)) return -1;
   return pc_buf_str(b, p ? p : "", p ? n : 0);
