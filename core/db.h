@@ -140,17 +140,25 @@ int pc_db_strongly_observed(pc_db_t *db, const char *table, const char *col, siz
 /* ---- system columns ---------------------------------------------------------
  *
  * Columns that begin with byte 0xFF belong to the system (the ack cells of
- * observers); pc_txn_set/delete/get refuse them (PC_INVALID) and scans do not
- * return them. The notification engine reads and writes them here. */
-#define PC_SYSTEM_COLUMN_BYTE 0xFF
+ * observers); pc_txn_set/delete/get/notify_weak refuse them (PC_INVALID) and
+ * scans do not return them. The notification engine reads and writes them
+ * here: these two calls take any column (up to PC_MAX_STORED_COLUMN bytes,
+ * so that the ack column of every user column fits) and any table,
+ * PC_SYSTEM_TABLE included. An ack cell's value is the start_ts of the
+ * observer's run, 8 bytes big-endian (its commit record's start_ts is the
+ * same). */
+#define PC_SYSTEM_COLUMN_BYTE PC_SYSTEM_BYTE
 pc_status_t pc_txn_get_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, char **value, size_t *vlen,
                               pc_error_t *err);
 pc_status_t pc_txn_set_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, const char *value, size_t vlen,
                               pc_error_t *err);
-/* The ack column of observer for column col: 0xFF "ack" 0x00 observer 0x00 col. */
+/* Appends to out the ack column of observer for column col: 0xFF "ack" 0x00
+ * observer 0x00 col. 0, or -1 when memory runs out. */
 int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
+/* Checks a table name (percolator.h's rules); PC_INVALID naming it. */
+pc_status_t pc_check_table(const char *table, pc_error_t *err);
 
 /* Settles the transaction behind lock (txn.c): rolls the cell forward or
  * back when its primary says so, or its owner is gone; PC_LOCKED while the

@@ -23,6 +23,10 @@
  *   table name  1..PC_MAX_TABLE bytes of [A-Za-z0-9_.-]
  *   row key     1..PC_MAX_ROW bytes, any bytes
  *   column      1..PC_MAX_COLUMN bytes, any bytes ("family:qualifier" by convention)
+ *               but a first byte 0xFF, which marks the system's columns (the
+ *               acks of observers): get, set, delete and notify_weak refuse
+ *               them and scans pass over them
+ *   the table "percolator.system" (the registered observers) is read-only
  *   value       1..PC_MAX_VALUE bytes (empty values are rejected: delete removes a cell)
  *   one transaction buffers at most PC_MAX_TXN_MUTATIONS cells and
  *   PC_MAX_TXN_BYTES bytes of rows, columns and values.
@@ -252,9 +256,14 @@ PC_EXPORT pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char
  * when the transaction commits, the observers registered for the cell's
  * column as weak run at least once afterwards; several notifications of one
  * cell before an observer runs are coalesced into one run, and one that
- * arrives while the observer runs makes it run again. Writes no value; it
- * conflicts with another transaction's write of the same cell, as a write
- * does. A cell the transaction also writes keeps its write. */
+ * arrives while the observer runs makes it run again. Writes no value. Its
+ * commit locks the cell as a write does, so it conflicts with a concurrent
+ * transaction that writes or notifies the same cell (the first to prewrite
+ * wins); it leaves no commit record, so transactions that commit after it
+ * do not conflict with it. A cell the transaction also sets or deletes keeps
+ * its write, and that write's commit writes the weak notification too.
+ * Columns that begin with byte 0xFF (the system's) and the table
+ * "percolator.system" are refused (PC_INVALID). */
 PC_EXPORT pc_status_t pc_txn_notify_weak(pc_txn_t *txn, const char *table, const char *row,
                                          size_t rlen, const char *col, size_t clen,
                                          pc_error_t *err);
