@@ -200,6 +200,10 @@ pc_status_t pc_txn_get_system(pc_txn_t *txn, const char *table, const char *row,
 pc_status_t pc_txn_set_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, const char *value, size_t vlen,
                               pc_error_t *err);
+/* Buffers a delete, with the rights of the two calls above (the worker's
+ * parked-failure records in PC_SYSTEM_TABLE, removed when re-queued). */
+pc_status_t pc_txn_delete_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                                 const char *col, size_t clen, pc_error_t *err);
 /* Appends to out the ack column of observer for column col: 0xFF "ack" 0x00
  * observer 0x00 col. 0, or -1 when memory runs out. */
 int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);

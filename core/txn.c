@@ -287,6 +287,12 @@ pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, siz
   return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_DELETE, NULL, 0, USER_WRITE, err);
 }
 
+pc_status_t pc_txn_delete_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                                 const char *col, size_t clen, pc_error_t *err) {
+  pc_error_clear(err);
+  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_DELETE, NULL, 0, SYSTEM, err);
+}
+
 pc_status_t pc_txn_notify_weak(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                                const char *col, size_t clen, pc_error_t *err) {
   pc_error_clear(err);
