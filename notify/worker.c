@@ -25,9 +25,9 @@
  * observer that is waiting out a backoff leaves the cell's notifications in
  * place.
  *
- * Failures. A callback that fails, or an ack that cannot be read as a
- * timestamp, counts a failure of (cell, observer), kept in memory with an
- * exponential backoff from backoff_ms; at max_failures the notification is
+ * Failures. A callback that fails, or an ack that is not 8 bytes, counts a
+ * failure of (cell, observer), kept in memory with an exponential backoff
+ * from backoff_ms; at max_failures the notification is
  * parked: a record is written in PC_SYSTEM_TABLE (row "failure/<observer>/
  * <table>/<hash of row and column>", see park()) and the observer counts as
  * done. A commit that conflicts (another run, or a writer of what the
@@ -40,11 +40,11 @@
  * pc_txn_notify_weak on the cell. A strong one cannot be re-created without
  * writing the cell again (which would make every other strong observer of the
  * column see a new change), so the transaction writes a retry mark, the system
- * column 0xFF "retry" 0x00 O 0x00 col = ts of the parked change, together
+ * column 0xFF "try" 0x00 O 0x00 col = ts of the parked change, together
  * with a weak notification of the cell. A pass that finds a weak notification
  * reads the retry marks of the column's strong observers in their
  * transactions, treats a mark as a strong notification at its ts (skipped if
- * the ack is already past it), and overwrites it with "0" in the same commit.
+ * the ack is already past it), and overwrites it with 0 in the same commit.
  *
  * Claims. Buckets [k * buckets_per_claim, (k + 1) * buckets_per_claim) form
  * claim k, locked as "percolator/notify/<first bucket>": first in the
@@ -178,7 +178,7 @@ static obs_slot_t *slot_of(pc_worker_t *w, const pc_observer_t *obs) {
   return NULL;
 }
 
-/* ---- decimal timestamps (acks, retry marks, failure records) ------------- */
+/* ---- numbers in failure records ------------------------------------------ */
 
 static int parse_u64(const char *s, size_t n, uint64_t *out) {
   if (n == 0 || n > 20) return -1;
@@ -396,9 +396,11 @@ static const char *const failure_columns[] = {FC_TABLE, FC_ROW,      FC_COLUMN, 
                                               FC_KIND,  FC_ERROR,    FC_FAILURES, FC_TS};
 #define NFAILURE_COLUMNS (sizeof failure_columns / sizeof *failure_columns)
 
+/* PC_SYSTEM_TABLE is read-only to the user calls: the records go through
+ * the system's. */
 static pc_status_t set_str(pc_txn_t *t, const pc_buf_t *row, const char *col, const char *v,
                            size_t n, pc_error_t *err) {
-  return pc_txn_set(t, PC_SYSTEM_TABLE, row->p, row->len, col, strlen(col), v, n, err);
+  return pc_txn_set_system(t, PC_SYSTEM_TABLE, row->p, row->len, col, strlen(col), v, n, err);
 }
 
 /* Writes the failure record of (cell, obs) in a transaction of its own. */
@@ -443,7 +445,9 @@ typedef enum run_result {
   RUN_DEFERRED /* failed, conflicted or waits out a backoff: keep the notifications */
 } run_result_t;
 
-/* Reads system column col of the cell into *ts (0 when absent). */
+/* Reads the timestamp in system column col of the cell's row (an ack or a
+ * retry mark: 8 bytes big-endian, as db.h says of acks) into *ts, 0 when
+ * the column is absent. */
 static pc_status_t read_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col, uint64_t *ts,
                            pc_error_t *err) {
   char *v = NULL;
@@ -455,25 +459,32 @@ static pc_status_t read_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col,
     return PC_OK;
   }
   if (st != PC_OK) return st;
-  if (parse_u64(v, n, ts) != 0)
-    st = pc_error_set(err, PC_CORRUPTION, "system column holds '%.*s', not a timestamp",
-                      (int)(n > 40 ? 40 : n), v);
+  if (n == 8) {
+    pc_rd_t r = {v, n, 0, 1};
+    *ts = pc_rd_u64(&r);
+  } else {
+    st = pc_error_set(err, PC_CORRUPTION, "system column holds %zu bytes, not an 8-byte timestamp",
+                      n);
+  }
   pc_free(v);
   return st;
 }
 
 static pc_status_t write_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col, uint64_t ts,
                             pc_error_t *err) {
-  char b[24];
-  int n = snprintf(b, sizeof b, "%" PRIu64, ts);
-  return pc_txn_set_system(t, c->table, c->row, c->rlen, col->p, col->len, b, (size_t)n, err);
+  char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (char)(ts >> (56 - 8 * i));
+  return pc_txn_set_system(t, c->table, c->row, c->rlen, col->p, col->len, b, sizeof b, err);
 }
 
-/* 0xFF "retry" 0x00 observer 0x00 col (see the top of this file). */
+/* The retry mark of observer for column col: RETRY_PREFIX observer 0x00 col,
+ * as long as an ack column, so that it fits wherever one does (see the top
+ * of this file). */
+#define RETRY_PREFIX "\xff" "try" /* and its 0x00 */
+_Static_assert(sizeof RETRY_PREFIX == PC_ACK_PREFIX_LEN, "a retry mark is as long as an ack");
 static int retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen) {
-  static const char head[] = "\xff" "retry";
   out->len = 0;
-  return pc_buf_append(out, head, sizeof head - 1) || pc_buf_u8(out, 0) ||
+  return pc_buf_append(out, RETRY_PREFIX, sizeof RETRY_PREFIX) ||
          pc_buf_append(out, observer, strlen(observer)) || pc_buf_u8(out, 0) ||
          pc_buf_append(out, col, clen);
 }
@@ -1284,19 +1295,27 @@ pc_status_t pc_notify_wait(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err) {
     return pc_error_set(err, PC_INVALID, "this store keeps no notifications");
   uint64_t deadline = pc_now_mono_ms() + timeout_ms;
   uint32_t pause = 2;
-  pc_error_t why;
+  pc_error_t why, failed; /* the last "still busy", the last check that could not finish */
   pc_error_clear(&why);
+  pc_error_clear(&failed);
   for (;;) {
     uint64_t now = pc_now_mono_ms();
     uint32_t left = now < deadline ? (uint32_t)(deadline - now) : 1;
-    pc_status_t st = idle_once(db, min_u64(left, db->opts.timeout_ms), &why, err);
+    pc_error_t e;
+    pc_status_t st = idle_once(db, (uint32_t)min_u64(left, db->opts.timeout_ms), &why, &e);
     if (st == PC_OK) return PC_OK;
-    if (st != PC_BUSY && st != PC_TIMEOUT && st != PC_UNAVAILABLE) return st;
-    if (st != PC_BUSY) why = *err; /* a daemon did not answer: try again while time is left */
+    if (st != PC_BUSY && st != PC_TIMEOUT && st != PC_UNAVAILABLE) {
+      if (err) *err = e;
+      return st;
+    }
+    if (st == PC_BUSY) pc_error_clear(&failed);
+    else failed = e; /* a daemon did not answer: try again while time is left */
     now = pc_now_mono_ms();
     if (now >= deadline)
-      return pc_error_set(err, PC_TIMEOUT, "wait: not idle after %u ms: %s", timeout_ms,
-                          why.text);
+      return pc_error_set(err, PC_TIMEOUT, "wait: not idle after %u ms: %s%s%s", timeout_ms,
+                          why.text[0] ? why.text : failed.text,
+                          why.text[0] && failed.text[0] ? "; the last check failed: " : "",
+                          why.text[0] ? failed.text : "");
     pc_sleep_ms((uint32_t)min_u64(pause, deadline - now));
     pause = pause * 2 > 100 ? 100 : pause * 2;
   }
@@ -1481,8 +1500,8 @@ static pc_status_t requeue_one(pc_db_t *db, const requeue_t *q, pc_error_t *err)
     }
     if (st == PC_OK) st = pc_txn_notify_weak(t, c.table, c.row, c.rlen, c.col, c.clen, err);
     for (size_t i = 0; i < NFAILURE_COLUMNS && st == PC_OK; i++)
-      st = pc_txn_delete(t, PC_SYSTEM_TABLE, q->row.p, q->row.len, failure_columns[i],
-                         strlen(failure_columns[i]), err);
+      st = pc_txn_delete_system(t, PC_SYSTEM_TABLE, q->row.p, q->row.len, failure_columns[i],
+                                strlen(failure_columns[i]), err);
     if (st == PC_OK) st = pc_txn_commit(t, err);
     pc_txn_destroy(t);
     if (st != PC_CONFLICT && st != PC_LOCKED) break;

@@ -304,7 +304,7 @@ static void test_chain_converges(void **state) {
   assert_int_equal(total, NDOCS);
   assert_int_equal(pc.raw, NDOCS);
   assert_int_equal(pc.other, 0);
-  pc_status_t st = pc_notify_wait(db, 200, &err);
+  pc_status_t st = pc_notify_wait(db, 2000, &err); /* long enough for a whole check */
   assert_int_equal(st, PC_TIMEOUT);
   assert_non_null(strstr(err.text, "notification"));
   assert_null(get(db, "sizes", "doc00", "class:size"));
@@ -555,7 +555,7 @@ static void test_ack_skips_a_change_seen_again(void **state) {
   pc_worker_t *w = start(db, reg, &o);
   pc_error_t err;
   assert_int_equal(pc_failpoints_configure("worker.before_clear=return", &err), PC_OK);
-  put(db, "ak", "r", "a:c", "v1");
+  uint64_t changed = put(db, "ak", "r", "a:c", "v1");
   /* the run commits, the notification stays, and later passes skip it */
   for (int i = 0; i < 60000 && stats_of(w, "once").skipped < 2; i++) sleep_ms(1);
   assert_int_equal(pending(db), 1);
@@ -565,6 +565,23 @@ static void test_ack_skips_a_change_seen_again(void **state) {
   assert_int_equal(s.runs, 1);
   assert_true(s.skipped >= 2);
   assert_int_equal(atomic_load(&k.calls), 1);
+  /* the ack holds the run's start_ts, 8 bytes big-endian (core/db.h): after
+   * the change, before now */
+  pc_buf_t col = {0};
+  assert_int_equal(pc_ack_column(&col, "once", "a:c", 3), 0);
+  pc_txn_t *t = begin(db);
+  char *v = NULL;
+  size_t n = 0;
+  assert_int_equal(pc_txn_get_system(t, "ak", "r", 1, col.p, col.len, &v, &n, &err), PC_OK);
+  assert_int_equal(n, 8);
+  uint64_t ack = 0;
+  for (size_t i = 0; i < 8; i++) ack = ack << 8 | (unsigned char)v[i];
+  if (ack <= changed || ack >= pc_txn_start_ts(t))
+    fail_msg("ack %" PRIu64 ": want after the change %" PRIu64 " and before %" PRIu64, ack, changed,
+             pc_txn_start_ts(t));
+  pc_free(v);
+  pc_txn_destroy(t);
+  pc_buf_free(&col);
   /* a new change still runs it */
   put(db, "ak", "r", "a:c", "v2");
   wait_idle(db);
