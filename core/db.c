@@ -144,6 +144,14 @@ pc_db_t *pc_db_alloc(const pc_options_t *opts) {
   pthread_mutex_init(&db->bg_mu, NULL);
   pc_cond_init_mono(&db->bg_cv);
   pthread_mutex_init(&db->gc_mu, NULL);
+  /* writers first: a refresh must not wait behind a stream of commits */
+  pthread_rwlockattr_t ra;
+  pthread_rwlockattr_init(&ra);
+  pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&db->observed_mu, &ra);
+  pthread_rwlockattr_destroy(&ra);
+  pthread_mutex_init(&db->observed_update_mu, NULL);
+  pthread_mutex_init(&db->notify_mu, NULL);
   return db;
 }
 
@@ -152,6 +160,10 @@ static void db_destroy_lists(pc_db_t *db) {
   pthread_mutex_destroy(&db->bg_mu);
   pthread_cond_destroy(&db->bg_cv);
   pthread_mutex_destroy(&db->gc_mu);
+  pthread_rwlock_destroy(&db->observed_mu);
+  pthread_mutex_destroy(&db->observed_update_mu);
+  pc_db_observed_free(db);
+  pthread_mutex_destroy(&db->notify_mu);
 }
 
 void pc_db_link_txn(pc_db_t *db, pc_open_txn_t *e) {
@@ -275,6 +287,7 @@ void pc_db_close(pc_db_t *db) {
   if (db->cluster_close) db->cluster_close(db);
   if (db->oracle) pc_oracle_close(db->oracle);
   if (db->store) db->store->ops->close(db->store);
+  if (db->notify_ls) db->notify_ls_destroy(db->notify_ls);
   db_destroy_lists(db);
   free(db->dir);
   free(db);

@@ -84,6 +84,27 @@ struct pc_db {
   pthread_mutex_t gc_mu;     /* one pass at a time */
   pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
   uint64_t gc_passes;
+
+  /* the observed columns (core/observed.c): an immutable set, replaced
+   * whole under the write lock of observed_mu (which prefers writers);
+   * commits read it under the read lock, and not at all while
+   * observed_strong says it has no strong observer; observed_update_mu
+   * serialises the updates (a refresh, a registration) */
+  pthread_rwlock_t observed_mu;
+  pthread_mutex_t observed_update_mu;
+  struct pc_observed_set *observed;
+  _Atomic int observed_loaded; /* read from the store at least once */
+  _Atomic int observed_strong; /* the set names a strong observer */
+  uint64_t next_observed_ms;   /* the background thread's next refresh */
+
+  /* the notification workers of this handle (notify/worker.c) share an
+   * in-process lock service, so that two of their threads never scan the
+   * same claim at once: created by the first worker under notify_mu,
+   * released by pc_db_close through notify_ls_destroy (so that core links
+   * nothing of lockservice/) */
+  pthread_mutex_t notify_mu;
+  struct pc_ls *notify_ls;
+  void (*notify_ls_destroy)(struct pc_ls *ls);
 };
 
 /* A database handle with opts and empty lists, for pc_db_open and the
@@ -119,9 +140,25 @@ void pc_db_stop_background(pc_db_t *db);
  * marks its writes of a strongly observed column, and their commit writes
  * the strong notification in the same row operation as the commit record
  * (by whoever commits the cell: the client or a roll-forward). A client
- * reads the records at open and again every PC_OBSERVED_REFRESH_MS. */
+ * reads the records when its background thread starts (at open) and again
+ * every PC_OBSERVED_REFRESH_MS; a commit before the first read succeeded
+ * reads them itself, and fails if it cannot (a notification is never left
+ * out because the records were not known). A registration by another
+ * client is therefore seen within PC_OBSERVED_REFRESH_MS: commits in
+ * between write no notification, so register observers before the columns
+ * are written (the worker does so when it starts).
+ *
+ * The record of observer NAME, in PC_SYSTEM_TABLE:
+ *   row    "observer/" NAME
+ *   column "def"
+ *   value  u8 1 (format), u8 kind (0 strong, 1 weak), u32 length + table,
+ *          u32 length + column (big-endian lengths)
+ * Users may read and scan PC_SYSTEM_TABLE; only the _system calls below
+ * write it. */
 #define PC_SYSTEM_TABLE "percolator.system"
 #define PC_OBSERVED_REFRESH_MS 1000
+#define PC_OBSERVER_ROW_PREFIX "observer/"
+#define PC_OBSERVER_COLUMN "def"
 
 /* Records observer name (1..64 of [A-Za-z0-9_.-]) for (table, col) with kind
  * (0 strong, 1 weak: pc_observer_kind_t), in a transaction, and adds it to
@@ -136,21 +173,42 @@ pc_status_t pc_db_observed_foreach(pc_db_t *db,
                                    void *ctx, pc_error_t *err);
 /* Whether this client's set has a strong observer of (table, col). */
 int pc_db_strongly_observed(pc_db_t *db, const char *table, const char *col, size_t clen);
+/* Reads the records from the store (every call of a transaction bounded by
+ * timeout_ms) and replaces this client's set with them; on failure the set
+ * stays as it was. */
+pc_status_t pc_db_observed_refresh(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
+/* PC_OK once the set has been read from the store: at once after the
+ * first successful refresh, else a refresh now. */
+pc_status_t pc_db_observed_ready(pc_db_t *db, pc_error_t *err);
+/* Releases the set (pc_db_close). */
+void pc_db_observed_free(pc_db_t *db);
 
 /* ---- system columns ---------------------------------------------------------
  *
  * Columns that begin with byte 0xFF belong to the system (the ack cells of
- * observers); pc_txn_set/delete/get refuse them (PC_INVALID) and scans do not
- * return them. The notification engine reads and writes them here. */
-#define PC_SYSTEM_COLUMN_BYTE 0xFF
+ * observers); pc_txn_set/delete/get/notify_weak refuse them (PC_INVALID) and
+ * scans do not return them. The notification engine reads and writes them
+ * here: these two calls take any column (up to PC_MAX_STORED_COLUMN bytes,
+ * so that the ack column of every user column fits) and any table,
+ * PC_SYSTEM_TABLE included. An ack cell's value is the start_ts of the
+ * observer's run, 8 bytes big-endian (its commit record's start_ts is the
+ * same). */
+#define PC_SYSTEM_COLUMN_BYTE PC_SYSTEM_BYTE
 pc_status_t pc_txn_get_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, char **value, size_t *vlen,
                               pc_error_t *err);
 pc_status_t pc_txn_set_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, const char *value, size_t vlen,
                               pc_error_t *err);
-/* The ack column of observer for column col: 0xFF "ack" 0x00 observer 0x00 col. */
+/* Buffers a delete, with the rights of the two calls above (the worker's
+ * parked-failure records in PC_SYSTEM_TABLE, removed when re-queued). */
+pc_status_t pc_txn_delete_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                                 const char *col, size_t clen, pc_error_t *err);
+/* Appends to out the ack column of observer for column col: 0xFF "ack" 0x00
+ * observer 0x00 col. 0, or -1 when memory runs out. */
 int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
+/* Checks a table name (percolator.h's rules); PC_INVALID naming it. */
+pc_status_t pc_check_table(const char *table, pc_error_t *err);
 
 /* Settles the transaction behind lock (txn.c): rolls the cell forward or
  * back when its primary says so, or its owner is gone; PC_LOCKED while the

@@ -196,11 +196,6 @@ int pc_key_cell_ts(pc_buf_t *b, char space, const pc_cell_t *c, uint64_t ts) {
   return append_ts(b, ts);
 }
 
-int pc_key_ack(pc_buf_t *b, const pc_cell_t *c, const char *observer) {
-  if (pc_key_cell(b, PC_KS_ACK, c) != 0) return -1;
-  return pc_key_escape(b, observer, strlen(observer));
-}
-
 uint64_t pc_row_hash(const char *table, const char *row, size_t rlen) {
   return XXH64(row, rlen, XXH64(table, strlen(table), 0));
 }
@@ -217,6 +212,24 @@ int pc_key_notify(pc_buf_t *b, const pc_cell_t *c, uint64_t ts) {
   if (pc_key_escape(b, c->row, c->rlen) != 0) return -1;
   if (pc_key_escape(b, c->col, c->clen) != 0) return -1;
   return append_ts(b, ts);
+}
+
+int pc_key_notify_bucket(pc_buf_t *b, uint32_t bucket) {
+  unsigned char bb[3] = {PC_KS_NOTIFY, (unsigned char)(bucket >> 8), (unsigned char)bucket};
+  return pc_buf_append(b, bb, 3);
+}
+
+int pc_ack_column_split(const char *col, size_t clen, const char **obs, size_t *olen,
+                        const char **ucol, size_t *uclen) {
+  if (clen < PC_ACK_PREFIX_LEN || memcmp(col, PC_ACK_PREFIX, PC_ACK_PREFIX_LEN) != 0) return -1;
+  const char *o = col + PC_ACK_PREFIX_LEN, *end = col + clen;
+  const char *nul = memchr(o, '\0', (size_t)(end - o));
+  if (!nul || nul == o || nul + 1 == end) return -1;
+  *obs = o;
+  *olen = (size_t)(nul - o);
+  *ucol = nul + 1;
+  *uclen = (size_t)(end - nul - 1);
+  return 0;
 }
 
 /* Unescapes one string at *pos into out; -1 if malformed. */
@@ -276,9 +289,6 @@ int pc_key_decode(const char *k, size_t n, pc_key_decoded_t *d) {
     case PC_KS_DATA:
     case PC_KS_NOTIFY:
       return decode_ts(k, n, &pos, &d->ts);
-    case PC_KS_ACK:
-      if (unescape(k, n, &pos, &d->observer) != 0) return -1;
-      return pos == n ? 0 : -1;
     default:
       return -1;
   }
@@ -288,7 +298,6 @@ void pc_key_decoded_free(pc_key_decoded_t *d) {
   pc_buf_free(&d->table);
   pc_buf_free(&d->row);
   pc_buf_free(&d->col);
-  pc_buf_free(&d->observer);
 }
 
 /* ---- records ---- */
@@ -310,6 +319,7 @@ int pc_lock_info_copy(pc_lock_info_t *dst, const pc_lock_info_t *src, const pc_c
   dst->ttl_ms = src->ttl_ms;
   dst->session = src->session;
   dst->observed = src->observed;
+  dst->weak = src->weak;
   dst->has_inline = src->has_inline;
   if (pc_buf_append(&dst->value, src->value.p, src->value.len) != 0 ||
       pc_buf_append(&dst->ptable, src->ptable.p, src->ptable.len) != 0 ||
@@ -345,7 +355,7 @@ static int decode_write_body(pc_rd_t *r, pc_write_rec_t *w) {
   w->value = NULL;
   w->vlen = 0;
   if (w->has_inline == PC_VALUE_INLINE) w->value = pc_rd_str(r, &w->vlen);
-  if (kind > PC_WRITE_ROLLBACK || w->has_inline > PC_VALUE_IN_HEAD) return -1;
+  if (kind > PC_WRITE_NOTIFY || w->has_inline > PC_VALUE_IN_HEAD) return -1;
   w->kind = (pc_write_kind_t)kind;
   return r->ok ? 0 : -1;
 }
@@ -362,14 +372,23 @@ int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w) {
   return r.pos == n ? 0 : -1;
 }
 
-/* Meta records:
+/* Commit records ('w'): u8 1, u8 kind (put, delete, rollback, or notify: a
+ * weak notification's lock that was its transaction's primary, no value),
+ * u64 start_ts, u64 commit_ts, u8 value place, [u32 length + the value].
+ *
+ * Meta records:
  *   byte 0     0x40 | flags: 1 lock, 2 head, 8 latest_any follows, 16 the
  *              head's start_ts follows whole (4 is unused)
  *   [u64 latest_any]            flag 8; else the head's commit_ts (0 without head)
- *   [lock]                      flag 1: u64 start_ts, u8 kind, u32 ttl_ms,
- *                               u64 session, u8 observed, the primary's table,
+ *   [lock]                      flag 1: u64 start_ts, u8 kind (0 put, 1 delete,
+ *                               3 notify), u32 ttl_ms, u64 session, u8 flags
+ *                               (1 observed: a put's commit writes a strong
+ *                               notification; 2 weak: the commit writes a
+ *                               weak notification), the primary's table,
  *                               row and column (u32 length + bytes each), u8
- *                               inline, [u32 length + the value]
+ *                               inline, [u32 length + the value]. Records of
+ *                               before weak notifications had 0 or 1 in the
+ *                               flags byte and decode the same.
  *   [head]                      flag 2: u8 kind | value place << 2, u64 commit_ts,
  *                               then u64 start_ts (flag 16) or varint
  *                               commit_ts - start_ts, then varint length and
@@ -427,10 +446,13 @@ static int rd_buf(pc_rd_t *r, pc_buf_t *b) {
   return pc_buf_append(b, s, n);
 }
 
+#define LF_OBSERVED 1u
+#define LF_WEAK 2u
+
 static int encode_lock(const pc_lock_info_t *l, pc_buf_t *out) {
   if (pc_buf_u64(out, l->start_ts) || pc_buf_u8(out, (uint8_t)l->kind) ||
       pc_buf_u32(out, l->ttl_ms) || pc_buf_u64(out, l->session) ||
-      pc_buf_u8(out, (uint8_t)(l->observed != 0)) ||
+      pc_buf_u8(out, (uint8_t)((l->observed ? LF_OBSERVED : 0u) | (l->weak ? LF_WEAK : 0u))) ||
       pc_buf_str(out, l->ptable.p, l->ptable.len) || pc_buf_str(out, l->prow.p, l->prow.len) ||
       pc_buf_str(out, l->pcol.p, l->pcol.len) || pc_buf_u8(out, (uint8_t)(l->has_inline != 0)))
     return -1;
@@ -445,8 +467,9 @@ static int decode_lock(pc_rd_t *r, pc_lock_info_t *l, uint64_t *start) {
   uint8_t kind = pc_rd_u8(r);
   uint32_t ttl = pc_rd_u32(r);
   uint64_t session = pc_rd_u64(r);
-  uint8_t observed = pc_rd_u8(r);
-  if (kind > PC_WRITE_DELETE) return -1;
+  uint8_t flags = pc_rd_u8(r);
+  if ((kind > PC_WRITE_DELETE && kind != PC_WRITE_NOTIFY) || (flags & ~(LF_OBSERVED | LF_WEAK)))
+    return -1;
   if (!l) {
     size_t len;
     for (int i = 0; i < 3; i++) (void)pc_rd_str(r, &len);
@@ -457,7 +480,8 @@ static int decode_lock(pc_rd_t *r, pc_lock_info_t *l, uint64_t *start) {
   l->kind = (pc_write_kind_t)kind;
   l->ttl_ms = ttl;
   l->session = session;
-  l->observed = observed;
+  l->observed = (flags & LF_OBSERVED) != 0;
+  l->weak = (flags & LF_WEAK) != 0;
   if (rd_buf(r, &l->ptable) || rd_buf(r, &l->prow) || rd_buf(r, &l->pcol)) return -1;
   l->has_inline = pc_rd_u8(r);
   l->value.len = 0;

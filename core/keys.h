@@ -5,12 +5,15 @@
  *   'm' T R C             meta: the cell's lock (if any) and its newest commit
  *   'w' T R C ~ts         write(c, commit_ts) records, newest first
  *   'd' T R C ~ts         data(c, start_ts) for values too large to inline
- *   'a' T R C O           ack(c, observer O)
  *   'n' B T R C ~ts       notify(c, ts) in hash bucket B (2 bytes, big-endian)
- * T, R, C, O are byte strings escaped so that their concatenation sorts like
+ *                         of (T, R); the value is one byte, PC_NOTIFY_*
+ * T, R, C are byte strings escaped so that their concatenation sorts like
  * the tuple: 0x00 becomes 0x00 0xFF and each string ends with 0x00 0x01.
  * ~ts is the bitwise complement of the timestamp, big-endian, so the newest
  * version of a cell sorts first and "latest <= ts" is one seek.
+ *
+ * An observer's ack of a cell, ack(c, O), is an ordinary transactional cell
+ * of c's row in a system column: 0xFF "ack" 0x00 O 0x00 C (pc_ack_column).
  */
 #ifndef PC_CORE_KEYS_H
 #define PC_CORE_KEYS_H
@@ -23,11 +26,24 @@
 #define PC_KS_META 'm'
 #define PC_KS_WRITE 'w'
 #define PC_KS_DATA 'd'
-#define PC_KS_ACK 'a'
 #define PC_KS_NOTIFY 'n'
 #define PC_KS_GC 'g' /* 'g' alone: the safe point of the last garbage collection */
 
 #define PC_NOTIFY_BUCKETS 1024u
+/* The value of a notify key: which notifications it holds. One commit of a
+ * cell can write both (an observed put that the transaction also notified
+ * weakly); they then share the key. */
+#define PC_NOTIFY_STRONG 0
+#define PC_NOTIFY_WEAK 1
+#define PC_NOTIFY_BOTH 2
+
+/* System columns begin with this byte; an ack column is
+ * PC_ACK_PREFIX (5 bytes: 0xFF "ack" 0x00) observer 0x00 column. */
+#define PC_SYSTEM_BYTE 0xFF
+#define PC_ACK_PREFIX "\xff" "ack"
+#define PC_ACK_PREFIX_LEN 5 /* with its 0x00 */
+/* The longest column the store holds: a user column's ack column. */
+#define PC_MAX_STORED_COLUMN (PC_MAX_COLUMN + PC_ACK_PREFIX_LEN + 64 + 1)
 /* Values up to this size live inside the lock and the commit record. */
 #define PC_INLINE_MAX 4096u
 
@@ -85,10 +101,15 @@ int pc_key_cell(pc_buf_t *b, char space, const pc_cell_t *c);
 int pc_key_cell_ts(pc_buf_t *b, char space, const pc_cell_t *c, uint64_t ts);
 /* space T R (the prefix of every cell of a row; with a NULL row, of the table) */
 int pc_key_row(pc_buf_t *b, char space, const char *table, const char *row, size_t rlen);
-/* 'a' T R C O */
-int pc_key_ack(pc_buf_t *b, const pc_cell_t *c, const char *observer);
 /* 'n' B T R C ~ts */
 int pc_key_notify(pc_buf_t *b, const pc_cell_t *c, uint64_t ts);
+/* 'n' B: the first key of bucket B (B == PC_NOTIFY_BUCKETS: after the last). */
+int pc_key_notify_bucket(pc_buf_t *b, uint32_t bucket);
+/* Splits an ack column (PC_ACK_PREFIX observer 0x00 column): 0 and the
+ * observer's name (obs, olen, no NUL inside) and the observed column; -1 when
+ * col is not one. */
+int pc_ack_column_split(const char *col, size_t clen, const char **obs, size_t *olen,
+                        const char **ucol, size_t *uclen);
 /* The notify bucket of a row. */
 uint32_t pc_notify_bucket(const char *table, const char *row, size_t rlen);
 /* The row-latch stripe hash of a row. */
@@ -101,7 +122,6 @@ typedef struct pc_key_decoded {
   uint32_t bucket;
   pc_buf_t table; /* NUL-terminated */
   pc_buf_t row, col;
-  pc_buf_t observer; /* NUL-terminated, ack keys */
   uint64_t ts;
 } pc_key_decoded_t;
 
@@ -114,10 +134,11 @@ void pc_key_decoded_free(pc_key_decoded_t *d);
 /* A lock as stored in the meta record (and as returned to resolvers). */
 typedef struct pc_lock_info {
   uint64_t start_ts;
-  pc_write_kind_t kind; /* PUT or DELETE */
+  pc_write_kind_t kind; /* PUT, DELETE or NOTIFY (a weak notification, no write) */
   uint32_t ttl_ms;
   uint64_t session;
-  int observed;
+  int observed;         /* a put's commit writes a strong notification */
+  int weak;             /* the commit writes a weak notification (always with NOTIFY) */
   int has_inline;       /* value stored in the lock */
   pc_buf_t value;       /* inline value (if has_inline) */
   pc_buf_t ptable;      /* primary cell; ptable NUL-terminated */

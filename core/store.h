@@ -22,10 +22,17 @@ typedef struct pc_store pc_store_t;
 /* A buffered write of a transaction. */
 typedef struct pc_mutation {
   pc_cell_t cell;
-  pc_write_kind_t kind; /* PC_WRITE_PUT or PC_WRITE_DELETE */
+  /* PC_WRITE_PUT, PC_WRITE_DELETE, or PC_WRITE_NOTIFY: a weak notification
+   * and no write (value NULL, weak set). Its lock is taken like a write's;
+   * its commit writes notify(c, commit_ts, weak) and removes the lock,
+   * without a commit record (unless it is the transaction's primary, whose
+   * fate needs one: a record of kind NOTIFY) and without touching the
+   * cell's head. */
+  pc_write_kind_t kind;
   const char *value;
   size_t vlen;
   int observed; /* commit writes a strong notification for a put */
+  int weak;     /* commit writes a weak notification */
 } pc_mutation_t;
 
 /* What a prewrite lock records besides the mutation. */
@@ -58,7 +65,7 @@ typedef int (*pc_store_lock_fn)(void *ctx, const pc_lock_info_t *lock);
 typedef struct pc_store_gc_stats {
   uint64_t cells;    /* cells examined */
   uint64_t versions; /* commit records deleted (puts and deletes) */
-  uint64_t rollbacks;/* rollback records deleted */
+  uint64_t rollbacks;/* rollback records deleted (and value-less notify records) */
   uint64_t data;     /* data cells deleted (values too large to inline) */
 } pc_store_gc_stats_t;
 
@@ -107,9 +114,11 @@ typedef struct pc_store_ops {
                           const pc_lock_spec_t *spec, pc_lock_info_t *lock, pc_error_t *err);
 
   /* Commits cells of transaction start_ts at commit_ts: writes the commit
-   * record and removes the lock in one write. A cell whose commit record
-   * already exists is accepted; a cell with a rollback record or with neither
-   * lock nor record is PC_ABORTED (nothing applied). */
+   * record and removes the lock in one write (a NOTIFY lock: see
+   * pc_mutation_t). A cell whose commit record already exists is accepted;
+   * a cell with a rollback record or with neither lock nor record is
+   * PC_ABORTED (nothing applied) — which is also what a committed NOTIFY
+   * lock that is not its primary leaves behind. */
   pc_status_t (*commit)(pc_store_t *s, const pc_cell_t *cells, size_t n, uint64_t start_ts,
                         uint64_t commit_ts, pc_error_t *err);
 
@@ -135,7 +144,9 @@ typedef struct pc_store_ops {
                            uint32_t ttl_ms, pc_error_t *err);
 
   /* Commits muts, all in one row, in one row operation: the conflict checks
-   * of prewrite, then commit_ts from ts_source, then the commit records. */
+   * of prewrite, then commit_ts from ts_source, then the commit records.
+   * muts[0] is the primary (a NOTIFY primary leaves a record of kind
+   * NOTIFY, so that check_txn can tell the commit happened). */
   pc_status_t (*commit_one_phase)(pc_store_t *s, const pc_mutation_t *muts, size_t n,
                                   uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
                                   uint64_t *commit_ts, pc_lock_info_t *lock, pc_error_t *err);
@@ -170,16 +181,25 @@ typedef struct pc_store_ops {
   pc_status_t (*gc)(pc_store_t *s, uint64_t safe_point, uint32_t rate,
                     pc_store_gc_stats_t *stats, pc_error_t *err);
 
-  /* Calls fn for the notifications of buckets [lo, hi) (hi <=
+  /* Calls fn for the notifications of buckets [lo, hi) (lo < hi <=
    * PC_NOTIFY_BUCKETS) in key order — bucket, table, row, column, newest
-   * first — starting after `after` (NULL: at the start of bucket lo), at
-   * most limit (1..PC_STORE_SCAN_LIMIT_MAX); fewer than limit means the
-   * range is exhausted. A remote store asks every tablet. */
+   * first; a strong and a weak notification of one cell at one ts (one
+   * commit wrote both) come as two, the strong first — starting after
+   * `after` (NULL: at the start of bucket lo), at most limit
+   * (1..PC_STORE_SCAN_LIMIT_MAX); fewer than limit means the range is
+   * exhausted. To go on, pass the last notification delivered as `after`.
+   * A remote store asks every tablet in turn (each holds the notifications
+   * of its own rows), so its order is by tablet, then by key; `after`
+   * resumes within the tablet of its row. n->bucket is the bucket of the
+   * cell's row; PC_INVALID for a range or limit out of bounds. */
   pc_status_t (*scan_notify)(pc_store_t *s, uint32_t lo, uint32_t hi,
                              const pc_notification_t *after, size_t limit, pc_store_notify_fn fn,
                              void *ctx, pc_error_t *err);
 
-  /* Deletes cell's notifications, strong and weak, with ts < below. */
+  /* Deletes cell's notifications, strong and weak, with ts < below; newer
+   * ones stay. Atomic on the cell's row, like every row operation, but not
+   * synced: a delete lost in a crash brings the notification back, and its
+   * observers run again (a strong one is then skipped by its ack). */
   pc_status_t (*clear_notify)(pc_store_t *s, const pc_cell_t *cell, uint64_t below,
                               pc_error_t *err);
 

@@ -9,7 +9,9 @@
  *   - every put or delete record older than the newest one at or below S,
  *     with its data cell when the value was too large to inline;
  *   - that newest one too when it is a delete (nothing older survives it);
- *   - rollback records at or below S.
+ *   - rollback records at or below S, and the value-less records that a
+ *     weak notification leaves on its transaction's primary (counted with
+ *     the rollbacks; they too only decide a transaction that is over).
  * The record of the cell's head (its newest commit, in the meta record) is
  * always kept, and meta records are never touched, so latest_any, which
  * makes delayed prewrites fail, never moves back.
@@ -195,7 +197,7 @@ pc_status_t local_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
       break;
     }
-    if (w.kind == PC_WRITE_ROLLBACK) {
+    if (w.kind == PC_WRITE_ROLLBACK || w.kind == PC_WRITE_NOTIFY) { /* records without a value */
       stats->rollbacks++;
       st = del(&g, k, kl, err);
       continue;

@@ -2,7 +2,7 @@
  * LevelDB in this process. This file opens and closes it and holds what
  * every row operation shares: row latches, the frame of an operation, and
  * writing its batch. The operations live in store_read.c, store_txn.c,
- * store_raw.c and store_gc.c (see store_local.h).
+ * store_raw.c, store_notify.c and store_gc.c (see store_local.h).
  *
  * Single-row atomicity (DESIGN §3): a row operation takes the latches of its
  * rows (striped mutexes, acquired in stripe order), reads the meta records it
@@ -290,6 +290,8 @@ static const pc_store_ops_t local_ops = {
     .raw_scan = local_raw_scan,
     .scan_locks = local_scan_locks,
     .gc = local_gc,
+    .scan_notify = local_scan_notify,
+    .clear_notify = local_clear_notify,
     .gc_safe_point = local_gc_safe_point,
     .close = local_close,
 };

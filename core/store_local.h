@@ -8,6 +8,7 @@
  *   store_txn.c    the protocol's row operations: prewrite, commit,
  *                  rollback, check_txn, heartbeat, one-phase commit
  *   store_raw.c    the raw view (every internal cell) and lock scans
+ *   store_notify.c finding notifications and clearing them
  *   store_gc.c     garbage collection below a safe point
  */
 #ifndef PC_CORE_STORE_LOCAL_H
@@ -132,6 +133,11 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
 pc_status_t local_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
                      pc_store_gc_stats_t *stats, pc_error_t *err);
 uint64_t local_gc_safe_point(pc_store_t *base);
+pc_status_t local_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
+                              const pc_notification_t *after, size_t limit,
+                              pc_store_notify_fn fn, void *ctx, pc_error_t *err);
+pc_status_t local_clear_notify(pc_store_t *base, const pc_cell_t *c, uint64_t below,
+                               pc_error_t *err);
 /* Reads the persisted safe point into s->gc_safe (at open). */
 pc_status_t local_gc_load(local_t *s, pc_error_t *err);
 

@@ -1,8 +1,10 @@
 /* store_raw.c — the raw view of the embedded store: every internal cell
- * (lock, commit records, data, acks, notifications) as it is on disk, for
+ * (lock, commit records, data, notifications) as it is on disk, for
  * `percolator scan --raw` and tests; and the scan of old locks that garbage
  * collection settles before it collects. Neither takes a snapshot's view:
- * they show what LevelDB holds. */
+ * they show what LevelDB holds. The cells of an ack column (a system column
+ * of the row, core/keys.h) are shown under the observed column, named by
+ * their observer, and their commit records as acks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,9 +26,12 @@ static int row_in(const pc_buf_t *row, const char *start, size_t slen, const cha
   return 1;
 }
 
-/* Emits every cell of one kind stored under the cell's prefix in space. */
+/* Emits every cell of one kind stored under the cell's prefix in space;
+ * shown is the cell as reported (c itself, or for an ack column the
+ * observed column, with observer set). */
 static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space,
-                                  const pc_cell_t *c, const pc_meta_t *m, pc_raw_cell_fn fn,
+                                  const pc_cell_t *c, const pc_cell_t *shown,
+                                  const char *observer, const pc_meta_t *m, pc_raw_cell_fn fn,
                                   void *ctx, int *stop, pc_error_t *err) {
   pc_buf_t prefix = {0};
   if (pc_key_cell(&prefix, space, c) != 0) return local_nomem(err);
@@ -43,19 +48,20 @@ static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space
       break;
     }
     pc_raw_cell_t rc = {0};
-    rc.table = c->table;
-    rc.row = c->row;
-    rc.row_len = c->rlen;
-    rc.column = c->col;
-    rc.column_len = c->clen;
+    rc.table = shown->table;
+    rc.row = shown->row;
+    rc.row_len = shown->rlen;
+    rc.column = shown->col;
+    rc.column_len = shown->clen;
     rc.ts = d.ts;
+    rc.observer = observer;
     if (space == PC_KS_WRITE) {
       pc_write_rec_t w;
       if (pc_write_decode(v, vl, &w) != 0) {
         st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
         break;
       }
-      rc.kind = PC_CELL_WRITE;
+      rc.kind = observer ? PC_CELL_ACK : PC_CELL_WRITE;
       rc.write_kind = w.kind;
       rc.start_ts = w.start_ts;
       rc.value = w.value;
@@ -64,15 +70,10 @@ static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space
         rc.value = m->head.value; /* the newest value lives in the meta record */
         rc.value_len = m->head.vlen;
       }
-    } else if (space == PC_KS_DATA) {
+    } else {
       rc.kind = PC_CELL_DATA;
       rc.value = v;
       rc.value_len = vl;
-    } else {
-      pc_rd_t r = {v, vl, 0, 1};
-      rc.kind = PC_CELL_ACK;
-      rc.ts = pc_rd_u64(&r);
-      rc.observer = d.observer.p;
     }
     *stop = fn(ctx, &rc);
   }
@@ -109,16 +110,27 @@ pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *star
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
       break;
     }
-    pc_cell_t c = {d.table.p, d.row.p, d.row.len, d.col.p, d.col.len};
+    pc_cell_t c = {d.table.p, d.row.p, d.row.len, d.col.p, d.col.len}, shown = c;
+    const char *observer, *ucol;
+    size_t olen, uclen;
+    /* an ack column: the observer's name is followed by its 0x00 in the column */
+    if (pc_ack_column_split(c.col, c.clen, &observer, &olen, &ucol, &uclen) == 0) {
+      shown.col = ucol;
+      shown.clen = uclen;
+    } else {
+      observer = NULL;
+    }
     if (m.has_lock) {
       const pc_lock_info_t *l = &m.lock;
       pc_raw_cell_t rc = {0};
       rc.kind = PC_CELL_LOCK;
-      rc.table = c.table;
-      rc.row = c.row;
-      rc.row_len = c.rlen;
-      rc.column = c.col;
-      rc.column_len = c.clen;
+      rc.table = shown.table;
+      rc.row = shown.row;
+      rc.row_len = shown.rlen;
+      rc.column = shown.col;
+      rc.column_len = shown.clen;
+      rc.observer = observer;
+      rc.weak = l->weak;
       rc.ts = l->start_ts;
       rc.write_kind = l->kind;
       rc.value = l->has_inline ? l->value.p : NULL;
@@ -133,20 +145,22 @@ pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *star
       rc.observed = l->observed;
       stop = fn(ctx, &rc);
     }
-    const char spaces[] = {PC_KS_WRITE, PC_KS_DATA, PC_KS_ACK};
+    const char spaces[] = {PC_KS_WRITE, PC_KS_DATA};
     for (size_t i = 0; i < sizeof spaces && !stop && st == PC_OK; i++)
-      st = raw_cell_space(s, sub, spaces[i], &c, &m, fn, ctx, &stop, err);
+      st = raw_cell_space(s, sub, spaces[i], &c, &shown, observer, &m, fn, ctx, &stop, err);
   }
   /* notifications: their own key space, ordered by bucket */
   pc_buf_t np = {0};
   if (st == PC_OK && pc_buf_u8(&np, PC_KS_NOTIFY) != 0) st = local_nomem(err);
   for (leveldb_iter_seek(it, np.p, np.len); st == PC_OK && !stop && leveldb_iter_valid(it);
        leveldb_iter_next(it)) {
-    size_t kl;
+    size_t kl, vl;
     const char *k = leveldb_iter_key(it, &kl);
     if (k[0] != PC_KS_NOTIFY) break;
-    if (pc_key_decode(k, kl, &d) != 0) {
-      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed notify key", s->path);
+    const char *v = leveldb_iter_value(it, &vl);
+    unsigned char nk = vl == 1 ? (unsigned char)v[0] : 0xFF;
+    if (pc_key_decode(k, kl, &d) != 0 || nk > PC_NOTIFY_BOTH) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed notification", s->path);
       break;
     }
     if (table && strcmp(table, d.table.p) != 0) continue;
@@ -159,7 +173,12 @@ pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *star
     rc.column = d.col.p;
     rc.column_len = d.col.len;
     rc.ts = d.ts;
+    rc.weak = nk == PC_NOTIFY_WEAK;
     stop = fn(ctx, &rc);
+    if (nk == PC_NOTIFY_BOTH && !stop) { /* one key, two notifications: the weak one next */
+      rc.weak = 1;
+      stop = fn(ctx, &rc);
+    }
   }
   pc_buf_free(&np);
   leveldb_iter_destroy(sub);

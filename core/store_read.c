@@ -117,7 +117,7 @@ static pc_status_t read_history(local_t *s, const leveldb_readoptions_t *ro,
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
       break;
     }
-    if (w.kind != PC_WRITE_ROLLBACK) {
+    if (w.kind == PC_WRITE_PUT || w.kind == PC_WRITE_DELETE) { /* not a rollback or notify */
       st = value_of(s, ro, c, &w, value, vlen, err);
       break;
     }

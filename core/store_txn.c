@@ -18,13 +18,35 @@
 #include "core/error.h"
 #include "core/store_local.h"
 
+/* Writes the notifications of a commit of cell c at ts into batch b: strong
+ * (an observed put), weak (a weak notification), both, or none. */
 static pc_status_t put_notify(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_t ts,
-                              pc_buf_t *kb, pc_error_t *err) {
+                              int strong, int weak, pc_buf_t *kb, pc_error_t *err) {
+  if (!strong && !weak) return PC_OK;
   kb->len = 0;
   if (pc_key_notify(kb, c, ts) != 0) return local_nomem(err);
-  const char strong = 0;
-  leveldb_writebatch_put(b, kb->p, kb->len, &strong, 1);
+  const char v = (char)(strong && weak ? PC_NOTIFY_BOTH : weak ? PC_NOTIFY_WEAK : PC_NOTIFY_STRONG);
+  leveldb_writebatch_put(b, kb->p, kb->len, &v, 1);
   return PC_OK;
+}
+
+/* The commit record that a NOTIFY lock leaves when it is its transaction's
+ * primary: no value, no change of the head, but it is the transaction's
+ * fate (check_txn finds it) and it raises latest_any like any record. */
+static pc_status_t put_notify_record(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
+                                     uint64_t start_ts, uint64_t commit_ts, pc_buf_t *kb,
+                                     pc_buf_t *vb, pc_error_t *err) {
+  pc_write_rec_t w = {PC_WRITE_NOTIFY, start_ts, commit_ts, PC_VALUE_IN_DATA, NULL, 0};
+  pc_status_t st = local_put_write(b, c, commit_ts, &w, kb, vb, err);
+  if (st == PC_OK && commit_ts > m->latest_any) m->latest_any = commit_ts;
+  return st;
+}
+
+/* Whether lock l (on cell c) names c as its primary. */
+static int is_own_primary(const pc_lock_info_t *l, const pc_cell_t *c) {
+  return strcmp(l->ptable.p ? l->ptable.p : "", c->table) == 0 &&
+         pc_bytes_cmp(l->prow.p, l->prow.len, c->row, c->rlen) == 0 &&
+         pc_bytes_cmp(l->pcol.p, l->pcol.len, c->col, c->clen) == 0;
 }
 
 /* The checks of prewrite on one cell (meta m): another transaction's lock is
@@ -80,7 +102,8 @@ pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n
     l->kind = mu->kind;
     l->ttl_ms = spec->ttl_ms;
     l->session = spec->session;
-    l->observed = mu->observed;
+    l->observed = mu->observed && mu->kind == PC_WRITE_PUT;
+    l->weak = mu->weak || mu->kind == PC_WRITE_NOTIFY;
     l->ptable.len = l->prow.len = l->pcol.len = l->value.len = 0;
     if (pc_buf_append(&l->ptable, spec->primary.table, strlen(spec->primary.table)) ||
         pc_buf_append(&l->prow, spec->primary.row, spec->primary.rlen) ||
@@ -126,16 +149,25 @@ static pc_status_t set_head(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta
 }
 
 /* Commits the lock held in m (of start_ts) on cell c into batch b. A put to
- * an observed column writes its strong notification in the same batch. */
+ * an observed column writes its strong notification in the same batch, and
+ * a lock that carries a weak notification its weak one. A NOTIFY lock
+ * writes only its notification (and, as a primary, its record). */
 static pc_status_t commit_locked(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
                                  const pc_buf_t *key, uint64_t commit_ts, pc_buf_t *kb,
                                  pc_buf_t *vb, pc_error_t *err) {
   const pc_lock_info_t *l = &m->lock;
-  pc_write_rec_t w = {l->kind, l->start_ts, commit_ts,
-                      l->has_inline ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, l->value.p, l->value.len};
-  pc_status_t st = PC_OK;
-  if (l->observed && l->kind == PC_WRITE_PUT) st = put_notify(b, c, commit_ts, kb, err);
-  if (st == PC_OK) st = set_head(b, c, m, &w, kb, vb, err); /* value stays in m->lock.value */
+  pc_status_t st = put_notify(b, c, commit_ts, l->observed && l->kind == PC_WRITE_PUT,
+                              l->weak || l->kind == PC_WRITE_NOTIFY, kb, err);
+  if (st != PC_OK) return st;
+  if (l->kind == PC_WRITE_NOTIFY) {
+    if (is_own_primary(l, c))
+      st = put_notify_record(b, c, m, l->start_ts, commit_ts, kb, vb, err);
+  } else {
+    pc_write_rec_t w = {l->kind, l->start_ts, commit_ts,
+                        l->has_inline ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, l->value.p,
+                        l->value.len};
+    st = set_head(b, c, m, &w, kb, vb, err); /* value stays in m->lock.value */
+  }
   if (st != PC_OK) return st;
   m->has_lock = 0;
   return local_put_meta(b, key, m, vb, err);
@@ -319,13 +351,21 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
     st = ts_source(ts_ctx, commit_ts, err);
     for (size_t i = 0; i < n && st == PC_OK; i++) {
       const pc_mutation_t *mu = &muts[i];
+      st = put_notify(b, &mu->cell, *commit_ts, mu->observed && mu->kind == PC_WRITE_PUT,
+                      mu->weak || mu->kind == PC_WRITE_NOTIFY, &kb, err);
+      if (st != PC_OK) break;
+      if (mu->kind == PC_WRITE_NOTIFY) { /* no write; the primary keeps the fate */
+        if (i == 0) {
+          st = put_notify_record(b, &mu->cell, &metas[i], start_ts, *commit_ts, &kb, &vb, err);
+          if (st == PC_OK) st = local_put_meta(b, &keys[i], &metas[i], &vb, err);
+        }
+        continue;
+      }
       int inl = mu->kind == PC_WRITE_PUT && mu->vlen <= PC_INLINE_MAX;
       pc_write_rec_t w = {mu->kind, start_ts, *commit_ts,
                           inl ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, inl ? mu->value : NULL,
                           inl ? mu->vlen : 0};
       st = put_data(b, mu, start_ts, &kb, err);
-      if (st == PC_OK && mu->observed && mu->kind == PC_WRITE_PUT)
-        st = put_notify(b, &mu->cell, *commit_ts, &kb, err);
       if (st == PC_OK) st = set_head(b, &mu->cell, &metas[i], &w, &kb, &vb, err);
       if (st == PC_OK) st = local_put_meta(b, &keys[i], &metas[i], &vb, err);
     }

@@ -22,7 +22,8 @@ typedef struct bufcell {
   size_t rlen;
   char *col;
   size_t clen;
-  pc_write_kind_t kind;
+  pc_write_kind_t kind; /* PUT, DELETE, or NOTIFY: a weak notification alone */
+  int weak;             /* the commit writes a weak notification of the cell */
   char *value;
   size_t vlen;
 } bufcell_t;
@@ -73,8 +74,20 @@ static pc_status_t check_table(const char *table, pc_error_t *err) {
   return PC_OK;
 }
 
+/* Who touches a cell: a user (pc_txn_get, set, delete, notify_weak), who
+ * may not name a system column nor write the system table, or the system
+ * itself (pc_txn_get_system, set_system: the notification engine's acks and
+ * the records of observers). */
+enum access { USER_READ, USER_WRITE, SYSTEM };
+
+static int is_system_column(const char *col, size_t clen) {
+  return clen > 0 && (unsigned char)col[0] == PC_SYSTEM_COLUMN_BYTE;
+}
+
+pc_status_t pc_check_table(const char *table, pc_error_t *err) { return check_table(table, err); }
+
 static pc_status_t check_cell(const char *table, const char *row, size_t rlen, const char *col,
-                              size_t clen, pc_error_t *err) {
+                              size_t clen, enum access who, pc_error_t *err) {
   pc_status_t st = check_table(table, err);
   if (st != PC_OK) return st;
   if (!row || rlen == 0) return pc_error_set(err, PC_INVALID, "row key is empty");
@@ -82,9 +95,19 @@ static pc_status_t check_cell(const char *table, const char *row, size_t rlen, c
     return pc_error_set(err, PC_INVALID, "row key of %zu bytes exceeds the limit of %d", rlen,
                         PC_MAX_ROW);
   if (!col || clen == 0) return pc_error_set(err, PC_INVALID, "column name is empty");
-  if (clen > PC_MAX_COLUMN)
-    return pc_error_set(err, PC_INVALID, "column name of %zu bytes exceeds the limit of %d", clen,
-                        PC_MAX_COLUMN);
+  size_t max = who == SYSTEM ? PC_MAX_STORED_COLUMN : PC_MAX_COLUMN;
+  if (clen > max)
+    return pc_error_set(err, PC_INVALID, "column name of %zu bytes exceeds the limit of %zu", clen,
+                        max);
+  if (who != SYSTEM && is_system_column(col, clen))
+    return pc_error_set(err, PC_INVALID,
+                        "column of %zu bytes begins with byte 0xFF, which marks the system's "
+                        "columns (observers' acks)",
+                        clen);
+  if (who == USER_WRITE && strcmp(table, PC_SYSTEM_TABLE) == 0)
+    return pc_error_set(err, PC_INVALID,
+                        "table '%s' holds the system's records (the observers): it is read-only",
+                        table);
   return PC_OK;
 }
 
@@ -175,11 +198,14 @@ static bufcell_t *buffer_find(pc_txn_t *txn, const pc_cell_t *c, pc_error_t *err
   return found ? *(bufcell_t **)found : NULL;
 }
 
+/* Buffers a write (PUT or DELETE) of the cell, or with kind NOTIFY a weak
+ * notification of it: a cell both written and notified keeps its write and
+ * is notified too, in whichever order the calls came. */
 static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, pc_write_kind_t kind,
-                              const char *value, size_t vlen, pc_error_t *err) {
+                              const char *value, size_t vlen, enum access who, pc_error_t *err) {
   pc_status_t st = check_open(txn, err);
-  if (st == PC_OK) st = check_cell(table, row, rlen, col, clen, err);
+  if (st == PC_OK) st = check_cell(table, row, rlen, col, clen, who, err);
   if (st != PC_OK) return st;
   if (kind == PC_WRITE_PUT) {
     if (!value || vlen == 0)
@@ -192,6 +218,10 @@ static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row,
   int oom;
   bufcell_t *old = buffer_find(txn, &probe, err, &oom);
   if (oom) return PC_NOMEM;
+  if (old && kind == PC_WRITE_NOTIFY) { /* the cell's write, if any, stays */
+    old->weak = 1;
+    return PC_OK;
+  }
   size_t add = rlen + clen + (kind == PC_WRITE_PUT ? vlen : 0);
   size_t old_bytes = old ? old->rlen + old->clen + old->vlen : 0;
   if (txn->bytes - old_bytes + add > PC_MAX_TXN_BYTES)
@@ -203,7 +233,8 @@ static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row,
                         PC_MAX_TXN_MUTATIONS);
   char *v = kind == PC_WRITE_PUT ? dup_bytes(value, vlen) : NULL;
   if (kind == PC_WRITE_PUT && !v) return pc_error_set(err, PC_NOMEM, "out of memory");
-  if (old) { /* a later write of the same cell replaces the earlier one */
+  if (old) { /* a later write of the same cell replaces the earlier one (and keeps its
+               * weak notification) */
     free(old->value);
     old->value = v;
     old->vlen = v ? vlen : 0;
@@ -224,6 +255,7 @@ static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row,
   b->clen = clen;
   b->vlen = v ? vlen : 0;
   b->kind = kind;
+  b->weak = kind == PC_WRITE_NOTIFY;
   pc_cell_t c = {b->table, b->row, rlen, b->col, clen};
   if (!b->table || !b->row || !b->col || pc_key_cell(&b->key, PC_KS_META, &c) != 0 ||
       !tsearch(b, &txn->tree, bufcell_cmp)) {
@@ -239,13 +271,32 @@ pc_status_t pc_txn_set(pc_txn_t *txn, const char *table, const char *row, size_t
                        const char *col, size_t clen, const char *value, size_t vlen,
                        pc_error_t *err) {
   pc_error_clear(err);
-  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_PUT, value, vlen, err);
+  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_PUT, value, vlen, USER_WRITE, err);
+}
+
+pc_status_t pc_txn_set_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                              const char *col, size_t clen, const char *value, size_t vlen,
+                              pc_error_t *err) {
+  pc_error_clear(err);
+  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_PUT, value, vlen, SYSTEM, err);
 }
 
 pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                           const char *col, size_t clen, pc_error_t *err) {
   pc_error_clear(err);
-  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_DELETE, NULL, 0, err);
+  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_DELETE, NULL, 0, USER_WRITE, err);
+}
+
+pc_status_t pc_txn_delete_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                                 const char *col, size_t clen, pc_error_t *err) {
+  pc_error_clear(err);
+  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_DELETE, NULL, 0, SYSTEM, err);
+}
+
+pc_status_t pc_txn_notify_weak(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                               const char *col, size_t clen, pc_error_t *err) {
+  pc_error_clear(err);
+  return buffer_put(txn, table, row, rlen, col, clen, PC_WRITE_NOTIFY, NULL, 0, USER_WRITE, err);
 }
 
 /* ---- lock resolution ---------------------------------------------------- */
@@ -290,7 +341,14 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
   switch (state) {
     case PC_TXN_COMMITTED:
       if (is_primary) return PC_OK;
-      return s->ops->commit(s, &cell, 1, lock->start_ts, commit_ts, err);
+      st = s->ops->commit(s, &cell, 1, lock->start_ts, commit_ts, err);
+      /* a weak notification's lock leaves no record when it commits: gone
+       * without one, another resolver (or its owner) committed it first */
+      if (st == PC_ABORTED && lock->kind == PC_WRITE_NOTIFY) {
+        pc_error_clear(err);
+        st = PC_OK;
+      }
+      return st;
     case PC_TXN_ROLLED_BACK:
       if (is_primary) return PC_OK;
       return s->ops->rollback(s, &cell, 1, lock->start_ts, err);
@@ -349,21 +407,37 @@ static pc_status_t gave_up_on_lock(pc_status_t st, uint64_t deadline, uint64_t l
 
 /* ---- reads ------------------------------------------------------------- */
 
+static pc_status_t txn_get(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                           const char *col, size_t clen, char **value, size_t *vlen,
+                           enum access who, pc_error_t *err);
+
 pc_status_t pc_txn_get(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                        const char *col, size_t clen, char **value, size_t *vlen,
                        pc_error_t *err) {
+  return txn_get(txn, table, row, rlen, col, clen, value, vlen, USER_READ, err);
+}
+
+pc_status_t pc_txn_get_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                              const char *col, size_t clen, char **value, size_t *vlen,
+                              pc_error_t *err) {
+  return txn_get(txn, table, row, rlen, col, clen, value, vlen, SYSTEM, err);
+}
+
+static pc_status_t txn_get(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                           const char *col, size_t clen, char **value, size_t *vlen,
+                           enum access who, pc_error_t *err) {
   pc_error_clear(err);
   if (value) *value = NULL;
   if (vlen) *vlen = 0;
   if (!value || !vlen) return pc_error_set(err, PC_INVALID, "get: value or vlen is NULL");
   pc_status_t st = check_open(txn, err);
-  if (st == PC_OK) st = check_cell(table, row, rlen, col, clen, err);
+  if (st == PC_OK) st = check_cell(table, row, rlen, col, clen, who, err);
   if (st != PC_OK) return st;
   pc_cell_t c = {table, row, rlen, col, clen};
   int oom;
   bufcell_t *own = buffer_find(txn, &c, err, &oom);
   if (oom) return PC_NOMEM;
-  if (own) { /* read your own writes */
+  if (own && own->kind != PC_WRITE_NOTIFY) { /* read your own writes */
     if (own->kind == PC_WRITE_DELETE) return PC_NOT_FOUND;
     *value = dup_bytes(own->value, own->vlen);
     if (!*value) return pc_error_set(err, PC_NOMEM, "out of memory");
@@ -662,6 +736,43 @@ vanish:
   return err ? err->code : PC_IO_ERROR;
 }
 
+/* Makes the first mutation that writes (a put or a delete) the primary:
+ * muts[0], its row group 0. A weak notification alone leaves no commit
+ * record on its cell, and the primary's record is the transaction's fate.
+ * Only a transaction of weak notifications alone keeps one as its primary,
+ * whose commit then leaves a record of kind NOTIFY (store.h). The order of
+ * the other rows, and of the cells within a row, does not matter. */
+static int primary_first(pc_mutation_t *muts, size_t *bounds, size_t groups) {
+  size_t n = bounds[groups], p = 0;
+  while (p < n && muts[p].kind == PC_WRITE_NOTIFY) p++;
+  if (p == 0 || p == n) return 0;
+  size_t g = 0;
+  while (bounds[g + 1] <= p) g++;
+  pc_mutation_t *tmp = malloc(n * sizeof *tmp);
+  size_t *nb = malloc((groups + 1) * sizeof *nb);
+  if (!tmp || !nb) {
+    free(tmp);
+    free(nb);
+    return -1;
+  }
+  size_t k = 0, ng = 0;
+  nb[ng++] = 0;
+  tmp[k++] = muts[p];
+  for (size_t i = bounds[g]; i < bounds[g + 1]; i++)
+    if (i != p) tmp[k++] = muts[i];
+  for (size_t h = 0; h < groups; h++) {
+    if (h == g) continue;
+    nb[ng++] = k;
+    for (size_t i = bounds[h]; i < bounds[h + 1]; i++) tmp[k++] = muts[i];
+  }
+  nb[ng] = n;
+  memcpy(muts, tmp, n * sizeof *tmp);
+  memcpy(bounds, nb, (groups + 1) * sizeof *nb);
+  free(tmp);
+  free(nb);
+  return 0;
+}
+
 /* With a sharded store, regroups the secondary rows (groups 1..) so that
  * each group is one shard's rows: one request per tablet (the paper's
  * batching). The primary's row stays group 0. Stable within a shard. */
@@ -712,6 +823,11 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     st = pc_error_set(err, PC_NOMEM, "out of memory");
     goto out;
   }
+  /* which columns are strongly observed: known before the first commit */
+  if ((st = pc_db_observed_ready(txn->db, err)) != PC_OK) {
+    pc_error_prefix(err, "commit: the observed columns");
+    goto out;
+  }
   size_t n = txn->count, groups = 0;
   for (size_t i = 0; i < n; i++) {
     bufcell_t *b = sorted[i];
@@ -719,11 +835,17 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     muts[i].kind = b->kind;
     muts[i].value = b->value;
     muts[i].vlen = b->vlen;
+    muts[i].weak = b->weak;
+    /* the lock then carries it, and whoever commits the cell writes its
+     * strong notification with the commit record */
+    muts[i].observed =
+        b->kind == PC_WRITE_PUT && pc_db_strongly_observed(txn->db, b->table, b->col, b->clen);
     if (i == 0 || !same_row(&muts[i].cell, &muts[i - 1].cell)) bounds[groups++] = i;
   }
   bounds[groups] = n;
-  if (groups > 2 && txn->db->store->ops->shard_of &&
-      group_by_shard(txn->db->store, muts, bounds, &groups) != 0) {
+  if (primary_first(muts, bounds, groups) != 0 ||
+      (groups > 2 && txn->db->store->ops->shard_of &&
+       group_by_shard(txn->db->store, muts, bounds, &groups) != 0)) {
     st = pc_error_set(err, PC_NOMEM, "out of memory");
     goto out;
   }
@@ -915,8 +1037,10 @@ pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
+  /* its own writes; not its weak notifications alone, nor system cells */
   for (size_t i = 0; i < txn->count; i++)
-    if (row_in_range(all[i], table, start ? start : "", slen, end, elen, end != NULL))
+    if (all[i]->kind != PC_WRITE_NOTIFY && !is_system_column(all[i]->col, all[i]->clen) &&
+        row_in_range(all[i], table, start ? start : "", slen, end, elen, end != NULL))
       sc->own[sc->nown++] = all[i];
   free(all);
   return sc;
@@ -938,6 +1062,7 @@ pc_status_t pc_scan_next(pc_scan_t *sc, pc_error_t *err) {
     int c = !have_store ? 1 : !have_own ? -1 : key_cmp(&sc->page[sc->ipage].key, &sc->own[sc->iown]->key);
     if (c < 0) {
       scell_t *s = &sc->page[sc->ipage++];
+      if (is_system_column(s->col.p, s->col.len)) continue; /* the system's (acks) */
       sc->row = s->row.p, sc->rlen = s->row.len;
       sc->col = s->col.p, sc->clen = s->col.len;
       sc->val = s->val.p, sc->vlen = s->val.len;

@@ -19,9 +19,11 @@
  * the skip), c's notifications older than T.start_ts are deleted; newer ones
  * stay. A weak notification runs the weak observers the same way without
  * an ack. An observer that fails (an error, or a conflict) is retried with
- * backoff; after max_failures its notification is parked: recorded in the
- * system table with the error, and removed from scanning
- * (pc_worker_failures lists them, pc_worker_retry re-queues them).
+ * backoff; after max_failures failures of its callback its notification is
+ * parked: recorded in the system table with the error, and removed from
+ * scanning (pc_worker_failures lists them, pc_worker_retry_failures
+ * re-queues them). Conflicts are retried but never parked: another
+ * transaction committed, so the cell made progress.
  *
  * A sweeper thread settles locks older than the lock TTL on cells nobody
  * reads, so that a crashed writer's notifications appear (roll-forward
@@ -52,9 +54,12 @@ typedef struct pc_worker_options {
 void pc_worker_options_default(pc_worker_options_t *o);
 
 /* Registers every observer of registry in db's store (pc_db_register_observed)
- * and starts the threads. db and registry must outlive the worker. Returns
- * NULL on error (naming the observer or the resource). Stop and release
- * with pc_worker_stop. */
+ * and starts the threads. db and registry must outlive the worker; the
+ * observers are those of the registry at the start (one registered later is
+ * not run). Every worker of a store must run the same observers: a worker
+ * deletes the notifications of a column it has no observer for. A registry
+ * without observers is PC_INVALID. Returns NULL on error (naming the
+ * observer or the resource). Stop and release with pc_worker_stop. */
 pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
                              const pc_worker_options_t *o, pc_error_t *err);
 
@@ -76,9 +81,10 @@ typedef struct pc_worker_stats {
   uint64_t notifications_seen;
   uint64_t claims_taken, claims_busy;
   /* latency from a notification's ts (its change's commit) to the commit of
-   * its observer transaction, in milliseconds: counts per bucket of the
-   * Prometheus histogram (le 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000,
-   * 5000, +Inf) and the sum */
+   * its observer transaction, in milliseconds, over the runs that wrote
+   * something: cumulative counts per bucket of the Prometheus histogram (le
+   * 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, +Inf; the last is
+   * latency_count) and the sum */
   uint64_t latency_le[13];
   double latency_sum_ms;
   uint64_t latency_count;
@@ -99,9 +105,15 @@ pc_status_t pc_notify_pending(pc_db_t *db, uint64_t *total,
                               void *ctx, pc_error_t *err);
 
 /* Returns PC_OK once no notification is pending and no transaction that
- * could create one is in flight: a full scan finds none, no lock is held
- * anywhere, and the oracle issued no timestamp to anyone else during the
- * scan (Fluo's check); PC_TIMEOUT after timeout_ms. */
+ * could create one is in flight: after a fresh timestamp T, no lock is held
+ * anywhere, a full scan finds no notification, and the oracle's last issued
+ * timestamp is still T (nobody took one during the check: Fluo's check, made
+ * exact by asking the oracle rather than comparing two timestamps, which a
+ * hybrid clock's millisecond tick would defeat). Then every transaction that
+ * had written a lock before the check, and every observer run it led to,
+ * has been observed; one that took its start_ts earlier but writes its first
+ * lock after the check began is not waited for (worker.c says why).
+ * PC_TIMEOUT after timeout_ms, saying what was still going on. */
 pc_status_t pc_notify_wait(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
 
 /* A parked notification. */

@@ -92,14 +92,6 @@ static void host_log(void *host_ctx, int level, const char *fmt, ...) {
   pc_log((pc_log_level_t)level, "plugin %s: %s", p && p->name ? p->name : "?", text);
 }
 
-/* Weak notifications belong to the notification layer, which is not part of
- * this host yet: until it is, the call says so instead of pretending. */
-static pc_status_t host_notify_weak(pc_txn_t *txn, const char *table, const char *row,
-                                    size_t rlen, const char *col, size_t clen, pc_error_t *err) {
-  (void)txn, (void)table, (void)row, (void)rlen, (void)col, (void)clen;
-  return pc_error_set(err, PC_INVALID, "weak notifications are not supported by this host yet");
-}
-
 static pc_status_t host_register(pc_plugin_reg_t *reg, const pc_observer_def_t *def,
                                  pc_error_t *err) {
   pc_error_clear(err);
@@ -133,7 +125,7 @@ static void api_init(pc_host_api_t *api, pc_plugin_t *p) {
   api->txn_start_ts = pc_txn_start_ts;
   api->free = pc_free;
   api->status_name = pc_status_name;
-  api->notify_weak = host_notify_weak;
+  api->notify_weak = pc_txn_notify_weak;
   api->log = host_log;
   api->register_observer = host_register;
 }

@@ -1,7 +1,7 @@
 /* store_remote.c — the store.h operations carried to tablet servers: each
  * operation is routed by row to the tablet whose range holds it (binary
  * search over the sorted ranges) and sent over rpc.h; scans walk the tablets
- * of their range in order. A request naming cells of several tablets is
+ * of their range in order, and notification scans every tablet. A request naming cells of several tablets is
  * refused, because each request must stay atomic: the transaction client
  * sends one row (so one tablet) per request. */
 #include <stdlib.h>
@@ -436,6 +436,84 @@ static pc_status_t r_raw_scan(pc_store_t *base, const char *table, const char *s
   return st;
 }
 
+/* Asks every tablet in turn, from the one holding after's row (each holds
+ * the notifications of its own rows), going on within a tablet while its
+ * replies say there is more. */
+static pc_status_t r_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
+                                 const pc_notification_t *after, size_t limit,
+                                 pc_store_notify_fn fn, void *ctx, pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  if (lo >= hi || hi > PC_NOTIFY_BUCKETS)
+    return pc_error_set(err, PC_INVALID, "scan_notify: bucket range [%u, %u) is not within [0, %u)",
+                        lo, hi, PC_NOTIFY_BUCKETS);
+  if (limit == 0 || limit > PC_STORE_SCAN_LIMIT_MAX)
+    return pc_error_set(err, PC_INVALID, "scan_notify: limit %zu is not within 1..%u", limit,
+                        PC_STORE_SCAN_LIMIT_MAX);
+  pc_buf_t body = {0}, reply = {0};
+  pc_arena_t a = {0}; /* the strings of the last reply's notifications */
+  pc_notification_t last;
+  pc_status_t st = PC_OK;
+  size_t delivered = 0;
+  int stop = 0;
+  size_t first = after ? route(s, after->cell.row, after->cell.rlen) : 0;
+  for (size_t i = first; i < s->n && st == PC_OK && !stop && delivered < limit; i++) {
+    const pc_notification_t *from = i == first ? after : NULL;
+    for (;;) {
+      body.len = 0;
+      if (pc_buf_u32(&body, lo) || pc_buf_u32(&body, hi) || pc_buf_u8(&body, from != NULL) ||
+          (from && pc_wire_put_notification(&body, from)) ||
+          pc_buf_u32(&body, (uint32_t)(limit - delivered))) {
+        st = nomem(err);
+        break;
+      }
+      pc_arena_free(&a); /* from (encoded above) may point into it */
+      pc_rd_t r = {0};
+      st = call(s, i, PC_TABLET_OP_SCAN_NOTIFY, &body, &reply, &r, err);
+      if (!reply.len) break;
+      int more = 0;
+      uint32_t n = 0;
+      if (st == PC_OK) {
+        more = pc_rd_u8(&r) != 0;
+        n = pc_rd_u32(&r);
+        if (n > limit - delivered || (more && n == 0)) r.ok = 0;
+        for (uint32_t k = 0; k < n && r.ok && !stop; k++) {
+          if (pc_wire_get_notification(&r, &a, &last)) {
+            r.ok = 0;
+            break;
+          }
+          delivered++;
+          stop = fn(ctx, &last);
+        }
+        if (stop) break; /* the caller stopped: the rest of the reply is not read */
+      }
+      st = r.ok ? take_message(s, i, &r, st, err)
+                : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed notification scan reply",
+                               s->t[i].name);
+      if (st != PC_OK || !more || delivered >= limit) break;
+      from = &last; /* this tablet has more: go on after the last one */
+    }
+  }
+  pc_arena_free(&a);
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  return st;
+}
+
+static pc_status_t r_clear_notify(pc_store_t *base, const pc_cell_t *cell, uint64_t below,
+                                  pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  size_t i = route(s, cell->row, cell->rlen);
+  pc_buf_t body = {0}, reply = {0};
+  pc_rd_t r = {0};
+  pc_status_t st = PC_OK;
+  if (pc_wire_put_cell(&body, cell) || pc_buf_u64(&body, below)) st = nomem(err);
+  if (st == PC_OK) st = call(s, i, PC_TABLET_OP_CLEAR_NOTIFY, &body, &reply, &r, err);
+  if (reply.len) st = take_message(s, i, &r, st, err);
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  return st;
+}
+
 static size_t r_shard_of(pc_store_t *base, const pc_cell_t *cell) {
   return route((remote_t *)base, cell->row, cell->rlen);
 }
@@ -467,6 +545,8 @@ static const pc_store_ops_t remote_ops = {
     .raw_scan = r_raw_scan,
     .scan_locks = r_scan_locks,
     .gc = r_gc,
+    .scan_notify = r_scan_notify,
+    .clear_notify = r_clear_notify,
     .shard_of = r_shard_of,
     .close = r_close,
 };

@@ -156,6 +156,24 @@ static int lock_out(void *ctx, const pc_lock_info_t *lock) {
   return 0;
 }
 
+typedef struct notes_out {
+  pc_buf_t *payload;
+  uint32_t n;
+  int oom, more;
+} notes_out_t;
+
+static int note_out(void *ctx, const pc_notification_t *note) {
+  notes_out_t *o = ctx;
+  if (pc_wire_put_notification(o->payload, note)) {
+    o->oom = 1;
+    return 1;
+  }
+  o->n++;
+  /* a full reply stops here; the client asks again after this one */
+  if (o->payload->len >= PC_TABLET_NOTIFY_REPLY_MAX) o->more = 1;
+  return o->more;
+}
+
 /* A read below the last GC's safe point could miss versions it deleted. A
  * read checks before and again after it reads: the pass publishes its safe
  * point before it deletes anything, so a read that still passes the check
@@ -374,6 +392,34 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
         st = pc_error_set(e, PC_NOMEM, "oom");
       return st;
     }
+    case PC_TABLET_OP_SCAN_NOTIFY: {
+      uint32_t lo = pc_rd_u32(r), hi = pc_rd_u32(r);
+      uint8_t has_after = pc_rd_u8(r);
+      pc_notification_t after;
+      if (!r->ok || has_after > 1 || (has_after && pc_wire_get_notification(r, a, &after)))
+        return malformed("scan notify", e);
+      uint32_t limit = pc_rd_u32(r);
+      if (!r->ok || r->pos != r->len || lo >= hi || hi > PC_NOTIFY_BUCKETS || limit == 0 ||
+          limit > PC_STORE_SCAN_LIMIT_MAX)
+        return malformed("scan notify", e);
+      pc_buf_t notes = {0};
+      notes_out_t o = {&notes, 0, 0, 0};
+      st = s->ops->scan_notify(s, lo, hi, has_after ? &after : NULL, limit, note_out, &o, e);
+      if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)o.more) || pc_buf_u32(payload, o.n) ||
+                          pc_buf_append(payload, notes.p, notes.len)))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      pc_buf_free(&notes);
+      return st;
+    }
+    case PC_TABLET_OP_CLEAR_NOTIFY: {
+      pc_cell_t c;
+      if (pc_wire_get_cell(r, a, &c)) return malformed("clear notify", e);
+      uint64_t below = pc_rd_u64(r);
+      if (!r->ok || r->pos != r->len) return malformed("clear notify", e);
+      if ((st = check_row(t, &c, e)) != PC_OK) return st;
+      return s->ops->clear_notify(s, &c, below, e);
+    }
     case PC_TABLET_OP_INFO:
       if (r->pos != r->len) return malformed("info", e);
       if (pc_buf_str(payload, t->name, strlen(t->name)) || pc_buf_u32(payload, 1) ||
@@ -397,7 +443,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   pc_tablet_t *t = ctx;
-  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_GC)
+  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_CLEAR_NOTIFY)
     return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   atomic_fetch_add(&t->ops, 1);
   pc_rd_t r = {body, len, 0, 1};

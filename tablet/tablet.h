@@ -4,7 +4,11 @@
  *
  * Wire ops (request body -> reply body); cells are (str table, str row, str
  * col); every reply body starts with u8 store status and, when that is not
- * PC_OK, ends with str message:
+ * PC_OK, ends with str message. A mutation is cell u8 kind (0 put, 1 delete,
+ * 3 notify: a weak notification, no value) u8 flags (1 observed, 2 weak)
+ * str value; a lock carries the same kind and flags bytes (tablet_wire.c);
+ * a notification is cell u64 ts u8 weak (0 strong, 1 weak).
+ *
  *   0x10 GET        cell u64 read_ts                  -> status [str value | lock]
  *   0x11 PREWRITE   spec u32 n n*mutation             -> status [lock]
  *   0x12 COMMIT     u64 start u64 commit u32 n n*cell -> status
@@ -29,6 +33,17 @@
  *                   (at most PC_TABLET_LOCKS_MAX locks; truncated when more remain)
  *   0x1C GC         u64 safe_point u32 rate           -> status u64 cells u64 versions
  *                                                        u64 rollbacks u64 data
+ *   0x1D SCAN_NOTIFY u32 lo u32 hi u8 has_after [notification] u32 limit
+ *                                                     -> status u8 more u32 n
+ *                                                        n*notification
+ *                   (store.h's scan_notify on the tablet's own rows: buckets
+ *                   [lo, hi), lo < hi <= 1024, after `after` if present,
+ *                   1 <= limit <= 100000; a reply stops early, with more = 1,
+ *                   once it holds PC_TABLET_NOTIFY_REPLY_MAX bytes: ask again
+ *                   after its last notification. more = 0 and n < limit: the
+ *                   range is exhausted on this tablet)
+ *   0x1E CLEAR_NOTIFY cell u64 below                  -> status
+ *                   (deletes the cell's notifications with ts < below)
  * After a GC at safe point S, a GET or SCAN at a read_ts below S is
  * PC_ABORTED (the snapshot is older than what the tablet still keeps).
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
@@ -55,9 +70,12 @@ enum {
   PC_TABLET_OP_HEARTBEAT = 0x1A,
   PC_TABLET_OP_SCAN_LOCKS = 0x1B,
   PC_TABLET_OP_GC = 0x1C,
+  PC_TABLET_OP_SCAN_NOTIFY = 0x1D,
+  PC_TABLET_OP_CLEAR_NOTIFY = 0x1E,
 };
 
 #define PC_TABLET_LOCKS_MAX 10000u
+#define PC_TABLET_NOTIFY_REPLY_MAX (4u << 20)
 
 /* A half-open row range [start, end); end_len == 0 means no upper bound. */
 typedef struct pc_row_range {

@@ -53,14 +53,27 @@ int pc_wire_get_cell(pc_rd_t *r, pc_arena_t *a, pc_cell_t *c) {
   size_t tl;
   c->table = get_str(r, a, &tl, PC_MAX_TABLE, 1);
   c->row = get_str(r, a, &c->rlen, PC_MAX_ROW, 0);
-  c->col = get_str(r, a, &c->clen, PC_MAX_COLUMN, 0);
+  c->col = get_str(r, a, &c->clen, PC_MAX_STORED_COLUMN, 0);
   if (!r->ok || tl == 0 || c->rlen == 0 || c->clen == 0) return -1;
   return 0;
 }
 
+/* The flags byte of mutations and locks. */
+#define WF_OBSERVED 1u
+#define WF_WEAK 2u
+
+static uint8_t flags_of(int observed, int weak) {
+  return (uint8_t)((observed ? WF_OBSERVED : 0u) | (weak ? WF_WEAK : 0u));
+}
+
+/* A kind a mutation or a lock may have: put, delete or notify. */
+static int lock_kind_ok(uint8_t kind) {
+  return kind == PC_WRITE_PUT || kind == PC_WRITE_DELETE || kind == PC_WRITE_NOTIFY;
+}
+
 int pc_wire_put_mutation(pc_buf_t *b, const pc_mutation_t *m) {
   if (pc_wire_put_cell(b, &m->cell) || pc_buf_u8(b, (uint8_t)m->kind) ||
-      pc_buf_u8(b, (uint8_t)(m->observed != 0)))
+      pc_buf_u8(b, flags_of(m->observed, m->weak)))
     return -1;
   return pc_buf_str(b, m->value ? m->value : "", m->value ? m->vlen : 0);
 }
@@ -68,11 +81,15 @@ int pc_wire_put_mutation(pc_buf_t *b, const pc_mutation_t *m) {
 int pc_wire_get_mutation(pc_rd_t *r, pc_arena_t *a, pc_mutation_t *m) {
   if (pc_wire_get_cell(r, a, &m->cell)) return -1;
   uint8_t kind = pc_rd_u8(r);
-  m->observed = pc_rd_u8(r) != 0;
+  uint8_t flags = pc_rd_u8(r);
   size_t vlen;
   const char *v = pc_rd_str(r, &vlen); /* stays in the body: no copy */
-  if (!r->ok || kind > PC_WRITE_DELETE || vlen > PC_MAX_VALUE) return -1;
+  if (!r->ok || !lock_kind_ok(kind) || (flags & ~(WF_OBSERVED | WF_WEAK)) ||
+      vlen > PC_MAX_VALUE || (kind == PC_WRITE_NOTIFY && vlen != 0))
+    return -1;
   m->kind = (pc_write_kind_t)kind;
+  m->observed = (flags & WF_OBSERVED) != 0;
+  m->weak = (flags & WF_WEAK) != 0;
   m->value = kind == PC_WRITE_PUT ? v : NULL;
   m->vlen = kind == PC_WRITE_PUT ? vlen : 0;
   return 0;
@@ -81,7 +98,7 @@ int pc_wire_get_mutation(pc_rd_t *r, pc_arena_t *a, pc_mutation_t *m) {
 int pc_wire_put_lock(pc_buf_t *b, const pc_lock_info_t *l) {
   return pc_buf_u64(b, l->start_ts) || pc_buf_u8(b, (uint8_t)l->kind) ||
                  pc_buf_u32(b, l->ttl_ms) || pc_buf_u64(b, l->session) ||
-                 pc_buf_u8(b, (uint8_t)(l->observed != 0)) ||
+                 pc_buf_u8(b, flags_of(l->observed, l->weak)) ||
                  pc_buf_u8(b, (uint8_t)(l->has_inline != 0)) ||
                  pc_buf_str(b, l->value.p, l->value.len) ||
                  pc_buf_str(b, l->ptable.p, l->ptable.len) ||
@@ -105,9 +122,11 @@ static int get_lock(pc_rd_t *r, pc_lock_info_t *l) {
   uint8_t kind = pc_rd_u8(r);
   l->ttl_ms = pc_rd_u32(r);
   l->session = pc_rd_u64(r);
-  l->observed = pc_rd_u8(r) != 0;
+  uint8_t flags = pc_rd_u8(r);
+  l->observed = (flags & WF_OBSERVED) != 0;
+  l->weak = (flags & WF_WEAK) != 0;
   l->has_inline = pc_rd_u8(r) != 0;
-  if (kind > PC_WRITE_DELETE) return -1;
+  if (!lock_kind_ok(kind) || (flags & ~(WF_OBSERVED | WF_WEAK))) return -1;
   l->kind = (pc_write_kind_t)kind;
   if (get_buf(r, &l->value) || get_buf(r, &l->ptable) || get_buf(r, &l->prow) ||
       get_buf(r, &l->pcol) || get_buf(r, &l->ctable) || get_buf(r, &l->crow) ||
@@ -124,6 +143,22 @@ int pc_wire_get_lock(pc_rd_t *r, pc_lock_info_t *l) {
   if (get_lock(r, l) == 0) return 0;
   pc_lock_info_free(l); /* what was decoded before the fault */
   return -1;
+}
+
+int pc_wire_put_notification(pc_buf_t *b, const pc_notification_t *n) {
+  return pc_wire_put_cell(b, &n->cell) || pc_buf_u64(b, n->ts) || pc_buf_u8(b, n->weak != 0)
+             ? -1
+             : 0;
+}
+
+int pc_wire_get_notification(pc_rd_t *r, pc_arena_t *a, pc_notification_t *n) {
+  if (pc_wire_get_cell(r, a, &n->cell)) return -1;
+  n->ts = pc_rd_u64(r);
+  uint8_t weak = pc_rd_u8(r);
+  if (!r->ok || weak > 1) return -1;
+  n->weak = weak;
+  n->bucket = pc_notify_bucket(n->cell.table, n->cell.row, n->cell.rlen);
+  return 0;
 }
 
 int pc_wire_put_opt(pc_buf_t *b, const char *p, size_t n) {
@@ -155,7 +190,8 @@ int pc_wire_put_raw(pc_buf_t *b, const pc_raw_cell_t *c) {
                  pc_buf_str(b, c->primary_column, c->primary_column_len) ||
                  pc_buf_u32(b, c->ttl_ms) || pc_buf_u64(b, c->session) ||
                  pc_buf_u8(b, (uint8_t)(c->observed != 0)) ||
-                 pc_wire_put_opt(b, c->observer, c->observer ? strlen(c->observer) : 0)
+                 pc_wire_put_opt(b, c->observer, c->observer ? strlen(c->observer) : 0) ||
+                 pc_buf_u8(b, (uint8_t)(c->weak != 0))
              ? -1
              : 0;
 }
@@ -178,7 +214,8 @@ int pc_wire_get_raw(pc_rd_t *r, pc_arena_t *a, pc_raw_cell_t *c) {
   c->session = pc_rd_u64(r);
   c->observed = pc_rd_u8(r);
   if (pc_wire_get_opt(r, a, &c->observer, &n)) return -1;
-  if (!r->ok || kind > PC_CELL_ACK || wk > PC_WRITE_ROLLBACK) return -1;
+  c->weak = pc_rd_u8(r) != 0;
+  if (!r->ok || kind > PC_CELL_ACK || wk > PC_WRITE_NOTIFY) return -1;
   c->kind = (pc_cell_kind_t)kind;
   c->write_kind = (pc_write_kind_t)wk;
   return 0;

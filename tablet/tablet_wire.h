@@ -33,6 +33,11 @@ int pc_wire_put_raw(pc_buf_t *b, const pc_raw_cell_t *c);
 /* Decodes a raw cell whose strings point into the body or into a. */
 int pc_wire_get_raw(pc_rd_t *r, pc_arena_t *a, pc_raw_cell_t *c);
 
+/* A notification: cell u64 ts u8 weak (the bucket is the cell's row's). */
+int pc_wire_put_notification(pc_buf_t *b, const pc_notification_t *n);
+/* Decodes a notification whose strings are copied into a; -1 on malformed input. */
+int pc_wire_get_notification(pc_rd_t *r, pc_arena_t *a, pc_notification_t *n);
+
 /* An optional string: u8 present, str. */
 int pc_wire_put_opt(pc_buf_t *b, const char *p, size_t n);
 /* *p = NULL when absent; strings copied into a (NUL-terminated). */

@@ -168,6 +168,85 @@ static void test_meta_roundtrip(void **state) {
   pc_buf_free(&enc);
 }
 
+/* A lock's flags byte (observed, weak) and its kinds (put, delete, notify):
+ * what each encodes to, that they decode back, and that a record of before
+ * weak notifications (the byte was 'observed', 0 or 1) decodes the same;
+ * other flags and kinds are refused. A commit record of kind notify too. */
+static void test_lock_flags_and_notify_kind(void **state) {
+  (void)state;
+  static const struct {
+    pc_write_kind_t kind;
+    int observed, weak;
+    uint8_t byte;
+  } forms[] = {{PC_WRITE_PUT, 0, 0, 0},  {PC_WRITE_PUT, 1, 0, 1},    {PC_WRITE_PUT, 1, 1, 3},
+               {PC_WRITE_DELETE, 0, 1, 2}, {PC_WRITE_NOTIFY, 0, 1, 2}};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    pc_meta_t m = {0};
+    m.has_lock = 1;
+    m.lock.start_ts = 11;
+    m.lock.kind = forms[i].kind;
+    m.lock.ttl_ms = 3000;
+    m.lock.session = 99;
+    m.lock.observed = forms[i].observed;
+    m.lock.weak = forms[i].weak;
+    pc_buf_append(&m.lock.ptable, "t", 1);
+    pc_buf_append(&m.lock.prow, "p", 1);
+    pc_buf_append(&m.lock.pcol, "c:", 2);
+    pc_buf_t enc = {0};
+    assert_int_equal(pc_meta_encode(&m, &enc), 0);
+    /* tag, u64 start_ts, u8 kind, u32 ttl, u64 session, then the flags */
+    const size_t kind_at = 1 + 8, flags_at = kind_at + 1 + 4 + 8;
+    assert_int_equal((uint8_t)enc.p[kind_at], (uint8_t)forms[i].kind);
+    assert_int_equal((uint8_t)enc.p[flags_at], forms[i].byte);
+    pc_meta_t d = {0};
+    assert_int_equal(pc_meta_decode(enc.p, enc.len, &d), 0);
+    assert_int_equal(d.lock.kind, forms[i].kind);
+    assert_int_equal(d.lock.observed, forms[i].observed);
+    assert_int_equal(d.lock.weak, forms[i].weak);
+    pc_meta_free(&d);
+    int has_lock, has_head;
+    uint64_t lock_start;
+    pc_write_rec_t h;
+    assert_int_equal(pc_meta_peek(enc.p, enc.len, &has_lock, &lock_start, &has_head, &h), 0);
+    assert_int_equal(lock_start, 11);
+    /* unknown flags, and kinds that no lock has, are refused */
+    static const uint8_t bad_flags[] = {4, 8, 0x80, 0xff};
+    for (size_t k = 0; k < sizeof bad_flags; k++) {
+      pc_buf_t b = {0};
+      pc_buf_append(&b, enc.p, enc.len);
+      b.p[flags_at] = (char)bad_flags[k];
+      memset(&d, 0, sizeof d);
+      assert_int_equal(pc_meta_decode(b.p, b.len, &d), -1);
+      pc_meta_free(&d);
+      assert_int_equal(pc_meta_peek(b.p, b.len, &has_lock, &lock_start, &has_head, &h), -1);
+      pc_buf_free(&b);
+    }
+    static const uint8_t bad_kinds[] = {PC_WRITE_ROLLBACK, 4, 0xff};
+    for (size_t k = 0; k < sizeof bad_kinds; k++) {
+      pc_buf_t b = {0};
+      pc_buf_append(&b, enc.p, enc.len);
+      b.p[kind_at] = (char)bad_kinds[k];
+      memset(&d, 0, sizeof d);
+      assert_int_equal(pc_meta_decode(b.p, b.len, &d), -1);
+      pc_meta_free(&d);
+      pc_buf_free(&b);
+    }
+    pc_meta_free(&m);
+    pc_buf_free(&enc);
+  }
+  /* the record a notify-only primary leaves: no value; kind 4 is refused */
+  pc_write_rec_t w = {PC_WRITE_NOTIFY, 5, 8, PC_VALUE_IN_DATA, NULL, 0}, d;
+  pc_buf_t enc = {0};
+  assert_int_equal(pc_write_encode(&w, &enc), 0);
+  assert_int_equal(pc_write_decode(enc.p, enc.len, &d), 0);
+  assert_int_equal(d.kind, PC_WRITE_NOTIFY);
+  assert_int_equal(d.start_ts, 5);
+  assert_int_equal(d.commit_ts, 8);
+  enc.p[1] = 4;
+  assert_int_equal(pc_write_decode(enc.p, enc.len, &d), -1);
+  pc_buf_free(&enc);
+}
+
 /* Checks that m encodes, decodes back to itself, that pc_meta_peek agrees
  * with the decode, and that every truncation is refused. */
 static void check_meta_form(const pc_meta_t *m, size_t *encoded_len) {
@@ -313,7 +392,7 @@ static uint64_t ts(fixture_t *f) {
 /* Commits one put of cell c through prewrite + commit; returns commit_ts. */
 static uint64_t put2pc(fixture_t *f, const pc_cell_t *c, const char *v, size_t vlen, int observed) {
   uint64_t start = ts(f);
-  pc_mutation_t m = {*c, PC_WRITE_PUT, v, vlen, observed};
+  pc_mutation_t m = {*c, PC_WRITE_PUT, v, vlen, observed, 0};
   pc_lock_spec_t spec = {*c, start, 3000, f->db->session};
   pc_lock_info_t lock = {0};
   pc_error_t err;
@@ -371,7 +450,7 @@ static void test_one_phase_delete(void **state) {
   pc_cell_t c = {"t", "r1", 2, "c", 1};
   uint64_t c1 = put2pc(f, &c, "x", 1, 0);
   uint64_t start = ts(f);
-  pc_mutation_t del = {c, PC_WRITE_DELETE, NULL, 0, 0};
+  pc_mutation_t del = {c, PC_WRITE_DELETE, NULL, 0, 0, 0};
   pc_error_t err;
   pc_lock_info_t lock = {0};
   uint64_t c2 = 0;
@@ -385,7 +464,7 @@ static void test_one_phase_delete(void **state) {
   pc_free(v);
   assert_int_equal(get_at(f, &c, c2, &v, &n), PC_NOT_FOUND);
   /* a one-phase commit that started before c2 conflicts */
-  pc_mutation_t put = {c, PC_WRITE_PUT, "y", 1, 0};
+  pc_mutation_t put = {c, PC_WRITE_PUT, "y", 1, 0, 0};
   uint64_t c3;
   assert_int_equal(
       f->s->ops->commit_one_phase(f->s, &put, 1, start, ts_from_db, f->db, &c3, &lock, &err),
@@ -474,7 +553,7 @@ static void test_observed_commit_writes_notify(void **state) {
   assert_int_equal(seen.lock, 0);
   /* an uncommitted prewrite shows as a lock */
   uint64_t start = ts(f);
-  pc_mutation_t m = {c, PC_WRITE_PUT, "v", 1, 1};
+  pc_mutation_t m = {c, PC_WRITE_PUT, "v", 1, 1, 0};
   pc_lock_spec_t spec = {c, start, 3000, f->db->session};
   pc_lock_info_t lock = {0};
   assert_int_equal(f->s->ops->prewrite(f->s, &m, 1, &spec, &lock, NULL), PC_OK);
@@ -492,7 +571,7 @@ static void test_observed_commit_writes_notify(void **state) {
 static void test_duplicate_cells_refused(void **state) {
   fixture_t *f = *state;
   pc_cell_t c = {"t", "r", 1, "c", 1};
-  pc_mutation_t m[2] = {{c, PC_WRITE_PUT, "a", 1, 0}, {c, PC_WRITE_PUT, "b", 1, 0}};
+  pc_mutation_t m[2] = {{c, PC_WRITE_PUT, "a", 1, 0, 0}, {c, PC_WRITE_PUT, "b", 1, 0, 0}};
   pc_lock_spec_t spec = {c, ts(f), 3000, f->db->session};
   pc_lock_info_t lock = {0};
   pc_error_t err;
@@ -507,7 +586,7 @@ static void test_duplicate_cells_refused(void **state) {
   pc_mutation_t big[BIG];
   for (int i = 0; i < BIG; i++) {
     snprintf(rows[i], sizeof rows[i], "r%03d", i);
-    big[i] = (pc_mutation_t){{"t", rows[i], 4, "c", 1}, PC_WRITE_PUT, "a", 1, 0};
+    big[i] = (pc_mutation_t){{"t", rows[i], 4, "c", 1}, PC_WRITE_PUT, "a", 1, 0, 0};
   }
   big[BIG - 1].cell = big[7].cell;
   spec.start_ts = ts(f);
@@ -523,6 +602,7 @@ int main(void) {
       cmocka_unit_test(test_key_timestamps_and_decode),
       cmocka_unit_test(test_key_escape_every_shape),
       cmocka_unit_test(test_meta_roundtrip),
+      cmocka_unit_test(test_lock_flags_and_notify_kind),
       cmocka_unit_test(test_meta_forms),
       cmocka_unit_test(test_meta_unknown_form_refused),
       cmocka_unit_test_setup_teardown(test_history_and_large_values, setup, teardown),

@@ -157,7 +157,7 @@ static pc_cell_t cell(const char *row, const char *col) {
 }
 
 static pc_mutation_t put(const char *row, const char *col, const char *v) {
-  return (pc_mutation_t){cell(row, col), PC_WRITE_PUT, v, strlen(v), 0};
+  return (pc_mutation_t){cell(row, col), PC_WRITE_PUT, v, strlen(v), 0, 0};
 }
 
 static void enc_get(pc_buf_t *b, const pc_cell_t *c, uint64_t ts) {
@@ -220,6 +220,22 @@ static void enc_gc(pc_buf_t *b, uint64_t safe_point, uint32_t rate) {
   assert_int_equal(pc_buf_u64(b, safe_point) || pc_buf_u32(b, rate), 0);
 }
 
+static void enc_scan_notify(pc_buf_t *b, uint32_t lo, uint32_t hi, const pc_notification_t *after,
+                            uint32_t limit) {
+  assert_int_equal(pc_buf_u32(b, lo) || pc_buf_u32(b, hi) || pc_buf_u8(b, after != NULL), 0);
+  if (after) assert_int_equal(pc_wire_put_notification(b, after), 0);
+  assert_int_equal(pc_buf_u32(b, limit), 0);
+}
+
+static void enc_clear_notify(pc_buf_t *b, const pc_cell_t *c, uint64_t below) {
+  assert_int_equal(pc_wire_put_cell(b, c) || pc_buf_u64(b, below), 0);
+}
+
+/* A mutation that only notifies weakly. */
+static pc_mutation_t notify_weak(const char *row, const char *col) {
+  return (pc_mutation_t){cell(row, col), PC_WRITE_NOTIFY, NULL, 0, 0, 1};
+}
+
 /* One valid body of every op (on a store where the test's data exists). */
 typedef struct sample {
   uint8_t op;
@@ -227,17 +243,20 @@ typedef struct sample {
   pc_buf_t body;
 } sample_t;
 
-#define NSAMPLES 15
+#define NSAMPLES 18
 
 static void make_samples(sample_t s[NSAMPLES]) {
   memset(s, 0, sizeof(sample_t) * NSAMPLES);
   pc_cell_t p = cell("mp", "c:a"), c2[2] = {cell("mp", "c:a"), cell("nq", "c:b")};
-  pc_mutation_t m[2] = {put("mp", "c:a", "v1"), put("nq", "c:b", "v2")};
-  pc_mutation_t del = {cell("o1", "c:x"), PC_WRITE_DELETE, NULL, 0, 1};
+  pc_mutation_t m[3] = {put("mp", "c:a", "v1"), put("nq", "c:b", "v2"), notify_weak("nq", "c:w")};
+  m[0].observed = 1;
+  m[1].weak = 1;
+  pc_mutation_t del = {cell("o1", "c:x"), PC_WRITE_DELETE, NULL, 0, 1, 0};
+  pc_notification_t after = {cell("nq", "c:b"), 901, 0, 0};
   int k = 0;
   s[k].op = PC_TABLET_OP_GET, s[k].name = "get", enc_get(&s[k].body, &p, 500), k++;
   s[k].op = PC_TABLET_OP_PREWRITE, s[k].name = "prewrite";
-  enc_prewrite(&s[k].body, &p, 900, 3000, 77, m, 2), k++;
+  enc_prewrite(&s[k].body, &p, 900, 3000, 77, m, 3), k++;
   s[k].op = PC_TABLET_OP_COMMIT, s[k].name = "commit", enc_commit(&s[k].body, 900, 901, c2, 2), k++;
   s[k].op = PC_TABLET_OP_ROLLBACK, s[k].name = "rollback", enc_rollback(&s[k].body, 950, c2, 2), k++;
   s[k].op = PC_TABLET_OP_CHECK_TXN, s[k].name = "check_txn";
@@ -262,6 +281,12 @@ static void make_samples(sample_t s[NSAMPLES]) {
   /* below every timestamp the other samples read at: they stay servable */
   s[k].op = PC_TABLET_OP_GC, s[k].name = "gc";
   enc_gc(&s[k].body, 400, 0), k++;
+  s[k].op = PC_TABLET_OP_SCAN_NOTIFY, s[k].name = "scan_notify";
+  enc_scan_notify(&s[k].body, 0, PC_NOTIFY_BUCKETS, NULL, 100), k++;
+  s[k].op = PC_TABLET_OP_SCAN_NOTIFY, s[k].name = "scan_notify after";
+  enc_scan_notify(&s[k].body, 3, 900, &after, 2), k++;
+  s[k].op = PC_TABLET_OP_CLEAR_NOTIFY, s[k].name = "clear_notify";
+  enc_clear_notify(&s[k].body, &c2[1], 2000000), k++;
   assert_int_equal(k, NSAMPLES);
 }
 
@@ -668,6 +693,26 @@ static void test_lying_counts_and_lengths(void **state) {
     snprintf(what, sizeof what, "raw scan with a table of length %u", v);
     if (v != 3) check_error(&a, what);
     answer_free(&a);
+    /* SCAN_NOTIFY: the limit, and each bound of the bucket range */
+    b.len = 0;
+    enc_scan_notify(&b, 0, PC_NOTIFY_BUCKETS, NULL, 10);
+    poke_u32(&b, b.len - 4, v);
+    a = call(f, PC_TABLET_OP_SCAN_NOTIFY, b.p, b.len);
+    snprintf(what, sizeof what, "scan_notify with limit %u", v);
+    if (v == 0 || v > PC_STORE_SCAN_LIMIT_MAX) check_error(&a, what);
+    else expect_status(&a, PC_OK, what);
+    answer_free(&a);
+    for (int bound = 0; bound < 2; bound++) {
+      b.len = 0;
+      enc_scan_notify(&b, 1, 2, NULL, 10);
+      poke_u32(&b, (size_t)bound * 4, v);
+      a = call(f, PC_TABLET_OP_SCAN_NOTIFY, b.p, b.len);
+      snprintf(what, sizeof what, "scan_notify with %s bucket %u", bound ? "last" : "first", v);
+      uint32_t lo = bound ? 1 : v, hi = bound ? v : 2;
+      if (lo >= hi || hi > PC_NOTIFY_BUCKETS) check_error(&a, what);
+      else expect_status(&a, PC_OK, what);
+      answer_free(&a);
+    }
     pc_buf_free(&b);
   }
   /* a huge count backed by a body that really holds that many cells' worth of
@@ -766,6 +811,22 @@ static void test_empty_and_nul_names(void **state) {
     snprintf(what, sizeof what, "rollback: %s", bad[i].what);
     check_error(&a, what);
     answer_free(&a);
+    /* CLEAR_NOTIFY of the bad cell, and SCAN_NOTIFY after it */
+    b.len = 0;
+    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900), 0);
+    a = call(f, PC_TABLET_OP_CLEAR_NOTIFY, b.p, b.len);
+    snprintf(what, sizeof what, "clear_notify: %s", bad[i].what);
+    check_error(&a, what);
+    answer_free(&a);
+    b.len = 0;
+    assert_int_equal(pc_buf_u32(&b, 0) || pc_buf_u32(&b, 1) || pc_buf_u8(&b, 1) ||
+                         pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900) ||
+                         pc_buf_u8(&b, 0) || pc_buf_u32(&b, 10),
+                     0);
+    a = call(f, PC_TABLET_OP_SCAN_NOTIFY, b.p, b.len);
+    snprintf(what, sizeof what, "scan_notify after a cell with %s", bad[i].what);
+    check_error(&a, what);
+    answer_free(&a);
     /* SCAN / RAW_SCAN with the bad table name */
     if (bad[i].tl != 3) {
       b.len = 0;
@@ -789,8 +850,58 @@ static void test_empty_and_nul_names(void **state) {
     pc_buf_free(&b);
     pc_buf_free(&cellb);
   }
-  /* bad enum values inside a mutation: kind 2 (rollback) and 0xff */
-  for (int kind = 2; kind <= 255; kind += 253) {
+  /* bad flags: a weak bit of 2 or 0xff in scan_notify's after; flags 4 and
+   * 0xff in a mutation; a notify mutation with a value */
+  static const uint8_t bad_weak[] = {2, 0xff};
+  for (size_t i = 0; i < sizeof bad_weak; i++) {
+    pc_buf_t b = {0};
+    pc_cell_t c = cell("mp", "c:a");
+    assert_int_equal(pc_buf_u32(&b, 0) || pc_buf_u32(&b, 1) || pc_buf_u8(&b, 1) ||
+                         pc_wire_put_cell(&b, &c) || pc_buf_u64(&b, 900) ||
+                         pc_buf_u8(&b, bad_weak[i]) || pc_buf_u32(&b, 10),
+                     0);
+    answer_t a = call(f, PC_TABLET_OP_SCAN_NOTIFY, b.p, b.len);
+    snprintf(what, sizeof what, "scan_notify after a notification with weak = %u", bad_weak[i]);
+    check_error(&a, what);
+    answer_free(&a);
+    b.len = 0;
+    assert_int_equal(pc_buf_u32(&b, 0) || pc_buf_u32(&b, 1) || pc_buf_u8(&b, bad_weak[i]) ||
+                         pc_buf_u32(&b, 10),
+                     0);
+    a = call(f, PC_TABLET_OP_SCAN_NOTIFY, b.p, b.len);
+    snprintf(what, sizeof what, "scan_notify with has_after = %u", bad_weak[i]);
+    check_error(&a, what);
+    answer_free(&a);
+    pc_buf_free(&b);
+  }
+  static const uint8_t bad_flags[] = {4, 0xff};
+  for (size_t i = 0; i < sizeof bad_flags; i++) {
+    pc_buf_t b = {0};
+    pc_cell_t c = cell("mp", "c:a");
+    assert_int_equal(pc_buf_u64(&b, 960) || pc_buf_u32(&b, 1) || pc_wire_put_cell(&b, &c) ||
+                         pc_buf_u8(&b, PC_WRITE_PUT) || pc_buf_u8(&b, bad_flags[i]) ||
+                         pc_buf_str(&b, "v", 1),
+                     0);
+    answer_t a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+    snprintf(what, sizeof what, "one-phase with mutation flags %u", bad_flags[i]);
+    check_error(&a, what);
+    answer_free(&a);
+    pc_buf_free(&b);
+  }
+  {
+    pc_buf_t b = {0};
+    pc_cell_t c = cell("mp", "c:a");
+    assert_int_equal(pc_buf_u64(&b, 960) || pc_buf_u32(&b, 1) || pc_wire_put_cell(&b, &c) ||
+                         pc_buf_u8(&b, PC_WRITE_NOTIFY) || pc_buf_u8(&b, 2) ||
+                         pc_buf_str(&b, "v", 1),
+                     0);
+    answer_t a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+    check_error(&a, "one-phase of a weak notification with a value");
+    answer_free(&a);
+    pc_buf_free(&b);
+  }
+  /* bad enum values inside a mutation: kind 2 (rollback), 4 and 0xff */
+  for (int kind = 2; kind <= 255; kind = kind == 2 ? 4 : kind == 4 ? 255 : 256) {
     pc_buf_t b = {0};
     pc_cell_t c = cell("mp", "c:a");
     assert_int_equal(pc_buf_u64(&b, 960) || pc_buf_u32(&b, 1) || pc_wire_put_cell(&b, &c) ||
@@ -890,6 +1001,13 @@ static void test_misrouted_rows(void **state) {
     snprintf(what, sizeof what, "heartbeat of row '%s'", row);
     check_misrouted(&a, what);
     answer_free(&a);
+
+    b.len = 0;
+    enc_clear_notify(&b, &c, 900);
+    a = call(f, PC_TABLET_OP_CLEAR_NOTIFY, b.p, b.len);
+    snprintf(what, sizeof what, "clear_notify of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
   }
   /* nothing of the above reached the store */
   b.len = 0;
@@ -935,7 +1053,7 @@ static void test_misrouted_rows(void **state) {
 
 static void test_unknown_ops(void **state) {
   fixture_t *f = *state;
-  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x1d, 0x1f, 0x20, 0x7f, 0x80, 0x90, 0xff};
+  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0x90, 0xff};
   char what[64];
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     for (int withbody = 0; withbody < 2; withbody++) {
@@ -1002,7 +1120,7 @@ static void test_random_bodies(void **state) {
     b.len = 0;
     if (mode == 0) {
       /* pure random bytes, 1..256 of them, for a known or unknown op */
-      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 13);
+      op = (uint8_t)(rnd() % 10 == 0 ? rnd() : PC_TABLET_OP_GET + rnd() % 15);
       size_t n = 1 + rnd() % 256;
       for (size_t i = 0; i < n; i++) assert_int_equal(pc_buf_u8(&b, (uint8_t)rnd()), 0);
       random_bodies++;
@@ -1098,7 +1216,7 @@ static void free_locks(pc_lock_info_t *l, uint32_t n) {
  * value NULL writes a delete. */
 static void commit_cell(fixture_t *f, const pc_cell_t *c, uint64_t start, const char *value,
                         size_t vlen) {
-  pc_mutation_t m = {*c, value ? PC_WRITE_PUT : PC_WRITE_DELETE, value, value ? vlen : 0, 0};
+  pc_mutation_t m = {*c, value ? PC_WRITE_PUT : PC_WRITE_DELETE, value, value ? vlen : 0, 0, 0};
   pc_buf_t b = {0};
   enc_prewrite(&b, c, start, 3000, 77, &m, 1);
   expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite of a version");
@@ -1388,6 +1506,230 @@ static void test_heartbeat_scan_locks_gc(void **state) {
   pc_buf_free(&b);
 }
 
+/* ---- notifications -------------------------------------------------------- */
+
+typedef struct note {
+  char row[16], col[16];
+  uint64_t ts;
+  int weak;
+  uint32_t bucket;
+} note_t;
+
+/* SCAN_NOTIFY: decodes the reply's notifications into out[0..cap) and
+ * returns how many there were; *more receives its flag. */
+static uint32_t scan_notes(fixture_t *f, uint32_t lo, uint32_t hi, const pc_notification_t *after,
+                           uint32_t limit, note_t *out, uint32_t cap, int *more) {
+  pc_buf_t b = {0};
+  enc_scan_notify(&b, lo, hi, after, limit);
+  answer_t a = call(f, PC_TABLET_OP_SCAN_NOTIFY, b.p, b.len);
+  expect_status(&a, PC_OK, "scan_notify");
+  pc_rd_t r = {a.payload, a.plen, 0, 1};
+  *more = pc_rd_u8(&r);
+  uint32_t n = pc_rd_u32(&r);
+  assert_true(r.ok);
+  assert_true(n <= cap && n <= limit);
+  pc_arena_t ar = {0};
+  for (uint32_t i = 0; i < n; i++) {
+    pc_notification_t x;
+    assert_int_equal(pc_wire_get_notification(&r, &ar, &x), 0);
+    assert_string_equal(x.cell.table, TABLE);
+    assert_true(x.cell.rlen < sizeof out[i].row && x.cell.clen < sizeof out[i].col);
+    memset(&out[i], 0, sizeof out[i]);
+    memcpy(out[i].row, x.cell.row, x.cell.rlen);
+    memcpy(out[i].col, x.cell.col, x.cell.clen);
+    out[i].ts = x.ts;
+    out[i].weak = x.weak;
+    out[i].bucket = x.bucket;
+    assert_int_equal(x.bucket, pc_notify_bucket(TABLE, x.cell.row, x.cell.rlen));
+  }
+  assert_int_equal(r.pos, a.plen);
+  pc_arena_free(&ar);
+  answer_free(&a);
+  pc_buf_free(&b);
+  return n;
+}
+
+/* The notification after which a scan goes on. */
+static pc_notification_t after_of(const note_t *n) {
+  pc_notification_t x = {{TABLE, n->row, strlen(n->row), n->col, strlen(n->col)}, n->ts, n->weak,
+                         n->bucket};
+  return x;
+}
+
+static int note_is(const note_t *n, const char *row, const char *col, uint64_t ts, int weak) {
+  return strcmp(n->row, row) == 0 && strcmp(n->col, col) == 0 && n->ts == ts && n->weak == weak;
+}
+
+static int has_note(const note_t *v, uint32_t n, const char *row, const char *col, uint64_t ts,
+                    int weak) {
+  for (uint32_t i = 0; i < n; i++)
+    if (note_is(&v[i], row, col, ts, weak)) return 1;
+  return 0;
+}
+
+/* Weak notifications and observed puts through PREWRITE / COMMIT and
+ * ONE_PHASE write their notifications; SCAN_NOTIFY finds them by bucket, in
+ * key order, resumable after any of them (the strong and the weak half of
+ * one key included); CLEAR_NOTIFY deletes a cell's older ones only; a
+ * notify-only primary leaves a record that CHECK_TXN finds. */
+static void test_notify_ops(void **state) {
+  fixture_t *f = *state;
+  pc_buf_t b = {0};
+  answer_t a;
+  note_t v[16], one[1];
+  int more;
+
+  /* two rows: an observed put (the primary), a weak notification alone, a
+   * put that is notified weakly too */
+  pc_cell_t p = cell("mp", "c:a"), w = cell("nq", "c:w"), pb = cell("nq", "c:b");
+  pc_mutation_t m[3] = {put("mp", "c:a", "v1"), notify_weak("nq", "c:w"), put("nq", "c:b", "v2")};
+  m[0].observed = 1;
+  m[2].weak = 1;
+  enc_prewrite(&b, &p, 1000, 3000, 77, m, 3);
+  expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite");
+  expect_get(f, &w, 2000, PC_LOCKED, NULL, 0, "a weak notification's lock is a lock to readers");
+  assert_int_equal(scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more), 0);
+  b.len = 0;
+  enc_commit(&b, 1000, 1001, &p, 1);
+  expect_op(f, PC_TABLET_OP_COMMIT, &b, PC_OK, "commit of the primary");
+  pc_cell_t secs[2] = {w, pb};
+  b.len = 0;
+  enc_commit(&b, 1000, 1001, secs, 2);
+  expect_op(f, PC_TABLET_OP_COMMIT, &b, PC_OK, "commit of the secondaries");
+  expect_get(f, &w, 2000, PC_NOT_FOUND, NULL, 0, "a weak notification writes no value");
+  expect_get(f, &pb, 2000, PC_OK, "v2", 2, "a notified put keeps its write");
+  /* a re-sent commit of a weak notification alone finds neither lock nor record */
+  b.len = 0;
+  enc_commit(&b, 1000, 1001, &w, 1);
+  expect_op(f, PC_TABLET_OP_COMMIT, &b, PC_ABORTED, "commit of a committed weak notification");
+
+  /* one row in one phase: a put both observed and notified weakly (one key,
+   * both notifications), and a weak notification alone */
+  pc_mutation_t om[2] = {put("o1", "c:x", "x"), notify_weak("o1", "c:y")};
+  om[0].observed = om[0].weak = 1;
+  b.len = 0;
+  enc_one_phase(&b, 1100, om, 2);
+  a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+  expect_status(&a, PC_OK, "one-phase commit");
+  assert_int_equal(a.plen, 8);
+  uint64_t cts = rd_u64_at(a.payload);
+  answer_free(&a);
+
+  uint32_t n = scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more);
+  assert_int_equal(more, 0);
+  assert_int_equal(n, 6);
+  assert_true(has_note(v, n, "mp", "c:a", 1001, 0));
+  assert_true(has_note(v, n, "nq", "c:w", 1001, 1));
+  assert_true(has_note(v, n, "nq", "c:b", 1001, 1));
+  assert_true(has_note(v, n, "o1", "c:x", cts, 0));
+  assert_true(has_note(v, n, "o1", "c:x", cts, 1));
+  assert_true(has_note(v, n, "o1", "c:y", cts, 1));
+  for (uint32_t i = 1; i < n; i++) assert_true(v[i - 1].bucket <= v[i].bucket);
+  for (uint32_t i = 1; i < n; i++) /* one key's strong half first */
+    if (note_is(&v[i], "o1", "c:x", cts, 1)) assert_true(note_is(&v[i - 1], "o1", "c:x", cts, 0));
+
+  /* one at a time, each after the last: the same sequence, then the end */
+  for (uint32_t i = 0; i <= n; i++) {
+    pc_notification_t after = i ? after_of(&v[i - 1]) : (pc_notification_t){{0}, 0, 0, 0};
+    uint32_t got = scan_notes(f, 0, PC_NOTIFY_BUCKETS, i ? &after : NULL, 1, one, 1, &more);
+    assert_int_equal(more, 0);
+    if (i == n) {
+      assert_int_equal(got, 0);
+      break;
+    }
+    assert_int_equal(got, 1);
+    assert_true(note_is(&one[0], v[i].row, v[i].col, v[i].ts, v[i].weak));
+  }
+  /* one bucket: only its rows */
+  uint32_t bk = pc_notify_bucket(TABLE, "o1", 2);
+  uint32_t nb = scan_notes(f, bk, bk + 1, NULL, 100, v, 16, &more);
+  assert_true(nb >= 3);
+  for (uint32_t i = 0; i < nb; i++) assert_int_equal(v[i].bucket, bk);
+  assert_true(has_note(v, nb, "o1", "c:y", cts, 1));
+  /* after a notification of a bucket below the range: from the range's
+   * start; above it: nothing */
+  char rowbuf[16];
+  for (int i = 0; i < 100000; i++) { /* a row of the lowest buckets, one of the highest */
+    snprintf(rowbuf, sizeof rowbuf, "m%d", i);
+    if (pc_notify_bucket(TABLE, rowbuf, strlen(rowbuf)) < bk) break;
+  }
+  if (bk > 0) {
+    pc_notification_t low = {cell(rowbuf, "c"), 5, 0, 0};
+    note_t w2[16];
+    uint32_t from_start = scan_notes(f, bk, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more);
+    assert_int_equal(scan_notes(f, bk, PC_NOTIFY_BUCKETS, &low, 100, w2, 16, &more), from_start);
+    for (uint32_t i = 0; i < from_start; i++)
+      assert_true(note_is(&w2[i], v[i].row, v[i].col, v[i].ts, v[i].weak));
+  }
+  {
+    pc_notification_t high;
+    for (int i = 0; i < 100000; i++) {
+      snprintf(rowbuf, sizeof rowbuf, "m%d", i);
+      if (pc_notify_bucket(TABLE, rowbuf, strlen(rowbuf)) > bk) break;
+    }
+    high = (pc_notification_t){cell(rowbuf, "c"), 5, 0, 0};
+    if (pc_notify_bucket(TABLE, rowbuf, strlen(rowbuf)) > bk)
+      assert_int_equal(scan_notes(f, 0, bk + 1, &high, 100, v, 16, &more), 0);
+  }
+
+  /* CLEAR_NOTIFY below the commit keeps it; above it, both halves go */
+  pc_cell_t ox = cell("o1", "c:x");
+  b.len = 0;
+  enc_clear_notify(&b, &ox, cts);
+  expect_op(f, PC_TABLET_OP_CLEAR_NOTIFY, &b, PC_OK, "clear below the notification");
+  assert_int_equal(scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more), 6);
+  b.len = 0;
+  enc_clear_notify(&b, &ox, cts + 1);
+  expect_op(f, PC_TABLET_OP_CLEAR_NOTIFY, &b, PC_OK, "clear above the notification");
+  n = scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more);
+  assert_int_equal(n, 4);
+  assert_false(has_note(v, n, "o1", "c:x", cts, 0));
+  assert_true(has_note(v, n, "o1", "c:y", cts, 1));
+
+  /* a newer change of mp/c:a: clearing below it keeps it, the older goes */
+  commit_cell(f, &p, 1200, "v3", 2); /* not observed: no notification */
+  pc_mutation_t mo = put("mp", "c:a", "v4");
+  mo.observed = 1;
+  b.len = 0;
+  enc_prewrite(&b, &p, 1300, 3000, 77, &mo, 1);
+  expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite of an observed put");
+  b.len = 0;
+  enc_commit(&b, 1300, 1301, &p, 1);
+  expect_op(f, PC_TABLET_OP_COMMIT, &b, PC_OK, "commit of an observed put");
+  n = scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more);
+  assert_true(has_note(v, n, "mp", "c:a", 1001, 0) && has_note(v, n, "mp", "c:a", 1301, 0));
+  b.len = 0;
+  enc_clear_notify(&b, &p, 1301);
+  expect_op(f, PC_TABLET_OP_CLEAR_NOTIFY, &b, PC_OK, "clear below the newer change");
+  n = scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more);
+  assert_false(has_note(v, n, "mp", "c:a", 1001, 0));
+  assert_true(has_note(v, n, "mp", "c:a", 1301, 0));
+
+  /* a weak notification alone as its transaction's primary leaves a
+   * record: CHECK_TXN finds the commit */
+  pc_cell_t z = cell("mz", "c:n");
+  pc_mutation_t zm = notify_weak("mz", "c:n");
+  b.len = 0;
+  enc_prewrite(&b, &z, 1400, 3000, 77, &zm, 1);
+  expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite of a notify-only primary");
+  b.len = 0;
+  enc_commit(&b, 1400, 1401, &z, 1);
+  expect_op(f, PC_TABLET_OP_COMMIT, &b, PC_OK, "commit of a notify-only primary");
+  b.len = 0;
+  enc_check_txn(&b, &z, 1400, ts_ms(100000), 1);
+  a = call(f, PC_TABLET_OP_CHECK_TXN, b.p, b.len);
+  expect_status(&a, PC_OK, "check_txn of a notify-only primary");
+  assert_int_equal(a.plen, 9);
+  assert_int_equal((unsigned char)a.payload[0], PC_TXN_COMMITTED);
+  assert_int_equal(rd_u64_at(a.payload + 1), 1401);
+  answer_free(&a);
+  expect_get(f, &z, 2000, PC_NOT_FOUND, NULL, 0, "a notify-only primary has no value");
+  b.len = 0;
+  enc_commit(&b, 1400, 1401, &z, 1);
+  expect_op(f, PC_TABLET_OP_COMMIT, &b, PC_OK, "a re-sent commit of it finds its record");
+  pc_buf_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_heartbeat_scan_locks_gc, setup, teardown),
@@ -1398,6 +1740,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_misrouted_rows, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_random_bodies, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_notify_ops, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -185,6 +185,7 @@ const char *fmt_write_kind(pc_write_kind_t kind) {
     case PC_WRITE_PUT: return "put";
     case PC_WRITE_DELETE: return "delete";
     case PC_WRITE_ROLLBACK: return "rollback";
+    case PC_WRITE_NOTIFY: return "notify";
   }
   return "unknown";
 }

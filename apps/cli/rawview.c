@@ -5,7 +5,9 @@
  *     row  column  ts  data  lock  write  [notify  ack]
  * The text view collects the cells first (notifications arrive after all the
  * data, in their own key space, and the columns are aligned over the table),
- * so it is meant for inspecting, not for dumping a large store. */
+ * so it is meant for inspecting, not for dumping a large store. An
+ * observer's acks of a cell (kept in a system column) are shown in the
+ * cell's block, in the ack column, named by their observer. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,21 +95,24 @@ static int json_cell(collector_t *col, const pc_raw_cell_t *c) {
             fmt_json_u64(o, "ttl_ms", c->ttl_ms) ||
             json_object_set_new(o, "session", json_string(session)) ||
             json_object_set_new(o, "observed", json_boolean(c->observed)) ||
+            json_object_set_new(o, "weak", json_boolean(c->weak)) ||
             (c->value && fmt_json_bytes(o, "value", c->value, c->value_len));
       break;
     }
     case PC_CELL_WRITE:
+    case PC_CELL_ACK:
       bad = bad ||
             json_object_set_new(o, "write_kind", json_string(fmt_write_kind(c->write_kind))) ||
             fmt_json_u64(o, "start_ts", c->start_ts) ||
             (c->value && fmt_json_bytes(o, "value", c->value, c->value_len));
       break;
-    case PC_CELL_ACK:
-      bad =
-          bad || fmt_json_bytes(o, "observer", c->observer, c->observer ? strlen(c->observer) : 0);
+    case PC_CELL_NOTIFY:
+      bad = bad || json_object_set_new(o, "weak", json_boolean(c->weak));
       break;
-    case PC_CELL_NOTIFY: break;
   }
+  /* the cells of an ack column name their observer */
+  if (c->observer)
+    bad = bad || fmt_json_bytes(o, "observer", c->observer, strlen(c->observer));
   if (bad) {
     json_decref(o);
     return -1;
@@ -141,10 +146,21 @@ static char *value_text(const char *p, size_t n, const char *suffix) {
 }
 
 static char *lock_text(const pc_raw_cell_t *c) {
-  const char *del = c->write_kind == PC_WRITE_DELETE ? " delete" : "";
+  /* what its commit writes besides a put: a delete, a weak notification
+   * alone, or a put notified weakly too */
+  const char *del = c->write_kind == PC_WRITE_DELETE   ? " delete"
+                    : c->write_kind == PC_WRITE_NOTIFY ? " notify"
+                    : c->weak                          ? " +notify"
+                                                       : "";
+  char *s = NULL;
+  if (c->observer) { /* the lock of an ack: its own primary is in a system column */
+    size_t len = strlen(c->observer) + strlen(del) + 16;
+    if ((s = malloc(len))) snprintf(s, len, "ack %s%s", c->observer, del);
+    return s;
+  }
   if (is_own_primary(c)) {
     size_t len = strlen("primary") + strlen(del) + 1;
-    char *s = malloc(len);
+    s = malloc(len);
     if (s) snprintf(s, len, "primary%s", del);
     return s;
   }
@@ -152,7 +168,6 @@ static char *lock_text(const pc_raw_cell_t *c) {
   char *k = fmt_escape_str(c->primary_column, c->primary_column_len, 0);
   const char *pt = c->primary_table ? c->primary_table : "";
   int other_table = strcmp(pt, c->table) != 0;
-  char *s = NULL;
   if (r && k) {
     size_t len = strlen(r) + strlen(k) + strlen(pt) + strlen(del) + 16;
     if ((s = malloc(len)))
@@ -167,9 +182,24 @@ static char *lock_text(const pc_raw_cell_t *c) {
 static char *write_text(const pc_raw_cell_t *c) {
   const char *what = c->write_kind == PC_WRITE_PUT      ? "data"
                      : c->write_kind == PC_WRITE_DELETE ? "delete"
+                     : c->write_kind == PC_WRITE_NOTIFY ? "notify"
                                                         : "rollback";
   char *s = malloc(48);
   if (s) snprintf(s, 48, "%s @ %llu", what, (unsigned long long)c->start_ts);
+  return s;
+}
+
+/* An ack's commit record: the observer, and the run it records (its start_ts). */
+static char *ack_text(const pc_raw_cell_t *c) {
+  char *name = fmt_escape_str(c->observer ? c->observer : "", c->observer ? strlen(c->observer) : 0, 0);
+  if (!name) return NULL;
+  const char *what = c->write_kind == PC_WRITE_PUT      ? ""
+                     : c->write_kind == PC_WRITE_DELETE ? " delete"
+                                                        : " rollback";
+  size_t len = strlen(name) + 48;
+  char *s = malloc(len);
+  if (s) snprintf(s, len, "%s%s @ %llu", name, what, (unsigned long long)c->start_ts);
+  free(name);
   return s;
 }
 
@@ -221,11 +251,9 @@ static int text_cell(collector_t *col, const pc_raw_cell_t *c) {
           add_rec(col, c, c->start_ts, SLOT_DATA, value_text(c->value, c->value_len, " (inline)")))
         return -1;
       return add_rec(col, c, c->ts, SLOT_WRITE, write_text(c));
-    case PC_CELL_NOTIFY: return add_rec(col, c, c->ts, SLOT_NOTIFY, strdup("notify"));
-    case PC_CELL_ACK:
-      return add_rec(
-          col, c, c->ts, SLOT_ACK,
-          fmt_escape_str(c->observer ? c->observer : "", c->observer ? strlen(c->observer) : 0, 0));
+    case PC_CELL_NOTIFY:
+      return add_rec(col, c, c->ts, SLOT_NOTIFY, strdup(c->weak ? "weak" : "strong"));
+    case PC_CELL_ACK: return add_rec(col, c, c->ts, SLOT_ACK, ack_text(c));
   }
   return 0;
 }

@@ -235,11 +235,9 @@ typedef struct pc_host_api {
   void (*free)(void *ptr);
   /* The stable name of a status ("ok", "conflict", ...). Static storage. */
   const char *(*status_name)(pc_status_t status);
-  /* Sets a weak notification on the cell within txn: when txn commits, the
-   * weak observers of the column run (at least once) without the cell being
-   * written. Until the notification layer of this release lands, the host
-   * answers PC_INVALID ("weak notifications are not supported by this host
-   * yet"); a plugin that needs them fails its run with that message. */
+  /* pc_txn_notify_weak: sets a weak notification on the cell within txn:
+   * when txn commits, the weak observers of the column run (at least once)
+   * without the cell being written. */
   pc_status_t (*notify_weak)(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                              const char *col, size_t clen, pc_error_t *err);
   /* Writes one line to the host's log (stderr for the daemons), prefixed with

@@ -23,6 +23,10 @@
  *   table name  1..PC_MAX_TABLE bytes of [A-Za-z0-9_.-]
  *   row key     1..PC_MAX_ROW bytes, any bytes
  *   column      1..PC_MAX_COLUMN bytes, any bytes ("family:qualifier" by convention)
+ *               but a first byte 0xFF, which marks the system's columns (the
+ *               acks of observers): get, set, delete and notify_weak refuse
+ *               them and scans pass over them
+ *   the table "percolator.system" (the registered observers) is read-only
  *   value       1..PC_MAX_VALUE bytes (empty values are rejected: delete removes a cell)
  *   one transaction buffers at most PC_MAX_TXN_MUTATIONS cells and
  *   PC_MAX_TXN_BYTES bytes of rows, columns and values.
@@ -193,7 +197,8 @@ typedef struct pc_gc_stats {
   uint64_t locks_left;     /* locks below it still owned by a live transaction */
   uint64_t cells;          /* cells with commit records examined */
   uint64_t versions;       /* old versions deleted (commit records of puts and deletes) */
-  uint64_t rollbacks;      /* rollback records deleted */
+  uint64_t rollbacks;      /* rollback records deleted (and the value-less records of
+                              weak notifications on their primaries) */
   uint64_t data;           /* data cells deleted (values too large to inline) */
 } pc_gc_stats_t;
 
@@ -249,9 +254,14 @@ PC_EXPORT pc_status_t pc_txn_delete(pc_txn_t *txn, const char *table, const char
  * when the transaction commits, the observers registered for the cell's
  * column as weak run at least once afterwards; several notifications of one
  * cell before an observer runs are coalesced into one run, and one that
- * arrives while the observer runs makes it run again. Writes no value; it
- * conflicts with another transaction's write of the same cell, as a write
- * does. A cell the transaction also writes keeps its write. */
+ * arrives while the observer runs makes it run again. Writes no value. Its
+ * commit locks the cell as a write does, so it conflicts with a concurrent
+ * transaction that writes or notifies the same cell (the first to prewrite
+ * wins); it leaves no commit record, so transactions that commit after it
+ * do not conflict with it. A cell the transaction also sets or deletes keeps
+ * its write, and that write's commit writes the weak notification too.
+ * Columns that begin with byte 0xFF (the system's) and the table
+ * "percolator.system" are refused (PC_INVALID). */
 PC_EXPORT pc_status_t pc_txn_notify_weak(pc_txn_t *txn, const char *table, const char *row,
                                          size_t rlen, const char *col, size_t clen,
                                          pc_error_t *err);
@@ -322,7 +332,12 @@ typedef enum pc_cell_kind {
 typedef enum pc_write_kind {
   PC_WRITE_PUT = 0,
   PC_WRITE_DELETE = 1,
-  PC_WRITE_ROLLBACK = 2
+  PC_WRITE_ROLLBACK = 2,
+  /* a weak notification without a write (pc_txn_notify_weak): the kind of its
+   * lock, and of the commit record it leaves only when it is its
+   * transaction's primary (that record carries the transaction's fate and no
+   * value; reads pass over it) */
+  PC_WRITE_NOTIFY = 3
 } pc_write_kind_t;
 
 /* One internal cell, as handed to a raw-scan callback. Every pointer is valid
@@ -332,7 +347,7 @@ typedef struct pc_raw_cell {
   const char *table;
   const char *row;       size_t row_len;
   const char *column;    size_t column_len;
-  uint64_t ts;           /* start_ts (data, lock), commit_ts (write), notify ts, ack ts */
+  uint64_t ts;           /* start_ts (data, lock), commit_ts (write, ack), notify ts */
   const char *value;     size_t value_len;   /* data value; inline value of a write or lock */
   pc_write_kind_t write_kind;                /* lock and write cells */
   uint64_t start_ts;                         /* write cells: the data they point at */
@@ -342,7 +357,11 @@ typedef struct pc_raw_cell {
   uint32_t ttl_ms;                                        /* lock cells */
   uint64_t session;                                       /* lock cells: owner session */
   int observed;                                           /* lock cells */
-  const char *observer;       /* ack cells: observer name (NUL-terminated) */
+  /* the cells of an observer's ack column: its name (NUL-terminated) */
+  const char *observer;
+  /* notify cells: a weak notification (0: strong); lock cells: its commit
+   * also writes a weak notification */
+  int weak;
 } pc_raw_cell_t;
 
 /* Returns nonzero to stop the scan. */
@@ -350,8 +369,11 @@ typedef int (*pc_raw_cell_fn)(void *ctx, const pc_raw_cell_t *cell);
 
 /* Calls fn for every internal cell of rows [start, end) of table (table NULL:
  * every table), in key order: per cell its lock, its writes newest first, its
- * data newest first, its acks; then the notifications of the range. No
- * snapshot, no lock resolution: this shows the store as it is on disk. */
+ * data newest first; then the notifications of the range. An observer's ack
+ * of a cell is kept in a system column of the cell's row; its internal cells
+ * are reported under the observed column with observer set, its commit
+ * records as PC_CELL_ACK (after the row's other columns). No snapshot, no
+ * lock resolution: this shows the store as it is on disk. */
 PC_EXPORT pc_status_t pc_db_raw_scan(pc_db_t *db, const char *table, const char *start, size_t slen,
                            const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
                            pc_error_t *err);
