@@ -67,8 +67,8 @@ struct pc_db {
   pthread_mutex_t open_mu;
   pc_open_txn_t open;        /* sentinel of the circular list */
   size_t nopen;
-  /* every timestamp this client takes from now on is above it (the one the
-   * last GC pass took), 0 at first */
+  /* every timestamp this client takes from now on is above it: one taken at
+   * open, then the one the last GC pass took */
   _Atomic uint64_t ts_floor;
 
   /* background work (core/gc.c): the heartbeat of committing transactions,

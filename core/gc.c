@@ -198,6 +198,14 @@ static void *background_main(void *arg) {
 }
 
 pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err) {
+  /* the first lower bound an open transaction holds while it takes its
+   * start_ts: a timestamp taken now, before any transaction of this handle
+   * (an oracle that does not answer leaves 0, which only holds GC back) */
+  uint64_t floor;
+  pc_error_t ignored;
+  if (pc_db_ts(db, db->opts.timeout_ms < 1000 ? db->opts.timeout_ms : 1000, &floor, &ignored) ==
+      PC_OK)
+    atomic_store(&db->ts_floor, floor);
   db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
   db->next_observed_ms = 0; /* at once */
   if (pthread_create(&db->bg_thread, NULL, background_main, db) != 0)
