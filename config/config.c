@@ -936,7 +936,7 @@ static pc_status_t parse_plugins(vctx_t *c, pc_config_t *cfg, const json_t *arr,
 }
 
 static const char *const workers_keys[] = {"threads", "scan", "max_failures", "backoff_ms",
-                                           "plugins"};
+                                           "plugins", "http"};
 
 static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -948,7 +948,8 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
       return walk(c, v, n, scan_keys, NKEYS(scan_keys), scan_field, cfg);
     case 2: return get_uint(c, v, n, 1, 1000, &cfg->workers.max_failures);
     case 3: return get_uint(c, v, n, 1, 600000, &cfg->workers.backoff_ms);
-    default: return parse_plugins(c, cfg, v, n);
+    case 4: return parse_plugins(c, cfg, v, n);
+    default: return get_endpoint(c, v, n, &cfg->workers.http);
   }
 }
 

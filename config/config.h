@@ -30,7 +30,8 @@
  *                            "idle_ms": int 1..60000 [100] },
  *                  "max_failures": int 1..1000 [5], "backoff_ms": int 1..600000 [100],
  *                  "plugins": [ { "path": string (required),
- *                                 "config": object [{}] } ... ] (at most 256) }
+ *                                 "config": object [{}] } ... ] (at most 256),
+ *                  "http": "host:port" (a worker's /health and /metrics) }
  * }
  * store.sync (fsync every row operation before acknowledging it) applies to
  * the embedded store and to every tablet server. Turn it off only for data
@@ -121,6 +122,7 @@ typedef struct pc_config {
     uint32_t backoff_ms;
     pc_config_plugin_t *plugins; /* in file order */
     size_t nplugins;
+    pc_endpoint_t http; /* a worker's /health and /metrics (unset: none) */
   } workers;
 } pc_config_t;
 

@@ -61,6 +61,7 @@ extern const cli_verb_t cli_verb_scan;
 extern const cli_verb_t cli_verb_txn;
 /* verb_daemons.c */
 extern const cli_verb_t cli_verb_run;
+extern const cli_verb_t cli_verb_worker;
 extern const cli_verb_t cli_verb_tablet;
 extern const cli_verb_t cli_verb_tso;
 extern const cli_verb_t cli_verb_lockd;
@@ -68,6 +69,10 @@ extern const cli_verb_t cli_verb_lockd;
 extern const cli_verb_t cli_verb_status;
 /* verb_gc.c */
 extern const cli_verb_t cli_verb_gc;
+/* verb_notify.c */
+extern const cli_verb_t cli_verb_observers;
+extern const cli_verb_t cli_verb_wait;
+extern const cli_verb_t cli_verb_failures;
 
 /* ---- option parsing and errors (main.c) ------------------------------------ */
 
@@ -100,6 +105,11 @@ int cli_pc_error(const cli_ctx_t *ctx, const pc_error_t *err);
  * configuration's data_dir) is created when create is set, and refused when
  * missing otherwise. Returns NULL after printing the error. */
 pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create);
+
+/* The client configuration a `percolator worker` holding an embedded data
+ * directory writes there while it serves it; cli_open_db connects through
+ * it when the directory is held (PC_BUSY). */
+#define CLI_SERVING_FILE "serving.json"
 
 /* Checks that the standard output was written completely; CLI_EXIT_OK or an error. */
 int cli_finish_output(const cli_ctx_t *ctx);

@@ -8,8 +8,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "core/db.h"
 
 static int run_help(cli_ctx_t *ctx, int argc, char **argv);
@@ -32,6 +34,7 @@ static const cli_verb_t verb_help = {
 static const cli_verb_t *const verbs[] = {
     &cli_verb_init, &cli_verb_get,   &cli_verb_set,    &cli_verb_delete, &cli_verb_scan,
     &cli_verb_txn,  &cli_verb_run,   &cli_verb_tablet, &cli_verb_tso,    &cli_verb_lockd,
+    &cli_verb_worker, &cli_verb_observers, &cli_verb_wait, &cli_verb_failures,
     &cli_verb_status, &cli_verb_gc, &verb_help,
 };
 #define NVERBS (sizeof verbs / sizeof verbs[0])
@@ -131,7 +134,29 @@ pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create) {
   pc_error_t err;
   pc_db_t *db = ctx->config ? pc_db_open_config_create(ctx->config, create, &err)
                             : pc_db_open(opts, ctx->data_dir, &err);
-  if (db && ctx->config && ctx->timeout_ms) pc_db_set_timeout_ms(db, ctx->timeout_ms);
+  if (!db && err.code == PC_BUSY) {
+    /* held by a `percolator worker` that serves it: be its client */
+    char *dir = NULL;
+    if (ctx->config) {
+      pc_error_t e2;
+      pc_config_t *cfg = pc_config_load(ctx->config, &e2);
+      if (cfg && cfg->ntablets == 0) dir = strdup(cfg->data_dir);
+      pc_config_free(cfg);
+    } else {
+      dir = strdup(ctx->data_dir);
+    }
+    char path[4200];
+    if (dir && snprintf(path, sizeof path, "%s/" CLI_SERVING_FILE, dir) > 0 &&
+        access(path, R_OK) == 0) {
+      pc_error_t e3;
+      pc_db_t *served = pc_db_open_config(path, &e3);
+      if (served) db = served;
+      else err = e3;
+    }
+    free(dir);
+  }
+  if (db && (ctx->config || ctx->timeout_ms) && ctx->timeout_ms)
+    pc_db_set_timeout_ms(db, ctx->timeout_ms);
   pc_options_destroy(opts);
   if (!db) cli_pc_error(ctx, &err);
   return db;

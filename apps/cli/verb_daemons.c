@@ -1,12 +1,16 @@
 /* verb_daemons.c — the daemon verbs: `tso`, `lockd`, `tablet` run one role
  * of the cluster in the foreground; `run` runs every role the configuration
- * names in one process (the single-machine server). Each role serves the
+ * names in one process (the single-machine server), and its workers when it
+ * has a "workers" section; `worker` runs the configured observers against a
+ * cluster, or, without one, holds the embedded store and serves it to
+ * other processes while its observers run (see run_worker). Each role serves the
  * rpc.h protocol on its "listen" endpoint and /health and /metrics on its
  * "http" endpoint, logs to stderr, and on SIGTERM or SIGINT stops accepting,
  * answers the requests in flight, and closes its store and oracle cleanly,
  * so nothing acknowledged is lost. `--ready-file F` writes the bound
  * endpoints as JSON once every role listens (for scripts using port 0). */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +21,8 @@
 
 #include "cli.h"
 #include "config/config.h"
+#include "notify/worker.h"
+#include "observers/plugin.h"
 #include "core/db.h"
 #include "core/error.h"
 #include "core/failpoint.h"
@@ -56,6 +62,16 @@ typedef struct gc_loop {
   char *client_config; /* a client configuration of this cluster, with bound ports */
 } gc_loop_t;
 
+/* Observers run by this process (start_workers). */
+typedef struct workers {
+  pc_db_t *db; /* a client of the cluster (or of the store this process serves) */
+  pc_observer_registry_t *registry;
+  pc_plugin_t **plugins;
+  size_t nplugins;
+  pc_worker_t *worker;
+  pc_http_t *http;
+} workers_t;
+
 typedef struct daemon_state {
   const pc_config_t *cfg;
   pc_oracle_t *oracle; /* the tso role's, when this process runs one */
@@ -63,6 +79,7 @@ typedef struct daemon_state {
   size_t nroles;
   ts_provider_t ts;
   gc_loop_t gc;
+  workers_t w;
 } daemon_state_t;
 
 static const char *const kind_names[] = {"tso", "lockd", "tablet"};
@@ -367,9 +384,126 @@ static void gc_stop(daemon_state_t *d) {
   g->client_config = NULL;
 }
 
+/* ---- workers ------------------------------------------------------------------ */
+
+static int worker_health(void *ctx, pc_buf_t *out) {
+  (void)ctx;
+  (void)out;
+  return 1;
+}
+
+static void worker_metrics(void *ctx, pc_buf_t *out) {
+  workers_t *w = ctx;
+  pc_worker_stats_t s;
+  pc_error_t err;
+  if (pc_worker_stats(w->worker, &s, &err) != PC_OK) return;
+  pc_metric_counter(out, "percolator_worker_notifications_seen_total", "Notifications found",
+                    s.notifications_seen);
+  pc_metric_counter(out, "percolator_worker_claims_total", "Bucket claims taken", s.claims_taken);
+  pc_metric_counter(out, "percolator_worker_claims_busy_total",
+                    "Bucket claims skipped (held by another worker)", s.claims_busy);
+  /* one family per counter, one sample per observer */
+  static const struct {
+    const char *name, *help;
+    size_t off;
+  } fam[] = {
+      {"percolator_observer_runs_total", "Committed observer transactions",
+       offsetof(pc_observer_stats_t, runs)},
+      {"percolator_observer_skipped_total", "Notifications already acknowledged",
+       offsetof(pc_observer_stats_t, skipped)},
+      {"percolator_observer_conflicts_total", "Observer runs aborted by a conflict",
+       offsetof(pc_observer_stats_t, conflicts)},
+      {"percolator_observer_failures_total", "Observer runs that failed",
+       offsetof(pc_observer_stats_t, failures)},
+      {"percolator_observer_parked_total", "Notifications parked after repeated failures",
+       offsetof(pc_observer_stats_t, parked)},
+  };
+  for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+    char line[256];
+    int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s counter\n", fam[f].name,
+                     fam[f].help, fam[f].name);
+    pc_buf_append(out, line, (size_t)n);
+    for (size_t i = 0; i < s.nobservers; i++) {
+      const pc_observer_stats_t *o = &s.observers[i];
+      uint64_t v;
+      memcpy(&v, (const char *)o + fam[f].off, sizeof v);
+      n = snprintf(line, sizeof line, "%s{observer=\"%s\"} %llu\n", fam[f].name, o->name,
+                   (unsigned long long)v);
+      pc_buf_append(out, line, (size_t)n);
+    }
+  }
+  static const char *const le[] = {"1", "2", "5", "10", "20", "50", "100", "200", "500",
+                                   "1000", "2000", "5000", "+Inf"};
+  pc_buf_append(out, "# HELP percolator_notification_latency_ms From a change's commit to its "
+                     "observer's commit\n# TYPE percolator_notification_latency_ms histogram\n",
+                strlen("# HELP percolator_notification_latency_ms From a change's commit to its "
+                       "observer's commit\n# TYPE percolator_notification_latency_ms histogram\n"));
+  uint64_t cum = 0;
+  for (size_t i = 0; i < 13; i++) {
+    char line[160];
+    cum += s.latency_le[i];
+    int n = snprintf(line, sizeof line, "percolator_notification_latency_ms_bucket{le=\"%s\"} %llu\n",
+                     le[i], (unsigned long long)cum);
+    pc_buf_append(out, line, (size_t)n);
+  }
+  char line[160];
+  int n = snprintf(line, sizeof line,
+                   "percolator_notification_latency_ms_sum %.3f\n"
+                   "percolator_notification_latency_ms_count %llu\n",
+                   s.latency_sum_ms, (unsigned long long)s.latency_count);
+  pc_buf_append(out, line, (size_t)n);
+  pc_free(s.observers);
+}
+
+/* Loads the configured plugins and starts the observers of this process
+ * against the database of client_config. */
+static pc_status_t start_workers(daemon_state_t *d, const char *client_config, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  workers_t *w = &d->w;
+  if (!(w->registry = pc_registry_create())) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_status_t st = pc_plugins_load_config(w->registry, cfg, &w->plugins, &w->nplugins, err);
+  if (st != PC_OK) return st;
+  if (pc_registry_count(w->registry) == 0)
+    pc_log(PC_LOG_WARN, "workers: no observer registered (workers.plugins lists none that does)");
+  if (!(w->db = pc_db_open_config(client_config, err))) return err->code;
+  pc_worker_options_t o;
+  pc_worker_options_default(&o);
+  o.threads = cfg->workers.threads;
+  o.buckets_per_claim = cfg->workers.scan.buckets_per_claim;
+  o.idle_ms = cfg->workers.scan.idle_ms;
+  o.max_failures = cfg->workers.max_failures;
+  o.backoff_ms = cfg->workers.backoff_ms;
+  if (!(w->worker = pc_worker_start(w->db, w->registry, &o, err))) return err->code;
+  if (cfg->workers.http.set) {
+    w->http = pc_http_start(cfg->workers.http.host, cfg->workers.http.port, worker_health,
+                            worker_metrics, w, err);
+    if (!w->http) {
+      pc_error_prefix(err, "workers: http");
+      return err->code;
+    }
+    pc_log(PC_LOG_INFO, "workers: /health and /metrics on %s:%u", cfg->workers.http.host,
+           (unsigned)pc_http_port(w->http));
+  }
+  pc_log(PC_LOG_INFO, "workers: %u threads, %zu observers from %zu plugins", o.threads,
+         pc_registry_count(w->registry), w->nplugins);
+  return PC_OK;
+}
+
+/* Lets in-flight observer transactions finish, then releases everything. */
+static void stop_workers(daemon_state_t *d) {
+  workers_t *w = &d->w;
+  if (w->http) pc_http_stop(w->http);
+  pc_worker_stop(w->worker);
+  pc_db_close(w->db);
+  pc_plugins_unload(w->plugins, w->nplugins);
+  pc_registry_free(w->registry);
+  memset(w, 0, sizeof *w);
+}
+
 /* Stops the roles in reverse order: servers first (drain), then state. */
 static void stop_all(daemon_state_t *d) {
-  gc_stop(d); /* its client speaks to the roles below */
+  stop_workers(d); /* their client speaks to the roles below */
+  gc_stop(d);
   for (size_t i = d->nroles; i-- > 0;) {
     role_t *r = &d->roles[i];
     if (r->http) pc_http_stop(r->http);
@@ -416,9 +550,56 @@ static int write_ready_file(const daemon_state_t *d, const char *path) {
 
 enum { OPT_NAME = 0x200, OPT_READY };
 
+/* What a daemon verb runs besides its roles. */
+enum workers_mode {
+  NO_WORKERS,
+  WORKERS_IF_CONFIGURED, /* `run`: when the configuration has a "workers" section */
+  WORKERS                /* `worker` */
+};
+
+/* The configuration a `worker` serves an embedded data directory with: the
+ * user's (or none), with an oracle and a lock service on ephemeral ports of
+ * 127.0.0.1 and one tablet of every row whose directories are data_dir
+ * itself (its LevelDB is data_dir/store and its oracle data_dir/oracle, as
+ * the embedded store keeps them). Written to a temporary file; its path
+ * (malloc'd), or NULL with err set. */
+static char *serving_config(const char *source, const char *data_dir, pc_error_t *err) {
+  json_error_t je;
+  json_t *root = source ? json_load_file(source, 0, &je) : json_object();
+  if (!root) {
+    pc_error_set(err, PC_INVALID, "%s: %s", source, je.text);
+    return NULL;
+  }
+  json_t *tso = json_object(), *ls = json_object(), *t = json_object(), *ts = json_array();
+  json_object_set_new(tso, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(tso, "data_dir", json_string(data_dir));
+  json_object_set_new(ls, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(t, "name", json_string("local"));
+  json_object_set_new(t, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(t, "data_dir", json_string(data_dir));
+  json_array_append_new(ts, t);
+  json_object_set_new(root, "data_dir", json_string(data_dir));
+  json_object_set_new(root, "tso", tso);
+  json_object_set_new(root, "lockservice", ls);
+  json_object_set_new(root, "tablets", ts);
+  char path[] = "/tmp/percolator-serve-XXXXXX";
+  int fd = mkstemp(path);
+  char *out = NULL;
+  if (fd >= 0) {
+    FILE *f = fdopen(fd, "w");
+    if (f && json_dumpf(root, f, JSON_INDENT(1)) == 0 && fclose(f) == 0) out = strdup(path);
+    else if (f) fclose(f);
+    else close(fd);
+    if (!out) unlink(path);
+  }
+  json_decref(root);
+  if (!out) pc_error_set(err, PC_IO_ERROR, "cannot write a temporary configuration in /tmp");
+  return out;
+}
+
 /* Shared by every daemon verb: parse, start the roles `want`, wait for a signal, stop. */
 static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int want_lockd,
-                      int want_tablets) {
+                      int want_tablets, enum workers_mode workers) {
   static const struct option longopts[] = {{"name", required_argument, NULL, OPT_NAME},
                                            {"ready-file", required_argument, NULL, OPT_READY},
                                            {NULL, 0, NULL, 0}};
@@ -432,14 +613,42 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int w
   }
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   const char *config = ctx->config; /* --config may come before or after the verb */
-  if (!config) return cli_usage_error(ctx, "--config FILE is required");
+  if (!config && workers != WORKERS) return cli_usage_error(ctx, "--config FILE is required");
   if (want_tablets == 1 && !name) return cli_usage_error(ctx, "--name TABLET is required");
 
   pc_error_t err;
   pc_error_clear(&err);
   if (pc_failpoints_init_from_env(&err) != PC_OK) return cli_pc_error(ctx, &err);
-  pc_config_t *cfg = pc_config_load(config, &err);
-  if (!cfg) return cli_pc_error(ctx, &err);
+  pc_config_t *cfg = config ? pc_config_load(config, &err) : pc_config_default();
+  if (!cfg) return config ? cli_pc_error(ctx, &err) : cli_error(ctx, "out of memory");
+  char *serving = NULL;   /* worker on an embedded store: the configuration it serves with */
+  char *client = NULL;    /* where the workers' client configuration is */
+  char served[4200] = ""; /* data_dir/serving.json while this process serves data_dir */
+  if (workers == WORKERS && cfg->ntablets == 0) {
+    /* hold the embedded store and serve it: tso, lock service and one tablet */
+    const char *dir = config ? cfg->data_dir : ctx->data_dir;
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+      pc_config_free(cfg);
+      return cli_error(ctx, "data directory '%s' does not exist (create it with 'percolator init')",
+                       dir);
+    }
+    snprintf(served, sizeof served, "%s/" CLI_SERVING_FILE, dir);
+    serving = serving_config(config, dir, &err);
+    pc_config_t *scfg = serving ? pc_config_load(serving, &err) : NULL;
+    if (!scfg) {
+      free(serving);
+      pc_config_free(cfg);
+      return cli_pc_error(ctx, &err);
+    }
+    pc_config_free(cfg);
+    cfg = scfg;
+    want_tso = 1;
+    want_lockd = 1;
+    want_tablets = 2;
+  } else if (workers == WORKERS) {
+    client = strdup(config); /* a cluster's client */
+  }
   pc_log_set_level((pc_log_level_t)cfg->log_level);
 
   /* signals are taken synchronously by this thread only */
@@ -490,13 +699,26 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int w
   }
   if (st == PC_OK && name && d->nroles == 0)
     st = pc_error_set(&err, PC_INVALID, "%s: no tablet named '%s'", cfg->source, name);
+  int run_workers = workers == WORKERS || (workers == WORKERS_IF_CONFIGURED && cfg->workers.set);
+  if (st == PC_OK && run_workers && !client) {
+    /* a client of the roles this process runs, on the ports they bound */
+    client = write_client_config(d);
+    if (!client) st = pc_error_set(&err, PC_IO_ERROR, "cannot write a client configuration");
+  }
+  if (st == PC_OK && served[0] && rename(client, served) != 0)
+    st = pc_error_set(&err, PC_IO_ERROR, "cannot write %s: %s", served, strerror(errno));
+  if (st == PC_OK && served[0]) {
+    free(client);
+    client = strdup(served);
+  }
+  if (st == PC_OK && run_workers) st = start_workers(d, client, &err);
   if (st == PC_OK && ready && write_ready_file(d, ready) != 0)
     st = pc_error_set(&err, PC_IO_ERROR, "cannot write ready file %s", ready);
 
   int rc = CLI_EXIT_OK;
   if (st == PC_OK) {
-    pc_log(PC_LOG_INFO, "ready (%zu role%s); SIGTERM or SIGINT stops", d->nroles,
-           d->nroles == 1 ? "" : "s");
+    pc_log(PC_LOG_INFO, "ready (%zu role%s%s); SIGTERM or SIGINT stops", d->nroles,
+           d->nroles == 1 ? "" : "s", run_workers ? " and the workers" : "");
     if (want_tablets) gc_start(d);
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {
@@ -506,22 +728,30 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, int want_tso, int w
     rc = cli_pc_error(ctx, &err);
   }
   stop_all(d);
+  if (served[0]) unlink(served);
+  else if (client && workers == WORKERS_IF_CONFIGURED) unlink(client);
+  if (serving) unlink(serving);
+  free(serving);
+  free(client);
   free(d);
   pc_config_free(cfg);
   return rc;
 }
 
 static int run_tso(cli_ctx_t *ctx, int argc, char **argv) {
-  return run_daemon(ctx, argc, argv, 1, 0, 0);
+  return run_daemon(ctx, argc, argv, 1, 0, 0, NO_WORKERS);
 }
 static int run_lockd(cli_ctx_t *ctx, int argc, char **argv) {
-  return run_daemon(ctx, argc, argv, 0, 1, 0);
+  return run_daemon(ctx, argc, argv, 0, 1, 0, NO_WORKERS);
 }
 static int run_tablet(cli_ctx_t *ctx, int argc, char **argv) {
-  return run_daemon(ctx, argc, argv, 0, 0, 1);
+  return run_daemon(ctx, argc, argv, 0, 0, 1, NO_WORKERS);
 }
 static int run_all(cli_ctx_t *ctx, int argc, char **argv) {
-  return run_daemon(ctx, argc, argv, 1, 2, 2);
+  return run_daemon(ctx, argc, argv, 1, 2, 2, WORKERS_IF_CONFIGURED);
+}
+static int run_worker(cli_ctx_t *ctx, int argc, char **argv) {
+  return run_daemon(ctx, argc, argv, 0, 0, 0, WORKERS);
 }
 
 #define COMMON_DAEMON_HELP                                                              \
@@ -579,3 +809,26 @@ const cli_verb_t cli_verb_run = {
     "Example:\n"
     "  percolator run --config cluster.json --ready-file /tmp/ready.json\n",
     run_all};
+
+const cli_verb_t cli_verb_worker = {
+    "worker", "run the configured observers (and serve an embedded store)",
+    "Usage: percolator worker [--config FILE | --data DIR] [--ready-file FILE]\n"
+    "\n"
+    "Loads the observer plugins of the configuration's \"workers\" section\n"
+    "(docs/OBSERVERS.md), records their observed columns in the store, and runs\n"
+    "them: workers.threads threads find notifications, claim buckets of them\n"
+    "through the lock service and run each observer in a transaction, retrying\n"
+    "a failing one with backoff and parking it after workers.max_failures\n"
+    "('percolator failures'). Any number of worker processes can run against a\n"
+    "cluster. Without a cluster (an embedded data directory) the worker holds\n"
+    "the store and serves it: an oracle, a lock service and one tablet on\n"
+    "ephemeral ports of 127.0.0.1, whose client configuration it writes to\n"
+    "DIR/serving.json, through which the other verbs given --data DIR reach the\n"
+    "store meanwhile. workers.http serves /health and /metrics. On SIGTERM or\n"
+    "SIGINT it stops taking work, lets the observer transactions in flight\n"
+    "finish, and exits 0.\n" COMMON_DAEMON_HELP
+    "\n"
+    "Examples:\n"
+    "  percolator worker --config cluster.json\n"
+    "  percolator worker --config embedded.json    # no \"tablets\": serves data_dir\n",
+    run_worker};

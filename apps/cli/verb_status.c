@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "notify/worker.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "net/rpc.h"
@@ -139,6 +140,61 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
   json_object_set_new(r->root, "tablets", arr);
 }
 
+typedef struct pending_out {
+  report_t *r;
+  json_t *arr;
+} pending_out_t;
+
+static int print_pending(void *ctx, const char *table, const char *col, size_t clen,
+                         uint64_t count) {
+  pending_out_t *p = ctx;
+  if (!p->r->json) {
+    printf("pending          %llu in %s ", (unsigned long long)count, table);
+    fmt_escape(stdout, col, clen, 0);
+    putchar('\n');
+  }
+  json_t *o = json_object();
+  json_object_set_new(o, "table", json_string(table));
+  fmt_json_bytes(o, "column", col, clen);
+  fmt_json_u64(o, "count", count);
+  json_array_append_new(p->arr, o);
+  return 0;
+}
+
+/* Pending notifications per observed column and parked ones, through db. */
+static void report_notifications(report_t *r, pc_db_t *db) {
+  pending_out_t p = {r, json_array()};
+  uint64_t total = 0;
+  pc_error_t err;
+  pc_status_t st = pc_notify_pending(db, &total, print_pending, &p, &err);
+  json_t *n = json_object();
+  if (st != PC_OK) {
+    r->down = 1;
+    if (!r->json) printf("notifications    (cannot count: %s)\n", err.text);
+    json_object_set_new(n, "error", json_string(err.text));
+  } else if (!r->json) {
+    printf("notifications    %llu pending\n", (unsigned long long)total);
+  }
+  fmt_json_u64(n, "pending", total);
+  json_object_set_new(n, "columns", p.arr);
+  json_object_set_new(r->root, "notifications", n);
+}
+
+static int count_parked(void *ctx, const pc_parked_t *p) {
+  (void)p;
+  (*(uint64_t *)ctx)++;
+  return 0;
+}
+
+static void report_parked(report_t *r, pc_db_t *db) {
+  uint64_t n = 0;
+  pc_error_t err;
+  if (pc_worker_failures(db, count_parked, &n, &err) != PC_OK) return;
+  if (!r->json) printf("parked           %llu ('percolator failures' lists them)\n",
+                       (unsigned long long)n);
+  fmt_json_u64(r->root, "parked", n);
+}
+
 static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
   int c, code, json = 0;
@@ -171,12 +227,22 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     json_object_set_new(r.root, "mode", json_string("embedded"));
     json_object_set_new(r.root, "data_dir", json_string(dir));
     fmt_json_u64(r.root, "timestamp", ts);
+    report_notifications(&r, db);
+    report_parked(&r, db);
     pc_db_close(db);
   } else {
     json_object_set_new(r.root, "mode", json_string("cluster"));
     if (cfg->tso.set && cfg->tso.listen.set) report_tso(&r, cfg);
     if (cfg->lockservice.set && cfg->lockservice.listen.set) report_lockd(&r, cfg);
     report_tablets(&r, cfg);
+    if (!r.down) { /* every daemon answered: count the notifications through them */
+      pc_db_t *db = pc_db_open_config(ctx->config, &err);
+      if (db) {
+        report_notifications(&r, db);
+        report_parked(&r, db);
+        pc_db_close(db);
+      }
+    }
   }
   if (json) fmt_json_line(stdout, r.root);
   else json_decref(r.root);
@@ -190,9 +256,12 @@ const cli_verb_t cli_verb_status = {
     "Usage: percolator [--config FILE] status [--json]\n"
     "\n"
     "Asks the oracle, the lock service and every tablet of the configuration for\n"
-    "their state: last timestamp, epoch and live sessions, row ranges and\n"
-    "operations served. Without a cluster configuration, shows the embedded\n"
-    "store. Exits 0 when every daemon answered, 3 when any is down.\n"
+    "their state: last timestamp, epoch and live sessions, row ranges,\n"
+    "operations served and garbage collection. Without a cluster configuration,\n"
+    "shows the embedded store. Then counts the pending notifications per\n"
+    "observed column and the parked ones. Observer runs, conflicts and failures\n"
+    "are counted by each worker process, on its workers.http /metrics.\n"
+    "Exits 0 when every daemon answered, 3 when any is down.\n"
     "\n"
     "Options:\n"
     "  -j, --json     one JSON object\n"

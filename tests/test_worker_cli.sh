@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# test_worker_cli.sh PERCOLATOR HOTLOG_PLUGIN — worker processes through the
+# command line:
+#   1. a cluster (`percolator run`: an oracle, a lock service, two tablets)
+#      and three `percolator worker` processes running the hotlog test plugin
+#      (tests/plugins/hotlog.c, whose observer sleeps inside each run); two
+#      writers hammer three hot cells; one worker is killed with SIGKILL in
+#      the middle and another started. After `percolator wait`, every hot
+#      cell's latest value has been observed (seen:v = v:v) and no
+#      notification had two observer transactions committed (one log cell per
+#      (row, notification ts) at most).
+#   2. an observer that fails is parked after workers.max_failures, listed by
+#      `percolator failures` with its error, while the other observer goes on;
+#      once the cause is fixed, `failures --retry` runs it again.
+#   3. SIGTERM: workers exit 0.
+#   4. the embedded default: `percolator worker --data DIR` holds the store
+#      and serves it; other verbs given --data DIR reach it meanwhile; after
+#      SIGTERM the directory opens directly again.
+# Every wait is bounded, every CLI call runs under `timeout`, and a trap kills
+# and reaps every process started here.
+set -u
+CLI=${1:?usage: test_worker_cli.sh /path/to/percolator /path/to/hotlog.so}
+PLUGIN=${2:?usage: test_worker_cli.sh /path/to/percolator /path/to/hotlog.so}
+case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
+case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
+[ -x "$CLI" ] || { echo "not executable: $CLI" >&2; exit 1; }
+[ -f "$PLUGIN" ] || { echo "no plugin at $PLUGIN" >&2; exit 1; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-worker-XXXXXX") || exit 1
+PIDS=()
+FAILED=0
+
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  if [ "$FAILED" = 1 ]; then
+    for f in "$WORK"/*.log "$WORK"/*.err; do
+      [ -s "$f" ] && { echo "---- $f"; tail -n 30 "$f"; }
+    done >&2
+  fi
+  if [ -n "${PC_KEEP_TEST_DIRS:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() {
+  FAILED=1
+  echo "FAIL: $*" >&2
+  exit 1
+}
+pass() { echo "ok: $*"; }
+
+# run_cli SECONDS ARGS...: the CLI bounded in time; output in $OUT, status in $RC.
+run_cli() {
+  local secs=$1
+  shift
+  OUT=$(timeout -k 5 "$secs" "$CLI" "$@" 2>"$WORK/last.err")
+  RC=$?
+  [ "$RC" = 124 ] && fail "percolator $* did not finish within ${secs}s"
+}
+
+# wait_file FILE PID: until FILE exists (PID must stay alive), at most 30 s.
+wait_file() {
+  for _ in $(seq 300); do
+    [ -s "$1" ] && return 0
+    kill -0 "$2" 2>/dev/null || fail "process $2 exited before writing $1"
+    sleep 0.1
+  done
+  fail "no $1 after 30 s"
+}
+
+# wait_exit PID SECONDS: reaps PID; its status in $RC.
+wait_exit() {
+  for _ in $(seq $(($2 * 10))); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$1" 2>/dev/null && fail "process $1 still runs after $2 s"
+  wait "$1"
+  RC=$?
+}
+
+endpoint() { # endpoint READY KEY: "host:port" of KEY (tso, lockservice, t1, t2)
+  grep -o "\"$2\": *{\"listen\": *\"[^\"]*\"" "$1" | sed 's/.*"listen": *"//; s/"$//'
+}
+
+# ---- 1. three workers, two writers, a SIGKILL -------------------------------
+
+cat >"$WORK/run.json" <<JSON
+{"data_dir": "$WORK/data", "log": {"level": "warn"},
+ "store": {"lock_ttl_ms": 1000},
+ "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+ "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "m"},
+             {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
+JSON
+"$CLI" run --config "$WORK/run.json" --ready-file "$WORK/ready.json" 2>"$WORK/run.log" &
+RUN=$!
+PIDS+=("$RUN")
+wait_file "$WORK/ready.json" "$RUN"
+C="$WORK/client.json"
+cat >"$C" <<JSON
+{"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
+ "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
+ "lockservice": {"listen": "$(endpoint "$WORK/ready.json" lockservice)", "session_ttl_ms": 1000},
+ "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "m"},
+             {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "m"}],
+ "workers": {"threads": 3, "max_failures": 2, "backoff_ms": 50,
+             "scan": {"buckets_per_claim": 64, "idle_ms": 20},
+             "plugins": [{"path": "$PLUGIN", "config": {"sleep_ms": 20}}]}}
+JSON
+
+start_worker() { # start_worker TAG: pid in $W
+  "$CLI" --config "$C" worker 2>"$WORK/worker-$1.log" &
+  W=$!
+  PIDS+=("$W")
+}
+start_worker 1
+W1=$W
+start_worker 2
+W2=$W
+start_worker 3
+W3=$W
+# the observers are registered in the store once a worker has started
+for _ in $(seq 300); do
+  run_cli 10 --config "$C" observers
+  [[ "$OUT" == *hotlog* ]] && break
+  sleep 0.1
+done
+[[ "$OUT" == *$'hotlog\thot\tv:v\tstrong'* ]] || fail "observers does not list hotlog: $OUT"
+pass "three workers started; their observers are recorded in the store"
+
+writer() { # writer TAG: 40 increasing values of rows a, b, m (two tablets)
+  local ok
+  for i in $(seq 1 40); do
+    for r in a b m; do
+      ok=0
+      for _ in $(seq 20); do # the other writer's commit of the same cell conflicts: retry
+        timeout -k 5 30 "$CLI" --config "$C" set hot "$r" v:v "$1-$i" >/dev/null 2>"$WORK/writer-$1.last" &&
+          { ok=1; break; }
+        grep -q conflict "$WORK/writer-$1.last" || break
+      done
+      [ "$ok" = 1 ] || { echo "set $r $1-$i failed: $(cat "$WORK/writer-$1.last")" >>"$WORK/writer-$1.err"; }
+    done
+  done
+}
+writer x &
+WX=$!
+writer y &
+WY=$!
+PIDS+=("$WX" "$WY")
+sleep 1
+kill -9 "$W2"
+wait "$W2" 2>/dev/null
+start_worker 4
+wait "$WX"
+wait "$WY"
+grep -q "failed" "$WORK"/writer-*.err 2>/dev/null && fail "a writer's set failed: $(cat "$WORK"/writer-*.err)"
+pass "two writers, 240 commits of three hot cells, one worker killed with SIGKILL and replaced"
+
+run_cli 180 --config "$C" wait --timeout-s 120
+[ "$RC" = 0 ] || fail "wait exited $RC: $(cat "$WORK/last.err")"
+for r in a b m; do
+  run_cli 10 --config "$C" get hot "$r" v:v
+  V=$OUT
+  run_cli 10 --config "$C" get hot "$r" seen:v
+  [ "$OUT" = "$V" ] || fail "row $r: latest value '$V' was not observed (seen '$OUT')"
+done
+run_cli 30 --config "$C" scan hot --start log --end loh
+LOG=$OUT
+[ -n "$LOG" ] || fail "no observer run logged"
+DUP=$(cut -f2 <<<"$LOG" | sed 's/@[0-9]*$//' | sort | uniq -d)
+[ -z "$DUP" ] || fail "notifications observed by two committed transactions: $DUP"
+RUNS=$(wc -l <<<"$LOG")
+pass "after wait: every hot cell's latest value observed; $RUNS runs, none twice for one notification"
+
+# ---- 2. a failing observer is parked, the other goes on, --retry -------------
+
+run_cli 10 --config "$C" set hot r1 f:v go
+[ "$RC" = 0 ] || fail "set f:v"
+for _ in $(seq 300); do
+  run_cli 10 --config "$C" failures
+  [[ "$OUT" == *fails* ]] && break
+  sleep 0.1
+done
+[[ "$OUT" == *$'fails\thot\tr1\tf:v\t2\t'*"not ok yet"* ]] || fail "failures: $OUT"
+run_cli 10 --config "$C" failures --json
+[[ "$OUT" == *'"observer":"fails"'*'"error":'*'not ok yet'* ]] || fail "failures --json: $OUT"
+run_cli 10 --config "$C" set hot a v:v after-park
+run_cli 180 --config "$C" wait --timeout-s 120
+[ "$RC" = 0 ] || fail "wait with a parked notification exited $RC"
+run_cli 10 --config "$C" get hot a seen:v
+[ "$OUT" = after-park ] || fail "hotlog stopped with fails parked: seen '$OUT'"
+run_cli 10 --config "$C" set hot r1 ok:v yes
+run_cli 10 --config "$C" failures --retry
+[ "$RC" = 0 ] && [[ "$OUT" == "1 notification queued again" ]] || fail "failures --retry: $OUT"
+run_cli 180 --config "$C" wait --timeout-s 120
+run_cli 10 --config "$C" get hot r1 done:v
+[ "$OUT" = 1 ] || fail "the retried observer did not run: '$OUT'"
+run_cli 10 --config "$C" failures
+[ -z "$OUT" ] || fail "failures after the retry: $OUT"
+pass "a failing observer is parked and listed with its error, the other runs on, --retry runs it"
+
+# ---- 3. SIGTERM --------------------------------------------------------------
+
+for p in "$W1" "$W3" "$W"; do
+  kill -TERM "$p"
+  wait_exit "$p" 30
+  [ "$RC" = 0 ] || fail "worker $p exited $RC on SIGTERM"
+done
+kill -TERM "$RUN"
+wait_exit "$RUN" 30
+pass "workers exit 0 on SIGTERM"
+
+# ---- 4. the embedded default ---------------------------------------------------
+
+D="$WORK/emb"
+run_cli 10 --data "$D" init
+[ "$RC" = 0 ] || fail "init"
+printf '{"data_dir": "%s", "workers": {"threads": 2, "scan": {"idle_ms": 20}, "plugins": [{"path": "%s"}]}}\n' \
+  "$D" "$PLUGIN" >"$WORK/emb.json"
+"$CLI" --config "$WORK/emb.json" worker 2>"$WORK/emb-worker.log" &
+WE=$!
+PIDS+=("$WE")
+wait_file "$D/serving.json" "$WE"
+run_cli 10 --data "$D" set hot e v:v one
+[ "$RC" = 0 ] || fail "set through the serving worker: $(cat "$WORK/last.err")"
+run_cli 60 --data "$D" wait --timeout-s 50
+[ "$RC" = 0 ] || fail "wait through the serving worker: $(cat "$WORK/last.err")"
+run_cli 10 --data "$D" get hot e seen:v
+[ "$OUT" = one ] || fail "embedded: not observed: '$OUT'"
+kill -TERM "$WE"
+wait_exit "$WE" 30
+[ "$RC" = 0 ] || fail "the embedded worker exited $RC"
+[ -e "$D/serving.json" ] && fail "serving.json left behind"
+run_cli 10 --data "$D" get hot e seen:v
+[ "$OUT" = one ] || fail "embedded after the worker: '$OUT'"
+pass "an embedded worker serves its store to the other verbs and leaves it as it was"
+
+if grep -l -E 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' \
+  "$WORK"/*.log "$WORK"/*.err >/dev/null 2>&1; then
+  fail "a sanitizer report in $(grep -l -E 'Sanitizer|runtime error:' "$WORK"/*.log "$WORK"/*.err)"
+fi
+echo "PASS"
