@@ -172,6 +172,13 @@ DUP=$(cut -f2 <<<"$LOG" | sed 's/@[0-9]*$//' | sort | uniq -d)
 [ -z "$DUP" ] || fail "notifications observed by two committed transactions: $DUP"
 RUNS=$(wc -l <<<"$LOG")
 pass "after wait: every hot cell's latest value observed; $RUNS runs, none twice for one notification"
+run_cli 30 --config "$C" status --json
+[ "$RC" = 0 ] || fail "status exited $RC: $OUT"
+[[ "$OUT" == *'"notifications":{"pending":0,'* ]] || fail "status: notifications pending after wait: $OUT"
+LIVE=$(grep -o '"workers":\[[^]]*\]' <<<"$OUT" | grep -o '"[^"]*:[0-9]*"' | wc -l)
+[ "$LIVE" -ge 3 ] || fail "status shows $LIVE live workers, want at least 3: $OUT"
+[[ "$OUT" =~ \"hotlog\":\{\"runs\":[1-9] ]] || fail "status: no hotlog runs counted: $OUT"
+pass "status: no notification pending, $LIVE live workers, hotlog's runs summed"
 
 # ---- 2. a failing observer is parked, the other goes on, --retry -------------
 

@@ -70,6 +70,12 @@ typedef struct workers {
   size_t nplugins;
   pc_worker_t *worker;
   pc_http_t *http;
+  /* the worker's record in the system table (report_main), for `status` */
+  char row[300];
+  pthread_t reporter;
+  int reporting, stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
 } workers_t;
 
 typedef struct daemon_state {
@@ -455,6 +461,76 @@ static void worker_metrics(void *ctx, pc_buf_t *out) {
   pc_free(s.observers);
 }
 
+/* ---- the worker's record: live workers and their counters for `status` ----
+ *
+ * Every WORKER_REPORT_MS a worker writes row "worker/HOST:PID" of the system
+ * table, column "state": one JSON object with the wall time, its threads and
+ * each observer's counters; it deletes the row when it stops. `status`
+ * counts a worker live when its record is younger than three periods. */
+
+#define WORKER_REPORT_MS 1000
+
+static json_t *worker_state(workers_t *w) {
+  pc_worker_stats_t s;
+  pc_error_t err;
+  if (pc_worker_stats(w->worker, &s, &err) != PC_OK) return NULL;
+  json_t *o = json_object(), *obs = json_object();
+  fmt_json_u64(o, "seen_ms", pc_now_wall_ms());
+  fmt_json_u64(o, "pid", (uint64_t)getpid());
+  fmt_json_u64(o, "notifications_seen", s.notifications_seen);
+  fmt_json_u64(o, "latency_count", s.latency_count);
+  for (size_t i = 0; i < s.nobservers; i++) {
+    const pc_observer_stats_t *x = &s.observers[i];
+    json_t *c = json_object();
+    fmt_json_u64(c, "runs", x->runs);
+    fmt_json_u64(c, "skipped", x->skipped);
+    fmt_json_u64(c, "conflicts", x->conflicts);
+    fmt_json_u64(c, "failures", x->failures);
+    fmt_json_u64(c, "parked", x->parked);
+    json_object_set_new(obs, x->name, c);
+  }
+  json_object_set_new(o, "observers", obs);
+  pc_free(s.observers);
+  return o;
+}
+
+/* Writes (state non-NULL) or deletes this worker's record. */
+static void write_worker_record(workers_t *w, json_t *state) {
+  char *text = state ? json_dumps(state, JSON_COMPACT) : NULL;
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(w->db, &err);
+  pc_status_t st = t ? PC_OK : err.code;
+  const char *col = "state";
+  if (st == PC_OK && text)
+    st = pc_txn_set_system(t, PC_SYSTEM_TABLE, w->row, strlen(w->row), col, strlen(col), text,
+                           strlen(text), &err);
+  else if (st == PC_OK)
+    st = pc_txn_delete_system(t, PC_SYSTEM_TABLE, w->row, strlen(w->row), col, strlen(col), &err);
+  if (st == PC_OK) st = pc_txn_commit(t, &err);
+  if (st != PC_OK) pc_log(PC_LOG_DEBUG, "workers: record %s: %s", w->row, err.text);
+  pc_txn_destroy(t);
+  free(text);
+}
+
+static void *report_main(void *arg) {
+  workers_t *w = arg;
+  pthread_mutex_lock(&w->mu);
+  while (!w->stop) {
+    pthread_mutex_unlock(&w->mu);
+    json_t *state = worker_state(w);
+    if (state) write_worker_record(w, state);
+    json_decref(state);
+    pthread_mutex_lock(&w->mu);
+    if (!w->stop) {
+      struct timespec until = pc_mono_after_ms(WORKER_REPORT_MS);
+      pthread_cond_timedwait(&w->cv, &w->mu, &until);
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  write_worker_record(w, NULL);
+  return NULL;
+}
+
 /* Loads the configured plugins and starts the observers of this process
  * against the database of client_config. */
 static pc_status_t start_workers(daemon_state_t *d, const char *client_config, pc_error_t *err) {
@@ -484,6 +560,12 @@ static pc_status_t start_workers(daemon_state_t *d, const char *client_config, p
     pc_log(PC_LOG_INFO, "workers: /health and /metrics on %s:%u", cfg->workers.http.host,
            (unsigned)pc_http_port(w->http));
   }
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  snprintf(w->row, sizeof w->row, "worker/%s:%d", host, (int)getpid());
+  pthread_mutex_init(&w->mu, NULL);
+  pc_cond_init_mono(&w->cv);
+  w->reporting = pthread_create(&w->reporter, NULL, report_main, w) == 0;
   pc_log(PC_LOG_INFO, "workers: %u threads, %zu observers from %zu plugins", o.threads,
          pc_registry_count(w->registry), w->nplugins);
   return PC_OK;
@@ -492,6 +574,15 @@ static pc_status_t start_workers(daemon_state_t *d, const char *client_config, p
 /* Lets in-flight observer transactions finish, then releases everything. */
 static void stop_workers(daemon_state_t *d) {
   workers_t *w = &d->w;
+  if (w->reporting) { /* it deletes the record as it goes */
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->reporter, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+  }
   if (w->http) pc_http_stop(w->http);
   pc_worker_stop(w->worker);
   pc_db_close(w->db);

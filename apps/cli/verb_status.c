@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/db.h"
 #include "notify/worker.h"
 #include "config/config.h"
 #include "core/error.h"
@@ -195,6 +196,64 @@ static void report_parked(report_t *r, pc_db_t *db) {
   fmt_json_u64(r->root, "parked", n);
 }
 
+/* Live workers (their records in the system table, written every second by
+ * `percolator worker`; live: younger than 3 s) and each observer's counters
+ * summed over them. */
+static void report_workers(report_t *r, pc_db_t *db) {
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(db, &err);
+  pc_scan_t *sc = t ? pc_txn_scan(t, PC_SYSTEM_TABLE, "worker/", 7, "worker0", 7, &err) : NULL;
+  if (!sc) {
+    pc_txn_destroy(t);
+    return;
+  }
+  json_t *live = json_array(), *sums = json_object();
+  uint64_t now = pc_now_wall_ms();
+  size_t rl, vl;
+  while (pc_scan_next(sc, &err) == PC_OK) {
+    const char *row = pc_scan_row(sc, &rl), *val = pc_scan_value(sc, &vl);
+    json_t *st = json_loadb(val, vl, 0, NULL);
+    json_int_t seen = json_integer_value(json_object_get(st, "seen_ms"));
+    if (st && seen > 0 && now - (uint64_t)seen < 3000) {
+      json_array_append_new(live, json_stringn(row + 7, rl - 7));
+      const char *name;
+      json_t *c;
+      json_object_foreach(json_object_get(st, "observers"), name, c) {
+        json_t *sum = json_object_get(sums, name);
+        if (!sum) json_object_set_new(sums, name, sum = json_object());
+        const char *k;
+        json_t *v;
+        json_object_foreach(c, k, v) {
+          json_int_t prev = json_integer_value(json_object_get(sum, k));
+          json_object_set_new(sum, k, json_integer(prev + json_integer_value(v)));
+        }
+      }
+    }
+    json_decref(st);
+  }
+  pc_scan_destroy(sc);
+  pc_txn_destroy(t);
+  if (!r->json) {
+    printf("workers          %zu live", json_array_size(live));
+    size_t i;
+    json_t *w;
+    json_array_foreach(live, i, w) printf("%s%s", i ? ", " : ": ", json_string_value(w));
+    putchar('\n');
+    const char *name;
+    json_t *c;
+    json_object_foreach(sums, name, c) {
+      printf("observer         %s runs=%lld skipped=%lld conflicts=%lld failures=%lld parked=%lld\n",
+             name, (long long)json_integer_value(json_object_get(c, "runs")),
+             (long long)json_integer_value(json_object_get(c, "skipped")),
+             (long long)json_integer_value(json_object_get(c, "conflicts")),
+             (long long)json_integer_value(json_object_get(c, "failures")),
+             (long long)json_integer_value(json_object_get(c, "parked")));
+    }
+  }
+  json_object_set_new(r->root, "workers", live);
+  json_object_set_new(r->root, "observers", sums);
+}
+
 static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
   int c, code, json = 0;
@@ -229,6 +288,7 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     fmt_json_u64(r.root, "timestamp", ts);
     report_notifications(&r, db);
     report_parked(&r, db);
+    report_workers(&r, db);
     pc_db_close(db);
   } else {
     json_object_set_new(r.root, "mode", json_string("cluster"));
@@ -240,6 +300,7 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
       if (db) {
         report_notifications(&r, db);
         report_parked(&r, db);
+        report_workers(&r, db);
         pc_db_close(db);
       }
     }
@@ -259,8 +320,10 @@ const cli_verb_t cli_verb_status = {
     "their state: last timestamp, epoch and live sessions, row ranges,\n"
     "operations served and garbage collection. Without a cluster configuration,\n"
     "shows the embedded store. Then counts the pending notifications per\n"
-    "observed column and the parked ones. Observer runs, conflicts and failures\n"
-    "are counted by each worker process, on its workers.http /metrics.\n"
+    "observed column and the parked ones, lists the live workers, and sums each\n"
+    "observer's runs, skips, conflicts, failures and parked notifications over\n"
+    "them (each worker also serves its own on workers.http /metrics, with the\n"
+    "latency histogram).\n"
     "Exits 0 when every daemon answered, 3 when any is down.\n"
     "\n"
     "Options:\n"
