@@ -1,4 +1,4 @@
-/* config.h — the one JSON configuration of every role (DESIGN §9), parsed
+/* config.h — the one JSON configuration of every role, parsed
  * with jansson and validated against the schema below. An unknown key, a
  * wrong type or an out-of-range value is PC_INVALID with a message naming the
  * file, line:column and key path, e.g.

@@ -1,4 +1,4 @@
-/* failpoint.h — named fault-injection points (DESIGN §10).
+/* failpoint.h — named fault-injection points.
  *
  * PERCOLATOR_FAILPOINTS="name=action;name=action..." arms points, where action is
  *   return          the point fails with PC_IO_ERROR "failpoint NAME"

@@ -1,5 +1,5 @@
 /* keys.h — order-preserving encoding of internal cells into LevelDB keys and
- * the binary records stored under them (DESIGN §2).
+ * the binary records stored under them.
  *
  * Every key starts with a one-byte key space, like a column family:
  *   'm' T R C             meta: the cell's lock (if any) and its newest commit

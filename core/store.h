@@ -1,6 +1,6 @@
 /* store.h — the storage interface the transaction client talks to.
  *
- * Every operation is atomic per row (DESIGN §3): the implementation latches
+ * Every operation is atomic per row: the implementation latches
  * the rows involved, reads what it must check and applies its changes in one
  * write. An operation may name cells of many rows (the paper's batching); it
  * then applies all of them or none. The embedded implementation is
@@ -69,7 +69,7 @@ typedef struct pc_store_gc_stats {
   uint64_t data;     /* data cells deleted (values too large to inline) */
 } pc_store_gc_stats_t;
 
-/* A notification (notify(c, ts) of DESIGN's data model), as scan_notify
+/* A notification (notify(c, ts) of the data model), as scan_notify
  * finds it: the cell's strings point into the store's buffers and are
  * valid during the callback only. */
 typedef struct pc_notification {

@@ -4,7 +4,7 @@
  * writing its batch. The operations live in store_read.c, store_txn.c,
  * store_raw.c, store_notify.c and store_gc.c (see store_local.h).
  *
- * Single-row atomicity (DESIGN §3): a row operation takes the latches of its
+ * Single-row atomicity: a row operation takes the latches of its
  * rows (striped mutexes, acquired in stripe order), reads the meta records it
  * must check, and applies every change in one LevelDB WriteBatch. Reads take
  * no latch: LevelDB applies a WriteBatch atomically for readers. With sync on,

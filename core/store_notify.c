@@ -1,4 +1,4 @@
-/* store_notify.c — the notifications of the embedded store (DESIGN §7):
+/* store_notify.c — the notifications of the embedded store:
  * finding them bucket by bucket (scan_notify) and deleting a cell's older
  * ones once its observers have run (clear_notify).
  *

@@ -1,5 +1,5 @@
 /* store_txn.c — the transaction protocol's row operations on the embedded
- * store (DESIGN §4): prewrite, commit, rollback, check_txn (the fate of a
+ * store: prewrite, commit, rollback, check_txn (the fate of a
  * transaction, decided on its primary), heartbeat (a live owner keeping its
  * primary lock), and one-phase commit of a single-row transaction. Each is
  * one row operation (store_local.h's rowop): latches, checks on the meta

@@ -1,4 +1,4 @@
-/* txn.c — the Percolator transaction client (DESIGN §4): snapshot reads at
+/* txn.c — the Percolator transaction client: snapshot reads at
  * start_ts with lazy lock resolution, a write buffer, and commit by prewrite
  * with a primary lock, the commit point on the primary, then the secondaries.
  * Single-row transactions commit in one row operation. It talks to the store

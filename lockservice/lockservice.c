@@ -1,4 +1,4 @@
-/* lockservice.c — the in-process lock service (DESIGN §6): sessions with a
+/* lockservice.c — the in-process lock service: sessions with a
  * TTL extended by keep-alives, and named locks leased to a session that are
  * released when it closes or expires.
  *

@@ -1,4 +1,4 @@
-/* lockservice.h — the lock service (DESIGN §6): client sessions with a TTL
+/* lockservice.h — the lock service: client sessions with a TTL
  * kept alive by the client, and leased named locks that die with their
  * session. Chubby's job in the paper, for two uses:
  *   liveness  every transaction lock records its owner's session; a resolver
@@ -66,7 +66,7 @@ size_t pc_ls_connection_closed(pc_ls_t *ls, uint64_t connection);
 /* Number of live sessions (expired ones are reaped first). */
 size_t pc_ls_session_count(pc_ls_t *ls);
 
-/* Garbage collection's safe point in a cluster (DESIGN §4): each client
+/* Garbage collection's safe point in a cluster: each client
  * reports, with every keep-alive of its session, the oldest start_ts it holds
  * open, and GC asks for the minimum over live sessions.
  *

@@ -1,4 +1,4 @@
-/* ls_client.c — the network client of the lock service (DESIGN §6). It keeps
+/* ls_client.c — the network client of the lock service. It keeps
  * one session open at lockd from a background thread: a keep-alive every
  * ttl/3, and when lockd answers that the session is gone (it expired, or
  * lockd restarted and lost it) a new session is opened and a WARN logged.

@@ -1,4 +1,4 @@
-/* ls_rpc.c — serves a pc_ls_t over rpc.h (DESIGN §6): decodes the bodies of
+/* ls_rpc.c — serves a pc_ls_t over rpc.h: decodes the bodies of
  * the lock-service ops (table in ls_internal.h), calls the in-process object
  * and encodes its answers. Bodies come from the network: every read is
  * bounds-checked, trailing bytes are refused, names are checked against

@@ -1,4 +1,4 @@
-/* worker.c — the notification engine (DESIGN §7; the contract is worker.h):
+/* worker.c — the notification engine (docs/ARCHITECTURE.md; the contract is worker.h):
  * threads that claim buckets of notifications, run the observers of each
  * notified cell in transactions, and delete what they have observed; a
  * sweeper that settles old locks; and, for any client, the pending count,

@@ -1,4 +1,4 @@
-/* worker.h — the notification engine (DESIGN §7): worker threads that find
+/* worker.h — the notification engine: worker threads that find
  * notifications and run the observers registered for them, in transactions.
  *
  * Scanning. Notifications live in their own key space, in PC_NOTIFY_BUCKETS

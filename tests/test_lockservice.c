@@ -1,4 +1,4 @@
-/* test_lockservice.c — the lock service (lockservice/lockservice.h, DESIGN §6):
+/* test_lockservice.c — the lock service (lockservice/lockservice.h):
  * sessions (open, keep-alive, close, expiry), leased locks (exclusive between
  * sessions, re-entrant for the holder, released with their session, refused
  * to non-holders), liveness answers across epochs, capacity limits, many

@@ -1,4 +1,4 @@
-/* test_notify.c — the notification layer under the worker engine (DESIGN §7):
+/* test_notify.c — the notification layer under the worker engine:
  * strong notifications written by the commit of an observed put (one-phase
  * and two-phase, primary and secondary, and by a reader rolling a crashed
  * writer's secondary forward), none for other columns; observed columns

@@ -1,5 +1,5 @@
 /* test_oracle.c — tests of the timestamp oracle and its client-side batcher
- * (tso/oracle.h, DESIGN §5): uniqueness and order under many threads, restart
+ * (tso/oracle.h): uniqueness and order under many threads, restart
  * and crash safety of the persisted bound, detection of a corrupt bound file,
  * and the batcher's error, timeout and batching behaviour. */
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* test_protocol.c — the rules of the Percolator protocol (DESIGN §4) checked
+/* test_protocol.c — the rules of the Percolator protocol checked
  * one store operation at a time, through the store interface (core/store.h)
  * of an embedded database: a delayed prewrite after its transaction was
  * rolled back fails (TiKV issue 921); a commit after a rollback is

@@ -1,4 +1,4 @@
-/* batcher.c — the client side of the timestamp oracle (DESIGN §5). Many
+/* batcher.c — the client side of the timestamp oracle. Many
  * threads ask for one timestamp each; a batcher keeps at most one fetch in
  * flight and makes each fetch ask for exactly as many timestamps as there are
  * threads waiting, then hands base+i to each of them.

@@ -1,4 +1,4 @@
-/* oracle.c — the server side of the timestamp oracle (DESIGN §5). It hands out
+/* oracle.c — the server side of the timestamp oracle. It hands out
  * strictly increasing hybrid timestamps (wall-clock ms << PC_TS_LOGICAL_BITS |
  * logical counter) from memory, below an upper bound that is persisted a
  * window ahead of the clock in a small checksummed text file (written to

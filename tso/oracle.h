@@ -1,4 +1,4 @@
-/* oracle.h — the timestamp oracle (DESIGN §5), private to the library.
+/* oracle.h — the timestamp oracle, private to the library.
  *
  * Two halves:
  *   pc_oracle_*      the server side: hands out strictly increasing hybrid
