@@ -1315,6 +1315,13 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
     const char *reason = (what & BEV_EVENT_ERROR) && e ? evutil_socket_error_to_string(e)
                          : c->link == LINK_CONNECTING ? "connect failed"
                                                       : "closed by the server";
+    /* a server that refused our HELLO closes the connection next: the
+     * calls failed by the close are told why */
+    char why[sizeof c->reason + 32];
+    if (strncmp(c->reason, "HELLO refused", 13) == 0) {
+      snprintf(why, sizeof why, "closed by the server (%s)", c->reason);
+      reason = why;
+    }
     if (c->link == LINK_CONNECTING)
       link_failed(c, reason);
     else if (c->link == LINK_UP)
