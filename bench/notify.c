@@ -118,6 +118,7 @@ static void start_workers(const params_t *p, pc_db_t *db, int n, workers_t *ws) 
   pc_worker_options_default(&o);
   o.threads = (uint32_t)p->threads;
   o.idle_ms = 5;
+  o.buckets_per_claim = 128; /* 8 claims a round: fewer lock-service calls per round */
   if (!p->config) {
     ws->reg = make_registry();
     for (int i = 0; i < n; i++) {
