@@ -45,6 +45,8 @@
 #define WHO "pc_bench_notify"
 /* the table of the current run (a cluster keeps every run's) */
 static char T[48] = "bench";
+/* the observer's name of the current run (names are unique in a store) */
+static char OBS[64] = "copy";
 #define SRC "src:v"
 #define DST "dst:v"
 
@@ -73,7 +75,7 @@ static pc_status_t copy_observe(void *state, pc_txn_t *txn, const pc_notified_ce
 
 static pc_observer_registry_t *make_registry(void) {
   pc_observer_registry_t *reg = pc_registry_create();
-  pc_observer_def_t def = {.name = "copy", .table = T, .column = SRC, .column_len = strlen(SRC),
+  pc_observer_def_t def = {.name = OBS, .table = T, .column = SRC, .column_len = strlen(SRC),
                            .kind = PC_OBSERVER_STRONG, .observe = copy_observe};
   pc_error_t err;
   if (!reg || pc_registry_add(reg, &def, NULL, "bench", &err) != PC_OK) {
@@ -320,8 +322,20 @@ static void *base_main(void *arg) {
 
 static json_t *run_throughput(const params_t *p, pc_db_t *db, int nworkers) {
   int n = p->changes;
-  /* changes first: one notification per row */
+  /* the observer recorded first, so that the changes notify; then the
+   * changes: one notification per row */
+  pc_error_t err;
+  if (pc_db_register_observed(db, OBS, T, SRC, strlen(SRC), 0, &err) != PC_OK) {
+    fprintf(stderr, WHO ": register: %s\n", err.text);
+    exit(1);
+  }
   for (int i = 0; i < n; i++) put(db, i, SRC, i);
+  uint64_t pending = 0;
+  if (pc_notify_pending(db, &pending, NULL, NULL, &err) != PC_OK || pending != (uint64_t)n) {
+    fprintf(stderr, WHO ": %llu notifications pending after %d changes\n",
+            (unsigned long long)pending, n);
+    exit(1);
+  }
   workers_t ws;
   double t0 = bu_now_s();
   start_workers(p, db, nworkers, &ws);
@@ -409,6 +423,7 @@ int main(int argc, char **argv) {
     for (int which = 0; which < 2; which++) {
       char dir[4096] = "";
       snprintf(T, sizeof T, "bench_%d_%d_%d", k, which, (int)getpid());
+      snprintf(OBS, sizeof OBS, "copy_%s", T);
       if (!p.config && bu_make_temp_dir(dir, sizeof dir, p.parent, "pc-bench-notify", WHO) != 0)
         return 1;
       pc_db_t *db = open_db(&p, dir);
