@@ -43,46 +43,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-fail() {
-  FAILED=1
-  echo "FAIL: $*" >&2
-  exit 1
-}
-pass() { echo "ok: $*"; }
-
-# run_cli SECONDS ARGS...: the CLI bounded in time; output in $OUT, status in $RC.
-run_cli() {
-  local secs=$1
-  shift
-  OUT=$(timeout -k 5 "$secs" "$CLI" "$@" 2>"$WORK/last.err")
-  RC=$?
-  [ "$RC" = 124 ] && fail "percolator $* did not finish within ${secs}s"
-}
-
-# wait_file FILE PID: until FILE exists (PID must stay alive), at most 30 s.
-wait_file() {
-  for _ in $(seq 300); do
-    [ -s "$1" ] && return 0
-    kill -0 "$2" 2>/dev/null || fail "process $2 exited before writing $1"
-    sleep 0.1
-  done
-  fail "no $1 after 30 s"
-}
-
-# wait_exit PID SECONDS: reaps PID; its status in $RC.
-wait_exit() {
-  for _ in $(seq $(($2 * 10))); do
-    kill -0 "$1" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$1" 2>/dev/null && fail "process $1 still runs after $2 s"
-  wait "$1"
-  RC=$?
-}
-
-endpoint() { # endpoint READY KEY: "host:port" of KEY (tso, lockservice, t1, t2)
-  grep -o "\"$2\": *{\"listen\": *\"[^\"]*\"" "$1" | sed 's/.*"listen": *"//; s/"$//'
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 # ---- 1. three workers, two writers, a SIGKILL -------------------------------
 
