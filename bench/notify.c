@@ -150,6 +150,18 @@ static void start_workers(const params_t *p, pc_db_t *db, int n, workers_t *ws) 
       }
       int sig;
       sigwait(&s, &sig);
+      pc_worker_stats_t st;
+      if (pc_worker_stats(w, &st, &err) == PC_OK) { /* what the run met, on stderr */
+        for (size_t k = 0; k < st.nobservers; k++)
+          fprintf(stderr, WHO ": worker %d: %s runs %llu skipped %llu conflicts %llu failures %llu\n",
+                  (int)getpid(), st.observers[k].name, (unsigned long long)st.observers[k].runs,
+                  (unsigned long long)st.observers[k].skipped,
+                  (unsigned long long)st.observers[k].conflicts,
+                  (unsigned long long)st.observers[k].failures);
+        fprintf(stderr, WHO ": worker %d: claims %llu taken, %llu busy\n", (int)getpid(),
+                (unsigned long long)st.claims_taken, (unsigned long long)st.claims_busy);
+        pc_free(st.observers);
+      }
       pc_worker_stop(w);
       pc_registry_free(reg);
       pc_db_close(cdb);
