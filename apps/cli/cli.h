@@ -73,6 +73,8 @@ extern const cli_verb_t cli_verb_gc;
 extern const cli_verb_t cli_verb_observers;
 extern const cli_verb_t cli_verb_wait;
 extern const cli_verb_t cli_verb_failures;
+/* verb_load.c, verb_dedup.c: the dedup application */
+extern const cli_verb_t cli_verb_load;
 
 /* ---- option parsing and errors (main.c) ------------------------------------ */
 
