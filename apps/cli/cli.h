@@ -73,6 +73,12 @@ extern const cli_verb_t cli_verb_gc;
 extern const cli_verb_t cli_verb_observers;
 extern const cli_verb_t cli_verb_wait;
 extern const cli_verb_t cli_verb_failures;
+/* verb_load.c, verb_dedup.c: the dedup application */
+extern const cli_verb_t cli_verb_load;
+extern const cli_verb_t cli_verb_clusters;
+extern const cli_verb_t cli_verb_search;
+extern const cli_verb_t cli_verb_doc;
+extern const cli_verb_t cli_verb_check;
 
 /* ---- option parsing and errors (main.c) ------------------------------------ */
 

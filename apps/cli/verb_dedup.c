@@ -1,0 +1,806 @@
+/* verb_dedup.c — the query verbs of the dedup application (apps/dedup/):
+ * `clusters`, `search`, `doc`, and `check`, which recomputes the clusters and
+ * the index from the docs table and reports every difference from what the
+ * observers maintain. Each reads in one transaction (one snapshot). The hash
+ * and tokeniser are apps/dedup/dedup_text.c, compiled into the plugin too. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/dedup/dedup_text.h"
+#include "cli.h"
+
+#define DOCS "docs"
+#define DUPS "dups"
+#define IDX "idx"
+
+enum { OPT_JSON = 0x500, OPT_MIN_SIZE };
+
+/* ---- bytes and lists ------------------------------------------------------------ */
+
+typedef struct bytes {
+  char *p;
+  size_t n;
+} bytes_t;
+
+static int bytes_cmp(const bytes_t *a, const bytes_t *b) {
+  size_t n = a->n < b->n ? a->n : b->n;
+  int r = n ? memcmp(a->p, b->p, n) : 0;
+  return r ? r : (a->n > b->n) - (a->n < b->n);
+}
+
+static int bytes_eq(const bytes_t *a, const char *p, size_t n) {
+  return a->p && a->n == n && memcmp(a->p, p, n) == 0;
+}
+
+static int bytes_set(bytes_t *b, const char *p, size_t n) {
+  free(b->p);
+  b->p = malloc(n + 1);
+  if (!b->p) return -1;
+  memcpy(b->p, p, n);
+  b->p[n] = '\0';
+  b->n = n;
+  return 0;
+}
+
+/* A cluster as the dups table holds it (or as check recomputes it). */
+typedef struct cluster {
+  char hash[DD_HASH_HEX];
+  bytes_t canonical, indexed;
+  bytes_t *m; /* members, in order */
+  size_t n, cap;
+} cluster_t;
+
+typedef struct clusters {
+  cluster_t *v;
+  size_t n, cap;
+} clusters_t;
+
+static void clusters_free(clusters_t *cs) {
+  for (size_t i = 0; i < cs->n; i++) {
+    cluster_t *c = &cs->v[i];
+    for (size_t k = 0; k < c->n; k++) free(c->m[k].p);
+    free(c->m);
+    free(c->canonical.p);
+    free(c->indexed.p);
+  }
+  free(cs->v);
+  memset(cs, 0, sizeof *cs);
+}
+
+static cluster_t *clusters_add(clusters_t *cs, const char *hash, size_t hl) {
+  if (cs->n == cs->cap) {
+    size_t nc = cs->cap ? cs->cap * 2 : 64;
+    cluster_t *nv = realloc(cs->v, nc * sizeof *nv);
+    if (!nv) return NULL;
+    cs->v = nv;
+    cs->cap = nc;
+  }
+  cluster_t *c = &cs->v[cs->n++];
+  memset(c, 0, sizeof *c);
+  snprintf(c->hash, sizeof c->hash, "%.*s", (int)(hl < DD_HASH_HEX - 1 ? hl : DD_HASH_HEX - 1),
+           hash);
+  return c;
+}
+
+static int member_add(cluster_t *c, const char *p, size_t n) {
+  if (c->n == c->cap) {
+    size_t nc = c->cap ? c->cap * 2 : 4;
+    bytes_t *nm = realloc(c->m, nc * sizeof *nm);
+    if (!nm) return -1;
+    c->m = nm;
+    c->cap = nc;
+  }
+  c->m[c->n] = (bytes_t){0};
+  if (bytes_set(&c->m[c->n], p, n) != 0) return -1;
+  c->n++;
+  return 0;
+}
+
+/* Reads rows [start, end) of dups (start NULL: the whole table) into *cs, in
+ * hash order. */
+static pc_status_t read_dups(pc_txn_t *txn, const char *start, size_t slen, const char *end,
+                             size_t elen, clusters_t *cs, pc_error_t *err) {
+  pc_scan_t *sc = pc_txn_scan(txn, DUPS, start, slen, end, elen, err);
+  if (!sc) return err->code;
+  pc_status_t st;
+  cluster_t *c = NULL;
+  while ((st = pc_scan_next(sc, err)) == PC_OK) {
+    size_t rl, cl, vl;
+    const char *r = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
+               *v = pc_scan_value(sc, &vl);
+    if (!c || strlen(c->hash) != rl || memcmp(c->hash, r, rl) != 0) {
+      if (!(c = clusters_add(cs, r, rl))) break;
+    }
+    int rc = 0;
+    if (cl > 2 && memcmp(col, "m:", 2) == 0)
+      rc = member_add(c, col + 2, cl - 2);
+    else if (cl == 9 && memcmp(col, "canonical", 9) == 0)
+      rc = bytes_set(&c->canonical, v, vl);
+    else if (cl == 7 && memcmp(col, "indexed", 7) == 0)
+      rc = bytes_set(&c->indexed, v, vl);
+    if (rc) break;
+  }
+  pc_scan_destroy(sc);
+  if (st == PC_OK) {
+    snprintf(err->text, sizeof err->text, "out of memory");
+    return err->code = PC_NOMEM;
+  }
+  return st == PC_NOT_FOUND ? PC_OK : st;
+}
+
+static int by_size(const void *a, const void *b) {
+  const cluster_t *x = a, *y = b;
+  if (x->n != y->n) return x->n < y->n ? 1 : -1;
+  return strcmp(x->hash, y->hash);
+}
+
+static int parse_json_only(cli_ctx_t *ctx, int argc, char **argv, int *json, size_t *min_size,
+                           int *code) {
+  static const struct option opts[] = {{"json", no_argument, NULL, OPT_JSON},
+                                       {"min-size", required_argument, NULL, OPT_MIN_SIZE},
+                                       {0, 0, 0, 0}};
+  int c;
+  while ((c = cli_getopt(ctx, argc, argv, "", opts, code)) != -1) {
+    if (c == CLI_GETOPT_EXIT) return -1;
+    if (c == OPT_JSON) *json = 1;
+    if (c == OPT_MIN_SIZE) {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (!min_size || *end || v < 1) {
+        *code = cli_usage_error(ctx, min_size ? "--min-size: expected a count >= 1, got '%s'"
+                                              : "unknown option '--min-size' ('%s')",
+                                optarg);
+        return -1;
+      }
+      *min_size = (size_t)v;
+    }
+  }
+  return 0;
+}
+
+static void put_bytes(const bytes_t *b) {
+  if (b->p) fmt_escape(stdout, b->p, b->n, 0);
+  else fputs("-", stdout);
+}
+
+static json_t *json_bytes_array(const bytes_t *v, size_t n) {
+  json_t *a = json_array();
+  for (size_t k = 0; a && k < n; k++) {
+    json_t *o = json_object();
+    if (!o || fmt_json_bytes(o, "u", v[k].p, v[k].n) != 0) {
+      json_decref(o);
+      json_decref(a);
+      return NULL;
+    }
+    json_t *s = json_object_get(o, "u");
+    json_array_append(a, s ? s : json_object_get(o, "u_base64"));
+    json_decref(o);
+  }
+  return a;
+}
+
+static pc_txn_t *begin(cli_ctx_t *ctx, pc_db_t **db) {
+  *db = cli_open_db(ctx, 0);
+  if (!*db) return NULL;
+  pc_error_t err;
+  pc_txn_t *txn = pc_txn_begin(*db, &err);
+  if (!txn) {
+    cli_pc_error(ctx, &err);
+    pc_db_close(*db);
+  }
+  return txn;
+}
+
+static void end(pc_db_t *db, pc_txn_t *txn) {
+  pc_txn_destroy(txn);
+  pc_db_close(db);
+}
+
+/* ---- clusters ---------------------------------------------------------------------- */
+
+static int run_clusters(cli_ctx_t *ctx, int argc, char **argv) {
+  int json = 0, code;
+  size_t min_size = 1;
+  if (parse_json_only(ctx, argc, argv, &json, &min_size, &code) != 0) return code;
+  if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+  pc_db_t *db;
+  pc_txn_t *txn = begin(ctx, &db);
+  if (!txn) return CLI_EXIT_ERROR;
+  clusters_t cs = {0};
+  pc_error_t err;
+  pc_status_t st = read_dups(txn, NULL, 0, NULL, 0, &cs, &err);
+  end(db, txn);
+  if (st != PC_OK) {
+    clusters_free(&cs);
+    return cli_pc_error(ctx, &err);
+  }
+  if (cs.n) qsort(cs.v, cs.n, sizeof *cs.v, by_size);
+  int failed = 0;
+  for (size_t i = 0; i < cs.n && !failed; i++) {
+    cluster_t *c = &cs.v[i];
+    if (c->n < min_size) continue;
+    if (json) {
+      json_t *o = json_object();
+      if (!o || json_object_set_new(o, "hash", json_string(c->hash)) ||
+          json_object_set_new(o, "size", json_integer((json_int_t)c->n)) ||
+          (c->canonical.p && fmt_json_bytes(o, "canonical", c->canonical.p, c->canonical.n)) ||
+          json_object_set_new(o, "members", json_bytes_array(c->m, c->n)) ||
+          fmt_json_line(stdout, o))
+        failed = 1;
+      continue;
+    }
+    printf("%s\t%zu\t", c->hash, c->n);
+    put_bytes(&c->canonical);
+    for (size_t k = 0; k < c->n; k++) {
+      putchar('\t');
+      put_bytes(&c->m[k]);
+    }
+    putchar('\n');
+  }
+  clusters_free(&cs);
+  if (failed) return cli_error(ctx, "cannot write the answer");
+  return cli_finish_output(ctx);
+}
+
+const cli_verb_t cli_verb_clusters = {
+    "clusters",
+    "dedup: list the clusters of identical documents",
+    "Usage: percolator [--data DIR | --config FILE] clusters [--min-size N] [--json]\n"
+    "\n"
+    "Lists the clusters the dedup observer maintains (table dups), largest\n"
+    "first (then by hash): HASH SIZE CANONICAL MEMBER..., tab-separated, URLs\n"
+    "C-escaped, members in bytewise order; or one JSON object per cluster with\n"
+    "--json: {\"hash\", \"size\", \"canonical\", \"members\"}.\n"
+    "\n"
+    "Options:\n"
+    "  --min-size N   only clusters of at least N documents (default 1)\n"
+    "  --json         one JSON object per cluster\n"
+    "  --data DIR     the data directory\n"
+    "  --config FILE  the configuration\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Example:\n"
+    "  percolator --data /tmp/pc clusters --min-size 2\n",
+    run_clusters,
+};
+
+/* ---- search ---------------------------------------------------------------------------- */
+
+typedef struct posting {
+  bytes_t url;
+  unsigned long long count;
+} posting_t;
+
+/* The canonical URLs indexed under term (columns of idx row term), in order. */
+static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
+                            size_t *n, pc_error_t *err) {
+  char end[DD_MAX_TERM + 2];
+  memcpy(end, term, tl);
+  end[tl] = '\0';
+  *out = NULL;
+  *n = 0;
+  size_t cap = 0;
+  pc_scan_t *sc = pc_txn_scan(txn, IDX, term, tl, end, tl + 1, err);
+  if (!sc) return err->code;
+  pc_status_t st;
+  while ((st = pc_scan_next(sc, err)) == PC_OK) {
+    size_t cl, vl;
+    const char *col = pc_scan_column(sc, &cl), *v = pc_scan_value(sc, &vl);
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 16;
+      posting_t *np = realloc(*out, cap * sizeof *np);
+      if (!np) break;
+      *out = np;
+    }
+    posting_t *p = &(*out)[*n];
+    p->url = (bytes_t){0};
+    if (bytes_set(&p->url, col, cl) != 0) break;
+    char num[24];
+    snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
+    p->count = strtoull(num, NULL, 10);
+    (*n)++;
+  }
+  pc_scan_destroy(sc);
+  if (st == PC_OK) {
+    snprintf(err->text, sizeof err->text, "out of memory");
+    return err->code = PC_NOMEM;
+  }
+  return st == PC_NOT_FOUND ? PC_OK : st;
+}
+
+static void postings_free(posting_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) free(p[i].url.p);
+  free(p);
+}
+
+static int run_search(cli_ctx_t *ctx, int argc, char **argv) {
+  int json = 0, code;
+  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
+  if (optind >= argc) return cli_usage_error(ctx, "expected TERM...");
+  pc_db_t *db;
+  pc_txn_t *txn = begin(ctx, &db);
+  if (!txn) return CLI_EXIT_ERROR;
+  posting_t *hits = NULL;
+  size_t nhits = 0, nterms = 0;
+  pc_error_t err;
+  pc_status_t st = PC_OK;
+  for (int i = optind; i < argc && st == PC_OK; i++) {
+    char t[DD_MAX_TERM + 1];
+    size_t pos = 0, tl;
+    while (st == PC_OK && (tl = dd_next_term(argv[i], strlen(argv[i]), &pos, t)) != 0) {
+      posting_t *p;
+      size_t n;
+      if ((st = postings(txn, t, tl, &p, &n, &err)) != PC_OK) break;
+      if (nterms++ == 0) {
+        hits = p;
+        nhits = n;
+        continue;
+      }
+      size_t k = 0; /* hits = hits ∩ p, both in URL order */
+      for (size_t a = 0, b = 0; a < nhits;) {
+        int r = b < n ? bytes_cmp(&hits[a].url, &p[b].url) : -1;
+        if (r == 0) {
+          hits[a].count += p[b].count;
+          hits[k++] = hits[a++];
+          b++;
+        } else if (r < 0) {
+          free(hits[a++].url.p);
+        } else {
+          b++;
+        }
+      }
+      nhits = k;
+      postings_free(p, n);
+    }
+  }
+  end(db, txn);
+  if (st != PC_OK) {
+    postings_free(hits, nhits);
+    return cli_pc_error(ctx, &err);
+  }
+  if (nterms == 0) return cli_usage_error(ctx, "no term in the arguments (terms are [a-z0-9]+)");
+  int failed = 0;
+  for (size_t i = 0; i < nhits && !failed; i++) {
+    if (json) {
+      json_t *o = json_object();
+      failed = !o || fmt_json_bytes(o, "url", hits[i].url.p, hits[i].url.n) ||
+               json_object_set_new(o, "count", json_integer((json_int_t)hits[i].count)) ||
+               fmt_json_line(stdout, o);
+    } else {
+      put_bytes(&hits[i].url);
+      putchar('\n');
+    }
+  }
+  postings_free(hits, nhits);
+  if (failed) return cli_error(ctx, "cannot write the answer");
+  return cli_finish_output(ctx);
+}
+
+const cli_verb_t cli_verb_search = {
+    "search",
+    "dedup: the canonical documents containing every term",
+    "Usage: percolator [--data DIR | --config FILE] search [--json] TERM...\n"
+    "\n"
+    "Prints the canonical URLs (one per cluster of identical documents) whose\n"
+    "contents hold every term, in bytewise order, from the inverted index the\n"
+    "dedup observer maintains (table idx). The arguments are tokenised as the\n"
+    "documents are: ASCII letters folded to lower case, a term is a maximal\n"
+    "run of [a-z0-9], other bytes separate terms, a term is cut at 64 bytes.\n"
+    "--json: one {\"url\", \"count\"} per line, count being the occurrences of\n"
+    "the terms in the document.\n"
+    "\n"
+    "Options:\n"
+    "  --json         one JSON object per document\n"
+    "  --data DIR     the data directory\n"
+    "  --config FILE  the configuration\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Example:\n"
+    "  percolator --data /tmp/pc search snapshot isolation\n",
+    run_search,
+};
+
+/* ---- doc ---------------------------------------------------------------------------------- */
+
+static int run_doc(cli_ctx_t *ctx, int argc, char **argv) {
+  int json = 0, code;
+  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
+  if (argc - optind != 1) return cli_usage_error(ctx, "expected one URL");
+  const char *url = argv[optind];
+  pc_db_t *db;
+  pc_txn_t *txn = begin(ctx, &db);
+  if (!txn) return CLI_EXIT_ERROR;
+  pc_error_t err;
+  char *h = NULL;
+  size_t hl = 0;
+  clusters_t cs = {0};
+  pc_status_t st = pc_txn_get(txn, DOCS, url, strlen(url), "doc:hash", 8, &h, &hl, &err);
+  if (st == PC_OK) {
+    char e[DD_HASH_HEX + 1];
+    snprintf(e, sizeof e, "%.*s", (int)(hl < DD_HASH_HEX - 1 ? hl : DD_HASH_HEX - 1), h);
+    size_t el = strlen(e);
+    e[el] = '\0';
+    st = read_dups(txn, h, hl, e, el + 1, &cs, &err);
+  }
+  end(db, txn);
+  if (st == PC_NOT_FOUND) {
+    pc_free(h);
+    fprintf(stderr, "percolator: doc: '%s' is not clustered (no such document, or not observed yet)\n",
+            url);
+    return CLI_EXIT_NOT_FOUND;
+  }
+  if (st != PC_OK) {
+    pc_free(h);
+    clusters_free(&cs);
+    return cli_pc_error(ctx, &err);
+  }
+  cluster_t none = {0}, *c = cs.n ? &cs.v[0] : &none;
+  bytes_t *mates = calloc(c->n + 1, sizeof *mates);
+  size_t nm = 0;
+  for (size_t k = 0; mates && k < c->n; k++)
+    if (!bytes_eq(&c->m[k], url, strlen(url))) mates[nm++] = c->m[k];
+  int failed = !mates;
+  if (!failed && json) {
+    json_t *o = json_object();
+    failed = !o || fmt_json_bytes(o, "url", url, strlen(url)) ||
+             fmt_json_bytes(o, "hash", h, hl) ||
+             (c->canonical.p && fmt_json_bytes(o, "canonical", c->canonical.p, c->canonical.n)) ||
+             json_object_set_new(o, "mates", json_bytes_array(mates, nm)) ||
+             fmt_json_line(stdout, o);
+  } else if (!failed) {
+    printf("hash\t%.*s\ncanonical\t", (int)hl, h);
+    put_bytes(&c->canonical);
+    putchar('\n');
+    for (size_t k = 0; k < nm; k++) {
+      fputs("mate\t", stdout);
+      put_bytes(&mates[k]);
+      putchar('\n');
+    }
+  }
+  free(mates);
+  pc_free(h);
+  clusters_free(&cs);
+  if (failed) return cli_error(ctx, "cannot write the answer");
+  return cli_finish_output(ctx);
+}
+
+const cli_verb_t cli_verb_doc = {
+    "doc",
+    "dedup: a document's hash, canonical and cluster mates",
+    "Usage: percolator [--data DIR | --config FILE] doc [--json] URL\n"
+    "\n"
+    "Prints what the dedup observer knows of document URL: 'hash H', then\n"
+    "'canonical C' (the smallest URL of its cluster), then one 'mate M' line\n"
+    "per other member of the cluster, tab-separated, URLs C-escaped; or one\n"
+    "JSON object {\"url\", \"hash\", \"canonical\", \"mates\"} with --json. Exits 1\n"
+    "when the document is not clustered (absent, or not observed yet).\n"
+    "\n"
+    "Options:\n"
+    "  --json         one JSON object\n"
+    "  --data DIR     the data directory\n"
+    "  --config FILE  the configuration\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Example:\n"
+    "  percolator --data /tmp/pc doc corpus/a.txt\n",
+    run_doc,
+};
+
+/* ---- check -------------------------------------------------------------------------------- */
+
+typedef struct checker {
+  int json;
+  size_t diffs;
+  int failed; /* writing */
+} checker_t;
+
+/* Reports one difference: cell table/row/column holds found (NULL: nothing)
+ * where expected (NULL: nothing) was due. */
+static void diff(checker_t *k, const char *table, const char *row, size_t rl, const char *col,
+                 size_t cl, const char *found, size_t fl, const char *expected, size_t el) {
+  k->diffs++;
+  if (k->json) {
+    json_t *o = json_object();
+    if (!o || json_object_set_new(o, "table", json_string(table)) ||
+        fmt_json_bytes(o, "row", row, rl) || fmt_json_bytes(o, "column", col, cl) ||
+        (found && fmt_json_bytes(o, "found", found, fl)) ||
+        (expected && fmt_json_bytes(o, "expected", expected, el)) || fmt_json_line(stdout, o))
+      k->failed = 1;
+    return;
+  }
+  printf("%s\t", table);
+  fmt_escape(stdout, row, rl, 0);
+  putchar('\t');
+  fmt_escape(stdout, col, cl, 0);
+  fputs("\tfound ", stdout);
+  if (found) fmt_escape(stdout, found, fl, 1);
+  else fputs("nothing", stdout);
+  fputs(", expected ", stdout);
+  if (expected) fmt_escape(stdout, expected, el, 1);
+  else fputs("nothing", stdout);
+  putchar('\n');
+}
+
+/* A document as the docs table holds it. */
+typedef struct doc {
+  bytes_t url;
+  char hash[DD_HASH_HEX]; /* of its contents; "" without contents */
+  bytes_t stored;         /* doc:hash */
+} doc_t;
+
+static int doc_by_hash(const void *a, const void *b) {
+  const doc_t *x = a, *y = b;
+  int r = strcmp(x->hash, y->hash);
+  return r ? r : bytes_cmp(&x->url, &y->url);
+}
+
+typedef struct entry { /* one idx cell */
+  bytes_t term, url;
+  unsigned long long count;
+} entry_t;
+
+static int entry_cmp(const void *a, const void *b) {
+  const entry_t *x = a, *y = b;
+  int r = bytes_cmp(&x->term, &y->term);
+  return r ? r : bytes_cmp(&x->url, &y->url);
+}
+
+typedef struct entries {
+  entry_t *v;
+  size_t n, cap;
+} entries_t;
+
+static int entry_add(entries_t *e, const char *t, size_t tl, const char *u, size_t ul,
+                     unsigned long long count) {
+  if (e->n == e->cap) {
+    size_t nc = e->cap ? e->cap * 2 : 256;
+    entry_t *nv = realloc(e->v, nc * sizeof *nv);
+    if (!nv) return -1;
+    e->v = nv;
+    e->cap = nc;
+  }
+  entry_t *x = &e->v[e->n];
+  *x = (entry_t){{0}, {0}, count};
+  if (bytes_set(&x->term, t, tl) || bytes_set(&x->url, u, ul)) {
+    free(x->term.p);
+    free(x->url.p);
+    return -1;
+  }
+  e->n++;
+  return 0;
+}
+
+static void entries_free(entries_t *e) {
+  for (size_t i = 0; i < e->n; i++) {
+    free(e->v[i].term.p);
+    free(e->v[i].url.p);
+  }
+  free(e->v);
+}
+
+static pc_status_t oom(pc_error_t *err) {
+  snprintf(err->text, sizeof err->text, "out of memory");
+  return err->code = PC_NOMEM;
+}
+
+/* Reads the docs table: each document's hash of contents and doc:hash. */
+static pc_status_t read_docs(pc_txn_t *txn, doc_t **out, size_t *n, pc_error_t *err) {
+  size_t cap = 0;
+  *out = NULL;
+  *n = 0;
+  pc_scan_t *sc = pc_txn_scan(txn, DOCS, NULL, 0, NULL, 0, err);
+  if (!sc) return err->code;
+  pc_status_t st;
+  doc_t *d = NULL;
+  while ((st = pc_scan_next(sc, err)) == PC_OK) {
+    size_t rl, cl, vl;
+    const char *r = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
+               *v = pc_scan_value(sc, &vl);
+    int contents = cl == 12 && memcmp(col, "doc:contents", 12) == 0;
+    int hash = cl == 8 && memcmp(col, "doc:hash", 8) == 0;
+    if (!contents && !hash) continue;
+    if (!d || !bytes_eq(&d->url, r, rl)) {
+      if (*n == cap) {
+        cap = cap ? cap * 2 : 256;
+        doc_t *nd = realloc(*out, cap * sizeof *nd);
+        if (!nd) break;
+        *out = nd;
+      }
+      d = &(*out)[(*n)++];
+      memset(d, 0, sizeof *d);
+      if (bytes_set(&d->url, r, rl) != 0) break;
+    }
+    if (contents) dd_sha256_hex(v, vl, d->hash);
+    else if (bytes_set(&d->stored, v, vl) != 0) break;
+  }
+  pc_scan_destroy(sc);
+  if (st == PC_OK) return oom(err);
+  return st == PC_NOT_FOUND ? PC_OK : st;
+}
+
+static pc_status_t read_idx(pc_txn_t *txn, entries_t *e, pc_error_t *err) {
+  pc_scan_t *sc = pc_txn_scan(txn, IDX, NULL, 0, NULL, 0, err);
+  if (!sc) return err->code;
+  pc_status_t st;
+  while ((st = pc_scan_next(sc, err)) == PC_OK) {
+    size_t rl, cl, vl;
+    const char *r = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
+               *v = pc_scan_value(sc, &vl);
+    char num[24];
+    char *endp;
+    snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
+    unsigned long long count = strtoull(num, &endp, 10);
+    if (*endp || vl > 20 || !vl) count = 0; /* not a count: differs from any expected one */
+    if (entry_add(e, r, rl, col, cl, count) != 0) break;
+  }
+  pc_scan_destroy(sc);
+  if (st == PC_OK) return oom(err);
+  return st == PC_NOT_FOUND ? PC_OK : st;
+}
+
+/* Compares the members, canonical and indexed cells of cluster have (NULL:
+ * no such row) with want (NULL: no cluster of that hash). */
+static void compare_cluster(checker_t *k, const cluster_t *have, const cluster_t *want) {
+  const char *h = have ? have->hash : want->hash;
+  size_t hl = strlen(h);
+  size_t a = 0, b = 0, na = have ? have->n : 0, nb = want ? want->n : 0;
+  while (a < na || b < nb) {
+    int r = a == na ? 1 : b == nb ? -1 : bytes_cmp(&have->m[a], &want->m[b]);
+    const bytes_t *u = r <= 0 ? &have->m[a] : &want->m[b];
+    char col[PC_MAX_COLUMN + 3];
+    size_t cl = u->n + 2 < sizeof col ? u->n + 2 : sizeof col;
+    memcpy(col, "m:", 2);
+    memcpy(col + 2, u->p, cl - 2);
+    if (r < 0) diff(k, DUPS, h, hl, col, cl, "1", 1, NULL, 0);
+    if (r > 0) diff(k, DUPS, h, hl, col, cl, NULL, 0, "1", 1);
+    if (r <= 0) a++;
+    if (r >= 0) b++;
+  }
+  const bytes_t none = {0};
+  const bytes_t *hc = have ? &have->canonical : &none, *wc = want ? &want->canonical : &none;
+  const bytes_t *hi = have ? &have->indexed : &none;
+  if (!(hc->p == NULL && wc->p == NULL) && (!hc->p || !wc->p || bytes_cmp(hc, wc) != 0))
+    diff(k, DUPS, h, hl, "canonical", 9, hc->p, hc->n, wc->p, wc->n);
+  if (!(hi->p == NULL && wc->p == NULL) && (!hi->p || !wc->p || bytes_cmp(hi, wc) != 0))
+    diff(k, DUPS, h, hl, "indexed", 7, hi->p, hi->n, wc->p, wc->n);
+}
+
+static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
+  doc_t *docs = NULL;
+  size_t nd = 0;
+  clusters_t want = {0}, have = {0};
+  entries_t wi = {0}, hi = {0};
+  pc_status_t st = read_docs(txn, &docs, &nd, err);
+  if (st != PC_OK) goto out;
+  /* 1. each document's doc:hash */
+  for (size_t i = 0; i < nd; i++) {
+    doc_t *d = &docs[i];
+    size_t hl = strlen(d->hash);
+    if (!bytes_eq(&d->stored, d->hash, hl) && (d->stored.p || hl))
+      diff(k, DOCS, d->url.p, d->url.n, "doc:hash", 8, d->stored.p, d->stored.n,
+           hl ? d->hash : NULL, hl);
+  }
+  /* 2. the clusters: documents grouped by hash, canonical = the smallest URL */
+  if (nd) qsort(docs, nd, sizeof *docs, doc_by_hash);
+  for (size_t i = 0; i < nd; i++) {
+    if (!docs[i].hash[0]) continue;
+    cluster_t *c = want.n ? &want.v[want.n - 1] : NULL;
+    if (!c || strcmp(c->hash, docs[i].hash) != 0) {
+      if (!(c = clusters_add(&want, docs[i].hash, strlen(docs[i].hash)))) {
+        st = oom(err);
+        goto out;
+      }
+      if (bytes_set(&c->canonical, docs[i].url.p, docs[i].url.n) != 0) {
+        st = oom(err);
+        goto out;
+      }
+    }
+    if (member_add(c, docs[i].url.p, docs[i].url.n) != 0) {
+      st = oom(err);
+      goto out;
+    }
+  }
+  if ((st = read_dups(txn, NULL, 0, NULL, 0, &have, err)) != PC_OK) goto out;
+  for (size_t a = 0, b = 0; a < have.n || b < want.n;) {
+    int r = a == have.n ? 1 : b == want.n ? -1 : strcmp(have.v[a].hash, want.v[b].hash);
+    compare_cluster(k, r <= 0 ? &have.v[a] : NULL, r >= 0 ? &want.v[b] : NULL);
+    if (r <= 0) a++;
+    if (r >= 0) b++;
+  }
+  /* 3. the index: each canonical's terms */
+  for (size_t i = 0; i < want.n; i++) {
+    const bytes_t *u = &want.v[i].canonical;
+    char *v = NULL;
+    size_t vl = 0;
+    if ((st = pc_txn_get(txn, DOCS, u->p, u->n, "doc:contents", 12, &v, &vl, err)) != PC_OK)
+      goto out;
+    dd_terms_t t;
+    int rc = dd_terms(v, vl, &t);
+    pc_free(v);
+    if (rc != 0) {
+      st = oom(err);
+      goto out;
+    }
+    for (size_t j = 0; j < t.n && rc == 0; j++)
+      rc = entry_add(&wi, t.v[j].term, t.v[j].len, u->p, u->n, t.v[j].count);
+    dd_terms_free(&t);
+    if (rc != 0) {
+      st = oom(err);
+      goto out;
+    }
+  }
+  if (wi.n) qsort(wi.v, wi.n, sizeof *wi.v, entry_cmp);
+  if ((st = read_idx(txn, &hi, err)) != PC_OK) goto out;
+  for (size_t a = 0, b = 0; a < hi.n || b < wi.n;) {
+    int r = a == hi.n ? 1 : b == wi.n ? -1 : entry_cmp(&hi.v[a], &wi.v[b]);
+    const entry_t *e = r <= 0 ? &hi.v[a] : &wi.v[b];
+    char f[24] = "", w[24] = "";
+    if (r <= 0) snprintf(f, sizeof f, "%llu", hi.v[a].count);
+    if (r >= 0) snprintf(w, sizeof w, "%llu", wi.v[b].count);
+    if (r != 0 || hi.v[a].count != wi.v[b].count)
+      diff(k, IDX, e->term.p, e->term.n, e->url.p, e->url.n, r <= 0 ? f : NULL, strlen(f),
+           r >= 0 ? w : NULL, strlen(w));
+    if (r <= 0) a++;
+    if (r >= 0) b++;
+  }
+out:
+  for (size_t i = 0; i < nd; i++) {
+    free(docs[i].url.p);
+    free(docs[i].stored.p);
+  }
+  free(docs);
+  clusters_free(&want);
+  clusters_free(&have);
+  entries_free(&wi);
+  entries_free(&hi);
+  return st;
+}
+
+static int run_check(cli_ctx_t *ctx, int argc, char **argv) {
+  int json = 0, code;
+  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
+  if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+  pc_db_t *db;
+  pc_txn_t *txn = begin(ctx, &db);
+  if (!txn) return CLI_EXIT_ERROR;
+  checker_t k = {json, 0, 0};
+  pc_error_t err;
+  pc_status_t st = check(txn, &k, &err);
+  end(db, txn);
+  if (st != PC_OK) return cli_pc_error(ctx, &err);
+  if (k.failed) return cli_error(ctx, "cannot write the answer");
+  code = cli_finish_output(ctx);
+  if (code != CLI_EXIT_OK) return code;
+  if (k.diffs) {
+    fprintf(stderr, "percolator: check: %zu difference%s\n", k.diffs, k.diffs == 1 ? "" : "s");
+    return CLI_EXIT_NOT_FOUND;
+  }
+  return CLI_EXIT_OK;
+}
+
+const cli_verb_t cli_verb_check = {
+    "check",
+    "dedup: recompute clusters and index from docs, report differences",
+    "Usage: percolator [--data DIR | --config FILE] check [--json]\n"
+    "\n"
+    "Recomputes, in one snapshot, what the dedup observers maintain from the\n"
+    "docs table alone — each document's SHA-256 (doc:hash), the clusters of\n"
+    "equal hashes with their members (dups m:URL), canonical (the smallest URL)\n"
+    "and indexed canonical, and the inverted index of the canonicals (idx) —\n"
+    "and prints each cell that differs: TABLE ROW COLUMN 'found X, expected\n"
+    "Y', tab-separated and C-escaped ('nothing' for an absent cell), or one\n"
+    "JSON object per difference with --json. Run it after 'percolator wait':\n"
+    "while notifications are pending the derived tables lag behind.\n"
+    "\n"
+    "Exit status: 0 no difference, 1 differences (counted on stderr), 3 error.\n"
+    "\n"
+    "Options:\n"
+    "  --json         one JSON object per difference\n"
+    "  --data DIR     the data directory\n"
+    "  --config FILE  the configuration\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Example:\n"
+    "  percolator --data /tmp/pc wait && percolator --data /tmp/pc check\n",
+    run_check,
+};

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# test_dedup_cli.sh PERCOLATOR DEDUP_PLUGIN — the dedup application through
+# the command line, on an embedded store served by `percolator worker`
+# running the dedup plugin (apps/dedup/):
+#   1. a corpus of files with known duplicates is loaded (`load DIR`); after
+#      `wait`, `clusters` equals the files grouped by `sha256sum` (coreutils),
+#      canonical = the smallest path; `check` finds no difference; `search`
+#      and `doc` answer from the index and the clusters.
+#   2. a canonical document's contents change and another document is deleted
+#      (`load --delete`); after `wait`, clusters follow the files again and
+#      `check` exits 0; `check` reports a difference made behind its back.
+#   3. bad inputs — an unreadable file, a binary file, an oversize file, an
+#      invalid JSON line — are reported with file (and line), counted, skipped.
+# Every CLI call runs under `timeout`; a trap kills what was started here.
+set -u
+CLI=${1:?usage: test_dedup_cli.sh /path/to/percolator /path/to/dedup.so}
+PLUGIN=${2:?usage: test_dedup_cli.sh /path/to/percolator /path/to/dedup.so}
+case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
+case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
+[ -x "$CLI" ] || { echo "not executable: $CLI" >&2; exit 1; }
+[ -f "$PLUGIN" ] || { echo "no plugin at $PLUGIN" >&2; exit 1; }
+export LC_ALL=C
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-XXXXXX") || exit 1
+PIDS=()
+FAILED=0
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  if [ "$FAILED" = 1 ]; then
+    for f in "$WORK"/*.log "$WORK"/*.err; do
+      [ -s "$f" ] && { echo "---- $f"; tail -n 30 "$f"; }
+    done >&2
+  fi
+  chmod -R u+rwX "$WORK" 2>/dev/null
+  if [ -n "${PC_KEEP_TEST_DIRS:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+fail() {
+  FAILED=1
+  echo "FAIL: $*" >&2
+  exit 1
+}
+pass() { echo "ok: $*"; }
+# run_cli SECONDS ARGS...: output in $OUT, stderr in $WORK/last.err, status in $RC.
+run_cli() {
+  local secs=$1
+  shift
+  OUT=$(timeout -k 5 "$secs" "$CLI" "$@" 2>"$WORK/last.err")
+  RC=$?
+  [ "$RC" = 124 ] && fail "percolator $* did not finish within ${secs}s"
+}
+
+cd "$WORK" || exit 1
+D="$WORK/data"
+run_cli 10 --data "$D" init
+[ "$RC" = 0 ] || fail "init: $(cat "$WORK/last.err")"
+printf '{"data_dir": "%s", "workers": {"threads": 3, "scan": {"idle_ms": 20}, "plugins": [{"path": "%s"}]}}\n' \
+  "$D" "$PLUGIN" >"$WORK/worker.json"
+"$CLI" --config "$WORK/worker.json" worker 2>"$WORK/worker.log" &
+WP=$!
+PIDS+=("$WP")
+for _ in $(seq 300); do
+  [ -s "$D/serving.json" ] && break
+  kill -0 "$WP" 2>/dev/null || fail "the worker exited"
+  sleep 0.1
+done
+[ -s "$D/serving.json" ] || fail "the worker does not serve the store"
+
+# the clusters the files on disk make: HASH SIZE CANONICAL MEMBER..., sorted
+expected_clusters() {
+  find corpus -type f -print0 | xargs -0 sha256sum | sed 's/  /\t/' | sort -t $'\t' -k1,1 -k2,2 |
+    awk -F'\t' '{ if ($1 != h) { if (h != "") print h "\t" n "\t" c m; h = $1; n = 0; c = $2; m = "" }
+                  n++; m = m "\t" $2 }
+                END { if (h != "") print h "\t" n "\t" c m }' | sort
+}
+same_clusters() { # same_clusters WHAT
+  run_cli 30 --data "$D" clusters
+  [ "$RC" = 0 ] || fail "clusters exited $RC: $(cat "$WORK/last.err")"
+  sort <<<"$OUT" >"$WORK/clusters.have"
+  expected_clusters >"$WORK/clusters.want"
+  diff "$WORK/clusters.want" "$WORK/clusters.have" >"$WORK/clusters.diff" ||
+    fail "$1: clusters differ from sha256sum's grouping: $(cat "$WORK/clusters.diff")"
+}
+wait_all() {
+  run_cli 120 --data "$D" wait --timeout-s 100
+  [ "$RC" = 0 ] || fail "wait exited $RC: $(cat "$WORK/last.err")"
+}
+check_clean() { # check_clean WHAT
+  run_cli 60 --data "$D" check
+  [ "$RC" = 0 ] || fail "$1: check exited $RC: $OUT $(cat "$WORK/last.err")"
+}
+
+# ---- 1. a corpus with known duplicates --------------------------------------------
+
+mkdir -p corpus/sub/deeper
+for i in $(seq 1 60); do
+  g=$((i % 9))
+  dir=corpus
+  [ $((i % 3)) = 0 ] && dir=corpus/sub
+  [ $((i % 7)) = 0 ] && dir=corpus/sub/deeper
+  printf 'Group %s: Alpha beta, the GRP%s words; shared-text.\n' "$g" "$g" >"$dir/doc$i.txt"
+done
+printf 'one of a kind: Unique words here\n' >corpus/unique.txt
+run_cli 60 --data "$D" load --threads 4 corpus
+[ "$RC" = 0 ] || fail "load exited $RC: $(cat "$WORK/last.err")"
+[[ "$OUT" == "loaded 61 documents in "*"skipped 0:"*"failed 0" ]] || fail "load summary: $OUT"
+wait_all
+same_clusters "after loading"
+check_clean "after loading"
+pass "61 documents loaded; clusters equal sha256sum's grouping; check finds no difference"
+
+canonical_of() { # canonical_of FILE: the smallest path with the same contents
+  local h
+  h=$(sha256sum "$1" | cut -d' ' -f1)
+  grep "^$h" "$WORK/clusters.want" | cut -f3
+}
+run_cli 10 --data "$D" search grp4
+[ "$OUT" = "$(canonical_of corpus/doc4.txt)" ] || fail "search grp4: '$OUT'"
+run_cli 10 --data "$D" search ALPHA Shared
+[ "$(wc -l <<<"$OUT")" = 9 ] || fail "search alpha shared: want the 9 group canonicals: $OUT"
+run_cli 10 --data "$D" search alpha unique
+[ -z "$OUT" ] && [ "$RC" = 0 ] || fail "search alpha unique: want nothing: '$OUT'"
+run_cli 10 --data "$D" search kind
+[ "$OUT" = corpus/unique.txt ] || fail "search kind: '$OUT'"
+run_cli 10 --data "$D" doc corpus/doc13.txt
+[[ "$OUT" == *"canonical	$(canonical_of corpus/doc13.txt)"* ]] || fail "doc: $OUT"
+[ "$(grep -c '^mate' <<<"$OUT")" = 6 ] || fail "doc: want 6 mates: $OUT"
+run_cli 10 --data "$D" doc --json corpus/unique.txt
+[[ "$OUT" == *'"canonical":"corpus/unique.txt","mates":[]'* ]] || fail "doc --json: $OUT"
+run_cli 10 --data "$D" doc corpus/nothing
+[ "$RC" = 1 ] || fail "doc of an unknown URL exited $RC"
+pass "search finds the expected canonicals; doc shows cluster mates"
+
+# ---- 2. a change and a delete -------------------------------------------------------
+
+C4=$(canonical_of corpus/doc4.txt)
+printf 'Fresh contents now\n' >"$C4"
+DEL=$(canonical_of corpus/doc5.txt)
+rm "$DEL"
+run_cli 60 --data "$D" load corpus
+[ "$RC" = 0 ] || fail "reload exited $RC: $(cat "$WORK/last.err")"
+run_cli 60 --data "$D" load --delete "$DEL"
+[ "$RC" = 0 ] && [[ "$OUT" == "deleted 1 documents"* ]] || fail "load --delete: $OUT"
+wait_all
+same_clusters "after a change and a delete"
+check_clean "after a change and a delete"
+run_cli 10 --data "$D" search fresh
+[ "$OUT" = "$C4" ] || fail "search fresh: '$OUT', want $C4"
+run_cli 10 --data "$D" search grp4
+[ "$OUT" = "$(canonical_of corpus/doc4.txt)" ] && [ "$OUT" != "$C4" ] || fail "search grp4 after the change: '$OUT'"
+run_cli 10 --data "$D" search grp5
+[ "$OUT" = "$(canonical_of corpus/doc5.txt)" ] && [ "$OUT" != "$DEL" ] || fail "search grp5 after the delete: '$OUT'"
+pass "a changed canonical and a deleted one: clusters, index and check follow"
+
+# a difference made behind the observers' back is reported
+run_cli 10 --data "$D" set idx grp5 corpus/bogus 3
+run_cli 60 --data "$D" check
+[ "$RC" = 1 ] && [[ "$OUT" == *$'idx\tgrp5\tcorpus/bogus\tfound "3", expected nothing'* ]] ||
+  fail "check did not report a bogus index cell (exit $RC): $OUT"
+run_cli 10 --data "$D" delete idx grp5 corpus/bogus
+check_clean "after removing the bogus cell"
+pass "check reports a difference and exits non-zero"
+
+# ---- 3. bad inputs -----------------------------------------------------------------------
+
+mkdir -p bad
+printf 'fine\n' >bad/good.txt
+ln -s "$WORK/nowhere" bad/dangling
+printf 'text\0more' >bad/binary.bin
+head -c 500 /dev/zero | tr '\0' x >bad/large.txt
+NUNREAD=1
+if [ "$(id -u)" != 0 ]; then
+  printf 'secret\n' >bad/locked.txt
+  chmod 000 bad/locked.txt
+  NUNREAD=2
+fi
+printf '{"url": "json/1", "contents": "from json"}\n{"url": "json/2", "contents": \n{"url": "json/3"}\n' >bad.jsonl
+run_cli 60 --data "$D" load --max-bytes 100 bad bad.jsonl
+ERR=$(cat "$WORK/last.err")
+[ "$RC" = 0 ] || fail "load of bad inputs exited $RC: $ERR"
+[[ "$OUT" == "loaded 2 documents"*"skipped $((NUNREAD + 4)): unreadable $NUNREAD, binary 1, too_large 1, invalid_json 2,"* ]] ||
+  fail "bad inputs summary: $OUT"
+grep -q "^percolator: load: bad/dangling: unreadable" <<<"$ERR" || fail "no report of bad/dangling: $ERR"
+grep -q "^percolator: load: bad/binary.bin:1: binary" <<<"$ERR" || fail "no report of bad/binary.bin: $ERR"
+grep -q "^percolator: load: bad/large.txt: too large (500 bytes" <<<"$ERR" || fail "no report of bad/large.txt: $ERR"
+grep -q "^percolator: load: bad.jsonl:2: invalid JSON" <<<"$ERR" || fail "no report of bad.jsonl:2: $ERR"
+grep -q "^percolator: load: bad.jsonl:3: invalid JSON" <<<"$ERR" || fail "no report of bad.jsonl:3: $ERR"
+run_cli 60 --data "$D" load --json --max-bytes 100 bad.jsonl
+[[ "$OUT" == '{"loaded":1,"failed":0,"skipped":{'*'"invalid_json":2'* ]] || fail "load --json: $OUT"
+wait_all
+check_clean "after the bad inputs"
+run_cli 10 --data "$D" search json
+[ "$OUT" = json/1 ] || fail "the good JSON line was not indexed: '$OUT'"
+pass "bad inputs reported with file:line, counted, skipped; the good ones loaded"
+
+kill -TERM "$WP"
+for _ in $(seq 300); do kill -0 "$WP" 2>/dev/null || break; sleep 0.1; done
+wait "$WP"
+[ $? = 0 ] || fail "the worker did not exit 0 on SIGTERM"
+if grep -l -E 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' \
+  "$WORK"/*.log "$WORK"/*.err >/dev/null 2>&1; then
+  fail "a sanitizer report"
+fi
+echo "PASS"
