@@ -1079,6 +1079,7 @@ struct pc_rpc_client {
   uint64_t next_attempt_ms;
   uint32_t backoff_ms;
   char reason[160]; /* why the last attempt or connection failed */
+  char refused[160]; /* the server's refusal of our HELLO, until one is accepted */
   int destroying;
   uint32_t callers;
 
@@ -1315,11 +1316,12 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
     const char *reason = (what & BEV_EVENT_ERROR) && e ? evutil_socket_error_to_string(e)
                          : c->link == LINK_CONNECTING ? "connect failed"
                                                       : "closed by the server";
-    /* a server that refused our HELLO closes the connection next: the
-     * calls failed by the close are told why */
-    char why[sizeof c->reason + 32];
-    if (strncmp(c->reason, "HELLO refused", 13) == 0) {
-      snprintf(why, sizeof why, "closed by the server (%s)", c->reason);
+    /* a server that refused our HELLO closes the connection next (and
+     * again after each reconnect): the calls failed by the close are told
+     * why */
+    char why[sizeof c->refused + 32];
+    if (c->refused[0] && !((what & BEV_EVENT_ERROR) && e)) {
+      snprintf(why, sizeof why, "closed by the server (%s)", c->refused);
       reason = why;
     }
     if (c->link == LINK_CONNECTING)
@@ -1371,6 +1373,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
     if (status == PC_OK || id != 0) { /* the link works: forget the backoff */
       c->backoff_ms = BACKOFF_MIN_MS;
       c->next_attempt_ms = 0;
+      c->refused[0] = '\0';
     }
     if (id == 0) {
       if (status != PC_OK) {
@@ -1380,6 +1383,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
         snprintf(msg, sizeof msg, "cannot reach %s: HELLO refused: %.180s", c->endpoint, body);
         fail_calls(c, 1, PC_UNAVAILABLE, msg);
         snprintf(c->reason, sizeof c->reason, "HELLO refused: %.140s", body);
+        snprintf(c->refused, sizeof c->refused, "HELLO refused: %.140s", body);
       }
     } else {
       call_t *k = map_find(c, id);
