@@ -294,7 +294,8 @@ static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_
     }
     posting_t *p = &(*out)[*n];
     p->url = (bytes_t){0};
-    if (bytes_set(&p->url, col, cl) != 0) break;
+    const char *nul = memchr(col, '\0', cl); /* URL 0x00 HASH: the URL */
+    if (bytes_set(&p->url, col, nul ? (size_t)(nul - col) : cl) != 0) break;
     char num[24];
     snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
     p->count = strtoull(num, NULL, 10);
@@ -721,8 +722,18 @@ static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
       st = oom(err);
       goto out;
     }
+    /* the column is URL 0x00 HASH (apps/dedup/dedup.c) */
+    size_t hl = strlen(want.v[i].hash);
+    char *col = malloc(u->n + 1 + hl);
+    if (!col) rc = -1;
+    if (col) {
+      memcpy(col, u->p, u->n);
+      col[u->n] = '\0';
+      memcpy(col + u->n + 1, want.v[i].hash, hl);
+    }
     for (size_t j = 0; j < t.n && rc == 0; j++)
-      rc = entry_add(&wi, t.v[j].term, t.v[j].len, u->p, u->n, t.v[j].count);
+      rc = entry_add(&wi, t.v[j].term, t.v[j].len, col, u->n + 1 + hl, t.v[j].count);
+    free(col);
     dd_terms_free(&t);
     if (rc != 0) {
       st = oom(err);

@@ -11,7 +11,12 @@
  *                                 the membership
  *                   indexed       the canonical whose terms idx holds (index)
  *                   terms         those terms, newline-separated (index)
- *   idx   row TERM  <URL>         the term's count in the canonical document URL
+ *   idx   row TERM  <URL> 0 <HASH> the term's count in the canonical document URL of
+ *                                 cluster HASH (the hash in the column keeps two
+ *                                 clusters that name the same URL in turn apart:
+ *                                 a document that moves to a new cluster as its
+ *                                 canonical is indexed there before its old
+ *                                 cluster, re-indexed in another run, drops it)
  *
  * Observers (each idempotent per notification: it derives what to write from
  * what it reads):
@@ -235,16 +240,30 @@ static pc_status_t observe_doc(void *state, pc_txn_t *txn, const pc_notified_cel
 
 /* ---- the index ------------------------------------------------------------- */
 
-/* Removes column url from the idx row of every term in list (newline-separated). */
+/* The idx column of canonical url in cluster hash: url 0x00 hash. */
+static int idx_column(char *out, size_t cap, const char *url, size_t ulen, const char *hash,
+                      size_t hl) {
+  if (ulen + 1 + hl > cap) return -1;
+  memcpy(out, url, ulen);
+  out[ulen] = '\0';
+  memcpy(out + ulen + 1, hash, hl);
+  return (int)(ulen + 1 + hl);
+}
+
+/* Removes cluster hash's column of url from the idx row of every term in
+ * list (newline-separated). */
 static pc_status_t unindex(pc_txn_t *txn, const val_t *list, const char *url, size_t ulen,
-                           pc_error_t *err) {
+                           const char *hash, size_t hl, pc_error_t *err) {
+  char col[PC_MAX_COLUMN];
+  int cl = idx_column(col, sizeof col, url, ulen, hash, hl);
+  if (cl < 0) return fail(err, PC_INVALID, "url too long for the index");
   size_t i = 0;
   while (list->p && i < list->n) {
     const char *t = list->p + i;
     const char *nl = memchr(t, '\n', list->n - i);
     size_t tl = nl ? (size_t)(nl - t) : list->n - i;
     if (tl) {
-      pc_status_t st = host->txn_delete(txn, IDX, t, tl, url, ulen, err);
+      pc_status_t st = host->txn_delete(txn, IDX, t, tl, col, (size_t)cl, err);
       if (st != PC_OK) return st;
     }
     i += tl + 1;
@@ -281,7 +300,7 @@ static pc_status_t observe_canonical(void *state, pc_txn_t *txn, const pc_notifi
   }
   if (indexed.p) {
     if ((st = get(txn, DUPS, hash, hl, S(C_TERMS), &terms, err)) != PC_OK) goto out;
-    if ((st = unindex(txn, &terms, indexed.p, indexed.n, err)) != PC_OK) goto out;
+    if ((st = unindex(txn, &terms, indexed.p, indexed.n, hash, hl, err)) != PC_OK) goto out;
   }
   if (!canon.p) { /* the cluster is gone */
     if (indexed.p) st = host->txn_delete(txn, DUPS, hash, hl, S(C_INDEXED), err);
@@ -295,10 +314,13 @@ static pc_status_t observe_canonical(void *state, pc_txn_t *txn, const pc_notifi
     goto out;
   }
   size_t at = 0;
+  char col[PC_MAX_COLUMN];
+  int cl = idx_column(col, sizeof col, canon.p, canon.n, hash, hl);
+  if (cl < 0) st = fail(err, PC_INVALID, "url too long for the index");
   for (size_t k = 0; k < tv.n && st == PC_OK; k++) {
     char num[24];
     int n = snprintf(num, sizeof num, "%llu", (unsigned long long)tv.v[k].count);
-    st = host->txn_set(txn, IDX, tv.v[k].term, tv.v[k].len, canon.p, canon.n, num, (size_t)n, err);
+    st = host->txn_set(txn, IDX, tv.v[k].term, tv.v[k].len, col, (size_t)cl, num, (size_t)n, err);
     memcpy(list + at, tv.v[k].term, tv.v[k].len);
     at += tv.v[k].len;
     list[at++] = '\n';
