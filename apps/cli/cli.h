@@ -151,8 +151,9 @@ const char *fmt_write_kind(pc_write_kind_t kind);
 /* ---- the raw view (rawview.c) ---------------------------------------------- */
 
 /* 'scan --raw': every internal cell of table (NULL: all tables), rows
- * [start, end), as the paper's figures (text) or one JSON object per cell. */
+ * [start, end), whose ts is above since (0: every cell), as the paper's
+ * figures (text) or one JSON object per cell. */
 int cli_raw_scan(const cli_ctx_t *ctx, pc_db_t *db, const char *table, const char *start,
-                 const char *end, int json);
+                 const char *end, uint64_t since, int json);
 
 #endif

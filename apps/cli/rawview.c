@@ -32,6 +32,7 @@ typedef struct rec {
 
 typedef struct collector {
   int json;
+  uint64_t since; /* only cells whose ts is above it (0: every cell) */
   rec_t *recs;
   size_t n, cap;
   int failed; /* out of memory or a write error: stop */
@@ -260,6 +261,7 @@ static int text_cell(collector_t *col, const pc_raw_cell_t *c) {
 
 static int on_cell(void *ctx, const pc_raw_cell_t *c) {
   collector_t *col = ctx;
+  if (c->ts <= col->since) return 0;
   if ((col->json ? json_cell(col, c) : text_cell(col, c)) != 0) col->failed = 1;
   return col->failed;
 }
@@ -377,8 +379,8 @@ static int print_text(collector_t *col, const char *only_table) {
 }
 
 int cli_raw_scan(const cli_ctx_t *ctx, pc_db_t *db, const char *table, const char *start,
-                 const char *end, int json) {
-  collector_t col = {json, NULL, 0, 0, 0};
+                 const char *end, uint64_t since, int json) {
+  collector_t col = {json, since, NULL, 0, 0, 0};
   pc_error_t err;
   pc_status_t st = pc_db_raw_scan(db, table, start, start ? strlen(start) : 0, end,
                                   end ? strlen(end) : 0, on_cell, &col, &err);

@@ -3,6 +3,7 @@
  * scan (the committed view of a table as escaped TSV or JSON lines; with
  * --raw, the internal cells, drawn by rawview.c). Each opens the embedded
  * store for the duration of the command and releases everything it took. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,7 +193,7 @@ const cli_verb_t cli_verb_delete = {
 
 /* ---- scan ------------------------------------------------------------------------ */
 
-enum { OPT_START = 's', OPT_END = 'e', OPT_JSON = 'j', OPT_RAW = 'r' };
+enum { OPT_START = 's', OPT_END = 'e', OPT_JSON = 'j', OPT_RAW = 'r', OPT_SINCE = 0x400 };
 
 /* One cell of the committed view: escaped TSV or one JSON object. */
 static int print_cell(const pc_scan_t *scan, int json) {
@@ -249,10 +250,13 @@ static int run_scan(cli_ctx_t *ctx, int argc, char **argv) {
       {"end", required_argument, NULL, OPT_END},
       {"json", no_argument, NULL, OPT_JSON},
       {"raw", no_argument, NULL, OPT_RAW},
+      {"since", required_argument, NULL, OPT_SINCE},
       {NULL, 0, NULL, 0},
   };
   const char *start = NULL, *end = NULL;
-  int json = 0, raw = 0, code, c;
+  uint64_t since = 0;
+  int json = 0, raw = 0, has_since = 0, code, c;
+  char *endp;
   while ((c = cli_getopt(ctx, argc, argv, "s:e:jr", opts, &code)) != -1) {
     switch (c) {
       case CLI_GETOPT_EXIT: return code;
@@ -260,6 +264,13 @@ static int run_scan(cli_ctx_t *ctx, int argc, char **argv) {
       case OPT_END: end = optarg; break;
       case OPT_JSON: json = 1; break;
       case OPT_RAW: raw = 1; break;
+      case OPT_SINCE:
+        errno = 0;
+        since = strtoull(optarg, &endp, 10);
+        if (errno || endp == optarg || *endp || optarg[0] == '-')
+          return cli_usage_error(ctx, "--since: expected a timestamp, got '%s'", optarg);
+        has_since = 1;
+        break;
       default: return cli_usage_error(ctx, "unexpected option");
     }
   }
@@ -268,10 +279,11 @@ static int run_scan(cli_ctx_t *ctx, int argc, char **argv) {
   if (nargs == 0 && !raw) return cli_usage_error(ctx, "expected TABLE");
   const char *table = nargs ? argv[optind] : NULL;
   if ((start || end) && !table) return cli_usage_error(ctx, "--start and --end need a TABLE");
+  if (has_since && !raw) return cli_usage_error(ctx, "--since needs --raw");
   pc_db_t *db = cli_open_db(ctx, 0);
   if (!db) return CLI_EXIT_ERROR;
   if (raw)
-    code = cli_raw_scan(ctx, db, table, start, end, json);
+    code = cli_raw_scan(ctx, db, table, start, end, since, json);
   else
     code = committed_scan(ctx, db, table, start, end, json);
   pc_db_close(db);
@@ -282,7 +294,8 @@ const cli_verb_t cli_verb_scan = {
     "scan",
     "list the committed cells of a table, or every internal cell (--raw)",
     "Usage: percolator [--data DIR] scan TABLE [--start ROW] [--end ROW] [--json]\n"
-    "       percolator [--data DIR] scan --raw [TABLE] [--start ROW] [--end ROW] [--json]\n"
+    "       percolator [--data DIR] scan --raw [TABLE] [--start ROW] [--end ROW] [--since TS]\n"
+    "                                        [--json]\n"
     "\n"
     "Without --raw: the committed view of rows [START, END) of TABLE at a new\n"
     "snapshot, one line per cell in (row, column) order:\n"
@@ -310,6 +323,10 @@ const cli_verb_t cli_verb_scan = {
     "                   \"kind\" (data|lock|write|notify|ack),\"ts\",...}. Byte strings\n"
     "                   that are not UTF-8 appear as KEY_base64 instead of KEY.\n"
     "  -r, --raw        show the internal cells\n"
+    "  --since TS       with --raw: only the cells whose ts is above TS (what was\n"
+    "                   written after a transaction that started at TS: its data\n"
+    "                   and locks, the commit records and acks of later commits,\n"
+    "                   later notifications); the whole store is still read\n"
     "  --data DIR       the data directory\n"
     "  --timeout MS     how long to wait for a live writer's lock (default 10000)\n"
     "  -h, --help       show this help\n"

@@ -220,6 +220,18 @@ run scan --raw --json accounts --end C
 expect_match "$(head -1 <<<"$OUT")" '^\{"table":"accounts","row":"Bob","column":"bal:","kind":"write","ts":[0-9]+,"write_kind":"put","start_ts":[0-9]+,"value":"\$6"\}$' "raw --json"
 check
 [ "$(wc -l <<<"$OUT")" -eq 2 ] || fail "raw --json: one line per cell (two versions, no data cells)"
+# --since TS: only the cells written after TS (here Bob's newest commit record)
+run scan --raw --json accounts --end C --since $((W1 - 1))
+expect_rc 0 "scan --raw --since"
+expect_match "$OUT" "^\\{\"table\":\"accounts\",\"row\":\"Bob\",\"column\":\"bal:\",\"kind\":\"write\",\"ts\":$W1,.*\\}\$" "raw --since: the newest commit record"
+check
+[ "$(wc -l <<<"$OUT")" -eq 1 ] || fail "raw --since: one cell above the timestamp, got: $OUT"
+run scan --raw --json accounts --end C --since "$W1"
+expect_out '' "raw --since the newest commit: nothing"
+run scan --raw --since 12x accounts
+expect_rc 2 "scan --raw --since of a non-number"
+run scan --since 1 accounts
+expect_rc 2 "scan --since without --raw"
 
 # A configuration whose data_dir is missing is refused like --data DIR; init creates it.
 printf '{"data_dir": "%s/hist"}\n' "$T" >"$T/hist.json"

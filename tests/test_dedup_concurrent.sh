@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# test_dedup_concurrent.sh PERCOLATOR DEDUP_PLUGIN (embedded|cluster) — the
+# dedup application (apps/dedup/) under concurrent loaders, while workers run:
+#   embedded: one `percolator worker --config` holds the data directory and
+#             serves it; the loaders reach it through DIR/serving.json.
+#   cluster:  `percolator run` (an oracle, a lock service, two tablets) and
+#             two `percolator worker` processes running the plugin.
+# Three `load` processes at once write the same 200 URLs, each from its own
+# JSON-lines file, with contents drawn from five texts (so clusters form,
+# grow, lose members and change canonical while observers run); then two
+# `load --delete` processes at once delete 60 of the URLs (overlapping
+# halves). After `wait`, `check` exits 0 and `clusters` equals the grouping
+# of the final contents (read back with `scan docs --json`) by sha256sum.
+# Every CLI call runs under `timeout`; a trap kills what was started here.
+set -u
+CLI=${1:?usage: test_dedup_concurrent.sh PERCOLATOR DEDUP_PLUGIN embedded|cluster}
+PLUGIN=${2:?usage: test_dedup_concurrent.sh PERCOLATOR DEDUP_PLUGIN embedded|cluster}
+MODE=${3:?usage: test_dedup_concurrent.sh PERCOLATOR DEDUP_PLUGIN embedded|cluster}
+case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
+case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
+[ -x "$CLI" ] || { echo "not executable: $CLI" >&2; exit 1; }
+[ -f "$PLUGIN" ] || { echo "no plugin at $PLUGIN" >&2; exit 1; }
+export LC_ALL=C
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-conc-XXXXXX") || exit 1
+PIDS=()
+FAILED=0
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  if [ "$FAILED" = 1 ]; then
+    for f in "$WORK"/*.log "$WORK"/*.err; do
+      [ -s "$f" ] && { echo "---- $f"; tail -n 30 "$f"; }
+    done >&2
+  fi
+  if [ -n "${PC_KEEP_TEST_DIRS:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+. "$(dirname "$0")/cli_lib.sh"
+cd "$WORK" || exit 1
+
+WORKERS=()
+case "$MODE" in
+  embedded)
+    D="$WORK/data"
+    run_cli 10 --data "$D" init
+    [ "$RC" = 0 ] || fail "init: $(cat "$WORK/last.err")"
+    printf '{"data_dir": "%s", "workers": {"threads": 3, "scan": {"idle_ms": 20}, "plugins": [{"path": "%s"}]}}\n' \
+      "$D" "$PLUGIN" >"$WORK/worker.json"
+    "$CLI" --config "$WORK/worker.json" worker 2>"$WORK/worker-1.log" &
+    WORKERS+=($!)
+    PIDS+=($!)
+    wait_file "$D/serving.json" "${WORKERS[0]}"
+    AT=(--data "$D")
+    ;;
+  cluster)
+    cat >"$WORK/run.json" <<JSON
+{"data_dir": "$WORK/data", "log": {"level": "warn"},
+ "store": {"lock_ttl_ms": 1000},
+ "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+ "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "m"},
+             {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
+JSON
+    "$CLI" run --config "$WORK/run.json" --ready-file "$WORK/ready.json" 2>"$WORK/run.log" &
+    RUN=$!
+    PIDS+=("$RUN")
+    wait_file "$WORK/ready.json" "$RUN"
+    cat >"$WORK/client.json" <<JSON
+{"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
+ "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
+ "lockservice": {"listen": "$(endpoint "$WORK/ready.json" lockservice)", "session_ttl_ms": 1000},
+ "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "m"},
+             {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "m"}],
+ "workers": {"threads": 2, "backoff_ms": 50, "scan": {"idle_ms": 20},
+             "plugins": [{"path": "$PLUGIN"}]}}
+JSON
+    for i in 1 2; do
+      "$CLI" --config "$WORK/client.json" worker 2>"$WORK/worker-$i.log" &
+      WORKERS+=($!)
+      PIDS+=($!)
+    done
+    AT=(--config "$WORK/client.json")
+    for _ in $(seq 300); do
+      run_cli 10 "${AT[@]}" observers
+      [[ "$OUT" == *dedup* ]] && break
+      sleep 0.1
+    done
+    [[ "$OUT" == *dedup* ]] || fail "observers does not list dedup: $OUT"
+    ;;
+  *) fail "unknown mode $MODE (embedded or cluster)" ;;
+esac
+
+# 200 URLs (both tablets: rows a/... and x/...), five texts; loader L gives
+# URL i the text (i * (L + 1) + L) % 5, so the loaders disagree on most URLs
+for l in 1 2 3; do
+  awk -v l="$l" 'BEGIN { split("Alpha beta gamma.|alpha BETA gamma|Delta epsilon, zeta|eta theta iota kappa|lambda mu", t, "|")
+      for (i = 0; i < 200; i++) printf "{\"url\": \"%s/%03d\", \"contents\": \"%s\"}\n",
+        (i % 2 ? "x" : "a"), i, t[1 + (i * (l + 1) + l) % 5] }' >"$WORK/load-$l.jsonl"
+done
+LOADERS=()
+for l in 1 2 3; do
+  timeout -k 5 300 "$CLI" "${AT[@]}" load --threads 3 "$WORK/load-$l.jsonl" >"$WORK/load-$l.out" 2>"$WORK/load-$l.err" &
+  LOADERS+=($!)
+  PIDS+=($!)
+done
+for l in 1 2 3; do
+  wait "${LOADERS[$((l - 1))]}"
+  RC=$?
+  [ "$RC" = 0 ] || fail "loader $l exited $RC: $(cat "$WORK/load-$l.err")"
+  grep -q "^loaded 200 documents in .*failed 0$" "$WORK/load-$l.out" || fail "loader $l: $(cat "$WORK/load-$l.out")"
+done
+pass "three loaders wrote the same 200 URLs at once ($MODE)"
+
+# two deleters at once: URLs 0..39 and 20..59 (every third one of those)
+DEL1=() DEL2=()
+for i in $(seq 0 3 119); do
+  u=$(printf '%s/%03d' "$([ $((i % 2)) = 1 ] && echo x || echo a)" "$i")
+  [ "$i" -lt 80 ] && DEL1+=("$u")
+  [ "$i" -ge 40 ] && DEL2+=("$u")
+done
+timeout -k 5 120 "$CLI" "${AT[@]}" load --delete "${DEL1[@]}" >"$WORK/del-1.out" 2>"$WORK/del-1.err" &
+D1=$!
+timeout -k 5 120 "$CLI" "${AT[@]}" load --delete "${DEL2[@]}" >"$WORK/del-2.out" 2>"$WORK/del-2.err" &
+D2=$!
+PIDS+=("$D1" "$D2")
+wait "$D1" || fail "deleter 1: $(cat "$WORK/del-1.err")"
+wait "$D2" || fail "deleter 2: $(cat "$WORK/del-2.err")"
+grep -q "failed 0" "$WORK/del-1.out" && grep -q "failed 0" "$WORK/del-2.out" ||
+  fail "deletes failed: $(cat "$WORK/del-1.out" "$WORK/del-2.out")"
+
+run_cli 200 "${AT[@]}" wait --timeout-s 180
+[ "$RC" = 0 ] || fail "wait exited $RC: $(cat "$WORK/last.err")"
+run_cli 120 "${AT[@]}" check
+[ "$RC" = 0 ] || fail "check exited $RC: $OUT $(cat "$WORK/last.err")"
+
+# the expected clusters from the final contents: HASH SIZE CANONICAL MEMBER...
+run_cli 60 "${AT[@]}" scan docs --json
+[ "$RC" = 0 ] || fail "scan docs: $(cat "$WORK/last.err")"
+while IFS=$'\t' read -r url contents; do
+  printf '%s\t%s\n' "$(printf '%s' "$contents" | sha256sum | cut -d' ' -f1)" "$url"
+done < <(sed -n 's/^{"row":"\([^"]*\)","column":"doc:contents","value":"\([^"]*\)"}$/\1\t\2/p' <<<"$OUT") |
+  sort -t $'\t' -k1,1 -k2,2 |
+  awk -F'\t' '{ if ($1 != h) { if (h != "") print h "\t" n "\t" c m; h = $1; n = 0; c = $2; m = "" }
+                n++; m = m "\t" $2 }
+              END { if (h != "") print h "\t" n "\t" c m }' | sort >"$WORK/clusters.want"
+WANT_DOCS=$((200 - $(printf '%s\n' "${DEL1[@]}" "${DEL2[@]}" | sort -u | wc -l)))
+[ "$(awk -F'\t' '{ s += $2 } END { print s + 0 }' "$WORK/clusters.want")" = "$WANT_DOCS" ] ||
+  fail "the docs table does not hold $WANT_DOCS documents: $(cat "$WORK/clusters.want")"
+[ "$(wc -l <"$WORK/clusters.want")" -ge 2 ] || fail "fewer than two clusters formed"
+run_cli 60 "${AT[@]}" clusters
+[ "$RC" = 0 ] || fail "clusters exited $RC: $(cat "$WORK/last.err")"
+sort <<<"$OUT" >"$WORK/clusters.have"
+diff "$WORK/clusters.want" "$WORK/clusters.have" >"$WORK/clusters.diff" ||
+  fail "clusters differ from sha256sum's grouping of the final contents: $(cat "$WORK/clusters.diff")"
+pass "$WANT_DOCS documents after concurrent loads and deletes ($MODE): check finds no difference; clusters equal sha256sum's grouping"
+
+for w in "${WORKERS[@]}"; do kill -TERM "$w"; done
+for w in "${WORKERS[@]}"; do
+  wait_exit "$w" 30
+  [ "$RC" = 0 ] || fail "a worker exited $RC on SIGTERM"
+done
+if grep -l -E 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' "$WORK"/*.log "$WORK"/*.err >/dev/null 2>&1; then
+  fail "a sanitizer report"
+fi
+echo PASS
