@@ -1,6 +1,28 @@
 # cli_lib.sh — helpers the CLI test scripts share (sourced, not run). The
 # script sets WORK (its temporary directory) and CLI (the percolator binary),
-# and defines cleanup, which reads FAILED.
+# and either calls cli_start_cleanup or defines its own cleanup.
+
+# cli_start_cleanup: on exit, kills and reaps every pid in PIDS, shows the
+# logs (*.log, *.err in WORK) when the test failed, and removes WORK (kept
+# with PC_KEEP_TEST_DIRS set).
+cli_start_cleanup() {
+  PIDS=()
+  FAILED=0
+  trap cli_cleanup EXIT
+  trap 'exit 1' INT TERM
+}
+cli_cleanup() {
+  local p f
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  if [ "$FAILED" = 1 ]; then
+    for f in "$WORK"/*.log "$WORK"/*.err; do
+      [ -s "$f" ] && { echo "---- $f"; tail -n 30 "$f"; }
+    done >&2
+  fi
+  chmod -R u+rwX "$WORK" 2>/dev/null
+  if [ -n "${PC_KEEP_TEST_DIRS:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
 
 # fail MESSAGE: reports and ends the test (the EXIT trap cleans up).
 fail() {

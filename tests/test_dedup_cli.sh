@@ -22,35 +22,8 @@ case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
 export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-XXXXXX") || exit 1
-PIDS=()
-FAILED=0
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  if [ "$FAILED" = 1 ]; then
-    for f in "$WORK"/*.log "$WORK"/*.err; do
-      [ -s "$f" ] && { echo "---- $f"; tail -n 30 "$f"; }
-    done >&2
-  fi
-  chmod -R u+rwX "$WORK" 2>/dev/null
-  if [ -n "${PC_KEEP_TEST_DIRS:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail() {
-  FAILED=1
-  echo "FAIL: $*" >&2
-  exit 1
-}
-pass() { echo "ok: $*"; }
-# run_cli SECONDS ARGS...: output in $OUT, stderr in $WORK/last.err, status in $RC.
-run_cli() {
-  local secs=$1
-  shift
-  OUT=$(timeout -k 5 "$secs" "$CLI" "$@" 2>"$WORK/last.err")
-  RC=$?
-  [ "$RC" = 124 ] && fail "percolator $* did not finish within ${secs}s"
-}
+. "$(dirname "$0")/cli_lib.sh"
+cli_start_cleanup
 
 cd "$WORK" || exit 1
 D="$WORK/data"

@@ -27,23 +27,9 @@ case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
 [ -f "$PLUGIN" ] || { echo "no plugin at $PLUGIN" >&2; exit 1; }
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-worker-XXXXXX") || exit 1
-PIDS=()
-FAILED=0
-
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  if [ "$FAILED" = 1 ]; then
-    for f in "$WORK"/*.log "$WORK"/*.err; do
-      [ -s "$f" ] && { echo "---- $f"; tail -n 30 "$f"; }
-    done >&2
-  fi
-  if [ -n "${PC_KEEP_TEST_DIRS:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
 . "$(dirname "$0")/cli_lib.sh"
+cli_start_cleanup
+
 
 # ---- 1. three workers, two writers, a SIGKILL -------------------------------
 
