@@ -235,6 +235,7 @@ struct pc_rpc_server {
   int stopping;
 
   _Atomic uint64_t n_accepted, n_open, n_requests, n_proto_errors, n_bytes_in, n_bytes_out;
+  struct local_ep *local; /* opts->in_process: this server's in-process endpoint */
 };
 
 
@@ -242,6 +243,183 @@ struct pc_rpc_server {
 static _Thread_local uint64_t current_connection;
 
 uint64_t pc_rpc_current_connection(void) { return current_connection; }
+
+/* ---- in-process endpoints -------------------------------------------------
+ *
+ * A server started with in_process registers its host:port here; a client
+ * created later in the same process for that host:port (and the same secret)
+ * calls the handler on its own thread instead of through a socket. The
+ * handler sees what it would over the network: the request body, and a
+ * connection id of its own per client (from LOCAL_CID_BASE up, so it never
+ * meets a socket's), which the client's destruction closes (on_close) as a
+ * socket's closing would. An entry outlives its server while clients hold it:
+ * after pc_rpc_server_stop their calls fail with PC_UNAVAILABLE. */
+
+#define LOCAL_CID_BASE (1ull << 62)
+
+typedef struct local_ep {
+  struct local_ep *next; /* in local_eps, under local_mu, while serving */
+  char host[256];
+  uint16_t port;
+  char *secret; /* the server's (owned copy); NULL when none */
+  pc_rpc_handler_fn handler;
+  void *ctx;
+  void (*on_close)(void *ctx, uint64_t connection);
+  uint32_t max_frame;
+  _Atomic uint64_t *n_requests; /* the server's counter, while serving */
+  pthread_mutex_t mu;
+  pthread_cond_t idle; /* calls reached 0 after stopped was set */
+  uint64_t next_cid;   /* under mu */
+  uint32_t calls;      /* under mu: handlers running for in-process clients */
+  uint32_t refs;       /* under local_mu: the server while serving, and each client */
+  int stopped;         /* under mu */
+} local_ep_t;
+
+static pthread_mutex_t local_mu = PTHREAD_MUTEX_INITIALIZER;
+static local_ep_t *local_eps;
+
+static void local_unref(local_ep_t *e) { /* under local_mu */
+  if (--e->refs) return;
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->idle);
+  free(e->secret);
+  free(e);
+}
+
+static int local_register(struct pc_rpc_server *s) {
+  local_ep_t *e = calloc(1, sizeof *e);
+  if (!e || (s->secret && !(e->secret = strdup(s->secret)))) {
+    free(e);
+    return -1;
+  }
+  snprintf(e->host, sizeof e->host, "%s", s->host);
+  e->port = s->port;
+  e->handler = s->handler;
+  e->ctx = s->ctx;
+  e->on_close = s->on_close;
+  e->max_frame = s->max_frame;
+  e->n_requests = &s->n_requests;
+  e->next_cid = LOCAL_CID_BASE;
+  e->refs = 1;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->idle, NULL);
+  pthread_mutex_lock(&local_mu);
+  e->next = local_eps;
+  local_eps = e;
+  pthread_mutex_unlock(&local_mu);
+  s->local = e;
+  return 0;
+}
+
+/* The server stops: no new client finds the entry, and the calls running
+ * finish before the server's state goes. */
+static void local_unregister(struct pc_rpc_server *s) {
+  local_ep_t *e = s->local;
+  if (!e) return;
+  pthread_mutex_lock(&local_mu);
+  for (local_ep_t **p = &local_eps; *p; p = &(*p)->next)
+    if (*p == e) {
+      *p = e->next;
+      break;
+    }
+  pthread_mutex_unlock(&local_mu);
+  pthread_mutex_lock(&e->mu);
+  e->stopped = 1;
+  while (e->calls) pthread_cond_wait(&e->idle, &e->mu);
+  e->n_requests = NULL;
+  pthread_mutex_unlock(&e->mu);
+  pthread_mutex_lock(&local_mu);
+  local_unref(e);
+  pthread_mutex_unlock(&local_mu);
+  s->local = NULL;
+}
+
+/* The endpoint serving host:port in this process with this secret (a
+ * reference, and a connection id in *cid), or NULL. */
+static local_ep_t *local_find(const char *host, uint16_t port, const char *secret, uint64_t *cid) {
+  local_ep_t *found = NULL;
+  pthread_mutex_lock(&local_mu);
+  for (local_ep_t *e = local_eps; e && !found; e = e->next)
+    if (e->port == port && strcmp(e->host, host) == 0 &&
+        strcmp(e->secret ? e->secret : "", secret ? secret : "") == 0)
+      found = e;
+  if (found) found->refs++;
+  pthread_mutex_unlock(&local_mu);
+  if (found) {
+    pthread_mutex_lock(&found->mu);
+    *cid = found->next_cid++;
+    pthread_mutex_unlock(&found->mu);
+  }
+  return found;
+}
+
+/* A client of e goes: its connection closes, then its reference. */
+static void local_release(local_ep_t *e, uint64_t cid) {
+  pthread_mutex_lock(&e->mu);
+  int serving = !e->stopped;
+  if (serving) e->calls++; /* the server's state stays until on_close returns */
+  pthread_mutex_unlock(&e->mu);
+  if (serving && e->on_close) e->on_close(e->ctx, cid);
+  if (serving) {
+    pthread_mutex_lock(&e->mu);
+    if (--e->calls == 0 && e->stopped) pthread_cond_broadcast(&e->idle);
+    pthread_mutex_unlock(&e->mu);
+  }
+  pthread_mutex_lock(&local_mu);
+  local_unref(e);
+  pthread_mutex_unlock(&local_mu);
+}
+
+/* pc_rpc_call's in-process path: the handler on this thread. */
+static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint, uint8_t op,
+                              const void *body, size_t len, pc_buf_t *reply, pc_error_t *err) {
+  pthread_mutex_lock(&e->mu);
+  int serving = !e->stopped;
+  if (serving) {
+    e->calls++;
+    atomic_fetch_add(e->n_requests, 1);
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (!serving) return pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: it stopped", endpoint);
+  if (op == PC_RPC_OP_PING || op < 0x10) { /* the library's ops, as handle_frame answers them */
+    pthread_mutex_lock(&e->mu);
+    if (--e->calls == 0 && e->stopped) pthread_cond_broadcast(&e->idle);
+    pthread_mutex_unlock(&e->mu);
+    if (op == PC_RPC_OP_PING) {
+      pc_error_clear(err);
+      return PC_OK;
+    }
+    return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
+  }
+  pc_buf_t scratch = {0};
+  pc_buf_t *out = reply ? reply : &scratch;
+  size_t before = out->len;
+  pc_error_t herr;
+  pc_error_clear(&herr);
+  uint64_t outer = current_connection;
+  current_connection = cid;
+  pc_status_t st = e->handler(e->ctx, op, len ? body : "", len, out, &herr);
+  current_connection = outer;
+  if ((unsigned)st > PC_INTERNAL) {
+    pc_error_set(&herr, PC_INTERNAL, "handler of op 0x%02x returned unknown status %d", op,
+                 (int)st);
+    st = PC_INTERNAL;
+  } else if (st == PC_OK && out->len - before > e->max_frame - PC_RPC_HEADER) {
+    pc_error_set(&herr, PC_INTERNAL, "reply of %zu bytes to op 0x%02x exceeds the frame limit "
+                 "of %u bytes", out->len - before, op, e->max_frame);
+    st = PC_INTERNAL;
+  }
+  pthread_mutex_lock(&e->mu);
+  if (--e->calls == 0 && e->stopped) pthread_cond_broadcast(&e->idle);
+  pthread_mutex_unlock(&e->mu);
+  pc_buf_free(&scratch);
+  if (st == PC_OK) {
+    pc_error_clear(err);
+    return PC_OK;
+  }
+  out->len = before; /* a failed call adds nothing to reply */
+  return pc_error_set(err, st, "%s", herr.text[0] ? herr.text : pc_status_name(st));
+}
 
 static void conn_hold(conn_t *c) { c->refs++; }
 
@@ -1009,6 +1187,12 @@ pc_rpc_server_t *pc_rpc_server_start(const pc_rpc_server_options_t *opts,
     return NULL;
   }
   s->loop_started = 1;
+  if (opts->in_process && local_register(s) != 0) {
+    pc_error_set(err, PC_NOMEM, "rpc server %s: out of memory", s->endpoint);
+    server_join(s);
+    server_free(s);
+    return NULL;
+  }
   pc_log(PC_LOG_INFO, "%s: listening on %s", s->name, s->endpoint);
   return s;
 }
@@ -1029,6 +1213,7 @@ void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out) {
 
 void pc_rpc_server_stop(pc_rpc_server_t *s) {
   if (!s) return;
+  local_unregister(s);
   server_join(s);
   pc_log(PC_LOG_INFO, "%s: stopped serving %s", s->name, s->endpoint);
   server_free(s);
@@ -1061,6 +1246,8 @@ struct pc_rpc_client {
   char endpoint[300];
   char *secret; /* owned; NULL when none */
   size_t secret_len;
+  local_ep_t *local;  /* a server of this process answers it in-process (no thread, no socket) */
+  uint64_t local_cid; /* its connection id there */
 
   struct event_base *base;
   struct event *kick_ev, *retry_ev, *connect_ev, *stop_ev;
@@ -1471,6 +1658,7 @@ pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const cha
       return NULL;
     }
   }
+  if ((c->local = local_find(c->host, c->port, c->secret, &c->local_cid))) return c;
   c->base = event_base_new();
   if (c->base) {
     c->kick_ev = event_new(c->base, -1, EV_PERSIST, kick_cb, c);
@@ -1501,6 +1689,19 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
   if (len > PC_RPC_DEFAULT_MAX_FRAME - PC_RPC_HEADER)
     return pc_error_set(err, PC_INVALID, "request of %zu bytes to %s exceeds the frame limit of "
                         "%u bytes", len, c->endpoint, PC_RPC_DEFAULT_MAX_FRAME);
+  if (c->local) {
+    pthread_mutex_lock(&c->mu);
+    int gone = c->destroying;
+    if (!gone) c->callers++;
+    pthread_mutex_unlock(&c->mu);
+    if (gone)
+      return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
+    pc_status_t st = local_call(c->local, c->local_cid, c->endpoint, op, body, len, reply, err);
+    pthread_mutex_lock(&c->mu);
+    if (--c->callers == 0 && c->destroying) pthread_cond_broadcast(&c->idle_cv);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+  }
   unsigned char *frame = malloc(HDR + len);
   if (!frame) return pc_error_set(err, PC_NOMEM, "out of memory calling %s", c->endpoint);
   if (len) memcpy(frame + HDR, body, len);
@@ -1588,6 +1789,15 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
 
 void pc_rpc_client_destroy(pc_rpc_client_t *c) {
   if (!c) return;
+  if (c->local) { /* calls running in-process finish first */
+    pthread_mutex_lock(&c->mu);
+    c->destroying = 1;
+    while (c->callers > 0) pthread_cond_wait(&c->idle_cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    local_release(c->local, c->local_cid);
+    client_free(c);
+    return;
+  }
   pthread_mutex_lock(&c->mu);
   c->destroying = 1;
   char msg[512];

@@ -65,6 +65,12 @@ typedef struct pc_rpc_server_options {
    * I/O thread itself, saving the hand-off to a worker and back: return 1 for
    * them. NULL: every request goes to a worker. */
   int (*runs_inline)(uint8_t op);
+  /* Clients that this process creates for host:port afterwards (with the
+   * same secret) call the handler on their own thread, without a socket;
+   * clients of other processes are served over the network as ever. For the
+   * daemons, whose own workers and collector are clients of the roles they
+   * serve. A handler then also runs on callers' threads. */
+  int in_process;
 } pc_rpc_server_options_t;
 
 /* Inside a handler: the id of the connection the request came on (ids are

@@ -1031,8 +1031,77 @@ static void test_parse_endpoint(void **state) {
   assert_int_equal(pc_parse_endpoint("longhost:1", 0, tiny, sizeof tiny, &port, &err), PC_INVALID);
 }
 
+/* ---- in-process endpoints ------------------------------------------------- */
+
+static atomic_int local_closes; /* of connection ids above every socket's */
+static void note_close(void *ctx, uint64_t connection) {
+  (void)ctx;
+  if (connection >= (1ull << 62)) atomic_fetch_add(&local_closes, 1);
+}
+
+/* A server started with in_process answers the clients this process creates
+ * for its endpoint on their own threads: the same replies, errors and
+ * library ops as over a socket, no connection accepted, a connection id of
+ * the client's own that its destruction closes; a client with another
+ * secret goes over the network; after the server stops, calls fail. */
+static void test_in_process(void **state) {
+  (void)state;
+  pc_rpc_server_options_t o = base_opts();
+  o.in_process = 1;
+  o.on_close = note_close;
+  pc_rpc_server_t *s = start(&o);
+  pc_rpc_client_t *c = client(s, NULL);
+  echo_ok(c, "hello", 5000);
+  echo_ok(c, "", 5000);
+  pc_buf_t r = {0};
+  pc_error_t err;
+  assert_int_equal(pc_rpc_call(c, OP_FAIL, "row7", 4, 5000, &r, &err), PC_CONFLICT);
+  assert_string_equal(err.text, "conflict on row7");
+  assert_int_equal(r.len, 0);
+  assert_int_equal(pc_rpc_call(c, PC_RPC_OP_PING, NULL, 0, 5000, &r, &err), PC_OK);
+  assert_int_equal(pc_rpc_call(c, 0x05, NULL, 0, 5000, &r, &err), PC_INVALID);
+  assert_string_equal(err.text, "unknown opcode 0x05");
+  assert_int_equal(pc_rpc_call(c, PC_RPC_OP_HELLO, "x", 1, 5000, &r, &err), PC_INVALID);
+  /* many threads at once */
+  pthread_t t[4];
+  struct conc_arg a[4];
+  for (int i = 0; i < 4; i++) {
+    a[i] = (struct conc_arg){c, i, 0};
+    assert_int_equal(pthread_create(&t[i], NULL, conc_main, &a[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(a[i].ok, 2000);
+  }
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(s, &st);
+  assert_int_equal(st.connections_accepted, 0);
+  assert_true(st.requests >= 8000);
+
+  /* another secret: the network, where this server takes any HELLO */
+  pc_rpc_client_t *other = client(s, "another");
+  echo_ok(other, "over a socket", 5000);
+  pc_rpc_server_stats(s, &st);
+  assert_int_equal(st.connections_accepted, 1);
+  pc_rpc_client_destroy(other);
+
+  /* destroying the client closes its connection, as a socket's closing does */
+  assert_int_equal(atomic_load(&local_closes), 0);
+  pc_rpc_client_destroy(c);
+  assert_int_equal(atomic_load(&local_closes), 1);
+
+  /* a client that outlives the server */
+  c = client(s, NULL);
+  echo_ok(c, "before the stop", 5000);
+  pc_rpc_server_stop(s);
+  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 5000, &r, &err), PC_UNAVAILABLE);
+  pc_rpc_client_destroy(c);
+  pc_buf_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_in_process),
       cmocka_unit_test(test_parse_endpoint),
       cmocka_unit_test(test_echo),
       cmocka_unit_test(test_concurrent_out_of_order),

@@ -163,6 +163,7 @@ static pc_status_t start_servers(daemon_state_t *d, role_t *r, const pc_endpoint
   o.host = listen->host;
   o.port = listen->port;
   o.secret = d->cfg->secret;
+  o.in_process = 1; /* this process's workers and collector call it directly */
   r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
   if (!r->rpc) {
     pc_error_prefix(err, "%s", r->name);
