@@ -143,8 +143,10 @@ typedef struct pc_store_ops {
   pc_status_t (*heartbeat)(pc_store_t *s, const pc_cell_t *primary, uint64_t start_ts,
                            uint32_t ttl_ms, pc_error_t *err);
 
-  /* Commits muts, all in one row, in one row operation: the conflict checks
-   * of prewrite, then commit_ts from ts_source, then the commit records.
+  /* Commits muts, of any rows of this store (of one tablet, remote), in one
+   * atomic operation: under the latches of their rows, the conflict checks
+   * of prewrite on every cell, then commit_ts from ts_source (a tablet uses
+   * its own oracle link), then the commit records, all or nothing.
    * muts[0] is the primary (a NOTIFY primary leaves a record of kind
    * NOTIFY, so that check_txn can tell the commit happened). */
   pc_status_t (*commit_one_phase)(pc_store_t *s, const pc_mutation_t *muts, size_t n,
@@ -210,8 +212,9 @@ typedef struct pc_store_ops {
 
   /* Which shard (tablet) holds cell's row, for batching: the transaction
    * client sends the secondaries of one shard in one request and requests to
-   * different shards in parallel. NULL for a store with no shards (embedded):
-   * the client then sends one request per row, in order. */
+   * different shards in parallel, and commits in one phase a transaction
+   * whose rows are all in one shard. NULL for a store with no shards
+   * (embedded): one shard. */
   size_t (*shard_of)(pc_store_t *s, const pc_cell_t *cell);
 
   void (*close)(pc_store_t *s);

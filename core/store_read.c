@@ -209,8 +209,15 @@ pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, s
                        uint64_t read_ts, size_t limit, pc_store_cell_fn fn, void *ctx,
                        pc_lock_info_t *lock, pc_error_t *err) {
   local_t *s = (local_t *)base;
-  /* a one-phase commit anywhere in the range could be one read_ts covers */
-  for (uint32_t i = 0; i < PC_LATCHES; i++) local_wait_onepc(s, i, read_ts);
+  /* a one-phase commit anywhere in the range could be one read_ts covers:
+   * a scan of one row (end is the row and a NUL byte) waits for that row's
+   * stripe, any other scan for every stripe */
+  if (start && end && elen == slen + 1 && end[slen] == '\0' && memcmp(start, end, slen) == 0) {
+    pc_cell_t row = {table, start, slen, NULL, 0};
+    local_wait_onepc(s, local_stripe(&row), read_ts);
+  } else {
+    for (uint32_t i = 0; i < PC_LATCHES; i++) local_wait_onepc(s, i, read_ts);
+  }
   pc_buf_t lo = {0}, hi = {0};
   if (local_range_keys(PC_KS_META, table, start, slen, start_col, sclen, end, elen, &lo, &hi) != 0)
     return local_nomem(err);

@@ -320,13 +320,6 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
                                    pc_error_t *err) {
   local_t *s = (local_t *)base;
   if (n == 0) return PC_OK;
-  for (size_t i = 1; i < n; i++)
-    if (strcmp(muts[i].cell.table, muts[0].cell.table) != 0 ||
-        pc_bytes_cmp(muts[i].cell.row, muts[i].cell.rlen, muts[0].cell.row, muts[0].cell.rlen))
-      return pc_error_set(err, PC_INVALID, "one-phase commit: cells of more than one row");
-  int distinct = local_cells_distinct(&muts[0].cell, sizeof *muts, n);
-  if (distinct < 0) return local_nomem(err);
-  if (!distinct) return pc_error_set(err, PC_INVALID, "one-phase commit: a cell appears twice");
   pc_meta_t *metas = calloc(n, sizeof *metas);
   pc_buf_t *keys = calloc(n, sizeof *keys);
   if (!metas || !keys) {
@@ -334,30 +327,35 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
     free(keys);
     return local_nomem(err);
   }
-  uint32_t stripe = local_stripe(&muts[0].cell);
-  pthread_mutex_lock(&s->latch[stripe]);
-  pc_status_t st = PC_OK;
+  rowop_t op; /* every row's latch, in stripe order */
+  pc_status_t st =
+      local_rowop_begin(&op, s, &muts[0].cell, sizeof *muts, n, "one-phase commit", err);
+  if (st != PC_OK) {
+    free(metas);
+    free(keys);
+    return st;
+  }
   for (size_t i = 0; i < n && st == PC_OK; i++) {
     int found;
     st = local_read_meta(s, &muts[i].cell, &keys[i], &metas[i], &found, err);
     if (st == PC_OK) st = check_free(&muts[i].cell, &metas[i], start_ts, lock_out, err);
   }
-  leveldb_writebatch_t *b = leveldb_writebatch_create();
-  pc_buf_t kb = {0}, vb = {0};
   if (st == PC_OK) {
     /* readers whose snapshot may cover commit_ts wait for the latch from
      * before commit_ts is taken until the batch is written */
-    atomic_store_explicit(&s->onepc[stripe], start_ts, memory_order_seq_cst);
+    for (size_t k = 0; k < op.nidx; k++)
+      atomic_store_explicit(&s->onepc[op.idx[k]], start_ts, memory_order_seq_cst);
     st = ts_source(ts_ctx, commit_ts, err);
     for (size_t i = 0; i < n && st == PC_OK; i++) {
       const pc_mutation_t *mu = &muts[i];
-      st = put_notify(b, &mu->cell, *commit_ts, mu->observed && mu->kind == PC_WRITE_PUT,
-                      mu->weak || mu->kind == PC_WRITE_NOTIFY, &kb, err);
+      st = put_notify(op.b, &mu->cell, *commit_ts, mu->observed && mu->kind == PC_WRITE_PUT,
+                      mu->weak || mu->kind == PC_WRITE_NOTIFY, &op.kb, err);
       if (st != PC_OK) break;
       if (mu->kind == PC_WRITE_NOTIFY) { /* no write; the primary keeps the fate */
         if (i == 0) {
-          st = put_notify_record(b, &mu->cell, &metas[i], start_ts, *commit_ts, &kb, &vb, err);
-          if (st == PC_OK) st = local_put_meta(b, &keys[i], &metas[i], &vb, err);
+          st = put_notify_record(op.b, &mu->cell, &metas[i], start_ts, *commit_ts, &op.kb,
+                                 &op.vb, err);
+          if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, err);
         }
         continue;
       }
@@ -365,22 +363,20 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
       pc_write_rec_t w = {mu->kind, start_ts, *commit_ts,
                           inl ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, inl ? mu->value : NULL,
                           inl ? mu->vlen : 0};
-      st = put_data(b, mu, start_ts, &kb, err);
-      if (st == PC_OK) st = set_head(b, &mu->cell, &metas[i], &w, &kb, &vb, err);
-      if (st == PC_OK) st = local_put_meta(b, &keys[i], &metas[i], &vb, err);
+      st = put_data(op.b, mu, start_ts, &op.kb, err);
+      if (st == PC_OK) st = set_head(op.b, &mu->cell, &metas[i], &w, &op.kb, &op.vb, err);
+      if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, err);
     }
-    if (st == PC_OK) st = local_apply(s, b, s->wopts, err);
-    atomic_store_explicit(&s->onepc[stripe], 0, memory_order_release);
+    if (st == PC_OK) st = local_apply(s, op.b, s->wopts, err);
+    for (size_t k = 0; k < op.nidx; k++)
+      atomic_store_explicit(&s->onepc[op.idx[k]], 0, memory_order_release);
   }
-  pthread_mutex_unlock(&s->latch[stripe]);
-  leveldb_writebatch_destroy(b);
+  st = local_rowop_end(&op, st, err); /* op.writes is 0: applied above, or not at all */
   for (size_t i = 0; i < n; i++) {
     pc_meta_free(&metas[i]);
     pc_buf_free(&keys[i]);
   }
   free(metas);
   free(keys);
-  pc_buf_free(&kb);
-  pc_buf_free(&vb);
   return st;
 }

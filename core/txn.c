@@ -517,9 +517,9 @@ static pc_status_t prewrite_group(pc_txn_t *txn, const pc_mutation_t *muts, size
   return pc_error_set(err, PC_CONFLICT, "prewrite: locks kept reappearing");
 }
 
-/* Commits a single-row transaction in one store operation, resolving dead
+/* Commits a transaction of one shard in one store operation, resolving dead
  * owners' locks on the way. */
-static pc_status_t commit_single_row(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
+static pc_status_t commit_in_one_phase(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
                                      uint64_t deadline, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
   ts_ctx_t tc = {txn->db, txn->timeout_ms};
@@ -806,6 +806,17 @@ static int group_by_shard(pc_store_t *s, pc_mutation_t *muts, size_t *bounds, si
   return 0;
 }
 
+/* Whether every row group is in one shard (always, for a store without
+ * shards): the store can then commit them all in one atomic operation. */
+static int one_shard(pc_store_t *s, const pc_mutation_t *muts, const size_t *bounds,
+                     size_t groups) {
+  if (groups == 1 || !s->ops->shard_of) return 1;
+  size_t first = s->ops->shard_of(s, &muts[0].cell);
+  for (size_t g = 1; g < groups; g++)
+    if (s->ops->shard_of(s, &muts[bounds[g]].cell) != first) return 0;
+  return 1;
+}
+
 pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   pc_error_clear(err);
   pc_status_t st = check_open(txn, err);
@@ -849,7 +860,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     st = pc_error_set(err, PC_NOMEM, "out of memory");
     goto out;
   }
-  int one_phase = groups == 1 && txn->db->opts.one_phase_commit;
+  int one_phase = txn->db->opts.one_phase_commit && one_shard(txn->db->store, muts, bounds, groups);
   if ((st = take_start_ts(txn, err)) != PC_OK) {
     pc_error_prefix(err, "commit: start timestamp");
     goto out;
@@ -857,7 +868,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
   uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
   if (one_phase) {
-    st = commit_single_row(txn, muts, n, deadline, err);
+    st = commit_in_one_phase(txn, muts, n, deadline, err);
     if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_UNAVAILABLE || st == PC_INTERNAL) {
       /* the write may have been applied before the error: settle it */
       int committed;

@@ -186,7 +186,7 @@ static void run_crashing_child(const char *dir, const char *spec, int big) {
   assert_true(pid >= 0);
   if (pid == 0) {
     alarm(60); /* safety net: a hung child dies and fails the test */
-    pc_db_t *db = tu_open(dir, 0);
+    pc_db_t *db = tu_open_ex(dir, 0, 0);
     pc_error_t err;
     if (pc_failpoints_configure(spec, &err) != PC_OK) {
       fprintf(stderr, "child: %s\n", err.text);
@@ -228,13 +228,13 @@ static void run_case(const crash_case_t *c) {
     c = &adjusted;
   }
   char *dir = tu_mkdtemp("crash");
-  pc_db_t *db = tu_open(dir, 0);
+  pc_db_t *db = tu_open_ex(dir, 0, 0);
   write_generation(db, 0, c->big);
   pc_db_close(db); /* the directory is the child's now */
 
   run_crashing_child(dir, c->spec, c->big);
 
-  db = tu_open(dir, 0);
+  db = tu_open_ex(dir, 0, 0);
   /* what the dead child left: locks of one transaction, all naming r0 */
   lockseen_t before = census(db, 0);
   assert_int_equal(before.locks, c->locks_left);
@@ -352,7 +352,7 @@ static void test_return_case(void **state) {
     c = &adjusted;
   }
   char *dir = tu_mkdtemp("vanish");
-  pc_db_t *db = tu_open(dir, 300);
+  pc_db_t *db = tu_open_ex(dir, 300, 0);
   write_generation(db, 0, 0);
   uint64_t start = vanish_commit(db, c->spec, c->committed);
   lockseen_t before = census(db, start);
@@ -379,7 +379,7 @@ static void test_return_case(void **state) {
 static void test_live_session_blocks_until_it_ends(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("vanish-live");
-  pc_db_t *db = tu_open(dir, 600000);
+  pc_db_t *db = tu_open_ex(dir, 600000, 0);
   write_generation(db, 0, 0);
   uint64_t start = vanish_commit(db, "txn.commit.before_primary=return", 0);
   pc_error_t err;
@@ -405,7 +405,7 @@ static void test_live_session_blocks_until_it_ends(void **state) {
              NROWS, held.lock_row[0], held.lock_row[1], held.lock_row[2], held.lock_row[3]);
   pc_db_close(db);
 
-  db = tu_open(dir, 600000);
+  db = tu_open_ex(dir, 600000, 0);
   expect_generation(db, 0, 0, 10000);
   assert_int_equal(census(db, start).locks, 0);
   /* the failed writer above left nothing behind either */
@@ -455,7 +455,7 @@ static void test_store_fail_case(void **state) {
   const store_fail_case_t *c = *state;
   if (tu_cluster_mode()) skip(); /* the store's failpoints live in the tablet servers there */
   char *dir = tu_mkdtemp("storefail");
-  pc_db_t *db = tu_open(dir, 300);
+  pc_db_t *db = tu_open_ex(dir, 300, 0);
   write_generation(db, 0, 0);
   pc_error_t err, err2;
   assert_int_equal(pc_failpoints_configure(c->spec, &err), PC_OK);
@@ -567,7 +567,7 @@ static void *held_committer(void *arg) {
 static void test_rolled_back_is_aborted(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("rolledback");
-  pc_db_t *db = tu_open(dir, 600000); /* no reader rolls it back on its own */
+  pc_db_t *db = tu_open_ex(dir, 600000, 0); /* no reader rolls it back on its own */
   write_generation(db, 0, 0);
   int done = 0;
   for (int hold = 500; hold <= 8000 && !done; hold *= 2) {

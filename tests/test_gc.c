@@ -45,7 +45,7 @@
 /* ---- opening ---------------------------------------------------------- */
 
 /* A database in dir with lock TTL ttl_ms (0: default) and lazy start on or
- * off. Embedded: no background collection (the tests collect when they say
+ * off, committing in two phases (the tests leave and settle locks). Embedded: no background collection (the tests collect when they say
  * so). Cluster: a client of dir's cluster whose passes keep LIFETIME_MS
  * behind the oracle. */
 static pc_db_t *open_db(const char *dir, uint32_t ttl_ms, int lazy) {
@@ -60,6 +60,7 @@ static pc_db_t *open_db(const char *dir, uint32_t ttl_ms, int lazy) {
     json_object_set_new(store, "lock_ttl_ms", json_integer(ttl_ms ? ttl_ms : 3000));
     json_object_set_new(store, "lazy_start", json_boolean(lazy));
     json_object_set_new(store, "gc_lifetime_ms", json_integer(LIFETIME_MS));
+    json_object_set_new(store, "one_phase_commit", json_false());
     json_object_set_new(j, "store", store);
     snprintf(cfg, sizeof cfg, "%s/client-gc-%u-%d.json", dir, ttl_ms, lazy);
     if (json_dump_file(j, cfg, 0) != 0) fail_msg("cannot write %s", cfg);
@@ -72,6 +73,7 @@ static pc_db_t *open_db(const char *dir, uint32_t ttl_ms, int lazy) {
     if (ttl_ms) pc_options_set_lock_ttl_ms(o, ttl_ms);
     pc_options_set_lazy_start(o, lazy);
     pc_options_set_gc_interval_ms(o, 0);
+    pc_options_set_one_phase_commit(o, 0);
     db = pc_db_open(o, dir, &err);
     pc_options_destroy(o);
   }

@@ -211,7 +211,7 @@ static void test_lost_update_prevented(void **state) {
 static void test_first_read_meets_lock(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("lazy-lock");
-  pc_db_t *db = tu_open(dir, 600000);
+  pc_db_t *db = tu_open_ex(dir, 600000, 0);
   commit_one(db, "r1", "c", "old");
   pc_error_t err;
   assert_int_equal(pc_failpoints_configure("txn.commit.before_primary=return", &err), PC_OK);
@@ -235,7 +235,7 @@ static void test_first_read_meets_lock(void **state) {
   pc_txn_destroy(t);
   pc_db_close(db);
 
-  db = tu_open(dir, 600000); /* a new session: the old owner is dead */
+  db = tu_open_ex(dir, 600000, 0); /* a new session: the old owner is dead */
   t = pc_txn_begin(db, &err);
   assert_non_null(t);
   assert_value(t, "r1", "c", "old");

@@ -36,16 +36,19 @@ typedef struct fixture {
   uint64_t dead_session;
 } fixture_t;
 
-static int setup(void **state) {
+static int setup_with(void **state, int one_phase) {
   fixture_t *f = calloc(1, sizeof *f);
   if (!f) return -1;
   f->dir = tu_mkdtemp("proto");
-  f->db = tu_open(f->dir, 0); /* reads at bare timestamps */
+  f->db = tu_open_ex(f->dir, 0, one_phase); /* reads at bare timestamps */
   f->s = f->db->store;
   f->dead_session = tu_dead_session(f->dir);
   *state = f;
   return 0;
 }
+/* commits of several rows in two phases, as in a cluster across tablets */
+static int setup(void **state) { return setup_with(state, 0); }
+static int setup_1pc(void **state) { return setup_with(state, 1); }
 
 static int teardown(void **state) {
   fixture_t *f = *state;
@@ -577,6 +580,68 @@ static void test_one_phase_commit_rules(void **state) {
   assert_int_equal(raw(f, "w").locks, 0);
 }
 
+/* One-phase commit of several rows of one store: all or nothing. A conflict
+ * or another transaction's lock on any row applies none of them; success
+ * commits every row at one commit_ts without ever writing a lock. Through
+ * the client, a transaction of several rows then never prewrites. */
+static void test_one_phase_commit_many_rows(void **state) {
+  fixture_t *f = *state;
+  if (tu_cluster_mode()) skip(); /* the rows may lie on several tablets */
+  pc_error_t err;
+  pc_lock_info_t lock = {0};
+  uint64_t cts = 0;
+  txn_put(f->db, "r3", "v0");
+  uint64_t s = ts(f->db);
+  txn_put(f->db, "r3", "v1"); /* commits after s: r3 conflicts */
+  pc_mutation_t three[3] = {put_mut("r1", "a"), put_mut("r2", "b"), put_mut("r3", "c")};
+  assert_int_equal(
+      f->s->ops->commit_one_phase(f->s, three, 3, s, db_ts_source, f->db, &cts, &lock, &err),
+      PC_CONFLICT);
+  pc_lock_info_free(&lock);
+  assert_int_equal(raw(f, "r1").puts, 0);
+  assert_int_equal(raw(f, "r2").puts, 0);
+
+  uint64_t other = ts(f->db);
+  prewrite_ok(f, "r2", "theirs", "r2", other, LONG_TTL, f->db->session);
+  uint64_t s2 = ts(f->db);
+  memset(&lock, 0, sizeof lock);
+  assert_int_equal(
+      f->s->ops->commit_one_phase(f->s, three, 3, s2, db_ts_source, f->db, &cts, &lock, &err),
+      PC_LOCKED);
+  assert_int_equal(lock.start_ts, other);
+  pc_lock_info_free(&lock);
+  assert_int_equal(raw(f, "r1").puts, 0);
+  assert_int_equal(rollback(f, "r2", other), PC_OK);
+
+  uint64_t s3 = ts(f->db);
+  memset(&lock, 0, sizeof lock);
+  assert_int_equal(
+      f->s->ops->commit_one_phase(f->s, three, 3, s3, db_ts_source, f->db, &cts, &lock, &err),
+      PC_OK);
+  pc_lock_info_free(&lock);
+  assert_true(cts > s3);
+  expect_get(f, "r1", cts, "a");
+  expect_get(f, "r2", cts, "b");
+  expect_get(f, "r3", cts, "c");
+  expect_get(f, "r3", cts - 1, "v1");
+  assert_int_equal(raw(f, "r1").locks + raw(f, "r2").locks + raw(f, "r3").locks, 0);
+
+  /* the client: no prewrite (the point after it would fail the commit) */
+  assert_int_equal(pc_failpoints_configure("txn.prewrite.after_primary=return", &err), PC_OK);
+  pc_txn_t *t = pc_txn_begin(f->db, &err);
+  assert_non_null(t);
+  tu_set(t, T, "r1", COL, "x1");
+  tu_set(t, T, "r4", COL, "x4");
+  pc_status_t st = pc_txn_commit(t, &err);
+  pc_error_t err2;
+  assert_int_equal(pc_failpoints_configure(NULL, &err2), PC_OK);
+  if (st != PC_OK) fail_msg("a two-row commit of one store: %s (%s)", pc_status_name(st), err.text);
+  uint64_t c2 = pc_txn_commit_ts(t);
+  pc_txn_destroy(t);
+  expect_get(f, "r1", c2, "x1");
+  expect_get(f, "r4", c2, "x4");
+}
+
 /* Prewrite: a write with commit_ts >= start_ts conflicts; another
  * transaction's lock is PC_LOCKED with the lock handed back (primary
  * included); the transaction's own lock accepts a re-sent prewrite. */
@@ -620,7 +685,8 @@ static void test_prewrite_rules(void **state) {
  * client settles that by writing a rollback record), also when that
  * settling fails as well (the outcome is then unknown to the client), and
  * in the two-phase path when the client stops after taking commit_ts but
- * before the commit point. */
+ * before the commit point. Run with one-phase commit on (the one-row
+ * cases) and off (the two-row case). */
 static void test_failed_commit_reports_no_commit_ts(void **state) {
   fixture_t *f = *state;
   static const struct {
@@ -634,6 +700,9 @@ static void test_failed_commit_reports_no_commit_ts(void **state) {
     pc_error_t err, err2;
     /* store.* points fire where the store runs: in a tablet server in cluster mode */
     if (tu_cluster_mode() && strncmp(cases[i].spec, "store.", 6) == 0) continue;
+    /* the one-row cases are about one-phase commit, the two-row case about
+     * two-phase commit: each runs with its own setting */
+    if (cases[i].two_rows == (f->db->opts.one_phase_commit != 0)) continue;
     assert_int_equal(pc_failpoints_configure(cases[i].spec, &err), PC_OK);
     pc_txn_t *t = pc_txn_begin(f->db, &err);
     assert_non_null(t);
@@ -696,7 +765,7 @@ static void test_stalled_live_committer_keeps_its_locks(void **state) {
   tu_rmtree(f->dir);
   f->dir = tu_mkdtemp("proto");
   const uint32_t ttl = 150;
-  f->db = tu_open(f->dir, ttl);
+  f->db = tu_open_ex(f->dir, ttl, 0);
   f->s = f->db->store;
   pc_error_t err;
   char spec[64];
@@ -754,6 +823,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_one_phase_commit_rules, setup, teardown),
       cmocka_unit_test_setup_teardown(test_prewrite_rules, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failed_commit_reports_no_commit_ts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failed_commit_reports_no_commit_ts, setup_1pc,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_one_phase_commit_many_rows, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_stalled_live_committer_keeps_its_locks, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -788,7 +788,7 @@ static pc_status_t obs_mirror(void *state, pc_txn_t *t, const pc_notified_cell_t
 static void test_crashed_writer_rolled_forward(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("worker-crash");
-  pc_db_t *db = tu_open(dir, 300); /* short leases: the sweeper looks at locks this old */
+  pc_db_t *db = tu_open_ex(dir, 300, 0); /* two phases, short leases: the sweeper looks at locks this old */
   pc_observer_registry_t *reg = pc_registry_create();
   add_observer(reg, "mirror", "crash", "c:x", PC_OBSERVER_STRONG, obs_mirror, NULL);
   register_observed(db, "mirror", "crash", "c:x", PC_OBSERVER_STRONG);

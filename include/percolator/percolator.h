@@ -135,7 +135,9 @@ PC_EXPORT void pc_options_set_sync(pc_options_t *opts, int on);
 PC_EXPORT void pc_options_set_lock_ttl_ms(pc_options_t *opts, uint32_t ms);
 /* Default bound on every blocking call of a transaction (default 10000). */
 PC_EXPORT void pc_options_set_timeout_ms(pc_options_t *opts, uint32_t ms);
-/* Commit single-row transactions in one row operation (default 1). */
+/* Commit a transaction whose rows are all in one store (embedded) or on one
+ * tablet in one atomic operation, without locks (default 1); 0: always
+ * two-phase commit. */
 PC_EXPORT void pc_options_set_one_phase_commit(pc_options_t *opts, int on);
 /* Take a transaction's start_ts at its first read or scan (or at its commit
  * when it reads nothing) rather than in pc_txn_begin (default 0). Its
@@ -272,7 +274,7 @@ PC_EXPORT pc_status_t pc_txn_notify_weak(pc_txn_t *txn, const char *table, const
  * commit point are left to readers, who roll the secondaries forward).
  * PC_CONFLICT / PC_ABORTED: nothing was applied (PC_ABORTED: a resolver had
  * rolled the transaction back). When the request that decides the commit
- * (the primary's commit, or a single-row transaction's one-phase commit)
+ * (the primary's commit, or a one-phase commit)
  * fails without a verdict (a lost reply, a store error after the write), the
  * client settles it atomically on the primary — the commit is found (PC_OK)
  * or rolled back (the request's error, e.g. PC_IO_ERROR or PC_TIMEOUT;
