@@ -168,6 +168,19 @@ run_cli 10 --data "$D" search json
 [ "$OUT" = json/1 ] || fail "the good JSON line was not indexed: '$OUT'"
 pass "bad inputs reported with file:line, counted, skipped; the good ones loaded"
 
+# --rate: a steady feed loads every document; a rate out of range is a usage error
+printf '{"url": "paced/%d", "contents": "paced document %d"}\n' 1 1 2 2 3 3 4 4 5 5 >paced.jsonl
+run_cli 60 --data "$D" load --rate 50 --threads 2 paced.jsonl
+[ "$RC" = 0 ] && [[ "$OUT" == "loaded 5 documents"* ]] || fail "load --rate 50: $RC $OUT"
+for bad in 0 -1 x 1000001; do
+  run_cli 10 --data "$D" load --rate "$bad" paced.jsonl
+  [ "$RC" = 2 ] && grep -q -- "--rate: expected 1..1000000 documents/s, got '$bad'" "$WORK/last.err" ||
+    fail "load --rate $bad: exit $RC, $(cat "$WORK/last.err")"
+done
+wait_all
+check_clean "after the paced load"
+pass "load --rate paces the load and refuses rates out of range"
+
 kill -TERM "$WP"
 for _ in $(seq 300); do kill -0 "$WP" 2>/dev/null || break; sleep 0.1; done
 wait "$WP"

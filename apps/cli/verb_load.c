@@ -26,7 +26,7 @@
 #define MAX_URL (PC_MAX_COLUMN - 2)
 #define MAX_RETRIES 50
 
-enum { OPT_THREADS = 0x400, OPT_MAX_BYTES, OPT_DELETE, OPT_JSON };
+enum { OPT_THREADS = 0x400, OPT_MAX_BYTES, OPT_DELETE, OPT_JSON, OPT_RATE };
 
 /* Why an input was skipped. */
 enum { SK_UNREADABLE, SK_BINARY, SK_TOO_LARGE, SK_INVALID_JSON, SK_EMPTY, SK_BAD_URL, NSKIP };
@@ -60,6 +60,8 @@ typedef struct loader {
   atomic_size_t failed; /* transactions that failed */
   atomic_size_t skipped[NSKIP];
   struct timespec t0;
+  uint64_t pace_ns; /* --rate: the interval between two documents' starts (0: none) */
+  uint64_t next_ns; /* under mu: when the next document may start (monotonic) */
 } loader_t;
 
 #define QUEUE_MAX 256
@@ -213,10 +215,31 @@ static void load_file(loader_t *l, const item_t *it) {
   free(buf);
 }
 
+static uint64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* --rate: waits for this document's turn, one every pace_ns across threads. */
+static void pace(loader_t *l) {
+  if (!l->pace_ns) return;
+  pthread_mutex_lock(&l->mu);
+  uint64_t now = mono_ns();
+  uint64_t at = l->next_ns > now ? l->next_ns : now;
+  l->next_ns = at + l->pace_ns;
+  pthread_mutex_unlock(&l->mu);
+  if (at > now) {
+    struct timespec d = {(time_t)((at - now) / 1000000000u), (long)((at - now) % 1000000000u)};
+    nanosleep(&d, NULL);
+  }
+}
+
 static void *worker_main(void *arg) {
   loader_t *l = arg;
   item_t *it;
   while ((it = take(l)) != NULL) {
+    pace(l);
     if (it->kind == IT_FILE)
       load_file(l, it);
     else
@@ -402,8 +425,9 @@ static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
                                        {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
                                        {"delete", no_argument, NULL, OPT_DELETE},
                                        {"json", no_argument, NULL, OPT_JSON},
+                                       {"rate", required_argument, NULL, OPT_RATE},
                                        {0, 0, 0, 0}};
-  size_t threads = 4, max_bytes = DEFAULT_MAX_BYTES;
+  size_t threads = 4, max_bytes = DEFAULT_MAX_BYTES, per_s = 0;
   int del = 0, json = 0, c, code;
   while ((c = cli_getopt(ctx, argc, argv, "", opts, &code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return code;
@@ -413,13 +437,16 @@ static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
       return cli_usage_error(ctx, "--max-bytes: expected 1..%u, got '%s'", PC_MAX_VALUE, optarg);
     if (c == OPT_DELETE) del = 1;
     if (c == OPT_JSON) json = 1;
+    if (c == OPT_RATE && parse_size(optarg, 1, 1000000, &per_s) != 0)
+      return cli_usage_error(ctx, "--rate: expected 1..1000000 documents/s, got '%s'", optarg);
   }
   if (optind >= argc)
     return cli_usage_error(ctx, del ? "expected URL..." : "expected FILE.jsonl or DIR...");
   pc_db_t *db = cli_open_db(ctx, 0);
   if (!db) return CLI_EXIT_ERROR;
 
-  loader_t l = {.ctx = ctx, .db = db, .max_bytes = max_bytes};
+  loader_t l = {.ctx = ctx, .db = db, .max_bytes = max_bytes,
+               .pace_ns = per_s ? 1000000000u / per_s : 0};
   pthread_mutex_init(&l.mu, NULL);
   pthread_cond_init(&l.cv_put, NULL);
   pthread_cond_init(&l.cv_get, NULL);
@@ -534,6 +561,8 @@ const cli_verb_t cli_verb_load = {
     "  --threads N      writing threads, 1..64 (default 4)\n"
     "  --max-bytes N    the largest document, 1..8388608 bytes (default 1048576)\n"
     "  --delete         delete the documents named by the arguments\n"
+    "  --rate N         start at most N documents a second (a steady feed; default:\n"
+    "                   as fast as the store takes them)\n"
     "  --json           the summary as one JSON object\n"
     "  --data DIR       the data directory\n"
     "  --config FILE    the configuration\n"
