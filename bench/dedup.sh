@@ -46,8 +46,8 @@ plugin="$build/apps/dedup/dedup.so"
 [ -x "$cli" ] && [ -f "$plugin" ] || { echo "dedup.sh: build $build first" >&2; exit 1; }
 work=$(mktemp -d /tmp/pc-bench-dedup.XXXXXX)
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+cleanup() { # (a pid already gone must not stop it: errexit applies here too)
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
