@@ -51,7 +51,8 @@
  * pc_db_t's in-process lock service (one session per thread, so two threads
  * of this process never scan a claim at once), then, in a cluster, in lockd
  * (so two processes do not). Claims only spread the work: safety comes from
- * the acks.
+ * the acks. A thread takes claims only when a scan of every bucket for one
+ * notification finds one; otherwise it sleeps idle_ms.
  */
 #include "notify/worker.h"
 
@@ -794,6 +795,24 @@ static int process_claim(pc_worker_t *w, uint32_t k) {
 
 /* ---- threads -------------------------------------------------------------- */
 
+static int probe_one(void *ctx, const pc_notification_t *n) {
+  (void)n;
+  *(int *)ctx = 1;
+  return 1;
+}
+
+/* Whether any notification is there to work on: one scan of every bucket for
+ * the first notification (a request per tablet), so that a worker with
+ * nothing to do takes no claim. 1 when the store cannot say (a round then
+ * finds out). */
+static int anything_pending(pc_worker_t *w) {
+  int found = 0;
+  pc_error_t err;
+  pc_status_t st = w->db->store->ops->scan_notify(w->db->store, 0, PC_NOTIFY_BUCKETS, NULL, 1,
+                                                  probe_one, &found, &err);
+  return st != PC_OK || found;
+}
+
 static void *worker_main(void *arg) {
   wthread_t *t = arg;
   pc_worker_t *w = t->w;
@@ -805,6 +824,11 @@ static void *worker_main(void *arg) {
   while (!stopping(w)) {
     /* without a lockd session, claims cannot be taken: wait for one */
     if (w->db->ls && pc_ls_client_session(w->db->ls) == 0) {
+      nap(w, w->o.idle_ms);
+      continue;
+    }
+    /* look before taking claims: an idle worker costs a scan, not a lock per claim */
+    if (!anything_pending(w)) {
       nap(w, w->o.idle_ms);
       continue;
     }

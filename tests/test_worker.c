@@ -290,6 +290,17 @@ static void test_chain_converges(void **state) {
   register_observed(db, "normalize", "docs", "raw:text", PC_OBSERVER_STRONG);
   register_observed(db, "count", "docs", "norm:text", PC_OBSERVER_STRONG);
   register_observed(db, "classify", "stats", "count:words", PC_OBSERVER_STRONG);
+
+  /* with nothing to do, a worker takes no claim: it looks for a notification first */
+  pc_worker_options_t idle = quick_options(4);
+  pc_worker_t *w0 = start(db, reg, &idle);
+  pc_sleep_ms(200); /* rounds come every idle_ms: several have passed */
+  pc_worker_stats_t ws0;
+  pc_error_t err0;
+  assert_int_equal(pc_worker_stats(w0, &ws0, &err0), PC_OK);
+  assert_int_equal(ws0.claims_taken, 0);
+  pc_free(ws0.observers);
+  pc_worker_stop(w0);
   for (int i = 0; i < NDOCS; i++) {
     char row[16], text[128] = "  ";
     snprintf(row, sizeof row, "doc%02d", i);
