@@ -561,6 +561,7 @@ int pc_meta_decode(const char *p, size_t n, pc_meta_t *m) {
   int latest_set;
   if (decode_front(&r, &flags, &latest, &latest_set, &m->lock, &lock_start) != 0) return -1;
   m->has_lock = (flags & MF_LOCK) != 0;
+  m->had_lock = m->has_lock;
   m->has_head = (flags & MF_HEAD) != 0;
   if (m->has_head) {
     pc_write_rec_t h;

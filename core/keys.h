@@ -28,6 +28,13 @@
 #define PC_KS_DATA 'd'
 #define PC_KS_NOTIFY 'n'
 #define PC_KS_GC 'g' /* 'g' alone: the safe point of the last garbage collection */
+/* The lock index: 'l' + a cell's meta key without its 'm', no value, present
+ * exactly while the cell's meta record holds a lock (written in the same
+ * batch), so that finding the locks reads the locks and not every cell. 'L'
+ * alone marks a store whose index is complete (store_local.c builds it once
+ * for a store from before it). */
+#define PC_KS_LOCK 'l'
+#define PC_KEY_LOCK_INDEX_BUILT "L"
 
 #define PC_NOTIFY_BUCKETS 1024u
 /* The value of a notify key: which notifications it holds. One commit of a
@@ -171,6 +178,7 @@ typedef struct pc_meta {
   pc_write_rec_t head; /* head.value points into head_buf */
   pc_buf_t head_buf;
   uint64_t latest_any; /* newest write record ts, rollbacks included */
+  int had_lock; /* has_lock as decoded: whether the lock index holds the cell */
 } pc_meta_t;
 
 void pc_lock_info_free(pc_lock_info_t *l);

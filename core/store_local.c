@@ -125,11 +125,19 @@ pc_status_t local_read_meta(local_t *s, const pc_cell_t *c, pc_buf_t *key, pc_me
   return PC_OK;
 }
 
-pc_status_t local_put_meta(leveldb_writebatch_t *b, const pc_buf_t *key, const pc_meta_t *m,
+pc_status_t local_put_meta(leveldb_writebatch_t *b, const pc_buf_t *key, pc_meta_t *m,
                            pc_buf_t *scratch, pc_error_t *err) {
   scratch->len = 0;
   if (pc_meta_encode(m, scratch) != 0) return local_nomem(err);
   leveldb_writebatch_put(b, key->p, key->len, scratch->p, scratch->len);
+  if (m->has_lock != m->had_lock) { /* the lock index follows, in the same batch */
+    scratch->len = 0;
+    if (pc_buf_append(scratch, key->p, key->len) != 0) return local_nomem(err);
+    scratch->p[0] = PC_KS_LOCK;
+    if (m->has_lock) leveldb_writebatch_put(b, scratch->p, scratch->len, "", 0);
+    else leveldb_writebatch_delete(b, scratch->p, scratch->len);
+    m->had_lock = m->has_lock;
+  }
   return PC_OK;
 }
 
@@ -327,7 +335,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
     local_close(&s->base);
     return NULL;
   }
-  if (local_gc_load(s, err) != PC_OK) {
+  if (local_gc_load(s, err) != PC_OK || local_lock_index_build(s, err) != PC_OK) {
     local_close(&s->base);
     return NULL;
   }

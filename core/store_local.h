@@ -58,7 +58,7 @@ int local_cells_distinct(const pc_cell_t *cells, size_t stride, size_t n);
  * leaves m zeroed. key receives the meta key. */
 pc_status_t local_read_meta(local_t *s, const pc_cell_t *c, pc_buf_t *key, pc_meta_t *m,
                             int *found, pc_error_t *err);
-pc_status_t local_put_meta(leveldb_writebatch_t *b, const pc_buf_t *key, const pc_meta_t *m,
+pc_status_t local_put_meta(leveldb_writebatch_t *b, const pc_buf_t *key, pc_meta_t *m,
                            pc_buf_t *scratch, pc_error_t *err);
 pc_status_t local_put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_t ts,
                             const pc_write_rec_t *w, pc_buf_t *kb, pc_buf_t *vb,
@@ -140,5 +140,8 @@ pc_status_t local_clear_notify(pc_store_t *base, const pc_cell_t *c, uint64_t be
                                pc_error_t *err);
 /* Reads the persisted safe point into s->gc_safe (at open). */
 pc_status_t local_gc_load(local_t *s, pc_error_t *err);
+/* Builds the lock index (keys.h) of a store that has none yet: at open, before
+ * any operation. */
+pc_status_t local_lock_index_build(local_t *s, pc_error_t *err);
 
 #endif

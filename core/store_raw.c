@@ -1,7 +1,8 @@
 /* store_raw.c — the raw view of the embedded store: every internal cell
  * (lock, commit records, data, notifications) as it is on disk, for
  * `percolator scan --raw` and tests; and the scan of old locks that garbage
- * collection settles before it collects. Neither takes a snapshot's view:
+ * collection settles before it collects (through the lock index, built here
+ * for a store that has none). Neither takes a snapshot's view:
  * they show what LevelDB holds. The cells of an ack column (a system column
  * of the row, core/keys.h) are shown under the observed column, named by
  * their observer, and their commit records as acks. */
@@ -192,36 +193,49 @@ pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *star
   return st;
 }
 
+/* Walks the lock index (keys.h) in one snapshot and reads the meta record
+ * behind each entry: the cost follows the number of locks, not of cells. */
 pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn fn, void *ctx,
                              pc_error_t *err) {
   local_t *s = (local_t *)base;
+  const leveldb_snapshot_t *snap = leveldb_create_snapshot(s->db);
   leveldb_readoptions_t *ro = leveldb_readoptions_create();
   leveldb_readoptions_set_fill_cache(ro, 0);
+  leveldb_readoptions_set_snapshot(ro, snap);
   leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
   pc_key_decoded_t d = {0};
   pc_meta_t m = {0};
   pc_lock_info_t copy = {0};
+  pc_buf_t mk = {0};
   pc_status_t st = PC_OK;
-  const char space = PC_KS_META;
+  const char space = PC_KS_LOCK;
   for (leveldb_iter_seek(it, &space, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
-    size_t kl, vl;
+    size_t kl;
     const char *k = leveldb_iter_key(it, &kl);
-    if (k[0] != PC_KS_META) break;
-    const char *v = leveldb_iter_value(it, &vl);
-    int has_lock, has_head;
-    uint64_t lock_start;
-    pc_write_rec_t head;
-    if (pc_meta_peek(v, vl, &has_lock, &lock_start, &has_head, &head) != 0) {
-      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
+    if (kl < 1 || k[0] != PC_KS_LOCK) break;
+    mk.len = 0;
+    if (pc_buf_append(&mk, k, kl) != 0) {
+      st = local_nomem(err);
       break;
     }
-    if (!has_lock || lock_start >= below) continue;
+    mk.p[0] = PC_KS_META;
+    char *e = NULL;
+    size_t vl = 0;
+    char *v = leveldb_get(s->db, ro, mk.p, mk.len, &vl, &e);
+    if (e) {
+      st = local_ldb_error(s, e, "scan locks", err);
+      break;
+    }
+    if (!v) continue; /* cannot be (one batch writes both); nothing to settle */
     pc_meta_free(&m);
     memset(&m, 0, sizeof m);
-    if (pc_key_decode(k, kl, &d) != 0 || pc_meta_decode(v, vl, &m) != 0) {
+    int bad = pc_key_decode(mk.p, mk.len, &d) != 0 || pc_meta_decode(v, vl, &m) != 0;
+    leveldb_free(v);
+    if (bad) {
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
       break;
     }
+    if (!m.has_lock || m.lock.start_ts >= below) continue;
     pc_cell_t c = {d.table.p, d.row.p, d.row.len, d.col.p, d.col.len};
     if (pc_lock_info_copy(&copy, &m.lock, &c) != 0) {
       st = local_nomem(err);
@@ -237,7 +251,62 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
   else if (e) leveldb_free(e);
   leveldb_iter_destroy(it);
   leveldb_readoptions_destroy(ro);
+  leveldb_release_snapshot(s->db, snap);
   pc_key_decoded_free(&d);
   pc_meta_free(&m);
+  pc_buf_free(&mk);
+  return st;
+}
+
+pc_status_t local_lock_index_build(local_t *s, pc_error_t *err) {
+  char *e = NULL;
+  size_t vl = 0;
+  const char *marker = PC_KEY_LOCK_INDEX_BUILT;
+  char *v = leveldb_get(s->db, s->ropts, marker, strlen(marker), &vl, &e);
+  if (e) return local_ldb_error(s, e, "read the lock index marker", err);
+  if (v) {
+    leveldb_free(v);
+    return PC_OK;
+  }
+  /* a store from before the index: one pass over the meta records */
+  leveldb_readoptions_t *ro = leveldb_readoptions_create();
+  leveldb_readoptions_set_fill_cache(ro, 0);
+  leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  pc_buf_t lk = {0};
+  pc_status_t st = PC_OK;
+  const char space = PC_KS_META;
+  for (leveldb_iter_seek(it, &space, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    size_t kl, ml;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (kl < 1 || k[0] != PC_KS_META) break;
+    const char *mv = leveldb_iter_value(it, &ml);
+    int has_lock, has_head;
+    uint64_t lock_start;
+    pc_write_rec_t head;
+    if (pc_meta_peek(mv, ml, &has_lock, &lock_start, &has_head, &head) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
+      break;
+    }
+    if (!has_lock) continue;
+    lk.len = 0;
+    if (pc_buf_append(&lk, k, kl) != 0) {
+      st = local_nomem(err);
+      break;
+    }
+    lk.p[0] = PC_KS_LOCK;
+    leveldb_writebatch_put(b, lk.p, lk.len, "", 0);
+  }
+  leveldb_iter_get_error(it, &e);
+  if (e && st == PC_OK) st = local_ldb_error(s, e, "build the lock index", err);
+  else if (e) leveldb_free(e);
+  if (st == PC_OK) {
+    leveldb_writebatch_put(b, marker, strlen(marker), "", 0);
+    st = local_apply(s, b, s->wopts, err);
+  }
+  leveldb_writebatch_destroy(b);
+  leveldb_iter_destroy(it);
+  leveldb_readoptions_destroy(ro);
+  pc_buf_free(&lk);
   return st;
 }

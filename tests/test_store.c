@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <leveldb/c.h>
+
 #include "core/db.h"
 #include "core/keys.h"
 #include "tests/testutil.h"
@@ -567,6 +569,77 @@ static void test_observed_commit_writes_notify(void **state) {
   free(big);
 }
 
+static int count_lock(void *ctx, const pc_lock_info_t *lock) {
+  (void)lock;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+static int locks_now(fixture_t *f) {
+  int n = 0;
+  pc_error_t err;
+  assert_int_equal(f->s->ops->scan_locks(f->s, UINT64_MAX, count_lock, &n, &err), PC_OK);
+  return n;
+}
+
+/* scan_locks reads the lock index: an entry per locked cell, written and
+ * removed in the batch that writes and removes the lock; a store whose index
+ * is missing (one from before it) gets it rebuilt when it opens. */
+static void test_lock_index(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c[3] = {{"t", "r1", 2, "a", 1}, {"t", "r1", 2, "b", 1}, {"t", "r2", 2, "a", 1}};
+  uint64_t start = ts(f);
+  pc_lock_spec_t spec = {c[0], start, 600000, f->db->session};
+  pc_lock_info_t lock = {0};
+  pc_error_t err;
+  for (int i = 0; i < 3; i++) {
+    pc_mutation_t m = {c[i], PC_WRITE_PUT, "v", 1, 0, 0};
+    assert_int_equal(f->s->ops->prewrite(f->s, &m, 1, &spec, &lock, &err), PC_OK);
+  }
+  assert_int_equal(locks_now(f), 3);
+  assert_int_equal(f->s->ops->commit(f->s, &c[0], 1, start, ts(f), &err), PC_OK);
+  assert_int_equal(f->s->ops->rollback(f->s, &c[1], 1, start, &err), PC_OK);
+  assert_int_equal(locks_now(f), 1);
+
+  /* take the index away, as a store from before it has none */
+  pc_db_close(f->db);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/store", f->dir);
+  leveldb_options_t *o = leveldb_options_create();
+  char *e = NULL;
+  leveldb_t *ldb = leveldb_open(o, path, &e);
+  if (e) fail_msg("leveldb_open %s: %s", path, e);
+  leveldb_readoptions_t *ro = leveldb_readoptions_create();
+  leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+  leveldb_iterator_t *it = leveldb_create_iterator(ldb, ro);
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  int removed = 0;
+  const char l = PC_KS_LOCK;
+  for (leveldb_iter_seek(it, &l, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    size_t kl;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (k[0] != PC_KS_LOCK) break;
+    leveldb_writebatch_delete(b, k, kl);
+    removed++;
+  }
+  assert_int_equal(removed, 1);
+  leveldb_writebatch_delete(b, PC_KEY_LOCK_INDEX_BUILT, strlen(PC_KEY_LOCK_INDEX_BUILT));
+  leveldb_write(ldb, wo, b, &e);
+  assert_null(e);
+  leveldb_writebatch_destroy(b);
+  leveldb_iter_destroy(it);
+  leveldb_readoptions_destroy(ro);
+  leveldb_writeoptions_destroy(wo);
+  leveldb_close(ldb);
+  leveldb_options_destroy(o);
+
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
+  assert_int_equal(locks_now(f), 1); /* rebuilt from the meta records */
+  assert_int_equal(f->s->ops->commit(f->s, &c[2], 1, start, ts(f), &err), PC_OK);
+  assert_int_equal(locks_now(f), 0);
+}
+
 /* Duplicate cells in one request are refused rather than half-applied. */
 static void test_duplicate_cells_refused(void **state) {
   fixture_t *f = *state;
@@ -608,6 +681,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_history_and_large_values, setup, teardown),
       cmocka_unit_test_setup_teardown(test_one_phase_delete, setup, teardown),
       cmocka_unit_test_setup_teardown(test_observed_commit_writes_notify, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_index, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicate_cells_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_versions_after_value_moves, setup, teardown),
   };
