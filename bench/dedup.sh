@@ -151,7 +151,7 @@ s_gen1=$(ingest --data "$work/e2" "$work/gen.jsonl")
 freshness() {
   local d=$1 i h n
   for i in 0 1 2 3 4 5 6 7 8 9; do
-    "$cli" --data "$d" scan --raw docs --start "doc/00$i" --end "doc/00$((i + 1))" --json 2>/dev/null || true
+    "$cli" --data "$d" scan --raw docs --start "doc/00$i" --end "doc/00$i~" --json 2>/dev/null || true
   done | { grep '"kind":"write"' || true; } | { grep '"column":"doc:contents"' || true; } |
     sed 's/.*"row":"\([^"]*\)".*"ts":\([0-9]*\).*/\1 \2/' | sort >"$work/docs.ts"
   for h in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do # dups rows are hex hashes: 16 ranges
