@@ -70,6 +70,7 @@
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 #define NBUCKETS 1024                   /* client's calls by id */
+#define AUTH_REQUIRED "authentication required" /* a server's answer to a frame before HELLO */
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -590,7 +591,7 @@ static void handle_frame(conn_t *c, uint8_t op, uint64_t id, char *body, size_t 
   atomic_fetch_add(&s->n_requests, 1);
   if (s->secret && !c->authed && op != PC_RPC_OP_HELLO) {
     free(body);
-    conn_fault(c, op, id, "authentication required: the first frame must be HELLO");
+    conn_fault(c, op, id, AUTH_REQUIRED ": the first frame must be HELLO");
     return;
   }
   if (op == PC_RPC_OP_HELLO) {
@@ -1561,6 +1562,11 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
       c->backoff_ms = BACKOFF_MIN_MS;
       c->next_attempt_ms = 0;
       c->refused[0] = '\0';
+    }
+    if (id != 0 && status != PC_OK && strncmp(body, AUTH_REQUIRED, strlen(AUTH_REQUIRED)) == 0) {
+      /* a server that wants HELLO closes next: the calls that close fails
+       * (pipelined behind this one) are told why, as after a refused HELLO */
+      snprintf(c->refused, sizeof c->refused, "%.140s", body);
     }
     if (id == 0) {
       if (status != PC_OK) {

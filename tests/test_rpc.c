@@ -529,6 +529,22 @@ static void test_dropped_connection(void **state) {
   pc_rpc_client_destroy(c);
 }
 
+struct nohello_arg {
+  pc_rpc_client_t *c;
+  pc_status_t st;
+  char text[PC_ERROR_TEXT];
+};
+
+static void *call_echo(void *p) {
+  struct nohello_arg *a = p;
+  pc_buf_t r = {0};
+  pc_error_t err;
+  a->st = pc_rpc_call(a->c, OP_ECHO, "x", 1, 5000, &r, &err);
+  snprintf(a->text, sizeof a->text, "%s", a->st == PC_OK ? "" : err.text);
+  pc_buf_free(&r);
+  return NULL;
+}
+
 static void test_secret(void **state) {
   (void)state;
   pc_rpc_server_options_t o = base_opts();
@@ -551,6 +567,24 @@ static void test_secret(void **state) {
   assert_int_not_equal(st, PC_OK);
   if (!strstr(err.text, "HELLO")) fail_msg("unexpected: %s", err.text);
   pc_rpc_client_destroy(none);
+
+  /* no secret, calls pipelined: the one the server answers and those its
+   * close fails all say why */
+  for (int round = 0; round < 5; round++) {
+    none = client(s, NULL);
+    pthread_t t[4];
+    struct nohello_arg w[4];
+    for (int i = 0; i < 4; i++) {
+      w[i] = (struct nohello_arg){none, PC_OK, ""};
+      assert_int_equal(pthread_create(&t[i], NULL, call_echo, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+      pthread_join(t[i], NULL);
+      assert_int_not_equal(w[i].st, PC_OK);
+      if (!strstr(w[i].text, "HELLO")) fail_msg("call %d of round %d: %s", i, round, w[i].text);
+    }
+    pc_rpc_client_destroy(none);
+  }
 
   /* raw: wrong secret, a shorter one, and a request without HELLO */
   unsigned char f[128];
