@@ -1,7 +1,7 @@
 /* store_txn.c — the transaction protocol's row operations on the embedded
  * store: prewrite, commit, rollback, check_txn (the fate of a
  * transaction, decided on its primary), heartbeat (a live owner keeping its
- * primary lock), and one-phase commit of a single-row transaction. Each is
+ * primary lock), and one-phase commit of a transaction of this store. Each is
  * one row operation (store_local.h's rowop): latches, checks on the meta
  * records, one WriteBatch.
  *

@@ -520,7 +520,7 @@ static pc_status_t prewrite_group(pc_txn_t *txn, const pc_mutation_t *muts, size
 /* Commits a transaction of one shard in one store operation, resolving dead
  * owners' locks on the way. */
 static pc_status_t commit_in_one_phase(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
-                                     uint64_t deadline, pc_error_t *err) {
+                                       uint64_t deadline, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
   ts_ctx_t tc = {txn->db, txn->timeout_ms};
   pc_status_t st;
@@ -860,7 +860,8 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     st = pc_error_set(err, PC_NOMEM, "out of memory");
     goto out;
   }
-  int one_phase = txn->db->opts.one_phase_commit && one_shard(txn->db->store, muts, bounds, groups);
+  int one_phase =
+      txn->db->opts.one_phase_commit && one_shard(txn->db->store, muts, bounds, groups);
   if ((st = take_start_ts(txn, err)) != PC_OK) {
     pc_error_prefix(err, "commit: start timestamp");
     goto out;

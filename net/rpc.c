@@ -374,23 +374,19 @@ static void local_release(local_ep_t *e, uint64_t cid) {
 /* pc_rpc_call's in-process path: the handler on this thread. */
 static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint, uint8_t op,
                               const void *body, size_t len, pc_buf_t *reply, pc_error_t *err) {
+  int library_op = op < 0x10; /* answered here, as handle_frame answers them */
   pthread_mutex_lock(&e->mu);
   int serving = !e->stopped;
   if (serving) {
-    e->calls++;
+    if (!library_op) e->calls++;
     atomic_fetch_add(e->n_requests, 1);
   }
   pthread_mutex_unlock(&e->mu);
   if (!serving) return pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: it stopped", endpoint);
-  if (op == PC_RPC_OP_PING || op < 0x10) { /* the library's ops, as handle_frame answers them */
-    pthread_mutex_lock(&e->mu);
-    if (--e->calls == 0 && e->stopped) pthread_cond_broadcast(&e->idle);
-    pthread_mutex_unlock(&e->mu);
-    if (op == PC_RPC_OP_PING) {
-      pc_error_clear(err);
-      return PC_OK;
-    }
-    return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
+  if (library_op) {
+    if (op != PC_RPC_OP_PING) return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
+    pc_error_clear(err);
+    return PC_OK;
   }
   pc_buf_t scratch = {0};
   pc_buf_t *out = reply ? reply : &scratch;
