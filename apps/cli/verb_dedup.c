@@ -271,21 +271,26 @@ typedef struct posting {
   unsigned long long count;
 } posting_t;
 
-/* The canonical URLs indexed under term (columns of idx row term), in order. */
+/* The canonical URLs indexed under term, in order: the idx rows
+ * term 0x00 URL 0x00 HASH, column n the count (apps/dedup/dedup.c). */
 static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
                             size_t *n, pc_error_t *err) {
-  char end[DD_MAX_TERM + 2];
-  memcpy(end, term, tl);
-  end[tl] = '\0';
+  char lo[DD_MAX_TERM + 1], hi[DD_MAX_TERM + 1];
+  memcpy(lo, term, tl);
+  lo[tl] = '\0';
+  memcpy(hi, term, tl);
+  hi[tl] = '\1';
   *out = NULL;
   *n = 0;
   size_t cap = 0;
-  pc_scan_t *sc = pc_txn_scan(txn, IDX, term, tl, end, tl + 1, err);
+  pc_scan_t *sc = pc_txn_scan(txn, IDX, lo, tl + 1, hi, tl + 1, err);
   if (!sc) return err->code;
   pc_status_t st;
   while ((st = pc_scan_next(sc, err)) == PC_OK) {
-    size_t cl, vl;
-    const char *col = pc_scan_column(sc, &cl), *v = pc_scan_value(sc, &vl);
+    size_t rl, cl, vl;
+    const char *row = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
+               *v = pc_scan_value(sc, &vl);
+    if (cl != 1 || col[0] != 'n') continue;
     if (*n == cap) {
       cap = cap ? cap * 2 : 16;
       posting_t *np = realloc(*out, cap * sizeof *np);
@@ -294,8 +299,9 @@ static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_
     }
     posting_t *p = &(*out)[*n];
     p->url = (bytes_t){0};
-    const char *nul = memchr(col, '\0', cl); /* URL 0x00 HASH: the URL */
-    if (bytes_set(&p->url, col, nul ? (size_t)(nul - col) : cl) != 0) break;
+    const char *u = row + tl + 1; /* URL 0x00 HASH: the URL */
+    const char *nul = memchr(u, '\0', rl - tl - 1);
+    if (bytes_set(&p->url, u, nul ? (size_t)(nul - u) : rl - tl - 1) != 0) break;
     char num[24];
     snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
     p->count = strtoull(num, NULL, 10);
@@ -536,14 +542,14 @@ static int doc_by_hash(const void *a, const void *b) {
 }
 
 typedef struct entry { /* one idx cell */
-  bytes_t term, url;
+  bytes_t row, col;
   unsigned long long count;
 } entry_t;
 
 static int entry_cmp(const void *a, const void *b) {
   const entry_t *x = a, *y = b;
-  int r = bytes_cmp(&x->term, &y->term);
-  return r ? r : bytes_cmp(&x->url, &y->url);
+  int r = bytes_cmp(&x->row, &y->row);
+  return r ? r : bytes_cmp(&x->col, &y->col);
 }
 
 typedef struct entries {
@@ -551,7 +557,7 @@ typedef struct entries {
   size_t n, cap;
 } entries_t;
 
-static int entry_add(entries_t *e, const char *t, size_t tl, const char *u, size_t ul,
+static int entry_add(entries_t *e, const char *r, size_t rl, const char *c, size_t cl,
                      unsigned long long count) {
   if (e->n == e->cap) {
     size_t nc = e->cap ? e->cap * 2 : 256;
@@ -562,9 +568,9 @@ static int entry_add(entries_t *e, const char *t, size_t tl, const char *u, size
   }
   entry_t *x = &e->v[e->n];
   *x = (entry_t){{0}, {0}, count};
-  if (bytes_set(&x->term, t, tl) || bytes_set(&x->url, u, ul)) {
-    free(x->term.p);
-    free(x->url.p);
+  if (bytes_set(&x->row, r, rl) || bytes_set(&x->col, c, cl)) {
+    free(x->row.p);
+    free(x->col.p);
     return -1;
   }
   e->n++;
@@ -573,8 +579,8 @@ static int entry_add(entries_t *e, const char *t, size_t tl, const char *u, size
 
 static void entries_free(entries_t *e) {
   for (size_t i = 0; i < e->n; i++) {
-    free(e->v[i].term.p);
-    free(e->v[i].url.p);
+    free(e->v[i].row.p);
+    free(e->v[i].col.p);
   }
   free(e->v);
 }
@@ -722,18 +728,20 @@ static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
       st = oom(err);
       goto out;
     }
-    /* the column is URL 0x00 HASH (apps/dedup/dedup.c) */
+    /* the row is TERM 0x00 URL 0x00 HASH, the column n (apps/dedup/dedup.c) */
     size_t hl = strlen(want.v[i].hash);
-    char *col = malloc(u->n + 1 + hl);
-    if (!col) rc = -1;
-    if (col) {
-      memcpy(col, u->p, u->n);
-      col[u->n] = '\0';
-      memcpy(col + u->n + 1, want.v[i].hash, hl);
+    char *row = malloc(DD_MAX_TERM + 1 + u->n + 1 + hl);
+    if (!row) rc = -1;
+    for (size_t j = 0; j < t.n && rc == 0; j++) {
+      size_t tl = t.v[j].len;
+      memcpy(row, t.v[j].term, tl);
+      row[tl] = '\0';
+      memcpy(row + tl + 1, u->p, u->n);
+      row[tl + 1 + u->n] = '\0';
+      memcpy(row + tl + 2 + u->n, want.v[i].hash, hl);
+      rc = entry_add(&wi, row, tl + 2 + u->n + hl, "n", 1, t.v[j].count);
     }
-    for (size_t j = 0; j < t.n && rc == 0; j++)
-      rc = entry_add(&wi, t.v[j].term, t.v[j].len, col, u->n + 1 + hl, t.v[j].count);
-    free(col);
+    free(row);
     dd_terms_free(&t);
     if (rc != 0) {
       st = oom(err);
@@ -749,7 +757,7 @@ static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
     if (r <= 0) snprintf(f, sizeof f, "%llu", hi.v[a].count);
     if (r >= 0) snprintf(w, sizeof w, "%llu", wi.v[b].count);
     if (r != 0 || hi.v[a].count != wi.v[b].count)
-      diff(k, IDX, e->term.p, e->term.n, e->url.p, e->url.n, r <= 0 ? f : NULL, strlen(f),
+      diff(k, IDX, e->row.p, e->row.n, e->col.p, e->col.n, r <= 0 ? f : NULL, strlen(f),
            r >= 0 ? w : NULL, strlen(w));
     if (r <= 0) a++;
     if (r >= 0) b++;

@@ -11,12 +11,18 @@
  *                                 the membership
  *                   indexed       the canonical whose terms idx holds (index)
  *                   terms         those terms, newline-separated (index)
- *   idx   row TERM  <URL> 0 <HASH> the term's count in the canonical document URL of
- *                                 cluster HASH (the hash in the column keeps two
+ *   idx   row TERM 0 URL 0 HASH
+ *                   n             the term's count in the canonical document URL of
+ *                                 cluster HASH: one row per posting, so index
+ *                                 runs of different documents share no row (a
+ *                                 row per term would be written by every run that
+ *                                 indexes a common word, and runs writing one row
+ *                                 commit one after another). The hash keeps two
  *                                 clusters that name the same URL in turn apart:
  *                                 a document that moves to a new cluster as its
  *                                 canonical is indexed there before its old
- *                                 cluster, re-indexed in another run, drops it)
+ *                                 cluster, re-indexed in another run, drops it.
+ *                                 A search for TERM scans the rows TERM 0 ...
  *
  * Observers (each idempotent per notification: it derives what to write from
  * what it reads):
@@ -73,6 +79,7 @@ PC_PLUGIN_DECLARE("dedup", "1.0.0");
 #define C_REV "rev"
 #define C_INDEXED "indexed"
 #define C_TERMS "terms"
+#define C_COUNT "n"
 #define MEMBER_MAX (PC_MAX_COLUMN - 2)
 
 #define S(lit) lit, (sizeof lit - 1)
@@ -240,30 +247,34 @@ static pc_status_t observe_doc(void *state, pc_txn_t *txn, const pc_notified_cel
 
 /* ---- the index ------------------------------------------------------------- */
 
-/* The idx column of canonical url in cluster hash: url 0x00 hash. */
-static int idx_column(char *out, size_t cap, const char *url, size_t ulen, const char *hash,
-                      size_t hl) {
-  if (ulen + 1 + hl > cap) return -1;
-  memcpy(out, url, ulen);
-  out[ulen] = '\0';
-  memcpy(out + ulen + 1, hash, hl);
-  return (int)(ulen + 1 + hl);
+/* The idx row of term in the posting of canonical url in cluster hash:
+ * term 0x00 url 0x00 hash. Terms hold no NUL byte, so a term's rows are the
+ * range [term 0x00, term 0x01). */
+static int idx_row(char *out, size_t cap, const char *term, size_t tl, const char *url,
+                   size_t ulen, const char *hash, size_t hl) {
+  if (tl + 1 + ulen + 1 + hl > cap) return -1;
+  memcpy(out, term, tl);
+  out[tl] = '\0';
+  memcpy(out + tl + 1, url, ulen);
+  out[tl + 1 + ulen] = '\0';
+  memcpy(out + tl + 2 + ulen, hash, hl);
+  return (int)(tl + 2 + ulen + hl);
 }
 
-/* Removes cluster hash's column of url from the idx row of every term in
- * list (newline-separated). */
+/* Removes the posting of url in cluster hash from the index of every term
+ * in list (newline-separated). */
 static pc_status_t unindex(pc_txn_t *txn, const val_t *list, const char *url, size_t ulen,
                            const char *hash, size_t hl, pc_error_t *err) {
-  char col[PC_MAX_COLUMN];
-  int cl = idx_column(col, sizeof col, url, ulen, hash, hl);
-  if (cl < 0) return fail(err, PC_INVALID, "url too long for the index");
+  char row[PC_MAX_ROW];
   size_t i = 0;
   while (list->p && i < list->n) {
     const char *t = list->p + i;
     const char *nl = memchr(t, '\n', list->n - i);
     size_t tl = nl ? (size_t)(nl - t) : list->n - i;
     if (tl) {
-      pc_status_t st = host->txn_delete(txn, IDX, t, tl, col, (size_t)cl, err);
+      int rl = idx_row(row, sizeof row, t, tl, url, ulen, hash, hl);
+      if (rl < 0) return fail(err, PC_INVALID, "url too long for the index");
+      pc_status_t st = host->txn_delete(txn, IDX, row, (size_t)rl, S(C_COUNT), err);
       if (st != PC_OK) return st;
     }
     i += tl + 1;
@@ -314,13 +325,16 @@ static pc_status_t observe_canonical(void *state, pc_txn_t *txn, const pc_notifi
     goto out;
   }
   size_t at = 0;
-  char col[PC_MAX_COLUMN];
-  int cl = idx_column(col, sizeof col, canon.p, canon.n, hash, hl);
-  if (cl < 0) st = fail(err, PC_INVALID, "url too long for the index");
+  char row[PC_MAX_ROW];
   for (size_t k = 0; k < tv.n && st == PC_OK; k++) {
     char num[24];
     int n = snprintf(num, sizeof num, "%llu", (unsigned long long)tv.v[k].count);
-    st = host->txn_set(txn, IDX, tv.v[k].term, tv.v[k].len, col, (size_t)cl, num, (size_t)n, err);
+    int rl = idx_row(row, sizeof row, tv.v[k].term, tv.v[k].len, canon.p, canon.n, hash, hl);
+    if (rl < 0) {
+      st = fail(err, PC_INVALID, "url too long for the index");
+      break;
+    }
+    st = host->txn_set(txn, IDX, row, (size_t)rl, S(C_COUNT), num, (size_t)n, err);
     memcpy(list + at, tv.v[k].term, tv.v[k].len);
     at += tv.v[k].len;
     list[at++] = '\n';
