@@ -21,7 +21,7 @@
 #include "core/metacache.h"
 #include "core/store.h"
 
-#define PC_LATCHES 1024u
+#define PC_LATCHES 65536u
 
 typedef struct local {
   pc_store_t base;
