@@ -667,7 +667,7 @@ static pc_status_t log_field(vctx_t *c, void *dst, int which, const json_t *v, i
 static const char *const store_keys[] = {"sync",       "cache_mb",         "lock_ttl_ms",
                                          "timeout_ms", "one_phase_commit", "lazy_start",
                                          "meta_cache_mb", "gc_interval_ms", "gc_rate",
-                                         "gc_lifetime_ms"};
+                                         "gc_lifetime_ms", "write_buffer_mb"};
 
 static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -681,7 +681,8 @@ static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v,
     case 6: return get_uint(c, v, n, 0, 65536, &cfg->store.meta_cache_mb);
     case 7: return get_uint(c, v, n, 0, 86400000, &cfg->store.gc_interval_ms);
     case 8: return get_uint(c, v, n, 0, 100000000, &cfg->store.gc_rate);
-    default: return get_uint(c, v, n, 1000, 86400000, &cfg->store.gc_lifetime_ms);
+    case 9: return get_uint(c, v, n, 1000, 86400000, &cfg->store.gc_lifetime_ms);
+    default: return get_uint(c, v, n, 1, 4096, &cfg->store.write_buffer_mb);
   }
 }
 
@@ -999,6 +1000,7 @@ pc_config_t *pc_config_default(void) {
   cfg->store.sync = 1;
   cfg->store.cache_mb = 32;
   cfg->store.meta_cache_mb = 32;
+  cfg->store.write_buffer_mb = 64;
   cfg->store.gc_interval_ms = 60000;
   cfg->store.gc_rate = 100000;
   cfg->store.gc_lifetime_ms = 60000;

@@ -30,6 +30,7 @@ pc_options_t *pc_options_create(void) {
   o->one_phase_commit = 1;
   o->cache_bytes = 32u << 20;
   o->meta_cache_bytes = 32u << 20;
+  o->write_buffer_bytes = 64u << 20;
   o->gc_interval_ms = 60000;
   o->gc_rate = 100000;
   o->gc_lifetime_ms = 60000;
@@ -45,6 +46,9 @@ void pc_options_set_one_phase_commit(pc_options_t *o, int on) { o->one_phase_com
 void pc_options_set_lazy_start(pc_options_t *o, int on) { o->lazy_start = on != 0; }
 void pc_options_set_cache_bytes(pc_options_t *o, size_t bytes) { o->cache_bytes = bytes; }
 void pc_options_set_meta_cache_bytes(pc_options_t *o, size_t bytes) { o->meta_cache_bytes = bytes; }
+void pc_options_set_write_buffer_bytes(pc_options_t *o, size_t bytes) {
+  o->write_buffer_bytes = bytes;
+}
 void pc_options_set_gc_interval_ms(pc_options_t *o, uint32_t ms) { o->gc_interval_ms = ms; }
 void pc_options_set_gc_rate(pc_options_t *o, uint32_t rate) { o->gc_rate = rate; }
 
@@ -248,7 +252,8 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
   }
   char path[4200];
   snprintf(path, sizeof path, "%s/store", dir);
-  pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes};
+  pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes,
+                          opts->write_buffer_bytes};
   db->store = pc_local_store_open(path, &lo, err);
   if (!db->store) {
     if (err && err->code == PC_INVALID)

@@ -229,6 +229,7 @@ typedef struct pc_local_options {
   int sync;
   size_t cache_bytes;      /* LevelDB's block cache (0: LevelDB's default) */
   size_t meta_cache_bytes; /* core/metacache.h (0: none) */
+  size_t write_buffer_bytes; /* LevelDB's memtable (0: the store's default, 64 MiB) */
 } pc_local_options_t;
 
 /* Opens the embedded LevelDB store in directory path. PC_BUSY when another

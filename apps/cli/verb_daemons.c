@@ -260,7 +260,8 @@ static pc_status_t start_tablet(daemon_state_t *d, const pc_config_tablet_t *t, 
     char path[4200];
     snprintf(path, sizeof path, "%s/store", dir);
     pc_local_options_t lo = {1, d->cfg->store.sync, (size_t)d->cfg->store.cache_mb << 20,
-                             (size_t)d->cfg->store.meta_cache_mb << 20};
+                             (size_t)d->cfg->store.meta_cache_mb << 20,
+                             (size_t)d->cfg->store.write_buffer_mb << 20};
     store = pc_local_store_open(path, &lo, err);
     if (!store) st = err ? err->code : PC_IO_ERROR;
   }

@@ -153,6 +153,10 @@ PC_EXPORT void pc_options_set_cache_bytes(pc_options_t *opts, size_t bytes);
  * commit), which a write's conflict check reads instead of LevelDB (default
  * 32 MiB; 0: no cache). The store keeps it exact: every write updates it. */
 PC_EXPORT void pc_options_set_meta_cache_bytes(pc_options_t *opts, size_t bytes);
+/* LevelDB's write buffer (memtable) in bytes (default 64 MiB; 0: the
+ * default). Up to two are held in memory. A larger one means fewer, larger
+ * files and less compaction per write. */
+PC_EXPORT void pc_options_set_write_buffer_bytes(pc_options_t *opts, size_t bytes);
 /* How often the embedded database collects garbage in the background, in
  * milliseconds (default 60000; 0: never, only pc_db_gc). See pc_db_gc. */
 PC_EXPORT void pc_options_set_gc_interval_ms(pc_options_t *opts, uint32_t ms);
