@@ -397,7 +397,7 @@ static int preload(bench_t *b, const char *store_path) {
     memset(&lock, 0, sizeof lock);
     uint64_t start, commit;
     if (pc_oracle_next(b->oracle, 1, &start, &e) != PC_OK ||
-        s->ops->commit_one_phase(s, &m, 1, start, ts_from_oracle, b->oracle, &commit, &lock,
+        s->ops->commit_one_phase(s, &m, 1, start, ts_from_oracle, b->oracle, NULL, &commit, &lock,
                                  &e) != PC_OK) {
       fprintf(stderr, "net_fig8: tablet preload: %s\n", e.text);
       rc = -1;

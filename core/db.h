@@ -211,6 +211,12 @@ int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t c
 /* Checks a table name (percolator.h's rules); PC_INVALID naming it. */
 pc_status_t pc_check_table(const char *table, pc_error_t *err);
 
+/* pc_txn_commit, and when the commit is one-phase and holds the latch of
+ * clear->cell's row, the deletion of that cell's notifications below
+ * clear->below in the same batch (pc_notify_clear_t): clear->done says
+ * whether they went. A notification worker passes the cell it observed. */
+pc_status_t pc_txn_commit_clearing(pc_txn_t *txn, pc_notify_clear_t *clear, pc_error_t *err);
+
 /* Settles the transaction behind lock (txn.c): rolls the cell forward or
  * back when its primary says so, or its owner is gone; PC_LOCKED while the
  * owner is alive. */

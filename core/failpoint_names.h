@@ -25,7 +25,7 @@
   X("store.after_apply", "after every WriteBatch of the store")                                  \
   X("db.txn.ts_taken", "a start_ts taken, not yet recorded in the open transactions")         \
   X("gc.timestamp_taken", "a GC pass took its timestamp, before reading the open transactions") \
-  X("worker.before_clear", "a worker's pass over a cell is done, its notifications not yet deleted") \
+  X("worker.before_clear", "a worker's pass over a cell: its notifications are not deleted") \
   X("worker.wait_scanned", "pc_notify_wait found no lock and no notification, before asking the oracle")
 
 #endif

@@ -85,6 +85,17 @@ typedef int (*pc_store_notify_fn)(void *ctx, const pc_notification_t *n);
 /* Source of a commit timestamp for one-phase commit. */
 typedef pc_status_t (*pc_ts_source_fn)(void *ctx, uint64_t *ts, pc_error_t *err);
 
+/* Notifications a one-phase commit deletes in its own batch: cell's, with
+ * ts < below, when the commit holds the latch of cell's row (one of its
+ * mutations is in that row) and the row is the store's (a tablet's own);
+ * done = 1 then, once the commit is durable. A worker passes its observed
+ * cell: its run and the end of its notification become one write. */
+typedef struct pc_notify_clear {
+  pc_cell_t cell;
+  uint64_t below;
+  int done;
+} pc_notify_clear_t;
+
 typedef struct pc_store_ops {
   /* The value of cell committed at or before read_ts. PC_OK: *value malloc'd
    * (release with pc_free). PC_NOT_FOUND. PC_LOCKED: a lock with
@@ -148,10 +159,13 @@ typedef struct pc_store_ops {
    * of prewrite on every cell, then commit_ts from ts_source (a tablet uses
    * its own oracle link), then the commit records, all or nothing.
    * muts[0] is the primary (a NOTIFY primary leaves a record of kind
-   * NOTIFY, so that check_txn can tell the commit happened). */
+   * NOTIFY, so that check_txn can tell the commit happened). clear (NULL:
+   * none) names notifications to delete in the same batch, see
+   * pc_notify_clear_t. */
   pc_status_t (*commit_one_phase)(pc_store_t *s, const pc_mutation_t *muts, size_t n,
                                   uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
-                                  uint64_t *commit_ts, pc_lock_info_t *lock, pc_error_t *err);
+                                  pc_notify_clear_t *clear, uint64_t *commit_ts,
+                                  pc_lock_info_t *lock, pc_error_t *err);
 
   /* Calls fn for each committed cell at read_ts of table, rows [start, end)
    * (end NULL: to the end of the table), starting at column start_col of row

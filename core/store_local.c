@@ -152,36 +152,56 @@ pc_status_t local_put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_
 }
 
 /* The meta cache follows each batch: what was written, or, when the write
- * failed and its effect is unknown, nothing. */
+ * failed and its effect is unknown, nothing. The notification index gets a
+ * batch's notifications before it is written and loses its deleted ones
+ * after it was (notifyindex.h: a superset of the live ones). */
 typedef struct cache_sync {
-  pc_mcache_t *c;
-  int written;
+  local_t *s;
+  int written, oom;
 } cache_sync_t;
+
+static void index_put(void *ctx, const char *k, size_t klen, const char *v, size_t vlen) {
+  cache_sync_t *cs = ctx;
+  if (klen && k[0] == PC_KS_NOTIFY && !cs->oom &&
+      pc_nindex_put(cs->s->nindex, k, klen, vlen == 1 ? v[0] : (char)0xFF) != 0)
+    cs->oom = 1;
+}
+
+static void index_del(void *ctx, const char *k, size_t klen) {
+  (void)ctx;
+  (void)k;
+  (void)klen;
+}
 
 static void cache_sync_put(void *ctx, const char *k, size_t klen, const char *v, size_t vlen) {
   cache_sync_t *cs = ctx;
-  if (klen == 0 || k[0] != PC_KS_META) return;
-  if (cs->written) pc_mcache_put(cs->c, k, klen, v, vlen, 1);
-  else pc_mcache_erase(cs->c, k, klen);
+  if (klen == 0 || k[0] != PC_KS_META || !cs->s->mcache) return;
+  if (cs->written) pc_mcache_put(cs->s->mcache, k, klen, v, vlen, 1);
+  else pc_mcache_erase(cs->s->mcache, k, klen);
 }
 
 static void cache_sync_del(void *ctx, const char *k, size_t klen) {
   cache_sync_t *cs = ctx;
-  if (klen == 0 || k[0] != PC_KS_META) return;
-  if (cs->written) pc_mcache_put(cs->c, k, klen, NULL, 0, 0);
-  else pc_mcache_erase(cs->c, k, klen);
+  if (klen && k[0] == PC_KS_NOTIFY) {
+    if (cs->written) pc_nindex_del(cs->s->nindex, k, klen);
+    return;
+  }
+  if (klen == 0 || k[0] != PC_KS_META || !cs->s->mcache) return;
+  if (cs->written) pc_mcache_put(cs->s->mcache, k, klen, NULL, 0, 0);
+  else pc_mcache_erase(cs->s->mcache, k, klen);
 }
 
 pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const leveldb_writeoptions_t *wopts,
                         pc_error_t *err) {
   pc_status_t st = PC_FAILPOINT("store.before_apply", err);
   if (st != PC_OK) return st;
+  cache_sync_t cs = {s, 0, 0};
+  leveldb_writebatch_iterate(b, &cs, index_put, index_del);
+  if (cs.oom) return local_nomem(err); /* nothing written; what was added stays (harmless) */
   char *e = NULL;
   leveldb_write(s->db, wopts, b, &e);
-  if (s->mcache) {
-    cache_sync_t cs = {s->mcache, e == NULL};
-    leveldb_writebatch_iterate(b, &cs, cache_sync_put, cache_sync_del);
-  }
+  cs.written = e == NULL;
+  leveldb_writebatch_iterate(b, &cs, cache_sync_put, cache_sync_del);
   if (e) return local_ldb_error(s, e, "write", err);
   return PC_FAILPOINT("store.after_apply", err);
 }
@@ -275,6 +295,7 @@ static void local_close(pc_store_t *base) {
   if (s->db) leveldb_close(s->db);
   if (s->opts) leveldb_options_destroy(s->opts);
   pc_mcache_destroy(s->mcache);
+  pc_nindex_destroy(s->nindex);
   if (s->cache) leveldb_cache_destroy(s->cache);
   if (s->filter) leveldb_filterpolicy_destroy(s->filter);
   if (s->ropts) leveldb_readoptions_destroy(s->ropts);
@@ -318,6 +339,11 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   s->filter = leveldb_filterpolicy_create_bloom(10);
   leveldb_options_set_filter_policy(s->opts, s->filter);
   s->mcache = pc_mcache_create(o->meta_cache_bytes); /* NULL: none (or no memory for one) */
+  if (!(s->nindex = pc_nindex_create())) {
+    local_close(&s->base);
+    local_nomem(err);
+    return NULL;
+  }
   if (o->cache_bytes) {
     s->cache = leveldb_cache_create_lru(o->cache_bytes);
     leveldb_options_set_cache(s->opts, s->cache);
@@ -340,7 +366,8 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
     local_close(&s->base);
     return NULL;
   }
-  if (local_gc_load(s, err) != PC_OK || local_lock_index_build(s, err) != PC_OK) {
+  if (local_gc_load(s, err) != PC_OK || local_lock_index_build(s, err) != PC_OK ||
+      local_notify_index_build(s, err) != PC_OK) {
     local_close(&s->base);
     return NULL;
   }

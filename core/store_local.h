@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 
 #include "core/metacache.h"
+#include "core/notifyindex.h"
 #include "core/store.h"
 
 #define PC_LATCHES 65536u
@@ -39,6 +40,7 @@ typedef struct local {
    * waits for the latch (local_wait_onepc) */
   _Atomic uint64_t onepc[PC_LATCHES];
   pc_mcache_t *mcache; /* meta records for the write path, or NULL */
+  pc_nindex_t *nindex; /* the live notification keys (notifyindex.h) */
   _Atomic uint64_t gc_safe; /* store_gc.c: the last pass's safe point ('g' key) */
 } local_t;
 
@@ -124,7 +126,8 @@ pc_status_t local_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t
                             uint32_t ttl_ms, pc_error_t *err);
 pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
                                    uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
-                                   uint64_t *commit_ts, pc_lock_info_t *lock, pc_error_t *err);
+                                   pc_notify_clear_t *clear, uint64_t *commit_ts,
+                                   pc_lock_info_t *lock, pc_error_t *err);
 pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *start, size_t slen,
                            const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
                            pc_error_t *err);
@@ -136,6 +139,10 @@ uint64_t local_gc_safe_point(pc_store_t *base);
 pc_status_t local_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
                               const pc_notification_t *after, size_t limit,
                               pc_store_notify_fn fn, void *ctx, pc_error_t *err);
+/* Adds to b the deletes of cell c's notifications with ts < below (its row's
+ * latch held), counting them in *n; key is scratch. */
+pc_status_t local_notify_deletes(local_t *s, leveldb_writebatch_t *b, const pc_cell_t *c,
+                                 uint64_t below, pc_buf_t *key, size_t *n, pc_error_t *err);
 pc_status_t local_clear_notify(pc_store_t *base, const pc_cell_t *c, uint64_t below,
                                pc_error_t *err);
 /* Reads the persisted safe point into s->gc_safe (at open). */
@@ -143,5 +150,7 @@ pc_status_t local_gc_load(local_t *s, pc_error_t *err);
 /* Builds the lock index (keys.h) of a store that has none yet: at open, before
  * any operation. */
 pc_status_t local_lock_index_build(local_t *s, pc_error_t *err);
+/* Fills s->nindex from the notification key space (at open). */
+pc_status_t local_notify_index_build(local_t *s, pc_error_t *err);
 
 #endif

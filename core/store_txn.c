@@ -314,11 +314,23 @@ pc_status_t local_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t
   return local_rowop_end(&op, st, err);
 }
 
+/* Whether op holds stripe i (op->idx is sorted). */
+static int holds_stripe(const rowop_t *op, uint32_t i) {
+  size_t lo = 0, hi = op->nidx;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (op->idx[mid] < i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < op->nidx && op->idx[lo] == i;
+}
+
 pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
                                    uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
-                                   uint64_t *commit_ts, pc_lock_info_t *lock_out,
-                                   pc_error_t *err) {
+                                   pc_notify_clear_t *clear, uint64_t *commit_ts,
+                                   pc_lock_info_t *lock_out, pc_error_t *err) {
   local_t *s = (local_t *)base;
+  if (clear) clear->done = 0;
   if (n == 0) return PC_OK;
   pc_meta_t *metas = calloc(n, sizeof *metas);
   pc_buf_t *keys = calloc(n, sizeof *keys);
@@ -367,7 +379,15 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
       if (st == PC_OK) st = set_head(op.b, &mu->cell, &metas[i], &w, &op.kb, &op.vb, err);
       if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, err);
     }
+    /* the observed cell's notifications go with its observer's commit: its
+     * row's latch keeps any commit that notifies it out meanwhile */
+    int clearing = st == PC_OK && clear && clear->below > 1 &&
+                   holds_stripe(&op, local_stripe(&clear->cell));
+    size_t cleared = 0;
+    if (clearing)
+      st = local_notify_deletes(s, op.b, &clear->cell, clear->below, &op.key, &cleared, err);
     if (st == PC_OK) st = local_apply(s, op.b, s->wopts, err);
+    if (st == PC_OK && clearing) clear->done = 1;
     for (size_t k = 0; k < op.nidx; k++)
       atomic_store_explicit(&s->onepc[op.idx[k]], 0, memory_order_release);
   }

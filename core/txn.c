@@ -38,6 +38,7 @@ struct pc_txn {
   enum txn_state state;
   void *tree; /* tsearch tree of bufcell_t* */
   size_t count, bytes;
+  pc_notify_clear_t *clear; /* pc_txn_commit_clearing's, during its commit */
 };
 
 #define RESOLVE_ATTEMPTS 16
@@ -523,11 +524,15 @@ static pc_status_t commit_in_one_phase(pc_txn_t *txn, const pc_mutation_t *muts,
                                        uint64_t deadline, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
   ts_ctx_t tc = {txn->db, txn->timeout_ms};
+  pc_notify_clear_t *clear = txn->clear;
+  if (clear && s->ops->shard_of &&
+      s->ops->shard_of(s, &clear->cell) != s->ops->shard_of(s, &muts[0].cell))
+    clear = NULL; /* another shard's row: the caller deletes them itself */
   pc_status_t st;
   for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
     pc_lock_info_t lock = {0};
-    st = s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, &txn->commit_ts,
-                                  &lock, err);
+    st = s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, clear,
+                                  &txn->commit_ts, &lock, err);
     if (st != PC_LOCKED) return st;
     st = pc_txn_resolve_lock(txn->db, &lock, deadline, err);
     pc_lock_info_free(&lock);
@@ -894,6 +899,16 @@ out:
   free(bounds);
   free(cells);
   clear_buffer(txn);
+  return st;
+}
+
+pc_status_t pc_txn_commit_clearing(pc_txn_t *txn, pc_notify_clear_t *clear, pc_error_t *err) {
+  clear->done = 0;
+  if (!txn) return pc_txn_commit(txn, err);
+  txn->clear = clear;
+  pc_status_t st = pc_txn_commit(txn, err);
+  txn->clear = NULL;
+  if (st != PC_OK) clear->done = 0; /* an outcome settled after an error says nothing of it */
   return st;
 }
 

@@ -23,7 +23,10 @@
  * Above M only what every observer of the column covers is deleted, since
  * the kind of a notification that arrived after the scan is unknown. An
  * observer that is waiting out a backoff leaves the cell's notifications in
- * place.
+ * place. When a single observer acts on the pass, the deletion goes in its
+ * commit's own batch (one-phase commits: pc_txn_commit_clearing), so that
+ * the run and the end of its notifications are one durable write; otherwise,
+ * or when that commit could not take it, it is a write of its own.
  *
  * Failures. A callback that fails, or an ack that is not 8 bytes, counts a
  * failure of (cell, observer), kept in memory with an exponential backoff
@@ -536,9 +539,12 @@ static int is_conflict(pc_status_t st) {
   return st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED;
 }
 
-/* Runs slot's observer for group g (see the top of this file). */
+/* Runs slot's observer for group g (see the top of this file). fold (NULL:
+ * none): the cell's notifications that its commit deletes in the same batch
+ * when it can (fold->done then), below fold->below or, when to_start, below
+ * the run's start_ts if that is larger. */
 static run_result_t run_observer(pc_worker_t *w, obs_slot_t *slot, const group_t *g,
-                                 uint64_t *cover) {
+                                 uint64_t *cover, pc_notify_clear_t *fold, int to_start) {
   const pc_observer_t *o = slot->obs;
   const pc_cell_t *c = &g->cell.n.cell;
   int strong = o->kind == PC_OBSERVER_STRONG;
@@ -595,7 +601,12 @@ static run_result_t run_observer(pc_worker_t *w, obs_slot_t *slot, const group_t
     if (st == PC_OK && mark) st = write_ts(t, c, &mark_col, 0, &err);
     if (st != PC_OK) goto setback_st;
   }
-  st = pc_txn_commit(t, &err);
+  if (fold) {
+    if (to_start) fold->below = max_u64(fold->below, strong ? start : pc_txn_start_ts(t));
+    st = pc_txn_commit_clearing(t, fold, &err);
+  } else {
+    st = pc_txn_commit(t, &err);
+  }
   if (st != PC_OK) goto setback_st;
   atomic_fetch_add(&slot->runs, 1);
   record_latency(w, target, pc_txn_commit_ts(t));
@@ -644,6 +655,11 @@ out:
   return res;
 }
 
+/* Whether observer o has something to do for group g (else RUN_IDLE). */
+static int acts_on(const pc_observer_t *o, const group_t *g) {
+  return o->kind == PC_OBSERVER_STRONG ? g->strong_ts != 0 || g->weak_ts != 0 : g->weak_ts != 0;
+}
+
 /* One pass over a cell. Returns 1 when it did something (ran, skipped or
  * cleared), 0 when every observer waits out a backoff. */
 static int process_cell(pc_worker_t *w, const group_t *g) {
@@ -658,11 +674,26 @@ static int process_cell(pc_worker_t *w, const group_t *g) {
   uint64_t newest = max_u64(g->strong_ts, g->weak_ts);
   uint64_t cover = UINT64_MAX;
   int all_done = 1, did = 0;
+  /* When one observer acts and the others are idle, the notifications to
+   * delete are known before it commits: below newest + 1, or below its
+   * start_ts when it is the only one (what the loop below would compute),
+   * and its commit deletes them in its own batch (pc_txn_commit_clearing),
+   * saving a write. The failpoint is then met before the run. */
+  size_t acting = 0, mine = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!slot_of(w, obs[i])) continue;
+    mine++;
+    acting += (size_t)acts_on(obs[i], g);
+  }
+  pc_error_t err;
+  int fp_met = acting == 1, fp_fired = fp_met && PC_FAILPOINT("worker.before_clear", &err) != PC_OK;
+  pc_notify_clear_t fold = {*c, newest + 1, 0};
   for (size_t i = 0; i < n && !stopping(w); i++) {
     obs_slot_t *slot = slot_of(w, obs[i]);
     if (!slot) continue; /* registered after the start: not this worker's */
     uint64_t cv = 0;
-    switch (run_observer(w, slot, g, &cv)) {
+    pc_notify_clear_t *f = acting == 1 && !fp_fired && acts_on(obs[i], g) ? &fold : NULL;
+    switch (run_observer(w, slot, g, &cv, f, mine == 1)) {
       case RUN_DONE: /* cv 0: it covers what the scan saw */
         did = 1;
         cover = min_u64(cover, cv ? cv : newest + 1);
@@ -677,9 +708,10 @@ static int process_cell(pc_worker_t *w, const group_t *g) {
   }
   if (obs != found) free(obs);
   if (!all_done || stopping(w)) return did;
+  if (fold.done) return 1; /* deleted with the observer's commit */
   uint64_t below = max_u64(newest + 1, cover == UINT64_MAX ? 0 : cover);
-  pc_error_t err;
-  if (PC_FAILPOINT("worker.before_clear", &err) != PC_OK) return 1; /* as if crashed here */
+  if (!fp_met) fp_fired = PC_FAILPOINT("worker.before_clear", &err) != PC_OK;
+  if (fp_fired) return 1; /* as if crashed here */
   if (w->db->store->ops->clear_notify(w->db->store, c, below, &err) != PC_OK) {
     char name[200];
     pc_log(PC_LOG_DEBUG, "worker: clearing the notifications of %s: %s",

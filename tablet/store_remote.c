@@ -140,8 +140,10 @@ static pc_status_t r_get_fresh(pc_store_t *base, const pc_cell_t *c, pc_ts_sourc
 }
 
 static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *muts, size_t n,
-                               const pc_lock_spec_t *spec, uint64_t start_ts, uint64_t *commit_ts,
+                               const pc_lock_spec_t *spec, uint64_t start_ts,
+                               pc_notify_clear_t *clear, uint64_t *commit_ts,
                                pc_lock_info_t *lock, pc_error_t *err) {
+  if (clear) clear->done = 0;
   if (n == 0) return PC_OK;
   size_t i;
   pc_status_t st = one_tablet(s, &muts[0].cell, sizeof *muts, n, &i, err);
@@ -155,10 +157,12 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
     bad = pc_buf_u64(&body, start_ts);
   bad = bad || pc_buf_u32(&body, (uint32_t)n);
   for (size_t k = 0; k < n && !bad; k++) bad = pc_wire_put_mutation(&body, &muts[k]);
+  if (clear && !bad) bad = pc_wire_put_cell(&body, &clear->cell) || pc_buf_u64(&body, clear->below);
   pc_rd_t r = {0};
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) {
     if (st == PC_OK && op != PC_TABLET_OP_PREWRITE) *commit_ts = pc_rd_u64(&r);
+    if (st == PC_OK && clear) clear->done = pc_rd_u8(&r) == 1;
     if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) r.ok = 0;
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed reply", s->t[i].name);
@@ -170,15 +174,17 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
 
 static pc_status_t r_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n,
                               const pc_lock_spec_t *spec, pc_lock_info_t *lock, pc_error_t *err) {
-  return r_mutations((remote_t *)base, PC_TABLET_OP_PREWRITE, muts, n, spec, 0, NULL, lock, err);
+  return r_mutations((remote_t *)base, PC_TABLET_OP_PREWRITE, muts, n, spec, 0, NULL, NULL, lock,
+                     err);
 }
 
 static pc_status_t r_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
                                uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
-                               uint64_t *commit_ts, pc_lock_info_t *lock, pc_error_t *err) {
+                               pc_notify_clear_t *clear, uint64_t *commit_ts,
+                               pc_lock_info_t *lock, pc_error_t *err) {
   (void)ts_source; /* the tablet asks the oracle itself, while it holds the row latch */
   (void)ts_ctx;
-  return r_mutations((remote_t *)base, PC_TABLET_OP_ONE_PHASE, muts, n, NULL, start_ts,
+  return r_mutations((remote_t *)base, PC_TABLET_OP_ONE_PHASE, muts, n, NULL, start_ts, clear,
                      commit_ts, lock, err);
 }
 

@@ -716,6 +716,105 @@ static void test_clear_notify_keeps_newer(void **state) {
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 3);
 }
 
+/* Scans read the store's in-memory index of live notifications
+ * (core/notifyindex.h): a store opened again rebuilds it from LevelDB, and
+ * finds exactly what was left — the cleared ones stay gone. */
+static void test_notifications_after_reopen(void **state) {
+  fixture_t *f = *state;
+  register_obs(f->db, "obs1", OBS, PC_OBSERVER_STRONG);
+  uint64_t c[3];
+  for (int i = 0; i < 3; i++) {
+    pc_txn_t *t = begin(f->db);
+    set(t, "r1", OBS, i == 0 ? "v0" : i == 1 ? "v1" : "v2");
+    if (i == 2) weak(t, "r2", OBS);
+    c[i] = commit_expect(t, PC_OK);
+  }
+  pc_store_t *st = f->db->store;
+  pc_cell_t r1 = {T, "r1", 2, OBS, strlen(OBS)};
+  pc_error_t err;
+  assert_int_equal(st->ops->clear_notify(st, &r1, c[1], &err), PC_OK);
+  seen_t before, after;
+  scan_all(f->db, &before);
+  assert_int_equal(count_of(&before, "r1", OBS, 0, NULL), 2);
+  assert_int_equal(count_of(&before, "r2", OBS, 1, NULL), 1);
+  pc_db_close(f->db);
+  f->db = tu_open_ex(f->dir, 400, 1);
+  scan_all(f->db, &after);
+  assert_int_equal(after.n, before.n);
+  for (size_t i = 0; i < before.n; i++) assert_int_equal(find_one(&after, &before.v[i]), 1);
+}
+
+/* Commits t with clear (pc_txn_commit_clearing); returns clear->done. */
+static int commit_clearing(pc_txn_t *t, const char *row, uint64_t below) {
+  pc_notify_clear_t clear = {{T, row, strlen(row), OBS, strlen(OBS)}, below, -1};
+  pc_error_t err;
+  pc_status_t st = pc_txn_commit_clearing(t, &clear, &err);
+  if (st != PC_OK) fail_msg("commit: %s (%s)", pc_status_name(st), err.text);
+  pc_txn_destroy(t);
+  return clear.done;
+}
+
+/* A one-phase commit that holds the latch of a cell's row deletes that
+ * cell's notifications below the bound in its own batch (what a worker
+ * asks of its observer's commit), keeps newer ones — its own included —
+ * and other cells'; a commit of other rows leaves them and says so. */
+static void test_commit_clears_notifications(void **state) {
+  pc_db_t *db = db_of(state);
+  register_obs(db, "obs1", OBS, PC_OBSERVER_STRONG);
+  uint64_t c[2];
+  for (int i = 0; i < 2; i++) {
+    pc_txn_t *t = begin(db);
+    set(t, "r1", OBS, i ? "v1" : "v0");
+    if (i == 0) weak(t, "r1", OBS);
+    set(t, "r2", OBS, "v");
+    c[i] = commit_expect(t, PC_OK);
+  }
+  seen_t s;
+  /* a commit of another row only: nothing deleted, done 0 */
+  pc_txn_t *t = begin(db);
+  set(t, "elsewhere", "f:x", "1");
+  assert_int_equal(commit_clearing(t, "r1", c[1] + 1), 0);
+  scan_all(db, &s);
+  assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 2);
+  /* a commit in r1's row, below the second: the first of each kind goes */
+  t = begin(db);
+  set(t, "r1", "f:other", "1");
+  assert_int_equal(commit_clearing(t, "r1", c[1]), 1);
+  scan_all(db, &s);
+  assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 1);
+  assert_int_equal(count_of(&s, "r1", OBS, 1, NULL), 0);
+  assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 2);
+  /* a commit that writes the cell itself, bound below its own commit: the
+   * older one goes, the one it writes stays */
+  t = begin(db);
+  set(t, "r1", OBS, "v2");
+  uint64_t now = 0;
+  pc_error_t err;
+  if (pc_db_timestamp(db, 10000, &now, &err) != PC_OK) fail_msg("timestamp: %s", err.text);
+  assert_int_equal(commit_clearing(t, "r1", now), 1);
+  uint64_t left = 0;
+  scan_all(db, &s);
+  assert_int_equal(count_of(&s, "r1", OBS, 0, &left), 1);
+  assert_true(left > c[1]);
+  assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 2);
+}
+
+/* A commit in two phases (one_phase_commit off) deletes nothing and says so:
+ * the worker then deletes them with a write of its own. */
+static void test_two_phase_commit_clears_nothing(void **state) {
+  pc_db_t *db = db_of(state);
+  register_obs(db, "obs1", OBS, PC_OBSERVER_STRONG);
+  pc_txn_t *t = begin(db);
+  set(t, "r1", OBS, "v0");
+  uint64_t c0 = commit_expect(t, PC_OK);
+  t = begin(db);
+  set(t, "r1", "f:other", "1");
+  assert_int_equal(commit_clearing(t, "r1", c0 + 1), 0);
+  seen_t s;
+  scan_all(db, &s);
+  assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 1);
+}
+
 /* ---- system columns ------------------------------------------------------ */
 
 typedef struct acks {
@@ -882,6 +981,9 @@ int main(void) {
       BOTH(test_weak_with_write_of_cell),
       cmocka_unit_test_setup_teardown(test_scan_notify_buckets, setup_2pc, teardown),
       cmocka_unit_test_setup_teardown(test_clear_notify_keeps_newer, setup_1pc, teardown),
+      cmocka_unit_test_setup_teardown(test_commit_clears_notifications, setup_1pc, teardown),
+      cmocka_unit_test_setup_teardown(test_notifications_after_reopen, setup_1pc, teardown),
+      cmocka_unit_test_setup_teardown(test_two_phase_commit_clears_nothing, setup_2pc, teardown),
       cmocka_unit_test_setup_teardown(test_system_columns, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_register_errors, setup_1pc, teardown),
   };

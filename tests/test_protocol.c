@@ -530,7 +530,7 @@ static void test_one_phase_commit_conflicts(void **state) {
   pc_lock_info_t lock = {0};
   uint64_t cts = 0;
   rawrow_t before = raw(f, "x");
-  pc_status_t st = f->s->ops->commit_one_phase(f->s, &m, 1, s, db_ts_source, f->db, &cts, &lock,
+  pc_status_t st = f->s->ops->commit_one_phase(f->s, &m, 1, s, db_ts_source, f->db, NULL, &cts, &lock,
                                                &err);
   assert_int_equal(st, PC_CONFLICT);
   pc_lock_info_free(&lock);
@@ -550,7 +550,7 @@ static void test_one_phase_commit_rules(void **state) {
   uint64_t s = ts(f->db);
   assert_int_equal(rollback(f, "y", s), PC_OK);
   pc_mutation_t m = put_mut("y", "mine");
-  assert_int_equal(f->s->ops->commit_one_phase(f->s, &m, 1, s, db_ts_source, f->db, &cts, &lock, &err),
+  assert_int_equal(f->s->ops->commit_one_phase(f->s, &m, 1, s, db_ts_source, f->db, NULL, &cts, &lock, &err),
                    PC_CONFLICT);
   pc_lock_info_free(&lock);
   expect_get(f, "y", ts(f->db), NULL);
@@ -561,7 +561,7 @@ static void test_one_phase_commit_rules(void **state) {
   uint64_t s2 = ts(f->db);
   m = put_mut("z", "mine");
   memset(&lock, 0, sizeof lock);
-  assert_int_equal(f->s->ops->commit_one_phase(f->s, &m, 1, s2, db_ts_source, f->db, &cts, &lock, &err),
+  assert_int_equal(f->s->ops->commit_one_phase(f->s, &m, 1, s2, db_ts_source, f->db, NULL, &cts, &lock, &err),
                    PC_LOCKED);
   assert_int_equal(lock.start_ts, other);
   pc_lock_info_free(&lock);
@@ -573,7 +573,7 @@ static void test_one_phase_commit_rules(void **state) {
   pc_cell_t wc = {T, "w", 1, "f:other", 7};
   pc_mutation_t two[2] = {put_mut("w", "new"), {wc, PC_WRITE_DELETE, NULL, 0, 0, 0}};
   memset(&lock, 0, sizeof lock);
-  assert_int_equal(f->s->ops->commit_one_phase(f->s, two, 2, s3, db_ts_source, f->db, &cts, &lock, &err),
+  assert_int_equal(f->s->ops->commit_one_phase(f->s, two, 2, s3, db_ts_source, f->db, NULL, &cts, &lock, &err),
                    PC_OK);
   pc_lock_info_free(&lock);
   assert_true(cts > s3);
@@ -597,7 +597,7 @@ static void test_one_phase_commit_many_rows(void **state) {
   txn_put(f->db, "r3", "v1"); /* commits after s: r3 conflicts */
   pc_mutation_t three[3] = {put_mut("r1", "a"), put_mut("r2", "b"), put_mut("r3", "c")};
   assert_int_equal(
-      f->s->ops->commit_one_phase(f->s, three, 3, s, db_ts_source, f->db, &cts, &lock, &err),
+      f->s->ops->commit_one_phase(f->s, three, 3, s, db_ts_source, f->db, NULL, &cts, &lock, &err),
       PC_CONFLICT);
   pc_lock_info_free(&lock);
   assert_int_equal(raw(f, "r1").puts, 0);
@@ -608,7 +608,7 @@ static void test_one_phase_commit_many_rows(void **state) {
   uint64_t s2 = ts(f->db);
   memset(&lock, 0, sizeof lock);
   assert_int_equal(
-      f->s->ops->commit_one_phase(f->s, three, 3, s2, db_ts_source, f->db, &cts, &lock, &err),
+      f->s->ops->commit_one_phase(f->s, three, 3, s2, db_ts_source, f->db, NULL, &cts, &lock, &err),
       PC_LOCKED);
   assert_int_equal(lock.start_ts, other);
   pc_lock_info_free(&lock);
@@ -618,7 +618,7 @@ static void test_one_phase_commit_many_rows(void **state) {
   uint64_t s3 = ts(f->db);
   memset(&lock, 0, sizeof lock);
   assert_int_equal(
-      f->s->ops->commit_one_phase(f->s, three, 3, s3, db_ts_source, f->db, &cts, &lock, &err),
+      f->s->ops->commit_one_phase(f->s, three, 3, s3, db_ts_source, f->db, NULL, &cts, &lock, &err),
       PC_OK);
   pc_lock_info_free(&lock);
   assert_true(cts > s3);

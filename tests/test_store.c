@@ -457,7 +457,7 @@ static void test_one_phase_delete(void **state) {
   pc_lock_info_t lock = {0};
   uint64_t c2 = 0;
   assert_int_equal(
-      f->s->ops->commit_one_phase(f->s, &del, 1, start, ts_from_db, f->db, &c2, &lock, &err),
+      f->s->ops->commit_one_phase(f->s, &del, 1, start, ts_from_db, f->db, NULL, &c2, &lock, &err),
       PC_OK);
   assert_true(c2 > start);
   char *v;
@@ -469,7 +469,7 @@ static void test_one_phase_delete(void **state) {
   pc_mutation_t put = {c, PC_WRITE_PUT, "y", 1, 0, 0};
   uint64_t c3;
   assert_int_equal(
-      f->s->ops->commit_one_phase(f->s, &put, 1, start, ts_from_db, f->db, &c3, &lock, &err),
+      f->s->ops->commit_one_phase(f->s, &put, 1, start, ts_from_db, f->db, NULL, &c3, &lock, &err),
       PC_CONFLICT);
   assert_non_null(strstr(err.text, "conflict"));
 }
