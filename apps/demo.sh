@@ -52,7 +52,7 @@ for _ in $(seq 300); do [ -s "$dir/serving.json" ] && break; sleep 0.1; done
 pc observers
 
 step "load every document, one transaction each"
-(cd "$work/corpus" && "$cli" --data "$dir" load --threads 4 --max-bytes 8388608 usr)
+(cd "$work/corpus" && "$cli" --data "$dir" load --max-bytes 8388608 usr)
 
 step "the observers catch up (pending notifications, every second)"
 while :; do

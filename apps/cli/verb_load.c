@@ -427,7 +427,7 @@ static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
                                        {"json", no_argument, NULL, OPT_JSON},
                                        {"rate", required_argument, NULL, OPT_RATE},
                                        {0, 0, 0, 0}};
-  size_t threads = 4, max_bytes = DEFAULT_MAX_BYTES, per_s = 0;
+  size_t threads = 8, max_bytes = DEFAULT_MAX_BYTES, per_s = 0;
   int del = 0, json = 0, c, code;
   while ((c = cli_getopt(ctx, argc, argv, "", opts, &code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return code;
@@ -558,7 +558,7 @@ const cli_verb_t cli_verb_load = {
     "count), 3 when a transaction failed or on another error.\n"
     "\n"
     "Options:\n"
-    "  --threads N      writing threads, 1..64 (default 4)\n"
+    "  --threads N      writing threads, 1..64 (default 8)\n"
     "  --max-bytes N    the largest document, 1..8388608 bytes (default 1048576)\n"
     "  --delete         delete the documents named by the arguments\n"
     "  --rate N         start at most N documents a second (a steady feed; default:\n"
