@@ -13,11 +13,12 @@
 #              serves it) and 2 worker processes (against `percolator run`
 #              with two tablets on this machine);
 #   freshness  per document, from the commit of its contents to the commit of
-#              its membership in its cluster (dups m:URL; the index run is the
-#              next observer of the chain), p50/p99, from the raw view
-#              afterwards: during the unthrottled generated embedded run, and
-#              during a steady feed (`load --rate R`, --rate, of the first
-#              20,000 generated documents) below the observers' throughput;
+#              its membership in its cluster (dups m:URL), and, per canonical
+#              document, to the commit of its postings in the index (idx: the
+#              posting under its own number, a term only it has), p50/p99,
+#              from the raw view afterwards: during the unthrottled generated
+#              embedded run, and during a steady feed (`load --rate R`, --rate,
+#              of the first 20,000 generated documents);
 #   update     the time to apply one document update (load it, wait) against
 #              rebuilding the index from scratch (a fresh store, load all,
 #              wait), at 10,000 and --docs documents.
@@ -149,9 +150,17 @@ kill -TERM "$W"; wait "$W"
 embedded "$work/e2"
 clock_caught_up
 s_gen1=$(ingest --data "$work/e2" "$work/gen.jsonl")
-# freshness DIR: "documents p50 p99" (ms), doc contents commit -> membership
-# commit, from the raw view of DIR, read in row ranges (a tablet's raw reply
-# is bounded)
+# pct FILE: "count p50 p99" of the sorted numbers in FILE
+pct() {
+  local n
+  n=$(wc -l <"$1")
+  printf '%s %s %s' "$n" \
+    "$(awk -v n="$n" 'NR == int(n * 0.50) + 1 {print; exit}' "$1")" \
+    "$(awk -v n="$n" 'NR == int(n * 0.99) + 1 {print; exit}' "$1")"
+}
+# freshness DIR: "documents p50 p99 indexed p50 p99" (ms): doc contents commit
+# -> membership commit, and -> index commit for the canonical documents, from
+# the raw view of DIR, read in row ranges (a tablet's raw reply is bounded)
 freshness() {
   local d=$1 i h n
   for i in 0 1 2 3 4 5 6 7 8 9; do
@@ -167,12 +176,19 @@ freshness() {
     awk '!seen[$1]++' >"$work/member.ts"
   { join "$work/docs.ts" "$work/member.ts" || true; } |
     awk '{d = int($3 / 262144) - int($2 / 262144); print (d < 0 ? 0 : d)}' | sort -n >"$work/fresh"
-  n=$(wc -l <"$work/fresh")
-  printf '%s %s %s\n' "$n" \
-    "$(awk -v n="$n" 'NR == int(n * 0.50) + 1 {print; exit}' "$work/fresh")" \
-    "$(awk -v n="$n" 'NR == int(n * 0.99) + 1 {print; exit}' "$work/fresh")"
+  # a generated document's last word is its own number: the canonical one
+  # (the original) is the only posting of that term (idx row NUMBER 0 URL 0 HASH)
+  local ends=(1 2 3 4 5 6 7 8 9 :)
+  for i in 0 1 2 3 4 5 6 7 8 9; do
+    "$cli" --data "$d" scan --raw idx --start "$i" --end "${ends[$i]}" --json 2>/dev/null || true
+  done | { grep '"kind":"write".*"write_kind":"put"' || true; } |
+    sed 's/^{"table":"idx","row":"[0-9]*\\u0000\([^\\]*\)\\u0000.*"ts":\([0-9]*\).*/\1 \2/' |
+    sort -k1,1 -k2,2n | awk '!seen[$1]++' >"$work/index.ts"
+  { join "$work/docs.ts" "$work/index.ts" || true; } |
+    awk '{d = int($3 / 262144) - int($2 / 262144); print (d < 0 ? 0 : d)}' | sort -n >"$work/ifresh"
+  printf '%s %s\n' "$(pct "$work/fresh")" "$(pct "$work/ifresh")"
 }
-read -r fn p50 p99 < <(freshness "$work/e2")
+read -r fn p50 p99 ifn ip50 ip99 < <(freshness "$work/e2")
 # one update at this size
 t0=$(now)
 printf '{"url": "doc/0000007", "contents": "an updated document %s"}\n' "$RANDOM" >"$work/upd.jsonl"
@@ -194,7 +210,7 @@ embedded "$work/e4"
 clock_caught_up
 "$cli" --data "$work/e4" load --threads 4 --rate "$feed" "$work/feed.jsonl" >/dev/null 2>>"$work/load.err"
 "$cli" --data "$work/e4" wait --timeout-s 3000 >/dev/null
-read -r ffn fp50 fp99 < <(freshness "$work/e4")
+read -r ffn fp50 fp99 iffn ifp50 ifp99 < <(freshness "$work/e4")
 kill -TERM "$W"; wait "$W"
 
 # 2 worker processes, a cluster
@@ -215,10 +231,12 @@ cat <<JSON
     {"corpus": "real", "documents": $real_n, "worker_processes": 2, "mode": "cluster", "seconds": $s_real2, "documents_s": $(rate "$real_n" "$s_real2")}
   ],
   "freshness_ms": [
-    {"load": "unthrottled", "documents": $fn, "p50": ${p50:-null}, "p99": ${p99:-null}},
-    {"load": "steady, $feed documents/s", "documents": $ffn, "p50": ${fp50:-null}, "p99": ${fp99:-null}}
+    {"load": "unthrottled", "documents": $fn, "p50": ${p50:-null}, "p99": ${p99:-null},
+     "indexed_documents": $ifn, "index_p50": ${ip50:-null}, "index_p99": ${ip99:-null}},
+    {"load": "steady, $feed documents/s", "documents": $ffn, "p50": ${fp50:-null}, "p99": ${fp99:-null},
+     "indexed_documents": $iffn, "index_p50": ${ifp50:-null}, "index_p99": ${ifp99:-null}}
   ],
-  "freshness_what": "contents commit to cluster membership commit, generated corpus, embedded",
+  "freshness_what": "contents commit to cluster membership commit (p50, p99), and to index commit for canonical documents (index_p50, index_p99); generated corpus, embedded",
   "update_vs_rebuild_s": [
     {"documents": 10000, "update": $upd_10k, "rebuild": $s_10k},
     {"documents": $docs, "update": $upd_big, "rebuild": $s_gen1}
