@@ -70,7 +70,9 @@ void pc_worker_stop(pc_worker_t *w);
 /* Counters of one observer (added up since start). */
 typedef struct pc_observer_stats {
   char name[PC_MAX_OBSERVER_NAME + 1];
-  uint64_t runs;      /* committed observer transactions */
+  uint64_t runs;      /* committed observer transactions, counted when the commit
+                       * returns: a moment after its effects (and perhaps the
+                       * deletion of its notification) are visible */
   uint64_t skipped;   /* notifications already acknowledged */
   uint64_t conflicts; /* runs that aborted on a conflict (retried) */
   uint64_t failures;  /* runs whose callback failed (retried or parked) */
