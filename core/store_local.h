@@ -39,6 +39,9 @@ typedef struct local {
    * commit_ts, or 0: a reader whose snapshot could include that commit
    * waits for the latch (local_wait_onepc) */
   _Atomic uint64_t onepc[PC_LATCHES];
+  /* one-phase commits between setting and clearing their markers: a scan of
+   * many rows looks at the markers only when some are (store_read.c) */
+  _Atomic uint32_t onepc_active;
   pc_mcache_t *mcache; /* meta records for the write path, or NULL */
   pc_nindex_t *nindex; /* the live notification keys (notifyindex.h) */
   _Atomic uint64_t gc_safe; /* store_gc.c: the last pass's safe point ('g' key) */

@@ -215,7 +215,9 @@ pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, s
   if (start && end && elen == slen + 1 && end[slen] == '\0' && memcmp(start, end, slen) == 0) {
     pc_cell_t row = {table, start, slen, NULL, 0};
     local_wait_onepc(s, local_stripe(&row), read_ts);
-  } else {
+  } else if (atomic_load_explicit(&s->onepc_active, memory_order_seq_cst) != 0) {
+    /* none in flight: one that starts now takes its commit_ts after this
+     * load, so after read_ts, and this snapshot cannot include it */
     for (uint32_t i = 0; i < PC_LATCHES; i++) local_wait_onepc(s, i, read_ts);
   }
   pc_buf_t lo = {0}, hi = {0};

@@ -355,6 +355,7 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
   if (st == PC_OK) {
     /* readers whose snapshot may cover commit_ts wait for the latch from
      * before commit_ts is taken until the batch is written */
+    atomic_fetch_add_explicit(&s->onepc_active, 1, memory_order_seq_cst);
     for (size_t k = 0; k < op.nidx; k++)
       atomic_store_explicit(&s->onepc[op.idx[k]], start_ts, memory_order_seq_cst);
     st = ts_source(ts_ctx, commit_ts, err);
@@ -390,6 +391,7 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
     if (st == PC_OK && clearing) clear->done = 1;
     for (size_t k = 0; k < op.nidx; k++)
       atomic_store_explicit(&s->onepc[op.idx[k]], 0, memory_order_release);
+    atomic_fetch_sub_explicit(&s->onepc_active, 1, memory_order_release);
   }
   st = local_rowop_end(&op, st, err); /* op.writes is 0: applied above, or not at all */
   for (size_t i = 0; i < n; i++) {
