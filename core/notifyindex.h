@@ -3,10 +3,10 @@
  *
  * Why: a notification is a LevelDB key that lives from the commit that
  * writes it to the worker's delete, and a deleted key stays in LevelDB as a
- * tombstone until compaction reaches it. A scan of the notification key space
- * walked over every notification deleted since (tens of thousands during a
- * load), and the workers scan all the time. This index holds the keys that are
- * live, ordered as in LevelDB, so that finding them costs what is pending.
+ * tombstone until compaction reaches it, so a scan of the notification key
+ * space walks over every notification deleted since, and the workers scan
+ * all the time. This index holds the keys that are live, ordered as in
+ * LevelDB, so that finding them costs what is pending.
  *
  * Coherence: it is kept a superset of the live notification keys. The store
  * adds a batch's notifications before it writes the batch and removes its

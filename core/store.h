@@ -87,8 +87,9 @@ typedef pc_status_t (*pc_ts_source_fn)(void *ctx, uint64_t *ts, pc_error_t *err)
 
 /* Notifications a one-phase commit deletes in its own batch: cell's, with
  * ts < below, when the commit holds the latch of cell's row (one of its
- * mutations is in that row) and the row is the store's (a tablet's own);
- * done = 1 then, once the commit is durable. A worker passes its observed
+ * mutations is in that row, or in a row of the same latch stripe) and the
+ * row is the store's (a tablet's own); done = 1 then, once the commit is
+ * durable. A worker passes its observed
  * cell: its run and the end of its notification become one write. */
 typedef struct pc_notify_clear {
   pc_cell_t cell;

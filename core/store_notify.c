@@ -8,8 +8,8 @@
  * in store_txn.c, in the same batch as the commit record. Scanning reads
  * the store's index of the live keys (notifyindex.h), filled from this key
  * space at open and kept by every write: LevelDB keeps a deleted key as a
- * tombstone until compaction, and a scan of the key space walked over every
- * notification deleted since.
+ * tombstone until compaction, and a scan of the key space would walk over
+ * every notification deleted since.
  */
 #include <stdint.h>
 #include <stdlib.h>

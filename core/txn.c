@@ -903,12 +903,12 @@ out:
 }
 
 pc_status_t pc_txn_commit_clearing(pc_txn_t *txn, pc_notify_clear_t *clear, pc_error_t *err) {
+  /* done is set only by a store operation that succeeded; a commit whose
+   * outcome was settled after an error leaves it 0 */
   clear->done = 0;
-  if (!txn) return pc_txn_commit(txn, err);
-  txn->clear = clear;
+  if (txn) txn->clear = clear;
   pc_status_t st = pc_txn_commit(txn, err);
-  txn->clear = NULL;
-  if (st != PC_OK) clear->done = 0; /* an outcome settled after an error says nothing of it */
+  if (txn) txn->clear = NULL;
   return st;
 }
 

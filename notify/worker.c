@@ -539,6 +539,12 @@ static int is_conflict(pc_status_t st) {
   return st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED;
 }
 
+/* Whether observer o has something to do for group g (else RUN_IDLE): a strong one
+ * is notified by a strong notification or, through a retry mark, by a weak one. */
+static int acts_on(const pc_observer_t *o, const group_t *g) {
+  return o->kind == PC_OBSERVER_STRONG ? g->strong_ts != 0 || g->weak_ts != 0 : g->weak_ts != 0;
+}
+
 /* Runs slot's observer for group g (see the top of this file). fold (NULL:
  * none): the cell's notifications that its commit deletes in the same batch
  * when it can (fold->done then), below fold->below or, when to_start, below
@@ -550,7 +556,7 @@ static run_result_t run_observer(pc_worker_t *w, obs_slot_t *slot, const group_t
   int strong = o->kind == PC_OBSERVER_STRONG;
   uint64_t target = strong ? g->strong_ts : g->weak_ts;
   int check_mark = strong && g->weak_ts != 0; /* a weak notification may carry a retry */
-  if (target == 0 && !check_mark) return RUN_IDLE;
+  if (!acts_on(o, g)) return RUN_IDLE;
 
   pc_buf_t key = {0}, ack_col = {0}, mark_col = {0};
   run_result_t res = RUN_DEFERRED;
@@ -653,11 +659,6 @@ out:
   pc_buf_free(&ack_col);
   pc_buf_free(&mark_col);
   return res;
-}
-
-/* Whether observer o has something to do for group g (else RUN_IDLE). */
-static int acts_on(const pc_observer_t *o, const group_t *g) {
-  return o->kind == PC_OBSERVER_STRONG ? g->strong_ts != 0 || g->weak_ts != 0 : g->weak_ts != 0;
 }
 
 /* One pass over a cell. Returns 1 when it did something (ran, skipped or

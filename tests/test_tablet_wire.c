@@ -521,6 +521,31 @@ static void test_valid_round_trips(void **state) {
   }
   answer_free(&a);
 
+  /* ONE_PHASE with a clear trailer (cell, below): the reply adds a done byte,
+   * 1 for a cell of a row the commit latched, 0 for a row of another tablet;
+   * a truncated trailer is malformed and commits nothing */
+  const struct {
+    const char *row, *clear;
+    int truncated, done;
+  } trailers[] = {{"o2", "o2", 1, -1}, {"o3", "o3", 0, 1}, {"o4", "zz", 0, 0}};
+  for (size_t k = 0; k < sizeof trailers / sizeof trailers[0]; k++) {
+    pc_mutation_t cm = put(trailers[k].row, "c:x", "cleared");
+    pc_cell_t cc = cell(trailers[k].clear, "c:x");
+    b.len = 0;
+    enc_one_phase(&b, 970 + k, &cm, 1);
+    assert_int_equal(pc_wire_put_cell(&b, &cc), 0);
+    if (!trailers[k].truncated) assert_int_equal(pc_buf_u64(&b, 1000), 0);
+    a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
+    if (trailers[k].truncated) {
+      check_error(&a, "one-phase with a truncated clear");
+    } else {
+      expect_status(&a, PC_OK, "one-phase with a clear");
+      assert_int_equal(a.plen, 9);
+      assert_int_equal((unsigned char)a.payload[8], trailers[k].done);
+    }
+    answer_free(&a);
+  }
+
   /* RAW_SCAN: every raw cell decodes, and the rollback record is there */
   b.len = 0;
   enc_raw_scan(&b, TABLE, NULL, NULL);

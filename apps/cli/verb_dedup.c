@@ -290,7 +290,7 @@ static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_
     size_t rl, cl, vl;
     const char *row = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
                *v = pc_scan_value(sc, &vl);
-    if (cl != 1 || col[0] != 'n') continue;
+    if (cl != 1 || col[0] != DD_IDX_COUNT[0]) continue;
     if (*n == cap) {
       cap = cap ? cap * 2 : 16;
       posting_t *np = realloc(*out, cap * sizeof *np);
@@ -728,18 +728,12 @@ static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
       st = oom(err);
       goto out;
     }
-    /* the row is TERM 0x00 URL 0x00 HASH, the column n (apps/dedup/dedup.c) */
-    size_t hl = strlen(want.v[i].hash);
-    char *row = malloc(DD_MAX_TERM + 1 + u->n + 1 + hl);
+    size_t hl = strlen(want.v[i].hash), cap = DD_MAX_TERM + 2 + u->n + hl;
+    char *row = malloc(cap);
     if (!row) rc = -1;
     for (size_t j = 0; j < t.n && rc == 0; j++) {
-      size_t tl = t.v[j].len;
-      memcpy(row, t.v[j].term, tl);
-      row[tl] = '\0';
-      memcpy(row + tl + 1, u->p, u->n);
-      row[tl + 1 + u->n] = '\0';
-      memcpy(row + tl + 2 + u->n, want.v[i].hash, hl);
-      rc = entry_add(&wi, row, tl + 2 + u->n + hl, "n", 1, t.v[j].count);
+      int rl = dd_idx_row(row, cap, t.v[j].term, t.v[j].len, u->p, u->n, want.v[i].hash, hl);
+      rc = rl < 0 ? -1 : entry_add(&wi, row, (size_t)rl, DD_IDX_COUNT, 1, t.v[j].count);
     }
     free(row);
     dd_terms_free(&t);

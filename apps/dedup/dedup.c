@@ -79,7 +79,7 @@ PC_PLUGIN_DECLARE("dedup", "1.0.0");
 #define C_REV "rev"
 #define C_INDEXED "indexed"
 #define C_TERMS "terms"
-#define C_COUNT "n"
+#define C_COUNT DD_IDX_COUNT
 #define MEMBER_MAX (PC_MAX_COLUMN - 2)
 
 #define S(lit) lit, (sizeof lit - 1)
@@ -247,20 +247,6 @@ static pc_status_t observe_doc(void *state, pc_txn_t *txn, const pc_notified_cel
 
 /* ---- the index ------------------------------------------------------------- */
 
-/* The idx row of term in the posting of canonical url in cluster hash:
- * term 0x00 url 0x00 hash. Terms hold no NUL byte, so a term's rows are the
- * range [term 0x00, term 0x01). */
-static int idx_row(char *out, size_t cap, const char *term, size_t tl, const char *url,
-                   size_t ulen, const char *hash, size_t hl) {
-  if (tl + 1 + ulen + 1 + hl > cap) return -1;
-  memcpy(out, term, tl);
-  out[tl] = '\0';
-  memcpy(out + tl + 1, url, ulen);
-  out[tl + 1 + ulen] = '\0';
-  memcpy(out + tl + 2 + ulen, hash, hl);
-  return (int)(tl + 2 + ulen + hl);
-}
-
 /* Removes the posting of url in cluster hash from the index of every term
  * in list (newline-separated). */
 static pc_status_t unindex(pc_txn_t *txn, const val_t *list, const char *url, size_t ulen,
@@ -272,7 +258,7 @@ static pc_status_t unindex(pc_txn_t *txn, const val_t *list, const char *url, si
     const char *nl = memchr(t, '\n', list->n - i);
     size_t tl = nl ? (size_t)(nl - t) : list->n - i;
     if (tl) {
-      int rl = idx_row(row, sizeof row, t, tl, url, ulen, hash, hl);
+      int rl = dd_idx_row(row, sizeof row, t, tl, url, ulen, hash, hl);
       if (rl < 0) return fail(err, PC_INVALID, "url too long for the index");
       pc_status_t st = host->txn_delete(txn, IDX, row, (size_t)rl, S(C_COUNT), err);
       if (st != PC_OK) return st;
@@ -329,7 +315,7 @@ static pc_status_t observe_canonical(void *state, pc_txn_t *txn, const pc_notifi
   for (size_t k = 0; k < tv.n && st == PC_OK; k++) {
     char num[24];
     int n = snprintf(num, sizeof num, "%llu", (unsigned long long)tv.v[k].count);
-    int rl = idx_row(row, sizeof row, tv.v[k].term, tv.v[k].len, canon.p, canon.n, hash, hl);
+    int rl = dd_idx_row(row, sizeof row, tv.v[k].term, tv.v[k].len, canon.p, canon.n, hash, hl);
     if (rl < 0) {
       st = fail(err, PC_INVALID, "url too long for the index");
       break;

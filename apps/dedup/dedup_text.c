@@ -108,3 +108,14 @@ void dd_terms_free(dd_terms_t *t) {
   t->v = NULL;
   t->n = 0;
 }
+
+int dd_idx_row(char *out, size_t cap, const char *term, size_t tl, const char *url, size_t ulen,
+               const char *hash, size_t hl) {
+  if (tl + 1 + ulen + 1 + hl > cap || tl + 2 + ulen + hl > (size_t)INT32_MAX) return -1;
+  memcpy(out, term, tl);
+  out[tl] = '\0';
+  memcpy(out + tl + 1, url, ulen);
+  out[tl + 1 + ulen] = '\0';
+  memcpy(out + tl + 2 + ulen, hash, hl);
+  return (int)(tl + 2 + ulen + hl);
+}

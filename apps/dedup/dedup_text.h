@@ -1,6 +1,6 @@
 /* dedup_text.h — what the dedup plugin (apps/dedup/dedup.c) and the CLI's
  * dedup verbs (apps/cli/verb_dedup.c) must compute identically: a document's
- * content hash and its terms. The file is compiled into both (the plugin does
+ * content hash, its terms, and the index rows they are filed under. The file is compiled into both (the plugin does
  * not link libpercolator); it depends on libc and nettle only.
  *
  * The tokeniser's rule: bytes 'A'..'Z' are folded to 'a'..'z' (ASCII only;
@@ -42,5 +42,15 @@ typedef struct dd_terms {
  * out of memory. */
 int dd_terms(const char *p, size_t n, dd_terms_t *out);
 void dd_terms_free(dd_terms_t *t);
+
+/* The column of an index row: the term's count in the document. */
+#define DD_IDX_COUNT "n"
+
+/* The index row of term in the posting of canonical url in cluster hash,
+ * term 0x00 url 0x00 hash, into out (cap bytes); its length, or -1 when it
+ * does not fit. Terms hold no NUL byte, so a term's rows are the range
+ * [term 0x00, term 0x01). */
+int dd_idx_row(char *out, size_t cap, const char *term, size_t tl, const char *url, size_t ulen,
+               const char *hash, size_t hl);
 
 #endif
