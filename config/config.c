@@ -213,10 +213,14 @@ static int sc_string(scan_t *s, int keep) {
   return -1;
 }
 
+/* The decoded key at offset at of the key arena. The arena stays NULL while
+ * every key so far is empty, and NULL + 0 (or memcmp on NULL) is undefined. */
+static const char *pt_key(const ptree_t *pt, size_t at) { return pt->keys ? pt->keys + at : ""; }
+
 static int sc_same_key(const ptree_t *pt, int32_t a, int32_t b) {
   const pnode_t *x = &pt->nodes[a], *y = &pt->nodes[b];
   return x->key_len == y->key_len &&
-         memcmp(pt->keys + x->key_at, pt->keys + y->key_at, x->key_len) == 0;
+         memcmp(pt_key(pt, x->key_at), pt_key(pt, y->key_at), x->key_len) == 0;
 }
 
 /* Scans the value starting at s->i into node id (already created at s->i).
@@ -322,7 +326,7 @@ static int32_t pt_member(const ptree_t *pt, int32_t obj, const char *key, size_t
   if (obj < 0 || (size_t)obj >= pt->n) return -1;
   for (int32_t k = pt->nodes[obj].first; k >= 0; k = pt->nodes[k].next) {
     const pnode_t *nd = &pt->nodes[k];
-    if (nd->member && nd->key_len == klen && memcmp(pt->keys + nd->key_at, key, klen) == 0)
+    if (nd->member && nd->key_len == klen && memcmp(pt_key(pt, nd->key_at), key, klen) == 0)
       return k;
   }
   return -1;
