@@ -1733,7 +1733,8 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
     if (k.body) {
       rbody = k.body;
       rlen = k.blen;
-      if (st != PC_OK) pc_error_set(err, st, "%s", rbody);
+      /* an error reply without a message still says what failed, as local_call's */
+      if (st != PC_OK) pc_error_set(err, st, "%s", rbody[0] ? rbody : pc_status_name(st));
     } else {
       pc_error_set(err, st, "%s", k.msg);
     }
