@@ -117,6 +117,18 @@ def dedup_terms():
 # ---- the request handlers ---------------------------------------------------
 
 def tablet():
+    """fuzz_tablet_store: requests; fuzz_tablet: the same after a byte that
+    picks the made-up store's answers."""
+    for name, data in tablet_requests():
+        write("tablet_store", name, data)
+        for seed in (0, 3, 0x85):
+            write("tablet", "%s-%02x" % (name, seed), u8(seed) + data)
+
+
+def tablet_requests():
+    out = []
+    def write(target, name, data):
+        out.append((name, data))
     t = b"tbl"
     mut = cell(t, b"row", b"col") + u8(0) + u8(1) + s(b"value")
     mut2 = cell(t, b"row2", b"col") + u8(1) + u8(0) + s(b"")
@@ -143,6 +155,7 @@ def tablet():
           chunk(0x15, u64(500) + u32(1) + mut) + chunk(0x17, opt(None) + opt(None) + opt(None)) +
           chunk(0x17, opt(t) + opt(b"a") + opt(b"z")) + chunk(0x1C, u64(450) + u32(0)) +
           chunk(0x18, b""))
+    return out
 
 
 def tso():
