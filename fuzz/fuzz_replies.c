@@ -128,10 +128,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       check_lock(st, &lock);
       break;
     case 3: {
-      pc_notify_clear_t clear = {a, 50, 0};
+      pc_notify_clear_t clear = {a, 50};
       uint64_t commit_ts = 0;
-      st = ops->commit_one_phase(store, muts, 2, 100, ts_unused, NULL, (data[1] & 8) ? &clear : NULL,
-                                 &commit_ts, &lock, &err);
+      st = ops->commit_one_phase(store, muts, 2, 100, ts_unused, NULL,
+                                 (data[1] & 8) ? &clear : NULL, &commit_ts, &lock, &err);
       check_lock(st, &lock);
       break;
     }
