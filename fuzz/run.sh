@@ -66,7 +66,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 target_args() {
   case $1 in
     # its store keeps memory from one input to the next: libFuzzer would run
-    # LeakSanitizer after every input; leaks are looked for at the end
+    # LeakSanitizer after every input; the target runs it after each store
     tablet_store) echo "-detect_leaks=0" ;;
   esac
 }
