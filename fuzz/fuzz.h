@@ -14,7 +14,6 @@
 #include <stdlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* Aborts, naming the property, when cond is false. */
 #define FUZZ_CHECK(cond)                                                           \
