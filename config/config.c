@@ -1066,7 +1066,7 @@ static void syntax_error(vctx_t *c, const json_error_t *je) {
         for (d = 0; d < depth; d++) {
           const pnode_t *nd = &pt.nodes[chain[d]];
           if (nd->member) {
-            path_key(c, pt.keys + nd->key_at, nd->key_len);
+            path_key(c, pt_key(&pt, nd->key_at), nd->key_len);
           } else {
             size_t idx = 0;
             for (int32_t s = pt.nodes[nd->parent].first; s >= 0 && s != chain[d];
@@ -1079,7 +1079,7 @@ static void syntax_error(vctx_t *c, const json_error_t *je) {
       }
       char shown[SHOW_CAP];
       size_t fl, fc;
-      show(shown, pt.keys + pt.nodes[dup].key_at, pt.nodes[dup].key_len);
+      show(shown, pt_key(&pt, pt.nodes[dup].key_at), pt.nodes[dup].key_len);
       linecol(c->text, c->len, pt.nodes[first].key_off, &fl, &fc);
       fail_at(c, pt.nodes[dup].key_off, "duplicate key '%s' (first at %zu:%zu)", shown, fl, fc);
       c->pt = saved;

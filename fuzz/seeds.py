@@ -94,6 +94,7 @@ def config():
     write("config", "typo", b'{"store": {"snyc": true}}')
     write("config", "duplicate", b'{"log": {}, "log": {}}')
     write("config", "empty-keys", b'{"": {"": ""}}')
+    write("config", "empty-key-twice", b'{"": 1, "": 2}')
 
 
 # ---- apps/cli/txn_line.c, apps/dedup/dedup_text.c ---------------------------
