@@ -306,7 +306,7 @@ void pc_oracle_close(pc_oracle_t *oracle) {
 }
 
 pc_oracle_t *pc_oracle_open_with(const pc_oracle_bound_ops_t *ops, void *ctx, const char *name,
-                                 uint32_t window_ms, pc_error_t *err) {
+                                 uint32_t window_ms, int leased, pc_error_t *err) {
   if (!ops || !ops->load || !ops->persist || !name) {
     pc_error_set(err, PC_INVALID, "timestamp oracle: no bound store");
     if (ops && ops->close) ops->close(ctx);
@@ -324,7 +324,7 @@ pc_oracle_t *pc_oracle_open_with(const pc_oracle_bound_ops_t *ops, void *ctx, co
   o->ops = *ops;
   o->ops_ctx = ctx;
   o->window_ms = window_ms ? window_ms : DEFAULT_WINDOW_MS;
-  atomic_init(&o->lease_until, UINT64_MAX);
+  atomic_init(&o->lease_until, leased ? 1 : UINT64_MAX); /* leased: run out until extended */
 
   uint64_t saved = 0;
   if (o->ops.load(ctx, &saved, err) != PC_OK) {
@@ -390,15 +390,19 @@ pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *er
   }
   free(lock_path);
   static const pc_oracle_bound_ops_t file_ops = {load_bound, persist_bound, file_bound_close};
-  return pc_oracle_open_with(&file_ops, f, path, window_ms, err);
+  return pc_oracle_open_with(&file_ops, f, path, window_ms, 0, err);
 }
 
-void pc_oracle_set_lease(pc_oracle_t *oracle, uint64_t until_mono_ms) {
+void pc_oracle_extend_lease(pc_oracle_t *oracle, uint64_t until_mono_ms) {
   uint64_t cur = atomic_load(&oracle->lease_until);
-  /* once fenced (0), never again */
-  while (cur != 0 && !atomic_compare_exchange_weak(&oracle->lease_until, &cur, until_mono_ms)) {
+  /* never shortened; once fenced (0), never again; never a lease on an
+   * oracle opened without one (UINT64_MAX) */
+  while (cur != 0 && cur < until_mono_ms &&
+         !atomic_compare_exchange_weak(&oracle->lease_until, &cur, until_mono_ms)) {
   }
 }
+
+void pc_oracle_fence(pc_oracle_t *oracle) { atomic_store(&oracle->lease_until, 0); }
 
 int pc_oracle_serving(pc_oracle_t *oracle) {
   uint64_t until = atomic_load(&oracle->lease_until);

@@ -46,15 +46,18 @@ typedef struct pc_oracle_bound_ops {
 /* Opens an oracle over the bound store ops (ctx is theirs; it is closed with
  * the oracle, or here on failure). name is used in messages. The oracle
  * serves only above the saved bound, and persists a new bound before it
- * returns. Returns NULL on error. */
+ * returns. leased: it serves only under a lease (pc_oracle_extend_lease),
+ * none yet at first. Returns NULL on error. */
 pc_oracle_t *pc_oracle_open_with(const pc_oracle_bound_ops_t *ops, void *ctx, const char *name,
-                                 uint32_t window_ms, pc_error_t *err);
+                                 uint32_t window_ms, int leased, pc_error_t *err);
 
 /* An oracle elected in a coordination service serves only under a lease:
  * from until_mono_ms (pc_now_mono_ms) on, pc_oracle_next answers
- * PC_UNAVAILABLE until the lease is renewed. Without a call it has no lease
- * and serves always. A lease never comes back after a fenced persist. */
-void pc_oracle_set_lease(pc_oracle_t *oracle, uint64_t until_mono_ms);
+ * PC_UNAVAILABLE until the lease is extended. A lease only grows; it never
+ * comes back after pc_oracle_fence or a fenced persist, after which the
+ * oracle serves nothing. An oracle opened without a lease serves always. */
+void pc_oracle_extend_lease(pc_oracle_t *oracle, uint64_t until_mono_ms);
+void pc_oracle_fence(pc_oracle_t *oracle);
 /* 1 while the oracle may serve (no lease, or a lease not yet run out). */
 int pc_oracle_serving(pc_oracle_t *oracle);
 
