@@ -283,18 +283,14 @@ static void *node_main(void *arg) {
   return NULL;
 }
 
-pc_tso_node_t *pc_tso_node_start(const pc_tso_node_options_t *o, pc_error_t *err) {
-  if (!o || !o->connect || !o->root || !o->advertise || !*o->advertise) {
-    pc_error_set(err, PC_INVALID, "tso: an ensemble, a root and an address to advertise");
+pc_tso_node_t *pc_tso_node_create(const pc_tso_node_options_t *o, pc_error_t *err) {
+  if (!o || !o->connect || !o->root) {
+    pc_error_set(err, PC_INVALID, "tso: want a ZooKeeper ensemble and a root");
     return NULL;
   }
   pc_tso_node_t *n = calloc(1, sizeof *n);
-  if (!n || !(n->connect = strdup(o->connect)) || !(n->root = strdup(o->root)) ||
-      !(n->advertise = strdup(o->advertise))) {
-    if (n) {
-      free(n->connect);
-      free(n->root);
-    }
+  if (!n || !(n->connect = strdup(o->connect)) || !(n->root = strdup(o->root))) {
+    if (n) free(n->connect);
     free(n);
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
@@ -310,13 +306,22 @@ pc_tso_node_t *pc_tso_node_start(const pc_tso_node_options_t *o, pc_error_t *err
   pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
   pthread_rwlock_init(&n->lk, &ra);
   pthread_rwlockattr_destroy(&ra);
-  if (pthread_create(&n->thread, NULL, node_main, n) != 0) {
-    pc_tso_node_stop(n);
-    pc_error_set(err, PC_NOMEM, "tso: cannot start the election thread");
-    return NULL;
-  }
-  n->running = 1;
   return n;
+}
+
+pc_status_t pc_tso_node_join(pc_tso_node_t *n, const char *advertise, pc_error_t *err) {
+  if (n->running) return pc_error_set(err, PC_STATE, "tso: already in the election");
+  if (!advertise || !*advertise)
+    return pc_error_set(err, PC_INVALID, "tso: an address to advertise is required");
+  char *copy = strdup(advertise);
+  if (!copy) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pthread_mutex_lock(&n->mu); /* the handler reads it */
+  n->advertise = copy;
+  pthread_mutex_unlock(&n->mu);
+  if (pthread_create(&n->thread, NULL, node_main, n) != 0)
+    return pc_error_set(err, PC_NOMEM, "tso: cannot start the election thread");
+  n->running = 1;
+  return PC_OK;
 }
 
 void pc_tso_node_stop(pc_tso_node_t *n) {
@@ -357,7 +362,8 @@ pc_status_t pc_tso_node_handler(void *ctx, uint8_t op, const char *body, size_t 
   if (o) return st;
   pthread_mutex_lock(&n->mu);
   st = pc_error_set(err, PC_UNAVAILABLE, "timestamp oracle %s is a standby (leader: %s)",
-                    n->advertise, n->leader[0] ? n->leader : "unknown");
+                    n->advertise ? n->advertise : "(not joined)",
+                    n->leader[0] ? n->leader : "unknown");
   pthread_mutex_unlock(&n->mu);
   return st;
 }

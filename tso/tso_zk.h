@@ -38,16 +38,19 @@ typedef struct pc_tso_node_options {
   const char *connect;          /* the ensemble */
   const char *root;             /* the cluster's root node */
   uint32_t session_timeout_ms;  /* asked of ZooKeeper */
-  const char *advertise;        /* "host:port" clients reach this process's tso server at */
   uint32_t window_ms;           /* how far ahead the bound is persisted (0: 3000) */
 } pc_tso_node_options_t;
 
-/* Starts the election thread of an oracle process: it joins the election,
- * waits as a standby, leads when its turn comes, and rejoins as a standby
- * when it loses its session or its election node. It never blocks this call
- * on ZooKeeper: a cluster without quorum only delays its turn. Returns NULL
- * on a bad option or allocation failure; release with pc_tso_node_stop. */
-pc_tso_node_t *pc_tso_node_start(const pc_tso_node_options_t *o, pc_error_t *err);
+/* An oracle process's place in the election, not yet joined: its handler
+ * (below) answers as a standby. Returns NULL on a bad option or allocation
+ * failure; release with pc_tso_node_stop. */
+pc_tso_node_t *pc_tso_node_create(const pc_tso_node_options_t *o, pc_error_t *err);
+/* Starts the election thread, advertising "host:port" where the process
+ * serves the node's handler: it joins the election, waits as a standby,
+ * leads when its turn comes, and joins again as a standby when it loses its
+ * session or its election node. Nothing here waits on ZooKeeper: a cluster
+ * without quorum only delays its turn. */
+pc_status_t pc_tso_node_join(pc_tso_node_t *node, const char *advertise, pc_error_t *err);
 /* Leaves the election (a standby takes over at once) and frees the node. */
 void pc_tso_node_stop(pc_tso_node_t *node);
 
