@@ -17,8 +17,20 @@
 #include "tablet/tablet.h"
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
+#include "tso/tso_zk.h"
+
+/* What a client of a cluster coordinated through ZooKeeper holds. */
+typedef struct coord {
+  pc_tso_locator_t *tso; /* follows the elected oracle */
+} coord_t;
 
 static void cluster_close(pc_db_t *db) {
+  coord_t *c = db->coord;
+  if (c) {
+    pc_tso_locator_destroy(c->tso);
+    free(c);
+    db->coord = NULL;
+  }
   if (db->tso) pc_rpc_client_destroy(db->tso);
   if (db->ls) pc_ls_client_destroy(db->ls);
   db->tso = NULL;
@@ -92,9 +104,31 @@ static void options_from_config(const pc_config_t *cfg, int create, pc_options_t
   o->gc_lifetime_ms = cfg->store.gc_lifetime_ms;
 }
 
+static pc_status_t coord_oracle_info(pc_db_t *db, uint32_t timeout_ms, uint64_t *last,
+                                     pc_error_t *err) {
+  coord_t *c = db->coord;
+  return pc_tso_locator_info(c->tso, timeout_ms, last, err);
+}
+
+/* Timestamps from the oracle that leads in ZooKeeper. */
+static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const pc_options_t *o,
+                                    pc_error_t *err) {
+  coord_t *c = calloc(1, sizeof *c);
+  if (!c) return pc_error_set(err, PC_NOMEM, "out of memory");
+  db->coord = c;
+  c->tso = pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
+                                 cfg->zookeeper.session_timeout_ms, cfg->secret, o->timeout_ms,
+                                 err);
+  if (!c->tso) return err->code;
+  db->oracle_info = coord_oracle_info;
+  db->batcher = pc_ts_batcher_create(pc_tso_locator_fetch, c->tso);
+  return db->batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
+}
+
 static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_error_t *err) {
-  if (!cfg->tso.set || !cfg->tso.listen.set) {
-    pc_error_set(err, PC_INVALID, "%s: \"tablets\" need a \"tso\" section with \"listen\"",
+  if (!cfg->zookeeper.set && (!cfg->tso.set || !cfg->tso.listen.set)) {
+    pc_error_set(err, PC_INVALID,
+                 "%s: \"tablets\" need a \"tso\" section with \"listen\", or \"zookeeper\"",
                  cfg->source);
     return NULL;
   }
@@ -116,12 +150,17 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
   db->store = pc_remote_store_open(addrs, cfg->ntablets, cfg->secret, o->timeout_ms, err);
   free(addrs);
   if (!db->store) goto fail;
-  db->tso = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
-  if (!db->tso) goto fail;
-  db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso);
-  if (!db->batcher) {
-    pc_error_set(err, PC_NOMEM, "out of memory");
-    goto fail;
+  if (cfg->zookeeper.set) {
+    if (open_coordinated(db, cfg, o, err) != PC_OK) goto fail;
+  } else {
+    db->tso =
+        pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
+    if (!db->tso) goto fail;
+    db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso);
+    if (!db->batcher) {
+      pc_error_set(err, PC_NOMEM, "out of memory");
+      goto fail;
+    }
   }
   if (cfg->lockservice.set && cfg->lockservice.listen.set) {
     db->ls = pc_ls_client_create(cfg->lockservice.listen.host, cfg->lockservice.listen.port,
