@@ -1214,6 +1214,16 @@ pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_
     goto fail;
   }
   if (walk(&c, root, 0, root_keys, NKEYS(root_keys), root_field, cfg) != PC_OK) goto fail;
+  if (cfg->zookeeper.set && cfg->lockservice.set) {
+    /* one coordination engine: in a cluster on ZooKeeper the lock service's
+     * sessions are ZooKeeper's */
+    path_pop(&c, 0);
+    path_key(&c, "lockservice", 11);
+    fail_at(&c, node_off(&c, member_node(&c, 0, "lockservice", 11)),
+            "the lock service daemon is not used with \"zookeeper\": clients' sessions and "
+            "liveness live in ZooKeeper (remove this section)");
+    goto fail;
+  }
   json_decref(root);
   pt_free(&pt);
   return cfg;

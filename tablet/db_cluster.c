@@ -15,6 +15,7 @@
 #include "core/failpoint.h"
 #include "net/rpc.h"
 #include "tablet/tablet.h"
+#include "lockservice/coord.h"
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
 #include "tso/tso_zk.h"
@@ -22,11 +23,13 @@
 /* What a client of a cluster coordinated through ZooKeeper holds. */
 typedef struct coord {
   pc_tso_locator_t *tso; /* follows the elected oracle */
+  pc_coord_t *clients;   /* this client's session and node; the others' liveness */
 } coord_t;
 
 static void cluster_close(pc_db_t *db) {
   coord_t *c = db->coord;
   if (c) {
+    pc_coord_close(c->clients); /* closing the session ends this client's liveness */
     pc_tso_locator_destroy(c->tso);
     free(c);
     db->coord = NULL;
@@ -38,6 +41,8 @@ static void cluster_close(pc_db_t *db) {
 }
 
 static uint64_t cluster_session(const pc_db_t *db) {
+  const coord_t *c = db->coord;
+  if (c) return pc_coord_session(c->clients);
   return db->ls ? pc_ls_client_session(db->ls) : 0;
 }
 
@@ -45,6 +50,8 @@ static uint64_t cluster_session(const pc_db_t *db) {
  * an unreachable service or another epoch's session falls back to the TTL. */
 static int cluster_alive(void *ctx, uint64_t session) {
   pc_db_t *db = ctx;
+  coord_t *c = db->coord;
+  if (c) return pc_coord_liveness(c->clients, session, 1000) != PC_LS_DEAD;
   if (!db->ls || session == 0) return 1;
   return pc_ls_client_liveness(db->ls, session, 1000) != PC_LS_DEAD;
 }
@@ -77,10 +84,13 @@ static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
   uint64_t reported;
   size_t unreported;
   pc_error_t err;
-  if (db->ls && pc_ls_client_oldest(db->ls, db->opts.timeout_ms, &reported, &unreported, &err) ==
-                    PC_OK &&
-      reported < bound)
-    bound = reported;
+  coord_t *c = db->coord;
+  pc_status_t st = c ? pc_coord_oldest(c->clients, db->opts.timeout_ms, &reported, &unreported,
+                                       &err)
+               : db->ls ? pc_ls_client_oldest(db->ls, db->opts.timeout_ms, &reported,
+                                              &unreported, &err)
+                        : PC_UNAVAILABLE;
+  if (st == PC_OK && reported < bound) bound = reported;
   return bound;
 }
 
@@ -120,6 +130,10 @@ static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const p
                                  cfg->zookeeper.session_timeout_ms, cfg->secret, o->timeout_ms,
                                  err);
   if (!c->tso) return err->code;
+  c->clients = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
+                             cfg->zookeeper.session_timeout_ms, o->timeout_ms, err);
+  if (!c->clients) return err->code;
+  pc_coord_set_reporter(c->clients, oldest_open, db);
   db->oracle_info = coord_oracle_info;
   db->batcher = pc_ts_batcher_create(pc_tso_locator_fetch, c->tso);
   return db->batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");

@@ -120,6 +120,11 @@ static void test_zookeeper(void **state) {
                SRC ":1:70: zookeeper.session_timeout_ms: expected an integer in 1000..60000, got 999");
   expect_error("{\"zookeeper\": {\"conect\": \"h:1\"}}", PC_INVALID,
                SRC ":1:16: zookeeper.conect: unknown key 'conect' (did you mean 'connect'?)");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/a\"},\n"
+               " \"lockservice\": {\"listen\": \"127.0.0.1:1\"}}",
+               PC_INVALID,
+               SRC ":2:17: lockservice: the lock service daemon is not used with \"zookeeper\": "
+               "clients' sessions and liveness live in ZooKeeper (remove this section)");
   expect_error("{\"zookeeper\": \"h:1\"}", PC_INVALID,
                SRC ":1:15: zookeeper: expected an object, got a string");
 }

@@ -156,22 +156,28 @@ static void cluster_start(const char *dir) {
   zk_json(dir, zk, sizeof zk);
   /* the oracle and the lock service first: the tablets need the oracle's port */
   tablets_json(tablets, sizeof tablets, zero);
+  /* with ZooKeeper there is no lock service daemon: its pid is listed as 0 */
+  char ls0[64] = "", ls[64] = "";
+  if (!zk[0]) snprintf(ls0, sizeof ls0, "\"lockservice\":{\"listen\":\"127.0.0.1:0\"},");
   snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
   snprintf(text, sizeof text,
            "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},%s"
-           "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"lockservice\":{\"listen\":\"127.0.0.1:0\"},"
+           "\"tso\":{\"listen\":\"127.0.0.1:0\"},%s"
            "\"tablets\":%s}\n",
-           dir, zk, tablets);
+           dir, zk, ls0, tablets);
   write_file(cfg, text);
   pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso");
-  pids[np++] = spawn_daemon(dir, cfg, "lockd", NULL, "lockd");
-  int tso = ready_port(dir, "tso", "tso", NULL), lockd = ready_port(dir, "lockd", "lockservice", NULL);
+  pids[np++] = zk[0] ? 0 : spawn_daemon(dir, cfg, "lockd", NULL, "lockd");
+  int tso = ready_port(dir, "tso", "tso", NULL);
+  if (!zk[0])
+    snprintf(ls, sizeof ls, "\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},",
+             ready_port(dir, "lockd", "lockservice", NULL));
   snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
   snprintf(text, sizeof text,
            "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},%s"
-           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},"
+           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},%s"
            "\"tablets\":%s}\n",
-           dir, zk, tso, lockd, tablets);
+           dir, zk, tso, ls, tablets);
   write_file(cfg, text);
   char log[16];
   for (int i = 0; i < 3; i++) {
@@ -187,9 +193,9 @@ static void cluster_start(const char *dir) {
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
   snprintf(text, sizeof text,
            "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},%s"
-           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},"
+           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},%s"
            "\"tablets\":%s}\n",
-           dir, zk, tso, lockd, tablets);
+           dir, zk, tso, ls, tablets);
   write_file(cfg, text);
   if (zk[0]) { /* a standby oracle on a port of its own */
     snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
@@ -211,6 +217,7 @@ static void cluster_stop(const char *dir) {
   if (!f) return;
   int pid;
   while (fscanf(f, "%d", &pid) == 1) {
+    if (pid <= 0) continue; /* a role this cluster does not run */
     kill(pid, SIGTERM);
     for (int i = 0; i < 1000; i++) { /* up to ~10 s, then SIGKILL */
       if (waitpid(pid, NULL, WNOHANG) == pid || (kill(pid, 0) != 0 && errno == ESRCH)) break;
@@ -254,7 +261,8 @@ void tu_cluster_restart(const char *dir, int index) {
   static const char *const verbs[] = {"tso", "lockd", "tablet", "tablet", "tablet", "tso"};
   static const char *const logs[] = {"tso",       "lockd",     "tablet-t1",
                                      "tablet-t2", "tablet-t3", "tso-standby"};
-  if (index < 0 || index > 5) die("tu_cluster_restart: bad index", NULL);
+  if (index < 0 || index > 5 || (index == 1 && tu_zk_mode()) || (index == 5 && !tu_zk_mode()))
+    die("tu_cluster_restart: no such daemon in this cluster", NULL);
   char cfg[4200], ready[4200];
   /* an elected oracle may come back on any port */
   snprintf(cfg, sizeof cfg, "%s/%s", dir, index == 5 ? "daemons0.json" : "cluster.json");
@@ -311,7 +319,7 @@ uint64_t tu_dead_session(const char *dir) {
   pc_db_t *db = cluster_open(dir, 0, 1);
   uint64_t s = pc_db_session(db);
   pc_db_close(db); /* closes the session */
-  if (s == 0) die("tu_dead_session: the lock service gave no session", NULL);
+  if (s == 0) die("tu_dead_session: the cluster gave no session", NULL);
   return s;
 }
 
