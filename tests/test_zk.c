@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "core/error.h"
+#include "lockservice/coord.h"
 #include "lockservice/zk.h"
 #include "tests/zkharness.h"
 
@@ -164,6 +165,56 @@ static void test_fenced_write(void **state) {
   pc_zk_close(b);
 }
 
+static uint64_t report_42(void *ctx) {
+  (void)ctx;
+  return 42;
+}
+
+/* Clients' nodes: a live client is alive to the others, a closed one dead
+ * (confirmed in ZooKeeper, not taken from the view), and reports reach the
+ * minimum that garbage collection reads. */
+static void test_client_liveness_and_reports(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_coord_t *a = pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, 20000, &err);
+  assert_non_null(a);
+  pc_coord_t *b = pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, 20000, &err);
+  assert_non_null(b);
+  uint64_t sa = pc_coord_session(a), sb = pc_coord_session(b);
+  assert_true(sa != 0 && sb != 0 && sa != sb);
+  assert_int_equal(pc_coord_liveness(a, sb, 5000), PC_LS_ALIVE);
+  assert_int_equal(pc_coord_liveness(b, sa, 5000), PC_LS_ALIVE);
+  assert_int_equal(pc_coord_liveness(a, sa, 5000), PC_LS_ALIVE);
+  /* a session ZooKeeper never had has no node: dead */
+  assert_int_equal(pc_coord_liveness(a, 0x1234, 5000), PC_LS_DEAD);
+  /* reports: none yet from a's side (UINT64_MAX), then 42 */
+  uint64_t oldest = 0;
+  size_t unreported = 9;
+  assert_int_equal(pc_coord_oldest(b, 5000, &oldest, &unreported, &err), PC_OK);
+  assert_int_equal(unreported, 0);
+  assert_true(oldest == UINT64_MAX);
+  pc_coord_set_reporter(a, report_42, NULL);
+  for (int i = 0; i < 1000 && oldest != 42; i++) {
+    assert_int_equal(pc_coord_oldest(b, 5000, &oldest, NULL, &err), PC_OK);
+    if (oldest != 42) usleep(10000);
+  }
+  assert_int_equal(oldest, 42);
+  for (int i = 0; i < 1000 && pc_coord_client_count(b) < 2; i++) usleep(10000);
+  assert_int_equal(pc_coord_client_count(b), 2);
+  assert_int_equal(pc_coord_zk_state(b), PC_ZK_CONNECTED);
+  /* a closes: its node goes with its session; once b's view (a watch)
+   * has dropped it, b confirms in ZooKeeper that it is dead */
+  pc_coord_close(a);
+  pc_ls_liveness_t l = PC_LS_ALIVE;
+  for (int i = 0; i < 1000 && (l = pc_coord_liveness(b, sa, 5000)) == PC_LS_ALIVE; i++)
+    usleep(10000);
+  assert_int_equal(l, PC_LS_DEAD);
+  assert_int_equal(pc_coord_liveness(b, sa, 5000), PC_LS_DEAD);
+  assert_int_equal(pc_coord_oldest(b, 5000, &oldest, NULL, &err), PC_OK);
+  assert_true(oldest == UINT64_MAX);
+  pc_coord_close(b);
+}
+
 static void test_unreachable(void **state) {
   (void)state;
   pc_error_t err;
@@ -186,7 +237,12 @@ static void test_calls_bounded_when_server_gone(void **state) {
   pc_zk_watch_t w = {count_event, &c};
   pc_zk_t *zk = pc_zk_open(tu_zk_connect(server), "/percolator/t4", 30000, 20000, &w, &err);
   assert_non_null(zk);
+  pc_coord_t *coord = pc_coord_open(tu_zk_connect(server), "/percolator/t4", 30000, 20000, &err);
+  assert_non_null(coord);
   tu_zk_kill(server, 0);
+  /* liveness that ZooKeeper cannot confirm is unknown, never dead */
+  assert_int_equal(pc_coord_liveness(coord, 0x777, 300), PC_LS_UNKNOWN);
+  pc_coord_close(coord);
   char *data = NULL;
   size_t len;
   int exists;
@@ -227,6 +283,7 @@ int main(void) {
       cmocka_unit_test(test_nodes_under_root),
       cmocka_unit_test(test_ephemeral_sequence_and_watches),
       cmocka_unit_test(test_fenced_write),
+      cmocka_unit_test(test_client_liveness_and_reports),
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_calls_bounded_when_server_gone),
   };
