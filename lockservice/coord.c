@@ -305,6 +305,34 @@ pc_status_t pc_coord_oldest(pc_coord_t *c, uint32_t timeout_ms, uint64_t *oldest
   return PC_OK;
 }
 
+pc_status_t pc_coord_lock(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *mine,
+                          pc_error_t *err) {
+  *mine = 0;
+  uint64_t me = atomic_load(&c->session);
+  if (!me) return pc_error_set(err, PC_UNAVAILABLE, "coordination: no session yet");
+  char rel[160], data[32];
+  if (snprintf(rel, sizeof rel, "locks/%s", name) >= (int)sizeof rel)
+    return pc_error_set(err, PC_INVALID, "coordination: lock name too long");
+  int len = snprintf(data, sizeof data, "%016" PRIx64, me);
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? pc_zk_ensure(c->zk, "locks", timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (st == PC_OK)
+    st = pc_zk_create(c->zk, rel, data, (size_t)len, PC_ZK_EPHEMERAL, NULL, 0, timeout_ms, err);
+  if (st == PC_OK) {
+    *mine = 1;
+  } else if (st == PC_BUSY) { /* held: by this session (taken before) or another */
+    char *holder = NULL;
+    size_t hl = 0;
+    st = pc_zk_get(c->zk, rel, NULL, &holder, &hl, NULL, timeout_ms, err);
+    if (st == PC_OK) *mine = hl == (size_t)len && memcmp(holder, data, hl) == 0;
+    else if (st == PC_NOT_FOUND) st = PC_OK; /* released meanwhile: try again next time */
+    free(holder);
+  }
+  pthread_rwlock_unlock(&c->zk_lk);
+  return st;
+}
+
 size_t pc_coord_client_count(pc_coord_t *c) {
   pthread_mutex_lock(&c->mu);
   size_t n = c->nview;

@@ -59,6 +59,13 @@ void pc_coord_set_reporter(pc_coord_t *c, uint64_t (*oldest)(void *ctx), void *c
 pc_status_t pc_coord_oldest(pc_coord_t *c, uint32_t timeout_ms, uint64_t *oldest,
                             size_t *unreported, pc_error_t *err);
 
+/* Takes lock `name` (letters, digits, '.', '_', '-') for this client's
+ * session: the ephemeral node locks/<name> holding the session. *mine = 1
+ * when this session holds it, 0 when another does. It goes with the
+ * session. */
+pc_status_t pc_coord_lock(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *mine,
+                          pc_error_t *err);
+
 /* The live clients as the view last saw them: their count, and the session
  * state (pc_zk_state_t, -1 without a session), for status and /metrics. */
 size_t pc_coord_client_count(pc_coord_t *c);

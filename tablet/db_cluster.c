@@ -220,6 +220,16 @@ static pc_status_t check_data_dir(const pc_config_t *cfg, pc_error_t *err) {
                       cfg->source, cfg->data_dir, cfg->source);
 }
 
+pc_status_t pc_db_cluster_lock(pc_db_t *db, const char *name, uint32_t timeout_ms, int *mine,
+                               pc_error_t *err) {
+  coord_t *c = db->coord;
+  uint64_t holder = 0;
+  *mine = 1;
+  if (c) return pc_coord_lock(c->clients, name, timeout_ms, mine, err);
+  if (db->ls) return pc_ls_client_lock_try(db->ls, name, strlen(name), timeout_ms, mine, &holder, err);
+  return PC_OK;
+}
+
 pc_db_t *pc_db_open_parsed_config(const pc_config_t *cfg, int create, pc_error_t *err) {
   pc_error_clear(err);
   if (pc_failpoints_init_from_env(err) != PC_OK ||

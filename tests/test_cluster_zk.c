@@ -248,7 +248,7 @@ static void start_tso(void) {
 }
 
 static void start_tablet(int i) {
-  char cfg[512], ready[512], name[8], log[32];
+  char cfg[512], ready[512], name[16], log[32];
   snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
   snprintf(name, sizeof name, "t%d", i + 1);
   snprintf(log, sizeof log, "tablet-%s", name);
@@ -355,7 +355,7 @@ static void test_bank_through_failures(void **state) {
   char cfg[512];
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
   for (int i = 0; i < NCLIENTS; i++) {
-    char path[512], id[8], log[16];
+    char path[512], id[16], log[24];
     snprintf(path, sizeof path, "%s/shared%d", dir, i);
     clients[i] = map_shared(path, 1);
     assert_non_null(clients[i]);

@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SESSION_MS 3000u
+#define SESSION_MS 4000u
 #define NCLIENTS 3
 #define CLIENT_THREADS 2
 #define MAX_NODES 16

@@ -202,6 +202,14 @@ static void test_client_liveness_and_reports(void **state) {
   for (int i = 0; i < 1000 && pc_coord_client_count(b) < 2; i++) usleep(10000);
   assert_int_equal(pc_coord_client_count(b), 2);
   assert_int_equal(pc_coord_zk_state(b), PC_ZK_CONNECTED);
+  /* one holder of a lock at a time; it goes with its session */
+  int mine = -1;
+  assert_int_equal(pc_coord_lock(a, "gc", 5000, &mine, &err), PC_OK);
+  assert_int_equal(mine, 1);
+  assert_int_equal(pc_coord_lock(a, "gc", 5000, &mine, &err), PC_OK);
+  assert_int_equal(mine, 1);
+  assert_int_equal(pc_coord_lock(b, "gc", 5000, &mine, &err), PC_OK);
+  assert_int_equal(mine, 0);
   /* a closes: its node goes with its session; once b's view (a watch)
    * has dropped it, b confirms in ZooKeeper that it is dead */
   pc_coord_close(a);
@@ -212,6 +220,8 @@ static void test_client_liveness_and_reports(void **state) {
   assert_int_equal(pc_coord_liveness(b, sa, 5000), PC_LS_DEAD);
   assert_int_equal(pc_coord_oldest(b, 5000, &oldest, NULL, &err), PC_OK);
   assert_true(oldest == UINT64_MAX);
+  assert_int_equal(pc_coord_lock(b, "gc", 5000, &mine, &err), PC_OK);
+  assert_int_equal(mine, 1);
   pc_coord_close(b);
 }
 

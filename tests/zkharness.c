@@ -82,7 +82,7 @@ static void write_config(const tu_zk_t *zk, int i) {
       snprintf(servers + used, sizeof servers - used, "server.%d=127.0.0.1:%d:%d\n", k + 1,
                zk->quorum_port[k], zk->election_port[k]);
     }
-    char myid[8];
+    char myid[16];
     snprintf(myid, sizeof myid, "%d\n", i + 1);
     snprintf(path, sizeof path, "%s/zk%d/data/myid", zk->dir, i);
     write_text(path, myid);

@@ -204,7 +204,12 @@ static pc_status_t persist_bound(void *ctx, uint64_t bound, pc_error_t *err) {
  * one serves nothing from then on. */
 static pc_status_t persist(pc_oracle_t *o, uint64_t bound, pc_error_t *err) {
   pc_status_t st = o->ops.persist(o->ops_ctx, bound, err);
-  if (st == PC_CONFLICT) atomic_store(&o->lease_until, 0);
+  if (st == PC_CONFLICT) {
+    /* for a caller this oracle is gone: it should find the one that took over */
+    atomic_store(&o->lease_until, 0);
+    if (err) err->code = PC_UNAVAILABLE;
+    st = PC_UNAVAILABLE;
+  }
   return st;
 }
 

@@ -35,7 +35,8 @@ void pc_oracle_close(pc_oracle_t *oracle);
 /* Where an oracle keeps its bound: load reads the saved bound (0 when none
  * was ever saved); persist durably replaces it with a larger one, answering
  * PC_CONFLICT when the store refuses because another oracle has taken over
- * (the oracle then serves nothing, ever again); close (may be NULL) releases
+ * (the oracle then serves nothing, ever again, and answers its callers
+ * PC_UNAVAILABLE); close (may be NULL) releases
  * ctx. Calls come from one thread at a time. */
 typedef struct pc_oracle_bound_ops {
   pc_status_t (*load)(void *ctx, uint64_t *bound, pc_error_t *err);

@@ -167,10 +167,18 @@ static int lead(pc_tso_node_t *n) {
   pthread_rwlock_unlock(&n->lk);
   atomic_fetch_add(&n->elections, 1);
   pc_log(PC_LOG_INFO, "tso: leading (%s)", n->my);
-  /* the heartbeat: each request that finds the election node renews the lease */
-  while (!node_wait(n, session_ms(n) / 6)) {
+  /* the heartbeat: each request that finds the election node renews the
+   * lease. At a fixed rate (a sixth of the session timeout from one sending
+   * to the next, not from an answer to the next sending), so that the lease
+   * stays unbroken while a round trip takes up to a quarter of the timeout */
+  uint64_t next = pc_now_mono_ms() + session_ms(n) / 6;
+  for (;;) {
+    uint64_t now = pc_now_mono_ms();
+    if (node_wait(n, next > now ? (uint32_t)(next - now) : 0)) break;
+    if (pc_now_mono_ms() < next) continue; /* woken early by a watch */
     if (atomic_load(&b->fenced) || pc_zk_state(n->zk) == PC_ZK_EXPIRED) break;
     uint64_t sent = pc_now_mono_ms();
+    next = sent + session_ms(n) / 6;
     int exists = 0;
     pc_status_t st = pc_zk_exists(n->zk, n->my, NULL, &exists, call_ms(n), &err);
     if (st == PC_OK && !exists) break;
