@@ -83,6 +83,13 @@ STANDBY=$((1 - LEADER))
   fail "the standby's ZooKeeper session is not connected"
 pass "oracle $LEADER leads, oracle $STANDBY stands by"
 
+run_cli 30 --config "$WORK/zk.json" status
+[ "$RC" = 0 ] || fail "status: rc $RC: $OUT $(cat "$WORK/last.err")"
+LEADER_EP=$(ready_ep "$WORK/tso$LEADER.ready" tso listen)
+echo "$OUT" | grep -q "^tso (elected) *$LEADER_EP *up .*candidates=2" ||
+  fail "status does not name the leader $LEADER_EP and two candidates: $OUT"
+pass "status names the elected oracle and its candidates"
+
 run_cli 30 --config "$WORK/zk.json" set acct a v 100
 [ "$RC" = 0 ] || fail "set: $(cat "$WORK/last.err")"
 kill -9 "${TSO_PID[$LEADER]}"
