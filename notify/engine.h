@@ -162,10 +162,10 @@ int pc_run_acts_on(const pc_observer_t *o, const group_t *g);
 
 /* Runs slot's observer for group g in a transaction begun for the cell.
  * pass (NULL: none) asks its commit to delete the cell's notifications too,
- * below pc_pass_clear_below(pass, what the run covers); *cleared says
- * whether they went. */
+ * below pc_pass_clear_below(pass, what the run covers); *cleared is set
+ * when they went. RUN_DEFERRED sets *retry_at, when to try again. */
 run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pass_t *pass,
-                    uint64_t *cover, int *cleared);
+                    uint64_t *cover, int *cleared, uint64_t *retry_at);
 
 /* Reads / writes the timestamp in system column col of the cell's row (an
  * ack or a retry mark: 8 bytes big-endian; 0 when absent). */
@@ -178,16 +178,32 @@ pc_status_t pc_run_write_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col
 
 backoff_t *pc_backoff_create(void);
 void pc_backoff_destroy(backoff_t *b);
-/* The key of (cell, observer); 0, or -1 when memory runs out. */
+/* The key of (cell, observer), or of the cell alone (observer NULL); 0, or
+ * -1 when memory runs out. */
 int pc_backoff_key(pc_buf_t *b, const pc_cell_t *c, const char *observer);
 /* Defers key after a setback (callback_failed: a failure of the callback,
- * counted toward parking), remembering when to try again. Returns the
- * callback failures so far (0 when the entry could not be kept). */
-uint32_t pc_backoff_defer(pc_worker_t *w, const pc_buf_t *key, int callback_failed);
-/* Whether key waits out a backoff now. */
-int pc_backoff_waiting(pc_worker_t *w, const pc_buf_t *key);
-/* Forgets key (after a success or once parked). */
+ * counted toward parking), remembering when to try again (*retry_at, NULL:
+ * not wanted). Returns the callback failures so far (0 when the entry could
+ * not be kept). */
+uint32_t pc_backoff_defer(pc_worker_t *w, const pc_buf_t *key, int callback_failed,
+                          uint64_t *retry_at);
+/* Whether key waits out a backoff now (*retry_at then says until when). */
+int pc_backoff_waiting(pc_worker_t *w, const pc_buf_t *key, uint64_t *retry_at);
+/* Forgets key, of (cell, observer) or of a cell (after a success, once
+ * parked, once a pass is complete). */
 void pc_backoff_forget(pc_worker_t *w, const pc_buf_t *key);
+/* Whether a pass over the cell (its key) that found notifications up to
+ * newest must wait: a pass that saw them already ended with observers that
+ * are still waiting. When not, and the cell had waited, *covers is a
+ * malloc'd copy of what its weak observers' runs covered (per slot; else
+ * NULL). */
+int pc_backoff_cell_check(pc_worker_t *w, const pc_buf_t *cell, uint64_t newest,
+                          uint64_t **covers);
+/* A pass over the cell that saw notifications up to newest ended with
+ * observers waiting until until_ms at the earliest; covers (per slot) is
+ * what weak runs covered. */
+void pc_backoff_cell_defer(pc_worker_t *w, const pc_buf_t *cell, uint64_t newest,
+                           uint64_t until_ms, const uint64_t *covers);
 /* Drops entries whose retry time passed long ago. */
 void pc_backoff_prune(pc_worker_t *w);
 

@@ -62,7 +62,7 @@ int pc_run_acts_on(const pc_observer_t *o, const group_t *g) {
 }
 
 run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pass_t *pass,
-                    uint64_t *cover, int *cleared) {
+                    uint64_t *cover, int *cleared, uint64_t *retry_at) {
   const pc_observer_t *o = slot->obs;
   const pc_cell_t *c = &g->cell.n.cell;
   int strong = o->kind == PC_OBSERVER_STRONG;
@@ -76,8 +76,9 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
   pc_error_t err;
   pc_error_clear(&err);
   char name[200];
+  *retry_at = pc_now_mono_ms() + w->o.backoff_ms;
   if (pc_backoff_key(&key, c, o->name) != 0) goto out; /* out of memory: try again later */
-  if (pc_backoff_waiting(w, &key)) goto out;
+  if (pc_backoff_waiting(w, &key, retry_at)) goto out;
   if (strong && (pc_ack_column(&ack_col, o->name, c->col, c->clen) != 0 ||
                  (check_mark && pc_retry_column(&mark_col, o->name, c->col, c->clen) != 0)))
     goto setback;
@@ -138,7 +139,7 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
 
 failed: {
   atomic_fetch_add(&slot->failures, 1);
-  uint32_t n = pc_backoff_defer(w, &key, 1);
+  uint32_t n = pc_backoff_defer(w, &key, 1, retry_at);
   pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name);
   if (n >= w->o.max_failures) {
     pc_error_t perr;
@@ -162,7 +163,7 @@ failed: {
 setback_st:
   if (is_conflict(st)) atomic_fetch_add(&slot->conflicts, 1);
 setback:
-  (void)pc_backoff_defer(w, &key, 0);
+  (void)pc_backoff_defer(w, &key, 0, retry_at);
   if (!is_conflict(err.code))
     pc_log(PC_LOG_DEBUG, "worker: observer '%s' on %s: %s, retrying later", o->name,
            pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name), err.text);

@@ -1054,6 +1054,68 @@ static void test_failures_parked_and_retried(void **state) {
   tu_rmtree(dir);
 }
 
+/* ---- 6b. backoff waits: the healthy observers of a cell run once per change -- */
+
+/* A failing observer next to healthy ones on the same column: while the
+ * failing ones wait out their backoff, nothing re-runs the cell's pass, so
+ * the healthy strong observer runs once per change and skips (reads its
+ * ack) only when a failing one retries, and the healthy weak observer,
+ * which has no ack, runs once for its weak notification. A new change is
+ * seen by the healthy observers at once, whatever the backoff. */
+static void test_backoff_waits(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-backoff");
+  pc_db_t *db = tu_open(dir, 0);
+  failing_t bad, badweak, good, goodweak;
+  memset(&bad, 0, sizeof bad);
+  memset(&badweak, 0, sizeof badweak);
+  memset(&good, 0, sizeof good);
+  memset(&goodweak, 0, sizeof goodweak);
+  atomic_store(&bad.broken, 1);
+  atomic_store(&badweak.broken, 1);
+  pc_observer_registry_t *reg = pc_registry_create();
+  add_observer(reg, "bad", "bk", "b:c", PC_OBSERVER_STRONG, obs_maybe_fail, &bad);
+  add_observer(reg, "badweak", "bk", "b:c", PC_OBSERVER_WEAK, obs_maybe_fail, &badweak);
+  add_observer(reg, "good", "bk", "b:c", PC_OBSERVER_STRONG, obs_maybe_fail, &good);
+  add_observer(reg, "goodweak", "bk", "b:c", PC_OBSERVER_WEAK, obs_maybe_fail, &goodweak);
+  pc_worker_options_t o = quick_options(2);
+  o.max_failures = 1000; /* never parked here */
+  o.backoff_ms = 10;
+  pc_worker_t *w = start(db, reg, &o);
+  put(db, "bk", "r1", "b:c", "v1");
+  notify_weak(db, "bk", "r1", "b:c");
+  /* the failing ones retry a few times (10, 20, 40, 80 ms, ...) */
+  for (int i = 0; i < 60000 && (stats_of(w, "bad").failures < 6 ||
+                                stats_of(w, "badweak").failures < 6);
+       i++)
+    sleep_ms(1);
+  pc_observer_stats_t sb = stats_of(w, "bad"), sbw = stats_of(w, "badweak");
+  pc_observer_stats_t sg = runs_of(w, "good", 1), sgw = runs_of(w, "goodweak", 1);
+  assert_true(sb.failures >= 6 && sbw.failures >= 6);
+  assert_int_equal(sb.parked + sbw.parked, 0);
+  assert_int_equal(atomic_load(&good.calls), 1);
+  assert_int_equal(sg.runs, 1);
+  assert_int_equal(atomic_load(&goodweak.calls), 1);
+  assert_int_equal(sgw.runs, 1);
+  /* a pass runs only when a failing observer may retry (and once at first) */
+  pc_observer_stats_t s2 = stats_of(w, "good");
+  if (s2.skipped > stats_of(w, "bad").failures + stats_of(w, "badweak").failures + 2)
+    fail_msg("the healthy observer skipped %" PRIu64 " times while the failing ones failed %" PRIu64
+             " and %" PRIu64 " times: the cell's pass ran again and again",
+             s2.skipped, stats_of(w, "bad").failures, stats_of(w, "badweak").failures);
+  /* a new change: the healthy strong observer runs for it once, at once */
+  put(db, "bk", "r1", "b:c", "v2");
+  sg = runs_of(w, "good", 2);
+  assert_int_equal(sg.runs, 2);
+  assert_int_equal(atomic_load(&good.calls), 2);
+  assert_int_equal(atomic_load(&goodweak.calls), 1);
+  assert_int_equal(atomic_load(&bad.calls), (int)stats_of(w, "bad").failures);
+  pc_worker_stop(w);
+  pc_registry_free(reg);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
 /* ---- 7. arguments -------------------------------------------------------------- */
 
 static void test_start_refuses(void **state) {
@@ -1097,6 +1159,7 @@ int main(void) {
       cmocka_unit_test(test_crashed_writer_rolled_forward),
       cmocka_unit_test(test_weak_coalesce_and_rerun),
       cmocka_unit_test(test_failures_parked_and_retried),
+      cmocka_unit_test(test_backoff_waits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
