@@ -15,7 +15,7 @@
  *   backoff.c  setbacks of (cell, observer) in memory: when to try again,
  *              and how many times the callback failed
  *   parked.c   parked notifications: the failure records, their listing,
- *              and re-queueing them (retry marks)
+ *              and the retries asked for
  *   sweeper.c  the sweeper, which settles old locks on cells nobody reads
  *   wait.c     for any client: the pending count and pc_notify_wait
  *
@@ -68,6 +68,7 @@ struct pc_worker {
 
   backoff_t *backoff;
 
+  _Atomic uint64_t next_retry_scan_ms; /* parked.c */
   _Atomic uint64_t seen, claims_taken, claims_busy;
   _Atomic uint64_t lat_le[13], lat_sum_ms, lat_count;
 };
@@ -156,8 +157,8 @@ typedef enum run_result {
   RUN_DEFERRED /* failed, conflicted or waits out a backoff: keep the notifications */
 } run_result_t;
 
-/* Whether observer o has something to do for group g: a strong one is
- * notified by a strong notification or, through a retry mark, by a weak one. */
+/* Whether observer o has something to do for group g: a notification of
+ * its kind. */
 int pc_run_acts_on(const pc_observer_t *o, const group_t *g);
 
 /* Runs slot's observer for group g in a transaction begun for the cell.
@@ -168,7 +169,7 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
                     uint64_t *cover, int *cleared, uint64_t *retry_at);
 
 /* Reads / writes the timestamp in system column col of the cell's row (an
- * ack or a retry mark: 8 bytes big-endian; 0 when absent). */
+ * ack: 8 bytes big-endian; 0 when absent). */
 pc_status_t pc_run_read_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col, uint64_t *ts,
                            pc_error_t *err);
 pc_status_t pc_run_write_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col, uint64_t ts,
@@ -212,8 +213,9 @@ void pc_backoff_prune(pc_worker_t *w);
 /* Writes the failure record of (cell, obs) in a transaction of its own. */
 pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs, uint64_t ts,
                     uint32_t failures, const char *error, pc_error_t *err);
-/* The retry mark of observer for column col; 0, or -1 when memory runs out. */
-int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
+/* Runs the retries asked for of this worker's observers, at most once every
+ * RETRY_SCAN_MS across its threads (parked.c). */
+void pc_parked_retry(pc_worker_t *w);
 
 /* ---- the sweeper (sweeper.c) ------------------------------------------------- */
 

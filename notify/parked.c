@@ -2,17 +2,21 @@
  * callback, a notification is parked: a record in PC_SYSTEM_TABLE (row
  * "failure/<observer>/<table>/<XXH3-128 of row and column>", columns table,
  * row, column, observer, kind, error, failures and ts, the numbers in
- * decimal), written with pc_txn_set_system since the table is read-only to
- * users; the observer then counts as done on that cell. pc_worker_failures
- * lists the records.
+ * decimal, and retry), written with pc_txn_set_system since the table is
+ * read-only to users; the observer then counts as done on that cell, and
+ * the cell's other observers go on. pc_worker_failures lists the records.
  *
- * Re-queueing (pc_worker_retry_failures) deletes a record and notifies its
- * cell again in one transaction. A weak one: pc_txn_notify_weak on the cell.
- * A strong one cannot be re-created without writing the cell again (which
- * would make every other strong observer of the column see a new change),
- * so the transaction writes a retry mark, the system column 0xFF "try" 0x00
- * O 0x00 col = ts of the parked change, together with a weak notification
- * of the cell; run.c reads the mark.
+ * Retrying (pc_worker_retry_failures, `percolator failures --retry`) sets a
+ * record's retry column to "1" and nothing else: no notification is
+ * written, so no other observer of the column runs. Each worker looks for
+ * such records every RETRY_SCAN_MS (pc_parked_retry) and runs the parked
+ * observer, if it has it, on the parked change alone, in a transaction
+ * that also deletes the record, so that of two workers at most one
+ * commits: a strong observer reads its ack first (a change it observed
+ * since is not run again) and writes it; a weak one just runs. A retry that
+ * fails is deferred with backoff like any run, and parked again (retry "0")
+ * after max_failures more failures. pc_notify_wait waits for requested
+ * retries (wait.c).
  */
 #include "notify/engine.h"
 
@@ -74,9 +78,12 @@ static int failure_row(pc_buf_t *out, const pc_cell_t *c, const char *observer) 
 #define FC_ERROR "error"
 #define FC_FAILURES "failures"
 #define FC_TS "ts"
-static const char *const failure_columns[] = {FC_TABLE, FC_ROW,      FC_COLUMN, FC_OBSERVER,
-                                              FC_KIND,  FC_ERROR,    FC_FAILURES, FC_TS};
+#define FC_RETRY "retry" /* "1": a retry is asked for; absent or "0": parked */
+static const char *const failure_columns[] = {FC_TABLE, FC_ROW,      FC_COLUMN, FC_OBSERVER, FC_KIND,
+                                              FC_ERROR, FC_FAILURES, FC_TS,     FC_RETRY};
 #define NFAILURE_COLUMNS (sizeof failure_columns / sizeof *failure_columns)
+#define NREQUIRED_COLUMNS 8 /* all but FC_RETRY */
+#define RETRY_SCAN_MS 1000u /* how often a worker looks for retries asked for */
 
 /* PC_SYSTEM_TABLE is read-only to the user calls: the records go through
  * the system's. */
@@ -109,6 +116,7 @@ pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs
     if (st == PC_OK) st = set_str(t, &row, FC_ERROR, e, strlen(e), err);
     if (st == PC_OK) st = set_str(t, &row, FC_FAILURES, num, strlen(num), err);
     if (st == PC_OK) st = set_str(t, &row, FC_TS, tsb, strlen(tsb), err);
+    if (st == PC_OK) st = set_str(t, &row, FC_RETRY, "0", 1, err);
     if (st == PC_OK) st = pc_txn_commit(t, err);
     pc_txn_destroy(t);
     if (st != PC_CONFLICT && st != PC_LOCKED) break;
@@ -116,19 +124,6 @@ pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs
   pc_buf_free(&row);
   if (st != PC_OK) pc_error_prefix(err, "parking");
   return st;
-}
-
-/* ---- retry marks ------------------------------------------------------------ */
-
-/* The retry mark of observer for column col: RETRY_PREFIX observer 0x00 col,
- * as long as an ack column, so that it fits wherever one does. */
-#define RETRY_PREFIX "\xff" "try" /* and its 0x00 */
-_Static_assert(sizeof RETRY_PREFIX == PC_ACK_PREFIX_LEN, "a retry mark is as long as an ack");
-int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen) {
-  out->len = 0;
-  return pc_buf_append(out, RETRY_PREFIX, sizeof RETRY_PREFIX) ||
-         pc_buf_append(out, observer, strlen(observer)) || pc_buf_u8(out, 0) ||
-         pc_buf_append(out, col, clen);
 }
 
 /* ---- the records, listed and re-queued ------------------------------------------ */
@@ -156,7 +151,7 @@ static void record_free(record_t *r) {
  * lacks a column or holds a bad number. */
 static int record_parked(record_t *r, pc_parked_t *p) {
   for (size_t i = 0; i < NFAILURE_COLUMNS; i++)
-    if (!r->have[i] || pc_buf_u8(&r->v[i], 0) != 0) return -1;
+    if ((i < NREQUIRED_COLUMNS && !r->have[i]) || pc_buf_u8(&r->v[i], 0) != 0) return -1;
   uint64_t failures, ts;
   if (parse_u64(r->v[6].p, r->v[6].len - 1, &failures) != 0 || failures > UINT32_MAX ||
       parse_u64(r->v[7].p, r->v[7].len - 1, &ts) != 0)
@@ -171,6 +166,7 @@ static int record_parked(record_t *r, pc_parked_t *p) {
   p->error = r->v[5].p;
   p->failures = (uint32_t)failures;
   p->ts = ts;
+  p->retrying = r->have[8] && strcmp(r->v[8].p, "1") == 0;
   return 0;
 }
 
@@ -239,8 +235,10 @@ typedef struct list_ctx {
 } list_ctx_t;
 
 static int list_one(void *ctx, const pc_parked_t *p, int weak, const pc_buf_t *row) {
+  (void)weak;
+  (void)row;
   list_ctx_t *l = ctx;
-  return l->fn(l->ctx, p);
+  return p->retrying ? 0 : l->fn(l->ctx, p); /* queued again: no longer parked */
 }
 
 pc_status_t pc_worker_failures(pc_db_t *db, int (*fn)(void *ctx, const pc_parked_t *p),
@@ -251,7 +249,7 @@ pc_status_t pc_worker_failures(pc_db_t *db, int (*fn)(void *ctx, const pc_parked
   return scan_records(db, list_one, &l, err);
 }
 
-/* A parked notification, copied for re-queueing after the scan. */
+/* A record, copied for acting on it after the scan. */
 typedef struct requeue {
   pc_buf_t row, table, crow, col, observer;
   uint64_t ts;
@@ -262,10 +260,12 @@ typedef struct requeue_list {
   requeue_t *v;
   size_t n, cap;
   int oom;
+  int retrying; /* which records to take: those parked (0), or those to retry (1) */
 } requeue_list_t;
 
 static int requeue_add(void *ctx, const pc_parked_t *p, int weak, const pc_buf_t *row) {
   requeue_list_t *l = ctx;
+  if (p->retrying != l->retrying) return 0;
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 16;
     requeue_t *v = realloc(l->v, cap * sizeof *v);
@@ -291,27 +291,25 @@ static int requeue_add(void *ctx, const pc_parked_t *p, int weak, const pc_buf_t
   return 0;
 }
 
-/* One transaction: the notification again (see the top of this file) and
- * the record deleted. */
-static pc_status_t requeue_one(pc_db_t *db, const requeue_t *q, pc_error_t *err) {
+static void requeue_free(requeue_list_t *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    requeue_t *q = &l->v[i];
+    pc_buf_free(&q->row);
+    pc_buf_free(&q->table);
+    pc_buf_free(&q->crow);
+    pc_buf_free(&q->col);
+    pc_buf_free(&q->observer);
+  }
+  free(l->v);
+}
+
+/* Asks for a retry of q: its retry column set to "1". */
+static pc_status_t ask_retry(pc_db_t *db, const requeue_t *q, pc_error_t *err) {
   pc_status_t st = PC_OK;
-  pc_cell_t c = {q->table.p, q->crow.p, q->crow.len, q->col.p, q->col.len};
   for (int attempt = 0; attempt < PC_NOTIFY_RETRY_ATTEMPTS; attempt++) {
     pc_txn_t *t = pc_txn_begin(db, err);
     if (!t) return err ? err->code : PC_INTERNAL;
-    st = PC_OK;
-    if (!q->weak) {
-      pc_buf_t mark = {0};
-      if (pc_retry_column(&mark, q->observer.p, c.col, c.clen) != 0)
-        st = pc_error_set(err, PC_NOMEM, "out of memory");
-      else
-        st = pc_run_write_ts(t, &c, &mark, q->ts, err);
-      pc_buf_free(&mark);
-    }
-    if (st == PC_OK) st = pc_txn_notify_weak(t, c.table, c.row, c.rlen, c.col, c.clen, err);
-    for (size_t i = 0; i < NFAILURE_COLUMNS && st == PC_OK; i++)
-      st = pc_txn_delete_system(t, PC_SYSTEM_TABLE, q->row.p, q->row.len, failure_columns[i],
-                                strlen(failure_columns[i]), err);
+    st = set_str(t, &q->row, FC_RETRY, "1", 1, err);
     if (st == PC_OK) st = pc_txn_commit(t, err);
     pc_txn_destroy(t);
     if (st != PC_CONFLICT && st != PC_LOCKED) break;
@@ -327,20 +325,106 @@ pc_status_t pc_worker_retry_failures(pc_db_t *db, uint64_t *n, pc_error_t *err) 
   pc_status_t st = scan_records(db, requeue_add, &l, err);
   if (st == PC_OK && l.oom) st = pc_error_set(err, PC_NOMEM, "out of memory");
   for (size_t i = 0; i < l.n && st == PC_OK; i++) {
-    st = requeue_one(db, &l.v[i], err);
+    st = ask_retry(db, &l.v[i], err);
     if (st == PC_OK && n) (*n)++;
     else if (st != PC_OK)
       pc_error_prefix(err, "re-queueing observer '%s' on %s", (const char *)l.v[i].observer.p,
                       (const char *)l.v[i].table.p);
   }
-  for (size_t i = 0; i < l.n; i++) {
-    requeue_t *q = &l.v[i];
-    pc_buf_free(&q->row);
-    pc_buf_free(&q->table);
-    pc_buf_free(&q->crow);
-    pc_buf_free(&q->col);
-    pc_buf_free(&q->observer);
-  }
-  free(l.v);
+  requeue_free(&l);
   return st;
+}
+
+/* ---- running the retries asked for ------------------------------------------ */
+
+static obs_slot_t *slot_named(pc_worker_t *w, const char *name) {
+  for (size_t i = 0; i < w->nslots; i++)
+    if (strcmp(w->slots[i].obs->name, name) == 0) return &w->slots[i];
+  return NULL;
+}
+
+/* Deletes q's record in t. */
+static pc_status_t delete_record(pc_txn_t *t, const requeue_t *q, pc_error_t *err) {
+  pc_status_t st = PC_OK;
+  for (size_t i = 0; i < NFAILURE_COLUMNS && st == PC_OK; i++)
+    st = pc_txn_delete_system(t, PC_SYSTEM_TABLE, q->row.p, q->row.len, failure_columns[i],
+                              strlen(failure_columns[i]), err);
+  return st;
+}
+
+/* Runs slot's observer on q's change alone, in one transaction with the
+ * deletion of the record (see the top of this file). */
+static void retry_one(pc_worker_t *w, obs_slot_t *slot, const requeue_t *q) {
+  const pc_observer_t *o = slot->obs;
+  pc_cell_t c = {q->table.p, q->crow.p, q->crow.len, q->col.p, q->col.len};
+  int strong = o->kind == PC_OBSERVER_STRONG;
+  pc_buf_t key = {0}, ack_col = {0};
+  pc_txn_t *t = NULL;
+  pc_error_t err;
+  pc_error_clear(&err);
+  char name[200];
+  pc_cell_name(c.table, c.row, c.rlen, c.col, c.clen, name, sizeof name);
+  if (pc_backoff_key(&key, &c, o->name) != 0 || pc_backoff_waiting(w, &key, NULL)) goto out;
+  if (strong && pc_ack_column(&ack_col, o->name, c.col, c.clen) != 0) goto out;
+  if (!(t = pc_txn_begin_for(w->db, &c, &err))) goto setback;
+  uint64_t ack = 0, start = 0;
+  pc_status_t st = PC_OK;
+  if (strong) {
+    if ((st = pc_run_read_ts(t, &c, &ack_col, &ack, &err)) != PC_OK) goto setback;
+    start = pc_txn_start_ts(t);
+    if (ack >= q->ts) { /* observed since it was parked */
+      if ((st = delete_record(t, q, &err)) == PC_OK) st = pc_txn_commit(t, &err);
+      if (st != PC_OK) goto setback;
+      atomic_fetch_add(&slot->skipped, 1);
+      pc_backoff_forget(w, &key);
+      goto out;
+    }
+  }
+  pc_notified_cell_t nc = {c.table, c.row, c.rlen, c.col, c.clen, q->ts};
+  st = pc_observer_run(o, t, &nc, &err);
+  if (st != PC_OK) {
+    atomic_fetch_add(&slot->failures, 1);
+    uint32_t n = pc_backoff_defer(w, &key, 1, NULL);
+    if (n >= w->o.max_failures) {
+      pc_error_t perr;
+      if (pc_park(w, &c, o, q->ts, n, err.text, &perr) == PC_OK) {
+        atomic_fetch_add(&slot->parked, 1);
+        pc_backoff_forget(w, &key);
+        pc_log(PC_LOG_WARN, "worker: observer '%s' on %s parked again after %u failures: %s",
+               o->name, name, n, err.text);
+      }
+    }
+    goto out;
+  }
+  if (strong) st = pc_run_write_ts(t, &c, &ack_col, start, &err);
+  if (st == PC_OK) st = delete_record(t, q, &err);
+  if (st == PC_OK) st = pc_txn_commit(t, &err);
+  if (st != PC_OK) goto setback;
+  atomic_fetch_add(&slot->runs, 1);
+  pc_backoff_forget(w, &key);
+  pc_log(PC_LOG_INFO, "worker: observer '%s' on %s ran again, as asked", o->name, name);
+  goto out;
+setback:
+  (void)pc_backoff_defer(w, &key, 0, NULL);
+  pc_log(PC_LOG_DEBUG, "worker: retrying observer '%s' on %s: %s", o->name, name, err.text);
+out:
+  pc_txn_destroy(t);
+  pc_buf_free(&key);
+  pc_buf_free(&ack_col);
+}
+
+void pc_parked_retry(pc_worker_t *w) {
+  uint64_t now = pc_now_mono_ms(), due = atomic_load(&w->next_retry_scan_ms);
+  if (now < due ||
+      !atomic_compare_exchange_strong(&w->next_retry_scan_ms, &due, now + RETRY_SCAN_MS))
+    return; /* not yet, or another thread of this worker looks */
+  requeue_list_t l = {.retrying = 1};
+  pc_error_t err;
+  if (scan_records(w->db, requeue_add, &l, &err) != PC_OK)
+    pc_log(PC_LOG_DEBUG, "worker: looking for retries: %s", err.text);
+  for (size_t i = 0; i < l.n && !pc_worker_stopping(w); i++) {
+    obs_slot_t *slot = slot_named(w, l.v[i].observer.p);
+    if (slot) retry_one(w, slot, &l.v[i]);
+  }
+  requeue_free(&l);
 }

@@ -92,6 +92,7 @@ static void *worker_main(void *arg) {
     return NULL;
   }
   while (!pc_worker_stopping(w)) {
+    pc_parked_retry(w); /* now and then: the retries asked for */
     /* without a lockd session, claims cannot be taken: wait for one */
     if (w->db->ls && pc_ls_client_session(w->db->ls) == 0) {
       pc_worker_nap(w, w->o.idle_ms);

@@ -19,11 +19,12 @@
  * the skip), c's notifications older than T.start_ts are deleted; newer ones
  * stay. A weak notification runs the weak observers the same way without
  * an ack. An observer that fails (an error, or a conflict) is retried with
- * backoff; after max_failures failures of its callback its notification is
- * parked: recorded in the system table with the error, and removed from
- * scanning (pc_worker_failures lists them, pc_worker_retry_failures
- * re-queues them). Conflicts are retried but never parked: another
- * transaction committed, so the cell made progress.
+ * backoff, and while it waits nothing runs the cell's pass again; after
+ * max_failures failures of its callback its notification is parked:
+ * recorded in the system table with the error, and removed from scanning
+ * (pc_worker_failures lists them, pc_worker_retry_failures asks for a
+ * retry). Conflicts are retried but never parked: another transaction
+ * committed, so the cell made progress.
  *
  * A sweeper thread settles locks older than the lock TTL on cells nobody
  * reads, so that a crashed writer's notifications appear (roll-forward
@@ -124,13 +125,18 @@ typedef struct pc_parked {
   size_t rlen, clen;
   uint64_t ts;
   uint32_t failures;
+  int retrying; /* a retry was asked for (pc_worker_retry_failures), not yet run */
 } pc_parked_t;
 
-/* Calls fn for each parked notification; pointers valid during the call. */
+/* Calls fn for each parked notification (not those whose retry was asked
+ * for and has not run yet); pointers valid during the call. */
 pc_status_t pc_worker_failures(pc_db_t *db, int (*fn)(void *ctx, const pc_parked_t *p),
                                void *ctx, pc_error_t *err);
-/* Re-queues every parked notification (its failure count starts again);
- * *n receives how many. */
+/* Asks for a retry of every parked notification: a worker that runs its
+ * observer runs that observer alone, on the parked change, once more (its
+ * failure count starts again; after max_failures it is parked again), and
+ * pc_notify_wait waits for it. No notification is written, so the other
+ * observers of the cell do not run. *n receives how many. */
 pc_status_t pc_worker_retry_failures(pc_db_t *db, uint64_t *n, pc_error_t *err);
 
 #endif

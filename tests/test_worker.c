@@ -13,7 +13,10 @@
  *   - weak notifications coalesce, and one that arrives while its observer
  *     runs makes it run again;
  *   - an observer that always fails is parked with its error, listed, and
- *     re-queued by pc_worker_retry_failures (strong and weak).
+ *     run again by pc_worker_retry_failures (strong and weak), alone: the
+ *     other observers of its column do not run again;
+ *   - while an observer of a cell waits out its backoff, the healthy ones
+ *     run once per change.
  * No assertion is on elapsed time; every wait is a bounded poll. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -941,6 +944,16 @@ static pc_status_t obs_maybe_fail(void *state, pc_txn_t *t, const pc_notified_ce
   return oset(t, "fxout", c->row, c->row_len, col, "yes", err);
 }
 
+/* Counts its calls and writes fxnext/<row> done:<column>. */
+static pc_status_t obs_neighbour(void *state, pc_txn_t *t, const pc_notified_cell_t *c,
+                                 pc_error_t *err) {
+  failing_t *f = state;
+  atomic_fetch_add(&f->calls, 1);
+  char col[64];
+  snprintf(col, sizeof col, "done:%.*s", (int)c->column_len, c->column);
+  return oset(t, "fxnext", c->row, c->row_len, col, "yes", err);
+}
+
 typedef struct listed {
   int n;
   char observer[8][72], error[8][256], row[8][16], col[8][16];
@@ -975,16 +988,21 @@ static void test_failures_parked_and_retried(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("worker-fail");
   pc_db_t *db = tu_open(dir, 0);
-  failing_t bad, badweak, good;
+  failing_t bad, badweak, good, nextbad, nextweak;
   memset(&bad, 0, sizeof bad);
   memset(&badweak, 0, sizeof badweak);
   memset(&good, 0, sizeof good);
+  memset(&nextbad, 0, sizeof nextbad);
+  memset(&nextweak, 0, sizeof nextweak);
   atomic_store(&bad.broken, 1);
   atomic_store(&badweak.broken, 1);
   pc_observer_registry_t *reg = pc_registry_create();
   add_observer(reg, "bad", "fx", "f:c", PC_OBSERVER_STRONG, obs_maybe_fail, &bad);
   add_observer(reg, "badweak", "fx", "w:c", PC_OBSERVER_WEAK, obs_maybe_fail, &badweak);
   add_observer(reg, "good", "fx", "g:c", PC_OBSERVER_STRONG, obs_maybe_fail, &good);
+  /* healthy neighbours of the failing ones, on their columns */
+  add_observer(reg, "nextbad", "fx", "f:c", PC_OBSERVER_STRONG, obs_neighbour, &nextbad);
+  add_observer(reg, "nextweak", "fx", "w:c", PC_OBSERVER_WEAK, obs_neighbour, &nextweak);
   pc_worker_options_t o = quick_options(2);
   o.max_failures = 3;
   o.backoff_ms = 2;
@@ -1026,8 +1044,11 @@ static void test_failures_parked_and_retried(void **state) {
     assert_int_equal(l.ts[i], strong ? strong_ts : weak_ts);
   }
   assert_null(get(db, "fxout", "r1", "done:f:c"));
+  assert_int_equal(atomic_load(&nextbad.calls), 1);
+  assert_int_equal(atomic_load(&nextweak.calls), 1);
 
-  /* fixed, then re-queued: both run, and the records are gone */
+  /* fixed, then re-queued: both run, and the records are gone; their
+   * neighbours on the same columns do not run again */
   atomic_store(&bad.broken, 0);
   atomic_store(&badweak.broken, 0);
   uint64_t n = 0;
@@ -1035,7 +1056,7 @@ static void test_failures_parked_and_retried(void **state) {
   assert_int_equal(pc_worker_retry_failures(db, &n, &err), PC_OK);
   assert_int_equal(n, 2);
   assert_int_equal(parked(db).n, 0);
-  wait_idle(db);
+  wait_idle(db); /* returns once the retries ran */
   char *f = get(db, "fxout", "r1", "done:f:c"), *fw = get(db, "fxout", "r2", "done:w:c");
   assert_non_null(f);
   assert_non_null(fw);
@@ -1043,7 +1064,13 @@ static void test_failures_parked_and_retried(void **state) {
   free(fw);
   assert_int_equal(runs_of(w, "bad", 1).runs, 1);
   assert_int_equal(runs_of(w, "badweak", 1).runs, 1);
-  /* the re-queued strong notification is observed once: another pass skips it */
+  assert_int_equal(atomic_load(&nextbad.calls), 1);
+  assert_int_equal(atomic_load(&nextweak.calls), 1);
+  assert_int_equal(stats_of(w, "nextweak").runs, 1);
+  /* nothing is left to retry, and a weak notification of the strong
+   * observer's column does not make it run */
+  assert_int_equal(pc_worker_retry_failures(db, &n, &err), PC_OK);
+  assert_int_equal(n, 0);
   notify_weak(db, "fx", "r1", "f:c");
   wait_idle(db);
   assert_int_equal(stats_of(w, "bad").runs, 1);
