@@ -1,10 +1,10 @@
 /* run.c — one observer on one cell (Fluo's work task). The run is a
  * transaction begun for the notified cell (pc_txn_begin_for), start_ts S:
  *   strong  it reads ack(c, O) = A; when A is past the newest strong
- *           notification found, the change was
- *           observed already and the run is skipped; otherwise O's callback
- *           runs, the transaction writes ack = S and commits. Two runs for
- *           one change both write the ack, so at most one of them commits;
+ *           notification found, the change was observed already and the
+ *           run is skipped; otherwise O's callback runs, the transaction
+ *           writes ack = S and commits. Two runs for one change both write
+ *           the ack, so at most one of them commits;
  *   weak    O's callback runs and the transaction commits; there is no ack.
  *
  * Setbacks. A callback that fails, or an ack that is not 8 bytes, is a
