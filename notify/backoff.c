@@ -192,3 +192,68 @@ void pc_backoff_prune(pc_worker_t *w) {
   }
   pthread_mutex_unlock(&b->mu);
 }
+
+/* ---- sets of keys ------------------------------------------------------------ */
+
+#define SET_BUCKETS 256u
+
+typedef struct set_entry {
+  struct set_entry *next;
+  uint64_t hash;
+  size_t len;
+  char key[];
+} set_entry_t;
+
+struct keyset {
+  set_entry_t *b[SET_BUCKETS];
+  size_t n;
+};
+
+keyset_t *pc_keyset_create(void) { return calloc(1, sizeof(keyset_t)); }
+
+void pc_keyset_destroy(keyset_t *s) {
+  if (!s) return;
+  for (size_t i = 0; i < SET_BUCKETS; i++)
+    for (set_entry_t *e = s->b[i], *next; e; e = next) {
+      next = e->next;
+      free(e);
+    }
+  free(s);
+}
+
+static set_entry_t **set_find(const keyset_t *s, const char *key, size_t len, uint64_t h) {
+  set_entry_t *const *p = &s->b[h % SET_BUCKETS];
+  for (; *p; p = &(*p)->next)
+    if ((*p)->hash == h && (*p)->len == len && memcmp((*p)->key, key, len) == 0) break;
+  return (set_entry_t **)p;
+}
+
+int pc_keyset_add(keyset_t *s, const char *key, size_t len) {
+  uint64_t h = XXH3_64bits(key, len);
+  if (*set_find(s, key, len, h)) return 0;
+  set_entry_t *e = malloc(sizeof *e + (len ? len : 1));
+  if (!e) return -1;
+  e->hash = h;
+  e->len = len;
+  memcpy(e->key, key, len);
+  e->next = s->b[h % SET_BUCKETS];
+  s->b[h % SET_BUCKETS] = e;
+  s->n++;
+  return 0;
+}
+
+int pc_keyset_has(const keyset_t *s, const char *key, size_t len) {
+  return s && s->n && *set_find(s, key, len, XXH3_64bits(key, len)) != NULL;
+}
+
+int pc_keyset_del(keyset_t *s, const char *key, size_t len) {
+  if (!s || !s->n) return 0;
+  set_entry_t **p = set_find(s, key, len, XXH3_64bits(key, len)), *e = *p;
+  if (!e) return 0;
+  *p = e->next;
+  free(e);
+  s->n--;
+  return 1;
+}
+
+size_t pc_keyset_size(const keyset_t *s) { return s ? s->n : 0; }

@@ -49,10 +49,11 @@ static int parse_u64(const char *s, size_t n, uint64_t *out) {
 
 /* ---- parking ---------------------------------------------------------------- */
 
-/* The row of the failure record of (cell, observer). The cell itself is in
- * the record's columns; the row needs only to be unique and bounded, so the
- * row and column are hashed (XXH3, 128 bits, over their escaped forms). */
-static int failure_row(pc_buf_t *out, const pc_cell_t *c, const char *observer) {
+/* The row of the failure record of (cell, observer) ("failure/", or with
+ * another prefix, the crash record's). The cell itself is in the record's
+ * columns; the row needs only to be unique and bounded, so the row and
+ * column are hashed (XXH3, 128 bits, over their escaped forms). */
+int pc_record_row(pc_buf_t *out, const char *prefix, const pc_cell_t *c, const char *observer) {
   pc_buf_t e = {0};
   if (pc_key_escape(&e, c->row, c->rlen) || pc_key_escape(&e, c->col, c->clen)) {
     pc_buf_free(&e);
@@ -63,7 +64,7 @@ static int failure_row(pc_buf_t *out, const pc_cell_t *c, const char *observer) 
   char hex[40];
   snprintf(hex, sizeof hex, "%016" PRIx64 "%016" PRIx64, (uint64_t)h.high64, (uint64_t)h.low64);
   out->len = 0;
-  return pc_buf_append(out, FAILURE_PREFIX, strlen(FAILURE_PREFIX)) ||
+  return pc_buf_append(out, prefix, strlen(prefix)) ||
          pc_buf_append(out, observer, strlen(observer)) || pc_buf_append(out, "/", 1) ||
          pc_buf_append(out, c->table, strlen(c->table)) || pc_buf_append(out, "/", 1) ||
          pc_buf_append(out, hex, 32);
@@ -92,10 +93,31 @@ static pc_status_t set_str(pc_txn_t *t, const pc_buf_t *row, const char *col, co
   return pc_txn_set_system(t, PC_SYSTEM_TABLE, row->p, row->len, col, strlen(col), v, n, err);
 }
 
+pc_status_t pc_park_record(pc_txn_t *t, const pc_cell_t *c, const char *observer, int weak,
+                           uint64_t ts, uint32_t failures, const char *error, pc_error_t *err) {
+  pc_buf_t row = {0};
+  if (pc_record_row(&row, FAILURE_PREFIX, c, observer) != 0)
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  char num[24], tsb[24];
+  snprintf(num, sizeof num, "%" PRIu32, failures);
+  snprintf(tsb, sizeof tsb, "%" PRIu64, ts);
+  const char *kind = weak ? "weak" : "strong";
+  const char *e = error && *error ? error : "failed";
+  pc_status_t st = set_str(t, &row, FC_TABLE, c->table, strlen(c->table), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_ROW, c->row, c->rlen, err);
+  if (st == PC_OK) st = set_str(t, &row, FC_COLUMN, c->col, c->clen, err);
+  if (st == PC_OK) st = set_str(t, &row, FC_OBSERVER, observer, strlen(observer), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_KIND, kind, strlen(kind), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_ERROR, e, strlen(e), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_FAILURES, num, strlen(num), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_TS, tsb, strlen(tsb), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_RETRY, "0", 1, err);
+  pc_buf_free(&row);
+  return st;
+}
+
 pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs, uint64_t ts,
                     uint32_t failures, const char *error, pc_error_t *err) {
-  pc_buf_t row = {0};
-  if (failure_row(&row, c, obs->name) != 0) return pc_error_set(err, PC_NOMEM, "out of memory");
   pc_status_t st = PC_OK;
   for (int attempt = 0; attempt < PC_NOTIFY_RETRY_ATTEMPTS; attempt++) {
     pc_txn_t *t = pc_txn_begin(w->db, err);
@@ -103,27 +125,34 @@ pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs
       st = err ? err->code : PC_INTERNAL;
       break;
     }
-    char num[24], tsb[24];
-    snprintf(num, sizeof num, "%" PRIu32, failures);
-    snprintf(tsb, sizeof tsb, "%" PRIu64, ts);
-    const char *kind = obs->kind == PC_OBSERVER_WEAK ? "weak" : "strong";
-    const char *e = error && *error ? error : "failed";
-    st = set_str(t, &row, FC_TABLE, c->table, strlen(c->table), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_ROW, c->row, c->rlen, err);
-    if (st == PC_OK) st = set_str(t, &row, FC_COLUMN, c->col, c->clen, err);
-    if (st == PC_OK) st = set_str(t, &row, FC_OBSERVER, obs->name, strlen(obs->name), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_KIND, kind, strlen(kind), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_ERROR, e, strlen(e), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_FAILURES, num, strlen(num), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_TS, tsb, strlen(tsb), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_RETRY, "0", 1, err);
+    st = pc_park_record(t, c, obs->name, obs->kind == PC_OBSERVER_WEAK, ts, failures, error, err);
     if (st == PC_OK) st = pc_txn_commit(t, err);
     pc_txn_destroy(t);
     if (st != PC_CONFLICT && st != PC_LOCKED) break;
   }
-  pc_buf_free(&row);
-  if (st != PC_OK) pc_error_prefix(err, "parking");
-  return st;
+  if (st != PC_OK) {
+    pc_error_prefix(err, "parking");
+    return st;
+  }
+  pc_buf_t key = {0};
+  if (pc_backoff_key(&key, c, obs->name) == 0) pc_parked_hold(w, &key);
+  pc_buf_free(&key);
+  return PC_OK;
+}
+
+/* ---- (cell, observer) pairs held back while parked --------------------------- */
+
+int pc_parked_holds(pc_worker_t *w, const pc_buf_t *key) {
+  pthread_mutex_lock(&w->sets_mu);
+  int held = pc_keyset_has(w->held, key->p, key->len);
+  pthread_mutex_unlock(&w->sets_mu);
+  return held;
+}
+
+void pc_parked_hold(pc_worker_t *w, const pc_buf_t *key) {
+  pthread_mutex_lock(&w->sets_mu);
+  (void)pc_keyset_add(w->held, key->p, key->len); /* out of memory: the next look adds it */
+  pthread_mutex_unlock(&w->sets_mu);
 }
 
 /* ---- the records, listed and re-queued ------------------------------------------ */
@@ -375,20 +404,21 @@ static void retry_one(pc_worker_t *w, obs_slot_t *slot, const requeue_t *q) {
     if (ack >= q->ts) { /* observed since it was parked */
       if ((st = delete_record(t, q, &err)) == PC_OK) st = pc_txn_commit(t, &err);
       if (st != PC_OK) goto setback;
-      atomic_fetch_add(&slot->skipped, 1);
+      pc_count(slot, PC_C_SKIPPED);
       pc_backoff_forget(w, &key);
       goto out;
     }
   }
   pc_notified_cell_t nc = {c.table, c.row, c.rlen, c.col, c.clen, q->ts};
-  st = pc_observer_run(o, t, &nc, &err);
+  st = pc_run_callback(w, o, t, &nc, &err);
+  if (pc_worker_self() && pc_worker_self()->given_up) goto out; /* counted by the watchdog */
   if (st != PC_OK) {
-    atomic_fetch_add(&slot->failures, 1);
+    pc_count(slot, PC_C_FAILURES);
     uint32_t n = pc_backoff_defer(w, &key, 1, NULL);
     if (n >= w->o.max_failures) {
       pc_error_t perr;
       if (pc_park(w, &c, o, q->ts, n, err.text, &perr) == PC_OK) {
-        atomic_fetch_add(&slot->parked, 1);
+        pc_count(slot, PC_C_PARKED);
         pc_backoff_forget(w, &key);
         pc_log(PC_LOG_WARN, "worker: observer '%s' on %s parked again after %u failures: %s",
                o->name, name, n, err.text);
@@ -400,8 +430,9 @@ static void retry_one(pc_worker_t *w, obs_slot_t *slot, const requeue_t *q) {
   if (st == PC_OK) st = delete_record(t, q, &err);
   if (st == PC_OK) st = pc_txn_commit(t, &err);
   if (st != PC_OK) goto setback;
-  atomic_fetch_add(&slot->runs, 1);
+  pc_count(slot, PC_C_RUNS);
   pc_backoff_forget(w, &key);
+  pc_crash_forget(w, &c, o->name, &key);
   pc_log(PC_LOG_INFO, "worker: observer '%s' on %s ran again, as asked", o->name, name);
   goto out;
 setback:
@@ -413,18 +444,56 @@ out:
   pc_buf_free(&ack_col);
 }
 
+/* Collects, for pc_parked_retry, the records to retry and the keys of the
+ * parked ones. */
+typedef struct look {
+  pc_worker_t *w;
+  requeue_list_t retry;
+  keyset_t *held;
+  int oom;
+} look_t;
+
+static int look_add(void *ctx, const pc_parked_t *p, int weak, const pc_buf_t *row) {
+  look_t *l = ctx;
+  if (p->retrying) return requeue_add(&l->retry, p, weak, row);
+  if (!slot_named(l->w, p->observer)) return 0;
+  pc_buf_t key = {0};
+  pc_cell_t c = {p->table, p->row, p->rlen, p->col, p->clen};
+  if (pc_backoff_key(&key, &c, p->observer) != 0 || pc_keyset_add(l->held, key.p, key.len) != 0)
+    l->oom = 1;
+  pc_buf_free(&key);
+  return l->oom;
+}
+
 void pc_parked_retry(pc_worker_t *w) {
   uint64_t now = pc_now_mono_ms(), due = atomic_load(&w->next_retry_scan_ms);
   if (now < due ||
       !atomic_compare_exchange_strong(&w->next_retry_scan_ms, &due, now + RETRY_SCAN_MS))
     return; /* not yet, or another thread of this worker looks */
-  requeue_list_t l = {.retrying = 1};
+  look_t l = {w, {.retrying = 1}, pc_keyset_create(), 0};
+  keyset_t *suspects = pc_keyset_create();
   pc_error_t err;
-  if (scan_records(w->db, requeue_add, &l, &err) != PC_OK)
-    pc_log(PC_LOG_DEBUG, "worker: looking for retries: %s", err.text);
-  for (size_t i = 0; i < l.n && !pc_worker_stopping(w); i++) {
-    obs_slot_t *slot = slot_named(w, l.v[i].observer.p);
-    if (slot) retry_one(w, slot, &l.v[i]);
+  pc_status_t st = l.held && suspects ? scan_records(w->db, look_add, &l, &err)
+                                      : pc_error_set(&err, PC_NOMEM, "out of memory");
+  if (st == PC_OK && l.oom) st = pc_error_set(&err, PC_NOMEM, "out of memory");
+  if (st == PC_OK) st = pc_crash_suspects(w, suspects, &err);
+  if (st == PC_OK) { /* what the store says now */
+    pthread_mutex_lock(&w->sets_mu);
+    keyset_t *old_held = w->held, *old_suspects = w->suspects;
+    w->held = l.held;
+    w->suspects = suspects;
+    pthread_mutex_unlock(&w->sets_mu);
+    pc_keyset_destroy(old_held);
+    pc_keyset_destroy(old_suspects);
+    l.held = suspects = NULL;
+  } else {
+    pc_log(PC_LOG_DEBUG, "worker: looking at the parked notifications: %s", err.text);
   }
-  requeue_free(&l);
+  pc_keyset_destroy(l.held);
+  pc_keyset_destroy(suspects);
+  for (size_t i = 0; i < l.retry.n && !pc_worker_stopping(w); i++) {
+    obs_slot_t *slot = slot_named(w, l.retry.v[i].observer.p);
+    if (slot) retry_one(w, slot, &l.retry.v[i]);
+  }
+  requeue_free(&l.retry);
 }

@@ -99,7 +99,10 @@ int pc_pass(pc_worker_t *w, const group_t *g) {
     obs_slot_t *slot = pc_worker_slot(w, obs[i]);
     uint64_t cv = 0, retry_at = 0;
     int fold = acting == 1 && !fp_fired;
-    switch (pc_run(w, slot, g, fold ? &pass : NULL, &cv, &cleared, &retry_at)) {
+    run_result_t r = pc_run(w, slot, g, fold ? &pass : NULL, &cv, &cleared, &retry_at);
+    wthread_t *self = pc_worker_self();
+    if (self && self->given_up) goto out; /* the watchdog took over: this thread leaves */
+    switch (r) {
       case RUN_DONE: /* cv 0: it covers what the scan saw */
         did = 1;
         cv = cv ? cv : pass.newest + 1;

@@ -49,6 +49,14 @@ typedef struct pc_worker_options {
   uint32_t max_failures;      /* failures of one notification before it is parked [5] */
   uint32_t backoff_ms;        /* first wait before a retry, doubling [100] */
   uint32_t sweep_ms;          /* how often the sweeper runs (0: none) [1000] */
+  /* a run whose observer has not returned after hang_ms is given up: it
+   * counts as a failure of (cell, observer), its claim is released, and
+   * another thread takes its place (0: never) [60000] */
+  uint32_t hang_ms;
+  /* the directory of the in-flight journal, so that the deaths of the
+   * process during a run are counted across restarts and the counters
+   * survive it (NULL: none; the string is copied) [NULL] */
+  const char *journal_dir;
 } pc_worker_options_t;
 
 /* The defaults above. */
@@ -65,8 +73,19 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
                              const pc_worker_options_t *o, pc_error_t *err);
 
 /* Stops taking work, lets in-flight observer transactions finish or abort,
- * joins the threads and releases the worker. NULL is a no-op. */
+ * joins the threads and releases the worker. NULL is a no-op. Waits as long
+ * as an observer takes to return. */
 void pc_worker_stop(pc_worker_t *w);
+
+/* Like pc_worker_stop, but waits at most ms for the observers in flight:
+ * PC_OK once everything stopped and w is released; PC_TIMEOUT (naming the
+ * observers still running) when some have not returned, and then w is not
+ * released: their threads go on using it, the database and the observers'
+ * code, so the caller must not close or unload those. Nothing those
+ * observers do commits any more; their runs count as deaths of the process
+ * at the next start with the same journal. A process that gets PC_TIMEOUT
+ * exits; pc_worker_stop(w) waits for the rest and releases w. */
+pc_status_t pc_worker_stop_within(pc_worker_t *w, uint32_t ms, pc_error_t *err);
 
 /* Counters of one observer (added up since start). */
 typedef struct pc_observer_stats {
@@ -95,8 +114,18 @@ typedef struct pc_worker_stats {
   pc_observer_stats_t *observers; /* malloc'd; release with pc_free */
 } pc_worker_stats_t;
 
-/* A snapshot of the counters. *out's observers array is malloc'd. */
+/* A snapshot of the counters. *out's observers array is malloc'd. With a
+ * journal file, an observer's counters continue from those its previous
+ * holder left. */
 pc_status_t pc_worker_stats(pc_worker_t *w, pc_worker_stats_t *out, pc_error_t *err);
+
+/* Calls fn with each observer's counters summed over every worker that
+ * ever ran it on this store, dead or alive (written by each worker every
+ * second; a dead worker's last second of counts reaches the store when
+ * another takes its journal file, or never without one). */
+pc_status_t pc_worker_totals(pc_db_t *db,
+                             int (*fn)(void *ctx, const pc_observer_stats_t *totals), void *ctx,
+                             pc_error_t *err);
 
 /* ---- for any client (the CLI's wait, status and failures) ------------------ */
 
