@@ -26,9 +26,16 @@
  * retry). Conflicts are retried but never parked: another transaction
  * committed, so the cell made progress.
  *
- * A sweeper thread settles locks older than the lock TTL on cells nobody
- * reads, so that a crashed writer's notifications appear (roll-forward
- * writes them) and its other locks go.
+ * An observer that kills the worker process is counted across restarts
+ * through the in-flight journal (journal_dir) and parked after
+ * max_failures deaths in a row; one that does not return within hang_ms is
+ * given up (a failure), and its thread's share of the scanning goes to a
+ * new thread. A parked (cell, observer) does not run again until a retry.
+ *
+ * A keeper thread settles locks older than the lock TTL on cells nobody
+ * reads (the sweeper), so that a crashed writer's notifications appear
+ * (roll-forward writes them) and its other locks go; it also writes the
+ * observers' counters to the store and watches for runs that do not return.
  */
 #ifndef PC_NOTIFY_WORKER_H
 #define PC_NOTIFY_WORKER_H
