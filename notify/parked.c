@@ -491,7 +491,8 @@ void pc_parked_retry(pc_worker_t *w) {
   }
   pc_keyset_destroy(l.held);
   pc_keyset_destroy(suspects);
-  for (size_t i = 0; i < l.retry.n && !pc_worker_stopping(w); i++) {
+  wthread_t *self = pc_worker_self();
+  for (size_t i = 0; i < l.retry.n && !pc_worker_stopping(w) && !(self && self->given_up); i++) {
     obs_slot_t *slot = slot_named(w, l.retry.v[i].observer.p);
     if (slot) retry_one(w, slot, &l.retry.v[i]);
   }
