@@ -1004,8 +1004,8 @@ static pc_status_t parse_plugins(vctx_t *c, pc_config_t *cfg, const json_t *arr,
   return PC_OK;
 }
 
-static const char *const workers_keys[] = {"threads", "scan", "max_failures", "backoff_ms",
-                                           "plugins", "http"};
+static const char *const workers_keys[] = {"threads", "scan",   "max_failures", "backoff_ms",
+                                           "plugins", "http",   "hang_ms",      "journal_dir"};
 
 static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -1018,7 +1018,9 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
     case 2: return get_uint(c, v, n, 1, 1000, &cfg->workers.max_failures);
     case 3: return get_uint(c, v, n, 1, 600000, &cfg->workers.backoff_ms);
     case 4: return parse_plugins(c, cfg, v, n);
-    default: return get_endpoint(c, v, n, &cfg->workers.http);
+    case 5: return get_endpoint(c, v, n, &cfg->workers.http);
+    case 6: return get_uint(c, v, n, 0, 86400000, &cfg->workers.hang_ms);
+    default: return get_str(c, v, n, &cfg->workers.journal_dir);
   }
 }
 
@@ -1092,6 +1094,7 @@ pc_config_t *pc_config_default(void) {
   cfg->workers.scan.idle_ms = 100;
   cfg->workers.max_failures = 5;
   cfg->workers.backoff_ms = 100;
+  cfg->workers.hang_ms = 60000;
   return cfg;
 }
 
@@ -1115,6 +1118,7 @@ void pc_config_free(pc_config_t *cfg) {
   free(cfg->zookeeper.root);
   free(cfg->secret);
   free(cfg->data_dir);
+  free(cfg->workers.journal_dir);
   free(cfg->source);
   free(cfg);
 }
