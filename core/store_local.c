@@ -289,6 +289,30 @@ int local_below(const char *k, size_t kl, const pc_buf_t *hi) {
   return hi->len == 0 || pc_bytes_cmp(k, kl, hi->p, hi->len) < 0;
 }
 
+/* ---- the counting comparator (pc_local_store_count_compares) ------------ */
+
+static atomic_int count_compares; /* stores opened from now on count */
+static _Thread_local uint64_t compares;
+
+void pc_local_store_count_compares(int on) { atomic_store(&count_compares, on != 0); }
+
+uint64_t pc_local_compares(void) { return compares; }
+
+/* LevelDB's own order (bytewise, a shorter prefix first) */
+static int counting_compare(void *state, const char *a, size_t al, const char *b, size_t bl) {
+  (void)state;
+  compares++;
+  return pc_bytes_cmp(a, al, b, bl);
+}
+
+/* LevelDB's name for that order, so that the store opens with either */
+static const char *counting_name(void *state) {
+  (void)state;
+  return "leveldb.BytewiseComparator";
+}
+
+static void counting_destroy(void *state) { (void)state; }
+
 /* ---- open and close ----------------------------------------------------- */
 
 static void local_close(pc_store_t *base) {
@@ -300,6 +324,7 @@ static void local_close(pc_store_t *base) {
   pc_nindex_destroy(s->nindex);
   if (s->cache) leveldb_cache_destroy(s->cache);
   if (s->filter) leveldb_filterpolicy_destroy(s->filter);
+  if (s->cmp) leveldb_comparator_destroy(s->cmp);
   if (s->ropts) leveldb_readoptions_destroy(s->ropts);
   if (s->wopts) leveldb_writeoptions_destroy(s->wopts);
   if (s->gc_wopts) leveldb_writeoptions_destroy(s->gc_wopts);
@@ -340,6 +365,10 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);
   leveldb_options_set_filter_policy(s->opts, s->filter);
+  if (atomic_load(&count_compares)) {
+    s->cmp = leveldb_comparator_create(NULL, counting_destroy, counting_compare, counting_name);
+    leveldb_options_set_comparator(s->opts, s->cmp);
+  }
   s->mcache = pc_mcache_create(o->meta_cache_bytes); /* NULL: none (or no memory for one) */
   if (!(s->nindex = pc_nindex_create())) {
     local_close(&s->base);

@@ -31,6 +31,7 @@ typedef struct local {
   leveldb_options_t *opts;
   leveldb_cache_t *cache;
   leveldb_filterpolicy_t *filter;
+  leveldb_comparator_t *cmp; /* NULL: LevelDB's own (pc_local_store_count_compares off) */
   leveldb_readoptions_t *ropts;
   leveldb_writeoptions_t *wopts;    /* the store's sync setting */
   leveldb_writeoptions_t *gc_wopts; /* never synced: a lost delete is redone */
