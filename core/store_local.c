@@ -18,6 +18,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/failpoint.h"
 
@@ -292,7 +293,7 @@ int local_below(const char *k, size_t kl, const pc_buf_t *hi) {
   return hi->len == 0 || pc_bytes_cmp(k, kl, hi->p, hi->len) < 0;
 }
 
-/* ---- forward cursors ---------------------------------------------------- */
+/* ---- forward cursors and the steps of long loops ------------------------ */
 
 static int cursor_valid(local_cursor_t *c) {
   if (leveldb_iter_valid(c->it)) return 1;
@@ -328,6 +329,14 @@ pc_status_t local_cursor_error(local_t *s, local_cursor_t *c, const char *what, 
   return e ? local_ldb_error(s, e, what, err) : PC_OK;
 }
 
+#define STEP_CHECK_EVERY 16u /* steps between two pc_call_check (each reads the clock) */
+
+pc_status_t local_step(local_t *s, unsigned steps, const char *what, pc_error_t *err) {
+  (void)s;
+  pc_status_t st = PC_FAILPOINT("store.step", err);
+  if (st != PC_OK) return st;
+  return steps % STEP_CHECK_EVERY == 0 ? pc_call_check(what, err) : PC_OK;
+}
 
 /* ---- the counting comparator (pc_local_store_count_compares) ------------ */
 

@@ -124,6 +124,11 @@ int local_cursor_seek(local_cursor_t *c, const char *target, size_t tlen);
 int local_cursor_next(local_cursor_t *c);
 pc_status_t local_cursor_error(local_t *s, local_cursor_t *c, const char *what, pc_error_t *err);
 
+/* Called at each step of a long loop (a scan, the GC pass): the failpoint
+ * store.step, and every few steps whether the call should stop (its deadline
+ * passed, or the request it serves was abandoned: core/deadline.h), which is
+ * then PC_TIMEOUT naming what stopped. steps counts the calls, from 1. */
+pc_status_t local_step(local_t *s, unsigned steps, const char *what, pc_error_t *err);
 
 /* The operations, by file. */
 pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts, char **value,

@@ -236,11 +236,13 @@ pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *star
   pc_key_decoded_t d = {0}, wd = {0};
   pc_meta_t m = {0};
   pc_status_t st = PC_OK;
+  unsigned steps = 0;
   for (leveldb_iter_seek(it, lo.p, lo.len); leveldb_iter_valid(it) && !x.stop && st == PC_OK;
        leveldb_iter_next(it)) {
     size_t kl, vl;
     const char *k = leveldb_iter_key(it, &kl);
     if (!local_below(k, kl, &hi)) break;
+    if ((st = local_step(s, ++steps, "raw scan", err)) != PC_OK) break;
     const char *v = leveldb_iter_value(it, &vl);
     pc_meta_free(&m);
     memset(&m, 0, sizeof m);
@@ -311,7 +313,9 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
   size_t pos = 0, kl;
   const char *k;
   char unused;
+  unsigned steps = 0;
   while (pc_nindex_next(&page, &pos, &k, &kl, &unused)) {
+    if ((st = local_step(s, ++steps, "lock scan", err)) != PC_OK) break;
     mk.len = 0;
     if (pc_buf_append(&mk, k, kl) != 0) {
       st = local_nomem(err);

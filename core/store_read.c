@@ -263,11 +263,13 @@ pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, s
   pc_key_decoded_t d = {0};
   pc_status_t st = PC_OK;
   size_t count = 0;
+  unsigned steps = 0;
   for (leveldb_iter_seek(it, lo.p, lo.len); leveldb_iter_valid(it) && count < limit;
        leveldb_iter_next(it)) {
     size_t kl, vl;
     const char *k = leveldb_iter_key(it, &kl);
     if (!local_below(k, kl, &hi)) break;
+    if ((st = local_step(s, ++steps, "scan", err)) != PC_OK) break;
     const char *v = leveldb_iter_value(it, &vl);
     if (pc_key_decode(k, kl, &d) != 0) {
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed key in scan", s->path);
