@@ -28,9 +28,13 @@ uint64_t pc_deadline_get(void);
  * before this thread's deadline (at least 1). */
 uint32_t pc_deadline_bound(uint32_t default_ms);
 
-/* This thread's current call is abandoned once fn(ctx) returns nonzero: fn
- * is called from this thread, so it must only read what another thread may
- * change at any time (an atomic flag). fn NULL: never. */
+/* This thread's current call is abandoned once fn(ctx) returns nonzero:
+ * PC_CANCEL_GONE when nobody waits for it (its client went away),
+ * PC_CANCEL_STOPPING when the process stops. fn is called from this thread,
+ * so it must only read what another thread may change at any time (an
+ * atomic flag). fn NULL: never. */
+#define PC_CANCEL_GONE 1
+#define PC_CANCEL_STOPPING 2
 typedef struct pc_cancel {
   int (*fn)(void *ctx);
   void *ctx;

@@ -123,9 +123,12 @@ pc_cancel_t pc_cancel_set(pc_cancel_t c) {
 }
 
 pc_status_t pc_call_check(const char *what, pc_error_t *err) {
-  if (call_cancel.fn && call_cancel.fn(call_cancel.ctx))
-    return pc_error_set(err, PC_TIMEOUT, "%s stopped: nobody waits for it any more (the client "
-                        "went away, or the server is stopping)", what);
+  int why = call_cancel.fn ? call_cancel.fn(call_cancel.ctx) : 0;
+  if (why == PC_CANCEL_STOPPING)
+    return pc_error_set(err, PC_TIMEOUT, "%s stopped: the server is stopping", what);
+  if (why)
+    return pc_error_set(err, PC_TIMEOUT, "%s stopped: nobody waits for it any more (its "
+                        "client went away)", what);
   if (call_deadline && pc_now_mono_ms() >= call_deadline)
     return pc_error_set(err, PC_TIMEOUT, "%s stopped: its deadline passed", what);
   return PC_OK;

@@ -66,6 +66,7 @@
 #define OUT_HIGH (8u << 20)             /* unread reply bytes before a connection stops reading */
 #define LINGER_MS 2000                  /* flushing an error reply before closing */
 #define STOP_GRACE_MS PC_RPC_STOP_GRACE_MS /* pc_rpc_server_stop waits this long for replies */
+#define CANCEL_FLUSH_MS 1000 /* then for the replies of the requests it cancelled */
 #define ACCEPT_RETRY_MS 100             /* pause after a failing accept() (e.g. EMFILE) */
 #define CLIENT_MAX_FRAME (1u << 30)     /* largest reply frame a client accepts */
 #define CONNECT_TIMEOUT_MS 3000
@@ -280,6 +281,7 @@ struct pc_rpc_server {
   conn_t *starved_head, *starved_tail;
   uint32_t in_service, qcap;
   int stopping;
+  _Atomic int stop_begun; /* stop_ev was activated (pc_rpc_server_stop_begin) */
   _Atomic int cancel_all; /* the stop's grace is over: every request in service is abandoned */
 
   _Atomic uint64_t n_accepted, n_open, n_requests, n_proto_errors, n_bytes_in, n_bytes_out;
@@ -432,8 +434,8 @@ typedef struct local_cancel {
 
 static int local_abandoned(void *arg) {
   local_cancel_t *lc = arg;
-  return atomic_load_explicit(&lc->e->stopping, memory_order_relaxed) ||
-         (lc->outer.fn && lc->outer.fn(lc->outer.ctx));
+  if (atomic_load_explicit(&lc->e->stopping, memory_order_relaxed)) return PC_CANCEL_STOPPING;
+  return lc->outer.fn ? lc->outer.fn(lc->outer.ctx) : 0;
 }
 
 /* pc_rpc_call's in-process path: the handler on this thread, within the
@@ -1007,13 +1009,24 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
   check_drained(s);
 }
 
+/* The stop's grace is over: the requests still in service are cancelled
+ * (their handlers stop at their next step), and their replies, which say so,
+ * get CANCEL_FLUSH_MS to go out before every connection closes. */
 static void grace_cb(evutil_socket_t fd, short what, void *arg) {
   struct pc_rpc_server *s = arg;
   (void)fd;
   (void)what;
-  pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service after %d ms; cancelling them "
-         "and closing every connection", s->name, s->in_service, STOP_GRACE_MS);
-  atomic_store(&s->cancel_all, 1); /* their handlers stop at their next step */
+  if (!atomic_load(&s->cancel_all)) {
+    pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service after %d ms; cancelling them",
+           s->name, s->in_service, STOP_GRACE_MS);
+    atomic_store(&s->cancel_all, 1);
+    struct timeval tv = ms_tv(CANCEL_FLUSH_MS);
+    evtimer_add(s->grace_ev, &tv);
+    return;
+  }
+  if (s->in_service)
+    pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service %d ms after they were "
+           "cancelled; closing every connection", s->name, s->in_service, CANCEL_FLUSH_MS);
   while (s->conns) conn_close(s->conns);
   event_base_loopbreak(s->base);
 }
@@ -1054,8 +1067,9 @@ static void *loop_main(void *arg) {
  * core/deadline.h's pc_call_check) while the I/O thread may set either. */
 static int job_abandoned(void *arg) {
   const job_t *j = arg;
-  return atomic_load_explicit(&j->conn->gone, memory_order_relaxed) ||
-         atomic_load_explicit(&j->conn->s->cancel_all, memory_order_relaxed);
+  if (atomic_load_explicit(&j->conn->s->cancel_all, memory_order_relaxed))
+    return PC_CANCEL_STOPPING;
+  return atomic_load_explicit(&j->conn->gone, memory_order_relaxed) ? PC_CANCEL_GONE : 0;
 }
 
 /* Runs job j's handler on the calling thread (a worker, or the I/O thread for
@@ -1163,7 +1177,7 @@ static void server_free(struct pc_rpc_server *s) {
 
 static void server_join(struct pc_rpc_server *s) {
   if (s->loop_started) {
-    event_active(s->stop_ev, EV_READ, 0);
+    pc_rpc_server_stop_begin(s);
     pthread_join(s->loop_thread, NULL);
     s->loop_started = 0;
   }
@@ -1331,6 +1345,11 @@ void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out) {
   out->bytes_out = atomic_load(&m->n_bytes_out);
   out->in_service = atomic_load(&m->n_in_service);
   out->abandoned = atomic_load(&m->n_abandoned);
+}
+
+void pc_rpc_server_stop_begin(pc_rpc_server_t *s) {
+  if (!s || !s->loop_started || atomic_exchange(&s->stop_begun, 1)) return;
+  event_active(s->stop_ev, EV_READ, 0);
 }
 
 void pc_rpc_server_stop(pc_rpc_server_t *s) {

@@ -124,12 +124,19 @@ void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out);
 /* Stops accepting and reading, waits for the requests being served to be
  * answered (so nothing acknowledged is lost) for at most
  * PC_RPC_STOP_GRACE_MS, then marks those still running abandoned (long
- * handlers stop at their next step, core/deadline.h) and closes every
- * connection; joins its threads once the handlers have returned, and frees
- * the server. A handler that checks between steps returns within a step;
+ * handlers stop at their next step, core/deadline.h), sends the replies that
+ * brings for up to a second more, and closes every connection; joins its
+ * threads once the handlers have returned, and frees the server. A handler that checks between steps returns within a step;
  * one blocked elsewhere (a disk write) when that returns. */
 #define PC_RPC_STOP_GRACE_MS 5000
 void pc_rpc_server_stop(pc_rpc_server_t *s);
+
+/* The first half of pc_rpc_server_stop, without waiting: stops accepting
+ * and reading from sockets now and starts the grace (in-process clients are
+ * still served until pc_rpc_server_stop). A process with many servers calls
+ * it on each first, so that their graces run at once, then stops them in
+ * the order their dependencies need. */
+void pc_rpc_server_stop_begin(pc_rpc_server_t *s);
 
 typedef struct pc_rpc_client pc_rpc_client_t;
 
