@@ -251,4 +251,16 @@ typedef struct pc_local_options {
 pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *opts,
                                 pc_error_t *err);
 
+/* For tests and benchmarks: the stores this process opens from now on (on)
+ * have LevelDB compare keys through a comparator of the store's own that
+ * counts the comparisons; pc_local_compares returns the running count of
+ * those made on the calling thread. Every entry a LevelDB iterator walks
+ * over, the deleted ones it skips included, costs at least one comparison
+ * once the store holds more than its memtable, or once the entry hides an
+ * older one, so the difference across a call measures the entries the call
+ * visited, which a time cannot do on a shared machine. The comparator has
+ * LevelDB's own order and name: a store opened either way opens the other. */
+void pc_local_store_count_compares(int on);
+uint64_t pc_local_compares(void);
+
 #endif

@@ -1,8 +1,11 @@
 /* daemon.c — starting a daemon process's roles in order and stopping them
- * in reverse (daemon.h), and the ready file that scripts using port 0 read. */
+ * in reverse (daemon.h), bounded when the process exits on a signal, and the
+ * ready file that scripts using port 0 read. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -113,12 +116,76 @@ int pc_daemon_has_workers(const pc_daemon_t *d) {
   return d->has_workers;
 }
 
+static void stage(pc_daemon_t *d, const char *what) { atomic_store(&d->stage, what); }
+
 void pc_daemon_stop(pc_daemon_t *d) {
   if (!d) return;
-  if (d->has_workers) pc_daemon_workers_stop(d); /* their client speaks to the roles below */
-  pc_daemon_gc_stop(d);
+  uint64_t t0 = pc_now_mono_ms();
+  /* other processes' requests stop now: every server stops accepting and
+   * reading, and the graces of the requests in flight run together */
+  stage(d, "stopping the servers from taking requests");
+  for (size_t i = 0; i < d->nroles; i++) pc_rpc_server_stop_begin(d->roles[i].rpc);
+  stage(d, "stopping the garbage collector");
+  pc_daemon_gc_stop(d); /* its pass stops at a step */
+  uint64_t t1 = pc_now_mono_ms();
+  stage(d, "stopping the workers (their observer transactions finish)");
+  if (d->has_workers) pc_daemon_workers_stop(d); /* in-process clients of the roles below */
   if (d->serving_file) unlink(d->serving_file);
   free(d->serving_file);
+  uint64_t t2 = pc_now_mono_ms();
+  stage(d, "draining the servers' requests in flight and closing the stores");
+  size_t roles = d->nroles;
   pc_daemon_stop_roles(d);
+  uint64_t t3 = pc_now_mono_ms();
+  if (roles || d->has_workers)
+    pc_log(PC_LOG_INFO, "stopped in %llu ms (collector %llu ms, workers %llu ms, servers and "
+           "stores %llu ms)", (unsigned long long)(t3 - t0), (unsigned long long)(t1 - t0),
+           (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
   free(d);
+}
+
+/* ---- shutdown on a signal -------------------------------------------------- */
+
+uint32_t pc_daemon_stop_bound_ms(const pc_daemon_t *d) {
+  return PC_RPC_STOP_GRACE_MS + 2 * d->cfg->store.timeout_ms + PC_DAEMON_STOP_SLACK_MS;
+}
+
+typedef struct watchdog {
+  pc_daemon_t *d;
+  const sigset_t *sigs;
+  int forced_status;
+  _Atomic int done;
+} watchdog_t;
+
+/* Ends the process when the stop outlasts its bound or a second signal comes. */
+static void *watchdog_main(void *arg) {
+  watchdog_t *w = arg;
+  uint32_t bound = pc_daemon_stop_bound_ms(w->d);
+  uint64_t until = pc_now_mono_ms() + bound;
+  while (!atomic_load(&w->done)) {
+    struct timespec slice = {0, 100 * 1000000L};
+    int sig = sigtimedwait(w->sigs, NULL, &slice);
+    if (atomic_load(&w->done)) break;
+    if (sig > 0 || pc_now_mono_ms() >= until) {
+      const char *what = atomic_load(&w->d->stage);
+      if (sig > 0)
+        pc_log(PC_LOG_ERROR, "signal %d again while %s: exiting now", sig, what ? what : "stopping");
+      else
+        pc_log(PC_LOG_ERROR, "shutdown did not finish within %u ms (still %s): exiting now",
+               bound, what ? what : "stopping");
+      _exit(w->forced_status);
+    }
+  }
+  return NULL;
+}
+
+void pc_daemon_shutdown(pc_daemon_t *d, const sigset_t *sigs, int forced_status) {
+  if (!d) return;
+  watchdog_t w = {d, sigs, forced_status, 0};
+  pthread_t t;
+  int watching = pthread_create(&t, NULL, watchdog_main, &w) == 0;
+  if (!watching) pc_log(PC_LOG_WARN, "cannot start the shutdown watchdog; stopping unbounded");
+  pc_daemon_stop(d);
+  atomic_store(&w.done, 1);
+  if (watching) pthread_join(t, NULL);
 }

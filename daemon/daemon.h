@@ -19,6 +19,7 @@
 #define PC_DAEMON_DAEMON_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stddef.h>
 
 #include <percolator/percolator.h>
@@ -85,7 +86,32 @@ pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, p
 size_t pc_daemon_role_count(const pc_daemon_t *d);
 int pc_daemon_has_workers(const pc_daemon_t *d);
 
-/* Stops everything in reverse order and releases d. NULL is a no-op. */
+/* Stops everything and releases d: first every server stops taking
+ * requests from other processes (its grace for those in flight starts,
+ * net/rpc.h), then the garbage collector (its pass stops at a step) and the
+ * workers (their observer transactions finish), then the servers in reverse
+ * order: each answers its requests in flight within the grace
+ * (PC_RPC_STOP_GRACE_MS, counted from the start) and cancels the rest,
+ * whose long loops stop at their next step; then the stores and the oracle
+ * close, so nothing acknowledged is lost. NULL is a no-op. */
 void pc_daemon_stop(pc_daemon_t *d);
+
+/* How long a daemon may take to stop on a signal: the servers' grace
+ * (PC_RPC_STOP_GRACE_MS), then an observer transaction in flight, which
+ * takes up to two store.timeout_ms (its calls, then the settling of a
+ * commit whose reply was lost; the worker's record is deleted meanwhile),
+ * and PC_DAEMON_STOP_SLACK_MS for the rest (closing the stores): 30 s with
+ * the default timeout of 10 s. */
+#define PC_DAEMON_STOP_SLACK_MS 5000
+uint32_t pc_daemon_stop_bound_ms(const pc_daemon_t *d);
+
+/* pc_daemon_stop for a process that exits next, on one of the signals in
+ * sigs (blocked in every thread; this waits for them on a thread of its
+ * own): if stopping outlasts pc_daemon_stop_bound_ms (an observer callback
+ * that never returns) or a second signal arrives meanwhile, it logs what it
+ * was still doing and ends the process at once with _exit(forced_status).
+ * The stores and the oracle's bound are crash-safe, so even then nothing
+ * acknowledged is lost. */
+void pc_daemon_shutdown(pc_daemon_t *d, const sigset_t *sigs, int forced_status);
 
 #endif

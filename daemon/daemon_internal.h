@@ -10,6 +10,7 @@
 #define PC_DAEMON_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "daemon/daemon.h"
 #include "net/http.h"
@@ -47,6 +48,7 @@ typedef struct ts_provider {
 typedef struct gc_loop {
   pthread_t thread;
   int running, stop;
+  _Atomic int stopping; /* stop was asked: the pass in progress stops at a step */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pc_config_t *client; /* a client configuration of this process's roles */
@@ -70,6 +72,9 @@ typedef struct workers {
 
 struct pc_daemon {
   const pc_daemon_config_t *c;
+  /* what pc_daemon_stop is doing, for pc_daemon_shutdown's log when it is
+   * slow (a string literal) */
+  _Atomic(const char *) stage;
   const pc_config_t *cfg; /* c->cfg */
   pc_oracle_t *oracle;    /* the tso role's, when this process runs one */
   role_t roles[64];

@@ -7,16 +7,27 @@
 #include <string.h>
 
 #include "core/db.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
 
 #define GC_LOCK "gc"
 
+/* The pass of a stopping daemon stops at its next step: the tablets' GC
+ * loops and the rate's sleep see it through core/deadline.h (in-process
+ * calls carry the caller's cancellation to the handler). */
+static int gc_stopping(void *arg) {
+  return atomic_load_explicit(&((gc_loop_t *)arg)->stopping, memory_order_relaxed)
+             ? PC_CANCEL_STOPPING
+             : 0;
+}
+
 static void *gc_main(void *arg) {
   pc_daemon_t *d = arg;
   gc_loop_t *g = &d->gc;
   pc_db_t *db = NULL;
+  pc_cancel_set((pc_cancel_t){gc_stopping, g});
   pthread_mutex_lock(&g->mu);
   while (!g->stop) {
     struct timespec until = pc_mono_after_ms(d->cfg->store.gc_interval_ms);
@@ -67,6 +78,7 @@ void pc_daemon_gc_start(pc_daemon_t *d) {
 void pc_daemon_gc_stop(pc_daemon_t *d) {
   gc_loop_t *g = &d->gc;
   if (g->running) {
+    atomic_store(&g->stopping, 1);
     pthread_mutex_lock(&g->mu);
     g->stop = 1;
     pthread_cond_signal(&g->cv);
@@ -79,4 +91,5 @@ void pc_daemon_gc_stop(pc_daemon_t *d) {
   pc_config_free(g->client);
   g->client = NULL;
   g->stop = 0;
+  atomic_store(&g->stopping, 0);
 }

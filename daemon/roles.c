@@ -9,9 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/db.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/db.h"
 #include "daemon/daemon_internal.h"
 
 static const char *const kind_names[] = {"tso", "lockd", "tablet"};
@@ -19,7 +20,7 @@ static const char *const kind_names[] = {"tso", "lockd", "tablet"};
 static pc_status_t ts_from_provider(void *ctx, uint64_t *ts, pc_error_t *err) {
   ts_provider_t *p = ctx;
   if (p->local) return pc_oracle_next(p->local, 1, ts, err);
-  return pc_ts_batcher_get(p->batcher, 5000, ts, err);
+  return pc_ts_batcher_get(p->batcher, pc_deadline_bound(5000), ts, err); /* the request's bound */
 }
 
 static int role_health(void *ctx, pc_buf_t *out) {
@@ -41,6 +42,12 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                     "Malformed frames, bad secrets, oversized requests", st.protocol_errors);
   pc_metric_counter(out, "percolator_rpc_bytes_in_total", "Bytes received", st.bytes_in);
   pc_metric_counter(out, "percolator_rpc_bytes_out_total", "Bytes sent", st.bytes_out);
+  pc_metric_gauge(out, "percolator_rpc_requests_in_service",
+                  "Requests queued or running (in-process calls included)", (double)st.in_service);
+  pc_metric_counter(out, "percolator_rpc_requests_abandoned_total",
+                    "Requests that ended, or were dropped, past their deadline or after their "
+                    "client closed or the server began to stop",
+                    st.abandoned);
   switch (r->kind) {
     case ROLE_TSO:
       if (r->node) {

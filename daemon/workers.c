@@ -30,6 +30,9 @@
 
 #define WORKER_REPORT_MS 1000
 #define WORKER_STOP_MS 10000 /* the most a stop waits for observers in flight */
+/* The record's deletion at stop waits this long at most: a record left
+ * behind looks dead to `status` after three periods anyway. */
+#define RECORD_DELETE_TIMEOUT_MS 2000
 
 static int worker_health(void *ctx, pc_buf_t *out) {
   (void)ctx;
@@ -134,6 +137,7 @@ static void write_worker_record(workers_t *w, json_t *state) {
   pc_error_t err;
   pc_txn_t *t = pc_txn_begin(w->db, &err);
   pc_status_t st = t ? PC_OK : err.code;
+  if (t && !text) pc_txn_set_timeout_ms(t, RECORD_DELETE_TIMEOUT_MS);
   const char *col = "state";
   if (st == PC_OK && text)
     st = pc_txn_set_system(t, PC_SYSTEM_TABLE, w->row, strlen(w->row), col, strlen(col), text,
@@ -226,20 +230,25 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc
   return PC_OK;
 }
 
+/* The reporter (which deletes the record as it goes) and the observer
+ * threads stop at the same time, so that their waits overlap. */
 void pc_daemon_workers_stop(pc_daemon_t *d) {
   workers_t *w = &d->w;
-  if (w->reporting) { /* it deletes the record as it goes */
+  if (w->reporting) {
     pthread_mutex_lock(&w->mu);
     w->stop = 1;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+  }
+  if (w->http) pc_http_stop(w->http);
+  pc_error_t err;
+  int left = pc_worker_stop_within(w->worker, WORKER_STOP_MS, &err) != PC_OK;
+  if (w->reporting) {
     pthread_join(w->reporter, NULL);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
   }
-  if (w->http) pc_http_stop(w->http);
-  pc_error_t err;
-  if (pc_worker_stop_within(w->worker, WORKER_STOP_MS, &err) != PC_OK) {
+  if (left) {
     /* those observers still run the plugins' code on the database handle:
      * both stay, and the process exits around them */
     pc_log(PC_LOG_WARN, "workers: %s; leaving them", err.text);

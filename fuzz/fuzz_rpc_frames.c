@@ -5,7 +5,7 @@
  * the rest is the stream.
  *
  * Properties: a READY frame lies inside the bytes read and within the limit,
- * its fields are the stream's; a client's is a reply of this version; and
+ * its fields are the stream's; it is of version 1 or 2, a client's a reply; and
  * the answer does not depend on how the stream was split: for every prefix
  * of the bytes of one frame, the reader says MORE or already what the whole
  * says (the same frame, the same fault), and once the whole says MORE every
@@ -39,10 +39,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pc_rpc_frame_state_t st = read_at(p + at, n - at, max, reply, &whole);
     if (st == PC_RPC_FRAME_READY) {
       const uint8_t *h = p + at;
-      FUZZ_CHECK(whole.len >= PC_RPC_HEADER && whole.len <= max);
+      FUZZ_CHECK(whole.len + PC_RPC_PREFIX >= whole.hlen && whole.len <= max);
       FUZZ_CHECK(n - at >= PC_RPC_PREFIX + (size_t)whole.len);
       FUZZ_CHECK(whole.len == ((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]));
-      FUZZ_CHECK(h[4] == PC_RPC_VERSION && whole.op == h[5] && whole.status == h[6]);
+      FUZZ_CHECK((h[4] == PC_RPC_VERSION || h[4] == PC_RPC_VERSION_1) && whole.version == h[4]);
+      FUZZ_CHECK(whole.op == h[5] && whole.status == h[6]);
+      FUZZ_CHECK(whole.hlen == (h[4] == PC_RPC_VERSION ? PC_RPC_FRAME_HDR : PC_RPC_FRAME_HDR_V1));
+      uint32_t budget = 0;
+      if (h[4] == PC_RPC_VERSION)
+        for (int i = 0; i < 4; i++) budget = budget << 8 | h[15 + i];
+      FUZZ_CHECK(whole.budget_ms == budget);
       uint64_t id = 0;
       for (int i = 0; i < 8; i++) id = id << 8 | h[7 + i];
       FUZZ_CHECK(whole.id == id);

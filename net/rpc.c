@@ -57,14 +57,17 @@
 #include <event2/thread.h>
 #include <event2/util.h>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/log.h"
 
 #define PREFIX 4                        /* the length field */
-#define HDR (PREFIX + PC_RPC_HEADER)    /* 15 bytes before the payload */
+#define HDR (PREFIX + PC_RPC_HEADER)    /* 19 bytes before the payload (version 2) */
+#define HDR_V1 (PREFIX + PC_RPC_HEADER_V1) /* 15 (version 1) */
 #define OUT_HIGH (8u << 20)             /* unread reply bytes before a connection stops reading */
 #define LINGER_MS 2000                  /* flushing an error reply before closing */
-#define STOP_GRACE_MS 5000              /* pc_rpc_server_stop waits this long for replies */
+#define STOP_GRACE_MS PC_RPC_STOP_GRACE_MS /* pc_rpc_server_stop waits this long for replies */
+#define CANCEL_FLUSH_MS 1000 /* then for the replies of the requests it cancelled */
 #define ACCEPT_RETRY_MS 100             /* pause after a failing accept() (e.g. EMFILE) */
 #define CLIENT_MAX_FRAME (1u << 30)     /* largest reply frame a client accepts */
 #define CONNECT_TIMEOUT_MS 3000
@@ -99,22 +102,36 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg) {
   return rc;
 }
 
-/* Writes the 15 bytes before a payload of plen bytes. */
-static void put_header(unsigned char h[HDR], size_t plen, uint8_t op, uint8_t status, uint64_t id) {
-  uint32_t len = (uint32_t)(PC_RPC_HEADER + plen);
+/* The bytes before the payload of a frame of version v (1 or 2). */
+static size_t header_len(uint8_t v) { return v == PC_RPC_VERSION_1 ? HDR_V1 : HDR; }
+
+/* Writes the header of a frame of version v before a payload of plen bytes;
+ * returns its length. budget_ms only in version 2. */
+static size_t put_header(unsigned char h[HDR], uint8_t v, size_t plen, uint8_t op, uint8_t status,
+                         uint64_t id, uint32_t budget_ms) {
+  size_t hl = header_len(v);
+  uint32_t len = (uint32_t)(hl - PREFIX + plen);
   h[0] = (unsigned char)(len >> 24);
   h[1] = (unsigned char)(len >> 16);
   h[2] = (unsigned char)(len >> 8);
   h[3] = (unsigned char)len;
-  h[4] = PC_RPC_VERSION;
+  h[4] = v;
   h[5] = op;
   h[6] = status;
   for (int i = 0; i < 8; i++) h[7 + i] = (unsigned char)(id >> (56 - 8 * i));
+  if (hl == HDR)
+    for (int i = 0; i < 4; i++) h[15 + i] = (unsigned char)(budget_ms >> (24 - 8 * i));
+  return hl;
 }
+
 
 static struct timeval ms_tv(uint32_t ms) {
   struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
   return tv;
+}
+
+static int deadline_passed(uint64_t deadline_ms) {
+  return deadline_ms && pc_now_mono_ms() >= deadline_ms;
 }
 
 /* "host:port", with brackets around IPv6 hosts. */
@@ -162,6 +179,8 @@ static void free_reference(const void *data, size_t len, void *arg) {
 
 /* ==== server ============================================================== */
 
+enum { PEER_DONE = 1, CLOSED = 2 }; /* conn_t.gone */
+
 typedef struct conn {
   struct pc_rpc_server *s;
   struct bufferevent *bev;           /* NULL once closed */
@@ -173,6 +192,11 @@ typedef struct conn {
   int refs;                          /* 1 while open + 1 per job; loop thread only */
   uint32_t inflight;                 /* jobs in service */
   int authed, reading, closing, shut, eof, closed;
+  uint8_t version;                   /* of the frame being answered (replies use it) */
+  /* PEER_DONE: the peer closed its side; CLOSED: the connection closed. Either
+   * way the requests in service are abandoned (job_abandoned); after
+   * PEER_DONE their replies are still sent, and a queued one still runs */
+  _Atomic int gone;
   size_t in_seen;                    /* input bytes already counted in bytes_in */
   uint64_t cid;                      /* this server's id of the connection (from 1) */
   char peer[80];
@@ -184,8 +208,9 @@ typedef struct job {
   struct job *next;
   conn_t *conn; /* a reference */
   uint64_t cid; /* conn->cid, readable by the worker */
-  uint8_t op;
+  uint8_t op, version;
   uint64_t id;
+  uint64_t deadline_ms; /* monotonic: arrival + the request's budget; 0 none */
   char *body;
   size_t blen;
   pc_status_t status;
@@ -225,8 +250,11 @@ struct pc_rpc_server {
   conn_t *starved_head, *starved_tail;
   uint32_t in_service, qcap;
   int stopping;
+  _Atomic int stop_begun; /* stop_ev was activated (pc_rpc_server_stop_begin) */
+  _Atomic int cancel_all; /* the stop's grace is over: every request in service is abandoned */
 
   _Atomic uint64_t n_accepted, n_open, n_requests, n_proto_errors, n_bytes_in, n_bytes_out;
+  _Atomic uint64_t n_in_service, n_abandoned;
   struct local_ep *local; /* opts->in_process: this server's in-process endpoint */
 };
 
@@ -258,7 +286,8 @@ typedef struct local_ep {
   void *ctx;
   void (*on_close)(void *ctx, uint64_t connection);
   uint32_t max_frame;
-  _Atomic uint64_t *n_requests; /* the server's counter, while serving */
+  _Atomic uint64_t *n_requests, *n_in_service, *n_abandoned; /* the server's, while serving */
+  _Atomic int stopping; /* the server stops: calls running are abandoned */
   pthread_mutex_t mu;
   pthread_cond_t idle; /* calls reached 0 after stopped was set */
   uint64_t next_cid;   /* under mu */
@@ -291,6 +320,8 @@ static int local_register(struct pc_rpc_server *s) {
   e->on_close = s->on_close;
   e->max_frame = s->max_frame;
   e->n_requests = &s->n_requests;
+  e->n_in_service = &s->n_in_service;
+  e->n_abandoned = &s->n_abandoned;
   e->next_cid = LOCAL_CID_BASE;
   e->refs = 1;
   pthread_mutex_init(&e->mu, NULL);
@@ -317,8 +348,9 @@ static void local_unregister(struct pc_rpc_server *s) {
   pthread_mutex_unlock(&local_mu);
   pthread_mutex_lock(&e->mu);
   e->stopped = 1;
+  atomic_store(&e->stopping, 1); /* handlers running for in-process clients stop at a step */
   while (e->calls) pthread_cond_wait(&e->idle, &e->mu);
-  e->n_requests = NULL;
+  e->n_requests = e->n_in_service = e->n_abandoned = NULL;
   pthread_mutex_unlock(&e->mu);
   pthread_mutex_lock(&local_mu);
   local_unref(e);
@@ -362,14 +394,32 @@ static void local_release(local_ep_t *e, uint64_t cid) {
   pthread_mutex_unlock(&local_mu);
 }
 
-/* pc_rpc_call's in-process path: the handler on this thread. */
+/* An in-process call is abandoned when the caller's own call is, or when the
+ * server stops. */
+typedef struct local_cancel {
+  local_ep_t *e;
+  pc_cancel_t outer;
+} local_cancel_t;
+
+static int local_abandoned(void *arg) {
+  local_cancel_t *lc = arg;
+  if (atomic_load_explicit(&lc->e->stopping, memory_order_relaxed)) return PC_CANCEL_STOPPING;
+  return lc->outer.fn ? lc->outer.fn(lc->outer.ctx) : 0;
+}
+
+/* pc_rpc_call's in-process path: the handler on this thread, within the
+ * caller's deadline and timeout_ms. */
 static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint, uint8_t op,
-                              const void *body, size_t len, pc_buf_t *reply, pc_error_t *err) {
+                              const void *body, size_t len, uint32_t timeout_ms, pc_buf_t *reply,
+                              pc_error_t *err) {
   int library_op = op < 0x10; /* answered here, as handle_frame answers them */
   pthread_mutex_lock(&e->mu);
   int serving = !e->stopped;
   if (serving) {
-    if (!library_op) e->calls++;
+    if (!library_op) {
+      e->calls++;
+      atomic_fetch_add(e->n_in_service, 1);
+    }
     atomic_fetch_add(e->n_requests, 1);
   }
   pthread_mutex_unlock(&e->mu);
@@ -386,7 +436,15 @@ static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint,
   pc_error_clear(&herr);
   uint64_t outer = current_connection;
   current_connection = cid;
+  uint64_t deadline = timeout_ms ? pc_now_mono_ms() + timeout_ms : 0;
+  uint64_t outer_deadline = pc_deadline_get();
+  if (outer_deadline && (!deadline || outer_deadline < deadline)) deadline = outer_deadline;
+  pc_deadline_set(deadline);
+  local_cancel_t lc = {e, pc_cancel_set((pc_cancel_t){NULL, NULL})};
+  pc_cancel_set((pc_cancel_t){local_abandoned, &lc});
   pc_status_t st = e->handler(e->ctx, op, len ? body : "", len, out, &herr);
+  pc_cancel_set(lc.outer);
+  pc_deadline_set(outer_deadline);
   current_connection = outer;
   if ((unsigned)st > PC_INTERNAL) {
     pc_error_set(&herr, PC_INTERNAL, "handler of op 0x%02x returned unknown status %d", op,
@@ -398,6 +456,8 @@ static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint,
     st = PC_INTERNAL;
   }
   pthread_mutex_lock(&e->mu);
+  atomic_fetch_sub(e->n_in_service, 1);
+  if (deadline_passed(deadline) || local_abandoned(&lc)) atomic_fetch_add(e->n_abandoned, 1);
   if (--e->calls == 0 && e->stopped) pthread_cond_broadcast(&e->idle);
   pthread_mutex_unlock(&e->mu);
   pc_buf_free(&scratch);
@@ -446,6 +506,7 @@ static void conn_close(conn_t *c) {
   if (c->closed) return;
   struct pc_rpc_server *s = c->s;
   c->closed = 1;
+  atomic_store(&c->gone, CLOSED); /* its requests in service are abandoned */
   if (s->on_close) s->on_close(s->ctx, c->cid);
   bufferevent_free(c->bev);
   c->bev = NULL;
@@ -502,14 +563,14 @@ static void conn_send(conn_t *c, uint8_t op, pc_status_t st, uint64_t id, const 
                       size_t len) {
   if (c->closed) return;
   unsigned char h[HDR];
-  put_header(h, len, op, (uint8_t)st, id);
+  size_t hl = put_header(h, c->version, len, op, (uint8_t)st, id, 0);
   struct evbuffer *out = bufferevent_get_output(c->bev);
-  if (evbuffer_add(out, h, HDR) != 0 || (len && evbuffer_add(out, body, len) != 0)) {
+  if (evbuffer_add(out, h, hl) != 0 || (len && evbuffer_add(out, body, len) != 0)) {
     pc_log(PC_LOG_ERROR, "%s: out of memory replying to %s; closing", c->s->name, c->peer);
     conn_close(c);
     return;
   }
-  atomic_fetch_add(&c->s->n_bytes_out, HDR + len);
+  atomic_fetch_add(&c->s->n_bytes_out, hl + len);
 }
 
 static void conn_send_error(conn_t *c, uint8_t op, pc_status_t st, uint64_t id, const char *fmt,
@@ -544,24 +605,27 @@ static void conn_fault(conn_t *c, uint8_t op, uint64_t id, const char *fmt, ...)
 
 static void run_job(struct pc_rpc_server *s, job_t *j);
 
-static void dispatch(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen) {
+static void dispatch(conn_t *c, const pc_rpc_frame_t *f, char *body, size_t blen) {
   struct pc_rpc_server *s = c->s;
   job_t *j = calloc(1, sizeof *j);
   if (!j) {
     free(body);
-    conn_send_error(c, op, PC_NOMEM, id, "out of memory");
+    conn_send_error(c, f->op, PC_NOMEM, f->id, "out of memory");
     return;
   }
   j->conn = c;
   j->cid = c->cid;
-  j->op = op;
-  j->id = id;
+  j->op = f->op;
+  j->version = f->version;
+  j->id = f->id;
+  j->deadline_ms = f->budget_ms ? pc_now_mono_ms() + f->budget_ms : 0;
   j->body = body;
   j->blen = blen;
   conn_hold(c);
   c->inflight++;
   s->in_service++;
-  if (s->runs_inline && s->runs_inline(op)) { /* never blocks: no worker hand-off */
+  atomic_fetch_add(&s->n_in_service, 1);
+  if (s->runs_inline && s->runs_inline(f->op)) { /* never blocks: no worker hand-off */
     run_job(s, j);
     return;
   }
@@ -573,8 +637,10 @@ static void dispatch(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen
 }
 
 /* One complete request frame; takes body. */
-static void handle_frame(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen) {
+static void handle_frame(conn_t *c, const pc_rpc_frame_t *f, char *body, size_t blen) {
   struct pc_rpc_server *s = c->s;
+  uint8_t op = f->op;
+  uint64_t id = f->id;
   atomic_fetch_add(&s->n_requests, 1);
   if (s->secret && !c->authed && op != PC_RPC_OP_HELLO) {
     free(body);
@@ -604,7 +670,7 @@ static void handle_frame(conn_t *c, uint8_t op, uint64_t id, char *body, size_t 
     conn_send_error(c, op, PC_INVALID, id, "unknown opcode 0x%02x", op);
     return;
   }
-  dispatch(c, op, id, body, blen);
+  dispatch(c, f, body, blen);
 }
 
 /* Parses and serves the complete frames in the input, as far as the limits
@@ -627,19 +693,19 @@ static void conn_process_held(conn_t *c) {
     size_t avail = evbuffer_get_length(in);
     if (avail < PREFIX) break;
     unsigned char h[HDR];
-    evbuffer_copyout(in, h, avail < HDR ? avail : HDR);
+    size_t got = avail < HDR ? avail : HDR;
+    evbuffer_copyout(in, h, got);
     pc_rpc_frame_t f;
     pc_rpc_frame_state_t fs = pc_rpc_frame_read(h, avail, s->max_frame, 0, &f);
+    if (got > 4) c->version = f.known ? f.version : PC_RPC_VERSION_1; /* every version's start */
     if (fs == PC_RPC_FRAME_BAD) {
       conn_fault(c, f.op, f.id, "%s", f.fault);
       return;
     }
     if (fs == PC_RPC_FRAME_MORE) break;
     /* a complete frame */
-    uint8_t op = f.op;
-    uint64_t id = f.id;
-    evbuffer_drain(in, HDR);
-    size_t blen = f.len - PC_RPC_HEADER;
+    evbuffer_drain(in, f.hlen);
+    size_t blen = f.len - (f.hlen - PREFIX);
     char *body = NULL;
     if (blen) {
       body = malloc(blen);
@@ -653,7 +719,7 @@ static void conn_process_held(conn_t *c) {
     }
     c->in_seen = evbuffer_get_length(in);
     evtimer_del(c->frame_ev);
-    handle_frame(c, op, id, body, blen);
+    handle_frame(c, &f, body, blen);
     if (c->closed || c->closing) return;
   }
   size_t avail = evbuffer_get_length(in);
@@ -736,7 +802,12 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg) {
              evutil_socket_error_to_string(e));
     conn_close(c);
   } else if (what & BEV_EVENT_EOF) {
-    /* The peer will send nothing more: serve what is complete, then close. */
+    /* The peer will send nothing more: serve what is complete, then close.
+     * A peer that closed may not read what it asked for either (a client
+     * that gave up, a process that died; a half-close looks the same), so
+     * the requests in service are abandoned: long ones stop at a step,
+     * quick ones answer as ever. */
+    atomic_store(&c->gone, PEER_DONE);
     size_t avail = evbuffer_get_length(bufferevent_get_input(c->bev));
     if (avail > c->in_seen) atomic_fetch_add(&c->s->n_bytes_in, avail - c->in_seen);
     c->in_seen = avail;
@@ -818,6 +889,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
   c->frame_ev = fe;
   c->idle_ev = ie;
   c->refs = 1;
+  c->version = PC_RPC_VERSION_1;
   c->authed = s->secret == NULL;
   snprintf(c->peer, sizeof c->peer, "%s", peer);
   c->next = s->conns;
@@ -863,11 +935,14 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
     conn_t *c = j->conn;
     c->inflight--;
     s->in_service--;
+    atomic_fetch_sub(&s->n_in_service, 1);
     if (!c->closed) {
       unsigned char h[HDR];
-      put_header(h, j->reply.len, j->op | PC_RPC_OP_REPLY, (uint8_t)j->status, j->id);
+      size_t hl =
+          put_header(h, j->version, j->reply.len, j->op | PC_RPC_OP_REPLY, (uint8_t)j->status,
+                     j->id, 0);
       struct evbuffer *out = bufferevent_get_output(c->bev);
-      int rc = evbuffer_add(out, h, HDR);
+      int rc = evbuffer_add(out, h, hl);
       if (rc == 0 && j->reply.len) {
         rc = evbuffer_add_reference(out, j->reply.p, j->reply.len, free_reference, NULL);
         if (rc == 0) j->reply.p = NULL; /* the evbuffer owns it now */
@@ -876,7 +951,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
         pc_log(PC_LOG_ERROR, "%s: out of memory replying to %s; closing", s->name, c->peer);
         conn_close(c);
       } else {
-        atomic_fetch_add(&s->n_bytes_out, HDR + j->reply.len);
+        atomic_fetch_add(&s->n_bytes_out, hl + j->reply.len);
         conn_process_held(c);
       }
     }
@@ -894,12 +969,24 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
   check_drained(s);
 }
 
+/* The stop's grace is over: the requests still in service are cancelled
+ * (their handlers stop at their next step), and their replies, which say so,
+ * get CANCEL_FLUSH_MS to go out before every connection closes. */
 static void grace_cb(evutil_socket_t fd, short what, void *arg) {
   struct pc_rpc_server *s = arg;
   (void)fd;
   (void)what;
-  pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service after %d ms; closing every "
-         "connection", s->name, s->in_service, STOP_GRACE_MS);
+  if (!atomic_load(&s->cancel_all)) {
+    pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service after %d ms; cancelling them",
+           s->name, s->in_service, STOP_GRACE_MS);
+    atomic_store(&s->cancel_all, 1);
+    struct timeval tv = ms_tv(CANCEL_FLUSH_MS);
+    evtimer_add(s->grace_ev, &tv);
+    return;
+  }
+  if (s->in_service)
+    pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service %d ms after they were "
+           "cancelled; closing every connection", s->name, s->in_service, CANCEL_FLUSH_MS);
   while (s->conns) conn_close(s->conns);
   event_base_loopbreak(s->base);
 }
@@ -935,15 +1022,40 @@ static void *loop_main(void *arg) {
   return NULL;
 }
 
+/* Whether nobody waits for job j any more: its connection closed, or the
+ * server's stop gave up waiting. Read by the job's handler thread (through
+ * core/deadline.h's pc_call_check) while the I/O thread may set either. */
+static int job_abandoned(void *arg) {
+  const job_t *j = arg;
+  if (atomic_load_explicit(&j->conn->s->cancel_all, memory_order_relaxed))
+    return PC_CANCEL_STOPPING;
+  return atomic_load_explicit(&j->conn->gone, memory_order_relaxed) ? PC_CANCEL_GONE : 0;
+}
+
 /* Runs job j's handler on the calling thread (a worker, or the I/O thread for
- * ops that run inline), then hands the reply to the I/O thread through the
- * completion list. */
+ * ops that run inline), within the request's deadline and with its
+ * abandonment visible (core/deadline.h), then hands the reply to the I/O
+ * thread through the completion list. A request that is past its deadline
+ * before it starts, or whose connection closed, is not run. */
 static void run_job(struct pc_rpc_server *s, job_t *j) {
   pc_error_t err;
   pc_error_clear(&err);
-  current_connection = j->cid;
-  pc_status_t st = s->handler(s->ctx, j->op, j->body ? j->body : "", j->blen, &j->reply, &err);
-  current_connection = 0;
+  pc_status_t st;
+  if (atomic_load(&j->conn->gone) == CLOSED || atomic_load(&s->cancel_all)) {
+    st = pc_error_set(&err, PC_TIMEOUT, "request abandoned before it ran (its connection "
+                      "closed, or the server is stopping)");
+  } else if (deadline_passed(j->deadline_ms)) {
+    st = pc_error_set(&err, PC_TIMEOUT, "request waited in the queue past its deadline");
+  } else {
+    current_connection = j->cid;
+    uint64_t outer_deadline = pc_deadline_set(j->deadline_ms);
+    pc_cancel_t outer_cancel = pc_cancel_set((pc_cancel_t){job_abandoned, j});
+    st = s->handler(s->ctx, j->op, j->body ? j->body : "", j->blen, &j->reply, &err);
+    pc_cancel_set(outer_cancel);
+    pc_deadline_set(outer_deadline);
+    current_connection = 0;
+  }
+  if (job_abandoned(j) || deadline_passed(j->deadline_ms)) atomic_fetch_add(&s->n_abandoned, 1);
   free(j->body);
   j->body = NULL;
   if ((unsigned)st > PC_INTERNAL) {
@@ -1025,7 +1137,7 @@ static void server_free(struct pc_rpc_server *s) {
 
 static void server_join(struct pc_rpc_server *s) {
   if (s->loop_started) {
-    event_active(s->stop_ev, EV_READ, 0);
+    pc_rpc_server_stop_begin(s);
     pthread_join(s->loop_thread, NULL);
     s->loop_started = 0;
   }
@@ -1191,6 +1303,13 @@ void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out) {
   out->protocol_errors = atomic_load(&m->n_proto_errors);
   out->bytes_in = atomic_load(&m->n_bytes_in);
   out->bytes_out = atomic_load(&m->n_bytes_out);
+  out->in_service = atomic_load(&m->n_in_service);
+  out->abandoned = atomic_load(&m->n_abandoned);
+}
+
+void pc_rpc_server_stop_begin(pc_rpc_server_t *s) {
+  if (!s || !s->loop_started || atomic_exchange(&s->stop_begun, 1)) return;
+  event_active(s->stop_ev, EV_READ, 0);
 }
 
 void pc_rpc_server_stop(pc_rpc_server_t *s) {
@@ -1472,9 +1591,9 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
     pc_log(PC_LOG_DEBUG, "rpc client: connected to %s", c->endpoint);
     if (c->secret) {
       unsigned char h[HDR];
-      put_header(h, c->secret_len, PC_RPC_OP_HELLO, 0, 0);
+      size_t hl = put_header(h, PC_RPC_VERSION, c->secret_len, PC_RPC_OP_HELLO, 0, 0, 0);
       struct evbuffer *out = bufferevent_get_output(c->bev);
-      if (evbuffer_add(out, h, HDR) != 0 || evbuffer_add(out, c->secret, c->secret_len) != 0) {
+      if (evbuffer_add(out, h, hl) != 0 || evbuffer_add(out, c->secret, c->secret_len) != 0) {
         link_lost(c, "out of memory");
         pthread_mutex_unlock(&c->mu);
         return;
@@ -1505,6 +1624,8 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
   struct pc_rpc_client *c = arg;
   struct evbuffer *in = bufferevent_get_input(bev);
   for (;;) {
+    /* replies come in the version of the request, or in version 1 from a
+     * server that refuses our version (its header is every version's start) */
     size_t avail = evbuffer_get_length(in);
     if (avail < PREFIX) return;
     unsigned char h[HDR];
@@ -1521,8 +1642,8 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
       return;
     }
     if (fs == PC_RPC_FRAME_MORE) return;
-    evbuffer_drain(in, HDR);
-    size_t blen = f.len - PC_RPC_HEADER;
+    evbuffer_drain(in, f.hlen);
+    size_t blen = f.len - (f.hlen - PREFIX);
     char *body = malloc(blen + 1);
     if (!body) {
       pthread_mutex_lock(&c->mu);
@@ -1679,7 +1800,8 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
     pthread_mutex_unlock(&c->mu);
     if (gone)
       return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
-    pc_status_t st = local_call(c->local, c->local_cid, c->endpoint, op, body, len, reply, err);
+    pc_status_t st =
+        local_call(c->local, c->local_cid, c->endpoint, op, body, len, timeout_ms, reply, err);
     pthread_mutex_lock(&c->mu);
     if (--c->callers == 0 && c->destroying) pthread_cond_broadcast(&c->idle_cv);
     pthread_mutex_unlock(&c->mu);
@@ -1708,7 +1830,7 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
   c->callers++;
   if (++c->next_id == 0) ++c->next_id; /* id 0 is HELLO's */
   k.id = c->next_id;
-  put_header(frame, len, op, 0, k.id);
+  put_header(frame, PC_RPC_VERSION, len, op, 0, k.id, timeout_ms);
   call_t **head = &c->buckets[k.id % NBUCKETS];
   k.hnext = *head;
   if (*head) (*head)->hprev = &k;

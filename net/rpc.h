@@ -3,17 +3,36 @@
  *
  * Wire format; every integer big-endian:
  *
- *   frame   := length:u32  version:u8  op:u8  status:u8  id:u64  payload
+ *   frame   := length:u32  version:u8  op:u8  status:u8  id:u64  budget:u32  payload
  *
- * length counts the bytes after itself (>= PC_RPC_HEADER, <= max_frame).
- * A request carries status 0 and a caller-chosen id; many requests may be in
- * flight on one connection and replies may come back in any order. The reply
- * echoes the id, sets op to (request op | 0x80) and status to a pc_status_t;
+ * (version 2; a version-1 frame has no budget field). length counts the
+ * bytes after itself (>= the header, <= max_frame). A request carries
+ * status 0, a caller-chosen id and its budget: the milliseconds the caller
+ * waits for the reply (0: no bound). The server's deadline for it is its
+ * arrival plus the budget, so no clocks need agree (gRPC's grpc-timeout
+ * does the same); a request still queued at its deadline is answered
+ * PC_TIMEOUT without running, and a handler sees the deadline, and whether
+ * the request was abandoned (its connection closed, or the server stops),
+ * through core/deadline.h, so that long work stops between steps. Many
+ * requests may be in flight on one connection and replies may come back in
+ * any order. The reply echoes the id, sets op to (request op | 0x80),
+ * status to a pc_status_t and budget to 0, in the version of the request;
  * on PC_OK the payload is the reply body, otherwise it is an error message.
+ *
+ * Versions: clients send version 2. A server serves versions 1 and 2
+ * (a version-1 request has no deadline) and refuses any other with an error
+ * reply in version 1, whose header every version begins with; so a client
+ * of version 2 talking to a server of version 1 gets "unsupported protocol
+ * version 2 (this server speaks 1)" for its calls.
  *
  * Reserved ops: PC_RPC_OP_HELLO (payload: the shared secret; must be the
  * first frame when the server has a secret) and PC_RPC_OP_PING (empty). A
  * service's own ops are 0x10..0x7f.
+ *
+ * A peer that closes its side of the connection (EOF, a half-close included)
+ * is taken to have gone: the requests it sent before are still answered,
+ * but those in service are abandoned, so long ones stop early with
+ * PC_TIMEOUT.
  *
  * Hostile input: a frame with a bad version, a length below the header or
  * above max_frame, or a wrong secret gets an error reply naming the fault and
@@ -33,8 +52,10 @@
 
 #include "core/keys.h"
 
-#define PC_RPC_VERSION 1
-#define PC_RPC_HEADER 11 /* version, op, status, id (after the length) */
+#define PC_RPC_VERSION 2    /* what clients send */
+#define PC_RPC_VERSION_1 1  /* the oldest a server serves: no budget field */
+#define PC_RPC_HEADER 15    /* version, op, status, id, budget (after the length) */
+#define PC_RPC_HEADER_V1 11 /* version, op, status, id */
 #define PC_RPC_DEFAULT_MAX_FRAME (80u << 20)
 #define PC_RPC_OP_HELLO 0x01
 #define PC_RPC_OP_PING 0x02
@@ -89,17 +110,33 @@ pc_rpc_server_t *pc_rpc_server_start(const pc_rpc_server_options_t *opts,
 uint16_t pc_rpc_server_port(const pc_rpc_server_t *s);
 
 /* Counters for /metrics: connections accepted and open, requests served,
- * protocol errors, bytes in and out. */
+ * protocol errors, bytes in and out; requests in service now (queued or
+ * running, including calls of in-process clients), and requests that ended
+ * (or were not run) past their deadline or abandoned: their connection
+ * closed, or the server stopped. */
 typedef struct pc_rpc_server_stats {
   uint64_t connections_accepted, connections_open, requests, protocol_errors, bytes_in,
       bytes_out;
+  uint64_t in_service, abandoned;
 } pc_rpc_server_stats_t;
 void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out);
 
-/* Stops accepting, waits for the requests being served to be answered (so
- * nothing acknowledged is lost), closes every connection, joins its threads
- * and frees the server. */
+/* Stops accepting and reading, waits for the requests being served to be
+ * answered (so nothing acknowledged is lost) for at most
+ * PC_RPC_STOP_GRACE_MS, then marks those still running abandoned (long
+ * handlers stop at their next step, core/deadline.h), sends the replies that
+ * brings for up to a second more, and closes every connection; joins its
+ * threads once the handlers have returned, and frees the server. A handler that checks between steps returns within a step;
+ * one blocked elsewhere (a disk write) when that returns. */
+#define PC_RPC_STOP_GRACE_MS 5000
 void pc_rpc_server_stop(pc_rpc_server_t *s);
+
+/* The first half of pc_rpc_server_stop, without waiting: stops accepting
+ * and reading from sockets now and starts the grace (in-process clients are
+ * still served until pc_rpc_server_stop). A process with many servers calls
+ * it on each first, so that their graces run at once, then stops them in
+ * the order their dependencies need. */
+void pc_rpc_server_stop_begin(pc_rpc_server_t *s);
 
 typedef struct pc_rpc_client pc_rpc_client_t;
 
@@ -110,7 +147,8 @@ typedef struct pc_rpc_client pc_rpc_client_t;
 pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const char *secret,
                                       pc_error_t *err);
 
-/* Sends a request and waits for its reply for at most timeout_ms. PC_OK: the
+/* Sends a request and waits for its reply for at most timeout_ms, which the
+ * request carries as its budget (the server stops working on it then). PC_OK: the
  * reply body is appended to reply. A server-side error returns that status
  * with its message; PC_TIMEOUT when no reply came in time; PC_UNAVAILABLE
  * when the server cannot be reached (the message names host:port). */

@@ -150,9 +150,11 @@ static int raw_send(int fd, const void *p, size_t n) {
   return 0;
 }
 
+/* A frame laid out as version 1 (the version byte as given): what a client
+ * from before request budgets sends, which servers still serve. */
 static size_t raw_frame(unsigned char *out, uint8_t version, uint8_t op, uint64_t id,
                         const void *body, size_t len) {
-  uint32_t flen = (uint32_t)(PC_RPC_HEADER + len);
+  uint32_t flen = (uint32_t)(PC_RPC_HEADER_V1 + len);
   out[0] = (unsigned char)(flen >> 24);
   out[1] = (unsigned char)(flen >> 16);
   out[2] = (unsigned char)(flen >> 8);
@@ -193,13 +195,13 @@ static int raw_read_frame(int fd, reply_t *r, int timeout_ms) {
   unsigned char h[15];
   if (raw_read(fd, h, 15, timeout_ms) != 0) return -1;
   uint32_t flen = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-  assert_true(flen >= PC_RPC_HEADER);
-  assert_int_equal(h[4], PC_RPC_VERSION);
+  assert_true(flen >= PC_RPC_HEADER_V1);
+  assert_int_equal(h[4], PC_RPC_VERSION_1); /* the version of the request (or of a refusal) */
   r->op = h[5];
   r->status = h[6];
   r->id = 0;
   for (int i = 0; i < 8; i++) r->id = r->id << 8 | h[7 + i];
-  r->len = flen - PC_RPC_HEADER;
+  r->len = flen - PC_RPC_HEADER_V1;
   assert_true(r->len < sizeof r->body);
   if (r->len && raw_read(fd, r->body, r->len, timeout_ms) != 0) return -1;
   r->body[r->len] = '\0';
@@ -788,9 +790,9 @@ static void test_hostile_clients(void **state) {
   assert_int_equal(raw_wait_closed(fd, 5000), 1);
   close(fd);
   fd = raw_connect(port);
-  assert_int_equal(raw_send(fd, f, raw_frame(f, 2, OP_ECHO, 23, "v2", 2)), 0);
+  assert_int_equal(raw_send(fd, f, raw_frame(f, 3, OP_ECHO, 23, "v3", 2)), 0);
   shutdown(fd, SHUT_WR);
-  expect_fault_and_close(fd, "version 2");
+  expect_fault_and_close(fd, "version 3");
   close(fd);
 
   /* 1 truncated + 4 lengths/version + 5 library-rejected ops + random + slow */
@@ -917,7 +919,7 @@ static void test_backpressure(void **state) {
     unsigned char h[15];
     assert_int_equal(raw_read(fd, h, 15, 20000), 0);
     uint32_t flen = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-    assert_int_equal(flen, PC_RPC_HEADER + a.body);
+    assert_int_equal(flen, PC_RPC_HEADER_V1 + a.body);
     assert_int_equal(h[6], PC_OK);
     assert_int_equal(raw_read(fd, body, a.body, 20000), 0);
     for (int k = 7; k < 14; k++) assert_int_equal(h[k], 0);

@@ -80,12 +80,12 @@ static void peer_stop(peer_t *p) {
 /* A reply frame: length, version 1, op, status, id, body. */
 static size_t frame(unsigned char *out, uint8_t op, uint8_t status, uint64_t id, const char *body,
                     size_t blen) {
-  uint32_t len = (uint32_t)(PC_RPC_HEADER + blen);
+  uint32_t len = (uint32_t)(PC_RPC_HEADER_V1 + blen);
   out[0] = (unsigned char)(len >> 24);
   out[1] = (unsigned char)(len >> 16);
   out[2] = (unsigned char)(len >> 8);
   out[3] = (unsigned char)len;
-  out[4] = PC_RPC_VERSION;
+  out[4] = PC_RPC_VERSION_1; /* what a server answers a request of version 1 in */
   out[5] = op;
   out[6] = status;
   for (int i = 0; i < 8; i++) out[7 + i] = (unsigned char)(id >> (56 - 8 * i));

@@ -94,7 +94,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
     while (sigwait(&sigs, &sig) != 0) {
     }
     pc_log(PC_LOG_INFO, "signal %d: shutting down", sig);
-    pc_daemon_stop(d);
+    pc_daemon_shutdown(d, &sigs, CLI_EXIT_ERROR); /* bounded; a second signal exits at once */
   } else {
     rc = cli_pc_error(ctx, &err);
   }
@@ -128,7 +128,10 @@ static int run_worker(cli_ctx_t *ctx, int argc, char **argv) {
   "  -h, --help         show this help\n"                                               \
   "\n"                                                                                  \
   "Runs in the foreground and logs to stderr; SIGTERM or SIGINT shuts it down\n"        \
-  "cleanly: the requests in flight are answered, then the stores are closed.\n"
+  "cleanly: it stops taking requests at once, answers those in flight (those\n"        \
+  "still running after 5 s are cancelled), closes the stores and exits 0, within\n"   \
+  "5 s + 2 x store.timeout_ms + 5 s (30 s by default); past that, or on a second\n"   \
+  "signal, it exits 3 at once (nothing acknowledged is lost).\n"
 
 const cli_verb_t cli_verb_tso = {
     "tso", "run the timestamp oracle daemon",
