@@ -168,6 +168,11 @@ static pc_status_t check_data_dir(const pc_config_t *cfg, pc_error_t *err) {
 }
 
 pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_t *err) {
+  return pc_db_open_config_timeout(config_path, create, 0, err);
+}
+
+pc_db_t *pc_db_open_config_timeout(const char *config_path, int create, uint32_t timeout_ms,
+                                   pc_error_t *err) {
   pc_error_clear(err);
   pc_config_t *cfg = pc_config_load(config_path, err);
   if (!cfg) return NULL;
@@ -178,6 +183,7 @@ pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_
   }
   pc_options_t o;
   options_from_config(cfg, create, &o);
+  if (timeout_ms) o.timeout_ms = timeout_ms;
   pc_db_t *db = cfg->ntablets ? open_cluster(cfg, &o, err) : pc_db_open(&o, cfg->data_dir, err);
   pc_config_free(cfg);
   return db;

@@ -60,25 +60,19 @@ static int run_observers(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_observers = {
-    "observers",
-    "list the observers registered in the store",
-    "Usage: percolator [--data DIR | --config FILE] observers [--json]\n"
-    "\n"
-    "Lists every observer recorded in the store — by any worker, from any\n"
-    "configuration — with the table and column it observes and its kind:\n"
-    "NAME TABLE COLUMN strong|weak, tab-separated (columns C-escaped), or one\n"
-    "JSON object per line with --json. Every client marks its writes of a\n"
-    "strongly observed column so that their commit writes the notification.\n"
-    "\n"
-    "Options:\n"
-    "  --json         one JSON object per observer\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json observers\n",
-    run_observers,
+    .name = "observers",
+    .summary = "list the observers registered in the store",
+    .run = run_observers,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Lists every observer recorded in the store — by any worker, from any\n"
+             "configuration — with the table and column it observes and its kind:\n"
+             "NAME TABLE COLUMN strong|weak, tab-separated (columns C-escaped), or one\n"
+             "JSON object per line with --json. Every client marks its writes of a\n"
+             "strongly observed column so that their commit writes the notification.\n",
+    .options = "  --json              one JSON object per observer\n",
+    .example = "percolator --config cluster.json observers\n",
 };
 
 /* ---- wait ---------------------------------------------------------------------- */
@@ -108,27 +102,21 @@ static int run_wait(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_wait = {
-    "wait",
-    "wait until every notification has been processed",
-    "Usage: percolator [--data DIR | --config FILE] wait [--timeout-s S]\n"
-    "\n"
-    "Returns once no notification is pending and no transaction that could\n"
-    "create one is in flight: a full scan of the notifications finds none, no\n"
-    "lock is held, and the oracle handed no timestamp to anyone else during the\n"
-    "scan (a check on the notifications alone would return while an observer\n"
-    "is still committing the change that notifies the next one). Parked\n"
-    "notifications ('percolator failures') do not count. Exits 0 then, or 3\n"
-    "naming the timeout.\n"
-    "\n"
-    "Options:\n"
-    "  --timeout-s S  give up after S seconds (default: no bound)\n"
-    "  --data DIR     the data directory (held by a worker: through its serving.json)\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json wait --timeout-s 60\n",
-    run_wait,
+    .name = "wait",
+    .summary = "wait until every notification has been processed",
+    .run = run_wait,
+    .args = "[--timeout-s S]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_TIMEOUT),
+    .about = "Returns once no notification is pending and no transaction that could\n"
+             "create one is in flight: a full scan of the notifications finds none, no\n"
+             "lock is held, and the oracle handed no timestamp to anyone else during the\n"
+             "scan (a check on the notifications alone would return while an observer\n"
+             "is still committing the change that notifies the next one). Parked\n"
+             "notifications ('percolator failures') do not count. Exits 0 then, or 5\n"
+             "when --timeout-s ran out first.\n",
+    .options = "  --timeout-s S       give up after S seconds (default: no bound)\n",
+    .example = "percolator --config cluster.json wait --timeout-s 60\n",
 };
 
 /* ---- failures ------------------------------------------------------------------ */
@@ -191,24 +179,18 @@ static int run_failures(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_failures = {
-    "failures",
-    "list parked notifications (observers that kept failing), or retry them",
-    "Usage: percolator [--data DIR | --config FILE] failures [--json] [--retry]\n"
-    "\n"
-    "An observer that fails on a notification workers.max_failures times in a\n"
-    "row has that notification parked: the workers go on with everything else.\n"
-    "This lists them: OBSERVER TABLE ROW COLUMN FAILURES ERROR, tab-separated\n"
-    "(row and column C-escaped), or one JSON object per line with --json.\n"
-    "--retry queues them all again (with a fresh failure count).\n"
-    "\n"
-    "Options:\n"
-    "  --json         machine-readable output\n"
-    "  --retry        re-queue every parked notification\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json failures --retry\n",
-    run_failures,
+    .name = "failures",
+    .summary = "list parked notifications (observers that kept failing), or retry them",
+    .run = run_failures,
+    .args = "[--json] [--retry]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "An observer that fails on a notification workers.max_failures times in a\n"
+             "row has that notification parked: the workers go on with everything else.\n"
+             "This lists them: OBSERVER TABLE ROW COLUMN FAILURES ERROR, tab-separated\n"
+             "(row and column C-escaped), or one JSON object per line with --json.\n"
+             "--retry queues them all again (with a fresh failure count).\n",
+    .options = "  --json              machine-readable output\n"
+               "  --retry             re-queue every parked notification\n",
+    .example = "percolator --config cluster.json failures --retry\n",
 };

@@ -313,23 +313,21 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_status = {
-    "status", "show the cluster's daemons, or the embedded store",
-    "Usage: percolator [--config FILE] status [--json]\n"
-    "\n"
-    "Asks the oracle, the lock service and every tablet of the configuration for\n"
-    "their state: last timestamp, epoch and live sessions, row ranges,\n"
-    "operations served and garbage collection. Without a cluster configuration,\n"
-    "shows the embedded store. Then counts the pending notifications per\n"
-    "observed column and the parked ones, lists the live workers, and sums each\n"
-    "observer's runs, skips, conflicts, failures and parked notifications over\n"
-    "them (each worker also serves its own on workers.http /metrics, with the\n"
-    "latency histogram).\n"
-    "Exits 0 when every daemon answered, 3 when any is down.\n"
-    "\n"
-    "Options:\n"
-    "  -j, --json     one JSON object\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json status\n",
-    run_status};
+    .name = "status",
+    .summary = "show the cluster's daemons, or the embedded store",
+    .run = run_status,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Asks the oracle, the lock service and every tablet of the configuration for\n"
+             "their state: last timestamp, epoch and live sessions, row ranges,\n"
+             "operations served and garbage collection. Without a cluster configuration,\n"
+             "shows the embedded store. Then counts the pending notifications per\n"
+             "observed column and the parked ones, lists the live workers, and sums each\n"
+             "observer's runs, skips, conflicts, failures and parked notifications over\n"
+             "them (each worker also serves its own on workers.http /metrics, with the\n"
+             "latency histogram).\n"
+             "Exits 0 when every daemon answered, 3 when any is down.\n",
+    .options = "  -j, --json          one JSON object\n",
+    .example = "percolator --config cluster.json status\n",
+};
