@@ -80,23 +80,28 @@ const cli_verb_t cli_verb_observers = {
 static int run_wait(cli_ctx_t *ctx, int argc, char **argv) {
   static const struct option opts[] = {{"timeout-s", required_argument, NULL, OPT_TIMEOUT_S},
                                        {0, 0, 0, 0}};
-  long seconds = 0; /* 0: no bound */
+  uint32_t wait_ms = UINT32_MAX; /* no bound */
   int c, code;
   while ((c = cli_getopt(ctx, argc, argv, "", opts, &code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return code;
     if (c == OPT_TIMEOUT_S) {
-      char *end;
-      seconds = strtol(optarg, &end, 10);
-      if (*end || seconds <= 0 || seconds > 86400)
-        return cli_usage_error(ctx, "--timeout-s: expected 1..86400 seconds, got '%s'", optarg);
+      uint64_t ms;
+      if (cli_parse_duration(optarg, "s", 86400000u, &ms) != 0)
+        return cli_usage_error(ctx, "--timeout-s: expected seconds up to 86400 (or a duration "
+                               "such as 90s, 2m), got '%s'", optarg);
+      wait_ms = (uint32_t)ms;
     }
   }
   if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   pc_db_t *db = cli_open_db(ctx, 0);
   if (!db) return CLI_EXIT_ERROR;
   pc_error_t err;
-  pc_status_t st = pc_notify_wait(db, seconds ? (uint32_t)(seconds * 1000) : UINT32_MAX, &err);
+  pc_status_t st = pc_notify_wait(db, wait_ms, &err);
   pc_db_close(db);
+  if (st == PC_TIMEOUT) {
+    cli_pc_error(ctx, &err);
+    return CLI_EXIT_TIMEOUT;
+  }
   if (st != PC_OK) return cli_pc_error(ctx, &err);
   return CLI_EXIT_OK;
 }
@@ -115,7 +120,7 @@ const cli_verb_t cli_verb_wait = {
              "is still committing the change that notifies the next one). Parked\n"
              "notifications ('percolator failures') do not count. Exits 0 then, or 5\n"
              "when --timeout-s ran out first.\n",
-    .options = "  --timeout-s S       give up after S seconds (default: no bound)\n",
+    .options = "  --timeout-s S       give up after S seconds, exit 5 (default: no bound)\n",
     .example = "percolator --config cluster.json wait --timeout-s 60\n",
 };
 

@@ -17,7 +17,9 @@
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
 
-#define STATUS_TIMEOUT_MS 2000
+/* The bound of each daemon's answer: --timeout, or 2 s (set by run_status). */
+static uint32_t status_timeout_ms = 2000;
+#define STATUS_TIMEOUT_MS status_timeout_ms
 
 typedef struct report {
   int json;
@@ -263,6 +265,7 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     else return cli_usage_error(ctx, "unexpected option");
   }
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+  if (ctx->timeout_ms) status_timeout_ms = ctx->timeout_ms;
   report_t r = {json, json_object(), 0};
   pc_error_t err;
   pc_config_t *cfg = ctx->config ? pc_config_load(ctx->config, &err) : NULL;
@@ -296,7 +299,7 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     if (cfg->lockservice.set && cfg->lockservice.listen.set) report_lockd(&r, cfg);
     report_tablets(&r, cfg);
     if (!r.down) { /* every daemon answered: count the notifications through them */
-      pc_db_t *db = pc_db_open_config(ctx->config, &err);
+      pc_db_t *db = pc_db_open_config_timeout(ctx->config, 0, ctx->timeout_ms, &err);
       if (db) {
         report_notifications(&r, db);
         report_parked(&r, db);
