@@ -135,4 +135,10 @@ struct pc_rpc_client;
 pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,
                                   uint64_t *ops, pc_tablet_gc_t *gc, pc_error_t *err);
 
+/* pc_db_open_config_create (core/db.h) on a configuration already parsed
+ * (db_cluster.c): the daemons open clients of their own roles from a
+ * configuration they build in memory. cfg is only read during the call. */
+struct pc_config;
+pc_db_t *pc_db_open_parsed_config(const struct pc_config *cfg, int create, pc_error_t *err);
+
 #endif
