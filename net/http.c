@@ -300,12 +300,17 @@ void pc_metric_histogram(pc_buf_t *out, const char *name, const char *help,
                          const double *bounds, const uint64_t *le, size_t n, double sum,
                          uint64_t count) {
   pc_metric_family(out, name, "histogram", help);
+  /* counters read one by one while observations land may disagree by a few:
+   * never print a bucket above a later one, nor +Inf apart from _count */
   char line[160];
+  uint64_t v = 0;
   for (size_t i = 0; i < n; i++) {
+    if (le[i] > v) v = le[i];
     int k = snprintf(line, sizeof line, "%s_bucket{le=\"%.15g\"} %llu\n", name, bounds[i],
-                     (unsigned long long)le[i]);
+                     (unsigned long long)v);
     pc_buf_append(out, line, (size_t)k);
   }
+  if (v > count) count = v;
   int k = snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n",
                    name, (unsigned long long)count, name, sum, name, (unsigned long long)count);
   pc_buf_append(out, line, (size_t)k);
