@@ -68,9 +68,6 @@ struct cli_ctx;
 typedef struct cli_verb {
   const char *name;    /* as typed on the command line */
   const char *summary; /* one line for 'percolator --help' */
-  /* The whole of 'percolator VERB --help' for a verb without args (below);
-   * NULL when the help is generated from the fields below. */
-  const char *help;
   /* Runs the verb; argv[0] is the verb name. Returns a CLI_EXIT_* code. */
   int (*run)(struct cli_ctx *ctx, int argc, char **argv);
   /* The generated help: "Usage: percolator [GLOBALS] NAME ARGS" (one line per

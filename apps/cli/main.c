@@ -144,10 +144,6 @@ static void put_indented(FILE *out, const char *text) {
 }
 
 void cli_print_help(const cli_verb_t *v, FILE *out) {
-  if (!v->args) {
-    fputs(v->help, out);
-    return;
-  }
   const char *globals = v->flags & CLI_NEEDS_CONFIG ? "--config FILE"
                         : v->flags & CLI_USES_STORE ? "[--data DIR | --config FILE]"
                                                     : NULL;
@@ -181,12 +177,12 @@ void cli_print_help(const cli_verb_t *v, FILE *out) {
 
 static const char *verb_names[NVERBS];
 
-/* " (did you mean 'X'?)" for the verb closest to name, or "". */
+/* "; did you mean 'X'?" for the verb closest to name, or "". */
 static const char *verb_hint(const char *name, char *buf, size_t cap) {
   for (size_t i = 0; i < NVERBS; i++) verb_names[i] = verbs[i]->name;
   const char *s = pc_suggest(name, strlen(name), verb_names, NVERBS);
   if (!s) return "";
-  snprintf(buf, cap, " (did you mean '%s'?)", s);
+  snprintf(buf, cap, "; did you mean '%s'?", s);
   return buf;
 }
 
@@ -359,7 +355,7 @@ static int parse_timeout(const cli_ctx_t *ctx, const char *s, uint32_t *ms) {
   return 0;
 }
 
-/* " (did you mean '--X'?)" for the long option of opts closest to the
+/* "; did you mean '--X'?" for the long option of opts closest to the
  * unknown one (typed "--NAME" or "--NAME=..."), or "". */
 static const char *option_hint(const char *typed, const struct option *opts, char *buf,
                                size_t cap) {
@@ -369,7 +365,7 @@ static const char *option_hint(const char *typed, const struct option *opts, cha
   for (size_t i = 0; opts[i].name && n < 64; i++) names[n++] = opts[i].name;
   const char *s = pc_suggest(typed + 2, strcspn(typed + 2, "="), names, n);
   if (!s) return "";
-  snprintf(buf, cap, " (did you mean '--%s'?)", s);
+  snprintf(buf, cap, "; did you mean '--%s'?", s);
   return buf;
 }
 

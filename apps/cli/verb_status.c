@@ -24,7 +24,8 @@ static uint32_t status_timeout_ms = 2000;
 typedef struct report {
   int json;
   json_t *root;
-  int down;
+  int down;   /* daemons that did not answer */
+  int failed; /* a count that could not be made */
 } report_t;
 
 static void print_range(FILE *out, const char *p, size_t n, const char *empty) {
@@ -60,7 +61,7 @@ static void report_tso(report_t *r, const pc_config_t *cfg) {
   pc_status_t st = c ? pc_tso_remote_info(c, STATUS_TIMEOUT_MS, &last, &err) : err.code;
   if (c) pc_rpc_client_destroy(c);
   const char *e = st == PC_OK ? NULL : err.text;
-  r->down |= st != PC_OK;
+  r->down += st != PC_OK;
   line(r, "tso", &cfg->tso.listen, e);
   if (!r->json && !e) printf("last_ts=%llu", (unsigned long long)last);
   if (!r->json) putchar('\n');
@@ -80,7 +81,7 @@ static void report_lockd(report_t *r, const pc_config_t *cfg) {
       c ? pc_ls_remote_info(c, STATUS_TIMEOUT_MS, &epoch, &sessions, &err) : err.code;
   if (c) pc_rpc_client_destroy(c);
   const char *e = st == PC_OK ? NULL : err.text;
-  r->down |= st != PC_OK;
+  r->down += st != PC_OK;
   line(r, "lockservice", &cfg->lockservice.listen, e);
   if (!r->json && !e) printf("epoch=%08x sessions=%llu", epoch, (unsigned long long)sessions);
   if (!r->json) putchar('\n');
@@ -106,7 +107,7 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
         c ? pc_tablet_remote_info(c, STATUS_TIMEOUT_MS, &name, &ops, &gc, &err) : err.code;
     if (c) pc_rpc_client_destroy(c);
     const char *e = st == PC_OK ? NULL : err.text;
-    r->down |= st != PC_OK;
+    r->down += st != PC_OK;
     char what[96];
     snprintf(what, sizeof what, "tablet %s", t->name);
     if (!r->json) {
@@ -172,7 +173,7 @@ static void report_notifications(report_t *r, pc_db_t *db) {
   pc_status_t st = pc_notify_pending(db, &total, print_pending, &p, &err);
   json_t *n = json_object();
   if (st != PC_OK) {
-    r->down = 1;
+    r->failed = 1;
     if (!r->json) printf("notifications    (cannot count: %s)\n", err.text);
     json_object_set_new(n, "error", json_string(err.text));
   } else if (!r->json) {
@@ -266,7 +267,7 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
   }
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   if (ctx->timeout_ms) status_timeout_ms = ctx->timeout_ms;
-  report_t r = {json, json_object(), 0};
+  report_t r = {json, json_object(), 0, 0};
   pc_error_t err;
   pc_config_t *cfg = ctx->config ? pc_config_load(ctx->config, &err) : NULL;
   if (ctx->config && !cfg) {
@@ -312,7 +313,11 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
   else json_decref(r.root);
   pc_config_free(cfg);
   code = cli_finish_output(ctx);
-  return code != CLI_EXIT_OK ? code : r.down ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+  if (code != CLI_EXIT_OK) return code;
+  if (r.down)
+    return cli_error(ctx, "%d daemon%s down (see the report)", r.down, r.down == 1 ? "" : "s");
+  if (r.failed) return cli_error(ctx, "the notifications could not be counted (see the report)");
+  return CLI_EXIT_OK;
 }
 
 const cli_verb_t cli_verb_status = {
