@@ -51,7 +51,7 @@ static size_t nseries;
 
 /* A histogram's label set (without le) and what its series said. */
 typedef struct hist {
-  char key[600]; /* family name + labels */
+  char key[800]; /* family name + labels */
   double last_le;
   double last_count;
   int buckets, has_inf;
@@ -266,7 +266,7 @@ static void check_sample(const char *p) {
     }
   }
   /* the series, once */
-  char key[800];
+  char key[1100];
   snprintf(key, sizeof key, "%s{%s%s%s}", name, labels, has_le ? "le=" : "", le);
   for (size_t i = 0; i < nseries; i++)
     if (strcmp(series[i], key) == 0) {
@@ -286,7 +286,7 @@ static void check_sample(const char *p) {
   if (!f->typed) return; /* untyped */
   if (strcmp(f->type, "counter") == 0 && !(v >= 0)) fault("counter %s is negative or NaN", name);
   if (strcmp(f->type, "histogram") != 0) return;
-  char hkey[600];
+  char hkey[800];
   snprintf(hkey, sizeof hkey, "%s{%s}", f->name, labels);
   hist_t *h = hist(hkey);
   if (!h) return;

@@ -131,7 +131,8 @@ grep -qE '^percolator_observer_runs_total\{observer="[^"]+"\} [1-9]' worker.prom
   fail "the worker counts no observer run: $(grep runs worker.prom)"
 pass "/metrics of the oracle, the lock service, two tablets and a worker are valid"
 
-kill -TERM "$W" "$RUN"
+kill -TERM "$W" # the worker first: a client of the cluster
 wait_exit "$W" 30
+kill -TERM "$RUN"
 wait_exit "$RUN" 30
 echo PASS
