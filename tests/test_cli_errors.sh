@@ -120,7 +120,7 @@ MISSING="data directory '$WORK/nowhere' does not exist"
 # ---- the table --------------------------------------------------------------------
 
 # global options and verbs
-t "global: unknown verb, suggested" 2 "unknown verb 'stauts' .*did you mean 'status'" stauts
+t "global: unknown verb, suggested" 2 "unknown verb 'stauts'.*did you mean 'status'" stauts
 t "global: unknown option, suggested" 2 "unknown option '--dta'.*did you mean '--data'" --dta x get
 t "global: --timeout without a unit" 2 "--timeout '5': give a unit \(5ms or 5s\)" --timeout 5 get t r c
 t "global: empty --data" 2 "--data: empty directory name" --data '' get t r c
