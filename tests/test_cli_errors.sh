@@ -167,6 +167,9 @@ t "wait: bad --timeout-s" 2 "--timeout-s: expected seconds" "${D[@]}" wait --tim
 t "wait: held by another process" 3 "in use by another process" --data "$WORK/held" wait --timeout-s 1
 t "failures: unknown option, suggested" 2 "unknown option '--retyr'.*did you mean '--retry'" "${D[@]}" failures --retyr
 
+t "doctor: data directory missing" 3 "doctor: 1 problem found" --data "$WORK/nowhere" doctor
+t "doctor: extra argument" 2 "unexpected argument 'now'" "${D[@]}" doctor now
+
 # the dedup verbs
 t "load: file missing" 3 "nosuch.jsonl: cannot read it \(No such file or directory\)" "${D[@]}" load nosuch.jsonl
 t "load: a FIFO" 3 "$WORK/fifo: a FIFO, not a document or a directory, skipped" "${D[@]}" load "$WORK/fifo"

@@ -162,8 +162,8 @@ for i in $(seq 1 "$WALKS"); do
     echo 'set -e'
     echo 'trap '\''for p in $(jobs -p); do kill "$p" 2>/dev/null; done; wait'\'' EXIT'
     echo 'percolator --data /tmp/pc init >/dev/null'
-    adapt <"blocks/$walk.sh"
-  } | sed "s#$WORK/pc#$WORK/walk$i/pc#g" >"walk$i/walk.sh"
+    cat "blocks/$walk.sh"
+  } | adapt | sed "s#$WORK/pc#$WORK/walk$i/pc#g" >"walk$i/walk.sh"
   OUT=$(cd "walk$i" && ln -s "$SRC/observers" observers &&
     timeout -k 5 120 bash walk.sh </dev/null 2>walk.err)
   RC=$?

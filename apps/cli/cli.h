@@ -111,8 +111,11 @@ extern const cli_verb_t cli_verb_status;
 extern const cli_verb_t cli_verb_gc;
 /* verb_notify.c */
 extern const cli_verb_t cli_verb_observers;
-extern const cli_verb_t cli_verb_wait;
 extern const cli_verb_t cli_verb_failures;
+/* verb_wait.c */
+extern const cli_verb_t cli_verb_wait;
+/* verb_doctor.c */
+extern const cli_verb_t cli_verb_doctor;
 /* verb_load.c, verb_dedup.c: the dedup application */
 extern const cli_verb_t cli_verb_load;
 extern const cli_verb_t cli_verb_clusters;
@@ -197,6 +200,53 @@ int fmt_json_line(FILE *out, json_t *obj);
 
 /* "put", "delete" or "rollback". */
 const char *fmt_write_kind(pc_write_kind_t kind);
+
+/* ---- the observers' view (view.c) ---------------------------------------------
+ *
+ * What `wait` and `doctor` show of incremental processing: the registered
+ * observers, the pending notifications per column, the live workers, and
+ * the columns whose pending notifications no live worker can process (an
+ * observer registered for the column runs in no live worker, or none is
+ * registered: the column's notifications are kept until every registered
+ * observer has covered them). */
+
+typedef struct cli_observer {
+  char *name, *table, *col; /* col: clen bytes (NUL-terminated too) */
+  size_t clen;
+  int kind;         /* 0 strong, 1 weak */
+  uint64_t pending; /* notifications pending in its column */
+  size_t nworkers;  /* live workers that run it */
+} cli_observer_t;
+
+typedef struct cli_column {
+  char *table, *col;
+  size_t clen;
+  uint64_t count; /* pending notifications */
+} cli_column_t;
+
+typedef struct cli_view {
+  uint64_t pending; /* every pending notification */
+  cli_column_t *cols;
+  size_t ncols;
+  cli_observer_t *obs;
+  size_t nobs;
+  char **workers; /* live workers, "HOST:PID" */
+  size_t nworkers;
+} cli_view_t;
+
+/* Reads the view through db. no_live_worker: the caller knows that no
+ * worker can be running (it holds the embedded store itself), so worker
+ * records (which outlive a killed worker by seconds) are not read. Release
+ * with cli_view_free (also after an error). */
+pc_status_t cli_view_load(pc_db_t *db, int no_live_worker, cli_view_t *v, pc_error_t *err);
+void cli_view_free(cli_view_t *v);
+/* Whether column c's pending notifications wait for a worker that does not run. */
+int cli_view_column_stalled(const cli_view_t *v, const cli_column_t *c);
+/* The pending notifications of the stalled columns. */
+uint64_t cli_view_stalled(const cli_view_t *v);
+/* {"pending", "stalled", "columns": [{"table","column","pending","stalled",
+ * "observers": [{"name","live_workers"}]}], "live_workers": [...]}, or NULL. */
+json_t *cli_view_json(const cli_view_t *v);
 
 /* ---- the raw view (rawview.c) ---------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /* verb_notify.c — the verbs of incremental processing: `observers` (what is
- * registered in the store), `wait` (until no notification is pending and
- * nothing could create one), `failures` (parked notifications, and --retry). */
+ * registered in the store) and `failures` (parked notifications, and
+ * --retry); `wait` is verb_wait.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "notify/worker.h"
 
-enum { OPT_JSON = 'j', OPT_TIMEOUT_S = 0x300, OPT_RETRY };
+enum { OPT_JSON = 'j', OPT_RETRY = 0x300 };
 
 /* ---- observers --------------------------------------------------------------- */
 
@@ -73,55 +73,6 @@ const cli_verb_t cli_verb_observers = {
              "strongly observed column so that their commit writes the notification.\n",
     .options = "  --json              one JSON object per observer\n",
     .example = "percolator --config cluster.json observers\n",
-};
-
-/* ---- wait ---------------------------------------------------------------------- */
-
-static int run_wait(cli_ctx_t *ctx, int argc, char **argv) {
-  static const struct option opts[] = {{"timeout-s", required_argument, NULL, OPT_TIMEOUT_S},
-                                       {0, 0, 0, 0}};
-  uint32_t wait_ms = UINT32_MAX; /* no bound */
-  int c, code;
-  while ((c = cli_getopt(ctx, argc, argv, "", opts, &code)) != -1) {
-    if (c == CLI_GETOPT_EXIT) return code;
-    if (c == OPT_TIMEOUT_S) {
-      uint64_t ms;
-      if (cli_parse_duration(optarg, "s", 86400000u, &ms) != 0)
-        return cli_usage_error(ctx, "--timeout-s: expected seconds up to 86400 (or a duration "
-                               "such as 90s, 2m), got '%s'", optarg);
-      wait_ms = (uint32_t)ms;
-    }
-  }
-  if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
-  pc_db_t *db = cli_open_db(ctx, 0);
-  if (!db) return CLI_EXIT_ERROR;
-  pc_error_t err;
-  pc_status_t st = pc_notify_wait(db, wait_ms, &err);
-  pc_db_close(db);
-  if (st == PC_TIMEOUT) {
-    cli_pc_error(ctx, &err);
-    return CLI_EXIT_TIMEOUT;
-  }
-  if (st != PC_OK) return cli_pc_error(ctx, &err);
-  return CLI_EXIT_OK;
-}
-
-const cli_verb_t cli_verb_wait = {
-    .name = "wait",
-    .summary = "wait until every notification has been processed",
-    .run = run_wait,
-    .args = "[--timeout-s S]",
-    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
-    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_TIMEOUT),
-    .about = "Returns once no notification is pending and no transaction that could\n"
-             "create one is in flight: a full scan of the notifications finds none, no\n"
-             "lock is held, and the oracle handed no timestamp to anyone else during the\n"
-             "scan (a check on the notifications alone would return while an observer\n"
-             "is still committing the change that notifies the next one). Parked\n"
-             "notifications ('percolator failures') do not count. Exits 0 then, or 5\n"
-             "when --timeout-s ran out first.\n",
-    .options = "  --timeout-s S       give up after S seconds, exit 5 (default: no bound)\n",
-    .example = "percolator --config cluster.json wait --timeout-s 60\n",
 };
 
 /* ---- failures ------------------------------------------------------------------ */
