@@ -12,6 +12,12 @@
 #   refused at    the daemons die between the prewrite and    exit 3, "unavailable"
 #   the commit    the commit (two-phase): the commit request  (never "unknown": nothing
 #                 never leaves the client                     was sent)
+# and the loader's inputs and limits (embedded):
+#   a tree with a FIFO and a socket   reported, counted "special", not opened; exit 0
+#   a JSON line above the bound      reported "line too long", skipped; exit 0
+#   Ctrl-C (SIGINT) during a load    stops cleanly, summary printed; exit 130
+# and --timeout against a daemon that stops answering (SIGSTOP): every verb's
+# request gives up at its bound (exit 3), a cluster scan included.
 # The cluster is one `percolator run` (oracle, lock service, one tablet) on
 # ephemeral ports of 127.0.0.1; every process is bounded in time and killed
 # by the trap.
@@ -60,6 +66,44 @@ expect_load "lost reply" 4 unknown \
 run_cli 10 --data emb get docs d/3 doc:contents
 [ "$OUT" = three ] || fail "the commit of unknown outcome had been applied: got '$OUT'"
 
+# special files inside a tree: reported and counted, never opened (a FIFO would block)
+mkdir -p tree/sub
+printf 'a document\n' >tree/sub/doc.txt
+mkfifo tree/fifo
+OUT=$(timeout -k 5 60 "$CLI" --data emb load --json tree 2>"$WORK/last.err")
+RC=$?
+[ "$RC" = 0 ] || fail "load of a tree with a FIFO exited $RC: $(cat last.err)"
+grep -q '"input":"tree/fifo","status":"skipped","reason":"special","error":"a FIFO, not a document"' <<<"$OUT" ||
+  fail "the FIFO in the tree was not reported: $OUT"
+[[ "$(tail -1 <<<"$OUT")" == '{"loaded":1,'*'"special":1}'* ]] || fail "summary of the tree: $OUT"
+pass "a FIFO inside a tree: reported, counted as special, skipped without being opened"
+
+# a JSON line longer than --max-bytes allows is skipped, the next line loads
+{
+  printf '{"url": "big/1", "contents": "'
+  head -c 100000 /dev/zero | tr '\0' x
+  printf '"}\n{"url": "big/2", "contents": "small"}\n'
+} >long.jsonl
+expect_load "a line too long" 0 ok -- --data emb load --json --max-bytes 100 long.jsonl
+grep -q 'long.jsonl:1: line too long' last.err || fail "the long line was not reported: $(cat last.err)"
+grep -q '"reason":"too_large"' <<<"$OUT" || fail "the long line is not counted too_large: $OUT"
+
+# SIGINT: the load stops, the transactions in flight finish, the summary is printed
+for i in $(seq 1 400); do printf '{"url": "slow/%d", "contents": "document %d"}\n' "$i" "$i"; done >slow.jsonl
+"$CLI" --data emb load --rate 40 --threads 2 slow.jsonl >int.out 2>int.err &
+LOADER=$!
+PIDS+=("$LOADER")
+for _ in $(seq 200); do grep -q 'documents done' int.err 2>/dev/null && break; sleep 0.1; done
+kill -INT "$LOADER"
+wait_exit "$LOADER" 30
+[ "$RC" = 130 ] || fail "load after SIGINT exited $RC, want 130: $(cat int.out int.err)"
+grep -qE '^interrupted: [0-9]+ queued documents not started$' int.out || fail "no interruption line: $(cat int.out)"
+N=$(sed -n 's/^loaded \([0-9]*\) documents.*/\1/p' int.out)
+[ -n "$N" ] && [ "$N" -gt 0 ] && [ "$N" -lt 400 ] || fail "the summary after SIGINT: $(cat int.out)"
+run_cli 30 --data emb scan docs --start slow/ --end slow0
+[ "$(grep -c . <<<"$OUT")" = "$N" ] || fail "the summary says $N loaded, the store holds $(grep -c . <<<"$OUT")"
+pass "SIGINT during a load: exit 130, and the summary's count is what the store holds"
+
 # ---- a cluster ----------------------------------------------------------------------
 
 start_cluster() {
@@ -78,7 +122,7 @@ JSON
     local one=true
     [ $mode = 2 ] && one=false
     cat >client$mode.json <<JSON
-{"store": {"one_phase_commit": $one, "lock_ttl_ms": 30000},
+{"store": {"one_phase_commit": $one, "lock_ttl_ms": 30000, "timeout_ms": 60000},
  "tso": {"listen": "$(endpoint ready.json tso)"},
  "lockservice": {"listen": "$(endpoint ready.json lockservice)"},
  "tablets": [{"name": "t1", "listen": "$(endpoint ready.json t1)"}]}
@@ -103,6 +147,21 @@ done
 expect_load "conflict" 3 conflict -- --config client1.json --timeout 2s load --json --threads 1 d1.jsonl
 kill "$LOCKER" 2>/dev/null
 wait "$LOCKER" 2>/dev/null
+
+# --timeout: every request of a verb gives up at its bound, against daemons that
+# stopped answering (SIGSTOP: the kernel still accepts their connections); the
+# configuration says 60 s, so a request that ignored --timeout would outlast
+# the 30 s this gives each verb
+kill -STOP "$RUN"
+for args in "scan docs" "scan --raw docs" "get docs d/1 doc:contents" "set docs d/9 doc:contents x" \
+  "status" "observers" "gc"; do
+  # shellcheck disable=SC2086
+  OUT=$(timeout -k 5 30 "$CLI" --config client1.json --timeout 1s $args 2>"$WORK/last.err")
+  RC=$?
+  [ "$RC" = 3 ] || { kill -CONT "$RUN"; fail "--timeout 1s $args against a stopped cluster: exit $RC, want 3: $(cat last.err)"; }
+done
+kill -CONT "$RUN"
+pass "--timeout bounds every request of scan, scan --raw, get, set, status, observers, gc"
 
 # refused: nobody listens on the tablet's port
 PORT=$(endpoint ready.json t1)
