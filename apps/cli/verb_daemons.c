@@ -141,7 +141,10 @@ const cli_verb_t cli_verb_tso = {
     .exits = CLI_EXITS_BASIC,
     .about = "Serves strictly increasing timestamps on the configuration's tso.listen\n"
              "endpoint and /health, /metrics on tso.http. The oracle's persisted bound\n"
-             "lives in tso.data_dir (default DATA_DIR/tso).\n" DAEMON_ABOUT,
+             "lives in tso.data_dir (default DATA_DIR/tso). With a \"zookeeper\" section,\n"
+             "any number of tso processes run: they elect one leader in ZooKeeper, where\n"
+             "the bound then lives, the others stand by, and clients follow the leader.\n"
+             DAEMON_ABOUT,
     .options = DAEMON_OPTIONS,
     .example = "percolator tso --config cluster.json\n",
 };
