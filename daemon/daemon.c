@@ -84,6 +84,9 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
   /* first what can fail for the user's reasons, before any server says it listens */
   if (spec.lock_dir && (d->dir_lock = lock_dir(spec.lock_dir, spec.lock_wait_ms, err)) < 0)
     st = err->code;
+  /* the serving file a worker before left names ports nobody serves yet:
+   * clients wait for this process's, written once it is ready */
+  if (st == PC_OK && spec.lock_dir && spec.serving_file) unlink(spec.serving_file);
   if (st == PC_OK && spec.workers) st = pc_daemon_workers_load(d, err);
   if (st == PC_OK) st = start_roles(d, &spec, err);
   if (st == PC_OK && spec.workers)

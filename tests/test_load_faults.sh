@@ -15,6 +15,7 @@
 # and the loader's inputs and limits (embedded):
 #   a tree with a FIFO and a socket   reported, counted "special", not opened; exit 0
 #   a JSON line above the bound      reported "line too long", skipped; exit 0
+#   an allocation that fails          an error (exit 3), nothing shortened written
 #   Ctrl-C (SIGINT) during a load    stops cleanly, summary printed; exit 130
 # and --timeout against a daemon that stops answering (SIGSTOP): every verb's
 # request gives up at its bound (exit 3), a cluster scan included.
@@ -22,8 +23,10 @@
 # ephemeral ports of 127.0.0.1; every process is bounded in time and killed
 # by the trap.
 set -u
-CLI=${1:?usage: test_load_faults.sh /path/to/percolator}
+CLI=${1:?usage: test_load_faults.sh /path/to/percolator [FAILMALLOC_SO]}
+FAILMALLOC=${2:-} # tests/failmalloc.c, in builds without sanitizers
 case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
+case "$FAILMALLOC" in /* | "") ;; *) FAILMALLOC="$PWD/$FAILMALLOC" ;; esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-loadfaults-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
 cli_start_cleanup
@@ -87,6 +90,24 @@ pass "a FIFO inside a tree: reported, counted as special, skipped without being 
 expect_load "a line too long" 0 ok -- --data emb load --json --max-bytes 100 long.jsonl
 grep -q 'long.jsonl:1: line too long' last.err || fail "the long line was not reported: $(cat last.err)"
 grep -q '"reason":"too_large"' <<<"$OUT" || fail "the long line is not counted too_large: $OUT"
+
+# memory that runs out while an input is read: an error, never a shorter document
+if [ -n "$FAILMALLOC" ]; then
+  head -c 500000 /dev/zero | tr '\0' y >big.txt
+  { printf '{"url": "big/3", "contents": "'; head -c 300000 /dev/zero | tr '\0' z; printf '"}\n'; } >big.jsonl
+  for input in big.txt:400000-600000 big.jsonl:200000-600000; do
+    OUT=$(FAILMALLOC_BETWEEN=${input#*:} LD_PRELOAD=$FAILMALLOC timeout -k 5 60 "$CLI" --data emb \
+      load --max-bytes 8388608 "${input%%:*}" 2>"$WORK/last.err")
+    RC=$?
+    [ "$RC" = 3 ] && grep -q 'out of memory reading' last.err ||
+      fail "load of ${input%%:*} with its buffer's allocation failing: exit $RC, $(cat last.err)"
+  done
+  run_cli 10 --data emb get docs big.txt doc:contents
+  [ "$RC" = 1 ] || fail "a document whose buffer could not be allocated was written (exit $RC)"
+  run_cli 10 --data emb get docs big/3 doc:contents
+  [ "$RC" = 1 ] || fail "a JSON line whose buffer could not be allocated was written (exit $RC)"
+  pass "an allocation that fails while an input is read: exit 3, nothing of it written"
+fi
 
 # SIGINT: the load stops, the transactions in flight finish, the summary is printed
 for i in $(seq 1 400); do printf '{"url": "slow/%d", "contents": "document %d"}\n' "$i" "$i"; done >slow.jsonl

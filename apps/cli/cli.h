@@ -26,9 +26,10 @@
 
 /* ---- exit codes ----------------------------------------------------------
  *
- * One set for every verb; cli_exit_codes (main.c) describes each, and
- * 'percolator --help', each verb's help ("Exit status:") and the README's
- * table are made from it (tests/test_readme.sh compares the README's). */
+ * One set for every verb; main.c's table describes each, and 'percolator
+ * --help', 'percolator help exit-codes' and each verb's help ("Exit
+ * status:") are made from it; tests/test_readme.sh compares the README's
+ * table with it. */
 
 #define CLI_EXIT_OK 0          /* success */
 #define CLI_EXIT_NOT_FOUND 1   /* nothing found: get, doc, search, load --delete; check's differences */
@@ -43,15 +44,6 @@
 #define CLI_EXIT_BIT(c) (1u << ((c) == CLI_EXIT_INTERRUPTED ? 7 : (c)))
 /* What every verb may return: ok, usage error, error. */
 #define CLI_EXITS_BASIC (CLI_EXIT_BIT(0) | CLI_EXIT_BIT(2) | CLI_EXIT_BIT(3))
-
-typedef struct cli_exit_code {
-  int code;
-  const char *name;    /* short, for help lines: "not found" */
-  const char *meaning; /* one sentence, for the full table */
-} cli_exit_code_t;
-
-/* The exit codes, in increasing order; *n receives the count. */
-const cli_exit_code_t *cli_exit_codes(size_t *n);
 
 #define CLI_DEFAULT_DATA_DIR "./percolator-data"
 

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,12 @@ static const cli_verb_t *const verbs[] = {
 };
 #define NVERBS (sizeof verbs / sizeof verbs[0])
 
+typedef struct cli_exit_code {
+  int code;
+  const char *name;    /* short, for help lines: "not found" */
+  const char *meaning; /* one sentence, for the full table */
+} cli_exit_code_t;
+
 static const cli_exit_code_t exit_codes[] = {
     {CLI_EXIT_OK, "ok", "success"},
     {CLI_EXIT_NOT_FOUND, "not found",
@@ -62,11 +69,6 @@ static const cli_exit_code_t exit_codes[] = {
     {CLI_EXIT_INTERRUPTED, "interrupted",
      "SIGINT (Ctrl-C); load stops cleanly and prints what it wrote"},
 };
-
-const cli_exit_code_t *cli_exit_codes(size_t *n) {
-  *n = sizeof exit_codes / sizeof exit_codes[0];
-  return exit_codes;
-}
 
 /* Long-only options: values outside the range of short option characters. */
 enum { OPT_DATA = 0x100, OPT_TIMEOUT, OPT_CONFIG };
@@ -278,6 +280,18 @@ static pc_db_t *open_direct(const cli_ctx_t *ctx, int create, pc_error_t *err) {
   return db;
 }
 
+/* Whether DIR/serving.json was written by the worker that holds DIR now: it
+ * is written after the holder wrote DIR/LOCK, while the one a worker before
+ * left is older. */
+static int serving_current(const char *dir, const char *path) {
+  char lock[4200];
+  snprintf(lock, sizeof lock, "%s/LOCK", dir);
+  struct stat s, l;
+  if (stat(path, &s) != 0 || stat(lock, &l) != 0) return 0;
+  return s.st_mtim.tv_sec > l.st_mtim.tv_sec ||
+         (s.st_mtim.tv_sec == l.st_mtim.tv_sec && s.st_mtim.tv_nsec >= l.st_mtim.tv_nsec);
+}
+
 /* A data directory held by another process: through the serving.json of a
  * worker serving it; while the holder is a worker still starting, waits for
  * that file (bounded by the timeout). NULL with *err untouched when the
@@ -288,7 +302,7 @@ static pc_db_t *open_served(const cli_ctx_t *ctx, const char *dir, pc_error_t *e
   uint64_t deadline = pc_now_mono_ms() + (ctx->timeout_ms ? ctx->timeout_ms : 10000);
   int said = 0;
   for (;;) {
-    if (access(path, R_OK) == 0) {
+    if (serving_current(dir, path)) {
       pc_error_t e;
       pc_db_t *db = pc_db_open_config_timeout(path, 0, ctx->timeout_ms, &e);
       if (db) return db;
