@@ -10,6 +10,8 @@
 #     as the body of main() and run, and must say nothing on stderr;
 #   - the table marked <!-- readme-test: exit-codes --> must be what
 #     `percolator help exit-codes` prints;
+#   - every ```json example of docs/CONFIG.md is a valid configuration (as
+#     `percolator doctor` reads it);
 #   - blocks marked <!-- readme-test: skip (why) --> are not run (they install
 #     packages or run this suite); other ``` blocks show output, not commands;
 #   - then the observers walkthrough (the block that builds normalize_count.so,
@@ -151,6 +153,24 @@ grep -qE 'Sanitizer|runtime error:' readme.err && fail "a sanitizer report: $(ca
 grep -qx 'hello world' <<<"$OUT" || fail "the observers example did not print \"hello world\": $OUT"
 grep -qx '10' <<<"$OUT" || fail "the command-line example's get did not print 10"
 pass "the README's $NSH shell blocks, its C example and its configuration ran as written"
+
+# ---- docs/CONFIG.md: every example configuration is valid ----------------------------
+
+awk -v dir=blocks '
+  /^```json$/ { inblock = 1; n++; file = dir "/config-" n ".json"; printf "" > file; next }
+  /^```$/ && inblock { inblock = 0; close(file); next }
+  inblock { print > file }
+' "$SRC/docs/CONFIG.md"
+NCONF=0
+for f in blocks/config-*.json; do
+  [ -e "$f" ] || continue
+  NCONF=$((NCONF + 1))
+  timeout -k 5 60 percolator --config "$f" --timeout 1s doctor >"$f.out" 2>&1 </dev/null
+  grep -q "^ok       configuration: $f is valid" "$f.out" ||
+    fail "docs/CONFIG.md's example $f is not a valid configuration: $(cat "$f.out")"
+done
+[ "$NCONF" -ge 3 ] || fail "only $NCONF configuration examples found in docs/CONFIG.md"
+pass "the $NCONF example configurations of docs/CONFIG.md are valid"
 
 # ---- the observers walkthrough, again and again --------------------------------------
 
