@@ -194,9 +194,10 @@ static int run_wait(cli_ctx_t *ctx, int argc, char **argv) {
           fclose(m);
         }
       }
-      return finish(&w, "timed_out", CLI_EXIT_TIMEOUT, "still busy after %.0f s%s%s%s",
-                    seconds_since(w.t0), what[0] ? ": " : "", what,
-                    what[0] ? "" : err.text[0] ? err.text : "");
+      const char *detail = what[0] ? what : err.text;
+      if (strncmp(detail, "wait: ", 6) == 0) detail += 6;
+      return finish(&w, "timed_out", CLI_EXIT_TIMEOUT, "still busy after %.0f s%s%s",
+                    seconds_since(w.t0), detail[0] ? ": " : "", detail);
     }
     show_progress(&w);
     if (held) pc_sleep_ms(ROUND_MS); /* let a worker take the directory */
