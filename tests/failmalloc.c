@@ -4,7 +4,9 @@
  * to make the loader's buffers for one large input fail and check that the
  * load stops with an error rather than loading a shortened document. (Not
  * built with the sanitizers, whose runtime must come first.) */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <stdlib.h>
 
