@@ -1,5 +1,5 @@
-/* db.c — opening and closing an embedded database: the data directory and its
- * FORMAT marker, the LevelDB store, the persisted timestamp oracle, and this
+/* db.c — opening and closing an embedded database: the data directory, its
+ * FORMAT marker and its lock, the LevelDB store, the persisted timestamp oracle, and this
  * process's liveness session; plus the options object and the raw view. */
 #include "core/db.h"
 
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -129,6 +130,71 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
   return wst;
 }
 
+/* ---- the data directory's lock ------------------------------------------------
+ *
+ * One lock, DIR/LOCK, taken first by whoever opens the directory (the
+ * embedded database, a worker serving it), so that the store's and the
+ * oracle's own locks inside are never contended, whatever order their
+ * owners open them in. The file holds "PID ROLE", so that a process
+ * finding it held can say who holds it and whether to wait (a starting
+ * worker) or not. */
+
+int pc_data_dir_lock(const char *dir, const char *role, pc_error_t *err) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/LOCK", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    pc_error_set(err, PC_IO_ERROR, "data directory '%s': cannot open its LOCK file: %s", dir,
+                 strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    if (e != EWOULDBLOCK && e != EAGAIN) {
+      pc_error_set(err, PC_IO_ERROR, "data directory '%s': cannot lock it: %s", dir, strerror(e));
+      return -1;
+    }
+    long pid = 0;
+    char who[32] = "";
+    if (pc_data_dir_holder(dir, &pid, who, sizeof who) == 0 && pid > 0)
+      pc_error_set(err, PC_BUSY, "data directory '%s' is in use by another process (%s %ld)",
+                   dir, who[0] ? who : "process", pid);
+    else
+      pc_error_set(err, PC_BUSY, "data directory '%s' is in use by another process", dir);
+    return -1;
+  }
+  char line[64];
+  int n = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), role);
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+    /* the lock stands; only the holder's description is missing */
+  }
+  return fd;
+}
+
+void pc_data_dir_unlock(int fd) {
+  if (fd < 0) return;
+  if (ftruncate(fd, 0) != 0) {
+    /* a stale description names a process that is gone: harmless */
+  }
+  close(fd); /* releases the flock */
+}
+
+int pc_data_dir_holder(const char *dir, long *pid, char *role, size_t cap) {
+  char path[4200], line[64] = {0};
+  snprintf(path, sizeof path, "%s/LOCK", dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, line, sizeof line - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  line[n] = '\0';
+  char r[32] = "";
+  if (sscanf(line, "%ld %31s", pid, r) < 1) return -1;
+  if (cap) snprintf(role, cap, "%s", r);
+  return 0;
+}
+
 /* ---- open transactions ----------------------------------------------------
  *
  * Every transaction is linked here from begin to destroy. Its entry holds
@@ -143,6 +209,7 @@ pc_db_t *pc_db_alloc(const pc_options_t *opts) {
   pc_db_t *db = calloc(1, sizeof *db);
   if (!db) return NULL;
   db->opts = *opts;
+  db->dir_lock = -1;
   pthread_mutex_init(&db->open_mu, NULL);
   db->open.prev = db->open.next = &db->open;
   pthread_mutex_init(&db->bg_mu, NULL);
@@ -250,6 +317,10 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
+  if ((db->dir_lock = pc_data_dir_lock(dir, "client", err)) < 0) {
+    pc_db_close(db);
+    return NULL;
+  }
   char path[4200];
   snprintf(path, sizeof path, "%s/store", dir);
   pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes,
@@ -293,6 +364,7 @@ void pc_db_close(pc_db_t *db) {
   if (db->oracle) pc_oracle_close(db->oracle);
   if (db->store) db->store->ops->close(db->store);
   if (db->notify_ls) db->notify_ls_destroy(db->notify_ls);
+  pc_data_dir_unlock(db->dir_lock);
   db_destroy_lists(db);
   free(db->dir);
   free(db);

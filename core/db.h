@@ -51,6 +51,7 @@ typedef struct pc_open_txn {
 
 struct pc_db {
   char *dir;                 /* embedded: the data directory; cluster: NULL */
+  int dir_lock;              /* embedded: the descriptor holding DIR/LOCK; else -1 */
   pc_options_t opts;
   pc_store_t *store;
   pc_oracle_t *oracle;       /* embedded oracle, or NULL with a remote one */
@@ -243,6 +244,17 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
  * error naming it. */
 pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_error_t *err);
 
+/* Takes the data directory's one lock, DIR/LOCK (flock), before anything
+ * inside it is opened, and writes "PID ROLE" there. Returns the descriptor
+ * holding it, or -1 with PC_BUSY naming the holder ("worker 1234") when
+ * another process (or another open of this one) holds it. */
+int pc_data_dir_lock(const char *dir, const char *role, pc_error_t *err);
+/* Releases a lock of pc_data_dir_lock (fd < 0: nothing). */
+void pc_data_dir_unlock(int fd);
+/* The pid and role that DIR/LOCK names: 0, or -1 when it names none. Only
+ * meaningful while the lock is held (pc_data_dir_lock failed with PC_BUSY). */
+int pc_data_dir_holder(const char *dir, long *pid, char *role, size_t cap);
+
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 
@@ -250,5 +262,11 @@ pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t 
  * missing or empty and create is set (`percolator --config FILE init`);
  * pc_db_open_config itself refuses such a directory (tablet/db_cluster.c). */
 pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_t *err);
+
+/* The same with timeout_ms (when not 0) in place of the file's
+ * store.timeout_ms: the bound of every call of the database, the requests to
+ * tablets included (`percolator --timeout`). */
+pc_db_t *pc_db_open_config_timeout(const char *config_path, int create, uint32_t timeout_ms,
+                                   pc_error_t *err);
 
 #endif

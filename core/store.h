@@ -128,7 +128,9 @@ typedef struct pc_store_ops {
    * pc_mutation_t). A cell whose commit record already exists is accepted;
    * a cell with a rollback record or with neither lock nor record is
    * PC_ABORTED (nothing applied) — which is also what a committed NOTIFY
-   * lock that is not its primary leaves behind. */
+   * lock that is not its primary leaves behind. PC_UNAVAILABLE: the
+   * request never reached the store (nothing applied); other failures may
+   * have been applied. */
   pc_status_t (*commit)(pc_store_t *s, const pc_cell_t *cells, size_t n, uint64_t start_ts,
                         uint64_t commit_ts, pc_error_t *err);
 
@@ -160,7 +162,8 @@ typedef struct pc_store_ops {
    * muts[0] is the primary (a NOTIFY primary leaves a record of kind
    * NOTIFY, so that check_txn can tell the commit happened). clear (NULL:
    * none) names notifications to delete in the same batch, see
-   * pc_notify_clear_t. */
+   * pc_notify_clear_t. As commit, PC_UNAVAILABLE only when the request never
+   * reached the store. */
   pc_status_t (*commit_one_phase)(pc_store_t *s, const pc_mutation_t *muts, size_t n,
                                   uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
                                   pc_notify_clear_t *clear, uint64_t *commit_ts,

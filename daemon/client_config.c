@@ -3,9 +3,13 @@
  * data directory with, and the client configuration of the roles this
  * process runs, with the ports they bound, from which its collector and
  * workers open their clients (in memory) and which a serving worker writes
- * to DIR/serving.json for other processes. */
+ * to DIR/serving.json for other processes (and reads again when it starts:
+ * the same ports, when they are free, let the clients of the worker before
+ * reconnect). */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,34 @@ pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_
   return PC_OK;
 }
 
+/* Whether 127.0.0.1:port can be listened on now (as the servers bind it). */
+static int port_free(long port) {
+  if (port <= 0 || port > 65535) return 0;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((uint16_t)port);
+  int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+/* "127.0.0.1:PORT" of the listen endpoint at o in the previous serving.json
+ * when that port is free now, else "127.0.0.1:0". */
+static json_t *serving_endpoint(json_t *o) {
+  const char *ep = json_string_value(json_object_get(o, "listen"));
+  const char *colon = ep ? strrchr(ep, ':') : NULL;
+  long port = colon && strncmp(ep, "127.0.0.1:", 10) == 0 ? strtol(colon + 1, NULL, 10) : 0;
+  char buf[32];
+  snprintf(buf, sizeof buf, "127.0.0.1:%ld", port_free(port) ? port : 0L);
+  return json_string(buf);
+}
+
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
                                      pc_daemon_config_t *out, pc_error_t *err) {
   memset(out, 0, sizeof *out);
@@ -34,12 +66,19 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
     return path ? pc_error_set(err, PC_INVALID, "%s: %s", path, je.text)
                 : pc_error_set(err, PC_NOMEM, "out of memory");
   }
+  /* the ports of the worker before, so that its clients reconnect to this one */
+  char prev_path[4200];
+  snprintf(prev_path, sizeof prev_path, "%s/serving.json", data_dir);
+  json_t *prev = json_load_file(prev_path, 0, &je); /* NULL: none, or unreadable */
   json_t *tso = json_object(), *ls = json_object(), *t = json_object(), *ts = json_array();
-  json_object_set_new(tso, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(tso, "listen", serving_endpoint(json_object_get(prev, "tso")));
   json_object_set_new(tso, "data_dir", json_string(data_dir));
-  json_object_set_new(ls, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(ls, "listen", serving_endpoint(json_object_get(prev, "lockservice")));
   json_object_set_new(t, "name", json_string("local"));
-  json_object_set_new(t, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(
+      t, "listen",
+      serving_endpoint(json_array_get(json_object_get(prev, "tablets"), 0)));
+  json_decref(prev);
   json_object_set_new(t, "data_dir", json_string(data_dir));
   json_array_append_new(ts, t);
   json_object_set_new(root, "data_dir", json_string(data_dir));

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/db.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
@@ -49,6 +50,25 @@ static pc_status_t start_roles(pc_daemon_t *d, const pc_daemon_spec_t *spec, pc_
   return st;
 }
 
+/* Takes dir's lock as a worker; while a client (a short-lived verb) holds
+ * it, tries again until wait_ms have passed. */
+static int lock_dir(const char *dir, uint32_t wait_ms, pc_error_t *err) {
+  uint64_t deadline = pc_now_mono_ms() + wait_ms;
+  int said = 0;
+  for (;;) {
+    int fd = pc_data_dir_lock(dir, "worker", err);
+    if (fd >= 0 || err->code != PC_BUSY) return fd;
+    long pid = 0;
+    char role[32] = "";
+    if (pc_data_dir_holder(dir, &pid, role, sizeof role) == 0 && strcmp(role, "worker") == 0)
+      return -1; /* another worker serves it: not ours to wait for */
+    if (pc_now_mono_ms() >= deadline) return -1;
+    if (!said++)
+      pc_log(PC_LOG_INFO, "waiting for process %ld to release data directory '%s'", pid, dir);
+    pc_sleep_ms(20);
+  }
+}
+
 pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t *spec_in,
                              pc_error_t *err) {
   pc_error_clear(err);
@@ -61,17 +81,28 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
   }
   d->c = c;
   d->cfg = c->cfg;
-  pc_status_t st = start_roles(d, &spec, err);
+  d->dir_lock = -1;
+  d->lock_dir = spec.lock_dir;
+  pc_status_t st = PC_OK;
+  /* first what can fail for the user's reasons, before any server says it listens */
+  if (spec.lock_dir && (d->dir_lock = lock_dir(spec.lock_dir, spec.lock_wait_ms, err)) < 0)
+    st = err->code;
+  /* the serving file a worker before left names ports nobody serves yet:
+   * clients wait for this process's, written once it is ready */
+  if (st == PC_OK && spec.lock_dir && spec.serving_file) unlink(spec.serving_file);
+  if (st == PC_OK && spec.workers) st = pc_daemon_workers_load(d, err);
+  if (st == PC_OK) st = start_roles(d, &spec, err);
+  if (st == PC_OK && spec.workers)
+    st = pc_daemon_workers_start(d, spec.workers_cluster, spec.workers_timeout_ms, err);
+  /* served only once the observers are registered: a client that reaches the
+   * store through this file never writes before them */
   if (st == PC_OK && spec.serving_file) {
     char *text = pc_daemon_client_text(d, err);
     st = text ? pc_daemon_write_file(spec.serving_file, text, err) : err->code;
     free(text);
-    if (st == PC_OK && !(d->serving_file = strdup(spec.serving_file))) {
-      unlink(spec.serving_file);
+    if (st == PC_OK && !(d->serving_file = strdup(spec.serving_file)))
       st = pc_error_set(err, PC_NOMEM, "out of memory");
-    }
   }
-  if (st == PC_OK && spec.workers) st = pc_daemon_workers_start(d, spec.workers_cluster, err);
   if (st != PC_OK) {
     pc_daemon_stop(d);
     return NULL;
@@ -98,6 +129,15 @@ pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, p
       json_object_set_new(root, r->kind == ROLE_TSO ? "tso" : "lockservice", o);
   }
   json_object_set_new(root, "tablets", tablets);
+  if (d->has_workers) {
+    json_t *w = json_object();
+    if (d->w.http) {
+      char ep[64];
+      snprintf(ep, sizeof ep, "127.0.0.1:%u", (unsigned)pc_http_port(d->w.http));
+      json_object_set_new(w, "http", json_string(ep));
+    }
+    json_object_set_new(root, "workers", w);
+  }
   json_object_set_new(root, "pid", json_integer(getpid()));
   char *text = json_dumps(root, JSON_SORT_KEYS);
   json_decref(root);
@@ -130,12 +170,12 @@ void pc_daemon_stop(pc_daemon_t *d) {
   uint64_t t1 = pc_now_mono_ms();
   stage(d, "stopping the workers (their observer transactions finish)");
   if (d->has_workers) pc_daemon_workers_stop(d); /* in-process clients of the roles below */
-  if (d->serving_file) unlink(d->serving_file);
   free(d->serving_file);
   uint64_t t2 = pc_now_mono_ms();
   stage(d, "draining the servers' requests in flight and closing the stores");
   size_t roles = d->nroles;
   pc_daemon_stop_roles(d);
+  pc_data_dir_unlock(d->dir_lock); /* last: the store and the oracle are closed */
   uint64_t t3 = pc_now_mono_ms();
   if (roles || d->has_workers)
     pc_log(PC_LOG_INFO, "stopped in %llu ms (collector %llu ms, workers %llu ms, servers and "

@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <percolator/percolator.h>
 
@@ -39,10 +40,11 @@ pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_
 
 /* The configuration a `worker` serves an embedded data directory with: the
  * file at path (NULL: the defaults), with an oracle, a lock service and one
- * tablet of every row on ephemeral ports of 127.0.0.1, whose directories
- * are data_dir itself (its LevelDB is data_dir/store and its oracle
- * data_dir/oracle, as the embedded store keeps them). Release with
- * pc_daemon_config_free. */
+ * tablet of every row on 127.0.0.1, whose directories are data_dir itself
+ * (its LevelDB is data_dir/store and its oracle data_dir/oracle, as the
+ * embedded store keeps them). Their ports are those of data_dir/serving.json
+ * (the worker that served data_dir before) when they are free, else
+ * ephemeral. Release with pc_daemon_config_free. */
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
                                      pc_daemon_config_t *out, pc_error_t *err);
 
@@ -63,11 +65,23 @@ typedef struct pc_daemon_spec {
   /* the configuration file of the cluster the workers are clients of; NULL:
    * the roles of this process */
   const char *workers_cluster;
+  /* when not 0, the bound of every call of the workers' client of that
+   * cluster, in place of its store.timeout_ms (`percolator --timeout`) */
+  uint32_t workers_timeout_ms;
   /* when set, the client configuration of this process's roles is written
-   * there (mode 0600, atomically) once they listen, and removed by
-   * pc_daemon_stop: how other processes reach an embedded store a worker
-   * serves */
+   * there (mode 0600, atomically) once they listen and the workers have
+   * registered their observers: how other processes reach an embedded store
+   * a worker serves. It stays after pc_daemon_stop (it is read only while
+   * the directory's lock is held by a worker), so that a worker started
+   * again takes the same ports and the clients of the one before reconnect
+   * (pc_daemon_config_serving). */
   const char *serving_file;
+  /* when set, the data directory whose one lock (DIR/LOCK, core/db.h) this
+   * process takes as "worker" before anything else and holds until it
+   * stops; a short-lived client holding it is waited for, up to
+   * lock_wait_ms; another worker holding it is an error at once */
+  const char *lock_dir;
+  uint32_t lock_wait_ms;
 } pc_daemon_spec_t;
 
 typedef struct pc_daemon pc_daemon_t;
@@ -79,7 +93,9 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
                              pc_error_t *err);
 
 /* Writes the bound endpoints as JSON to path ({"tso": {"listen", "http"},
- * "lockservice": ..., "tablets": {NAME: ...}, "pid"}), atomically. */
+ * "lockservice": ..., "tablets": {NAME: ...}, "workers": {"http"} when
+ * workers run, "pid"}), atomically. Written once everything started: the
+ * servers listen and the workers have registered their observers. */
 pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, pc_error_t *err);
 
 /* The number of server roles running, and whether workers run. */

@@ -34,6 +34,7 @@ typedef struct role {
   pc_tso_node_t *node;   /* ROLE_TSO elected in ZooKeeper ("zookeeper" configured) */
   pc_ls_t *ls;           /* ROLE_LOCKD */
   pc_tablet_t *tablet;   /* ROLE_TABLET */
+  int dir_lock;          /* ROLE_TABLET: its data directory's lock (core/db.h), or -1 */
 } role_t;
 
 /* Where tablets get commit timestamps for one-phase commits. */
@@ -83,7 +84,9 @@ struct pc_daemon {
   gc_loop_t gc;
   workers_t w;
   int has_workers;
-  char *serving_file; /* written while running; removed at stop */
+  char *serving_file; /* written once started */
+  const char *lock_dir; /* spec.lock_dir: locked by the process, not by its tablet */
+  int dir_lock;       /* the descriptor holding spec.lock_dir's lock, or -1 */
 };
 
 /* roles.c */
@@ -110,9 +113,13 @@ pc_status_t pc_daemon_write_file(const char *path, const char *text, pc_error_t 
 void pc_daemon_gc_start(pc_daemon_t *d);
 void pc_daemon_gc_stop(pc_daemon_t *d);
 
-/* workers.c: loads the configured plugins and starts the observers against
- * cluster_path's database, or this process's roles when it is NULL. */
-pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc_error_t *err);
+/* workers.c: loads the configured plugins (before any server starts, so
+ * that a plugin at fault is the first thing said), then starts the
+ * observers against cluster_path's database, or this process's roles when
+ * it is NULL. */
+pc_status_t pc_daemon_workers_load(pc_daemon_t *d, pc_error_t *err);
+pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
+                                    uint32_t timeout_ms, pc_error_t *err);
 void pc_daemon_workers_stop(pc_daemon_t *d);
 
 #endif

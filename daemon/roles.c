@@ -116,16 +116,12 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
     pc_error_prefix(err, "%s", r->name);
     return err->code;
   }
-  pc_log(PC_LOG_INFO, "%s: serving on %s:%u", r->name, listen->host,
-         (unsigned)pc_rpc_server_port(r->rpc));
-  if (http->set) {
+  if (http->set) { /* rpc.c and http.c say where they listen */
     r->http = pc_http_start(http->host, http->port, role_health, role_metrics, r, err);
     if (!r->http) {
       pc_error_prefix(err, "%s: http", r->name);
       return err->code;
     }
-    pc_log(PC_LOG_INFO, "%s: /health and /metrics on %s:%u", r->name, http->host,
-           (unsigned)pc_http_port(r->http));
   }
   return PC_OK;
 }
@@ -138,6 +134,7 @@ static role_t *new_role(pc_daemon_t *d, role_kind_t kind, const char *name, pc_e
   role_t *r = &d->roles[d->nroles++];
   memset(r, 0, sizeof *r);
   r->kind = kind;
+  r->dir_lock = -1;
   snprintf(r->name, sizeof r->name, "%s%s%s", kind_names[kind], name ? " " : "", name ? name : "");
   return r;
 }
@@ -232,6 +229,10 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
   pc_store_t *store = NULL;
   int fresh;
   if (st == PC_OK) st = pc_data_dir_prepare(dir, 1, &fresh, err);
+  /* one lock per data directory, taken before the store's own */
+  if (st == PC_OK && !(d->lock_dir && strcmp(d->lock_dir, dir) == 0) &&
+      (r->dir_lock = pc_data_dir_lock(dir, "tablet", err)) < 0)
+    st = err->code;
   if (st == PC_OK) {
     char path[4200];
     snprintf(path, sizeof path, "%s/store", dir);
@@ -272,6 +273,11 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
   }
   if (!cfg->tso.set || !cfg->tso.listen.set)
     return pc_error_set(err, PC_INVALID, "%s: tablets need a \"tso\" section", cfg->source);
+  if (cfg->tso.listen.port == 0)
+    return pc_error_set(err, PC_INVALID,
+                        "%s: tso.listen %s:0: tablets take timestamps from the oracle at that "
+                        "port, and port 0 is only for the process that runs the oracle",
+                        cfg->source, cfg->tso.listen.host);
   d->ts.remote =
       pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
   if (!d->ts.remote) return err->code;
@@ -287,12 +293,12 @@ void pc_daemon_stop_roles(pc_daemon_t *d) {
     role_t *r = &d->roles[i];
     if (r->http) pc_http_stop(r->http);
     if (r->rpc) pc_rpc_server_stop(r->rpc);
-    if (r->rpc) pc_log(PC_LOG_INFO, "%s: stopped", r->name);
   }
   for (size_t i = 0; i < d->nroles; i++) {
     role_t *r = &d->roles[i];
     if (r->tablet) pc_tablet_destroy(r->tablet); /* closes its LevelDB */
     if (r->ls) pc_ls_destroy(r->ls);
+    pc_data_dir_unlock(r->dir_lock);
   }
   if (d->ts.batcher) pc_ts_batcher_destroy(d->ts.batcher);
   if (d->ts.remote) pc_rpc_client_destroy(d->ts.remote);

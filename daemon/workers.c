@@ -67,39 +67,19 @@ static void worker_metrics(void *ctx, pc_buf_t *out) {
        offsetof(pc_observer_stats_t, parked)},
   };
   for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
-    char line[256];
-    int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s counter\n", fam[f].name,
-                     fam[f].help, fam[f].name);
-    pc_buf_append(out, line, (size_t)n);
+    pc_metric_family(out, fam[f].name, "counter", fam[f].help);
     for (size_t i = 0; i < s.nobservers; i++) {
       const pc_observer_stats_t *o = &s.observers[i];
       uint64_t v;
       memcpy(&v, (const char *)o + fam[f].off, sizeof v);
-      n = snprintf(line, sizeof line, "%s{observer=\"%s\"} %llu\n", fam[f].name, o->name,
-                   (unsigned long long)v);
-      pc_buf_append(out, line, (size_t)n);
+      pc_metric_sample(out, fam[f].name, "observer", o->name, v);
     }
   }
-  static const char *const le[] = {"1", "2", "5", "10", "20", "50", "100", "200", "500",
-                                   "1000", "2000", "5000", "+Inf"};
-  static const char head[] =
-      "# HELP percolator_notification_latency_ms From a change's commit to its observer's "
-      "commit\n# TYPE percolator_notification_latency_ms histogram\n";
-  pc_buf_append(out, head, sizeof head - 1);
-  uint64_t cum = 0;
-  for (size_t i = 0; i < 13; i++) {
-    char line[160];
-    cum += s.latency_le[i];
-    int n = snprintf(line, sizeof line, "percolator_notification_latency_ms_bucket{le=\"%s\"} %llu\n",
-                     le[i], (unsigned long long)cum);
-    pc_buf_append(out, line, (size_t)n);
-  }
-  char line[160];
-  int n = snprintf(line, sizeof line,
-                   "percolator_notification_latency_ms_sum %.3f\n"
-                   "percolator_notification_latency_ms_count %llu\n",
-                   s.latency_sum_ms, (unsigned long long)s.latency_count);
-  pc_buf_append(out, line, (size_t)n);
+  /* latency_le is cumulative already (notify/worker.h); its 13th is +Inf */
+  static const double bounds[12] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
+  pc_metric_histogram(out, "percolator_notification_latency_ms",
+                      "From a change's commit to its observer's commit", bounds, s.latency_le, 12,
+                      s.latency_sum_ms, s.latency_count);
   pc_free(s.observers);
 }
 
@@ -170,8 +150,9 @@ static void *report_main(void *arg) {
 }
 
 /* A client of the cluster at cluster_path, or of this process's roles. */
-static pc_db_t *open_client(pc_daemon_t *d, const char *cluster_path, pc_error_t *err) {
-  if (cluster_path) return pc_db_open_config(cluster_path, err);
+static pc_db_t *open_client(pc_daemon_t *d, const char *cluster_path, uint32_t timeout_ms,
+                            pc_error_t *err) {
+  if (cluster_path) return pc_db_open_config_timeout(cluster_path, 0, timeout_ms, err);
   pc_config_t *cfg = pc_daemon_client_config(d, err);
   if (!cfg) return NULL;
   pc_db_t *db = pc_db_open_parsed_config(cfg, 0, err);
@@ -179,16 +160,20 @@ static pc_db_t *open_client(pc_daemon_t *d, const char *cluster_path, pc_error_t
   return db;
 }
 
-pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc_error_t *err) {
-  const pc_config_t *cfg = d->cfg;
+pc_status_t pc_daemon_workers_load(pc_daemon_t *d, pc_error_t *err) {
   workers_t *w = &d->w;
   d->has_workers = 1;
   if (!(w->registry = pc_registry_create())) return pc_error_set(err, PC_NOMEM, "out of memory");
-  pc_status_t st = pc_plugins_load_config(w->registry, cfg, &w->plugins, &w->nplugins, err);
+  pc_status_t st = pc_plugins_load_config(w->registry, d->cfg, &w->plugins, &w->nplugins, err);
   if (st != PC_OK) return st;
-  if (pc_registry_count(w->registry) == 0)
-    pc_log(PC_LOG_WARN, "workers: no observer registered (workers.plugins lists none that does)");
-  if (!(w->db = open_client(d, cluster_path, err))) return err->code;
+  return PC_OK;
+}
+
+pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
+                                    uint32_t timeout_ms, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  workers_t *w = &d->w;
+  if (!(w->db = open_client(d, cluster_path, timeout_ms, err))) return err->code;
   pc_worker_options_t o;
   pc_worker_options_default(&o);
   o.threads = cfg->workers.threads;
@@ -216,8 +201,6 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc
       pc_error_prefix(err, "workers: http");
       return err->code;
     }
-    pc_log(PC_LOG_INFO, "workers: /health and /metrics on %s:%u", cfg->workers.http.host,
-           (unsigned)pc_http_port(w->http));
   }
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);

@@ -261,3 +261,57 @@ void pc_metric_gauge(pc_buf_t *out, const char *name, const char *help, double v
   pc_buf_append(out, name, strlen(name));
   pc_buf_append(out, line, (size_t)n);
 }
+
+void pc_metric_family(pc_buf_t *out, const char *name, const char *type, const char *help) {
+  append_help(out, name, help);
+  append_type(out, name, type);
+}
+
+/* Appends a label value with '\\', '"' and newlines escaped as the format requires. */
+static void append_label_value(pc_buf_t *out, const char *v) {
+  for (const char *p = v ? v : ""; *p; p++) {
+    if (*p == '\\')
+      pc_buf_append(out, "\\\\", 2);
+    else if (*p == '"')
+      pc_buf_append(out, "\\\"", 2);
+    else if (*p == '\n')
+      pc_buf_append(out, "\\n", 2);
+    else
+      pc_buf_append(out, p, 1);
+  }
+}
+
+void pc_metric_sample(pc_buf_t *out, const char *name, const char *label, const char *value,
+                      uint64_t v) {
+  pc_buf_append(out, name, strlen(name));
+  if (label) {
+    pc_buf_append(out, "{", 1);
+    pc_buf_append(out, label, strlen(label));
+    pc_buf_append(out, "=\"", 2);
+    append_label_value(out, value);
+    pc_buf_append(out, "\"}", 2);
+  }
+  char line[32];
+  int n = snprintf(line, sizeof line, " %llu\n", (unsigned long long)v);
+  pc_buf_append(out, line, (size_t)n);
+}
+
+void pc_metric_histogram(pc_buf_t *out, const char *name, const char *help,
+                         const double *bounds, const uint64_t *le, size_t n, double sum,
+                         uint64_t count) {
+  pc_metric_family(out, name, "histogram", help);
+  /* counters read one by one while observations land may disagree by a few:
+   * never print a bucket above a later one, nor +Inf apart from _count */
+  char line[160];
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (le[i] > v) v = le[i];
+    int k = snprintf(line, sizeof line, "%s_bucket{le=\"%.15g\"} %llu\n", name, bounds[i],
+                     (unsigned long long)v);
+    pc_buf_append(out, line, (size_t)k);
+  }
+  if (v > count) count = v;
+  int k = snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n",
+                   name, (unsigned long long)count, name, sum, name, (unsigned long long)count);
+  pc_buf_append(out, line, (size_t)k);
+}

@@ -29,4 +29,17 @@ void pc_http_stop(pc_http_t *h);
 void pc_metric_counter(pc_buf_t *out, const char *name, const char *help, uint64_t value);
 void pc_metric_gauge(pc_buf_t *out, const char *name, const char *help, double value);
 
+/* The "# HELP" and "# TYPE" lines of a family whose samples follow. */
+void pc_metric_family(pc_buf_t *out, const char *name, const char *type, const char *help);
+/* One sample "name{label=\"value\"} v" (label NULL: "name v"), the value
+ * escaped as the format requires (\\, \", \n). */
+void pc_metric_sample(pc_buf_t *out, const char *name, const char *label, const char *value,
+                      uint64_t v);
+/* A histogram: HELP, TYPE, a bucket per bound with le[i] = the observations
+ * <= bounds[i] (cumulative, as the format counts them), the "+Inf" bucket
+ * (= count), _sum and _count. */
+void pc_metric_histogram(pc_buf_t *out, const char *name, const char *help,
+                         const double *bounds, const uint64_t *le, size_t n, double sum,
+                         uint64_t count);
+
 #endif

@@ -408,10 +408,11 @@ static int local_abandoned(void *arg) {
 }
 
 /* pc_rpc_call's in-process path: the handler on this thread, within the
- * caller's deadline and timeout_ms. */
+ * caller's deadline and timeout_ms. *reached = 0 when the server had
+ * stopped, so that nothing ran. */
 static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint, uint8_t op,
                               const void *body, size_t len, uint32_t timeout_ms, pc_buf_t *reply,
-                              pc_error_t *err) {
+                              int *reached, pc_error_t *err) {
   int library_op = op < 0x10; /* answered here, as handle_frame answers them */
   pthread_mutex_lock(&e->mu);
   int serving = !e->stopped;
@@ -423,6 +424,7 @@ static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint,
     atomic_fetch_add(e->n_requests, 1);
   }
   pthread_mutex_unlock(&e->mu);
+  *reached = serving;
   if (!serving) return pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: it stopped", endpoint);
   if (library_op) {
     if (op != PC_RPC_OP_PING) return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
@@ -1786,6 +1788,14 @@ pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const cha
 
 pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
                         uint32_t timeout_ms, pc_buf_t *reply, pc_error_t *err) {
+  return pc_rpc_call_sent(c, op, body, len, timeout_ms, reply, NULL, err);
+}
+
+pc_status_t pc_rpc_call_sent(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                             uint32_t timeout_ms, pc_buf_t *reply, int *sent, pc_error_t *err) {
+  int sent_scratch;
+  if (!sent) sent = &sent_scratch;
+  *sent = 0;
   if (!c) return pc_error_set(err, PC_INVALID, "pc_rpc_call: no client");
   if (len && !body) return pc_error_set(err, PC_INVALID, "pc_rpc_call: body is NULL");
   if (op == 0 || op >= PC_RPC_OP_REPLY || op == PC_RPC_OP_HELLO)
@@ -1801,7 +1811,8 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
     if (gone)
       return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
     pc_status_t st =
-        local_call(c->local, c->local_cid, c->endpoint, op, body, len, timeout_ms, reply, err);
+        local_call(c->local, c->local_cid, c->endpoint, op, body, len, timeout_ms, reply, sent,
+                   err);
     pthread_mutex_lock(&c->mu);
     if (--c->callers == 0 && c->destroying) pthread_cond_broadcast(&c->idle_cv);
     pthread_mutex_unlock(&c->mu);
@@ -1877,6 +1888,7 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
                       op, timeout_ms);
   }
   unsigned char *unsent = k.frame; /* NULL when the evbuffer took it */
+  *sent = unsent == NULL;
   c->callers--;
   if (c->destroying && c->callers == 0) pthread_cond_broadcast(&c->idle_cv);
   pthread_mutex_unlock(&c->mu);

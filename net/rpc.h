@@ -155,6 +155,14 @@ pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const cha
 pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
                         uint32_t timeout_ms, pc_buf_t *reply, pc_error_t *err);
 
+/* pc_rpc_call that also says whether the request may have reached the
+ * server: *sent = 0 when it was never handed to a connection (nobody
+ * listens, the link is down, the client is closing), so it had no effect;
+ * 1 otherwise, even when it failed (a connection lost while the request was
+ * in flight, a timeout: it may have been applied). */
+pc_status_t pc_rpc_call_sent(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                             uint32_t timeout_ms, pc_buf_t *reply, int *sent, pc_error_t *err);
+
 /* Fails the calls in flight with PC_UNAVAILABLE, closes, frees. */
 void pc_rpc_client_destroy(pc_rpc_client_t *c);
 

@@ -241,9 +241,15 @@ pc_db_t *pc_db_open_parsed_config(const pc_config_t *cfg, int create, pc_error_t
 }
 
 pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_t *err) {
+  return pc_db_open_config_timeout(config_path, create, 0, err);
+}
+
+pc_db_t *pc_db_open_config_timeout(const char *config_path, int create, uint32_t timeout_ms,
+                                   pc_error_t *err) {
   pc_error_clear(err);
   pc_config_t *cfg = pc_config_load(config_path, err);
   if (!cfg) return NULL;
+  if (timeout_ms) cfg->store.timeout_ms = timeout_ms;
   pc_db_t *db = pc_db_open_parsed_config(cfg, create, err);
   pc_config_free(cfg);
   return db;

@@ -84,15 +84,23 @@ static pc_status_t reply_status(const remote_t *s, size_t i, pc_rd_t *r, pc_erro
 }
 
 /* Sends body to tablet i. On transport success, *r reads the reply after its
- * status byte, *status is the store status and err holds its message. */
+ * status byte, *status is the store status and err holds its message. A
+ * commit (store.h) answers PC_UNAVAILABLE only when its request never left
+ * this process: one lost in flight may have been applied, and is an I/O
+ * error that the transaction settles. */
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
                         pc_rd_t *r, pc_error_t *err) {
   reply->len = 0;
-  pc_status_t st =
-      pc_rpc_call(s->t[i].rpc, op, body->p, body->len, pc_deadline_bound(s->timeout_ms), reply, err);
+  int sent;
+  pc_status_t st = pc_rpc_call_sent(s->t[i].rpc, op, body->p, body->len,
+                                    pc_deadline_bound(s->timeout_ms), reply, &sent, err);
   if (st != PC_OK) {
     reply->len = 0;
-    return rpc_failure(s, i, st, err);
+    st = rpc_failure(s, i, st, err);
+    if (st == PC_UNAVAILABLE && sent &&
+        (op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE))
+      st = err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
+    return st;
   }
   *r = (pc_rd_t){reply->p, reply->len, 0, 1};
   return reply_status(s, i, r, err);

@@ -481,9 +481,11 @@ static void test_stop_restart(void **state) {
   assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 300, &r, &err), PC_UNAVAILABLE);
   if (!strstr(err.text, ep)) fail_msg("message \"%s\" should name %s", err.text, ep);
   pc_sleep_ms(50);
-  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 300, &r, &err), PC_UNAVAILABLE);
+  int sent = -1;
+  assert_int_equal(pc_rpc_call_sent(c, OP_ECHO, "x", 1, 300, &r, &sent, &err), PC_UNAVAILABLE);
   if (!strstr(err.text, ep) || !strstr(err.text, "cannot reach") || !strstr(err.text, "refused"))
     fail_msg("message \"%s\" should say cannot reach %s: connection refused", err.text, ep);
+  assert_int_equal(sent, 0); /* refused: the request never left, so it had no effect */
 
   /* restarted on the same port: the client reconnects by itself */
   o.port = port;
@@ -523,9 +525,12 @@ static void test_dropped_connection(void **state) {
   pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", ntohs(a.sin_port), NULL, &err);
   assert_non_null(c);
   pc_buf_t r = {0};
-  /* in flight when the connection drops: PC_UNAVAILABLE, not a timeout */
-  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 20000, &r, &err), PC_UNAVAILABLE);
+  /* in flight when the connection drops: PC_UNAVAILABLE, not a timeout, and
+   * sent: the server may have acted on it */
+  int sent = -1;
+  assert_int_equal(pc_rpc_call_sent(c, OP_ECHO, "x", 1, 20000, &r, &sent, &err), PC_UNAVAILABLE);
   assert_non_null(strstr(err.text, "lost"));
+  assert_int_equal(sent, 1);
   pthread_join(t, NULL);
   close(lfd);
   pc_rpc_client_destroy(c);

@@ -14,8 +14,10 @@
 #      once the cause is fixed, `failures --retry` runs it again.
 #   3. SIGTERM: workers exit 0.
 #   4. the embedded default: `percolator worker --data DIR` holds the store
-#      and serves it; other verbs given --data DIR reach it meanwhile; after
-#      SIGTERM the directory opens directly again.
+#      and serves it; other verbs given --data DIR reach it meanwhile; a txn
+#      session connected through DIR/serving.json goes on after the worker is
+#      restarted (on the same ports); after SIGTERM the directory opens
+#      directly again.
 #   5. an observer that kills its worker process (SIGSEGV) on one cell, the
 #      worker restarted after each death as a supervisor would: the cell is
 #      parked after workers.max_failures deaths, with the reason, and the
@@ -193,12 +195,44 @@ run_cli 60 --data "$D" wait --timeout-s 50
 [ "$RC" = 0 ] || fail "wait through the serving worker: $(cat "$WORK/last.err")"
 run_cli 10 --data "$D" get hot e seen:v
 [ "$OUT" = one ] || fail "embedded: not observed: '$OUT'"
+# a client connected through serving.json outlives a restart of the worker,
+# which takes the same ports again
+mkfifo "$WORK/s.in"
+"$CLI" --data "$D" txn <"$WORK/s.in" >"$WORK/s.out" 2>"$WORK/s.err" &
+S=$!
+PIDS+=("$S")
+exec 5>"$WORK/s.in"
+printf 'begin\nget hot e seen:v\ncommit\n' >&5
+for _ in $(seq 200); do grep -q 'ok commit_ts' "$WORK/s.out" && break; sleep 0.05; done
+grep -qx 'value "one"' "$WORK/s.out" || fail "the session through serving.json: $(cat "$WORK/s.out")"
+PORTS=$(grep -o '"listen": *"[^"]*"' "$D/serving.json" | sort)
 kill -TERM "$WE"
 wait_exit "$WE" 30
 [ "$RC" = 0 ] || fail "the embedded worker exited $RC"
-[ -e "$D/serving.json" ] && fail "serving.json left behind"
+"$CLI" --config "$WORK/emb.json" worker --ready-file "$WORK/emb2.ready" 2>"$WORK/emb-worker2.log" 5>&- &
+WE=$!
+PIDS+=("$WE")
+wait_file "$WORK/emb2.ready" "$WE"
+[ "$(grep -o '"listen": *"[^"]*"' "$D/serving.json" | sort)" = "$PORTS" ] ||
+  fail "the worker started again took other ports: $(cat "$D/serving.json")"
+printf 'begin\nset hot e v:v two\ncommit\n' >&5
+for _ in $(seq 400); do [ "$(grep -c 'ok commit_ts=[1-9]' "$WORK/s.out")" = 1 ] && break; sleep 0.05; done
+grep -q 'ok commit_ts=[1-9]' "$WORK/s.out" ||
+  fail "the session did not reconnect to the worker started again: $(cat "$WORK/s.out" "$WORK/s.err")"
+exec 5>&-
+wait_exit "$S" 30
+[ "$RC" = 0 ] || fail "the session exited $RC"
+run_cli 60 --data "$D" wait --timeout-s 50
+[ "$RC" = 0 ] || fail "wait after the restart: $(cat "$WORK/last.err")"
 run_cli 10 --data "$D" get hot e seen:v
-[ "$OUT" = one ] || fail "embedded after the worker: '$OUT'"
+[ "$OUT" = two ] || fail "the write through the reconnected session was not observed: '$OUT'"
+pass "a session connected through serving.json reconnects to the worker started again"
+kill -TERM "$WE"
+wait_exit "$WE" 30
+[ "$RC" = 0 ] || fail "the embedded worker exited $RC"
+[ -s "$D/serving.json" ] || fail "serving.json (the ports a worker started again takes) is gone"
+run_cli 10 --data "$D" get hot e seen:v
+[ "$OUT" = two ] || fail "embedded after the worker: '$OUT'"
 pass "an embedded worker serves its store to the other verbs and leaves it as it was"
 
 # ---- 5. a poison cell, counters after SIGKILL, an observer that never returns --

@@ -18,12 +18,15 @@
 #include "tso/tso_rpc.h"
 #include "tso/tso_zk.h"
 
-#define STATUS_TIMEOUT_MS 2000
+/* The bound of each daemon's answer: --timeout, or 2 s (set by run_status). */
+static uint32_t status_timeout_ms = 2000;
+#define STATUS_TIMEOUT_MS status_timeout_ms
 
 typedef struct report {
   int json;
   json_t *root;
-  int down;
+  int down;   /* daemons that did not answer */
+  int failed; /* a count that could not be made */
 } report_t;
 
 static void print_range(FILE *out, const char *p, size_t n, const char *empty) {
@@ -59,7 +62,7 @@ static void report_tso(report_t *r, const pc_config_t *cfg) {
   pc_status_t st = c ? pc_tso_remote_info(c, STATUS_TIMEOUT_MS, &last, &err) : err.code;
   if (c) pc_rpc_client_destroy(c);
   const char *e = st == PC_OK ? NULL : err.text;
-  r->down |= st != PC_OK;
+  r->down += st != PC_OK;
   line(r, "tso", &cfg->tso.listen, e);
   if (!r->json && !e) printf("last_ts=%llu", (unsigned long long)last);
   if (!r->json) putchar('\n');
@@ -112,7 +115,7 @@ static void report_lockd(report_t *r, const pc_config_t *cfg) {
       c ? pc_ls_remote_info(c, STATUS_TIMEOUT_MS, &epoch, &sessions, &err) : err.code;
   if (c) pc_rpc_client_destroy(c);
   const char *e = st == PC_OK ? NULL : err.text;
-  r->down |= st != PC_OK;
+  r->down += st != PC_OK;
   line(r, "lockservice", &cfg->lockservice.listen, e);
   if (!r->json && !e) printf("epoch=%08x sessions=%llu", epoch, (unsigned long long)sessions);
   if (!r->json) putchar('\n');
@@ -138,7 +141,7 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
         c ? pc_tablet_remote_info(c, STATUS_TIMEOUT_MS, &name, &ops, &gc, &err) : err.code;
     if (c) pc_rpc_client_destroy(c);
     const char *e = st == PC_OK ? NULL : err.text;
-    r->down |= st != PC_OK;
+    r->down += st != PC_OK;
     char what[96];
     snprintf(what, sizeof what, "tablet %s", t->name);
     if (!r->json) {
@@ -204,7 +207,7 @@ static void report_notifications(report_t *r, pc_db_t *db) {
   pc_status_t st = pc_notify_pending(db, &total, print_pending, &p, &err);
   json_t *n = json_object();
   if (st != PC_OK) {
-    r->down = 1;
+    r->failed = 1;
     if (!r->json) printf("notifications    (cannot count: %s)\n", err.text);
     json_object_set_new(n, "error", json_string(err.text));
   } else if (!r->json) {
@@ -297,7 +300,8 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     else return cli_usage_error(ctx, "unexpected option");
   }
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
-  report_t r = {json, json_object(), 0};
+  if (ctx->timeout_ms) status_timeout_ms = ctx->timeout_ms;
+  report_t r = {json, json_object(), 0, 0};
   pc_error_t err;
   pc_config_t *cfg = ctx->config ? pc_config_load(ctx->config, &err) : NULL;
   if (ctx->config && !cfg) {
@@ -331,7 +335,7 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     if (cfg->lockservice.set && cfg->lockservice.listen.set) report_lockd(&r, cfg);
     report_tablets(&r, cfg);
     if (!r.down) { /* every daemon answered: count the notifications through them */
-      pc_db_t *db = pc_db_open_config(ctx->config, &err);
+      pc_db_t *db = pc_db_open_config_timeout(ctx->config, 0, ctx->timeout_ms, &err);
       if (db) {
         report_notifications(&r, db);
         report_parked(&r, db);
@@ -344,27 +348,29 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
   else json_decref(r.root);
   pc_config_free(cfg);
   code = cli_finish_output(ctx);
-  return code != CLI_EXIT_OK ? code : r.down ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+  if (code != CLI_EXIT_OK) return code;
+  if (r.down)
+    return cli_error(ctx, "%d daemon%s down (see the report)", r.down, r.down == 1 ? "" : "s");
+  if (r.failed) return cli_error(ctx, "the notifications could not be counted (see the report)");
+  return CLI_EXIT_OK;
 }
 
 const cli_verb_t cli_verb_status = {
-    "status", "show the cluster's daemons, or the embedded store",
-    "Usage: percolator [--config FILE] status [--json]\n"
-    "\n"
-    "Asks the oracle, the lock service and every tablet of the configuration for\n"
-    "their state: last timestamp, epoch and live sessions, row ranges,\n"
-    "operations served and garbage collection. Without a cluster configuration,\n"
-    "shows the embedded store. Then counts the pending notifications per\n"
-    "observed column and the parked ones, lists the live workers, and sums each\n"
-    "observer's runs, skips, conflicts, failures and parked notifications over\n"
-    "every worker that ran it, live or dead (each worker also serves its own on\n"
-    "workers.http /metrics, with the latency histogram).\n"
-    "Exits 0 when every daemon answered, 3 when any is down.\n"
-    "\n"
-    "Options:\n"
-    "  -j, --json     one JSON object\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json status\n",
-    run_status};
+    .name = "status",
+    .summary = "show the cluster's daemons, or the embedded store",
+    .run = run_status,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Asks the oracle, the lock service and every tablet of the configuration for\n"
+             "their state: last timestamp, epoch and live sessions, row ranges,\n"
+             "operations served and garbage collection. Without a cluster configuration,\n"
+             "shows the embedded store. Then counts the pending notifications per\n"
+             "observed column and the parked ones, lists the live workers, and sums each\n"
+             "observer's runs, skips, conflicts, failures and parked notifications over\n"
+             "every worker that ran it, live or dead (each worker also serves its own on\n"
+             "workers.http /metrics, with the latency histogram).\n"
+             "Exits 0 when every daemon answered, 3 when any is down.\n",
+    .options = "  -j, --json          one JSON object\n",
+    .example = "percolator --config cluster.json status\n",
+};

@@ -411,54 +411,53 @@ static int run_txn(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_txn = {
-    "txn",
-    "run an interactive transaction session on stdin/stdout",
-    "Usage: percolator [--data DIR] txn [--json]\n"
-    "\n"
-    "Reads one command per line on stdin and answers each at once (stdout is\n"
-    "flushed after every answer), so a person or a script can drive it step by\n"
-    "step. Many transactions may follow one another in a session. Blank lines\n"
-    "and lines starting with '#' are ignored. EOF or 'quit' ends the session;\n"
-    "a transaction still open is aborted.\n"
-    "\n"
-    "Commands and their text answers:\n"
-    "  begin                  ok start_ts=N\n"
-    "  get T R C              value \"BYTES\" | not_found\n"
-    "  set T R C VALUE        ok\n"
-    "  delete T R C           ok\n"
-    "  scan T [START [END]]   one 'cell \"ROW\" \"COLUMN\" \"VALUE\"' line per cell of\n"
-    "                         rows [START, END), then ok cells=N\n"
-    "  commit                 ok commit_ts=N (0 when nothing was written)\n"
-    "  abort                  ok\n"
-    "  help                   '# ...' lines, then ok\n"
-    "  quit                   ok\n"
-    "Any command may fail with 'error STATUS: MESSAGE', STATUS being a library\n"
-    "status name (conflict, locked, timeout, invalid_argument, wrong_state, ...).\n"
-    "A commit that fails finishes the transaction; other failures leave it open.\n"
-    "A failed commit applied nothing (conflict, aborted, ...), except 'unknown':\n"
-    "its reply was lost and the store could not be asked, so it may or may not\n"
-    "stand; readers settle it, all or nothing.\n"
-    "Commands other than begin, help and quit need an open transaction.\n"
-    "\n"
-    "Tokens are separated by spaces. A token may be double-quoted, with the\n"
-    "escapes \\\" \\\\ \\n \\t \\r \\0 and \\xHH (two hex digits), to say any byte\n"
-    "string; answers quote values the same way.\n"
-    "\n"
-    "Several transactions at once: a line starting with @NAME (1-32 of\n"
-    "[A-Za-z0-9_.-]) addresses transaction NAME, and its answer starts with\n"
-    "'@NAME '. Lines without it use the session's default transaction.\n"
-    "\n"
-    "Options:\n"
-    "  -j, --json     answer one JSON object per line: {\"op\",\"status\", ...} with\n"
-    "                 \"start_ts\", \"commit_ts\", \"value\", \"count\"+\"cells\" or\n"
-    "                 \"error\", and \"txn\" for @NAME lines; \"status\" is \"ok\",\n"
-    "                 \"not_found\" or the STATUS of an error (match on it, not on\n"
-    "                 the message); bytes that are not UTF-8 appear as KEY_base64\n"
-    "  --data DIR     the data directory\n"
-    "  --timeout MS   bound on every blocking call (default 10000)\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  printf 'begin\\nset accounts Bob bal: \"$10\"\\ncommit\\n' | percolator txn\n",
-    run_txn,
+    .name = "txn",
+    .summary = "run an interactive transaction session on stdin/stdout",
+    .run = run_txn,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about =
+        "Reads one command per line on stdin and answers each at once (stdout is\n"
+        "flushed after every answer), so a person or a script can drive it step by\n"
+        "step. Many transactions may follow one another in a session. Blank lines\n"
+        "and lines starting with '#' are ignored. EOF or 'quit' ends the session;\n"
+        "a transaction still open is aborted.\n"
+        "\n"
+        "Commands and their text answers:\n"
+        "  begin                  ok start_ts=N\n"
+        "  get T R C              value \"BYTES\" | not_found\n"
+        "  set T R C VALUE        ok\n"
+        "  delete T R C           ok\n"
+        "  scan T [START [END]]   one 'cell \"ROW\" \"COLUMN\" \"VALUE\"' line per cell of\n"
+        "                         rows [START, END), then ok cells=N\n"
+        "  commit                 ok commit_ts=N (0 when nothing was written)\n"
+        "  abort                  ok\n"
+        "  help                   '# ...' lines, then ok\n"
+        "  quit                   ok\n"
+        "Any command may fail with 'error STATUS: MESSAGE', STATUS being a library\n"
+        "status name (conflict, locked, timeout, invalid_argument, wrong_state, ...).\n"
+        "A commit that fails finishes the transaction; other failures leave it open.\n"
+        "A failed commit applied nothing (conflict, aborted, ...), except 'unknown':\n"
+        "its reply was lost and the store could not be asked, so it may or may not\n"
+        "stand; readers settle it, all or nothing.\n"
+        "Commands other than begin, help and quit need an open transaction.\n"
+        "\n"
+        "Tokens are separated by spaces. A token may be double-quoted, with the\n"
+        "escapes \\\" \\\\ \\n \\t \\r \\0 and \\xHH (two hex digits), to say any byte\n"
+        "string; answers quote values the same way.\n"
+        "\n"
+        "Several transactions at once: a line starting with @NAME (1-32 of\n"
+        "[A-Za-z0-9_.-]) addresses transaction NAME, and its answer starts with\n"
+        "'@NAME '. Lines without it use the session's default transaction.\n"
+        "The session's exit status is 0 whatever its transactions' outcomes\n"
+        "(each answer says them), 3 when the store cannot be opened or read.\n",
+    .options =
+        "  -j, --json          answer one JSON object per line: {\"op\",\"status\", ...}\n"
+        "                      with \"start_ts\", \"commit_ts\", \"value\", \"count\"+\"cells\"\n"
+        "                      or \"error\", and \"txn\" for @NAME lines; \"status\" is \"ok\",\n"
+        "                      \"not_found\" or the STATUS of an error (match on it, not\n"
+        "                      on the message); bytes that are not UTF-8 appear as\n"
+        "                      KEY_base64\n",
+    .example = "printf 'begin\\nset accounts Bob bal: \"$10\"\\ncommit\\n' | percolator txn\n",
 };
