@@ -58,7 +58,8 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
   }
   d->c = c;
   d->cfg = c->cfg;
-  pc_status_t st = start_roles(d, &spec, err);
+  pc_status_t st = pc_config_auth(d->cfg, &d->auth, err);
+  if (st == PC_OK) st = start_roles(d, &spec, err);
   if (st == PC_OK && spec.serving_file) {
     char *text = pc_daemon_client_text(d, err);
     st = text ? pc_daemon_write_file(spec.serving_file, text, err) : err->code;
@@ -120,5 +121,6 @@ void pc_daemon_stop(pc_daemon_t *d) {
   if (d->serving_file) unlink(d->serving_file);
   free(d->serving_file);
   pc_daemon_stop_roles(d);
+  pc_config_auth_release(&d->auth);
   free(d);
 }

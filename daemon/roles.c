@@ -83,10 +83,21 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
   pc_rpc_server_options_t o = {0};
   if (r->kind == ROLE_LOCKD) o.on_close = pc_ls_rpc_on_close; /* sessions die with their client */
   if (r->kind == ROLE_TSO) o.runs_inline = pc_tso_rpc_runs_inline; /* no worker hand-off */
+  const pc_config_limits_t *l = &d->cfg->limits;
   o.name = r->name;
   o.host = listen->host;
   o.port = listen->port;
-  o.secret = d->cfg->secret;
+  o.auth = &d->auth;
+  o.max_frame = l->max_frame_mb << 20;
+  o.frame_timeout_ms = l->frame_timeout_ms;
+  o.idle_timeout_ms = l->idle_timeout_ms;
+  o.max_connections = l->max_connections;
+  o.max_connections_per_peer = l->max_connections_per_peer;
+  o.max_unauthenticated = l->max_unauthenticated;
+  o.auth_timeout_ms = l->auth_timeout_ms;
+  o.request_memory = (size_t)l->request_memory_mb << 20;
+  o.reply_memory = (size_t)l->reply_memory_mb << 20;
+  o.reply_timeout_ms = l->reply_timeout_ms;
   o.in_process = 1; /* this process's workers and collector call it directly */
   r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
   if (!r->rpc) {
@@ -213,8 +224,7 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
   }
   if (!cfg->tso.set || !cfg->tso.listen.set)
     return pc_error_set(err, PC_INVALID, "%s: tablets need a \"tso\" section", cfg->source);
-  d->ts.remote =
-      pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
+  d->ts.remote = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, &d->auth, err);
   if (!d->ts.remote) return err->code;
   d->ts.batcher = pc_ts_batcher_create(pc_tso_remote_fetch, d->ts.remote);
   if (!d->ts.batcher) return pc_error_set(err, PC_NOMEM, "out of memory");

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "net/rpc.h"
+#include "net/tls.h"
 #include "tablet/tablet.h"
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
@@ -113,21 +114,27 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
     addrs[i] = (pc_tablet_addr_t){t->name, t->listen.host, t->listen.port,
                                   {t->start, t->start_len, t->end, t->end_len}};
   }
-  db->store = pc_remote_store_open(addrs, cfg->ntablets, cfg->secret, o->timeout_ms, err);
+  pc_rpc_auth_t auth; /* each client takes what it needs of it */
+  if (pc_config_auth(cfg, &auth, err) != PC_OK) {
+    free(addrs);
+    goto fail;
+  }
+  db->store = pc_remote_store_open(addrs, cfg->ntablets, &auth, o->timeout_ms, err);
   free(addrs);
-  if (!db->store) goto fail;
-  db->tso = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
-  if (!db->tso) goto fail;
+  if (db->store)
+    db->tso = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, &auth, err);
+  if (db->tso && cfg->lockservice.set && cfg->lockservice.listen.set) {
+    db->ls = pc_ls_client_create(cfg->lockservice.listen.host, cfg->lockservice.listen.port,
+                                 &auth, cfg->lockservice.session_ttl_ms, err);
+    if (db->ls) pc_ls_client_set_reporter(db->ls, oldest_open, db);
+  }
+  pc_config_auth_release(&auth);
+  if (!db->store || !db->tso) goto fail;
+  if (cfg->lockservice.set && cfg->lockservice.listen.set && !db->ls) goto fail;
   db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso);
   if (!db->batcher) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     goto fail;
-  }
-  if (cfg->lockservice.set && cfg->lockservice.listen.set) {
-    db->ls = pc_ls_client_create(cfg->lockservice.listen.host, cfg->lockservice.listen.port,
-                                 cfg->secret, cfg->lockservice.session_ttl_ms, err);
-    if (!db->ls) goto fail;
-    pc_ls_client_set_reporter(db->ls, oldest_open, db);
   }
   db->liveness.is_alive = cluster_alive;
   db->liveness.ctx = db;
@@ -137,6 +144,39 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
 fail:
   pc_db_close(db);
   return NULL;
+}
+
+pc_status_t pc_config_auth(const pc_config_t *cfg, pc_rpc_auth_t *out, pc_error_t *err) {
+  memset(out, 0, sizeof *out);
+  out->secret = cfg->secret;
+  out->system_secret = cfg->system_secret;
+  if (!cfg->tls.set) return PC_OK;
+  pc_tls_options_t o = {cfg->tls.ca_file,
+                        cfg->tls.cert_file,
+                        cfg->tls.key_file,
+                        cfg->tls.ca_at,
+                        cfg->tls.cert_at,
+                        cfg->tls.key_at,
+                        (const char *const *)cfg->tls.allowed_cn,
+                        cfg->tls.nallowed_cn,
+                        (const char *const *)cfg->tls.system_cn,
+                        cfg->tls.nsystem_cn};
+  out->tls = pc_tls_create(&o, err);
+  return out->tls ? PC_OK : err->code;
+}
+
+void pc_config_auth_release(pc_rpc_auth_t *a) {
+  pc_tls_unref(a->tls);
+  memset(a, 0, sizeof *a);
+}
+
+pc_rpc_client_t *pc_config_rpc_client(const pc_config_t *cfg, const char *host, uint16_t port,
+                                      pc_error_t *err) {
+  pc_rpc_auth_t auth;
+  if (pc_config_auth(cfg, &auth, err) != PC_OK) return NULL;
+  pc_rpc_client_t *c = pc_rpc_client_create(host, port, &auth, err);
+  pc_config_auth_release(&auth);
+  return c;
 }
 
 /* Without create, the embedded store's data_dir must exist and hold a store,

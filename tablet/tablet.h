@@ -59,6 +59,7 @@
 #include <stdint.h>
 
 #include "core/store.h"
+#include "net/rpc.h"
 
 enum {
   PC_TABLET_OP_GET = 0x10,
@@ -126,8 +127,8 @@ typedef struct pc_tablet_addr {
 /* A store whose operations go to the tablets (ranges must tile all rows,
  * sorted by start). Every call is bounded by timeout_ms. Returns NULL on
  * error; release with s->ops->close(s). */
-pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, const char *secret,
-                                 uint32_t timeout_ms, pc_error_t *err);
+pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
+                                 const pc_rpc_auth_t *auth, uint32_t timeout_ms, pc_error_t *err);
 
 /* For `percolator status`: a tablet's name, the operations it served and
  * its garbage collection, asked with INFO over an rpc.h client of it. */
@@ -140,5 +141,16 @@ pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms
  * configuration they build in memory. cfg is only read during the call. */
 struct pc_config;
 pc_db_t *pc_db_open_parsed_config(const struct pc_config *cfg, int create, pc_error_t *err);
+
+/* The credentials a configuration gives this process, for its servers and
+ * clients: the secrets (borrowed from cfg, which must outlive *out) and the
+ * TLS certificates, loaded (errors name the key's file:line:column). Release
+ * with pc_config_auth_release. */
+pc_status_t pc_config_auth(const struct pc_config *cfg, pc_rpc_auth_t *out, pc_error_t *err);
+void pc_config_auth_release(pc_rpc_auth_t *a);
+
+/* An rpc.h client of host:port with cfg's credentials (pc_rpc_client_create). */
+pc_rpc_client_t *pc_config_rpc_client(const struct pc_config *cfg, const char *host,
+                                      uint16_t port, pc_error_t *err);
 
 #endif

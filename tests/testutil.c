@@ -275,6 +275,12 @@ uint64_t tu_dead_session(const char *dir) {
   return s;
 }
 
+void tu_make_certs(const char *dir, const char *names) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "bash '%s/tests/certs.sh' '%s' %s", PC_SOURCE_DIR, dir, names);
+  if (system(cmd) != 0) die("making test certificates with tests/certs.sh (openssl)", NULL);
+}
+
 char *tu_mkdtemp(const char *tag) {
   const char *base = getenv("TMPDIR");
   char *path;
