@@ -37,9 +37,17 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                   (double)st.connections_open);
   pc_metric_counter(out, "percolator_rpc_requests_total", "Requests served", st.requests);
   pc_metric_counter(out, "percolator_rpc_protocol_errors_total",
-                    "Malformed frames, bad secrets, oversized requests", st.protocol_errors);
+                    "Malformed frames, oversized requests", st.protocol_errors);
   pc_metric_counter(out, "percolator_rpc_bytes_in_total", "Bytes received", st.bytes_in);
   pc_metric_counter(out, "percolator_rpc_bytes_out_total", "Bytes sent", st.bytes_out);
+  pc_metric_counter(out, "percolator_rpc_connections_refused_total",
+                    "Connections refused or closed by a limit (limits.*)", st.connections_refused);
+  pc_metric_counter(out, "percolator_rpc_auth_failures_total",
+                    "Failed authentications: certificates, secrets, deadlines", st.auth_failures);
+  pc_metric_gauge(out, "percolator_rpc_request_bytes", "Request bytes held (limits.request_memory_mb)",
+                  (double)st.request_memory);
+  pc_metric_gauge(out, "percolator_rpc_reply_bytes", "Unread reply bytes held (limits.reply_memory_mb)",
+                  (double)st.reply_memory);
   switch (r->kind) {
     case ROLE_TSO:
       pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
@@ -107,7 +115,8 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
   pc_log(PC_LOG_INFO, "%s: serving on %s:%u", r->name, listen->host,
          (unsigned)pc_rpc_server_port(r->rpc));
   if (http->set) {
-    r->http = pc_http_start(http->host, http->port, role_health, role_metrics, r, err);
+    pc_http_limits_t hl = {l->http_max_connections, l->http_timeout_ms};
+    r->http = pc_http_start(http->host, http->port, &hl, role_health, role_metrics, r, err);
     if (!r->http) {
       pc_error_prefix(err, "%s: http", r->name);
       return err->code;
@@ -213,6 +222,9 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     store->ops->close(store);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
+  /* a reply leaves room in a frame for its status and message */
+  pc_tablet_set_limits(r->tablet, d->cfg->store.lock_ttl_ms,
+                       ((size_t)d->cfg->limits.max_frame_mb << 20) - (64u << 10));
   return start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
 }
 

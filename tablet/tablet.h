@@ -100,6 +100,18 @@ typedef struct pc_tablet pc_tablet_t;
  * allocation failure; release with pc_tablet_destroy. */
 pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_range_t *range,
                               pc_ts_source_fn ts_source, void *ts_ctx);
+
+/* What the tablet does not take from a client (call before it serves):
+ *   - a lock's lease (PREWRITE, HEARTBEAT) runs at most lock_ttl_ms past
+ *     now (this machine's clock, or the oracle's when a start_ts is ahead of
+ *     it by more than that; a start_ts the oracle has not issued yet is
+ *     refused); 0: no cap;
+ *   - a reply (SCAN, RAW_SCAN, SCAN_LOCKS) holds at most max_reply bytes
+ *     (a scan past it is refused, a lock scan truncated); 0: their own caps.
+ * Besides, whatever the limits: GC and writes to the system table need the
+ * system identity (net/rpc.h's roles; PC_DENIED for a data client), and a
+ * GC safe point beyond a fresh timestamp from ts_source is refused. */
+void pc_tablet_set_limits(pc_tablet_t *t, uint32_t lock_ttl_ms, size_t max_reply);
 void pc_tablet_destroy(pc_tablet_t *t);
 uint64_t pc_tablet_ops(const pc_tablet_t *t);
 

@@ -107,6 +107,11 @@ static int ready_port(const char *dir, const char *log, const char *key, const c
 
 static const char *const tablet_names[3] = {"t1", "t2", "t3"};
 
+/* The tests choose their clients' lock TTLs (up to an hour, for locks that
+ * must outlive a test's reads): the tablets' cap on them (store.lock_ttl_ms)
+ * is set above every one. */
+#define DAEMON_STORE "\"store\":{\"lock_ttl_ms\":3600000},"
+
 /* The "tablets" array with the given listen ports (0 = ephemeral). */
 static void tablets_json(char *out, size_t cap, const int ports[3]) {
   snprintf(out, cap,
@@ -125,7 +130,7 @@ static void cluster_start(const char *dir) {
   tablets_json(tablets, sizeof tablets, zero);
   snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE
            "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"lockservice\":{\"listen\":\"127.0.0.1:0\"},"
            "\"tablets\":%s}\n",
            dir, tablets);
@@ -135,7 +140,7 @@ static void cluster_start(const char *dir) {
   int tso = ready_port(dir, "tso", "tso", NULL), lockd = ready_port(dir, "lockd", "lockservice", NULL);
   snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE
            "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},"
            "\"tablets\":%s}\n",
            dir, tso, lockd, tablets);
@@ -153,7 +158,7 @@ static void cluster_start(const char *dir) {
   /* what clients read, and what a restarted daemon reads to come back on its port */
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE
            "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},"
            "\"tablets\":%s}\n",
            dir, tso, lockd, tablets);
