@@ -237,6 +237,13 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
  * error naming it. */
 pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_error_t *err);
 
+/* Keeps dir private to this user: creates it mode 0700 when missing, and
+ * takes group and other permissions off it and off the files directly in it
+ * (a store's directory, before and after LevelDB opens it: the files LevelDB
+ * makes later are created under the process's umask, inside a directory
+ * nobody else can enter). */
+pc_status_t pc_dir_private(const char *dir, pc_error_t *err);
+
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -23,6 +24,14 @@ pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_
     return pc_error_set(err, PC_IO_ERROR, "%s: %s", path, je.text);
   }
   return PC_OK;
+}
+
+/* A fresh random secret, 64 hex digits, into out (65 bytes); 0 or -1. */
+static int random_secret(char out[65]) {
+  unsigned char b[32];
+  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return -1;
+  for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  return 0;
 }
 
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
@@ -43,6 +52,18 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
   json_object_set_new(t, "data_dir", json_string(data_dir));
   json_array_append_new(ts, t);
   json_object_set_new(root, "data_dir", json_string(data_dir));
+  /* only this user's processes may reach the store it serves: without
+   * credentials of its own, the configuration gets a secret that only
+   * serving.json (mode 0600) tells */
+  if (!json_object_get(root, "secret") && !json_object_get(root, "system_secret") &&
+      !json_object_get(root, "tls")) {
+    char secret[65];
+    if (random_secret(secret) != 0) {
+      json_decref(root);
+      return pc_error_set(err, PC_IO_ERROR, "getrandom: %s", strerror(errno));
+    }
+    json_object_set_new(root, "secret", json_string(secret));
+  }
   json_object_set_new(root, "tso", tso);
   json_object_set_new(root, "lockservice", ls);
   json_object_set_new(root, "tablets", ts);

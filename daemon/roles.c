@@ -147,7 +147,7 @@ static char *role_dir(const pc_config_t *cfg, const char *dir, const char *sub) 
   return p;
 }
 
-/* mkdir -p */
+/* mkdir -p, private to this user (the directories it creates are 0700) */
 static pc_status_t make_dir(const char *path, pc_error_t *err) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
@@ -155,11 +155,11 @@ static pc_status_t make_dir(const char *path, pc_error_t *err) {
   for (char *p = tmp + 1; *p; p++) {
     if (*p != '/') continue;
     *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
       return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
     *p = '/';
   }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+  if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
     return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
   return PC_OK;
 }
@@ -208,8 +208,10 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     pc_local_options_t lo = {1, d->cfg->store.sync, (size_t)d->cfg->store.cache_mb << 20,
                              (size_t)d->cfg->store.meta_cache_mb << 20,
                              (size_t)d->cfg->store.write_buffer_mb << 20};
-    store = pc_local_store_open(path, &lo, err);
-    if (!store) st = err ? err->code : PC_IO_ERROR;
+    st = pc_dir_private(path, err);
+    if (st == PC_OK) store = pc_local_store_open(path, &lo, err);
+    if (store) (void)pc_dir_private(path, NULL);
+    else if (st == PC_OK) st = err ? err->code : PC_IO_ERROR;
   }
   free(dir);
   if (st != PC_OK) {

@@ -78,6 +78,7 @@
 #define NBUCKETS 1024                   /* client's calls by id */
 #define AUTH_REQUIRED "authentication required" /* a server's answer to a frame before HELLO */
 #define DEFAULT_REQUEST_MEMORY ((size_t)256 << 20)
+#define SMALL_FRAME (64u << 10) /* frames up to this size have request memory of their own */
 #define DEFAULT_REPLY_MEMORY ((size_t)256 << 20)
 
 /* ---- shared helpers ------------------------------------------------------ */
@@ -240,6 +241,9 @@ struct pc_rpc_server {
 
   pthread_mutex_t cmu; /* completion list */
   job_t *chead, *ctail;
+  /* reply bytes of finished jobs the loop has not taken yet: past
+   * reply_memory, workers take no new job until it drains */
+  _Atomic size_t pending_replies;
 
   /* loop thread only */
   conn_t *conns;
@@ -248,7 +252,7 @@ struct pc_rpc_server {
   conn_t *unauth_head, *unauth_tail;
   uint32_t nunauth;
   rpc_peers_t *peers;
-  size_t request_used, reply_used;
+  size_t request_used, small_used, reply_used; /* request_used: frames above SMALL_FRAME */
   uint32_t in_service, qcap;
   int stopping;
 
@@ -502,23 +506,28 @@ static void check_drained(struct pc_rpc_server *s) {
 
 /* ---- request and reply memory -------------------------------------------
  * Request bytes (frames being received and the bodies of requests in
- * service) share request_memory: a frame is admitted when its header
- * arrives, if it fits or nothing else holds any (so one frame of max_frame
- * always can be), and held until its request comes back; a connection whose
- * frame does not fit waits, unread, on the starved list. Unread replies
+ * service) of authenticated connections share request_memory: a frame is
+ * admitted when its header arrives, if it fits or nothing else holds any
+ * (so one frame of max_frame always can be), and held until its request
+ * comes back; a connection whose frame does not fit waits, unread, on the
+ * starved list. Frames up to SMALL_FRAME have a request_memory of their
+ * own, so that large frames held by slow or hostile senders cannot starve
+ * the small requests of everyone else; frames before authentication are at
+ * most PC_RPC_PREAUTH_MAX_FRAME bytes and answered at once. Unread replies
  * share reply_memory, counted by a callback on every output buffer. */
 
 static int request_charge(struct pc_rpc_server *s, size_t n) {
-  if (s->request_used && s->request_used + n > s->request_memory) return 0;
-  s->request_used += n;
-  atomic_store(&s->g_request_used, s->request_used);
+  size_t *used = n <= SMALL_FRAME ? &s->small_used : &s->request_used;
+  if (*used && *used + n > s->request_memory) return 0;
+  *used += n;
+  atomic_store(&s->g_request_used, s->request_used + s->small_used);
   return 1;
 }
 
 static void request_release(struct pc_rpc_server *s, size_t n) {
   if (!n) return;
-  s->request_used -= n;
-  atomic_store(&s->g_request_used, s->request_used);
+  *(n <= SMALL_FRAME ? &s->small_used : &s->request_used) -= n;
+  atomic_store(&s->g_request_used, s->request_used + s->small_used);
   if (s->starved_head) event_active(s->done_ev, EV_READ, 0); /* done_cb resumes them */
 }
 
@@ -831,7 +840,7 @@ static void conn_process_held(conn_t *c) {
                  PC_RPC_VERSION);
       return;
     }
-    if (!c->frame_charge) {
+    if (!c->frame_charge && c->authed) {
       if (!request_charge(s, flen)) { /* wait, unread, until requests come back */
         conn_pause(c);
         starved_add(s, c);
@@ -1171,6 +1180,15 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
   job_t *list = s->chead;
   s->chead = s->ctail = NULL;
   pthread_mutex_unlock(&s->cmu);
+  if (list) {
+    size_t taken = 0;
+    for (job_t *j = list; j; j = j->next) taken += j->reply.len;
+    if (atomic_fetch_sub(&s->pending_replies, taken) >= s->reply_memory) {
+      pthread_mutex_lock(&s->qmu); /* workers that waited for it to drain go on */
+      pthread_cond_broadcast(&s->qcv);
+      pthread_mutex_unlock(&s->qmu);
+    }
+  }
   while (list) {
     job_t *j = list;
     list = j->next;
@@ -1281,6 +1299,7 @@ static void run_job(struct pc_rpc_server *s, job_t *j) {
   }
   j->status = st;
 
+  atomic_fetch_add(&s->pending_replies, j->reply.len);
   pthread_mutex_lock(&s->cmu);
   int first = s->chead == NULL;
   if (s->ctail) s->ctail->next = j; else s->chead = j;
@@ -1293,7 +1312,8 @@ static void *worker_main(void *arg) {
   struct pc_rpc_server *s = arg;
   for (;;) {
     pthread_mutex_lock(&s->qmu);
-    while (!s->qhead && !s->qstop) pthread_cond_wait(&s->qcv, &s->qmu);
+    while ((!s->qhead || atomic_load(&s->pending_replies) >= s->reply_memory) && !s->qstop)
+      pthread_cond_wait(&s->qcv, &s->qmu);
     if (s->qstop) {
       pthread_mutex_unlock(&s->qmu);
       return NULL;
@@ -1946,16 +1966,16 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
       c->next_attempt_ms = 0;
       c->refused[0] = '\0';
     }
-    if (id != 0 && status != PC_OK && strncmp(body, AUTH_REQUIRED, strlen(AUTH_REQUIRED)) == 0) {
-      /* a server that wants HELLO closes next: the calls that close fails
-       * (pipelined behind this one) are told why, as after a refused HELLO */
-      snprintf(c->refused, sizeof c->refused, "%.140s", body);
-    }
+    char unauthenticated[160] = ""; /* the server's refusal of a call sent unauthenticated */
+    if (id != 0 && status != PC_OK && strncmp(body, AUTH_REQUIRED, strlen(AUTH_REQUIRED)) == 0)
+      snprintf(unauthenticated, sizeof unauthenticated, "%.150s", body);
     if (id == 0) {
-      if (status != PC_OK)
-        refused_by(c, body); /* the server closes next */
-      else
+      if (status != PC_OK) {
+        refused_by(c, body); /* the server closes next: so does this client, at once */
+        link_lost(c, c->reason);
+      } else {
         auth_reply(c, h[5], (const unsigned char *)body, blen);
+      }
     } else {
       call_t *k = map_find(c, id);
       if (k && k->state == CALL_SENT) {
@@ -1968,9 +1988,18 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
         pthread_cond_signal(&k->cv);
       }
       /* else: a late reply to a call that timed out; dropped */
+      /* a server that wants credentials served nothing of this connection
+       * and closes it next: the calls pipelined behind this one are refused
+       * as well, and told why */
+      if (unauthenticated[0]) {
+        refused_by(c, unauthenticated);
+        link_lost(c, c->reason);
+      }
     }
+    int gone = c->bev != bev; /* the link went down on this frame: bev is freed */
     pthread_mutex_unlock(&c->mu);
     free(body);
+    if (gone) return;
   }
 }
 
