@@ -44,7 +44,9 @@
  * auth_timeout_ms. Memory is bounded per server (docs/ARCHITECTURE.md,
  * "Memory stays bounded"): each connection has at most max_inflight requests
  * in service; request bytes being received or served share request_memory
- * (a connection waits for room); replies nobody has read share reply_memory
+ * (a connection waits for room; frames up to 64 KiB have a request_memory of
+ * their own, so large frames cannot starve them); replies nobody has read
+ * share reply_memory
  * (past it, the connection with the most unread bytes is closed), a
  * connection with more than 8 MiB unread is no longer read, and one whose
  * replies make no progress for reply_timeout_ms is closed; connections are

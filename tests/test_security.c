@@ -819,15 +819,16 @@ static void test_private_by_default(void **state) {
 #define T_META_CACHE_MB 4
 #define T_HTTP_CONNECTIONS 16
 
-/* docs/ARCHITECTURE.md, "Memory stays bounded": what one protocol port may
- * hold, what the HTTP port may, and the store's caches, in KiB, over the
- * process as it was when it began serving (base_kib). */
+/* docs/ARCHITECTURE.md, "Memory stays bounded": what one protocol port (over
+ * TCP) may hold, what the HTTP port may, and the store's caches, in KiB, over
+ * the process as it began serving (base_kib: code, libraries, threads, the
+ * row latches). */
 static long documented_bound_kib(long base_kib, long store_kib) {
-  long conn = 64;                    /* per connection: buffers, read-ahead, state */
+  long conn = 20; /* per connection over TCP */
   long frame = T_FRAME_MB * 1024L, req = T_REQUEST_MB * 1024L, rep = T_REPLY_MB * 1024L;
-  long rpc = T_MAX_CONNECTIONS * conn + (req > frame ? req : frame) + frame + 2 * rep +
+  long rpc = T_MAX_CONNECTIONS * conn + 2 * (req > frame ? req : frame) + frame + 2 * rep +
              3L * T_WORKERS * frame;
-  long http = T_HTTP_CONNECTIONS * 20L + 1024; /* request heads, and a scrape being written */
+  long http = T_HTTP_CONNECTIONS * 17L + 64; /* request heads, and a metrics page */
   long store = (T_CACHE_MB + 2 * T_WRITE_BUFFER_MB + T_META_CACHE_MB) * 1024L + store_kib / 50;
   return base_kib + rpc + http + store;
 }
