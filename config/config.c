@@ -1024,9 +1024,115 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
   }
 }
 
+/* ---- security and limits --------------------------------------------------- */
+
+#define CFG_MAX_NAMES 256 /* certificate names in one list */
+#define CFG_CN_MAX 255
+
+/* "file:line:col: path" of node n, malloc'd, for messages about the value later. */
+static char *where_of(vctx_t *c, int32_t n) {
+  size_t line, col;
+  linecol(c->text, c->len, node_off(c, n), &line, &col);
+  char *w = NULL;
+  if (asprintf(&w, "%s:%zu:%zu: %s", c->src, line, col, c->path) < 0) return NULL;
+  return w;
+}
+
+/* A path to a file this process must be able to read now. */
+static pc_status_t get_readable(vctx_t *c, const json_t *v, int32_t n, char **out, char **at) {
+  pc_status_t st = get_str(c, v, n, out);
+  if (st != PC_OK) return st;
+  int fd = open(*out, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    char shown[SHOW_CAP];
+    show(shown, *out, strlen(*out));
+    return fail_at(c, node_off(c, n), "cannot read \"%s\": %s", shown, strerror(errno));
+  }
+  close(fd);
+  free(*at);
+  if (!(*at = where_of(c, n))) return fail_nomem(c);
+  return PC_OK;
+}
+
+/* An array of certificate common names: 1..255 bytes each, no NUL. */
+static pc_status_t get_names(vctx_t *c, const json_t *v, int32_t n, char ***out, size_t *count) {
+  if (!json_is_array(v))
+    return fail_at(c, node_off(c, n), "expected an array of names, got %s", type_name(v));
+  size_t k = json_array_size(v);
+  if (k == 0) return fail_at(c, node_off(c, n), "must list at least one name");
+  if (k > CFG_MAX_NAMES)
+    return fail_at(c, node_off(c, n), "at most %d names, got %zu", CFG_MAX_NAMES, k);
+  char **names = calloc(k, sizeof *names);
+  if (!names) return fail_nomem(c);
+  for (size_t i = 0; i < *count; i++) free((*out)[i]);
+  free(*out);
+  *out = names;
+  *count = k;
+  int32_t en = n >= 0 && (size_t)n < c->pt->n ? c->pt->nodes[n].first : -1;
+  for (size_t i = 0; i < k; i++) {
+    const json_t *e = json_array_get(v, i);
+    int32_t vn = en >= 0 ? en : n;
+    if (en >= 0) en = c->pt->nodes[en].next;
+    size_t old = path_index(c, i);
+    pc_status_t st = get_str(c, e, vn, &names[i]);
+    if (st != PC_OK) return st;
+    if (strlen(names[i]) > CFG_CN_MAX)
+      return fail_at(c, node_off(c, vn), "a certificate name is at most %d bytes", CFG_CN_MAX);
+    path_pop(c, old);
+  }
+  return PC_OK;
+}
+
+static const char *const tls_keys[] = {"ca_file", "cert_file", "key_file", "allowed_cn",
+                                       "system_cn"};
+
+static pc_status_t tls_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_tls_t *t = &((pc_config_t *)dst)->tls;
+  switch (which) {
+    case 0: return get_readable(c, v, n, &t->ca_file, &t->ca_at);
+    case 1: return get_readable(c, v, n, &t->cert_file, &t->cert_at);
+    case 2: return get_readable(c, v, n, &t->key_file, &t->key_at);
+    case 3: return get_names(c, v, n, &t->allowed_cn, &t->nallowed_cn);
+    default: return get_names(c, v, n, &t->system_cn, &t->nsystem_cn);
+  }
+}
+
+static pc_status_t parse_tls(vctx_t *c, pc_config_t *cfg, const json_t *v, int32_t n) {
+  pc_status_t st = want_object(c, v, n);
+  if (st != PC_OK) return st;
+  cfg->tls.set = 1;
+  if ((st = walk(c, v, n, tls_keys, NKEYS(tls_keys), tls_field, cfg)) != PC_OK) return st;
+  for (int k = 0; k < 3; k++)
+    if ((st = require(c, v, n, tls_keys[k])) != PC_OK) return st;
+  return PC_OK;
+}
+
+static const char *const limits_keys[] = {
+    "max_connections",   "max_connections_per_peer", "max_unauthenticated", "auth_timeout_ms",
+    "idle_timeout_ms",   "frame_timeout_ms",         "max_frame_mb",        "request_memory_mb",
+    "reply_memory_mb",   "reply_timeout_ms",         "http_max_connections", "http_timeout_ms"};
+
+static pc_status_t limits_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_limits_t *l = &((pc_config_t *)dst)->limits;
+  switch (which) {
+    case 0: return get_uint(c, v, n, 1, 1000000, &l->max_connections);
+    case 1: return get_uint(c, v, n, 1, 1000000, &l->max_connections_per_peer);
+    case 2: return get_uint(c, v, n, 1, 1000000, &l->max_unauthenticated);
+    case 3: return get_uint(c, v, n, 10, 600000, &l->auth_timeout_ms);
+    case 4: return get_uint(c, v, n, 1000, 86400000, &l->idle_timeout_ms);
+    case 5: return get_uint(c, v, n, 10, 600000, &l->frame_timeout_ms);
+    case 6: return get_uint(c, v, n, 1, 1024, &l->max_frame_mb);
+    case 7: return get_uint(c, v, n, 1, 1048576, &l->request_memory_mb);
+    case 8: return get_uint(c, v, n, 1, 1048576, &l->reply_memory_mb);
+    case 9: return get_uint(c, v, n, 10, 3600000, &l->reply_timeout_ms);
+    case 10: return get_uint(c, v, n, 1, 100000, &l->http_max_connections);
+    default: return get_uint(c, v, n, 10, 600000, &l->http_timeout_ms);
+  }
+}
+
 static const char *const root_keys[] = {"data_dir", "secret",      "log",     "store",
                                         "tso",      "lockservice", "tablets", "workers",
-                                        "zookeeper"};
+                                        "zookeeper", "system_secret", "tls", "limits"};
 
 static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -1053,7 +1159,7 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->workers.set = 1;
       return walk(c, v, n, workers_keys, NKEYS(workers_keys), workers_field, cfg);
-    default:
+    case 8: {
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->zookeeper.set = 1;
       if ((st = walk(c, v, n, zookeeper_keys, NKEYS(zookeeper_keys), zookeeper_field, cfg)) !=
@@ -1061,7 +1167,23 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
         return st;
       if ((st = require(c, v, n, "connect")) != PC_OK) return st;
       return require(c, v, n, "root");
+    }
+    case 9: return get_str(c, v, n, &cfg->system_secret);
+    case 10: return parse_tls(c, cfg, v, n);
+    default:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      return walk(c, v, n, limits_keys, NKEYS(limits_keys), limits_field, cfg);
   }
+}
+
+/* Rules between keys, checked once every key is read. */
+static pc_status_t check_security(vctx_t *c, const pc_config_t *cfg) {
+  if (cfg->secret && cfg->system_secret && strcmp(cfg->secret, cfg->system_secret) == 0) {
+    path_key(c, "system_secret", 13);
+    int32_t n = member_node(c, 0, "system_secret", 13);
+    return fail_at(c, node_off(c, n), "must differ from secret (it names another identity)");
+  }
+  return PC_OK;
 }
 
 /* ---- entry points ---------------------------------------------------------- */
@@ -1095,6 +1217,18 @@ pc_config_t *pc_config_default(void) {
   cfg->workers.max_failures = 5;
   cfg->workers.backoff_ms = 100;
   cfg->workers.hang_ms = 60000;
+  cfg->limits = (pc_config_limits_t){.max_connections = 1024,
+                                     .max_connections_per_peer = 512,
+                                     .max_unauthenticated = 64,
+                                     .auth_timeout_ms = 5000,
+                                     .idle_timeout_ms = 300000,
+                                     .frame_timeout_ms = 10000,
+                                     .max_frame_mb = 80,
+                                     .request_memory_mb = 256,
+                                     .reply_memory_mb = 256,
+                                     .reply_timeout_ms = 30000,
+                                     .http_max_connections = 64,
+                                     .http_timeout_ms = 5000};
   return cfg;
 }
 
@@ -1116,6 +1250,18 @@ void pc_config_free(pc_config_t *cfg) {
   free(cfg->tso.data_dir);
   free(cfg->zookeeper.connect);
   free(cfg->zookeeper.root);
+  pc_config_tls_t *t = &cfg->tls;
+  free(t->ca_file);
+  free(t->cert_file);
+  free(t->key_file);
+  free(t->ca_at);
+  free(t->cert_at);
+  free(t->key_at);
+  for (size_t k = 0; k < t->nallowed_cn; k++) free(t->allowed_cn[k]);
+  free(t->allowed_cn);
+  for (size_t k = 0; k < t->nsystem_cn; k++) free(t->system_cn[k]);
+  free(t->system_cn);
+  free(cfg->system_secret);
   free(cfg->secret);
   free(cfg->data_dir);
   free(cfg->workers.journal_dir);
@@ -1232,6 +1378,7 @@ pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_
             "liveness live in ZooKeeper (remove this section)");
     goto fail;
   }
+  if (check_security(&c, cfg) != PC_OK) goto fail;
   json_decref(root);
   pt_free(&pt);
   return cfg;

@@ -8,6 +8,22 @@
  * {
  *   "data_dir":  string                    embedded store directory ["./percolator-data"]
  *   "secret":    string                    shared secret every connection presents [none]
+ *   "system_secret": string                a second secret, of the system identity [none]
+ *   "tls":       { "ca_file": path, "cert_file": path, "key_file": path (all three required),
+ *                  "allowed_cn": [string ...] [any name the CA signed],
+ *                  "system_cn": [string ...] [cert_file's own common name] }
+ *   "limits":    { "max_connections": int 1..1000000 [1024],
+ *                  "max_connections_per_peer": int 1..1000000 [512],
+ *                  "max_unauthenticated": int 1..1000000 [64],
+ *                  "auth_timeout_ms": int 10..600000 [5000],
+ *                  "idle_timeout_ms": int 1000..86400000 [300000],
+ *                  "frame_timeout_ms": int 10..600000 [10000],
+ *                  "max_frame_mb": int 1..1024 [80],
+ *                  "request_memory_mb": int 1..1048576 [256],
+ *                  "reply_memory_mb": int 1..1048576 [256],
+ *                  "reply_timeout_ms": int 10..3600000 [30000],
+ *                  "http_max_connections": int 1..100000 [64],
+ *                  "http_timeout_ms": int 10..600000 [5000] }
  *   "log":       { "level": "debug"|"info"|"warn"|"error" ["info"] }
  *   "store":     { "sync": bool [true], "cache_mb": int 0..65536 [32],
  *                  "lock_ttl_ms": int 1..3600000 [3000], "timeout_ms": int 1..3600000 [10000],
@@ -55,6 +71,11 @@
  * "workers" configures the processes that run observers: each plugin is a
  * shared object (docs/OBSERVERS.md) loaded in the order listed, its "config"
  * object handed to its init as compact JSON text.
+ * "secret", "system_secret" and "tls" say who may connect to the daemons and
+ * with which identity, and what a client presents (docs/SECURITY.md); the
+ * files "tls" names must be readable when the configuration is read. "limits"
+ * bounds what every daemon's ports hold for their connections
+ * (docs/ARCHITECTURE.md, "Memory stays bounded").
  */
 #ifndef PC_CONFIG_CONFIG_H
 #define PC_CONFIG_CONFIG_H
@@ -87,10 +108,42 @@ typedef struct pc_config_plugin {
   char *config; /* its "config" object as compact JSON text ("{}" when absent) */
 } pc_config_plugin_t;
 
+/* The TLS settings: where each file key sits in the file ("cluster.json:7:18"),
+ * so that a certificate that fails to load later is reported there. */
+typedef struct pc_config_tls {
+  int set; /* 0 when "tls" is absent: plain TCP */
+  char *ca_file, *cert_file, *key_file;
+  char *ca_at, *cert_at, *key_at;
+  char **allowed_cn; /* NULL (nallowed_cn 0): any certificate the CA signed */
+  size_t nallowed_cn;
+  char **system_cn; /* NULL (nsystem_cn 0): the common name of cert_file */
+  size_t nsystem_cn;
+} pc_config_tls_t;
+
+/* What every daemon port may hold (see docs/ARCHITECTURE.md for the bound
+ * they give). */
+typedef struct pc_config_limits {
+  uint32_t max_connections;
+  uint32_t max_connections_per_peer;
+  uint32_t max_unauthenticated;
+  uint32_t auth_timeout_ms;
+  uint32_t idle_timeout_ms;
+  uint32_t frame_timeout_ms;
+  uint32_t max_frame_mb;
+  uint32_t request_memory_mb;
+  uint32_t reply_memory_mb;
+  uint32_t reply_timeout_ms;
+  uint32_t http_max_connections;
+  uint32_t http_timeout_ms;
+} pc_config_limits_t;
+
 typedef struct pc_config {
   char *source; /* file name (or the name given to pc_config_parse) */
   char *data_dir;
-  char *secret; /* NULL: none */
+  char *secret;        /* NULL: none */
+  char *system_secret; /* NULL: none */
+  pc_config_tls_t tls;
+  pc_config_limits_t limits;
   int log_level; /* pc_log_level_t */
   struct {
     int sync;

@@ -72,7 +72,7 @@ static int dir_is_empty(const char *dir) {
 static pc_status_t write_format(const char *path, pc_error_t *err) {
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0 || write(fd, FORMAT_LINE, strlen(FORMAT_LINE)) != (ssize_t)strlen(FORMAT_LINE) ||
       fsync(fd) != 0 || rename(tmp, path) != 0) {
     int e = errno;
@@ -80,6 +80,26 @@ static pc_status_t write_format(const char *path, pc_error_t *err) {
     return pc_error_set(err, PC_IO_ERROR, "cannot write %s: %s", path, strerror(e));
   }
   close(fd);
+  return PC_OK;
+}
+
+pc_status_t pc_dir_private(const char *dir, pc_error_t *err) {
+  struct stat st;
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+    return pc_error_set(err, PC_IO_ERROR, "cannot create '%s': %s", dir, strerror(errno));
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return PC_OK; /* the open that follows says */
+  if ((st.st_mode & 077) && chmod(dir, st.st_mode & 0700) != 0)
+    return pc_error_set(err, PC_IO_ERROR, "cannot make '%s' private: %s", dir, strerror(errno));
+  DIR *d = opendir(dir);
+  if (!d) return PC_OK;
+  int dfd = dirfd(d);
+  for (struct dirent *e; (e = readdir(d));) {
+    struct stat fs;
+    if (fstatat(dfd, e->d_name, &fs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(fs.st_mode) &&
+        (fs.st_mode & 077))
+      (void)fchmodat(dfd, e->d_name, fs.st_mode & 0700, 0); /* the directory protects it anyway */
+  }
+  closedir(d);
   return PC_OK;
 }
 
@@ -93,7 +113,7 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
       return pc_error_set(err, PC_INVALID,
                           "data directory '%s' does not exist (create it with 'percolator init')",
                           dir);
-    if (mkdir(dir, 0755) != 0)
+    if (mkdir(dir, 0700) != 0)
       return pc_error_set(err, PC_IO_ERROR, "cannot create data directory '%s': %s", dir,
                           strerror(errno));
   } else if (!S_ISDIR(st.st_mode)) {
@@ -325,7 +345,12 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
   snprintf(path, sizeof path, "%s/store", dir);
   pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes,
                           opts->write_buffer_bytes};
+  if ((fresh || opts->create_if_missing) && pc_dir_private(path, err) != PC_OK) {
+    pc_db_close(db);
+    return NULL;
+  }
   db->store = pc_local_store_open(path, &lo, err);
+  if (db->store) (void)pc_dir_private(path, NULL);
   if (!db->store) {
     if (err && err->code == PC_INVALID)
       pc_error_set(err, PC_CORRUPTION, "data directory '%s' has a FORMAT file but no store", dir);

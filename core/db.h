@@ -254,6 +254,12 @@ void pc_data_dir_unlock(int fd);
 /* The pid and role that DIR/LOCK names: 0, or -1 when it names none. Only
  * meaningful while the lock is held (pc_data_dir_lock failed with PC_BUSY). */
 int pc_data_dir_holder(const char *dir, long *pid, char *role, size_t cap);
+/* Keeps dir private to this user: creates it mode 0700 when missing, and
+ * takes group and other permissions off it and off the files directly in it
+ * (a store's directory, before and after LevelDB opens it: the files LevelDB
+ * makes later are created under the process's umask, inside a directory
+ * nobody else can enter). */
+pc_status_t pc_dir_private(const char *dir, pc_error_t *err);
 
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);

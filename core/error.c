@@ -28,6 +28,7 @@ static const char *const status_names[] = {
     [PC_NOMEM] = "out_of_memory",
     [PC_INTERNAL] = "internal",
     [PC_UNKNOWN] = "unknown",
+    [PC_DENIED] = "denied",
 };
 
 const char *pc_status_name(pc_status_t status) {

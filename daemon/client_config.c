@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -57,6 +58,14 @@ static json_t *serving_endpoint(json_t *o) {
   return json_string(buf);
 }
 
+/* A fresh random secret, 64 hex digits, into out (65 bytes); 0 or -1. */
+static int random_secret(char out[65]) {
+  unsigned char b[32];
+  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return -1;
+  for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  return 0;
+}
+
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
                                      pc_daemon_config_t *out, pc_error_t *err) {
   memset(out, 0, sizeof *out);
@@ -66,7 +75,8 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
     return path ? pc_error_set(err, PC_INVALID, "%s: %s", path, je.text)
                 : pc_error_set(err, PC_NOMEM, "out of memory");
   }
-  /* the ports of the worker before, so that its clients reconnect to this one */
+  /* the ports (and the secret, below) of the worker before, so that its
+   * clients reconnect to this one */
   char prev_path[4200];
   snprintf(prev_path, sizeof prev_path, "%s/serving.json", data_dir);
   json_t *prev = json_load_file(prev_path, 0, &je); /* NULL: none, or unreadable */
@@ -78,10 +88,27 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
   json_object_set_new(
       t, "listen",
       serving_endpoint(json_array_get(json_object_get(prev, "tablets"), 0)));
-  json_decref(prev);
   json_object_set_new(t, "data_dir", json_string(data_dir));
   json_array_append_new(ts, t);
   json_object_set_new(root, "data_dir", json_string(data_dir));
+  /* only this user's processes may reach the store it serves: without
+   * credentials of its own, the configuration gets a secret that only
+   * serving.json (mode 0600) tells */
+  if (!json_object_get(root, "secret") && !json_object_get(root, "system_secret") &&
+      !json_object_get(root, "tls")) {
+    /* the worker before's, so that its clients' sessions go on with this one */
+    const char *old = json_string_value(json_object_get(prev, "secret"));
+    char secret[65];
+    if (old && strlen(old) == 64 && strspn(old, "0123456789abcdef") == 64) {
+      memcpy(secret, old, sizeof secret);
+    } else if (random_secret(secret) != 0) {
+      json_decref(prev);
+      json_decref(root);
+      return pc_error_set(err, PC_IO_ERROR, "getrandom: %s", strerror(errno));
+    }
+    json_object_set_new(root, "secret", json_string(secret));
+  }
+  json_decref(prev);
   json_object_set_new(root, "tso", tso);
   json_object_set_new(root, "lockservice", ls);
   json_object_set_new(root, "tablets", ts);

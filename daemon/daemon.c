@@ -83,9 +83,10 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
   d->cfg = c->cfg;
   d->dir_lock = -1;
   d->lock_dir = spec.lock_dir;
-  pc_status_t st = PC_OK;
+  pc_status_t st = pc_config_auth(d->cfg, &d->auth, err);
   /* first what can fail for the user's reasons, before any server says it listens */
-  if (spec.lock_dir && (d->dir_lock = lock_dir(spec.lock_dir, spec.lock_wait_ms, err)) < 0)
+  if (st == PC_OK && spec.lock_dir &&
+      (d->dir_lock = lock_dir(spec.lock_dir, spec.lock_wait_ms, err)) < 0)
     st = err->code;
   /* the serving file a worker before left names ports nobody serves yet:
    * clients wait for this process's, written once it is ready */
@@ -176,6 +177,7 @@ void pc_daemon_stop(pc_daemon_t *d) {
   size_t roles = d->nroles;
   pc_daemon_stop_roles(d);
   pc_data_dir_unlock(d->dir_lock); /* last: the store and the oracle are closed */
+  pc_config_auth_release(&d->auth);
   uint64_t t3 = pc_now_mono_ms();
   if (roles || d->has_workers)
     pc_log(PC_LOG_INFO, "stopped in %llu ms (collector %llu ms, workers %llu ms, servers and "

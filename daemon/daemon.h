@@ -42,9 +42,11 @@ pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_
  * file at path (NULL: the defaults), with an oracle, a lock service and one
  * tablet of every row on 127.0.0.1, whose directories are data_dir itself
  * (its LevelDB is data_dir/store and its oracle data_dir/oracle, as the
- * embedded store keeps them). Their ports are those of data_dir/serving.json
- * (the worker that served data_dir before) when they are free, else
- * ephemeral. Release with pc_daemon_config_free. */
+ * embedded store keeps them), and, when the file names no credentials, a
+ * random secret (so that only the processes that can read its serving.json
+ * reach it). Their ports, and the secret, are those of data_dir/serving.json
+ * (the worker that served data_dir before) when the ports are free, else
+ * ephemeral ports and a new secret. Release with pc_daemon_config_free. */
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
                                      pc_daemon_config_t *out, pc_error_t *err);
 

@@ -77,6 +77,7 @@ struct pc_daemon {
    * slow (a string literal) */
   _Atomic(const char *) stage;
   const pc_config_t *cfg; /* c->cfg */
+  pc_rpc_auth_t auth;     /* cfg's credentials, for its servers and its own clients */
   pc_oracle_t *oracle;    /* the tso role's, when this process runs one */
   role_t roles[64];
   size_t nroles;

@@ -39,7 +39,7 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                   (double)st.connections_open);
   pc_metric_counter(out, "percolator_rpc_requests_total", "Requests served", st.requests);
   pc_metric_counter(out, "percolator_rpc_protocol_errors_total",
-                    "Malformed frames, bad secrets, oversized requests", st.protocol_errors);
+                    "Malformed frames, oversized requests", st.protocol_errors);
   pc_metric_counter(out, "percolator_rpc_bytes_in_total", "Bytes received", st.bytes_in);
   pc_metric_counter(out, "percolator_rpc_bytes_out_total", "Bytes sent", st.bytes_out);
   pc_metric_gauge(out, "percolator_rpc_requests_in_service",
@@ -48,6 +48,14 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                     "Requests that ended, or were dropped, past their deadline or after their "
                     "client closed or the server began to stop",
                     st.abandoned);
+  pc_metric_counter(out, "percolator_rpc_connections_refused_total",
+                    "Connections refused or closed by a limit (limits.*)", st.connections_refused);
+  pc_metric_counter(out, "percolator_rpc_auth_failures_total",
+                    "Failed authentications: certificates, secrets, deadlines", st.auth_failures);
+  pc_metric_gauge(out, "percolator_rpc_request_bytes", "Request bytes held (limits.request_memory_mb)",
+                  (double)st.request_memory);
+  pc_metric_gauge(out, "percolator_rpc_reply_bytes", "Unread reply bytes held (limits.reply_memory_mb)",
+                  (double)st.reply_memory);
   switch (r->kind) {
     case ROLE_TSO:
       if (r->node) {
@@ -106,10 +114,21 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
   pc_rpc_server_options_t o = {0};
   if (r->kind == ROLE_LOCKD) o.on_close = pc_ls_rpc_on_close; /* sessions die with their client */
   if (r->kind == ROLE_TSO) o.runs_inline = pc_tso_rpc_runs_inline; /* no worker hand-off */
+  const pc_config_limits_t *l = &d->cfg->limits;
   o.name = r->name;
   o.host = listen->host;
   o.port = listen->port;
-  o.secret = d->cfg->secret;
+  o.auth = &d->auth;
+  o.max_frame = l->max_frame_mb << 20;
+  o.frame_timeout_ms = l->frame_timeout_ms;
+  o.idle_timeout_ms = l->idle_timeout_ms;
+  o.max_connections = l->max_connections;
+  o.max_connections_per_peer = l->max_connections_per_peer;
+  o.max_unauthenticated = l->max_unauthenticated;
+  o.auth_timeout_ms = l->auth_timeout_ms;
+  o.request_memory = (size_t)l->request_memory_mb << 20;
+  o.reply_memory = (size_t)l->reply_memory_mb << 20;
+  o.reply_timeout_ms = l->reply_timeout_ms;
   o.in_process = 1; /* this process's workers and collector call it directly */
   r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
   if (!r->rpc) {
@@ -117,7 +136,8 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
     return err->code;
   }
   if (http->set) { /* rpc.c and http.c say where they listen */
-    r->http = pc_http_start(http->host, http->port, role_health, role_metrics, r, err);
+    pc_http_limits_t hl = {l->http_max_connections, l->http_timeout_ms};
+    r->http = pc_http_start(http->host, http->port, &hl, role_health, role_metrics, r, err);
     if (!r->http) {
       pc_error_prefix(err, "%s: http", r->name);
       return err->code;
@@ -147,7 +167,7 @@ static char *role_dir(const pc_config_t *cfg, const char *dir, const char *sub) 
   return p;
 }
 
-/* mkdir -p */
+/* mkdir -p, private to this user (the directories it creates are 0700) */
 static pc_status_t make_dir(const char *path, pc_error_t *err) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
@@ -155,11 +175,11 @@ static pc_status_t make_dir(const char *path, pc_error_t *err) {
   for (char *p = tmp + 1; *p; p++) {
     if (*p != '/') continue;
     *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
       return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
     *p = '/';
   }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+  if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
     return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
   return PC_OK;
 }
@@ -239,8 +259,10 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     pc_local_options_t lo = {1, d->cfg->store.sync, (size_t)d->cfg->store.cache_mb << 20,
                              (size_t)d->cfg->store.meta_cache_mb << 20,
                              (size_t)d->cfg->store.write_buffer_mb << 20};
-    store = pc_local_store_open(path, &lo, err);
-    if (!store) st = err ? err->code : PC_IO_ERROR;
+    st = pc_dir_private(path, err);
+    if (st == PC_OK) store = pc_local_store_open(path, &lo, err);
+    if (store) (void)pc_dir_private(path, NULL);
+    else if (st == PC_OK) st = err ? err->code : PC_IO_ERROR;
   }
   free(dir);
   if (st != PC_OK) {
@@ -253,6 +275,9 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     store->ops->close(store);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
+  /* a reply leaves room in a frame for its status and message */
+  pc_tablet_set_limits(r->tablet, d->cfg->store.lock_ttl_ms,
+                       ((size_t)d->cfg->limits.max_frame_mb << 20) - (64u << 10));
   return start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
 }
 
@@ -265,7 +290,7 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
   if (cfg->zookeeper.set) { /* whichever oracle leads, this process's own included */
     d->ts.locator =
         pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
-                              cfg->zookeeper.session_timeout_ms, cfg->secret,
+                              cfg->zookeeper.session_timeout_ms, &d->auth,
                               cfg->store.timeout_ms, err);
     if (!d->ts.locator) return err->code;
     d->ts.batcher = pc_ts_batcher_create(pc_tso_locator_fetch, d->ts.locator);
@@ -279,7 +304,7 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
                         "port, and port 0 is only for the process that runs the oracle",
                         cfg->source, cfg->tso.listen.host);
   d->ts.remote =
-      pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
+      pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, &d->auth, err);
   if (!d->ts.remote) return err->code;
   d->ts.batcher = pc_ts_batcher_create(pc_tso_remote_fetch, d->ts.remote);
   if (!d->ts.batcher) return pc_error_set(err, PC_NOMEM, "out of memory");

@@ -195,7 +195,8 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
   w->worker = pc_worker_start(w->db, w->registry, &o, err);
   if (!w->worker) return err->code;
   if (cfg->workers.http.set) {
-    w->http = pc_http_start(cfg->workers.http.host, cfg->workers.http.port, worker_health,
+    pc_http_limits_t hl = {cfg->limits.http_max_connections, cfg->limits.http_timeout_ms};
+    w->http = pc_http_start(cfg->workers.http.host, cfg->workers.http.port, &hl, worker_health,
                             worker_metrics, w, err);
     if (!w->http) {
       pc_error_prefix(err, "workers: http");

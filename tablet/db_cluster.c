@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "net/rpc.h"
+#include "net/tls.h"
 #include "tablet/tablet.h"
 #include "lockservice/coord.h"
 #include "lockservice/lockservice.h"
@@ -122,12 +123,12 @@ static pc_status_t coord_oracle_info(pc_db_t *db, uint32_t timeout_ms, uint64_t 
 
 /* Timestamps from the oracle that leads in ZooKeeper. */
 static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const pc_options_t *o,
-                                    pc_error_t *err) {
+                                    const pc_rpc_auth_t *auth, pc_error_t *err) {
   coord_t *c = calloc(1, sizeof *c);
   if (!c) return pc_error_set(err, PC_NOMEM, "out of memory");
   db->coord = c;
   c->tso = pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
-                                 cfg->zookeeper.session_timeout_ms, cfg->secret, o->timeout_ms,
+                                 cfg->zookeeper.session_timeout_ms, auth, o->timeout_ms,
                                  err);
   if (!c->tso) return err->code;
   c->clients = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
@@ -161,27 +162,35 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
     addrs[i] = (pc_tablet_addr_t){t->name, t->listen.host, t->listen.port,
                                   {t->start, t->start_len, t->end, t->end_len}};
   }
-  db->store = pc_remote_store_open(addrs, cfg->ntablets, cfg->secret, o->timeout_ms, err);
+  pc_rpc_auth_t auth; /* each client takes what it needs of it */
+  if (pc_config_auth(cfg, &auth, err) != PC_OK) {
+    free(addrs);
+    goto fail;
+  }
+  db->store = pc_remote_store_open(addrs, cfg->ntablets, &auth, o->timeout_ms, err);
   free(addrs);
-  if (!db->store) goto fail;
+  if (!db->store) {
+    pc_config_auth_release(&auth);
+    goto fail;
+  }
+  pc_status_t st;
   if (cfg->zookeeper.set) {
-    if (open_coordinated(db, cfg, o, err) != PC_OK) goto fail;
+    st = open_coordinated(db, cfg, o, &auth, err);
   } else {
-    db->tso =
-        pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
-    if (!db->tso) goto fail;
-    db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso);
-    if (!db->batcher) {
-      pc_error_set(err, PC_NOMEM, "out of memory");
-      goto fail;
-    }
+    db->tso = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, &auth, err);
+    st = !db->tso ? err->code
+         : !(db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso))
+             ? pc_error_set(err, PC_NOMEM, "out of memory")
+             : PC_OK;
   }
-  if (cfg->lockservice.set && cfg->lockservice.listen.set) {
+  if (st == PC_OK && cfg->lockservice.set && cfg->lockservice.listen.set) {
     db->ls = pc_ls_client_create(cfg->lockservice.listen.host, cfg->lockservice.listen.port,
-                                 cfg->secret, cfg->lockservice.session_ttl_ms, err);
-    if (!db->ls) goto fail;
-    pc_ls_client_set_reporter(db->ls, oldest_open, db);
+                                 &auth, cfg->lockservice.session_ttl_ms, err);
+    if (db->ls) pc_ls_client_set_reporter(db->ls, oldest_open, db);
+    else st = err->code;
   }
+  pc_config_auth_release(&auth);
+  if (st != PC_OK) goto fail;
   db->liveness.is_alive = cluster_alive;
   db->liveness.ctx = db;
   db->gc_bound = cluster_gc_bound;
@@ -190,6 +199,39 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
 fail:
   pc_db_close(db);
   return NULL;
+}
+
+pc_status_t pc_config_auth(const pc_config_t *cfg, pc_rpc_auth_t *out, pc_error_t *err) {
+  memset(out, 0, sizeof *out);
+  out->secret = cfg->secret;
+  out->system_secret = cfg->system_secret;
+  if (!cfg->tls.set) return PC_OK;
+  pc_tls_options_t o = {cfg->tls.ca_file,
+                        cfg->tls.cert_file,
+                        cfg->tls.key_file,
+                        cfg->tls.ca_at,
+                        cfg->tls.cert_at,
+                        cfg->tls.key_at,
+                        (const char *const *)cfg->tls.allowed_cn,
+                        cfg->tls.nallowed_cn,
+                        (const char *const *)cfg->tls.system_cn,
+                        cfg->tls.nsystem_cn};
+  out->tls = pc_tls_create(&o, err);
+  return out->tls ? PC_OK : err->code;
+}
+
+void pc_config_auth_release(pc_rpc_auth_t *a) {
+  pc_tls_unref(a->tls);
+  memset(a, 0, sizeof *a);
+}
+
+pc_rpc_client_t *pc_config_rpc_client(const pc_config_t *cfg, const char *host, uint16_t port,
+                                      pc_error_t *err) {
+  pc_rpc_auth_t auth;
+  if (pc_config_auth(cfg, &auth, err) != PC_OK) return NULL;
+  pc_rpc_client_t *c = pc_rpc_client_create(host, port, &auth, err);
+  pc_config_auth_release(&auth);
+  return c;
 }
 
 /* Without create, the embedded store's data_dir must exist and hold a store,

@@ -632,7 +632,8 @@ static char *dup_n(const char *p, size_t n) {
   return d;
 }
 
-pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, const char *secret,
+pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
+                                 const pc_rpc_auth_t *auth,
                                  uint32_t timeout_ms, pc_error_t *err) {
   if (n == 0) {
     pc_error_set(err, PC_INVALID, "no tablets configured");
@@ -673,7 +674,7 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, cons
       r_close(&s->base);
       return NULL;
     }
-    t->rpc = pc_rpc_client_create(a->host, a->port, secret, err);
+    t->rpc = pc_rpc_client_create(a->host, a->port, auth, err);
     if (!t->rpc) {
       r_close(&s->base);
       return NULL;

@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "core/db.h"
 #include "core/log.h"
+#include "tablet/tablet.h"
 #include "tests/testutil.h"
 
 #define SRC "cluster.json"
@@ -399,6 +400,77 @@ static void test_wrong_types(void **state) {
   /* \r\n line ends: the \r is a byte of the line */
   expect_error("{\r\n  \"store\": 5\r\n}", PC_INVALID,
                SRC ":2:12: store: expected an object, got an integer");
+}
+
+/* The security keys: TLS files that must be readable, allow-lists, the two
+ * secrets, the limits; and a certificate that does not load, reported at
+ * its key's line:column when the credentials are made. */
+static void test_security_keys(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("config-tls");
+  char text[8192], junk[512];
+  snprintf(junk, sizeof junk, "%.400s/junk.pem", dir);
+  FILE *f = fopen(junk, "w");
+  assert_non_null(f);
+  fputs("not a certificate\n", f);
+  fclose(f);
+  snprintf(text, sizeof text,
+           "{\"tls\": {\"ca_file\": \"%s\", \"cert_file\": \"%s\",\n"
+           "         \"key_file\": \"%s\", \"allowed_cn\": [\"app\", \"app2\"],\n"
+           "         \"system_cn\": [\"ops\"]},\n"
+           " \"secret\": \"d\", \"system_secret\": \"s\",\n"
+           " \"limits\": {\"max_connections\": 10, \"max_unauthenticated\": 3,\n"
+           "            \"max_frame_mb\": 2, \"request_memory_mb\": 5, \"reply_memory_mb\": 6,\n"
+           "            \"http_max_connections\": 7, \"auth_timeout_ms\": 100}}",
+           junk, junk, junk);
+  pc_error_t err;
+  pc_config_t *cfg = parse(text, &err);
+  if (!cfg) fail_msg("%s", err.text);
+  assert_int_equal(cfg->tls.set, 1);
+  assert_string_equal(cfg->tls.cert_file, junk);
+  assert_int_equal(cfg->tls.nallowed_cn, 2);
+  assert_string_equal(cfg->tls.allowed_cn[1], "app2");
+  assert_int_equal(cfg->tls.nsystem_cn, 1);
+  assert_string_equal(cfg->tls.system_cn[0], "ops");
+  assert_string_equal(cfg->system_secret, "s");
+  assert_int_equal(cfg->limits.max_connections, 10);
+  assert_int_equal(cfg->limits.max_unauthenticated, 3);
+  assert_int_equal(cfg->limits.max_frame_mb, 2);
+  assert_int_equal(cfg->limits.request_memory_mb, 5);
+  assert_int_equal(cfg->limits.reply_memory_mb, 6);
+  assert_int_equal(cfg->limits.http_max_connections, 7);
+  assert_int_equal(cfg->limits.auth_timeout_ms, 100);
+  assert_int_equal(cfg->limits.max_connections_per_peer, 512); /* the default */
+  /* the files load only when the credentials are made: a junk CA is named where it is */
+  pc_rpc_auth_t auth;
+  assert_int_equal(pc_config_auth(cfg, &auth, &err), PC_INVALID);
+  char want[1024];
+  snprintf(want, sizeof want, SRC ":1:21: tls.ca_file: cannot load CA certificates from '%s'", junk);
+  if (strncmp(err.text, want, strlen(want)) != 0) fail_msg("got: %s", err.text);
+  pc_config_free(cfg);
+
+  /* errors, each at its place */
+  expect_error("{\"tls\": {\"ca_file\": \"/nonexistent/ca.pem\"}}", PC_INVALID,
+               SRC ":1:21: tls.ca_file: cannot read \"/nonexistent/ca.pem\": No such file or "
+               "directory");
+  snprintf(text, sizeof text, "{\"tls\": {\"ca_file\": \"%s\", \"cert_file\": \"%s\"}}", junk, junk);
+  char msg[4400];
+  snprintf(msg, sizeof msg, SRC ":1:9: tls: missing required key 'key_file'");
+  expect_error(text, PC_INVALID, msg);
+  expect_error("{\"tls\": {\"allowed_cn\": []}}", PC_INVALID,
+               SRC ":1:24: tls.allowed_cn: must list at least one name");
+  expect_error("{\"tls\": {\"system_cn\": [\"ops\", 7]}}", PC_INVALID,
+               SRC ":1:31: tls.system_cn[1]: expected a string, got an integer");
+  expect_error("{\"tls\": {\"allowed_cm\": [\"a\"]}}", PC_INVALID,
+               SRC ":1:10: tls.allowed_cm: unknown key 'allowed_cm' (did you mean 'allowed_cn'?)");
+  expect_error("{\"secret\": \"same\", \"system_secret\": \"same\"}", PC_INVALID,
+               SRC ":1:37: system_secret: must differ from secret (it names another identity)");
+  expect_error("{\"limits\": {\"max_frame_mb\": 0}}", PC_INVALID,
+               SRC ":1:29: limits.max_frame_mb: expected an integer in 1..1024, got 0");
+  expect_error("{\"limits\": {\"max_conections\": 5}}", PC_INVALID,
+               SRC ":1:13: limits.max_conections: unknown key 'max_conections' (did you mean "
+               "'max_connections'?)");
+  tu_rmtree(dir);
 }
 
 static void test_ranges_of_integers(void **state) {
@@ -952,6 +1024,7 @@ int main(void) {
       cmocka_unit_test(test_full),
       cmocka_unit_test(test_defaults),
       cmocka_unit_test(test_wrong_types),
+      cmocka_unit_test(test_security_keys),
       cmocka_unit_test(test_ranges_of_integers),
       cmocka_unit_test(test_unknown_keys),
       cmocka_unit_test(test_endpoints),

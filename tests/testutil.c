@@ -108,6 +108,11 @@ static int ready_port(const char *dir, const char *log, const char *key, const c
 
 static const char *const tablet_names[3] = {"t1", "t2", "t3"};
 
+/* The tests choose their clients' lock TTLs (up to an hour, for locks that
+ * must outlive a test's reads): the tablets' cap on them (store.lock_ttl_ms)
+ * is set above every one. */
+#define DAEMON_STORE "\"store\":{\"lock_ttl_ms\":3600000},"
+
 /* The "tablets" array with the given listen ports (0 = ephemeral). */
 static void tablets_json(char *out, size_t cap, const int ports[3]) {
   snprintf(out, cap,
@@ -161,7 +166,7 @@ static void cluster_start(const char *dir) {
   if (!zk[0]) snprintf(ls0, sizeof ls0, "\"lockservice\":{\"listen\":\"127.0.0.1:0\"},");
   snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},%s"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
            "\"tso\":{\"listen\":\"127.0.0.1:0\"},%s"
            "\"tablets\":%s}\n",
            dir, zk, ls0, tablets);
@@ -174,7 +179,7 @@ static void cluster_start(const char *dir) {
              ready_port(dir, "lockd", "lockservice", NULL));
   snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},%s"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
            "\"tso\":{\"listen\":\"127.0.0.1:%d\"},%s"
            "\"tablets\":%s}\n",
            dir, zk, tso, ls, tablets);
@@ -192,7 +197,7 @@ static void cluster_start(const char *dir) {
   /* what clients read, and what a restarted daemon reads to come back on its port */
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},%s"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
            "\"tso\":{\"listen\":\"127.0.0.1:%d\"},%s"
            "\"tablets\":%s}\n",
            dir, zk, tso, ls, tablets);
@@ -321,6 +326,12 @@ uint64_t tu_dead_session(const char *dir) {
   pc_db_close(db); /* closes the session */
   if (s == 0) die("tu_dead_session: the cluster gave no session", NULL);
   return s;
+}
+
+void tu_make_certs(const char *dir, const char *names) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "bash '%s/tests/certs.sh' '%s' %s", PC_SOURCE_DIR, dir, names);
+  if (system(cmd) != 0) die("making test certificates with tests/certs.sh (openssl)", NULL);
 }
 
 char *tu_mkdtemp(const char *tag) {

@@ -67,4 +67,9 @@ pc_db_t *tu_cluster_open(const char *dir, uint32_t lock_ttl_ms);
  * data, waiting until it listens, and records its new pid. */
 void tu_cluster_restart(const char *dir, int index);
 
+/* Makes the certificates of tests/certs.sh in dir (a CA, one certificate
+ * per name of the space-separated names, each also signed by a rogue CA),
+ * at run time. Aborts on failure. */
+void tu_make_certs(const char *dir, const char *names);
+
 #endif

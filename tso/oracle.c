@@ -163,7 +163,7 @@ static pc_status_t persist_bound(void *ctx, uint64_t bound, pc_error_t *err) {
   char line[BOUND_LINE_MAX];
   size_t len = format_bound(line, sizeof line, bound);
 
-  int fd = open(o->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(o->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return io_error(err, "cannot create", o->tmp_path, errno);
   if (write_all(fd, line, len) != PC_OK) {
     int e = errno;
@@ -381,7 +381,7 @@ pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *er
   /* Two oracles serving one bound file would hand out the same timestamps:
    * the first to open it holds an exclusive lock until it closes (or dies). */
   char *lock_path = dup_str(path, ".lock");
-  f->lock_fd = lock_path ? open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
+  f->lock_fd = lock_path ? open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
   if (f->lock_fd < 0 || flock(f->lock_fd, LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
     if (f->lock_fd >= 0 && (e == EWOULDBLOCK || e == EAGAIN))

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"
+#include "net/tls.h"
 #include "tso/tso_rpc.h"
 
 #include <inttypes.h>
@@ -401,7 +402,8 @@ typedef struct holder {
 } holder_t;
 
 struct pc_tso_locator {
-  char *connect, *root, *secret;
+  char *connect, *root, *secret, *system_secret;
+  pc_rpc_auth_t auth; /* over secret, system_secret and a reference of the TLS context */
   uint32_t timeout_ms;
   pc_zk_t *zk; /* the follower thread's */
   pc_zk_watch_t watch;
@@ -466,7 +468,7 @@ static void locator_refresh(pc_tso_locator_t *l) {
       (h = calloc(1, sizeof *h))) {
     atomic_init(&h->refs, 1);
     snprintf(h->addr, sizeof h->addr, "%s", leader);
-    if (!(h->rpc = pc_rpc_client_create(host, port, l->secret, &err))) {
+    if (!(h->rpc = pc_rpc_client_create(host, port, &l->auth, &err))) {
       free(h);
       h = NULL;
     }
@@ -521,23 +523,28 @@ void pc_tso_locator_destroy(pc_tso_locator_t *l) {
   free(l->connect);
   free(l->root);
   free(l->secret);
+  free(l->system_secret);
+  pc_tls_unref(l->auth.tls);
   free(l);
 }
 
 pc_tso_locator_t *pc_tso_locator_create(const char *connect, const char *root,
-                                        uint32_t session_timeout_ms, const char *secret,
+                                        uint32_t session_timeout_ms, const pc_rpc_auth_t *auth,
                                         uint32_t timeout_ms, pc_error_t *err) {
   pc_tso_locator_t *l = calloc(1, sizeof *l);
   if (!l || !(l->connect = strdup(connect)) || !(l->root = strdup(root)) ||
-      (secret && !(l->secret = strdup(secret)))) {
+      (auth && auth->secret && !(l->secret = strdup(auth->secret))) ||
+      (auth && auth->system_secret && !(l->system_secret = strdup(auth->system_secret)))) {
     if (l) {
       free(l->connect);
       free(l->root);
+      free(l->secret);
     }
     free(l);
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
+  l->auth = (pc_rpc_auth_t){l->secret, l->system_secret, auth ? pc_tls_ref(auth->tls) : NULL};
   l->timeout_ms = session_timeout_ms;
   l->watch = (pc_zk_watch_t){locator_event, l};
   pthread_mutex_init(&l->mu, NULL);

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "core/keys.h"
+#include "net/rpc.h"
 #include "tso/oracle.h"
 
 typedef struct pc_tso_node pc_tso_node_t;
@@ -79,10 +80,11 @@ typedef struct pc_tso_locator pc_tso_locator_t;
 
 /* A client of whichever oracle leads the cluster at root: opens its own
  * ZooKeeper session (waiting at most timeout_ms for it; PC_UNAVAILABLE
- * otherwise) and follows the election from a background thread. Returns
+ * otherwise) and follows the election from a background thread; auth's
+ * credentials (copied; NULL: none) reach each leader. Returns
  * NULL on error; release with pc_tso_locator_destroy. */
 pc_tso_locator_t *pc_tso_locator_create(const char *connect, const char *root,
-                                        uint32_t session_timeout_ms, const char *secret,
+                                        uint32_t session_timeout_ms, const pc_rpc_auth_t *auth,
                                         uint32_t timeout_ms, pc_error_t *err);
 void pc_tso_locator_destroy(pc_tso_locator_t *l);
 

@@ -502,6 +502,9 @@ int main(int argc, char **argv) {
       {NULL, 0, NULL, 0},
   };
   cli_ctx_t ctx = {CLI_DEFAULT_DATA_DIR, 0, NULL, NULL, NULL};
+  /* everything this process creates (data directories, LevelDB's files,
+   * serving.json, ready files) is private to its user */
+  umask(077);
   opterr = 0;
   int c;
   char buf[128];

@@ -140,15 +140,15 @@ static void check_cluster(doctor_t *d, const pc_config_t *cfg) {
   pc_error_t err;
   if (cfg->tso.set && cfg->tso.listen.set) {
     pc_rpc_client_t *c =
-        pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, &err);
+        pc_config_rpc_client(cfg, cfg->tso.listen.host, cfg->tso.listen.port, &err);
     uint64_t last;
     pc_status_t st = c ? pc_tso_remote_info(c, d->timeout_ms, &last, &err) : err.code;
     pc_rpc_client_destroy(c);
     check_role(d, "tso", &cfg->tso.listen, st, &err, "tso");
   }
   if (cfg->lockservice.set && cfg->lockservice.listen.set) {
-    pc_rpc_client_t *c = pc_rpc_client_create(cfg->lockservice.listen.host,
-                                              cfg->lockservice.listen.port, cfg->secret, &err);
+    pc_rpc_client_t *c = pc_config_rpc_client(cfg, cfg->lockservice.listen.host,
+                                              cfg->lockservice.listen.port, &err);
     uint32_t epoch;
     uint64_t sessions;
     pc_status_t st = c ? pc_ls_remote_info(c, d->timeout_ms, &epoch, &sessions, &err) : err.code;
@@ -157,7 +157,7 @@ static void check_cluster(doctor_t *d, const pc_config_t *cfg) {
   }
   for (size_t i = 0; i < cfg->ntablets; i++) {
     const pc_config_tablet_t *t = &cfg->tablets[i];
-    pc_rpc_client_t *c = pc_rpc_client_create(t->listen.host, t->listen.port, cfg->secret, &err);
+    pc_rpc_client_t *c = pc_config_rpc_client(cfg, t->listen.host, t->listen.port, &err);
     pc_buf_t name = {0};
     uint64_t ops;
     pc_tablet_gc_t gc;

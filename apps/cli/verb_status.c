@@ -58,7 +58,7 @@ static void report_tso(report_t *r, const pc_config_t *cfg) {
   pc_error_clear(&err);
   uint64_t last = 0;
   pc_rpc_client_t *c =
-      pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, &err);
+      pc_config_rpc_client(cfg, cfg->tso.listen.host, cfg->tso.listen.port, &err);
   pc_status_t st = c ? pc_tso_remote_info(c, STATUS_TIMEOUT_MS, &last, &err) : err.code;
   if (c) pc_rpc_client_destroy(c);
   const char *e = st == PC_OK ? NULL : err.text;
@@ -78,9 +78,14 @@ static void report_tso_elected(report_t *r, const pc_config_t *cfg) {
   pc_error_clear(&err);
   uint64_t last = 0;
   char leader[300] = "", all[1024] = "";
+  pc_rpc_auth_t auth;
   pc_tso_locator_t *l =
-      pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
-                            cfg->zookeeper.session_timeout_ms, cfg->secret, STATUS_TIMEOUT_MS, &err);
+      pc_config_auth(cfg, &auth, &err) != PC_OK
+          ? NULL
+          : pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
+                                  cfg->zookeeper.session_timeout_ms, &auth, STATUS_TIMEOUT_MS,
+                                  &err);
+  pc_config_auth_release(&auth);
   pc_status_t st = l ? pc_tso_locator_info(l, STATUS_TIMEOUT_MS, &last, &err) : err.code;
   if (l) pc_tso_locator_members(l, leader, sizeof leader, all, sizeof all);
   pc_tso_locator_destroy(l);
@@ -109,8 +114,8 @@ static void report_lockd(report_t *r, const pc_config_t *cfg) {
   pc_error_clear(&err);
   uint32_t epoch = 0;
   uint64_t sessions = 0;
-  pc_rpc_client_t *c = pc_rpc_client_create(cfg->lockservice.listen.host,
-                                            cfg->lockservice.listen.port, cfg->secret, &err);
+  pc_rpc_client_t *c = pc_config_rpc_client(cfg, cfg->lockservice.listen.host,
+                                            cfg->lockservice.listen.port, &err);
   pc_status_t st =
       c ? pc_ls_remote_info(c, STATUS_TIMEOUT_MS, &epoch, &sessions, &err) : err.code;
   if (c) pc_rpc_client_destroy(c);
@@ -133,7 +138,7 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
     const pc_config_tablet_t *t = &cfg->tablets[i];
     pc_error_t err;
     pc_error_clear(&err);
-    pc_rpc_client_t *c = pc_rpc_client_create(t->listen.host, t->listen.port, cfg->secret, &err);
+    pc_rpc_client_t *c = pc_config_rpc_client(cfg, t->listen.host, t->listen.port, &err);
     pc_buf_t name = {0};
     uint64_t ops = 0;
     pc_tablet_gc_t gc = {0};
