@@ -155,15 +155,25 @@ static int crash_main(const char *config) {
   pc_error_t err;
   if (pc_failpoints_configure("txn.commit.before_primary=exit(7)", &err) != PC_OK) return 1;
   pc_db_t *db = pc_db_open_config(config, &err);
-  if (!db) return 1;
-  pc_txn_t *t = pc_txn_begin(db, &err);
-  long va, vb;
-  if (!t || get_int(t, "bank", "acct00", &va, &err) != PC_OK ||
-      get_int(t, "bank", "acct19", &vb, &err) != PC_OK ||
-      set_int(t, "bank", "acct00", va - 5, &err) != PC_OK ||
-      set_int(t, "bank", "acct19", vb + 5, &err) != PC_OK)
+  if (!db) {
+    fprintf(stderr, "crash: open: %s\n", err.text);
     return 1;
-  pc_txn_commit(t, &err); /* exits at the failpoint */
+  }
+  /* the bank clients run throughout: a read that meets their locks, or a
+   * prewrite that conflicts with them, is tried again until one transaction
+   * reaches the failpoint (which exits 7) */
+  for (int attempt = 0; attempt < 100; attempt++) {
+    pc_txn_t *t = pc_txn_begin(db, &err);
+    long va, vb;
+    if (t && get_int(t, "bank", "acct00", &va, &err) == PC_OK &&
+        get_int(t, "bank", "acct19", &vb, &err) == PC_OK &&
+        set_int(t, "bank", "acct00", va - 5, &err) == PC_OK &&
+        set_int(t, "bank", "acct19", vb + 5, &err) == PC_OK)
+      pc_txn_commit(t, &err); /* exits at the failpoint, unless the prewrite failed */
+    fprintf(stderr, "crash: attempt %d: %s\n", attempt, err.text);
+    pc_txn_destroy(t);
+    sleep_ms(100);
+  }
   return 2;
 }
 

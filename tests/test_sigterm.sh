@@ -72,9 +72,9 @@ start_clients() {
       i=0
       while :; do
         i=$((i + 1))
-        timeout 20 "$CLI" --config "$1" --timeout 3000 set docs "http://example.org/$2/$k/$i" \
+        timeout 20 "$CLI" --config "$1" --timeout 3000ms set docs "http://example.org/$2/$k/$i" \
           doc:contents "the quick brown fox $k $i jumps over the lazy dog" >/dev/null 2>&1
-        timeout 20 "$CLI" --config "$1" --timeout 3000 get big "a0000$k" c >/dev/null 2>&1
+        timeout 20 "$CLI" --config "$1" --timeout 3000ms get big "a0000$k" c >/dev/null 2>&1
       done
     ) &
     CLIENTS+=($!)

@@ -248,6 +248,17 @@ start_poison() { # the worker serving $P: pid in $WP
   PIDS+=("$WP")
   wait_file "$P/serving.json" "$WP"
 }
+restart_poison() { # the same, but the worker may die on the poison before it serves
+  "$CLI" --config "$WORK/poison.json" worker 2>>"$WORK/poison-worker.log" &
+  WP=$!
+  PIDS+=("$WP")
+  for _ in $(seq 600); do
+    [ -s "$P/serving.json" ] && return 0
+    kill -0 "$WP" 2>/dev/null || return 0 # counted as a death by the loop below
+    sleep 0.05
+  done
+  fail "$P/serving.json did not appear within 30 s"
+}
 start_poison
 for r in p1 p2 p3; do
   run_cli 10 --data "$P" set hot "$r" c:v "fine-$r"
@@ -270,7 +281,7 @@ for _ in $(seq 6); do # restart the worker each time it dies, until wait says it
   [ "$RC" -gt 128 ] || fail "the worker exited $RC, not by a signal"
   DEATHS=$((DEATHS + 1))
   rm -f "$P/serving.json"
-  start_poison
+  restart_poison
 done
 kill -0 "$WP" 2>/dev/null || fail "the worker kept dying ($DEATHS deaths)"
 run_cli 60 --data "$P" wait --timeout-s 50
