@@ -46,7 +46,7 @@ static void serve(const uint8_t *data, size_t size) {
     pc_error_clear(&err);
     pc_status_t st = pc_ls_rpc_handler(ls, op, body, len, &reply, &err);
     if (st != PC_OK) {
-      FUZZ_CHECK(st <= PC_UNKNOWN && err.text[0]);
+      FUZZ_CHECK(st <= PC_STATUS_MAX && err.text[0]);
     } else {
       FUZZ_CHECK(reply.len == reply_size(op));
     }
@@ -68,9 +68,9 @@ static void info_reply(const uint8_t *data, size_t size) {
   uint64_t sessions = 0;
   pc_error_t err;
   pc_status_t st = pc_ls_remote_info(client, 1000, &epoch, &sessions, &err);
-  FUZZ_CHECK(st <= PC_UNKNOWN);
+  FUZZ_CHECK(st <= PC_STATUS_MAX);
   /* the first chunk was the reply: u32 epoch u64 sessions, nothing more */
-  if (st == PC_OK) FUZZ_CHECK(size >= 3 + 12 && (data[0] > PC_UNKNOWN || data[0] == PC_OK));
+  if (st == PC_OK) FUZZ_CHECK(size >= 3 + 12 && (data[0] > PC_STATUS_MAX || data[0] == PC_OK));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -181,7 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     }
   }
-  FUZZ_CHECK((unsigned)st <= PC_UNKNOWN);
+  FUZZ_CHECK((unsigned)st <= PC_STATUS_MAX);
   if (st != PC_OK) FUZZ_CHECK(err.code == st);
   return 0;
 }

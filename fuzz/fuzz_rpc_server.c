@@ -71,12 +71,14 @@ static uint32_t be32(const unsigned char *p) {
 static void check_replies(const unsigned char *p, size_t n) {
   size_t at = 0;
   while (at < n) {
-    FUZZ_CHECK(n - at >= 4 + PC_RPC_HEADER);
+    FUZZ_CHECK(n - at >= 4 + PC_RPC_HEADER_V1);
     uint32_t flen = be32(p + at);
-    FUZZ_CHECK(flen >= PC_RPC_HEADER && flen <= MAX_FRAME && n - at - 4 >= flen);
-    FUZZ_CHECK(p[at + 4] == PC_RPC_VERSION);
+    /* in the version of the request, or 1 (every version's start) */
+    FUZZ_CHECK(p[at + 4] == PC_RPC_VERSION || p[at + 4] == PC_RPC_VERSION_1);
+    uint32_t hl = p[at + 4] == PC_RPC_VERSION ? PC_RPC_HEADER : PC_RPC_HEADER_V1;
+    FUZZ_CHECK(flen >= hl && flen <= MAX_FRAME && n - at - 4 >= flen);
     FUZZ_CHECK(p[at + 5] & PC_RPC_OP_REPLY);
-    FUZZ_CHECK(p[at + 6] <= PC_UNKNOWN);
+    FUZZ_CHECK(p[at + 6] <= PC_STATUS_MAX);
     at += 4 + flen;
   }
 }

@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       /* u8 status, the op's payload, str message */
       FUZZ_CHECK(reply.len >= 5);
       uint8_t status = (uint8_t)reply.p[0];
-      FUZZ_CHECK(status <= PC_UNKNOWN);
+      FUZZ_CHECK(status <= PC_STATUS_MAX);
       size_t mlen = 0, at = reply.len;
       /* the message is last; find a length prefix that ends the reply */
       int found = 0;

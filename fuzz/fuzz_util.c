@@ -68,7 +68,7 @@ static pc_status_t fake_handler(void *ctx, uint8_t op, const char *body, size_t 
   size_t n;
   if (!fuzz_next_chunk(&script, &tag, &p, &n))
     return pc_error_set(err, PC_UNAVAILABLE, "the script of replies is used up");
-  pc_status_t st = tag <= PC_UNKNOWN ? (pc_status_t)tag : PC_OK;
+  pc_status_t st = tag <= PC_STATUS_MAX ? (pc_status_t)tag : PC_OK;
   if (st != PC_OK) return pc_error_set(err, st, "%.*s", (int)n, p);
   return pc_buf_append(reply, p, n) ? pc_error_set(err, PC_NOMEM, "out of memory") : PC_OK;
 }

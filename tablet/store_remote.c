@@ -59,6 +59,7 @@ static pc_status_t rpc_failure(const remote_t *s, size_t i, pc_status_t st, pc_e
     case PC_UNAVAILABLE:
     case PC_NOMEM:
     case PC_INTERNAL:
+    case PC_DENIED:
       pc_error_prefix(err, "tablet %s", s->t[i].name);
       return st;
     default:
@@ -75,7 +76,7 @@ static pc_status_t rpc_failure(const remote_t *s, size_t i, pc_status_t st, pc_e
 static pc_status_t reply_status(const remote_t *s, size_t i, pc_rd_t *r, pc_error_t *err) {
   uint8_t status = pc_rd_u8(r);
   if (!r->ok) return pc_error_set(err, PC_CORRUPTION, "tablet %s: empty reply", s->t[i].name);
-  if (status > PC_UNKNOWN) {
+  if (status > PC_STATUS_MAX) {
     r->ok = 0;
     return pc_error_set(err, PC_CORRUPTION, "tablet %s: reply with unknown status %u",
                         s->t[i].name, status);
@@ -693,7 +694,7 @@ pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms
   }
   pc_rd_t r = {reply.p, reply.len, 0, 1};
   uint8_t status = pc_rd_u8(&r);
-  if (status > PC_UNKNOWN) r.ok = 0; /* not a pc_status_t: malformed */
+  if (status > PC_STATUS_MAX) r.ok = 0; /* not a pc_status_t: malformed */
   st = (pc_status_t)status;
   size_t n = 0, mlen;
   const char *p = NULL;

@@ -26,13 +26,13 @@ static int fails(size_t n) {
   return hi && n >= lo && n <= hi;
 }
 
-void *malloc(size_t n) {
+__attribute__((visibility("default"))) void *malloc(size_t n) {
   static void *(*real)(size_t);
   if (!real) real = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
   return fails(n) ? NULL : real(n);
 }
 
-void *realloc(void *p, size_t n) {
+__attribute__((visibility("default"))) void *realloc(void *p, size_t n) {
   static void *(*real)(void *, size_t);
   if (!real) real = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
   return fails(n) ? NULL : real(p, n);
