@@ -225,13 +225,16 @@ void pc_daemon_workers_stop(pc_daemon_t *d) {
     pthread_mutex_unlock(&w->mu);
   }
   if (w->http) pc_http_stop(w->http);
-  pc_error_t err;
-  int left = pc_worker_stop_within(w->worker, WORKER_STOP_MS, &err) != PC_OK;
+  /* the observers end while the reporter deletes the record; the worker is
+   * released only once the reporter, which reads its counters, is gone */
+  pc_worker_stop_begin(w->worker);
   if (w->reporting) {
     pthread_join(w->reporter, NULL);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
   }
+  pc_error_t err;
+  int left = pc_worker_stop_within(w->worker, WORKER_STOP_MS, &err) != PC_OK;
   if (left) {
     /* those observers still run the plugins' code on the database handle:
      * both stay, and the process exits around them */

@@ -228,7 +228,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
   c->h = h;
   c->bev = bev;
   c->timer = timer;
-  snprintf(c->peer, sizeof c->peer, "%.64s:%s", host, port);
+  snprintf(c->peer, sizeof c->peer, "%.64s:%.8s", host, port);
   c->prev = h->tail;
   if (h->tail) h->tail->next = c; else h->head = c;
   h->tail = c;

@@ -522,6 +522,10 @@ void pc_worker_stop(pc_worker_t *w) {
   release(w);
 }
 
+void pc_worker_stop_begin(pc_worker_t *w) {
+  if (w) signal_stop(w);
+}
+
 pc_status_t pc_worker_stop_within(pc_worker_t *w, uint32_t ms, pc_error_t *err) {
   pc_error_clear(err);
   if (!w) return PC_OK;

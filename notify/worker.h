@@ -84,6 +84,12 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
  * as an observer takes to return. */
 void pc_worker_stop(pc_worker_t *w);
 
+/* Tells the worker's threads to stop taking work and returns at once; w
+ * stays valid (pc_worker_stats answers) until pc_worker_stop or
+ * pc_worker_stop_within releases it. Lets a caller's own waits (its
+ * reporter's last write) overlap the observers' ending. */
+void pc_worker_stop_begin(pc_worker_t *w);
+
 /* Like pc_worker_stop, but waits at most ms for the observers in flight:
  * PC_OK once everything stopped and w is released; PC_TIMEOUT (naming the
  * observers still running) when some have not returned, and then w is not
