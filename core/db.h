@@ -86,18 +86,6 @@ struct pc_db {
   pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
   uint64_t gc_passes;
 
-  /* the observed columns (core/observed.c): an immutable set, replaced
-   * whole under the write lock of observed_mu (which prefers writers);
-   * commits read it under the read lock, and not at all while
-   * observed_strong says it has no strong observer; observed_update_mu
-   * serialises the updates (a refresh, a registration) */
-  pthread_rwlock_t observed_mu;
-  pthread_mutex_t observed_update_mu;
-  struct pc_observed_set *observed;
-  _Atomic int observed_loaded; /* read from the store at least once */
-  _Atomic int observed_strong; /* the set names a strong observer */
-  uint64_t next_observed_ms;   /* the background thread's next refresh */
-
   /* the notification workers of this handle (notify/worker.c) share an
    * in-process lock service, so that two of their threads never scan the
    * same claim at once: created by the first worker under notify_mu,
@@ -133,56 +121,107 @@ uint32_t pc_db_lock_ttl(const pc_db_t *db, const pc_open_txn_t *e);
 pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err);
 void pc_db_stop_background(pc_db_t *db);
 
-/* ---- observed columns (recorded in the store, loaded by every client) ----
+/* ---- observers registered in the store (core/observed.c) -------------------
  *
  * An observer registered for (table, column) with a kind is recorded in the
- * store itself (the system table PC_SYSTEM_TABLE), so that every client —
- * whatever configuration it started from, `percolator set` included —
- * marks its writes of a strongly observed column, and their commit writes
- * the strong notification in the same row operation as the commit record
- * (by whoever commits the cell: the client or a roll-forward). A client
- * reads the records when its background thread starts (at open) and again
- * every PC_OBSERVED_REFRESH_MS; a commit before the first read succeeded
- * reads them itself, and fails if it cannot (a notification is never left
- * out because the records were not known). A registration by another
- * client is therefore seen within PC_OBSERVED_REFRESH_MS: commits in
- * between write no notification, so register observers before the columns
- * are written (the worker does so when it starts).
+ * store itself, in the system table PC_SYSTEM_TABLE, whichever worker or
+ * configuration registered it, and every store (the embedded one, each
+ * tablet) is given a copy (store.h's observer_update) before the
+ * registration counts as made. The store, not the client, then writes the
+ * strong notification of every put and delete it commits of a strongly
+ * observed column (store_txn.c), so no client needs to know the
+ * registrations: one opened long before commits the notifications all the
+ * same, and the records are read only by the workers and the operator's
+ * verbs. A malformed record is reported, named, and passed over; it never
+ * stops a commit, and pc_db_unregister_observed removes it.
  *
- * The record of observer NAME, in PC_SYSTEM_TABLE:
- *   row    "observer/" NAME
- *   column "def"
- *   value  u8 1 (format), u8 kind (0 strong, 1 weak), u32 length + table,
- *          u32 length + column (big-endian lengths)
- * Users may read and scan PC_SYSTEM_TABLE; only the _system calls below
- * write it. */
+ * The cells of the column committed before the registration are presented
+ * to the new observer by its backfill (pc_db_backfill_step), which reads at
+ * snapshots taken after every store had the copy: every commit is therefore
+ * either seen by the backfill or applied by a store that writes its
+ * notification (docs/ARCHITECTURE.md, "Registration").
+ *
+ * Row "observer/" NAME of PC_SYSTEM_TABLE holds:
+ *   column "def"       the registration record (keys.h, pc_obs_record_t)
+ *   column "backfill"  u8 1 (format), u8 state (pc_backfill_state_t),
+ *                      u64 cells presented, u8 has_row [str row]: the last
+ *                      row the backfill went past
+ * A record without a backfill cell was made before backfills existed and
+ * counts as done. Users may read and scan PC_SYSTEM_TABLE; only the _system
+ * calls below write it. */
 #define PC_SYSTEM_TABLE "percolator.system"
-#define PC_OBSERVED_REFRESH_MS 1000
 #define PC_OBSERVER_ROW_PREFIX "observer/"
 #define PC_OBSERVER_COLUMN "def"
+#define PC_BACKFILL_COLUMN "backfill"
+
+typedef enum pc_backfill_state {
+  PC_BACKFILL_REGISTERING = 0, /* recorded; not yet given to every store */
+  PC_BACKFILL_RUNNING = 1,     /* every store has it; existing cells being presented */
+  PC_BACKFILL_DONE = 2
+} pc_backfill_state_t;
 
 /* Records observer name (1..64 of [A-Za-z0-9_.-]) for (table, col) with kind
- * (0 strong, 1 weak: pc_observer_kind_t), in a transaction, and adds it to
- * this client's set at once. Registering the same again is PC_OK; a name
- * already registered differently is PC_INVALID naming both. */
+ * (0 strong, 1 weak: pc_observer_kind_t) in a transaction, gives every
+ * store the copy, and marks its backfill as running. Registering the same
+ * again is PC_OK (it gives the stores the copy again); a name already
+ * registered differently is PC_INVALID naming both, and an observer of
+ * PC_SYSTEM_TABLE is PC_INVALID. */
 pc_status_t pc_db_register_observed(pc_db_t *db, const char *name, const char *table,
                                     const char *col, size_t clen, int kind, pc_error_t *err);
-/* Calls fn for every recorded observer (from the store, now). */
-pc_status_t pc_db_observed_foreach(pc_db_t *db,
-                                   int (*fn)(void *ctx, const char *name, const char *table,
-                                             const char *col, size_t clen, int kind),
-                                   void *ctx, pc_error_t *err);
-/* Whether this client's set has a strong observer of (table, col). */
-int pc_db_strongly_observed(pc_db_t *db, const char *table, const char *col, size_t clen);
-/* Reads the records from the store (every call of a transaction bounded by
- * timeout_ms) and replaces this client's set with them; on failure the set
- * stays as it was. */
-pc_status_t pc_db_observed_refresh(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
-/* PC_OK once the set has been read from the store: at once after the
- * first successful refresh, else a refresh now. */
-pc_status_t pc_db_observed_ready(pc_db_t *db, pc_error_t *err);
-/* Releases the set (pc_db_close). */
-void pc_db_observed_free(pc_db_t *db);
+
+/* A record of PC_SYSTEM_TABLE's observer rows, as pc_db_observers reads it.
+ * Strings are valid during the callback only. */
+typedef struct pc_observer_info {
+  const char *name; /* the row's part after "observer/" (any bytes when malformed) */
+  size_t name_len;
+  /* NULL, or why the record is malformed: the fields below are then unset */
+  const char *problem;
+  const char *table, *col;
+  size_t clen;
+  int kind;          /* pc_observer_kind_t */
+  int state;         /* pc_backfill_state_t */
+  uint64_t presented; /* cells the backfill has presented so far */
+  const char *at_row; /* the last row it went past (NULL: none yet) */
+  size_t at_len;
+} pc_observer_info_t;
+
+/* Calls fn for every record in the store now, malformed ones included
+ * (problem set); fn returns nonzero to stop. */
+pc_status_t pc_db_observers(pc_db_t *db, int (*fn)(void *ctx, const pc_observer_info_t *o),
+                            void *ctx, pc_error_t *err);
+
+/* Gives every store the copy of every well-formed record and moves the
+ * registrations left REGISTERING (a registrar that stopped half-way) to
+ * RUNNING: what a worker does when it starts, so that a store that lost
+ * its copies, or a registration never finished, is repaired. Copies are
+ * only added: removing one is pc_db_unregister_observed's alone. */
+pc_status_t pc_db_observers_sync(pc_db_t *db, pc_error_t *err);
+
+/* Retires observer name: deletes its record (well-formed or not) and its
+ * backfill, then removes its copy from every store; from then on its
+ * coverage is not waited for and its notifications may go. *found says
+ * whether a record was there. Removing a name that is not registered is
+ * PC_OK (the stores' copies are removed all the same). */
+pc_status_t pc_db_unregister_observed(pc_db_t *db, const char *name, size_t nlen, int *found,
+                                      pc_error_t *err);
+
+/* One page of observer name's backfill, in one transaction at a fresh
+ * snapshot S: the next cells of its column after where the last page
+ * stopped are presented to it — for a strong observer, its retry mark
+ * (pc_retry_column) set to S with a weak notification of the cell, which
+ * makes it run on the cell unless its ack is past S; for a weak one, a weak
+ * notification — and the progress recorded, in the same commit. *done = 1
+ * when the column has been gone through (the state is then DONE) or the
+ * observer is not RUNNING. PC_CONFLICT when the page kept meeting writers
+ * (call again). */
+pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, int *done, pc_error_t *err);
+
+/* Appends to out the retry mark column of observer for column col: 0xFF
+ * "try" 0x00 observer 0x00 col, as long as an ack column, so that it fits
+ * wherever one does; its value, 8 bytes big-endian as an ack's, is a
+ * timestamp: the observer has not yet observed the cell as of it, whatever
+ * its notifications say. 0, or -1 when memory runs out. */
+int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
 
 /* ---- system columns ---------------------------------------------------------
  *

@@ -1,13 +1,11 @@
 /* gc.c — the database's background work and garbage collection.
  *
- * One thread per database handle does three jobs:
+ * One thread per database handle does two jobs:
  *   - the heartbeat: every third of lock_ttl_ms it renews the lease of the
  *     primary lock of each transaction of this process that is committing
  *     (store.h's heartbeat), so that a live owner's transaction is never
  *     rolled back for being slow; a dead process renews nothing, and its
  *     locks expire lock_ttl_ms after their last renewal;
- *   - the observed columns: when it starts, and every
- *     PC_OBSERVED_REFRESH_MS, it reads them from the store (observed.c);
  *   - embedded, every gc_interval_ms, a garbage-collection pass (pc_db_gc).
  *
  * A pass first finds the safe point: a fresh timestamp, lowered to the
@@ -169,24 +167,12 @@ static void *background_main(void *arg) {
     pthread_mutex_unlock(&db->bg_mu);
     heartbeat(db);
     uint64_t now = pc_now_mono_ms();
-    if (now >= db->next_observed_ms) {
-      /* bounded by the period, so that closing never waits long on a store
-       * that does not answer; a failure keeps the set, and commits read it
-       * themselves while it was never read */
-      pc_error_t ignored;
-      (void)pc_db_observed_refresh(db, PC_OBSERVED_REFRESH_MS, &ignored);
-      db->next_observed_ms = pc_now_mono_ms() + PC_OBSERVED_REFRESH_MS;
-      now = pc_now_mono_ms();
-    }
     if (db->opts.gc_interval_ms && db->oracle && now >= db->next_gc_ms) {
       pc_error_t ignored; /* the next pass tries again; pc_db_gc reports errors */
       (void)pc_db_gc(db, NULL, &ignored);
       db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
     }
     uint32_t wait_ms = beat_ms;
-    now = pc_now_mono_ms();
-    if (db->next_observed_ms > now && db->next_observed_ms - now < wait_ms)
-      wait_ms = (uint32_t)(db->next_observed_ms - now);
     pthread_mutex_lock(&db->bg_mu);
     if (!db->bg_stop) {
       struct timespec until = pc_mono_after_ms(wait_ms);
@@ -207,7 +193,6 @@ pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err) {
       PC_OK)
     atomic_store(&db->ts_floor, floor);
   db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
-  db->next_observed_ms = 0; /* at once */
   if (pthread_create(&db->bg_thread, NULL, background_main, db) != 0)
     return pc_error_set(err, PC_INTERNAL, "cannot start the database's background thread");
   db->bg_running = 1;

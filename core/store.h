@@ -31,9 +31,24 @@ typedef struct pc_mutation {
   pc_write_kind_t kind;
   const char *value;
   size_t vlen;
-  int observed; /* commit writes a strong notification for a put */
-  int weak;     /* commit writes a weak notification */
+  int weak; /* commit writes a weak notification */
 } pc_mutation_t;
+
+/* An observer as a store knows it: a copy of its registration, which
+ * core/observed.c gives every store before the registration counts as made.
+ * The store itself writes the strong notification of every put or delete it
+ * commits of a column that a strong observer in its set observes, whoever
+ * commits and whatever that client knows. */
+typedef struct pc_store_observer {
+  const char *name; /* 1..64 bytes of [A-Za-z0-9_.-] */
+  const char *table;
+  const char *col;
+  size_t clen;
+  int kind; /* 0 strong, 1 weak (pc_observer_kind_t) */
+} pc_store_observer_t;
+
+/* Called for each observer of a store's set; nonzero stops. */
+typedef int (*pc_store_observer_fn)(void *ctx, const pc_store_observer_t *o);
 
 /* What a prewrite lock records besides the mutation. */
 typedef struct pc_lock_spec {
@@ -219,6 +234,19 @@ typedef struct pc_store_ops {
    * observers run again (a strong one is then skipped by its ack). */
   pc_status_t (*clear_notify)(pc_store_t *s, const pc_cell_t *cell, uint64_t below,
                               pc_error_t *err);
+
+  /* Adds observer o to the store's set (add = 1; an observer of that name
+   * is replaced) or removes the observer named o->name (add = 0), durably,
+   * and for every commit the store begins from then on; idempotent. A
+   * remote store updates every tablet, and succeeds only when each did. */
+  pc_status_t (*observer_update)(pc_store_t *s, const pc_store_observer_t *o, int add,
+                                 pc_error_t *err);
+
+  /* Calls fn for each observer of the store's set (a remote store: of each
+   * tablet's, tablet after tablet; an observer every tablet holds comes once
+   * per tablet). */
+  pc_status_t (*observer_list)(pc_store_t *s, pc_store_observer_fn fn, void *ctx,
+                               pc_error_t *err);
 
   /* The safe point of the last gc pass begun on this store (persisted), 0
    * before any: reads below it may miss collected versions. NULL for a store

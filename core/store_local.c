@@ -298,6 +298,8 @@ static void local_close(pc_store_t *base) {
   if (s->opts) leveldb_options_destroy(s->opts);
   pc_mcache_destroy(s->mcache);
   pc_nindex_destroy(s->nindex);
+  local_observers_free(s);
+  pthread_mutex_destroy(&s->obs_mu);
   if (s->cache) leveldb_cache_destroy(s->cache);
   if (s->filter) leveldb_filterpolicy_destroy(s->filter);
   if (s->ropts) leveldb_readoptions_destroy(s->ropts);
@@ -323,6 +325,8 @@ static const pc_store_ops_t local_ops = {
     .gc = local_gc,
     .scan_notify = local_scan_notify,
     .clear_notify = local_clear_notify,
+    .observer_update = local_observer_update,
+    .observer_list = local_observer_list,
     .gc_safe_point = local_gc_safe_point,
     .close = local_close,
 };
@@ -336,6 +340,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   }
   s->base.ops = &local_ops;
   for (uint32_t i = 0; i < PC_LATCHES; i++) pthread_mutex_init(&s->latch[i], NULL);
+  pthread_mutex_init(&s->obs_mu, NULL);
   s->opts = leveldb_options_create();
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);
@@ -368,7 +373,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
     return NULL;
   }
   if (local_gc_load(s, err) != PC_OK || local_lock_index_build(s, err) != PC_OK ||
-      local_notify_index_build(s, err) != PC_OK) {
+      local_notify_index_build(s, err) != PC_OK || local_observers_load(s, err) != PC_OK) {
     local_close(&s->base);
     return NULL;
   }

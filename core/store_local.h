@@ -10,6 +10,8 @@
  *   store_raw.c    the raw view (every internal cell) and lock scans
  *   store_notify.c finding notifications and clearing them
  *   store_gc.c     garbage collection below a safe point
+ *   store_observers.c  the observers the store knows, which decide the
+ *                  strong notifications its commits write
  */
 #ifndef PC_CORE_STORE_LOCAL_H
 #define PC_CORE_STORE_LOCAL_H
@@ -23,6 +25,8 @@
 #include "core/store.h"
 
 #define PC_LATCHES 65536u
+
+typedef struct local_observers local_observers_t; /* store_observers.c */
 
 typedef struct local {
   pc_store_t base;
@@ -45,6 +49,10 @@ typedef struct local {
   pc_mcache_t *mcache; /* meta records for the write path, or NULL */
   pc_nindex_t *nindex; /* the live notification keys (notifyindex.h) */
   _Atomic uint64_t gc_safe; /* store_gc.c: the last pass's safe point ('g' key) */
+  /* store_observers.c: the observers this store knows, read by commits
+   * without a lock; obs_mu serialises updates */
+  _Atomic(local_observers_t *) obs;
+  pthread_mutex_t obs_mu;
 } local_t;
 
 /* The latch stripe of a cell's row. */
@@ -148,6 +156,15 @@ pc_status_t local_notify_deletes(local_t *s, leveldb_writebatch_t *b, const pc_c
                                  uint64_t below, pc_buf_t *key, size_t *n, pc_error_t *err);
 pc_status_t local_clear_notify(pc_store_t *base, const pc_cell_t *c, uint64_t below,
                                pc_error_t *err);
+/* Whether a strong observer of c's column is in the store's set. */
+int local_strongly_observed(local_t *s, const pc_cell_t *c);
+pc_status_t local_observer_update(pc_store_t *base, const pc_store_observer_t *o, int add,
+                                  pc_error_t *err);
+pc_status_t local_observer_list(pc_store_t *base, pc_store_observer_fn fn, void *ctx,
+                                pc_error_t *err);
+/* Reads the set from the 'o' keys (at open); releases it (at close). */
+pc_status_t local_observers_load(local_t *s, pc_error_t *err);
+void local_observers_free(local_t *s);
 /* Reads the persisted safe point into s->gc_safe (at open). */
 pc_status_t local_gc_load(local_t *s, pc_error_t *err);
 /* Builds the lock index (keys.h) of a store that has none yet: at open, before

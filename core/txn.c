@@ -839,11 +839,6 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     st = pc_error_set(err, PC_NOMEM, "out of memory");
     goto out;
   }
-  /* which columns are strongly observed: known before the first commit */
-  if ((st = pc_db_observed_ready(txn->db, err)) != PC_OK) {
-    pc_error_prefix(err, "commit: the observed columns");
-    goto out;
-  }
   size_t n = txn->count, groups = 0;
   for (size_t i = 0; i < n; i++) {
     bufcell_t *b = sorted[i];
@@ -851,11 +846,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     muts[i].kind = b->kind;
     muts[i].value = b->value;
     muts[i].vlen = b->vlen;
-    muts[i].weak = b->weak;
-    /* the lock then carries it, and whoever commits the cell writes its
-     * strong notification with the commit record */
-    muts[i].observed =
-        b->kind == PC_WRITE_PUT && pc_db_strongly_observed(txn->db, b->table, b->col, b->clen);
+    muts[i].weak = b->weak; /* strong notifications are the store's to write */
     if (i == 0 || !same_row(&muts[i].cell, &muts[i - 1].cell)) bounds[groups++] = i;
   }
   bounds[groups] = n;

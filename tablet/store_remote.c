@@ -520,6 +520,66 @@ static pc_status_t r_clear_notify(pc_store_t *base, const pc_cell_t *cell, uint6
   return st;
 }
 
+/* Every tablet in turn: each commits the rows of its range, so each must
+ * know the observers before a registration counts as made. */
+static pc_status_t r_observer_update(pc_store_t *base, const pc_store_observer_t *o, int add,
+                                     pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  pc_buf_t body = {0}, rec = {0}, reply = {0};
+  pc_status_t st = PC_OK;
+  if (pc_buf_u8(&body, (uint8_t)(add != 0)) || pc_buf_str(&body, o->name, strlen(o->name)) ||
+      (add && (pc_obs_record_encode(&rec, o->kind, o->table, o->col, o->clen) ||
+               pc_buf_str(&body, rec.p, rec.len))))
+    st = nomem(err);
+  for (size_t i = 0; i < s->n && st == PC_OK; i++) {
+    pc_rd_t r = {0};
+    st = call(s, i, PC_TABLET_OP_OBSERVER, &body, &reply, &r, err);
+    if (reply.len) st = take_message(s, i, &r, st, err);
+    if (st != PC_OK && reply.len) pc_error_prefix(err, "tablet %s", s->t[i].name);
+  }
+  pc_buf_free(&body);
+  pc_buf_free(&rec);
+  pc_buf_free(&reply);
+  return st;
+}
+
+static pc_status_t r_observer_list(pc_store_t *base, pc_store_observer_fn fn, void *ctx,
+                                   pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  pc_buf_t body = {0}, reply = {0};
+  pc_status_t st = PC_OK;
+  int stop = 0;
+  for (size_t i = 0; i < s->n && st == PC_OK && !stop; i++) {
+    pc_rd_t r = {0};
+    st = call(s, i, PC_TABLET_OP_OBSERVERS, &body, &reply, &r, err);
+    if (!reply.len) break;
+    if (st == PC_OK) {
+      uint32_t n = pc_rd_u32(&r);
+      for (uint32_t k = 0; k < n && r.ok && !stop; k++) {
+        size_t nl, rl;
+        const char *name = pc_rd_str(&r, &nl), *rec = pc_rd_str(&r, &rl);
+        pc_obs_record_t d;
+        char nm[65];
+        if (!r.ok || !pc_obs_name_ok(name, nl) || pc_obs_record_decode(rec, rl, &d) != 0) {
+          r.ok = 0;
+          break;
+        }
+        memcpy(nm, name, nl);
+        nm[nl] = '\0';
+        pc_store_observer_t o = {nm, d.table, d.col, d.clen, d.kind};
+        stop = fn(ctx, &o);
+      }
+      if (stop) break;
+    }
+    st = r.ok ? take_message(s, i, &r, st, err)
+              : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed observers reply",
+                             s->t[i].name);
+  }
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  return st;
+}
+
 static size_t r_shard_of(pc_store_t *base, const pc_cell_t *cell) {
   return route((remote_t *)base, cell->row, cell->rlen);
 }
@@ -553,6 +613,8 @@ static const pc_store_ops_t remote_ops = {
     .gc = r_gc,
     .scan_notify = r_scan_notify,
     .clear_notify = r_clear_notify,
+    .observer_update = r_observer_update,
+    .observer_list = r_observer_list,
     .shard_of = r_shard_of,
     .close = r_close,
 };

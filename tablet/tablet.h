@@ -5,9 +5,10 @@
  * Wire ops (request body -> reply body); cells are (str table, str row, str
  * col); every reply body starts with u8 store status and, when that is not
  * PC_OK, ends with str message. A mutation is cell u8 kind (0 put, 1 delete,
- * 3 notify: a weak notification, no value) u8 flags (1 observed, 2 weak)
- * str value; a lock carries the same kind and flags bytes (tablet_wire.c);
- * a notification is cell u64 ts u8 weak (0 strong, 1 weak).
+ * 3 notify: a weak notification, no value) u8 flags (2 weak; 1 is ignored)
+ * str value; a lock carries the same kind and flags bytes, 1 saying the
+ * column had a strong observer at prewrite (tablet_wire.c); a notification
+ * is cell u64 ts u8 weak (0 strong, 1 weak).
  *
  *   0x10 GET        cell u64 read_ts                  -> status [str value | lock]
  *   0x11 PREWRITE   spec u32 n n*mutation             -> status [lock]
@@ -48,6 +49,12 @@
  *                   range is exhausted on this tablet)
  *   0x1E CLEAR_NOTIFY cell u64 below                  -> status
  *                   (deletes the cell's notifications with ts < below)
+ *   0x1F OBSERVER   u8 add str name [str record]      -> status
+ *                   (store.h's observer_update: adds the observer, whose
+ *                   registration record (keys.h) follows, or removes it)
+ *   0x20 OBSERVERS  (empty)                           -> status u32 n
+ *                                                        n*(str name str record)
+ *                   (the tablet's set, store.h's observer_list)
  * After a GC at safe point S, a GET or SCAN at a read_ts below S is
  * PC_ABORTED (the snapshot is older than what the tablet still keeps).
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
@@ -76,6 +83,8 @@ enum {
   PC_TABLET_OP_GC = 0x1C,
   PC_TABLET_OP_SCAN_NOTIFY = 0x1D,
   PC_TABLET_OP_CLEAR_NOTIFY = 0x1E,
+  PC_TABLET_OP_OBSERVER = 0x1F,
+  PC_TABLET_OP_OBSERVERS = 0x20,
 };
 
 #define PC_TABLET_LOCKS_MAX 10000u

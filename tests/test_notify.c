@@ -1,15 +1,17 @@
 /* test_notify.c — the notification layer under the worker engine:
- * strong notifications written by the commit of an observed put (one-phase
- * and two-phase, primary and secondary, and by a reader rolling a crashed
- * writer's secondary forward), none for other columns; observed columns
- * recorded in the store and learned by a client opened before their
- * registration; weak notifications (pc_txn_notify_weak): written at
- * commit, not after an abort, conflicting with a concurrent writer of the
- * cell, coexisting with a write of the cell; the store's scan_notify by
- * bucket ranges with resumption, and clear_notify; system columns; and
- * observer registration errors. It runs embedded and, with
- * PERCOLATOR_TEST_CLUSTER set, against a cluster of real daemons (three
- * tablets), where scan_notify asks every tablet. */
+ * strong notifications written by the commit of an observed put or delete
+ * (one-phase and two-phase, primary and secondary, and by a reader rolling
+ * a crashed writer's secondary forward), none for other columns; observers
+ * registered in the store, which every store knows, so that a client opened
+ * before a registration notifies at once; the backfill that presents the
+ * cells written before a registration; a malformed record passed over and
+ * retired; weak notifications (pc_txn_notify_weak): written at commit, not
+ * after an abort, conflicting with a concurrent writer of the cell,
+ * coexisting with a write of the cell; the store's scan_notify by bucket
+ * ranges with resumption, and clear_notify; system columns; and observer
+ * registration errors. It runs embedded and, with PERCOLATOR_TEST_CLUSTER
+ * set, against a cluster of real daemons (three tablets), where
+ * scan_notify asks every tablet and every tablet is given the observers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -261,10 +263,21 @@ static void expect_none(const seen_t *s, const char *row, const char *col) {
 
 /* ---- strong notifications ------------------------------------------------- */
 
-/* A put to a strongly observed column writes exactly one strong
+/* Whether s holds a notification of (T, row, col) of that kind at ts. */
+static int has_at(const seen_t *s, const char *row, const char *col, int weak_kind, uint64_t ts) {
+  for (size_t i = 0; i < s->n; i++) {
+    const seen_one_t *o = &s->v[i];
+    if (strcmp(o->table, T) == 0 && strcmp(o->row, row) == 0 && strcmp(o->col, col) == 0 &&
+        o->weak == weak_kind && o->ts == ts)
+      return 1;
+  }
+  return 0;
+}
+
+/* A put or a delete of a strongly observed column writes exactly one strong
  * notification at its commit_ts, on the primary and on the secondaries, in
- * one row (one-phase when on) and across rows (two-phase); other columns,
- * and deletes, write none. */
+ * one row (one-phase when on) and across rows (two-phase); other columns
+ * write none. */
 static void test_strong_commit(void **state) {
   pc_db_t *db = db_of(state);
   register_obs(db, "obs1", OBS, PC_OBSERVER_STRONG);
@@ -281,22 +294,28 @@ static void test_strong_commit(void **state) {
   set(t, "zz", PLAIN, "z");
   uint64_t c2 = commit_expect(t, PC_OK);
 
-  t = begin(db);
+  t = begin(db); /* deletes: r1 the primary, rb a secondary */
   del(t, "r1", OBS);
+  del(t, "rb", OBS);
+  del(t, "rb", PLAIN);
   set(t, "r9", PLAIN, "q");
-  commit_expect(t, PC_OK);
+  uint64_t c3 = commit_expect(t, PC_OK);
 
   seen_t s;
   scan_all(db, &s);
-  expect_one(&s, "r1", OBS, 0, c1);
+  assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 2);
+  assert_true(has_at(&s, "r1", OBS, 0, c1));
+  assert_true(has_at(&s, "r1", OBS, 0, c3)); /* a delete is a change */
   expect_one(&s, "ra", OBS, 0, c2);
-  expect_one(&s, "rb", OBS, 0, c2);
+  assert_int_equal(count_of(&s, "rb", OBS, 0, NULL), 2);
+  assert_true(has_at(&s, "rb", OBS, 0, c2));
+  assert_true(has_at(&s, "rb", OBS, 0, c3));
   expect_none(&s, "r1", PLAIN);
   expect_none(&s, "rb", PLAIN);
   expect_none(&s, "zz", PLAIN);
   expect_none(&s, "r9", PLAIN);
-  assert_int_equal(s.n, 3); /* the delete of r1 wrote none */
-  assert_int_equal(tu_raw_count(db, T, PC_CELL_NOTIFY), 3);
+  assert_int_equal(s.n, 5);
+  assert_int_equal(tu_raw_count(db, T, PC_CELL_NOTIFY), 5);
 }
 
 /* A writer that vanished after its commit point leaves its secondary
@@ -308,23 +327,30 @@ static void test_roll_forward_writes_notification(void **state) {
   pc_txn_t *t = begin(db);
   set(t, "ra", OBS, "a");
   set(t, "rb", OBS, "b");
+  del(t, "rc", OBS);
   vanish(t, "txn.commit.after_primary=return");
   seen_t s;
   scan_all(db, &s);
   uint64_t c = 0;
   assert_int_equal(count_of(&s, "ra", OBS, 0, &c), 1);
   expect_none(&s, "rb", OBS); /* still locked */
+  expect_none(&s, "rc", OBS);
   char *v = read_cell(db, "rb", OBS); /* waits out the lease, rolls it forward */
   assert_string_equal(v, "b");
   free(v);
+  v = read_cell(db, "rc", OBS); /* a delete rolled forward notifies too */
+  assert_null(v);
   scan_all(db, &s);
   expect_one(&s, "ra", OBS, 0, c);
   expect_one(&s, "rb", OBS, 0, c);
-  /* reading it again writes nothing more */
+  expect_one(&s, "rc", OBS, 0, c);
+  /* reading them again writes nothing more */
   v = read_cell(db, "rb", OBS);
   free(v);
+  v = read_cell(db, "rc", OBS);
+  free(v);
   scan_all(db, &s);
-  assert_int_equal(s.n, 2);
+  assert_int_equal(s.n, 3);
 }
 
 /* The same for weak notifications: a secondary that only notifies, and one
@@ -383,78 +409,232 @@ static void test_unobserved_writes_none(void **state) {
   commit_expect(t, PC_OK);
   t = begin(db);
   set(t, "r3", "c:weak", "w");
+  del(t, "r2", PLAIN);
   commit_expect(t, PC_OK);
   seen_t s;
   scan_all(db, &s);
   assert_int_equal(s.n, 0);
-  assert_false(pc_db_strongly_observed(db, T, OBS, strlen(OBS)));
-  assert_false(pc_db_strongly_observed(db, T, "c:weak", 6));
 }
 
 typedef struct listing {
-  int n, strong, weak;
+  int n, strong, weak, bad, running, done;
   char names[8][PC_MAX_OBSERVER_NAME + 1];
+  char problem[8][128];
 } listing_t;
 
-static int list_fn(void *ctx, const char *name, const char *table, const char *col, size_t clen,
-                   int kind) {
+static int list_fn(void *ctx, const pc_observer_info_t *o) {
   listing_t *l = ctx;
-  assert_string_equal(table, T);
-  assert_true(clen > 0 && col != NULL);
-  if (l->n < 8) snprintf(l->names[l->n], sizeof l->names[0], "%s", name);
-  l->n++;
-  if (kind == PC_OBSERVER_STRONG) l->strong++;
+  int i = l->n++;
+  if (i < 8)
+    snprintf(l->names[i], sizeof l->names[0], "%.*s", (int)(o->name_len > 64 ? 64 : o->name_len),
+             o->name);
+  if (o->problem) {
+    if (i < 8) snprintf(l->problem[i], sizeof l->problem[0], "%s", o->problem);
+    l->bad++;
+    return 0;
+  }
+  assert_string_equal(o->table, T);
+  assert_true(o->clen > 0 && o->col != NULL);
+  if (o->kind == PC_OBSERVER_STRONG) l->strong++;
   else l->weak++;
+  l->running += o->state == PC_BACKFILL_RUNNING;
+  l->done += o->state == PC_BACKFILL_DONE;
   return 0;
 }
 
-/* A client that was open before an observer was registered learns it from
- * the store within the refresh period, and from then on its commits write
- * the notifications. Embedded, the other client's registration is its
- * record written straight into the store. */
-static void test_registration_seen_by_open_client(void **state) {
+static listing_t list_observers(pc_db_t *db) {
+  listing_t l = {0};
+  pc_error_t err;
+  if (pc_db_observers(db, list_fn, &l, &err) != PC_OK) fail_msg("observers: %s", err.text);
+  return l;
+}
+
+/* A client opened before a registration commits the notification of a
+ * write made right after it: the store it writes to decides, not the
+ * client, whatever the client knows. In a cluster the registrar is another
+ * client; embedded, there is one. */
+static void test_client_opened_before_registration(void **state) {
   fixture_t *f = *state;
-  pc_db_t *db = f->db, *other = NULL;
-  if (tu_cluster_mode()) {
-    other = tu_open_ex(f->dir, 400, 1);
-    register_obs(other, "late", OBS, PC_OBSERVER_STRONG);
-    assert_true(pc_db_strongly_observed(other, T, OBS, strlen(OBS))); /* its own: at once */
-  } else {
-    pc_buf_t rec = {0};
-    assert_int_equal(pc_buf_u8(&rec, 1) || pc_buf_u8(&rec, PC_OBSERVER_STRONG) ||
-                         pc_buf_str(&rec, T, strlen(T)) || pc_buf_str(&rec, OBS, strlen(OBS)),
-                     0);
-    const char *row = PC_OBSERVER_ROW_PREFIX "late";
-    pc_txn_t *t = begin(db);
-    pc_error_t err;
-    assert_int_equal(pc_txn_set_system(t, PC_SYSTEM_TABLE, row, strlen(row), PC_OBSERVER_COLUMN,
-                                       strlen(PC_OBSERVER_COLUMN), rec.p, rec.len, &err),
-                     PC_OK);
-    commit_expect(t, PC_OK);
-    pc_buf_free(&rec);
-  }
-  /* within the refresh period (polled with a bound of many periods) */
-  int seen = 0;
-  for (int i = 0; i < 200 && !seen; i++) {
-    seen = pc_db_strongly_observed(db, T, OBS, strlen(OBS));
-    if (!seen) {
-      struct timespec ts = {0, 50 * 1000 * 1000};
-      nanosleep(&ts, NULL);
-    }
-  }
-  assert_true(seen);
+  pc_db_t *db = f->db, *other = db;
+  if (tu_cluster_mode()) other = tu_open_ex(f->dir, 400, 1);
+  /* the client has committed before: whatever it may cache is warm */
   pc_txn_t *t = begin(db);
+  set(t, "r0", OBS, "before");
+  commit_expect(t, PC_OK);
+  register_obs(other, "late", OBS, PC_OBSERVER_STRONG);
+  t = begin(db); /* at once */
   set(t, "r1", OBS, "x");
   uint64_t c = commit_expect(t, PC_OK);
+  t = begin(db);
+  del(t, "r0", OBS);
+  uint64_t d = commit_expect(t, PC_OK);
   seen_t s;
   scan_all(db, &s);
   expect_one(&s, "r1", OBS, 0, c);
-  listing_t l = {0};
-  pc_error_t err;
-  assert_int_equal(pc_db_observed_foreach(db, list_fn, &l, &err), PC_OK);
+  expect_one(&s, "r0", OBS, 0, d);
+  listing_t l = list_observers(db);
   assert_int_equal(l.n, 1);
   assert_string_equal(l.names[0], "late");
-  if (other) pc_db_close(other);
+  if (other != db) pc_db_close(other);
+}
+
+/* Reads the retry mark of observer on (T, row, OBS): its timestamp, 0 when absent. */
+static uint64_t mark_of(pc_db_t *db, const char *observer, const char *row) {
+  pc_buf_t col = {0};
+  assert_int_equal(pc_retry_column(&col, observer, OBS, strlen(OBS)), 0);
+  pc_txn_t *t = begin(db);
+  char *v = NULL;
+  size_t n = 0;
+  pc_error_t err;
+  pc_status_t st = pc_txn_get_system(t, T, row, strlen(row), col.p, col.len, &v, &n, &err);
+  uint64_t ts = 0;
+  if (st == PC_OK) {
+    assert_int_equal(n, 8);
+    for (size_t i = 0; i < 8; i++) ts = ts << 8 | (unsigned char)v[i];
+  } else {
+    assert_int_equal(st, PC_NOT_FOUND);
+  }
+  pc_free(v);
+  pc_txn_destroy(t);
+  pc_buf_free(&col);
+  return ts;
+}
+
+static void backfill_all(pc_db_t *db, const char *name, int *pages) {
+  int done = 0;
+  *pages = 0;
+  for (int i = 0; i < 1000 && !done; i++) {
+    pc_error_t err;
+    pc_status_t st = pc_db_backfill_step(db, name, &done, &err);
+    if (st != PC_OK) fail_msg("backfill: %s (%s)", pc_status_name(st), err.text);
+    (*pages)++;
+  }
+  assert_true(done);
+}
+
+/* Data written before an observer's registration is presented to it by
+ * the backfill: every live cell of its column, page after page, each with
+ * a retry mark (strong) and a weak notification; a deleted cell, and other
+ * columns, are not. Its progress is recorded with each page, the state ends
+ * DONE, and a finished backfill presents nothing more. A weak observer's
+ * backfill notifies weakly only. */
+#define BACKFILL_ROWS 150
+static void test_backfill_presents_existing_cells(void **state) {
+  pc_db_t *db = db_of(state);
+  char row[16];
+  for (int i = 0; i < BACKFILL_ROWS; i += 10) {
+    pc_txn_t *t = begin(db);
+    for (int j = i; j < i + 10; j++) {
+      snprintf(row, sizeof row, "b%03d", j);
+      set(t, row, OBS, "before");
+      set(t, row, PLAIN, "other");
+    }
+    commit_expect(t, PC_OK);
+  }
+  pc_txn_t *t = begin(db);
+  del(t, "b007", OBS);
+  set(t, "c000", PLAIN, "no observed cell here");
+  commit_expect(t, PC_OK);
+  seen_t s;
+  scan_all(db, &s);
+  assert_int_equal(s.n, 0); /* nobody observed the column */
+
+  register_obs(db, "late", OBS, PC_OBSERVER_STRONG);
+  listing_t l = list_observers(db);
+  assert_int_equal(l.running, 1);
+  int pages;
+  backfill_all(db, "late", &pages);
+  assert_true(pages >= 3); /* 149 cells, at most 64 a page */
+  l = list_observers(db);
+  assert_int_equal(l.done, 1);
+  size_t marks = 0;
+  for (int i = 0; i < BACKFILL_ROWS; i++) {
+    snprintf(row, sizeof row, "b%03d", i);
+    marks += mark_of(db, "late", row) != 0;
+  }
+  assert_int_equal(marks, BACKFILL_ROWS - 1);
+  assert_int_equal(mark_of(db, "late", "b007"), 0);
+  scan_all(db, &s);
+  assert_int_equal(s.n, BACKFILL_ROWS - 1);
+  for (size_t i = 0; i < s.n; i++) {
+    assert_true(s.v[i].weak);
+    assert_string_equal(s.v[i].col, OBS);
+  }
+  backfill_all(db, "late", &pages);
+  assert_int_equal(pages, 1);
+  scan_all(db, &s);
+  assert_int_equal(s.n, BACKFILL_ROWS - 1); /* nothing more */
+
+  /* a weak observer of another column: weak notifications, no marks */
+  t = begin(db);
+  set(t, "w1", "c:w", "x");
+  set(t, "w2", "c:w", "y");
+  commit_expect(t, PC_OK);
+  register_obs(db, "lateweak", "c:w", PC_OBSERVER_WEAK);
+  backfill_all(db, "lateweak", &pages);
+  scan_all(db, &s);
+  assert_int_equal(count_of(&s, "w1", "c:w", 1, NULL), 1);
+  assert_int_equal(count_of(&s, "w2", "c:w", 1, NULL), 1);
+  assert_int_equal(count_of(&s, "w1", "c:w", 0, NULL), 0);
+}
+
+/* A malformed observer record in the system table is reported, named, and
+ * passed over: commits go on (they never read the records), registrations
+ * of other observers and the stores' repair go on; retiring it by name
+ * removes it. */
+static void test_malformed_record_isolated(void **state) {
+  pc_db_t *db = db_of(state);
+  static const char *const rows[] = {PC_OBSERVER_ROW_PREFIX "broken",
+                                     PC_OBSERVER_ROW_PREFIX "bad name"};
+  pc_txn_t *t = begin(db);
+  pc_error_t err;
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(pc_txn_set_system(t, PC_SYSTEM_TABLE, rows[i], strlen(rows[i]),
+                                       PC_OBSERVER_COLUMN, strlen(PC_OBSERVER_COLUMN),
+                                       "\x01garbage", 9, &err),
+                     PC_OK);
+  commit_expect(t, PC_OK);
+  t = begin(db);
+  set(t, "r1", OBS, "commits go on");
+  commit_expect(t, PC_OK);
+  register_obs(db, "good", OBS, PC_OBSERVER_STRONG);
+  assert_int_equal(pc_db_observers_sync(db, &err), PC_OK);
+  listing_t l = list_observers(db);
+  assert_int_equal(l.n, 3);
+  assert_int_equal(l.bad, 2);
+  assert_int_equal(l.strong, 1);
+  int found_broken = 0;
+  for (int i = 0; i < 3; i++)
+    if (strcmp(l.names[i], "broken") == 0) {
+      found_broken = 1;
+      assert_non_null(strstr(l.problem[i], "definition"));
+    }
+  assert_true(found_broken);
+  t = begin(db);
+  set(t, "r2", OBS, "and notify");
+  uint64_t c = commit_expect(t, PC_OK);
+  seen_t s;
+  scan_all(db, &s);
+  expect_one(&s, "r2", OBS, 0, c);
+  int found = 0;
+  assert_int_equal(pc_db_unregister_observed(db, "broken", 6, &found, &err), PC_OK);
+  assert_true(found);
+  assert_int_equal(pc_db_unregister_observed(db, "bad name", 8, &found, &err), PC_OK);
+  assert_true(found);
+  assert_int_equal(pc_db_unregister_observed(db, "never", 5, &found, &err), PC_OK);
+  assert_false(found);
+  l = list_observers(db);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.bad, 0);
+  /* retiring the good one: its column's commits notify no more */
+  assert_int_equal(pc_db_unregister_observed(db, "good", 4, &found, &err), PC_OK);
+  assert_true(found);
+  t = begin(db);
+  set(t, "r3", OBS, "unobserved now");
+  commit_expect(t, PC_OK);
+  scan_all(db, &s);
+  expect_none(&s, "r3", OBS);
+  assert_int_equal(list_observers(db).n, 0);
 }
 
 /* ---- weak notifications ------------------------------------------------- */
@@ -932,9 +1112,9 @@ static void test_register_errors(void **state) {
   assert_int_equal(pc_db_register_observed(db, "o", T, "", 0, 0, &err), PC_INVALID);
   assert_int_equal(pc_db_register_observed(db, "o", T, "\xff" "x", 2, 0, &err), PC_INVALID);
   assert_int_equal(pc_db_register_observed(db, "o", T, OBS, strlen(OBS), 2, &err), PC_INVALID);
-  listing_t l = {0};
-  assert_int_equal(pc_db_observed_foreach(db, list_fn, &l, &err), PC_OK);
-  assert_int_equal(l.n, 0); /* none of those was recorded */
+  assert_int_equal(pc_db_register_observed(db, "o", PC_SYSTEM_TABLE, OBS, strlen(OBS), 0, &err),
+                   PC_INVALID);
+  assert_int_equal(list_observers(db).n, 0); /* none of those was recorded */
 
   register_obs(db, "count", OBS, PC_OBSERVER_STRONG);
   register_obs(db, "count", OBS, PC_OBSERVER_STRONG); /* the same again */
@@ -947,14 +1127,20 @@ static void test_register_errors(void **state) {
   assert_int_equal(pc_db_register_observed(db, "count", T, OBS, strlen(OBS), PC_OBSERVER_WEAK, &err),
                    PC_INVALID);
   assert_non_null(strstr(err.text, "weak"));
-  memset(&l, 0, sizeof l);
-  assert_int_equal(pc_db_observed_foreach(db, list_fn, &l, &err), PC_OK);
+  listing_t l = list_observers(db);
   assert_int_equal(l.n, 2);
   assert_int_equal(l.strong, 1);
   assert_int_equal(l.weak, 1);
-  assert_true(pc_db_strongly_observed(db, T, OBS, strlen(OBS)));
-  assert_false(pc_db_strongly_observed(db, T, "c:w", 3));
-  assert_false(pc_db_strongly_observed(db, "other", OBS, strlen(OBS)));
+  /* the strong one's column notifies; the weak one's does not */
+  pc_txn_t *w = begin(db);
+  set(w, "r1", OBS, "x");
+  set(w, "r1", "c:w", "y");
+  set(w, "r1", PLAIN, "z");
+  uint64_t c = commit_expect(w, PC_OK);
+  seen_t s;
+  scan_all(db, &s);
+  expect_one(&s, "r1", OBS, 0, c);
+  assert_int_equal(s.n, 1);
   /* users read the records (the CLI lists observers) */
   pc_txn_t *t = begin(db);
   char *v = tu_get(t, PC_SYSTEM_TABLE, PC_OBSERVER_ROW_PREFIX "count", PC_OBSERVER_COLUMN);
@@ -974,7 +1160,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_roll_forward_writes_notification, setup_2pc, teardown),
       cmocka_unit_test_setup_teardown(test_roll_forward_writes_weak, setup_2pc, teardown),
       cmocka_unit_test_setup_teardown(test_unobserved_writes_none, setup_1pc, teardown),
-      cmocka_unit_test_setup_teardown(test_registration_seen_by_open_client, setup_1pc, teardown),
+      cmocka_unit_test_setup_teardown(test_client_opened_before_registration, setup_1pc, teardown),
+      BOTH(test_backfill_presents_existing_cells),
+      cmocka_unit_test_setup_teardown(test_malformed_record_isolated, setup_1pc, teardown),
       BOTH(test_weak_at_commit_not_after_abort),
       /* a stalled writer holds locks: two-phase commit */
       cmocka_unit_test_setup_teardown(test_weak_conflicts_with_writer, setup_2pc, teardown),
