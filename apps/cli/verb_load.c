@@ -2,8 +2,8 @@
  * documents to table docs (row = URL, column doc:contents), each in its own
  * transaction, from JSON-lines files or directory trees, with a pool of
  * threads; bad inputs are reported with their file (and line), counted and
- * skipped. `load --delete URL...` deletes documents so that the dedup
- * observer sees it (apps/dedup/dedup.c). */
+ * skipped. `load --delete URL...` deletes documents, each a plain delete
+ * (a delete notifies the dedup observer as a put does). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -134,12 +134,8 @@ static void commit_doc(loader_t *l, const item_t *it, const char *contents, size
       break;
     }
     if (it->kind == IT_DELETE) {
-      /* a delete writes no strong notification: notify the dedup observer weakly */
       st = pc_txn_delete(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL,
                          strlen(CONTENTS_COL), &err);
-      if (st == PC_OK)
-        st = pc_txn_notify_weak(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL,
-                                strlen(CONTENTS_COL), &err);
     } else {
       st = pc_txn_set(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL, strlen(CONTENTS_COL),
                       contents, clen, &err);
@@ -550,9 +546,9 @@ const cli_verb_t cli_verb_load = {
     "progress line goes to stderr every second when it is a terminal (with an\n"
     "ETA once every input has been listed), else a plain line every 5 s.\n"
     "\n"
-    "--delete deletes the documents URL... in one transaction each, notifying\n"
-    "the dedup observer (a plain 'percolator delete' is not seen by it, since a\n"
-    "delete writes no strong notification).\n"
+    "--delete deletes the documents URL... in one transaction each, as\n"
+    "'percolator delete docs URL doc:contents' does: a delete is a change, which\n"
+    "the dedup observer sees.\n"
     "\n"
     "Exit status: 0 when every document was written (skipped inputs do not\n"
     "count), 3 when a transaction failed or on another error.\n"
