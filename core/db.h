@@ -143,9 +143,10 @@ void pc_db_stop_background(pc_db_t *db);
  *
  * Row "observer/" NAME of PC_SYSTEM_TABLE holds:
  *   column "def"       the registration record (keys.h, pc_obs_record_t)
- *   column "backfill"  u8 1 (format), u8 state (pc_backfill_state_t),
- *                      u64 cells presented, u8 has_row [str row]: the last
- *                      row the backfill went past
+ *   column "backfill"  u8 1 (format), u8 state (pc_backfill_state_t), u64
+ *                      since (a timestamp taken once every store had the
+ *                      copy), u64 cells presented, u8 has_row [str row]: the
+ *                      last row the backfill went past
  * A record without a backfill cell was made before backfills existed and
  * counts as done. Users may read and scan PC_SYSTEM_TABLE; only the _system
  * calls below write it. */
@@ -210,7 +211,8 @@ pc_status_t pc_db_unregister_observed(pc_db_t *db, const char *name, size_t nlen
  * stopped are presented to it — for a strong observer, its retry mark
  * (pc_retry_column) set to S with a weak notification of the cell, which
  * makes it run on the cell unless its ack is past S; for a weak one, a weak
- * notification — and the progress recorded, in the same commit. *done = 1
+ * notification — unless it has run on the cell since its registration took
+ * effect; and the progress recorded, in the same commit. *done = 1
  * when the column has been gone through (the state is then DONE) or the
  * observer is not RUNNING. PC_CONFLICT when the page kept meeting writers
  * (call again). */
@@ -255,13 +257,16 @@ pc_status_t pc_check_table(const char *table, pc_error_t *err);
  * its commit also deletes the cell's notifications with ts below the bound
  * given to pc_txn_trigger_bound (0, the default: none) when it can do so in
  * the same atomic write: when the commit is one store operation (one-phase)
- * that writes in the cell's row (a strong observer's ack is there). txn.c's
- * trigger_clear is where that is decided. pc_txn_trigger_cleared says after
- * the commit whether they went; when not, the caller deletes them itself
- * (the store's clear_notify). The cell is copied. Release with
+ * that writes in the cell's row (an observer's ack is there). txn.c's
+ * trigger_clear is where that is decided. The bound is on behalf of
+ * observers (each name NUL-terminated, olen bytes, valid until the commit),
+ * and the store deletes nothing unless they account for every observer
+ * registered for the column (pc_notify_clear_t). pc_txn_trigger_cleared
+ * says after the commit whether they went; when not, the caller deletes
+ * them itself (the store's clear_notify). The cell is copied. Release with
  * pc_txn_destroy. */
 pc_txn_t *pc_txn_begin_for(pc_db_t *db, const pc_cell_t *cell, pc_error_t *err);
-void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below);
+void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below, const char *observers, size_t olen);
 int pc_txn_trigger_cleared(const pc_txn_t *txn);
 
 /* Settles the transaction behind lock (txn.c): rolls the cell forward or

@@ -18,6 +18,7 @@
  * flight below S). A commit with commit_ts > S took its timestamp after
  * every store had the copy, so the store that applies it — after it took
  * its timestamp — writes its notification. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t
 
 typedef struct backfill {
   int state;
+  uint64_t since; /* a timestamp taken once every store had the copy (RUNNING) */
   uint64_t presented;
   int has_row;
   pc_buf_t row;
@@ -69,7 +71,8 @@ typedef struct backfill {
 
 static int backfill_encode(pc_buf_t *out, const backfill_t *b) {
   return pc_buf_u8(out, BACKFILL_FORMAT) || pc_buf_u8(out, (uint8_t)b->state) ||
-                 pc_buf_u64(out, b->presented) || pc_buf_u8(out, (uint8_t)(b->has_row != 0)) ||
+                 pc_buf_u64(out, b->since) || pc_buf_u64(out, b->presented) ||
+                 pc_buf_u8(out, (uint8_t)(b->has_row != 0)) ||
                  (b->has_row && pc_buf_str(out, b->row.p, b->row.len))
              ? -1
              : 0;
@@ -79,6 +82,7 @@ static int backfill_encode(pc_buf_t *out, const backfill_t *b) {
 static int backfill_decode(const char *v, size_t n, backfill_t *b) {
   pc_rd_t r = {v, n, 0, 1};
   uint8_t format = pc_rd_u8(&r), state = pc_rd_u8(&r);
+  b->since = pc_rd_u64(&r);
   b->presented = pc_rd_u64(&r);
   b->has_row = pc_rd_u8(&r);
   size_t rl = 0;
@@ -118,7 +122,7 @@ static int emit(const gathered_t *g, size_t plen, info_fn fn, void *ctx, int *oo
   o.name = g->row.p + plen;
   o.name_len = g->row.len - plen;
   pc_obs_record_t rec;
-  backfill_t b = {PC_BACKFILL_DONE, 0, 0, {0}};
+  backfill_t b = {PC_BACKFILL_DONE, 0, 0, 0, {0}};
   int bd = g->has_backfill ? backfill_decode(g->backfill.p, g->backfill.len, &b) : 0;
   if (bd == -2) {
     *oom = 1;
@@ -284,7 +288,7 @@ static pc_status_t record(pc_db_t *db, const char *name, const pc_buf_t *row,
                           kind_name(want->kind));
       }
     } else if (st == PC_NOT_FOUND) {
-      backfill_t b = {PC_BACKFILL_REGISTERING, 0, 0, {0}};
+      backfill_t b = {PC_BACKFILL_REGISTERING, 0, 0, 0, {0}};
       st = pc_txn_set_system(txn, PC_SYSTEM_TABLE, row->p, row->len, rcol, strlen(rcol),
                              value->p, value->len, err);
       if (st == PC_OK) st = set_backfill(txn, row, &b, err);
@@ -297,7 +301,9 @@ static pc_status_t record(pc_db_t *db, const char *name, const pc_buf_t *row,
 }
 
 /* Moves the registration of row from REGISTERING to RUNNING (its stores
- * have it); a record without a backfill cell, or in another state, stays. */
+ * have it), recording since, the start_ts of that transaction: a run of the
+ * observer that began after it saw everything a backfill would present;
+ * a record without a backfill cell, or in another state, stays. */
 static pc_status_t registered(pc_db_t *db, const pc_buf_t *row, pc_error_t *err) {
   pc_status_t st = PC_CONFLICT;
   for (int attempt = 0; attempt < ATTEMPTS && st == PC_CONFLICT; attempt++) {
@@ -308,6 +314,7 @@ static pc_status_t registered(pc_db_t *db, const pc_buf_t *row, pc_error_t *err)
     st = get_backfill(txn, row, &b, &found, err);
     if (st == PC_OK && found && b.state == PC_BACKFILL_REGISTERING) {
       b.state = PC_BACKFILL_RUNNING;
+      b.since = pc_txn_start_ts(txn);
       st = set_backfill(txn, row, &b, err);
       if (st == PC_OK) st = pc_txn_commit(txn, err);
     }
@@ -535,20 +542,50 @@ static pc_status_t read_page(pc_txn_t *txn, const char *table, const char *col, 
   return st;
 }
 
-/* Presents row's cell of (table, col) to observer name at ts in txn. */
+static void ts_bytes(char v[8], uint64_t ts) {
+  for (int i = 0; i < 8; i++) v[i] = (char)(ts >> (56 - 8 * i));
+}
+
+/* Presents row's cell of (table, col) to observer name at ts in txn, unless
+ * the observer has run on it since its registration took effect (its ack
+ * is past since): that run saw the cell as it was, and every change after
+ * has a notification of its own. The observer's ack is written back as it
+ * was, so that a run of it that the page's snapshot did not see conflicts
+ * with the page: one of the two commits, and the cell is observed once. *n
+ * counts the cells presented. */
 static pc_status_t present(pc_txn_t *txn, const char *name, const pc_obs_record_t *rec,
-                           const pc_buf_t *row, uint64_t ts, pc_error_t *err) {
-  pc_status_t st = PC_OK;
-  if (rec->kind == PC_OBSERVER_STRONG) {
-    pc_buf_t mark = {0};
-    char v[8];
-    for (int i = 0; i < 8; i++) v[i] = (char)(ts >> (56 - 8 * i));
-    st = pc_retry_column(&mark, name, rec->col, rec->clen) != 0
-             ? pc_error_set(err, PC_NOMEM, "out of memory")
-             : pc_txn_set_system(txn, rec->table, row->p, row->len, mark.p, mark.len, v, 8, err);
-    pc_buf_free(&mark);
+                           const pc_buf_t *row, uint64_t ts, uint64_t since, size_t *n,
+                           pc_error_t *err) {
+  pc_buf_t ack = {0}, mark = {0};
+  char *v = NULL, b[8];
+  size_t vl = 0;
+  uint64_t acked = 0;
+  pc_status_t st = pc_ack_column(&ack, name, rec->col, rec->clen) ||
+                           pc_retry_column(&mark, name, rec->col, rec->clen)
+                       ? pc_error_set(err, PC_NOMEM, "out of memory")
+                       : pc_txn_get_system(txn, rec->table, row->p, row->len, ack.p, ack.len, &v,
+                                           &vl, err);
+  if (st == PC_NOT_FOUND) {
+    pc_error_clear(err);
+    st = PC_OK;
+  } else if (st == PC_OK && vl == 8) {
+    for (size_t i = 0; i < 8; i++) acked = acked << 8 | (unsigned char)v[i];
   }
-  if (st == PC_OK) st = pc_txn_notify_weak(txn, rec->table, row->p, row->len, rec->col, rec->clen, err);
+  if (st == PC_OK && acked <= since) {
+    ts_bytes(b, acked);
+    st = pc_txn_set_system(txn, rec->table, row->p, row->len, ack.p, ack.len, vl == 8 ? v : b, 8,
+                           err);
+    if (st == PC_OK && rec->kind == PC_OBSERVER_STRONG) {
+      ts_bytes(b, ts);
+      st = pc_txn_set_system(txn, rec->table, row->p, row->len, mark.p, mark.len, b, 8, err);
+    }
+    if (st == PC_OK)
+      st = pc_txn_notify_weak(txn, rec->table, row->p, row->len, rec->col, rec->clen, err);
+    if (st == PC_OK) (*n)++;
+  }
+  pc_free(v);
+  pc_buf_free(&ack);
+  pc_buf_free(&mark);
   return st;
 }
 
@@ -585,10 +622,11 @@ static pc_status_t backfill_once(pc_db_t *db, const char *name, const pc_buf_t *
     goto out;
   }
   st = read_page(txn, rec.table, rec.col, rec.clen, b.has_row ? &b.row : NULL, &p, err);
+  size_t presented = 0;
   for (size_t i = 0; i < p.n && st == PC_OK; i++)
-    st = present(txn, name, &rec, &p.rows[i], pc_txn_start_ts(txn), err);
+    st = present(txn, name, &rec, &p.rows[i], pc_txn_start_ts(txn), b.since, &presented, err);
   if (st != PC_OK) goto out;
-  b.presented += p.n;
+  b.presented += presented;
   if (p.has_last) {
     b.row.len = 0;
     if (pc_buf_append(&b.row, p.last.p, p.last.len) != 0) {
@@ -601,6 +639,9 @@ static pc_status_t backfill_once(pc_db_t *db, const char *name, const pc_buf_t *
   st = set_backfill(txn, row, &b, err);
   if (st == PC_OK) st = pc_txn_commit(txn, err);
   if (st == PC_OK) *done = p.exhausted;
+  if (st == PC_OK && p.exhausted)
+    pc_log(PC_LOG_INFO, "observer '%s': backfill done, %" PRIu64 " cells presented", name,
+           b.presented);
 out:
   pc_free(def);
   page_free(&p);

@@ -100,14 +100,29 @@ typedef int (*pc_store_notify_fn)(void *ctx, const pc_notification_t *n);
 /* Source of a commit timestamp for one-phase commit. */
 typedef pc_status_t (*pc_ts_source_fn)(void *ctx, uint64_t *ts, pc_error_t *err);
 
-/* Notifications a one-phase commit deletes in its own batch: cell's, with
- * ts < below. The caller (txn.c, for a transaction begun for a notified
- * cell) sends one only when the commit writes in cell's row, so that the
- * operation holds that row's latch and, on a tablet, the row is the
- * tablet's own; a store refuses one of another row (PC_INVALID). */
+/* A deletion of notifications: cell's, with ts < below, on behalf of the
+ * observers named in `observers` (olen bytes, each name followed by a NUL
+ * byte): the caller has found that each of them covered what it deletes.
+ * The store deletes them only when every observer its set holds for the
+ * cell's column is among them (store_observers.c); otherwise it deletes
+ * nothing and names one it lacks in `missing`. So the registered observers
+ * decide, whatever the caller knows, and a registration that a store has
+ * applied holds back every deletion that begins after it. done says whether
+ * they went.
+ *
+ * A one-phase commit can carry one, deleting them in its own batch. The
+ * caller (txn.c, for a transaction begun for a notified cell) sends one only
+ * when the commit writes in cell's row, so that the operation holds that
+ * row's latch and, on a tablet, the row is the tablet's own; a store refuses
+ * one of another row (PC_INVALID). */
+#define PC_NOTIFY_MISSING_MAX 64 /* an observer's name, PC_MAX_OBSERVER_NAME */
 typedef struct pc_notify_clear {
   pc_cell_t cell;
   uint64_t below;
+  const char *observers;
+  size_t olen;
+  int done;                                 /* set by the store */
+  char missing[PC_NOTIFY_MISSING_MAX + 1];  /* set by the store when not done */
 } pc_notify_clear_t;
 
 typedef struct pc_store_ops {
@@ -226,12 +241,13 @@ typedef struct pc_store_ops {
                              const pc_notification_t *after, size_t limit, pc_store_notify_fn fn,
                              void *ctx, pc_error_t *err);
 
-  /* Deletes cell's notifications, strong and weak, with ts < below; newer
-   * ones stay. Atomic on the cell's row, like every row operation, but not
+  /* Deletes clear->cell's notifications, strong and weak, with ts <
+   * clear->below, when clear->observers covers the store's set (see
+   * pc_notify_clear_t; clear->done says whether they went); newer ones
+   * stay. Atomic on the cell's row, like every row operation, but not
    * synced: a delete lost in a crash brings the notification back, and its
-   * observers run again (a strong one is then skipped by its ack). */
-  pc_status_t (*clear_notify)(pc_store_t *s, const pc_cell_t *cell, uint64_t below,
-                              pc_error_t *err);
+   * observers run again (they are then skipped by their acks). */
+  pc_status_t (*clear_notify)(pc_store_t *s, pc_notify_clear_t *clear, pc_error_t *err);
 
   /* Adds observer o to the store's set (add = 1; an observer of that name
    * is replaced) or removes the observer named o->name (add = 0), durably,

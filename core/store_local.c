@@ -300,6 +300,7 @@ static void local_close(pc_store_t *base) {
   pc_nindex_destroy(s->nindex);
   local_observers_free(s);
   pthread_mutex_destroy(&s->obs_mu);
+  pthread_rwlock_destroy(&s->obs_rw);
   if (s->cache) leveldb_cache_destroy(s->cache);
   if (s->filter) leveldb_filterpolicy_destroy(s->filter);
   if (s->ropts) leveldb_readoptions_destroy(s->ropts);
@@ -341,6 +342,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   s->base.ops = &local_ops;
   for (uint32_t i = 0; i < PC_LATCHES; i++) pthread_mutex_init(&s->latch[i], NULL);
   pthread_mutex_init(&s->obs_mu, NULL);
+  pthread_rwlock_init(&s->obs_rw, NULL);
   s->opts = leveldb_options_create();
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);

@@ -53,6 +53,7 @@ typedef struct local {
    * without a lock; obs_mu serialises updates */
   _Atomic(local_observers_t *) obs;
   pthread_mutex_t obs_mu;
+  pthread_rwlock_t obs_rw; /* deletions of notifications read, an update writes */
 } local_t;
 
 /* The latch stripe of a cell's row. */
@@ -154,14 +155,21 @@ pc_status_t local_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
  * latch held), counting them in *n; key is scratch. */
 pc_status_t local_notify_deletes(local_t *s, leveldb_writebatch_t *b, const pc_cell_t *c,
                                  uint64_t below, pc_buf_t *key, size_t *n, pc_error_t *err);
-pc_status_t local_clear_notify(pc_store_t *base, const pc_cell_t *c, uint64_t below,
-                               pc_error_t *err);
+pc_status_t local_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc_error_t *err);
 /* Whether a strong observer of c's column is in the store's set. */
 int local_strongly_observed(local_t *s, const pc_cell_t *c);
 pc_status_t local_observer_update(pc_store_t *base, const pc_store_observer_t *o, int add,
                                   pc_error_t *err);
 pc_status_t local_observer_list(pc_store_t *base, pc_store_observer_fn fn, void *ctx,
                                 pc_error_t *err);
+/* Whether clear->observers accounts for every observer of the set
+ * registered for clear->cell's column; when not, names one in
+ * clear->missing. Call between local_observers_hold and _release, which
+ * keep an update of the set from coming between the check and the write of
+ * the deletion. */
+int local_observers_cover(local_t *s, pc_notify_clear_t *clear);
+void local_observers_hold(local_t *s);
+void local_observers_release(local_t *s);
 /* Reads the set from the 'o' keys (at open); releases it (at close). */
 pc_status_t local_observers_load(local_t *s, pc_error_t *err);
 void local_observers_free(local_t *s);

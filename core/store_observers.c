@@ -7,10 +7,22 @@
  * the commit, a commit the store applies after an update returned writes
  * the notification, whichever client commits and whenever it opened.
  *
+ * Deletions of notifications read them too: a cell's notifications go only
+ * for a caller that accounts for every observer of its column in the set
+ * (local_observers_cover), so the registered observers decide what goes,
+ * whichever worker asks.
+ *
  * The set in memory is immutable, replaced whole by an update and read by
  * commits without a lock. A replaced set is kept until the store closes
  * (registrations are rare), so that a commit never reads a freed one.
- * Updates are serialised by obs_mu. */
+ * Updates are serialised by obs_mu. A deletion holds the read side of
+ * obs_rw from its check to the write of its batch, and an update installs
+ * its set under the write side: an update returns only once no deletion
+ * that checked the set before it is still writing, so from then on every
+ * deletion accounts for the new observer. Commits need no such wait: one
+ * that read the set before an update took its commit_ts before the update
+ * returned, and the backfill's snapshots, taken after, see it
+ * (core/observed.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,8 +145,37 @@ static const obs_entry_t *find_name(const local_observers_t *o, const char *name
 
 /* Installs o as the set (obs_mu held); the one it replaces is kept until close. */
 static void install(local_t *s, local_observers_t *o) {
+  pthread_rwlock_wrlock(&s->obs_rw);
   o->retired = atomic_load_explicit(&s->obs, memory_order_relaxed);
   atomic_store_explicit(&s->obs, o, memory_order_release);
+  pthread_rwlock_unlock(&s->obs_rw);
+}
+
+/* Whether name is one of the NUL-terminated names of list[0..len). */
+static int listed(const char *list, size_t len, const char *name) {
+  size_t nl = strlen(name), i = 0;
+  while (i < len) {
+    const char *end = memchr(list + i, '\0', len - i);
+    size_t l = end ? (size_t)(end - (list + i)) : len - i;
+    if (l == nl && memcmp(list + i, name, nl) == 0) return 1;
+    i += l + 1;
+  }
+  return 0;
+}
+
+void local_observers_hold(local_t *s) { pthread_rwlock_rdlock(&s->obs_rw); }
+void local_observers_release(local_t *s) { pthread_rwlock_unlock(&s->obs_rw); }
+
+int local_observers_cover(local_t *s, pc_notify_clear_t *clear) {
+  const local_observers_t *o = atomic_load_explicit(&s->obs, memory_order_acquire);
+  const pc_cell_t *c = &clear->cell;
+  for (size_t i = o ? first_of(o, c->table, c->col, c->clen) : 0;
+       o && i < o->n && entry_cmp(c->table, c->col, c->clen, &o->v[i]) == 0; i++)
+    if (!listed(clear->observers, clear->observers ? clear->olen : 0, o->v[i].name)) {
+      snprintf(clear->missing, sizeof clear->missing, "%s", o->v[i].name);
+      return 0;
+    }
+  return 1;
 }
 
 static pc_status_t check_observer(const pc_store_observer_t *o, int add, pc_error_t *err) {

@@ -337,6 +337,10 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
                                    pc_notify_clear_t *clear, uint64_t *commit_ts,
                                    pc_lock_info_t *lock_out, pc_error_t *err) {
   local_t *s = (local_t *)base;
+  if (clear) {
+    clear->done = 0;
+    clear->missing[0] = '\0';
+  }
   if (n == 0) return PC_OK;
   if (clear && !writes_row_of(muts, n, &clear->cell))
     return pc_error_set(err, PC_INVALID,
@@ -391,11 +395,19 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
       if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, err);
     }
     /* the observed cell's notifications go with its observer's commit: its
-     * row's latch keeps any commit that notifies it out meanwhile */
+     * row's latch keeps any commit that notifies it out meanwhile, and the
+     * hold on the store's observers any registration */
     size_t cleared = 0;
-    if (st == PC_OK && clear)
-      st = local_notify_deletes(s, op.b, &clear->cell, clear->below, &op.key, &cleared, err);
+    int held = st == PC_OK && clear, clearing = 0;
+    if (held) {
+      local_observers_hold(s);
+      clearing = local_observers_cover(s, clear);
+      if (clearing)
+        st = local_notify_deletes(s, op.b, &clear->cell, clear->below, &op.key, &cleared, err);
+    }
     if (st == PC_OK) st = local_apply(s, op.b, s->wopts, err);
+    if (st == PC_OK && clearing) clear->done = 1;
+    if (held) local_observers_release(s);
     for (size_t k = 0; k < op.nidx; k++)
       atomic_store_explicit(&s->onepc[op.idx[k]], 0, memory_order_release);
     atomic_fetch_sub_explicit(&s->onepc_active, 1, memory_order_release);

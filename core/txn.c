@@ -182,8 +182,11 @@ pc_txn_t *pc_txn_begin_for(pc_db_t *db, const pc_cell_t *cell, pc_error_t *err) 
   return txn;
 }
 
-void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below) {
-  if (txn && txn->trigger) txn->trigger->clear.below = below;
+void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below, const char *observers, size_t olen) {
+  if (!txn || !txn->trigger) return;
+  txn->trigger->clear.below = below;
+  txn->trigger->clear.observers = observers;
+  txn->trigger->clear.olen = olen;
 }
 
 int pc_txn_trigger_cleared(const pc_txn_t *txn) {
@@ -593,7 +596,7 @@ static pc_status_t commit_in_one_phase(pc_txn_t *txn, const pc_mutation_t *muts,
     pc_lock_info_t lock = {0};
     st = s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, clear,
                                   &txn->commit_ts, &lock, err);
-    if (st == PC_OK && clear) txn->trigger->cleared = 1;
+    if (st == PC_OK && clear) txn->trigger->cleared = clear->done;
     if (st != PC_LOCKED) return st;
     st = pc_txn_resolve_lock(txn->db, &lock, deadline, err);
     pc_lock_info_free(&lock);

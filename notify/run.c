@@ -1,11 +1,14 @@
 /* run.c — one observer on one cell (Fluo's work task). The run is a
- * transaction begun for the notified cell (pc_txn_begin_for), start_ts S:
- *   strong  it reads ack(c, O) = A; when A is past the newest strong
- *           notification found (or the retry mark, below), the change was
- *           observed already and the run is skipped; otherwise O's callback
- *           runs, the transaction writes ack = S and commits. Two runs for
- *           one change both write the ack, so at most one of them commits;
- *   weak    O's callback runs and the transaction commits; there is no ack.
+ * transaction begun for the notified cell (pc_txn_begin_for), start_ts S.
+ * It reads ack(c, O) = A; when A is past the newest notification of O's
+ * kind found (for a strong one, or the retry mark, below), O observed it
+ * already and the run is skipped; otherwise O's callback runs, the
+ * transaction writes ack = S and commits. Two runs for one change both
+ * write the ack, so at most one of them commits. A strong observer covers
+ * every change below its ack; a weak one every weak notification below it.
+ * Weak observers keep acks too (since registered observers that different
+ * workers run share a column's notifications): another worker reads them to
+ * know what a weak observer it does not run has covered (pass.c).
  * A weak notification may carry a retry of a parked strong notification
  * (parked.c): a strong observer then reads its retry mark too, treats it as
  * a strong notification at the mark's ts, and overwrites it with 0 in the
@@ -78,61 +81,52 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
   char name[200];
   if (pc_backoff_key(&key, c, o->name) != 0) goto out; /* out of memory: try again later */
   if (pc_backoff_waiting(w, &key)) goto out;
-  if (strong && (pc_ack_column(&ack_col, o->name, c->col, c->clen) != 0 ||
-                 (check_mark && pc_retry_column(&mark_col, o->name, c->col, c->clen) != 0)))
+  if (pc_ack_column(&ack_col, o->name, c->col, c->clen) != 0 ||
+      (check_mark && pc_retry_column(&mark_col, o->name, c->col, c->clen) != 0))
     goto setback;
 
   t = pc_txn_begin_for(w->db, c, &err);
   if (!t) goto setback;
   uint64_t start = 0, ack = 0, mark = 0;
-  pc_status_t st = PC_OK;
-  if (strong) {
-    st = pc_run_read_ts(t, c, &ack_col, &ack, &err);
-    if (st == PC_OK && check_mark) st = pc_run_read_ts(t, c, &mark_col, &mark, &err);
-    if (st == PC_CORRUPTION) goto failed;
-    if (st != PC_OK) goto setback;
-    start = pc_txn_start_ts(t); /* taken by now, lazy_start or not */
-    target = pc_max_u64(target, mark);
-    if (target == 0) { /* the weak notification carried nothing for this observer */
-      res = RUN_IDLE;
-      goto out;
+  pc_status_t st = pc_run_read_ts(t, c, &ack_col, &ack, &err);
+  if (st == PC_OK && check_mark) st = pc_run_read_ts(t, c, &mark_col, &mark, &err);
+  if (st == PC_CORRUPTION) goto failed;
+  if (st != PC_OK) goto setback;
+  start = pc_txn_start_ts(t); /* taken by now, lazy_start or not */
+  target = pc_max_u64(target, mark);
+  if (target == 0) { /* the weak notification carried nothing for this observer */
+    res = RUN_IDLE;
+    goto out;
+  }
+  if (ack >= target) { /* observed already: this observer covers everything below ack */
+    if (mark) {
+      st = pc_run_write_ts(t, c, &mark_col, 0, &err);
+      if (st == PC_OK) st = pc_txn_commit(t, &err);
+      if (st != PC_OK) goto setback_st;
     }
-    if (ack >= target) { /* observed already: this observer covers everything below ack */
-      if (mark) {
-        st = pc_run_write_ts(t, c, &mark_col, 0, &err);
-        if (st == PC_OK) st = pc_txn_commit(t, &err);
-        if (st != PC_OK) goto setback_st;
-      }
-      atomic_fetch_add(&slot->skipped, 1);
-      pc_backoff_forget(w, &key);
-      *cover = ack;
-      res = RUN_DONE;
-      goto out;
-    }
+    atomic_fetch_add(&slot->skipped, 1);
+    pc_backoff_forget(w, &key);
+    *cover = ack;
+    res = RUN_DONE;
+    goto out;
   }
 
   pc_notified_cell_t nc = {c->table, c->row, c->rlen, c->col, c->clen, target};
   st = pc_observer_run(o, t, &nc, &err);
   if (st != PC_OK) goto failed;
-  if (strong) {
-    st = pc_run_write_ts(t, c, &ack_col, start, &err);
-    if (st == PC_OK && mark) st = pc_run_write_ts(t, c, &mark_col, 0, &err);
-    if (st != PC_OK) goto setback_st;
-  }
+  st = pc_run_write_ts(t, c, &ack_col, start, &err);
+  if (st == PC_OK && mark) st = pc_run_write_ts(t, c, &mark_col, 0, &err);
+  if (st != PC_OK) goto setback_st;
   /* the run covers below its start_ts: with the others' covers, what the
-   * commit may delete (a weak run's start_ts is 0 here when, with
-   * lazy_start, it read nothing yet) */
-  if (pass)
-    pc_txn_trigger_bound(t, pc_pass_clear_below(pass, strong ? start : pc_txn_start_ts(t)));
+   * commit may delete, on behalf of the column's observers */
+  if (pass) pc_txn_trigger_bound(t, pc_pass_clear_below(pass, start), pass->names, pass->nlen);
   st = pc_txn_commit(t, &err);
   if (st != PC_OK) goto setback_st;
   if (pc_txn_trigger_cleared(t)) *cleared = 1;
   atomic_fetch_add(&slot->runs, 1);
   pc_worker_latency(w, target, pc_txn_commit_ts(t));
   pc_backoff_forget(w, &key);
-  /* weak: the snapshot's timestamp (0 when, with lazy_start, the run read
-   * and wrote nothing: then it covers only what the scan saw) */
-  *cover = strong ? start : pc_txn_start_ts(t);
+  *cover = start;
   res = RUN_DONE;
   goto out;
 

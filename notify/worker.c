@@ -202,9 +202,11 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
   pthread_mutex_init(&w->mu, NULL);
   pc_cond_init_mono(&w->cv);
 
+  pthread_mutex_init(&w->view_mu, NULL);
+
   collect_t c = {w, 0, 0};
   pc_registry_foreach(registry, collect_observer, &c);
-  if (c.oom || !(w->backoff = pc_backoff_create())) {
+  if (c.oom || !(w->backoff = pc_backoff_create()) || !(w->waiting = pc_waiting_create())) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     goto fail;
   }
@@ -221,6 +223,16 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
       pc_error_prefix(err, "worker: recording observer '%s'", ob->name);
       goto fail;
     }
+  }
+  /* every store gets every registration (one may have lost its copies, or
+   * a registrar stopped half-way); then what this worker leaves to others */
+  if (pc_db_observers_sync(db, err) != PC_OK) {
+    pc_error_prefix(err, "worker: giving the stores the registered observers");
+    goto fail;
+  }
+  if (pc_view_refresh(w, err) != PC_OK) {
+    pc_error_prefix(err, "worker: reading the registered observers");
+    goto fail;
   }
   if (!db->store->ops->scan_notify || !db->store->ops->clear_notify) {
     pc_error_set(err, PC_INVALID, "worker: this store keeps no notifications");
@@ -253,6 +265,12 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
     w->nthreads++;
   }
   w->threads_ctx = ts;
+  if (pthread_create(&w->keeper, NULL, pc_keeper_main, w) != 0) {
+    pc_error_set(err, PC_INTERNAL, "worker: cannot start the keeper thread");
+    pc_worker_stop(w);
+    return NULL;
+  }
+  w->keeper_started = 1;
   if (opts.sweep_ms) {
     if (pthread_create(&w->sweeper, NULL, pc_sweeper_main, w) != 0) {
       pc_error_set(err, PC_INTERNAL, "worker: cannot start the sweeper");
@@ -277,6 +295,10 @@ void pc_worker_stop(pc_worker_t *w) {
   pthread_mutex_unlock(&w->mu);
   for (size_t i = 0; i < w->nthreads; i++) pthread_join(w->threads[i], NULL);
   if (w->sweeper_started) pthread_join(w->sweeper, NULL);
+  if (w->keeper_started) pthread_join(w->keeper, NULL);
+  pc_view_release(w);
+  pthread_mutex_destroy(&w->view_mu);
+  pc_waiting_destroy(w->waiting);
   pc_backoff_destroy(w->backoff);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);

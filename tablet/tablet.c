@@ -267,6 +267,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE && r->pos < r->len) {
         if (pc_wire_get_cell(r, a, &clear.cell)) st = malformed(name, e);
         clear.below = pc_rd_u64(r);
+        clear.observers = pc_rd_str(r, &clear.olen);
         if (st == PC_OK && !r->ok) st = malformed(name, e);
         cl = &clear;
       }
@@ -281,7 +282,10 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
           st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, cl,
                                         &commit_ts, &lock, e);
       }
-      if (st == PC_OK && op != PC_TABLET_OP_PREWRITE && pc_buf_u64(payload, commit_ts))
+      if (st == PC_OK && op != PC_TABLET_OP_PREWRITE &&
+          (pc_buf_u64(payload, commit_ts) ||
+           (cl && (pc_buf_u8(payload, (uint8_t)cl->done) ||
+                   pc_buf_str(payload, cl->missing, strlen(cl->missing))))))
         st = pc_error_set(e, PC_NOMEM, "oom");
       if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
       pc_lock_info_free(&lock);
@@ -440,12 +444,17 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       return st;
     }
     case PC_TABLET_OP_CLEAR_NOTIFY: {
-      pc_cell_t c;
-      if (pc_wire_get_cell(r, a, &c)) return malformed("clear notify", e);
-      uint64_t below = pc_rd_u64(r);
+      pc_notify_clear_t clear = {0};
+      if (pc_wire_get_cell(r, a, &clear.cell)) return malformed("clear notify", e);
+      clear.below = pc_rd_u64(r);
+      clear.observers = pc_rd_str(r, &clear.olen);
       if (!r->ok || r->pos != r->len) return malformed("clear notify", e);
-      if ((st = check_row(t, &c, e)) != PC_OK) return st;
-      return s->ops->clear_notify(s, &c, below, e);
+      if ((st = check_row(t, &clear.cell, e)) != PC_OK) return st;
+      st = s->ops->clear_notify(s, &clear, e);
+      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)clear.done) ||
+                          pc_buf_str(payload, clear.missing, strlen(clear.missing))))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      return st;
     }
     case PC_TABLET_OP_OBSERVER: {
       uint8_t add = pc_rd_u8(r);

@@ -15,10 +15,13 @@
  *   0x12 COMMIT     u64 start u64 commit u32 n n*cell -> status
  *   0x13 ROLLBACK   u64 start u32 n n*cell            -> status
  *   0x14 CHECK_TXN  cell u64 start u64 now u8 dead    -> status u8 state u64 commit_ts
- *   0x15 ONE_PHASE  u64 start u32 n n*mutation [clear] -> status [u64 commit_ts | lock]
- *                   clear = cell u64 below: that cell's notifications below
- *                   go in the commit's batch (pc_notify_clear_t); the cell
- *                   must be in a row of the mutations
+ *   0x15 ONE_PHASE  u64 start u32 n n*mutation [clear] -> status [u64 commit_ts
+ *                                                        [u8 done str missing] | lock]
+ *                   clear = cell u64 below str observers: that cell's
+ *                   notifications below go in the commit's batch when the
+ *                   observers (each name NUL-terminated) account for the
+ *                   tablet's (pc_notify_clear_t); the cell must be in a row
+ *                   of the mutations; done and missing answer a clear
  *   0x16 SCAN       str table str start u8 has_col str col u8 has_end str end
  *                   u64 read_ts u32 limit             -> status u32 n n*(str row str col
  *                                                        str value) [lock]
@@ -46,8 +49,9 @@
  *                   once it holds PC_TABLET_NOTIFY_REPLY_MAX bytes: ask again
  *                   after its last notification. more = 0 and n < limit: the
  *                   range is exhausted on this tablet)
- *   0x1E CLEAR_NOTIFY cell u64 below                  -> status
- *                   (deletes the cell's notifications with ts < below)
+ *   0x1E CLEAR_NOTIFY cell u64 below str observers    -> status u8 done str missing
+ *                   (deletes the cell's notifications with ts < below when
+ *                   the observers account for the tablet's, as in ONE_PHASE)
  *   0x1F OBSERVER   u8 add str name [str record]      -> status
  *                   (store.h's observer_update: adds the observer, whose
  *                   registration record (keys.h) follows, or removes it)

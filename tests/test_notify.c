@@ -860,6 +860,21 @@ static void test_scan_notify_buckets(void **state) {
   assert_int_equal(s->ops->scan_notify(s, 0, 1, NULL, 0, collect, &part, &err), PC_INVALID);
 }
 
+/* clear_notify of (T, row, OBS) below below on behalf of observers (NUL-
+ * separated, olen bytes): PC_OK asserted; returns whether they went, and
+ * the name of an observer the store missed into missing (may be NULL). */
+static int clear_as(pc_db_t *db, const char *row, uint64_t below, const char *observers,
+                    size_t olen, char *missing) {
+  pc_notify_clear_t cl = {{T, row, strlen(row), OBS, strlen(OBS)}, below, observers, olen, 0, ""};
+  pc_error_t err;
+  pc_status_t st = db->store->ops->clear_notify(db->store, &cl, &err);
+  if (st != PC_OK) fail_msg("clear_notify: %s (%s)", pc_status_name(st), err.text);
+  if (missing) strcpy(missing, cl.missing);
+  return cl.done;
+}
+
+#define OBS1 "obs1\0"
+
 /* clear_notify deletes a cell's notifications older than a timestamp, of
  * both kinds, and keeps the newer ones and other cells'. */
 static void test_clear_notify_keeps_newer(void **state) {
@@ -879,18 +894,15 @@ static void test_clear_notify_keeps_newer(void **state) {
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 3);
   assert_int_equal(count_of(&s, "r1", OBS, 1, NULL), 1);
-  pc_store_t *st = db->store;
-  pc_cell_t r1 = {T, "r1", 2, OBS, strlen(OBS)};
-  pc_error_t err;
-  assert_int_equal(st->ops->clear_notify(st, &r1, c[1], &err), PC_OK); /* below the second */
+  assert_true(clear_as(db, "r1", c[1], OBS1, 5, NULL)); /* below the second */
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 2);
   assert_int_equal(count_of(&s, "r1", OBS, 1, NULL), 0); /* the weak one was at c[0] */
   for (size_t i = 0; i < s.n; i++)
     if (strcmp(s.v[i].row, "r1") == 0) assert_true(s.v[i].ts >= c[1]);
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 3);
-  assert_int_equal(st->ops->clear_notify(st, &r1, c[1], &err), PC_OK); /* again: nothing */
-  assert_int_equal(st->ops->clear_notify(st, &r1, c[2] + 1, &err), PC_OK);
+  assert_true(clear_as(db, "r1", c[1], OBS1, 5, NULL)); /* again: nothing */
+  assert_true(clear_as(db, "r1", c[2] + 1, OBS1, 5, NULL));
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 0);
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 3);
@@ -909,10 +921,7 @@ static void test_notifications_after_reopen(void **state) {
     if (i == 2) weak(t, "r2", OBS);
     c[i] = commit_expect(t, PC_OK);
   }
-  pc_store_t *st = f->db->store;
-  pc_cell_t r1 = {T, "r1", 2, OBS, strlen(OBS)};
-  pc_error_t err;
-  assert_int_equal(st->ops->clear_notify(st, &r1, c[1], &err), PC_OK);
+  assert_true(clear_as(f->db, "r1", c[1], OBS1, 5, NULL));
   seen_t before, after;
   scan_all(f->db, &before);
   assert_int_equal(count_of(&before, "r1", OBS, 0, NULL), 2);
@@ -936,7 +945,7 @@ static pc_txn_t *begin_for(pc_db_t *db, const char *row) {
 /* Commits t, begun for a notified cell, asking it to delete the cell's
  * notifications below below; returns whether they went with it. */
 static int commit_clearing(pc_txn_t *t, uint64_t below) {
-  pc_txn_trigger_bound(t, below);
+  pc_txn_trigger_bound(t, below, OBS1, 5);
   pc_error_t err;
   pc_status_t st = pc_txn_commit(t, &err);
   if (st != PC_OK) fail_msg("commit: %s (%s)", pc_status_name(st), err.text);
@@ -989,6 +998,49 @@ static void test_commit_clears_notifications(void **state) {
   assert_int_equal(count_of(&s, "r1", OBS, 0, &left), 1);
   assert_true(left > c[1]);
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 2);
+}
+
+/* The store's registered observers decide what goes: a deletion on behalf
+ * of observers that do not account for every observer registered for the
+ * column deletes nothing and names one it lacks, by clear_notify or with an
+ * observer's commit; once every one is accounted for, or the missing one
+ * is retired, they go. */
+static void test_clear_needs_every_registered_observer(void **state) {
+  pc_db_t *db = db_of(state);
+  register_obs(db, "obs1", OBS, PC_OBSERVER_STRONG);
+  register_obs(db, "obs2", OBS, PC_OBSERVER_WEAK);
+  register_obs(db, "elsewhere", PLAIN, PC_OBSERVER_STRONG);
+  pc_txn_t *t = begin(db);
+  set(t, "r1", OBS, "v");
+  uint64_t c = commit_expect(t, PC_OK);
+  char missing[PC_MAX_OBSERVER_NAME + 1];
+  assert_false(clear_as(db, "r1", c + 1, OBS1, 5, missing));
+  assert_string_equal(missing, "obs2");
+  assert_false(clear_as(db, "r1", c + 1, "", 0, missing));
+  assert_false(clear_as(db, "r1", c + 1, NULL, 0, missing));
+  seen_t s;
+  scan_all(db, &s);
+  expect_one(&s, "r1", OBS, 0, c);
+  /* with an observer's commit */
+  t = begin_for(db, "r1");
+  set(t, "r1", "f:other", "1");
+  assert_int_equal(commit_clearing(t, c + 1), 0);
+  scan_all(db, &s);
+  expect_one(&s, "r1", OBS, 0, c);
+  /* every observer of the column accounted for (others' names are harmless) */
+  assert_true(clear_as(db, "r1", c + 1, "obs2\0gone\0obs1\0", 16, missing));
+  scan_all(db, &s);
+  expect_none(&s, "r1", OBS);
+  /* the missing one retired: the rest goes for obs1 alone */
+  t = begin(db);
+  set(t, "r1", OBS, "w");
+  c = commit_expect(t, PC_OK);
+  int found;
+  pc_error_t err;
+  assert_int_equal(pc_db_unregister_observed(db, "obs2", 4, &found, &err), PC_OK);
+  assert_true(clear_as(db, "r1", c + 1, OBS1, 5, missing));
+  scan_all(db, &s);
+  expect_none(&s, "r1", OBS);
 }
 
 /* A commit in two phases (one_phase_commit off) deletes nothing and says so:
@@ -1184,6 +1236,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_commit_clears_notifications, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_notifications_after_reopen, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_two_phase_commit_clears_nothing, setup_2pc, teardown),
+      BOTH(test_clear_needs_every_registered_observer),
       cmocka_unit_test_setup_teardown(test_system_columns, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_register_errors, setup_1pc, teardown),
   };

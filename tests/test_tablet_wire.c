@@ -229,8 +229,12 @@ static void enc_scan_notify(pc_buf_t *b, uint32_t lo, uint32_t hi, const pc_noti
   assert_int_equal(pc_buf_u32(b, limit), 0);
 }
 
+/* CLEAR_NOTIFY on behalf of the test's observers (test_notify_ops registers them). */
+#define CLEAR_FOR "obs.a\0obs.b\0obs.x\0"
 static void enc_clear_notify(pc_buf_t *b, const pc_cell_t *c, uint64_t below) {
-  assert_int_equal(pc_wire_put_cell(b, c) || pc_buf_u64(b, below), 0);
+  assert_int_equal(pc_wire_put_cell(b, c) || pc_buf_u64(b, below) ||
+                       pc_buf_str(b, CLEAR_FOR, sizeof CLEAR_FOR - 1),
+                   0);
 }
 
 /* A mutation that only notifies weakly. */
@@ -544,9 +548,10 @@ static void test_valid_round_trips(void **state) {
   }
   answer_free(&a);
 
-  /* ONE_PHASE with a clear trailer (cell, below): a cell of a row the
-   * commit writes is cleared with it; one of another row is refused, and so
-   * is a truncated trailer, committing nothing */
+  /* ONE_PHASE with a clear trailer (cell, below, observers): a cell of a
+   * row the commit writes is cleared with it (the answer says so); one of
+   * another row is refused, and so is a truncated trailer, committing
+   * nothing */
   const struct {
     const char *row, *clear;
     int truncated, refused;
@@ -557,14 +562,16 @@ static void test_valid_round_trips(void **state) {
     b.len = 0;
     enc_one_phase(&b, 970 + k, &cm, 1);
     assert_int_equal(pc_wire_put_cell(&b, &cc), 0);
-    if (!trailers[k].truncated) assert_int_equal(pc_buf_u64(&b, 1000), 0);
+    if (!trailers[k].truncated)
+      assert_int_equal(pc_buf_u64(&b, 1000) || pc_buf_str(&b, "", 0), 0);
     a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
     if (trailers[k].refused) {
       check_error(&a, trailers[k].truncated ? "one-phase with a truncated clear"
                                             : "one-phase clearing a row it does not write");
     } else {
       expect_status(&a, PC_OK, "one-phase with a clear");
-      assert_int_equal(a.plen, 8);
+      assert_int_equal(a.plen, 8 + 1 + 4); /* commit_ts, done, missing "" */
+      assert_int_equal((unsigned char)a.payload[8], 1);
     }
     answer_free(&a);
   }
@@ -861,7 +868,9 @@ static void test_empty_and_nul_names(void **state) {
     answer_free(&a);
     /* CLEAR_NOTIFY of the bad cell, and SCAN_NOTIFY after it */
     b.len = 0;
-    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900), 0);
+    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900) ||
+                         pc_buf_str(&b, "", 0),
+                     0);
     a = call(f, PC_TABLET_OP_CLEAR_NOTIFY, b.p, b.len);
     snprintf(what, sizeof what, "clear_notify: %s", bad[i].what);
     check_error(&a, what);
@@ -1730,8 +1739,21 @@ static void test_notify_ops(void **state) {
       assert_int_equal(scan_notes(f, 0, bk + 1, &high, 100, v, 16, &more), 0);
   }
 
-  /* CLEAR_NOTIFY below the commit keeps it; above it, both halves go */
+  /* CLEAR_NOTIFY on behalf of observers that do not include the column's:
+   * nothing goes, and the answer names the one it lacks */
   pc_cell_t ox = cell("o1", "c:x");
+  b.len = 0;
+  assert_int_equal(pc_wire_put_cell(&b, &ox) || pc_buf_u64(&b, cts + 1) ||
+                       pc_buf_str(&b, "obs.a\0", 6),
+                   0);
+  a = call(f, PC_TABLET_OP_CLEAR_NOTIFY, b.p, b.len);
+  expect_status(&a, PC_OK, "clear without the column's observer");
+  assert_int_equal(a.plen, 1 + 4 + 5);
+  assert_int_equal((unsigned char)a.payload[0], 0);
+  assert_memory_equal(a.payload + 5, "obs.x", 5);
+  answer_free(&a);
+  assert_int_equal(scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more), 6);
+  /* CLEAR_NOTIFY below the commit keeps it; above it, both halves go */
   b.len = 0;
   enc_clear_notify(&b, &ox, cts);
   expect_op(f, PC_TABLET_OP_CLEAR_NOTIFY, &b, PC_OK, "clear below the notification");
