@@ -136,10 +136,11 @@ void pc_db_stop_background(pc_db_t *db);
  * stops a commit, and pc_db_unregister_observed removes it.
  *
  * The cells of the column committed before the registration are presented
- * to the new observer by its backfill (pc_db_backfill_step), which reads at
- * snapshots taken after every store had the copy: every commit is therefore
- * either seen by the backfill or applied by a store that writes its
- * notification (docs/ARCHITECTURE.md, "Registration").
+ * to the new observer by its backfill (pc_db_backfill_step): a worker that
+ * runs it goes through the table in pages, each read at a snapshot taken
+ * after every store had the copy, and runs it on each cell. Every commit is
+ * therefore either seen by the backfill or applied by a store that writes
+ * its notification (docs/ARCHITECTURE.md, "Registration misses nothing").
  *
  * Row "observer/" NAME of PC_SYSTEM_TABLE holds:
  *   column "def"       the registration record (keys.h, pc_obs_record_t)
@@ -206,24 +207,26 @@ pc_status_t pc_db_observers_sync(pc_db_t *db, pc_error_t *err);
 pc_status_t pc_db_unregister_observed(pc_db_t *db, const char *name, size_t nlen, int *found,
                                       pc_error_t *err);
 
-/* One page of observer name's backfill, in one transaction at a fresh
- * snapshot S: the next cells of its column after where the last page
- * stopped are presented to it — for a strong observer, its retry mark
- * (pc_retry_column) set to S with a weak notification of the cell, which
- * makes it run on the cell unless its ack is past S; for a weak one, a weak
- * notification — unless it has run on the cell since its registration took
- * effect; and the progress recorded, in the same commit. *done = 1
- * when the column has been gone through (the state is then DONE) or the
- * observer is not RUNNING. PC_CONFLICT when the page kept meeting writers
- * (call again). */
-pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, int *done, pc_error_t *err);
+/* Presents one cell of observer o's column to it (o->name, table, col,
+ * kind are set): the backfill's caller runs the observer on (table, row,
+ * col), unless its ack is at or past since — a run that began once the
+ * registration had taken effect saw the cell, and every change after it
+ * has a notification of its own. 0 when the cell is presented (the observer
+ * ran, skipped it, or its failure was parked), nonzero when it must be
+ * presented again later: the page stops before it. */
+typedef int (*pc_backfill_fn)(void *ctx, const pc_observer_info_t *o, const char *row,
+                              size_t rlen, uint64_t since);
 
-/* Appends to out the retry mark column of observer for column col: 0xFF
- * "try" 0x00 observer 0x00 col, as long as an ack column, so that it fits
- * wherever one does; its value, 8 bytes big-endian as an ack's, is a
- * timestamp: the observer has not yet observed the cell as of it, whatever
- * its notifications say. 0, or -1 when memory runs out. */
-int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
+/* One page of observer name's backfill: a transaction at a fresh snapshot
+ * S reads the next rows of the observer's table after where the last page
+ * stopped, calls fn for each cell of its column (in row order, until fn
+ * declines one), and records the progress — cells presented, the last row
+ * gone past, and DONE once the table is gone through — in its commit.
+ * *done = 1 once the state is DONE (or the observer is not RUNNING).
+ * PC_BUSY when fn declined a cell (call again later), PC_CONFLICT when the
+ * page kept meeting another backfiller or locks. */
+pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, pc_backfill_fn fn, void *ctx,
+                                int *done, pc_error_t *err);
 
 /* ---- system columns ---------------------------------------------------------
  *

@@ -15,9 +15,12 @@
  * Why this misses nothing: a page reads at a snapshot S taken after every
  * store had the copy. A commit with commit_ts <= S is in that snapshot, so
  * the page presents the cell (snapshot isolation waits for a commit in
- * flight below S). A commit with commit_ts > S took its timestamp after
- * every store had the copy, so the store that applies it — after it took
- * its timestamp — writes its notification. */
+ * flight below S), and the observer's run, at a snapshot taken later, sees
+ * it. A commit with commit_ts > S took its timestamp after every store had
+ * the copy, so the store that applies it — after it took its timestamp —
+ * writes its notification. Presenting a cell is the caller's (a worker that
+ * runs the observer, notify/backfill.c): no notification is written for it,
+ * so the column's other observers do not run again. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,22 +40,10 @@ _Static_assert(PC_MAX_STORED_COLUMN ==
 #define ATTEMPTS 16         /* of a registration's or a page's transaction */
 #define PAGE_PRESENT 64     /* cells a backfill page presents at most */
 #define PAGE_CELLS 1024     /* cells of other columns it reads past at most */
-#define RETRY_PREFIX "\xff" "try" /* and its 0x00 */
-
-_Static_assert(sizeof RETRY_PREFIX == PC_ACK_PREFIX_LEN, "a retry mark is as long as an ack");
-
 static const char *kind_name(int kind) { return kind == PC_OBSERVER_WEAK ? "weak" : "strong"; }
 
 int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t clen) {
   return pc_buf_append(out, PC_ACK_PREFIX, PC_ACK_PREFIX_LEN) ||
-                 pc_buf_append(out, observer, strlen(observer)) || pc_buf_u8(out, 0) ||
-                 pc_buf_append(out, col, clen)
-             ? -1
-             : 0;
-}
-
-int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen) {
-  return pc_buf_append(out, RETRY_PREFIX, sizeof RETRY_PREFIX) ||
                  pc_buf_append(out, observer, strlen(observer)) || pc_buf_u8(out, 0) ||
                  pc_buf_append(out, col, clen)
              ? -1
@@ -542,56 +533,14 @@ static pc_status_t read_page(pc_txn_t *txn, const char *table, const char *col, 
   return st;
 }
 
-static void ts_bytes(char v[8], uint64_t ts) {
-  for (int i = 0; i < 8; i++) v[i] = (char)(ts >> (56 - 8 * i));
-}
-
-/* Presents row's cell of (table, col) to observer name at ts in txn, unless
- * the observer has run on it since its registration took effect (its ack
- * is past since): that run saw the cell as it was, and every change after
- * has a notification of its own. The observer's ack is written back as it
- * was, so that a run of it that the page's snapshot did not see conflicts
- * with the page: one of the two commits, and the cell is observed once. *n
- * counts the cells presented. */
-static pc_status_t present(pc_txn_t *txn, const char *name, const pc_obs_record_t *rec,
-                           const pc_buf_t *row, uint64_t ts, uint64_t since, size_t *n,
-                           pc_error_t *err) {
-  pc_buf_t ack = {0}, mark = {0};
-  char *v = NULL, b[8];
-  size_t vl = 0;
-  uint64_t acked = 0;
-  pc_status_t st = pc_ack_column(&ack, name, rec->col, rec->clen) ||
-                           pc_retry_column(&mark, name, rec->col, rec->clen)
-                       ? pc_error_set(err, PC_NOMEM, "out of memory")
-                       : pc_txn_get_system(txn, rec->table, row->p, row->len, ack.p, ack.len, &v,
-                                           &vl, err);
-  if (st == PC_NOT_FOUND) {
-    pc_error_clear(err);
-    st = PC_OK;
-  } else if (st == PC_OK && vl == 8) {
-    for (size_t i = 0; i < 8; i++) acked = acked << 8 | (unsigned char)v[i];
-  }
-  if (st == PC_OK && acked <= since) {
-    ts_bytes(b, acked);
-    st = pc_txn_set_system(txn, rec->table, row->p, row->len, ack.p, ack.len, vl == 8 ? v : b, 8,
-                           err);
-    if (st == PC_OK && rec->kind == PC_OBSERVER_STRONG) {
-      ts_bytes(b, ts);
-      st = pc_txn_set_system(txn, rec->table, row->p, row->len, mark.p, mark.len, b, 8, err);
-    }
-    if (st == PC_OK)
-      st = pc_txn_notify_weak(txn, rec->table, row->p, row->len, rec->col, rec->clen, err);
-    if (st == PC_OK) (*n)++;
-  }
-  pc_free(v);
-  pc_buf_free(&ack);
-  pc_buf_free(&mark);
-  return st;
-}
-
 /* One attempt at a page: PC_OK (committed, or nothing to do), or the
- * transaction's error. */
-static pc_status_t backfill_once(pc_db_t *db, const char *name, const pc_buf_t *row, int *done,
+ * transaction's error. The page's transaction reads the rows and, once fn
+ * presented them, records the progress: the observer's runs are
+ * transactions of their own, so a crash between them and the progress only
+ * makes the next page present those cells again, and their acks make the
+ * observer skip them. */
+static pc_status_t backfill_once(pc_db_t *db, const char *name, const pc_buf_t *row,
+                                 pc_backfill_fn fn, void *ctx, int *done, int *stuck,
                                  pc_error_t *err) {
   pc_txn_t *txn = pc_txn_begin(db, err);
   if (!txn) return err ? err->code : PC_INTERNAL;
@@ -622,24 +571,32 @@ static pc_status_t backfill_once(pc_db_t *db, const char *name, const pc_buf_t *
     goto out;
   }
   st = read_page(txn, rec.table, rec.col, rec.clen, b.has_row ? &b.row : NULL, &p, err);
-  size_t presented = 0;
-  for (size_t i = 0; i < p.n && st == PC_OK; i++)
-    st = present(txn, name, &rec, &p.rows[i], pc_txn_start_ts(txn), b.since, &presented, err);
   if (st != PC_OK) goto out;
-  b.presented += presented;
-  if (p.has_last) {
+  pc_observer_info_t o = {name, strlen(name), NULL, rec.table, rec.col, rec.clen, rec.kind,
+                          b.state, b.presented, NULL, 0};
+  size_t k = 0;
+  while (k < p.n && fn(ctx, &o, p.rows[k].p, p.rows[k].len, b.since) == 0) k++;
+  if (k == 0 && p.n > 0) { /* the first cell must be presented again later */
+    *stuck = 1;
+    goto out;
+  }
+  b.presented += k;
+  const pc_buf_t *last = k < p.n ? &p.rows[k - 1] : p.has_last ? &p.last : NULL;
+  if (last) {
     b.row.len = 0;
-    if (pc_buf_append(&b.row, p.last.p, p.last.len) != 0) {
+    if (pc_buf_append(&b.row, last->p, last->len) != 0) {
       st = pc_error_set(err, PC_NOMEM, "out of memory");
       goto out;
     }
     b.has_row = 1;
   }
-  if (p.exhausted) b.state = PC_BACKFILL_DONE;
+  int finished = k == p.n && p.exhausted;
+  if (finished) b.state = PC_BACKFILL_DONE;
+  *stuck = k < p.n;
   st = set_backfill(txn, row, &b, err);
   if (st == PC_OK) st = pc_txn_commit(txn, err);
-  if (st == PC_OK) *done = p.exhausted;
-  if (st == PC_OK && p.exhausted)
+  if (st == PC_OK) *done = finished;
+  if (st == PC_OK && finished)
     pc_log(PC_LOG_INFO, "observer '%s': backfill done, %" PRIu64 " cells presented", name,
            b.presented);
 out:
@@ -650,24 +607,30 @@ out:
   return st;
 }
 
-pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, int *done, pc_error_t *err) {
+pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, pc_backfill_fn fn, void *ctx,
+                                int *done, pc_error_t *err) {
   pc_error_clear(err);
   *done = 0;
-  if (!db || !name || !pc_obs_name_ok(name, strlen(name)))
-    return pc_error_set(err, PC_INVALID, "backfill: no database or no valid observer name");
+  if (!db || !fn || !name || !pc_obs_name_ok(name, strlen(name)))
+    return pc_error_set(err, PC_INVALID, "backfill: no database, callback or valid observer name");
   pc_buf_t row = {0};
   if (observer_row(&row, name, strlen(name))) return pc_error_set(err, PC_NOMEM, "out of memory");
   pc_status_t st = PC_CONFLICT;
+  int stuck = 0;
   uint32_t pause = 1;
   for (int attempt = 0; attempt < ATTEMPTS && (st == PC_CONFLICT || st == PC_LOCKED); attempt++) {
     if (attempt) {
-      pc_sleep_ms(pause); /* writers of the page's cells, or another backfiller */
+      pc_sleep_ms(pause); /* another backfiller, or a lock on the page's rows */
       pause = pause * 2 > 100 ? 100 : pause * 2;
     }
-    st = backfill_once(db, name, &row, done, err);
+    st = backfill_once(db, name, &row, fn, ctx, done, &stuck, err);
   }
   pc_buf_free(&row);
   if (st == PC_LOCKED) st = err ? (err->code = PC_CONFLICT) : PC_CONFLICT;
   if (st != PC_OK) pc_error_prefix(err, "backfill of observer '%s'", name);
+  else if (stuck)
+    st = pc_error_set(err, PC_BUSY, "backfill of observer '%s': a cell is to be presented again "
+                                    "later",
+                      name);
   return st;
 }

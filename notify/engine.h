@@ -146,6 +146,7 @@ void pc_note_free(note_t *t);
 typedef struct group {
   note_t cell;
   uint64_t strong_ts, weak_ts; /* the newest of each kind, 0: none */
+  int backfill; /* no notification: a backfill presents the cell (backfill.c) */
 } group_t;
 
 /* Whether any notification is there to work on (1 when the store cannot say). */
@@ -290,6 +291,8 @@ void pc_backoff_prune(pc_worker_t *w);
 /* Writes the failure record of (cell, obs) in a transaction of its own. */
 pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs, uint64_t ts,
                     uint32_t failures, const char *error, pc_error_t *err);
+/* The retry mark of observer for column col; 0, or -1 when memory runs out. */
+int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
 
 /* ---- the sweeper (sweeper.c) ------------------------------------------------- */
 

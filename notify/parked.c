@@ -118,6 +118,19 @@ pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs
   return st;
 }
 
+/* ---- retry marks ------------------------------------------------------------ */
+
+/* The retry mark of observer for column col: RETRY_PREFIX observer 0x00 col,
+ * as long as an ack column, so that it fits wherever one does. */
+#define RETRY_PREFIX "\xff" "try" /* and its 0x00 */
+_Static_assert(sizeof RETRY_PREFIX == PC_ACK_PREFIX_LEN, "a retry mark is as long as an ack");
+int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen) {
+  out->len = 0;
+  return pc_buf_append(out, RETRY_PREFIX, sizeof RETRY_PREFIX) ||
+         pc_buf_append(out, observer, strlen(observer)) || pc_buf_u8(out, 0) ||
+         pc_buf_append(out, col, clen);
+}
+
 /* ---- the records, listed and re-queued ------------------------------------------ */
 
 typedef struct record {

@@ -124,7 +124,7 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
   if (st != PC_OK) goto setback_st;
   if (pc_txn_trigger_cleared(t)) *cleared = 1;
   atomic_fetch_add(&slot->runs, 1);
-  pc_worker_latency(w, target, pc_txn_commit_ts(t));
+  if (!g->backfill) pc_worker_latency(w, target, pc_txn_commit_ts(t));
   pc_backoff_forget(w, &key);
   *cover = start;
   res = RUN_DONE;
