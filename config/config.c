@@ -709,6 +709,70 @@ static pc_status_t lockservice_field(vctx_t *c, void *dst, int which, const json
   }
 }
 
+/* An ensemble: "host:port[,host:port]..." with every endpoint well formed. */
+static pc_status_t get_ensemble(vctx_t *c, const json_t *v, int32_t n, char **out) {
+  pc_status_t st = get_str(c, v, n, out);
+  if (st != PC_OK) return st;
+  const char *s = *out;
+  size_t k = 0;
+  for (const char *p = s;; k++) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    pc_endpoint_t ep;
+    const char *why = parse_endpoint(p, len, &ep);
+    if (!why && ep.port == 0) why = "port 0";
+    if (why) {
+      char shown[RENDER_CAP];
+      render(shown, v);
+      return fail_at(c, node_off(c, n),
+                     "expected \"host:port[,host:port]...\", got %s (server %zu: %s)", shown,
+                     k + 1, why);
+    }
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return PC_OK;
+}
+
+/* A ZooKeeper path for a cluster's root: "/" then components of letters,
+ * digits, '.', '_' or '-' (not "." or ".."), separated by single '/'. */
+static pc_status_t get_zk_root(vctx_t *c, const json_t *v, int32_t n, char **out) {
+  pc_status_t st = get_str(c, v, n, out);
+  if (st != PC_OK) return st;
+  const char *s = *out, *why = NULL;
+  size_t len = strlen(s);
+  if (s[0] != '/') why = "must start with '/'";
+  else if (len == 1) why = "must name a node below '/'";
+  else if (len > 512) why = "longer than 512 bytes";
+  for (size_t i = 1, start = 1; !why && i <= len; i++) {
+    if (i < len && s[i] != '/') {
+      if (!host_char(s[i], 0)) why = "letters, digits, '.', '_', '-' and '/' only";
+      continue;
+    }
+    size_t clen = i - start;
+    if (clen == 0) why = "empty path component";
+    else if ((clen == 1 && s[start] == '.') || (clen == 2 && s[start] == '.' && s[start + 1] == '.'))
+      why = "'.' and '..' are not node names";
+    start = i + 1;
+  }
+  if (!why) return PC_OK;
+  char shown[RENDER_CAP];
+  render(shown, v);
+  return fail_at(c, node_off(c, n), "expected a ZooKeeper path like \"/percolator/NAME\", got %s (%s)",
+                 shown, why);
+}
+
+static const char *const zookeeper_keys[] = {"connect", "root", "session_timeout_ms"};
+
+static pc_status_t zookeeper_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  switch (which) {
+    case 0: return get_ensemble(c, v, n, &cfg->zookeeper.connect);
+    case 1: return get_zk_root(c, v, n, &cfg->zookeeper.root);
+    default: return get_uint(c, v, n, 1000, 60000, &cfg->zookeeper.session_timeout_ms);
+  }
+}
+
 /* Where each tablet's pieces sit in the file, for range messages. */
 typedef struct tref {
   pc_config_tablet_t *t;
@@ -955,7 +1019,8 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
 }
 
 static const char *const root_keys[] = {"data_dir", "secret",      "log",     "store",
-                                        "tso",      "lockservice", "tablets", "workers"};
+                                        "tso",      "lockservice", "tablets", "workers",
+                                        "zookeeper"};
 
 static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -978,10 +1043,18 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       cfg->lockservice.set = 1;
       return walk(c, v, n, lockservice_keys, NKEYS(lockservice_keys), lockservice_field, cfg);
     case 6: return parse_tablets(c, cfg, v, n);
-    default:
+    case 7:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->workers.set = 1;
       return walk(c, v, n, workers_keys, NKEYS(workers_keys), workers_field, cfg);
+    default:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      cfg->zookeeper.set = 1;
+      if ((st = walk(c, v, n, zookeeper_keys, NKEYS(zookeeper_keys), zookeeper_field, cfg)) !=
+          PC_OK)
+        return st;
+      if ((st = require(c, v, n, "connect")) != PC_OK) return st;
+      return require(c, v, n, "root");
   }
 }
 
@@ -1009,6 +1082,7 @@ pc_config_t *pc_config_default(void) {
   cfg->store.one_phase_commit = 1;
   cfg->tso.window_ms = 3000;
   cfg->lockservice.session_ttl_ms = 10000;
+  cfg->zookeeper.session_timeout_ms = 10000;
   cfg->workers.threads = 4;
   cfg->workers.scan.buckets_per_claim = 16;
   cfg->workers.scan.idle_ms = 100;
@@ -1033,6 +1107,8 @@ void pc_config_free(pc_config_t *cfg) {
   }
   free(cfg->workers.plugins);
   free(cfg->tso.data_dir);
+  free(cfg->zookeeper.connect);
+  free(cfg->zookeeper.root);
   free(cfg->secret);
   free(cfg->data_dir);
   free(cfg->source);
@@ -1137,7 +1213,17 @@ pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_
     fail_at(&c, node_off(&c, 0), "expected an object at the top level, got %s", type_name(root));
     goto fail;
   }
-  if (walk(&c, root, 0, root_keys, 8, root_field, cfg) != PC_OK) goto fail;
+  if (walk(&c, root, 0, root_keys, NKEYS(root_keys), root_field, cfg) != PC_OK) goto fail;
+  if (cfg->zookeeper.set && cfg->lockservice.set) {
+    /* one coordination engine: in a cluster on ZooKeeper the lock service's
+     * sessions are ZooKeeper's */
+    path_pop(&c, 0);
+    path_key(&c, "lockservice", 11);
+    fail_at(&c, node_off(&c, member_node(&c, 0, "lockservice", 11)),
+            "the lock service daemon is not used with \"zookeeper\": clients' sessions and "
+            "liveness live in ZooKeeper (remove this section)");
+    goto fail;
+  }
   json_decref(root);
   pt_free(&pt);
   return cfg;

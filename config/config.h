@@ -22,6 +22,9 @@
  *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
  *   "lockservice": { "listen": "host:port", "http": "host:port",
  *                  "session_ttl_ms": int 100..600000 [10000] }
+ *   "zookeeper": { "connect": "host:port[,host:port]..." (required),
+ *                  "root": "/percolator/NAME" (required),
+ *                  "session_timeout_ms": int 1000..60000 [10000] }
  *   "tablets":   [ { "name": string (required, unique), "listen": "host:port" (required),
  *                    "http": "host:port", "data_dir": string,
  *                    "start": string [""], "end": string [""] } ... ]
@@ -110,6 +113,12 @@ typedef struct pc_config {
     pc_endpoint_t listen, http;
     uint32_t session_ttl_ms;
   } lockservice;
+  struct {
+    int set;       /* 0 when "zookeeper" is absent: no cluster coordination */
+    char *connect; /* the ensemble, "host:port,host:port,..." */
+    char *root;    /* the cluster's root node, e.g. "/percolator/prod" */
+    uint32_t session_timeout_ms;
+  } zookeeper;
   pc_config_tablet_t *tablets; /* sorted by start */
   size_t ntablets;
   struct {

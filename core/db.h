@@ -57,6 +57,10 @@ struct pc_db {
   /* cluster mode (tablet/db_cluster.c); NULL when embedded, so that embedded
    * users of the library do not link the network code */
   struct pc_rpc_client *tso; /* the oracle daemon */
+  /* cluster: the last timestamp the oracle issued, when tso is NULL (an
+   * oracle elected in ZooKeeper) */
+  pc_status_t (*oracle_info)(pc_db_t *db, uint32_t timeout_ms, uint64_t *last, pc_error_t *err);
+  void *coord;               /* cluster: the coordination client (tablet/db_cluster.c) */
   struct pc_ls_client *ls;   /* the lock service (NULL: TTLs only) */
   void (*cluster_close)(pc_db_t *db);
   uint64_t (*cluster_session)(const pc_db_t *db);

@@ -20,6 +20,7 @@
 #include "tablet/tablet.h"
 #include "tso/oracle.h"
 #include "tso/tso_rpc.h"
+#include "tso/tso_zk.h"
 
 typedef enum role_kind { ROLE_TSO, ROLE_LOCKD, ROLE_TABLET } role_kind_t;
 
@@ -28,7 +29,8 @@ typedef struct role {
   char name[96];
   pc_rpc_server_t *rpc;
   pc_http_t *http;
-  pc_oracle_t *oracle;   /* ROLE_TSO */
+  pc_oracle_t *oracle;   /* ROLE_TSO with its bound in a file */
+  pc_tso_node_t *node;   /* ROLE_TSO elected in ZooKeeper ("zookeeper" configured) */
   pc_ls_t *ls;           /* ROLE_LOCKD */
   pc_tablet_t *tablet;   /* ROLE_TABLET */
 } role_t;
@@ -37,6 +39,7 @@ typedef struct role {
 typedef struct ts_provider {
   pc_oracle_t *local;      /* this process's own oracle: asked directly */
   pc_rpc_client_t *remote; /* or a separate tso daemon, through the batcher */
+  pc_tso_locator_t *locator; /* or the leader elected in ZooKeeper, through the batcher */
   pc_ts_batcher_t *batcher;
 } ts_provider_t;
 

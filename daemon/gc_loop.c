@@ -1,8 +1,8 @@
 /* gc_loop.c — the cluster's background garbage collector. Every process
  * that serves tablets runs one: every store.gc_interval_ms it opens (once) a
- * client of its own roles, takes the lock-service lock "percolator/gc" so
- * that one process collects at a time (without a lock service each does:
- * passes are idempotent), and runs pc_db_gc, which settles old locks and
+ * client of its own roles, takes the cluster lock "gc" (in the lock service,
+ * or in ZooKeeper as locks/gc) so that one process collects at a time
+ * (without either, each does: passes are idempotent), and runs pc_db_gc, which settles old locks and
  * then collects on every tablet. */
 #include <string.h>
 
@@ -11,7 +11,7 @@
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
 
-#define GC_LOCK "percolator/gc"
+#define GC_LOCK "gc"
 
 static void *gc_main(void *arg) {
   pc_daemon_t *d = arg;
@@ -29,11 +29,9 @@ static void *gc_main(void *arg) {
       pc_log(PC_LOG_WARN, "gc: cannot open a client of the cluster: %s", err.text);
     } else {
       int mine = 1;
-      uint64_t holder = 0;
-      /* the lock only spares work: with the lock service away, collect anyway */
-      if (db->ls && pc_ls_client_lock_try(db->ls, GC_LOCK, strlen(GC_LOCK), 2000, &mine, &holder,
-                                          &err) != PC_OK)
-        mine = 1;
+      /* the lock (in the lock service, or in ZooKeeper) only spares work:
+       * when it cannot be asked, collect anyway */
+      if (pc_db_cluster_lock(db, GC_LOCK, 2000, &mine, &err) != PC_OK) mine = 1;
       pc_gc_stats_t s;
       if (mine && pc_db_gc(db, &s, &err) != PC_OK)
         pc_log(PC_LOG_WARN, "gc: %s", err.text);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -42,8 +43,23 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
   pc_metric_counter(out, "percolator_rpc_bytes_out_total", "Bytes sent", st.bytes_out);
   switch (r->kind) {
     case ROLE_TSO:
-      pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
-                      (double)pc_oracle_last(r->oracle));
+      if (r->node) {
+        pc_tso_node_info_t i;
+        pc_tso_node_info(r->node, &i);
+        pc_metric_gauge(out, "percolator_tso_last_timestamp",
+                        "Highest timestamp handed out in this term of leadership",
+                        (double)i.last_ts);
+        pc_metric_gauge(out, "percolator_tso_leading",
+                        "1 while this oracle leads and serves under its lease", i.leading);
+        pc_metric_counter(out, "percolator_tso_elections_total",
+                          "Times this oracle became the leader", i.elections);
+        pc_metric_gauge(out, "percolator_zookeeper_session_state",
+                        "ZooKeeper session: 0 connecting, 1 connected, 2 expired, -1 none",
+                        i.zk_state);
+      } else {
+        pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
+                        (double)pc_oracle_last(r->oracle));
+      }
       break;
     case ROLE_LOCKD: {
       pc_metric_gauge(out, "percolator_lockd_sessions", "Live sessions",
@@ -144,10 +160,37 @@ static pc_status_t make_dir(const char *path, pc_error_t *err) {
   return PC_OK;
 }
 
+/* The oracle with standbys: its place in the election, served, then joined
+ * with the address clients reach it at. */
+static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  pc_tso_node_options_t o = {cfg->zookeeper.connect, cfg->zookeeper.root,
+                             cfg->zookeeper.session_timeout_ms, cfg->tso.window_ms};
+  if (!(r->node = pc_tso_node_create(&o, err))) return err->code;
+  pc_status_t st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_node_handler,
+                                 r->node, err);
+  if (st != PC_OK) return st;
+  /* a wildcard address is no address to reach: advertise the host's name */
+  char host[PC_HOST_MAX] = "", advertise[PC_HOST_MAX + 16];
+  const char *h = cfg->tso.listen.host;
+  if (strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0) {
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+    h = host;
+  }
+  snprintf(advertise, sizeof advertise, strchr(h, ':') ? "[%s]:%u" : "%s:%u", h,
+           (unsigned)pc_rpc_server_port(r->rpc));
+  st = pc_tso_node_join(r->node, advertise, err);
+  if (st == PC_OK)
+    pc_log(PC_LOG_INFO, "tso: joining the election under %s/tso as %s", cfg->zookeeper.root,
+           advertise);
+  return st;
+}
+
 pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err) {
   const pc_config_t *cfg = d->cfg;
   role_t *r = new_role(d, ROLE_TSO, NULL, err);
   if (!r) return PC_INVALID;
+  if (cfg->zookeeper.set) return start_tso_elected(d, r, err);
   char *dir = role_dir(cfg, cfg->tso.data_dir, "tso");
   pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
   if (st == PC_OK) {
@@ -211,6 +254,15 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
     d->ts.local = d->oracle;
     return PC_OK;
   }
+  if (cfg->zookeeper.set) { /* whichever oracle leads, this process's own included */
+    d->ts.locator =
+        pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
+                              cfg->zookeeper.session_timeout_ms, cfg->secret,
+                              cfg->store.timeout_ms, err);
+    if (!d->ts.locator) return err->code;
+    d->ts.batcher = pc_ts_batcher_create(pc_tso_locator_fetch, d->ts.locator);
+    return d->ts.batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
+  }
   if (!cfg->tso.set || !cfg->tso.listen.set)
     return pc_error_set(err, PC_INVALID, "%s: tablets need a \"tso\" section", cfg->source);
   d->ts.remote =
@@ -237,7 +289,10 @@ void pc_daemon_stop_roles(pc_daemon_t *d) {
   }
   if (d->ts.batcher) pc_ts_batcher_destroy(d->ts.batcher);
   if (d->ts.remote) pc_rpc_client_destroy(d->ts.remote);
+  pc_tso_locator_destroy(d->ts.locator);
   memset(&d->ts, 0, sizeof d->ts);
+  for (size_t i = 0; i < d->nroles; i++)
+    if (d->roles[i].node) pc_tso_node_stop(d->roles[i].node); /* a standby takes over now */
   for (size_t i = 0; i < d->nroles; i++)
     if (d->roles[i].oracle) pc_oracle_close(d->roles[i].oracle);
   d->oracle = NULL;

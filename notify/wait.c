@@ -157,6 +157,7 @@ static pc_status_t oracle_last(pc_db_t *db, uint32_t timeout_ms, uint64_t *last,
     return PC_OK;
   }
   if (db->tso) return pc_tso_remote_info(db->tso, timeout_ms, last, err);
+  if (db->oracle_info) return db->oracle_info(db, timeout_ms, last, err);
   return pc_error_set(err, PC_INVALID, "wait: the database has no timestamp oracle to ask");
 }
 

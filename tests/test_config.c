@@ -67,6 +67,68 @@ static void expect_error(const char *text, pc_status_t code, const char *want) {
   }
 }
 
+static void test_zookeeper(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_config_t *cfg = parse("{\"zookeeper\": {\"connect\": \"h1:2181,10.0.0.2:2182,[::1]:2183\",\n"
+                           "  \"root\": \"/percolator/prod-1\", \"session_timeout_ms\": 4000}}",
+                           &err);
+  if (!cfg) fail_msg("%s", err.text);
+  assert_int_equal(cfg->zookeeper.set, 1);
+  assert_string_equal(cfg->zookeeper.connect, "h1:2181,10.0.0.2:2182,[::1]:2183");
+  assert_string_equal(cfg->zookeeper.root, "/percolator/prod-1");
+  assert_int_equal(cfg->zookeeper.session_timeout_ms, 4000);
+  pc_config_free(cfg);
+  cfg = parse("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/p\"}}", &err);
+  assert_non_null(cfg);
+  assert_int_equal(cfg->zookeeper.session_timeout_ms, 10000);
+  pc_config_free(cfg);
+  cfg = parse("{}", &err);
+  assert_int_equal(cfg->zookeeper.set, 0);
+  pc_config_free(cfg);
+  expect_error("{\"zookeeper\": {\"root\": \"/p\"}}", PC_INVALID,
+               SRC ":1:15: zookeeper: missing required key 'connect'");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\"}}", PC_INVALID,
+               SRC ":1:15: zookeeper: missing required key 'root'");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1,h2\", \"root\": \"/p\"}}", PC_INVALID,
+               SRC ":1:27: zookeeper.connect: expected \"host:port[,host:port]...\", got "
+               "\"h:1,h2\" (server 2: missing \":port\")");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:0\", \"root\": \"/p\"}}", PC_INVALID,
+               SRC ":1:27: zookeeper.connect: expected \"host:port[,host:port]...\", got "
+               "\"h:0\" (server 1: port 0)");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"p\"}}", PC_INVALID,
+               SRC ":1:42: zookeeper.root: expected a ZooKeeper path like \"/percolator/NAME\", "
+               "got \"p\" (must start with '/')");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/a//b\"}}", PC_INVALID,
+               SRC ":1:42: zookeeper.root: expected a ZooKeeper path like \"/percolator/NAME\", "
+               "got \"/a//b\" (empty path component)");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/a/\"}}", PC_INVALID,
+               SRC ":1:42: zookeeper.root: expected a ZooKeeper path like \"/percolator/NAME\", "
+               "got \"/a/\" (empty path component)");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/a/..\"}}", PC_INVALID,
+               SRC ":1:42: zookeeper.root: expected a ZooKeeper path like \"/percolator/NAME\", "
+               "got \"/a/..\" ('.' and '..' are not node names)");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/\"}}", PC_INVALID,
+               SRC ":1:42: zookeeper.root: expected a ZooKeeper path like \"/percolator/NAME\", "
+               "got \"/\" (must name a node below '/')");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/a b\"}}", PC_INVALID,
+               SRC ":1:42: zookeeper.root: expected a ZooKeeper path like \"/percolator/NAME\", "
+               "got \"/a b\" (letters, digits, '.', '_', '-' and '/' only)");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/a\", "
+               "\"session_timeout_ms\": 999}}",
+               PC_INVALID,
+               SRC ":1:70: zookeeper.session_timeout_ms: expected an integer in 1000..60000, got 999");
+  expect_error("{\"zookeeper\": {\"conect\": \"h:1\"}}", PC_INVALID,
+               SRC ":1:16: zookeeper.conect: unknown key 'conect' (did you mean 'connect'?)");
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/a\"},\n"
+               " \"lockservice\": {\"listen\": \"127.0.0.1:1\"}}",
+               PC_INVALID,
+               SRC ":2:17: lockservice: the lock service daemon is not used with \"zookeeper\": "
+               "clients' sessions and liveness live in ZooKeeper (remove this section)");
+  expect_error("{\"zookeeper\": \"h:1\"}", PC_INVALID,
+               SRC ":1:15: zookeeper: expected an object, got a string");
+}
+
 static void test_full(void **state) {
   (void)state;
   pc_error_t err;
@@ -884,6 +946,7 @@ int main(void) {
       cmocka_unit_test(test_nul_bytes),
       cmocka_unit_test(test_tablet_ranges),
       cmocka_unit_test(test_workers),
+      cmocka_unit_test(test_zookeeper),
       cmocka_unit_test(test_duplicate_keys),
       cmocka_unit_test(test_syntax_and_top_level),
       cmocka_unit_test(test_load),

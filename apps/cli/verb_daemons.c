@@ -136,7 +136,9 @@ const cli_verb_t cli_verb_tso = {
     "\n"
     "Serves strictly increasing timestamps on the configuration's tso.listen\n"
     "endpoint and /health, /metrics on tso.http. The oracle's persisted bound\n"
-    "lives in tso.data_dir.\n" COMMON_DAEMON_HELP
+    "lives in tso.data_dir. With a \"zookeeper\" section, any number of tso\n"
+    "processes run: they elect one leader in ZooKeeper, where the bound then\n"
+    "lives, the others stand by, and clients follow the leader.\n" COMMON_DAEMON_HELP
     "\n"
     "Example:\n"
     "  percolator tso --config cluster.json\n",

@@ -19,6 +19,7 @@
 #include "tablet/tablet.h"
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
+#include "tso/tso_zk.h"
 
 #define STATUS_TIMEOUT_MS 2000
 
@@ -76,6 +77,39 @@ static void report_tso(report_t *r, const pc_config_t *cfg) {
   if (!r->json) putchar('\n');
   json_t *o = endpoint_obj(&cfg->tso.listen, e);
   if (!e) fmt_json_u64(o, "last_ts", last);
+  json_object_set_new(r->root, "tso", o);
+}
+
+/* With "zookeeper": the elected oracle, found where clients find it, and
+ * every candidate in election order (the first leads). */
+static void report_tso_elected(report_t *r, const pc_config_t *cfg) {
+  pc_error_t err;
+  pc_error_clear(&err);
+  uint64_t last = 0;
+  char leader[300] = "", all[1024] = "";
+  pc_tso_locator_t *l =
+      pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
+                            cfg->zookeeper.session_timeout_ms, cfg->secret, STATUS_TIMEOUT_MS, &err);
+  pc_status_t st = l ? pc_tso_locator_info(l, STATUS_TIMEOUT_MS, &last, &err) : err.code;
+  if (l) pc_tso_locator_members(l, leader, sizeof leader, all, sizeof all);
+  pc_tso_locator_destroy(l);
+  const char *e = st == PC_OK ? NULL : err.text;
+  r->down |= st != PC_OK;
+  json_t *o = json_object(), *cands = json_array();
+  size_t n = 0;
+  for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n"), n++)
+    json_array_append_new(cands, json_string(line));
+  if (!r->json) {
+    printf("%-18s %-13s %-5s ", "tso (elected)", leader[0] ? leader : "(none)", e ? "down" : "up");
+    if (e) printf("%s", e);
+    else printf("last_ts=%llu candidates=%zu", (unsigned long long)last, n);
+    putchar('\n');
+  }
+  json_object_set_new(o, "leader", json_string(leader));
+  json_object_set_new(o, "up", json_boolean(e == NULL));
+  if (e) json_object_set_new(o, "error", json_string(e));
+  else fmt_json_u64(o, "last_ts", last);
+  json_object_set_new(o, "candidates", cands);
   json_object_set_new(r->root, "tso", o);
 }
 
@@ -425,7 +459,8 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     pc_db_close(db);
   } else {
     json_object_set_new(r.root, "mode", json_string("cluster"));
-    if (cfg->tso.set && cfg->tso.listen.set) report_tso(&r, cfg);
+    if (cfg->zookeeper.set) report_tso_elected(&r, cfg);
+    else if (cfg->tso.set && cfg->tso.listen.set) report_tso(&r, cfg);
     if (cfg->lockservice.set && cfg->lockservice.listen.set) report_lockd(&r, cfg);
     report_tablets(&r, cfg);
     if (!r.down) { /* every daemon answered: count the notifications through them */
