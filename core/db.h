@@ -168,10 +168,12 @@ typedef enum pc_backfill_state {
 
 /* Records observer name (1..64 of [A-Za-z0-9_.-]) for (table, col) with kind
  * (0 strong, 1 weak: pc_observer_kind_t) in a transaction, gives every
- * store the copy, and marks its backfill as running. Registering the same
- * again is PC_OK (it gives the stores the copy again); a name already
- * registered differently is PC_INVALID naming both, and an observer of
- * PC_SYSTEM_TABLE is PC_INVALID. */
+ * store the copy, and marks its backfill as running; fails (the record
+ * then stays REGISTERING) when a store does not take the copy. Registering
+ * the same again gives the stores the copy again, which only repairs one
+ * that lost it: a store that does not answer is then logged, not an error.
+ * A name already registered differently is PC_INVALID naming both, and an
+ * observer of PC_SYSTEM_TABLE is PC_INVALID. */
 pc_status_t pc_db_register_observed(pc_db_t *db, const char *name, const char *table,
                                     const char *col, size_t clen, int kind, pc_error_t *err);
 
@@ -200,7 +202,9 @@ pc_status_t pc_db_observers(pc_db_t *db, int (*fn)(void *ctx, const pc_observer_
  * registrations left REGISTERING (a registrar that stopped half-way) to
  * RUNNING: what a worker does when it starts, so that a store that lost
  * its copies, or a registration never finished, is repaired. Copies are
- * only added: removing one is pc_db_unregister_observed's alone. */
+ * only added: removing one is pc_db_unregister_observed's alone. A store
+ * that does not take the copy of a finished registration is logged; one
+ * that does not take a REGISTERING one's is an error. */
 pc_status_t pc_db_observers_sync(pc_db_t *db, pc_error_t *err);
 
 /* Retires observer name: deletes its record (well-formed or not) and its

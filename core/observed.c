@@ -251,9 +251,11 @@ static pc_status_t get_backfill(pc_txn_t *txn, const pc_buf_t *row, backfill_t *
 /* Writes the record of (name, def) unless it is there; PC_INVALID when it is
  * there with another definition. */
 static pc_status_t record(pc_db_t *db, const char *name, const pc_buf_t *row,
-                          const pc_buf_t *value, const pc_obs_record_t *want, pc_error_t *err) {
+                          const pc_buf_t *value, const pc_obs_record_t *want, int *complete,
+                          pc_error_t *err) {
   const char *rcol = PC_OBSERVER_COLUMN;
   pc_status_t st = PC_CONFLICT;
+  *complete = 0;
   for (int attempt = 0; attempt < ATTEMPTS && st == PC_CONFLICT; attempt++) {
     pc_txn_t *txn = pc_txn_begin(db, err);
     if (!txn) return err ? err->code : PC_INTERNAL;
@@ -268,8 +270,14 @@ static pc_status_t record(pc_db_t *db, const char *name, const pc_buf_t *row,
                           "%s: the record of observer '%s' is malformed (remove it with "
                           "'percolator observers remove %s')",
                           PC_SYSTEM_TABLE, name, name);
-      } else if (rec.kind != want->kind || strcmp(rec.table, want->table) != 0 ||
-                 pc_bytes_cmp(rec.col, rec.clen, want->col, want->clen) != 0) {
+      } else if (rec.kind == want->kind && strcmp(rec.table, want->table) == 0 &&
+                 pc_bytes_cmp(rec.col, rec.clen, want->col, want->clen) == 0) {
+        backfill_t b = {0};
+        int found;
+        st = get_backfill(txn, row, &b, &found, err);
+        *complete = st == PC_OK && (!found || b.state != PC_BACKFILL_REGISTERING);
+        pc_buf_free(&b.row);
+      } else {
         st = pc_error_set(err, PC_INVALID,
                           "observer '%s' is already registered for %s/%.*s (%s); not also for "
                           "%s/%.*s (%s)",
@@ -359,9 +367,17 @@ pc_status_t pc_db_register_observed(pc_db_t *db, const char *name, const char *t
     pc_buf_free(&value);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
-  st = record(db, name, &row, &value, &want, err);
+  int complete;
+  st = record(db, name, &row, &value, &want, &complete, err);
   if (st == PC_OK) st = give_stores(db, name, &want, err);
-  if (st == PC_OK) st = registered(db, &row, err);
+  if (st != PC_OK && complete) {
+    /* made before, when every store took its copy: giving it again only
+     * repairs a store that lost it, and one that does not answer now is no
+     * reason to stop */
+    pc_log(PC_LOG_WARN, "observer '%s': %s", name, err ? err->text : pc_status_name(st));
+    st = PC_OK;
+  }
+  if (st == PC_OK && !complete) st = registered(db, &row, err);
   pc_buf_free(&row);
   pc_buf_free(&value);
   if (st == PC_OK) pc_error_clear(err);
@@ -390,6 +406,12 @@ static int sync_one(void *ctx, const pc_observer_info_t *o) {
   pc_obs_record_t rec = {o->kind, "", o->col, o->clen};
   snprintf(rec.table, sizeof rec.table, "%s", o->table);
   s->st = give_stores(s->db, name, &rec, s->err);
+  if (s->st != PC_OK && o->state != PC_BACKFILL_REGISTERING) {
+    /* a repair only (see pc_db_register_observed) */
+    pc_log(PC_LOG_WARN, "observers: %s", s->err ? s->err->text : pc_status_name(s->st));
+    s->st = PC_OK;
+    return 0;
+  }
   if (s->st == PC_OK && o->state == PC_BACKFILL_REGISTERING) {
     pc_buf_t row = {0};
     s->st = observer_row(&row, name, strlen(name)) ? pc_error_set(s->err, PC_NOMEM, "out of memory")
