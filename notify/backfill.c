@@ -1,4 +1,4 @@
-/* backfill.c — the keeper thread of a worker: it reads the registered
+/* backfill.c — the backfill thread of a worker: it reads the registered
  * observers again when the view is due (view.c), and runs the backfill of
  * each registration of this worker's observers that is not finished:
  * core/observed.c's pc_db_backfill_step reads the observer's table a page
@@ -24,7 +24,7 @@
 
 #define LOCK_PREFIX "percolator/backfill/"
 #define PAGES_PER_TURN 64    /* then the view is looked at again */
-#define KEEPER_NAP_MS 500u
+#define BACKFILL_NAP_MS 500u
 
 /* Presents one cell to the observer (pc_backfill_fn): a run, as for a
  * notification at since (run.c skips it when its ack is at or past since). */
@@ -40,9 +40,9 @@ static int present(void *ctx, const pc_observer_info_t *o, const char *row, size
                          pc_notify_bucket(o->table, row, rlen)};
   group_t g = {{0}, weak ? 0 : since, weak ? since : 0, 1};
   if (pc_note_copy(&g.cell, &n) != 0) return 1;
-  uint64_t cover = 0;
+  uint64_t cover = 0, retry_at = 0;
   int cleared = 0;
-  run_result_t r = pc_run(w, slot, &g, NULL, &cover, &cleared);
+  run_result_t r = pc_run(w, slot, &g, NULL, &cover, &cleared, &retry_at);
   pc_note_free(&g.cell);
   return r == RUN_DEFERRED;
 }
@@ -85,8 +85,7 @@ static int backfill_some(pc_worker_t *w, uint64_t *session) {
   return worked;
 }
 
-void *pc_keeper_main(void *arg) {
-  pc_worker_t *w = arg;
+void pc_backfill_main(pc_worker_t *w) {
   uint64_t session = 0;
   while (!pc_worker_stopping(w)) {
     if (pc_view_due(w)) {
@@ -100,11 +99,10 @@ void *pc_keeper_main(void *arg) {
     int worked = backfill_some(w, &session);
     if (worked == 2) { /* a state is DONE now: read it before another turn */
       pc_error_t err;
-      if (pc_view_refresh(w, &err) != PC_OK) pc_worker_nap(w, KEEPER_NAP_MS);
+      if (pc_view_refresh(w, &err) != PC_OK) pc_worker_nap(w, BACKFILL_NAP_MS);
     } else if (!worked) {
-      pc_worker_nap(w, KEEPER_NAP_MS);
+      pc_worker_nap(w, BACKFILL_NAP_MS);
     }
   }
   pc_lock_session_end(w, &session);
-  return NULL;
 }

@@ -350,11 +350,23 @@ static int report_observer(void *ctx, const pc_observer_info_t *o) {
   return 0;
 }
 
+/* Adds one observer's totals (over every worker that ran it, live or dead)
+ * to the object sums. */
+static int add_totals(void *ctx, const pc_observer_stats_t *t) {
+  json_t *c = counters_of(ctx, t->name);
+  fmt_json_u64(c, "runs", t->runs);
+  fmt_json_u64(c, "skipped", t->skipped);
+  fmt_json_u64(c, "conflicts", t->conflicts);
+  fmt_json_u64(c, "failures", t->failures);
+  fmt_json_u64(c, "parked", t->parked);
+  return 0;
+}
+
 /* Live workers (their records in the system table, written every second by
  * `percolator worker`; live: younger than 3 s), each registered observer
  * with the live workers that run it and its column's pending count (flagged
  * when no live worker runs it), and each observer's counters summed over
- * the workers. */
+ * every worker that ran it, live or dead (pc_worker_totals). */
 static void report_workers(report_t *r, pc_db_t *db) {
   pc_error_t err;
   pc_txn_t *t = pc_txn_begin(db, &err);
@@ -376,13 +388,6 @@ static void report_workers(report_t *r, pc_db_t *db) {
       const char *name;
       json_t *c;
       json_object_foreach(json_object_get(st, "observers"), name, c) {
-        json_t *sum = counters_of(sums, name);
-        const char *k;
-        json_t *v;
-        json_object_foreach(c, k, v) {
-          json_int_t prev = json_integer_value(json_object_get(sum, k));
-          json_object_set_new(sum, k, json_integer(prev + json_integer_value(v)));
-        }
         json_t *ws = json_object_get(runners, name);
         if (!ws) json_object_set_new(runners, name, ws = json_array());
         json_array_append(ws, wname);
@@ -393,6 +398,7 @@ static void report_workers(report_t *r, pc_db_t *db) {
   }
   pc_scan_destroy(sc);
   pc_txn_destroy(t);
+  (void)pc_worker_totals(db, add_totals, sums, &err); /* none read: none shown */
   if (!r->json) {
     printf("workers          %zu live", json_array_size(live));
     size_t i;
@@ -403,15 +409,16 @@ static void report_workers(report_t *r, pc_db_t *db) {
   obs_report_t x = {r, sums, runners, 0};
   if (pc_db_observers(db, report_observer, &x, &err) != PC_OK && !r->json)
     printf("observers        (cannot list them: %s)\n", err.text);
-  /* observers that live workers run but the store no longer registers
-   * (retired while a worker still runs them) */
+  /* observers that the store no longer registers (retired), whose counters
+   * remain, or that a live worker still runs */
   const char *name;
   json_t *c;
   json_object_foreach(sums, name, c) {
     if (json_object_get(c, "registered")) continue;
     json_object_set_new(c, "registered", json_false());
     if (!r->json) {
-      printf("observer         %s (not registered, run by a live worker) ", name);
+      printf("observer         %s (not registered%s) ", name,
+             json_object_get(runners, name) ? ", run by a live worker" : "");
       print_counters(c);
     }
   }
@@ -498,8 +505,8 @@ const cli_verb_t cli_verb_status = {
     "live workers that run it and its column's pending count — flagging one\n"
     "that no live worker runs, whose column's notifications then wait — and\n"
     "sums each observer's runs, skips, conflicts, failures and parked\n"
-    "notifications over the workers (each worker also serves its own on\n"
-    "workers.http /metrics, with the latency histogram).\n"
+    "notifications over every worker that ran it, live or dead (each worker\n"
+    "also serves its own on workers.http /metrics, with the latency histogram).\n"
     "Exits 0 when every daemon answered, 3 when any is down.\n"
     "\n"
     "Options:\n"
