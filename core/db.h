@@ -199,6 +199,11 @@ typedef struct pc_observer_info {
  * (problem set); fn returns nonzero to stop. */
 pc_status_t pc_db_observers(pc_db_t *db, int (*fn)(void *ctx, const pc_observer_info_t *o),
                             void *ctx, pc_error_t *err);
+/* The same, its reads bounded by timeout_ms instead of the handle's timeout
+ * (pc_notify_wait's bound). */
+pc_status_t pc_db_observers_within(pc_db_t *db, uint32_t timeout_ms,
+                                   int (*fn)(void *ctx, const pc_observer_info_t *o), void *ctx,
+                                   pc_error_t *err);
 
 /* Gives every store the copy of every well-formed record and moves the
  * registrations left REGISTERING (a registrar that stopped half-way) to
@@ -265,6 +270,10 @@ int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t c
 /* Checks a table name (percolator.h's rules); PC_INVALID naming it. */
 pc_status_t pc_check_table(const char *table, pc_error_t *err);
 
+/* pc_txn_begin with every step of the transaction, its start timestamp
+ * included, bounded by timeout_ms instead of the handle's timeout (bounded
+ * callers such as pc_notify_wait). */
+pc_txn_t *pc_txn_begin_within(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
 /* A transaction begun for a notified cell: an observer's run, which carries
  * its trigger as Fluo's transactions do. It is an ordinary transaction, and
  * its commit also deletes the cell's notifications with ts below the bound

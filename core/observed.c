@@ -147,9 +147,8 @@ static int emit(const gathered_t *g, size_t plen, info_fn fn, void *ctx, int *oo
  * bounded by timeout_ms. */
 static pc_status_t scan_records(pc_db_t *db, uint32_t timeout_ms, info_fn fn, void *ctx,
                                 pc_error_t *err) {
-  pc_txn_t *txn = pc_txn_begin(db, err);
+  pc_txn_t *txn = pc_txn_begin_within(db, timeout_ms, err);
   if (!txn) return err ? err->code : PC_INTERNAL;
-  pc_txn_set_timeout_ms(txn, timeout_ms);
   static const char prefix[] = PC_OBSERVER_ROW_PREFIX;
   size_t plen = sizeof prefix - 1;
   char end[sizeof prefix];
@@ -203,6 +202,14 @@ pc_status_t pc_db_observers(pc_db_t *db, int (*fn)(void *ctx, const pc_observer_
   pc_error_clear(err);
   if (!db || !fn) return pc_error_set(err, PC_INVALID, "observers: db or fn is NULL");
   return scan_records(db, db->opts.timeout_ms, fn, ctx, err);
+}
+
+pc_status_t pc_db_observers_within(pc_db_t *db, uint32_t timeout_ms,
+                                   int (*fn)(void *ctx, const pc_observer_info_t *o), void *ctx,
+                                   pc_error_t *err) {
+  pc_error_clear(err);
+  if (!db || !fn) return pc_error_set(err, PC_INVALID, "observers: db or fn is NULL");
+  return scan_records(db, timeout_ms ? timeout_ms : 1, fn, ctx, err);
 }
 
 /* ---- registering ----------------------------------------------------------- */

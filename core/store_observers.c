@@ -131,7 +131,7 @@ static local_observers_t *set_with(const local_observers_t *cur, const char *nam
     set_free(o);
     return NULL;
   }
-  qsort(o->v, o->n, sizeof *o->v, entry_qcmp);
+  if (o->n > 1) qsort(o->v, o->n, sizeof *o->v, entry_qcmp);
   for (size_t i = 0; i < o->n; i++) o->strong |= o->v[i].kind == PC_OBSERVER_STRONG;
   return o;
 }
@@ -293,7 +293,7 @@ pc_status_t local_observers_load(local_t *s, pc_error_t *err) {
     set_free(o);
     return st;
   }
-  qsort(o->v, o->n, sizeof *o->v, entry_qcmp);
+  if (o->n > 1) qsort(o->v, o->n, sizeof *o->v, entry_qcmp); /* v is NULL when empty */
   atomic_store_explicit(&s->obs, o, memory_order_release);
   return PC_OK;
 }

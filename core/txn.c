@@ -133,6 +133,10 @@ static pc_status_t check_open(const pc_txn_t *txn, pc_error_t *err) {
 /* ---- begin / buffer ---------------------------------------------------- */
 
 pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
+  return pc_txn_begin_within(db, db ? db->opts.timeout_ms : 0, err);
+}
+
+pc_txn_t *pc_txn_begin_within(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err) {
   pc_error_clear(err);
   if (!db) {
     pc_error_set(err, PC_INVALID, "database is NULL");
@@ -143,7 +147,7 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  *txn = (pc_txn_t){.db = db, .timeout_ms = db->opts.timeout_ms, .state = TXN_OPEN};
+  *txn = (pc_txn_t){.db = db, .timeout_ms = timeout_ms ? timeout_ms : 1, .state = TXN_OPEN};
   if (db->opts.lazy_start) return txn; /* start_ts at the first use: take_start_ts */
   if (pc_db_open_txn(db, &txn->open, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
     free(txn);

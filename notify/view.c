@@ -220,7 +220,7 @@ pc_status_t pc_view_refresh(pc_worker_t *w, pc_error_t *err) {
     view_free(b.v);
     return st;
   }
-  qsort(b.v->cols, b.v->n, sizeof *b.v->cols, view_col_qcmp);
+  if (b.v->n > 1) qsort(b.v->cols, b.v->n, sizeof *b.v->cols, view_col_qcmp);
   pc_view_t *old = pc_view_get(w);
   say_lacking(w, old, b.v);
   pc_view_put(w, old);

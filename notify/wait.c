@@ -239,7 +239,7 @@ static pc_status_t idle_once(pc_db_t *db, uint32_t timeout_ms, pc_error_t *why, 
   /* a registration still presenting the cells written before it: read
    * before the check, whose timestamps its own reading would spoil */
   unfinished_t u = {0};
-  pc_status_t st = pc_db_observers(db, any_unfinished, &u, err);
+  pc_status_t st = pc_db_observers_within(db, timeout_ms, any_unfinished, &u, err);
   if (st != PC_OK) return st;
   if (u.found && u.state == PC_BACKFILL_REGISTERING)
     return pc_error_set(why, PC_BUSY, "observer '%s' is not yet registered with every store",
