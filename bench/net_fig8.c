@@ -392,7 +392,7 @@ static int preload(bench_t *b, const char *store_path) {
       leveldb_writebatch_clear(wb);
     }
     pc_mutation_t m = {{TABLE, key, KEY_LEN, COLUMN, strlen(COLUMN)}, PC_WRITE_PUT, v,
-                       b->p.value_size, 0, 0};
+                       b->p.value_size, 0};
     pc_lock_info_t lock;
     memset(&lock, 0, sizeof lock);
     uint64_t start, commit;

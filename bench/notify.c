@@ -242,9 +242,7 @@ static int cmp_u64(const void *a, const void *b) {
 static json_t *run_latency(const params_t *p, pc_db_t *db, int nworkers) {
   long total = (long)p->rate * p->seconds;
   uint64_t *src_ts = calloc((size_t)total, sizeof *src_ts);
-  /* recorded by the driver's own handle first: another client learns a
-   * registration within PC_OBSERVED_REFRESH_MS, and the driver's changes
-   * before that would notify nobody */
+  /* registered before the driver writes: then every change notifies */
   pc_error_t rerr;
   if (pc_db_register_observed(db, OBS, T, SRC, strlen(SRC), 0, &rerr) != PC_OK) {
     fprintf(stderr, WHO ": register: %s\n", rerr.text);

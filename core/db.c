@@ -235,13 +235,6 @@ pc_db_t *pc_db_alloc(const pc_options_t *opts) {
   pthread_mutex_init(&db->bg_mu, NULL);
   pc_cond_init_mono(&db->bg_cv);
   pthread_mutex_init(&db->gc_mu, NULL);
-  /* writers first: a refresh must not wait behind a stream of commits */
-  pthread_rwlockattr_t ra;
-  pthread_rwlockattr_init(&ra);
-  pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-  pthread_rwlock_init(&db->observed_mu, &ra);
-  pthread_rwlockattr_destroy(&ra);
-  pthread_mutex_init(&db->observed_update_mu, NULL);
   pthread_mutex_init(&db->notify_mu, NULL);
   return db;
 }
@@ -251,9 +244,6 @@ static void db_destroy_lists(pc_db_t *db) {
   pthread_mutex_destroy(&db->bg_mu);
   pthread_cond_destroy(&db->bg_cv);
   pthread_mutex_destroy(&db->gc_mu);
-  pthread_rwlock_destroy(&db->observed_mu);
-  pthread_mutex_destroy(&db->observed_update_mu);
-  pc_db_observed_free(db);
   pthread_mutex_destroy(&db->notify_mu);
 }
 

@@ -93,18 +93,6 @@ struct pc_db {
   pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
   uint64_t gc_passes;
 
-  /* the observed columns (core/observed.c): an immutable set, replaced
-   * whole under the write lock of observed_mu (which prefers writers);
-   * commits read it under the read lock, and not at all while
-   * observed_strong says it has no strong observer; observed_update_mu
-   * serialises the updates (a refresh, a registration) */
-  pthread_rwlock_t observed_mu;
-  pthread_mutex_t observed_update_mu;
-  struct pc_observed_set *observed;
-  _Atomic int observed_loaded; /* read from the store at least once */
-  _Atomic int observed_strong; /* the set names a strong observer */
-  uint64_t next_observed_ms;   /* the background thread's next refresh */
-
   /* the notification workers of this handle (notify/claims.c) share an
    * in-process lock service, so that two of their threads never scan the
    * same claim at once: created by the first worker under notify_mu,
@@ -140,56 +128,121 @@ uint32_t pc_db_lock_ttl(const pc_db_t *db, const pc_open_txn_t *e);
 pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err);
 void pc_db_stop_background(pc_db_t *db);
 
-/* ---- observed columns (recorded in the store, loaded by every client) ----
+/* ---- observers registered in the store (core/observed.c) -------------------
  *
  * An observer registered for (table, column) with a kind is recorded in the
- * store itself (the system table PC_SYSTEM_TABLE), so that every client —
- * whatever configuration it started from, `percolator set` included —
- * marks its writes of a strongly observed column, and their commit writes
- * the strong notification in the same row operation as the commit record
- * (by whoever commits the cell: the client or a roll-forward). A client
- * reads the records when its background thread starts (at open) and again
- * every PC_OBSERVED_REFRESH_MS; a commit before the first read succeeded
- * reads them itself, and fails if it cannot (a notification is never left
- * out because the records were not known). A registration by another
- * client is therefore seen within PC_OBSERVED_REFRESH_MS: commits in
- * between write no notification, so register observers before the columns
- * are written (the worker does so when it starts).
+ * store itself, in the system table PC_SYSTEM_TABLE, whichever worker or
+ * configuration registered it, and every store (the embedded one, each
+ * tablet) is given a copy (store.h's observer_update) before the
+ * registration counts as made. The store, not the client, then writes the
+ * strong notification of every put and delete it commits of a strongly
+ * observed column (store_txn.c), so no client needs to know the
+ * registrations: one opened long before commits the notifications all the
+ * same, and the records are read only by the workers and the operator's
+ * verbs. A malformed record is reported, named, and passed over; it never
+ * stops a commit, and pc_db_unregister_observed removes it.
  *
- * The record of observer NAME, in PC_SYSTEM_TABLE:
- *   row    "observer/" NAME
- *   column "def"
- *   value  u8 1 (format), u8 kind (0 strong, 1 weak), u32 length + table,
- *          u32 length + column (big-endian lengths)
- * Users may read and scan PC_SYSTEM_TABLE; only the _system calls below
- * write it. */
+ * The cells of the column committed before the registration are presented
+ * to the new observer by its backfill (pc_db_backfill_step): a worker that
+ * runs it goes through the table in pages, each read at a snapshot taken
+ * after every store had the copy, and runs it on each cell. Every commit is
+ * therefore either seen by the backfill or applied by a store that writes
+ * its notification (docs/ARCHITECTURE.md, "Registration misses nothing").
+ *
+ * Row "observer/" NAME of PC_SYSTEM_TABLE holds:
+ *   column "def"       the registration record (keys.h, pc_obs_record_t)
+ *   column "backfill"  u8 1 (format), u8 state (pc_backfill_state_t), u64
+ *                      since (a timestamp taken once every store had the
+ *                      copy), u64 cells presented, u8 has_row [str row]: the
+ *                      last row the backfill went past
+ * A record without a backfill cell was made before backfills existed and
+ * counts as done. Users may read and scan PC_SYSTEM_TABLE; only the _system
+ * calls below write it. */
 #define PC_SYSTEM_TABLE "percolator.system"
-#define PC_OBSERVED_REFRESH_MS 1000
 #define PC_OBSERVER_ROW_PREFIX "observer/"
 #define PC_OBSERVER_COLUMN "def"
+#define PC_BACKFILL_COLUMN "backfill"
+
+typedef enum pc_backfill_state {
+  PC_BACKFILL_REGISTERING = 0, /* recorded; not yet given to every store */
+  PC_BACKFILL_RUNNING = 1,     /* every store has it; existing cells being presented */
+  PC_BACKFILL_DONE = 2
+} pc_backfill_state_t;
 
 /* Records observer name (1..64 of [A-Za-z0-9_.-]) for (table, col) with kind
- * (0 strong, 1 weak: pc_observer_kind_t), in a transaction, and adds it to
- * this client's set at once. Registering the same again is PC_OK; a name
- * already registered differently is PC_INVALID naming both. */
+ * (0 strong, 1 weak: pc_observer_kind_t) in a transaction, gives every
+ * store the copy, and marks its backfill as running; fails (the record
+ * then stays REGISTERING) when a store does not take the copy. Registering
+ * the same again gives the stores the copy again, which only repairs one
+ * that lost it: a store that does not answer is then logged, not an error.
+ * A name already registered differently is PC_INVALID naming both, and an
+ * observer of PC_SYSTEM_TABLE is PC_INVALID. */
 pc_status_t pc_db_register_observed(pc_db_t *db, const char *name, const char *table,
                                     const char *col, size_t clen, int kind, pc_error_t *err);
-/* Calls fn for every recorded observer (from the store, now). */
-pc_status_t pc_db_observed_foreach(pc_db_t *db,
-                                   int (*fn)(void *ctx, const char *name, const char *table,
-                                             const char *col, size_t clen, int kind),
-                                   void *ctx, pc_error_t *err);
-/* Whether this client's set has a strong observer of (table, col). */
-int pc_db_strongly_observed(pc_db_t *db, const char *table, const char *col, size_t clen);
-/* Reads the records from the store (every call of a transaction bounded by
- * timeout_ms) and replaces this client's set with them; on failure the set
- * stays as it was. */
-pc_status_t pc_db_observed_refresh(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
-/* PC_OK once the set has been read from the store: at once after the
- * first successful refresh, else a refresh now. */
-pc_status_t pc_db_observed_ready(pc_db_t *db, pc_error_t *err);
-/* Releases the set (pc_db_close). */
-void pc_db_observed_free(pc_db_t *db);
+
+/* A record of PC_SYSTEM_TABLE's observer rows, as pc_db_observers reads it.
+ * Strings are valid during the callback only. */
+typedef struct pc_observer_info {
+  const char *name; /* the row's part after "observer/" (any bytes when malformed) */
+  size_t name_len;
+  /* NULL, or why the record is malformed: the fields below are then unset */
+  const char *problem;
+  const char *table, *col;
+  size_t clen;
+  int kind;          /* pc_observer_kind_t */
+  int state;         /* pc_backfill_state_t */
+  uint64_t presented; /* cells the backfill has presented so far */
+  const char *at_row; /* the last row it went past (NULL: none yet) */
+  size_t at_len;
+} pc_observer_info_t;
+
+/* Calls fn for every record in the store now, malformed ones included
+ * (problem set); fn returns nonzero to stop. */
+pc_status_t pc_db_observers(pc_db_t *db, int (*fn)(void *ctx, const pc_observer_info_t *o),
+                            void *ctx, pc_error_t *err);
+/* The same, its reads bounded by timeout_ms instead of the handle's timeout
+ * (pc_notify_wait's bound). */
+pc_status_t pc_db_observers_within(pc_db_t *db, uint32_t timeout_ms,
+                                   int (*fn)(void *ctx, const pc_observer_info_t *o), void *ctx,
+                                   pc_error_t *err);
+
+/* Gives every store the copy of every well-formed record and moves the
+ * registrations left REGISTERING (a registrar that stopped half-way) to
+ * RUNNING: what a worker does when it starts, so that a store that lost
+ * its copies, or a registration never finished, is repaired. Copies are
+ * only added: removing one is pc_db_unregister_observed's alone. A store
+ * that does not take the copy of a finished registration is logged; one
+ * that does not take a REGISTERING one's is an error. */
+pc_status_t pc_db_observers_sync(pc_db_t *db, pc_error_t *err);
+
+/* Retires observer name: deletes its record (well-formed or not) and its
+ * backfill, then removes its copy from every store; from then on its
+ * coverage is not waited for and its notifications may go. *found says
+ * whether a record was there. Removing a name that is not registered is
+ * PC_OK (the stores' copies are removed all the same). */
+pc_status_t pc_db_unregister_observed(pc_db_t *db, const char *name, size_t nlen, int *found,
+                                      pc_error_t *err);
+
+/* Presents one cell of observer o's column to it (o->name, table, col,
+ * kind are set): the backfill's caller runs the observer on (table, row,
+ * col), unless its ack is at or past since — a run that began once the
+ * registration had taken effect saw the cell, and every change after it
+ * has a notification of its own. 0 when the cell is presented (the observer
+ * ran, skipped it, or its failure was parked), nonzero when it must be
+ * presented again later: the page stops before it. */
+typedef int (*pc_backfill_fn)(void *ctx, const pc_observer_info_t *o, const char *row,
+                              size_t rlen, uint64_t since);
+
+/* One page of observer name's backfill: a transaction at a fresh snapshot
+ * S reads the next rows of the observer's table after where the last page
+ * stopped, calls fn for each cell of its column (in row order, until fn
+ * declines one), and records the progress — cells presented, the last row
+ * gone past, and DONE once the table is gone through — in its commit.
+ * *done = 1 once the state is DONE (or the observer is not RUNNING).
+ * PC_BUSY when fn declined a cell (call again later), PC_CONFLICT when the
+ * page kept meeting another backfiller or locks. */
+pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, pc_backfill_fn fn, void *ctx,
+                                int *done, pc_error_t *err);
 
 /* ---- system columns ---------------------------------------------------------
  *
@@ -218,18 +271,25 @@ int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t c
 /* Checks a table name (percolator.h's rules); PC_INVALID naming it. */
 pc_status_t pc_check_table(const char *table, pc_error_t *err);
 
+/* pc_txn_begin with every step of the transaction, its start timestamp
+ * included, bounded by timeout_ms instead of the handle's timeout (bounded
+ * callers such as pc_notify_wait). */
+pc_txn_t *pc_txn_begin_within(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
 /* A transaction begun for a notified cell: an observer's run, which carries
  * its trigger as Fluo's transactions do. It is an ordinary transaction, and
  * its commit also deletes the cell's notifications with ts below the bound
  * given to pc_txn_trigger_bound (0, the default: none) when it can do so in
  * the same atomic write: when the commit is one store operation (one-phase)
- * that writes in the cell's row (a strong observer's ack is there). txn.c's
- * trigger_clear is where that is decided. pc_txn_trigger_cleared says after
- * the commit whether they went; when not, the caller deletes them itself
- * (the store's clear_notify). The cell is copied. Release with
+ * that writes in the cell's row (an observer's ack is there). txn.c's
+ * trigger_clear is where that is decided. The bound is on behalf of
+ * observers (each name NUL-terminated, olen bytes, valid until the commit),
+ * and the store deletes nothing unless they account for every observer
+ * registered for the column (pc_notify_clear_t). pc_txn_trigger_cleared
+ * says after the commit whether they went; when not, the caller deletes
+ * them itself (the store's clear_notify). The cell is copied. Release with
  * pc_txn_destroy. */
 pc_txn_t *pc_txn_begin_for(pc_db_t *db, const pc_cell_t *cell, pc_error_t *err);
-void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below);
+void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below, const char *observers, size_t olen);
 int pc_txn_trigger_cleared(const pc_txn_t *txn);
 
 /* Settles the transaction behind lock (txn.c): rolls the cell forward or

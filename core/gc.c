@@ -8,9 +8,8 @@
  *     process renews nothing, and its locks expire lock_ttl_ms after their
  *     last renewal. It has a thread of its own because a renewal that waits
  *     behind a garbage-collection pass or a slow refresh comes too late;
- *   - the background thread: the observed columns, read from the store when
- *     it starts and every PC_OBSERVED_REFRESH_MS (observed.c), and,
- *     embedded, a garbage-collection pass every gc_interval_ms (pc_db_gc).
+ *   - the background thread: embedded, a garbage-collection pass every
+ *     gc_interval_ms (pc_db_gc).
  *
  * A pass first finds the safe point: a fresh timestamp, lowered to the
  * start_ts of every open transaction of this process (db.c's list). In a
@@ -189,24 +188,13 @@ static void *background_main(void *arg) {
   while (!db->bg_stop) {
     pthread_mutex_unlock(&db->bg_mu);
     uint64_t now = pc_now_mono_ms();
-    if (now >= db->next_observed_ms) {
-      /* bounded by the period, so that closing never waits long on a store
-       * that does not answer; a failure keeps the set, and commits read it
-       * themselves while it was never read */
-      pc_error_t ignored;
-      (void)pc_db_observed_refresh(db, PC_OBSERVED_REFRESH_MS, &ignored);
-      db->next_observed_ms = pc_now_mono_ms() + PC_OBSERVED_REFRESH_MS;
-      now = pc_now_mono_ms();
-    }
     if (db->opts.gc_interval_ms && db->oracle && now >= db->next_gc_ms) {
       pc_error_t ignored; /* the next pass tries again; pc_db_gc reports errors */
       (void)pc_db_gc(db, NULL, &ignored);
       db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
     }
-    uint64_t wait_ms = PC_OBSERVED_REFRESH_MS;
+    uint64_t wait_ms = db->opts.gc_interval_ms ? db->opts.gc_interval_ms : 1000;
     now = pc_now_mono_ms();
-    if (db->next_observed_ms > now && db->next_observed_ms - now < wait_ms)
-      wait_ms = db->next_observed_ms - now;
     if (db->opts.gc_interval_ms && db->oracle && db->next_gc_ms > now &&
         db->next_gc_ms - now < wait_ms)
       wait_ms = db->next_gc_ms - now;
@@ -230,7 +218,6 @@ pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err) {
       PC_OK)
     atomic_store(&db->ts_floor, floor);
   db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
-  db->next_observed_ms = 0; /* at once */
   if (pthread_create(&db->lease_thread, NULL, lease_main, db) != 0)
     return pc_error_set(err, PC_INTERNAL, "cannot start the database's lease thread");
   db->lease_running = 1;

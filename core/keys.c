@@ -382,7 +382,8 @@ int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w) {
  *   [u64 latest_any]            flag 8; else the head's commit_ts (0 without head)
  *   [lock]                      flag 1: u64 start_ts, u8 kind (0 put, 1 delete,
  *                               3 notify), u32 ttl_ms, u64 session, u8 flags
- *                               (1 observed: a put's commit writes a strong
+ *                               (1 observed: the column had a strong observer
+ *                               at prewrite, so the commit writes a strong
  *                               notification; 2 weak: the commit writes a
  *                               weak notification), the primary's table,
  *                               row and column (u32 length + bytes each), u8
@@ -610,4 +611,47 @@ int pc_bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
   int c = n ? memcmp(a, b, n) : 0;
   if (c) return c;
   return al < bl ? -1 : al > bl;
+}
+
+/* ---- observer records ---------------------------------------------------- */
+
+#define OBS_RECORD_FORMAT 1
+#define OBS_NAME_MAX 64 /* PC_MAX_OBSERVER_NAME of observer.h */
+
+static int name_char(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_' || ch == '.' || ch == '-';
+}
+
+int pc_obs_name_ok(const char *name, size_t n) {
+  if (!name || n == 0 || n > OBS_NAME_MAX) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!name_char((unsigned char)name[i])) return 0;
+  return 1;
+}
+
+int pc_obs_record_encode(pc_buf_t *b, int kind, const char *table, const char *col, size_t clen) {
+  return pc_buf_u8(b, OBS_RECORD_FORMAT) || pc_buf_u8(b, (uint8_t)kind) ||
+                 pc_buf_str(b, table, strlen(table)) || pc_buf_str(b, col, clen)
+             ? -1
+             : 0;
+}
+
+int pc_obs_record_decode(const char *v, size_t n, pc_obs_record_t *rec) {
+  pc_rd_t r = {v, n, 0, 1};
+  uint8_t format = pc_rd_u8(&r), kind = pc_rd_u8(&r);
+  size_t tl;
+  const char *t = pc_rd_str(&r, &tl);
+  rec->col = pc_rd_str(&r, &rec->clen);
+  /* table names and observer names share their characters */
+  if (!r.ok || r.pos != n || format != OBS_RECORD_FORMAT || kind > 1 || tl == 0 ||
+      tl > PC_MAX_TABLE || rec->clen == 0 || rec->clen > PC_MAX_COLUMN ||
+      (unsigned char)rec->col[0] == PC_SYSTEM_BYTE)
+    return -1;
+  for (size_t i = 0; i < tl; i++)
+    if (!name_char((unsigned char)t[i])) return -1;
+  rec->kind = kind;
+  memcpy(rec->table, t, tl);
+  rec->table[tl] = '\0';
+  return 0;
 }

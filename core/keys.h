@@ -28,6 +28,9 @@
 #define PC_KS_DATA 'd'
 #define PC_KS_NOTIFY 'n'
 #define PC_KS_GC 'g' /* 'g' alone: the safe point of the last garbage collection */
+/* 'o' NAME: an observer registered in this store (store_observers.c), the
+ * value its record (pc_obs_record_encode) */
+#define PC_KS_OBSERVER 'o'
 /* The lock index: 'l' + a cell's meta key without its 'm', no value, present
  * exactly while the cell's meta record holds a lock (written in the same
  * batch), so that finding the locks reads the locks and not every cell. 'L'
@@ -153,7 +156,7 @@ typedef struct pc_lock_info {
   pc_write_kind_t kind; /* PUT, DELETE or NOTIFY (a weak notification, no write) */
   uint32_t ttl_ms;
   uint64_t session;
-  int observed;         /* a put's commit writes a strong notification */
+  int observed;         /* the store had a strong observer of the column at prewrite */
   int weak;             /* the commit writes a weak notification (always with NOTIFY) */
   int has_inline;       /* value stored in the lock */
   pc_buf_t value;       /* inline value (if has_inline) */
@@ -204,5 +207,21 @@ int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, i
                  pc_write_rec_t *head);
 int pc_write_encode(const pc_write_rec_t *w, pc_buf_t *out);
 int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w);
+
+/* An observer's registration record: the value of the def cell of row
+ * "observer/" NAME in the system table, and of a store's 'o' NAME key.
+ *   u8 1 (format), u8 kind (0 strong, 1 weak), str table, str column */
+typedef struct pc_obs_record {
+  int kind;
+  char table[PC_MAX_TABLE + 1];
+  const char *col; /* into the decoded bytes */
+  size_t clen;
+} pc_obs_record_t;
+int pc_obs_record_encode(pc_buf_t *b, int kind, const char *table, const char *col, size_t clen);
+/* 0, or -1 when the bytes are not a record of a valid table, a column of
+ * 1..PC_MAX_COLUMN bytes that is not a system column, and a kind. */
+int pc_obs_record_decode(const char *v, size_t n, pc_obs_record_t *rec);
+/* Whether name (n bytes) is an observer's name: 1..64 bytes of [A-Za-z0-9_.-]. */
+int pc_obs_name_ok(const char *name, size_t n);
 
 #endif

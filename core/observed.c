@@ -1,16 +1,28 @@
-/* observed.c — the observed columns, recorded in the store (db.h): an
- * observer's registration (a record in PC_SYSTEM_TABLE, written in a
- * transaction), their listing, and each client's copy of the set of
- * strongly observed columns, which every commit reads to mark its puts to
- * them (their locks then carry the flag, and whoever commits such a cell
- * writes its strong notification).
+/* observed.c — observers registered in the store (db.h): their records in
+ * PC_SYSTEM_TABLE, the copies every store is given (store.h's
+ * observer_update), listing them (a malformed record is reported and passed
+ * over, never fatal), retiring one, and the backfill that presents the cells
+ * written before a registration to the new observer.
  *
- * The copy is an immutable sorted array of (table, column), replaced whole
- * under the write lock of db->observed_mu; a commit looks its cells up under
- * the read lock, and skips even that while no strong observer is known
- * (db->observed_strong), which is the common case of a store without
- * observers. Records are only ever added, so the set only grows: each
- * update installs the union of what it found and the set before it. */
+ * A registration goes through three states, each recorded in the
+ * observer's row:
+ *   REGISTERING  the record is written; the stores may not all have it;
+ *   RUNNING      every store has it: each commit a store applies from then
+ *                on writes the observer's notifications; the backfill goes
+ *                through the column's cells in row order, a page per
+ *                transaction, recording where it stopped in the same commit;
+ *   DONE         every cell was presented.
+ * Why this misses nothing: a page reads at a snapshot S taken after every
+ * store had the copy. A commit with commit_ts <= S is in that snapshot, so
+ * the page presents the cell (snapshot isolation waits for a commit in
+ * flight below S), and the observer's run, at a snapshot taken later, sees
+ * it. A commit with commit_ts > S took its timestamp after every store had
+ * the copy, so the store that applies it — after it took its timestamp —
+ * writes its notification. Presenting a cell is the caller's (a worker that
+ * runs the observer, notify/backfill.c): no notification is written for it,
+ * so the column's other observers do not run again. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,190 +30,125 @@
 
 #include "core/db.h"
 #include "core/error.h"
+#include "core/log.h"
 
 _Static_assert(PC_MAX_STORED_COLUMN ==
                    PC_MAX_COLUMN + PC_ACK_PREFIX_LEN + PC_MAX_OBSERVER_NAME + 1,
                "an ack column of any user column fits in the store");
 
-#define RECORD_FORMAT 1
-#define REGISTER_ATTEMPTS 16
+#define BACKFILL_FORMAT 1
+#define ATTEMPTS 16         /* of a registration's or a page's transaction */
+#define PAGE_PRESENT 64     /* cells a backfill page presents at most */
+#define PAGE_CELLS 1024     /* cells of other columns it reads past at most */
+static const char *kind_name(int kind) { return kind == PC_OBSERVER_WEAK ? "weak" : "strong"; }
 
-typedef struct obs_entry {
-  char *table; /* NUL-terminated */
-  char *col;
-  size_t clen;
-} obs_entry_t;
-
-/* The strongly observed columns, sorted by (table, column), each once. */
-struct pc_observed_set {
-  obs_entry_t *e;
-  size_t n, cap;
-};
-
-static void set_free(struct pc_observed_set *s) {
-  if (!s) return;
-  for (size_t i = 0; i < s->n; i++) {
-    free(s->e[i].table);
-    free(s->e[i].col);
-  }
-  free(s->e);
-  free(s);
-}
-
-static int entry_cmp(const char *table, const char *col, size_t clen, const obs_entry_t *e) {
-  int c = strcmp(table, e->table);
-  return c ? c : pc_bytes_cmp(col, clen, e->col, e->clen);
-}
-
-static int entry_qcmp(const void *a, const void *b) {
-  const obs_entry_t *x = a, *y = b;
-  return entry_cmp(x->table, x->col, x->clen, y);
-}
-
-/* Appends a copy of (table, col) to s (not yet sorted); -1 out of memory. */
-static int set_add(struct pc_observed_set *s, const char *table, const char *col, size_t clen) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 8;
-    obs_entry_t *e = realloc(s->e, cap * sizeof *e);
-    if (!e) return -1;
-    s->e = e;
-    s->cap = cap;
-  }
-  obs_entry_t *e = &s->e[s->n];
-  e->table = strdup(table);
-  e->col = malloc(clen + 1);
-  if (!e->table || !e->col) {
-    free(e->table);
-    free(e->col);
-    return -1;
-  }
-  memcpy(e->col, col, clen);
-  e->col[clen] = '\0';
-  e->clen = clen;
-  s->n++;
-  return 0;
-}
-
-/* Sorts s and drops duplicates (one column may have several observers). */
-static void set_seal(struct pc_observed_set *s) {
-  if (s->n > 1) qsort(s->e, s->n, sizeof *s->e, entry_qcmp);
-  size_t out = 0;
-  for (size_t i = 0; i < s->n; i++) {
-    if (out && entry_qcmp(&s->e[out - 1], &s->e[i]) == 0) {
-      free(s->e[i].table);
-      free(s->e[i].col);
-      continue;
-    }
-    s->e[out++] = s->e[i];
-  }
-  s->n = out;
-}
-
-/* Adds db's set to s and puts the union in its place. Records are never
- * removed nor changed, so a set only grows: a refresh that read the store
- * before a registration of this client added to the set cannot take that
- * registration away again. Updates are serialised by observed_update_mu;
- * the write lock is held only to swap the pointer. 0, or -1 out of memory
- * (s released, the set unchanged). */
-static int set_merge_install(pc_db_t *db, struct pc_observed_set *s) {
-  pthread_mutex_lock(&db->observed_update_mu);
-  const struct pc_observed_set *cur = db->observed; /* only updaters change it */
-  int bad = 0;
-  for (size_t i = 0; !bad && cur && i < cur->n; i++)
-    bad = set_add(s, cur->e[i].table, cur->e[i].col, cur->e[i].clen) != 0;
-  if (bad) {
-    pthread_mutex_unlock(&db->observed_update_mu);
-    set_free(s);
-    return -1;
-  }
-  set_seal(s);
-  pthread_rwlock_wrlock(&db->observed_mu);
-  struct pc_observed_set *old = db->observed;
-  db->observed = s;
-  atomic_store_explicit(&db->observed_strong, s->n > 0, memory_order_release);
-  pthread_rwlock_unlock(&db->observed_mu);
-  pthread_mutex_unlock(&db->observed_update_mu);
-  set_free(old);
-  return 0;
-}
-
-int pc_db_strongly_observed(pc_db_t *db, const char *table, const char *col, size_t clen) {
-  if (!atomic_load_explicit(&db->observed_strong, memory_order_acquire)) return 0;
-  int found = 0;
-  pthread_rwlock_rdlock(&db->observed_mu);
-  const struct pc_observed_set *s = db->observed;
-  size_t lo = 0, hi = s ? s->n : 0;
-  while (lo < hi && !found) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = entry_cmp(table, col, clen, &s->e[mid]);
-    if (c == 0) found = 1;
-    else if (c < 0) hi = mid;
-    else lo = mid + 1;
-  }
-  pthread_rwlock_unlock(&db->observed_mu);
-  return found;
-}
-
-void pc_db_observed_free(pc_db_t *db) {
-  set_free(db->observed);
-  db->observed = NULL;
-}
-
-/* ---- the records -------------------------------------------------------- */
-
-/* An observer's name: 1..PC_MAX_OBSERVER_NAME bytes of [A-Za-z0-9_.-]. */
-static int name_ok(const char *name, size_t n) {
-  if (n == 0 || n > PC_MAX_OBSERVER_NAME) return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)name[i];
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-          ch == '_' || ch == '.' || ch == '-'))
-      return 0;
-  }
-  return 1;
-}
-
-static int encode_record(pc_buf_t *b, int kind, const char *table, const char *col, size_t clen) {
-  return pc_buf_u8(b, RECORD_FORMAT) || pc_buf_u8(b, (uint8_t)kind) ||
-                 pc_buf_str(b, table, strlen(table)) || pc_buf_str(b, col, clen)
+int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t clen) {
+  return pc_buf_append(out, PC_ACK_PREFIX, PC_ACK_PREFIX_LEN) ||
+                 pc_buf_append(out, observer, strlen(observer)) || pc_buf_u8(out, 0) ||
+                 pc_buf_append(out, col, clen)
              ? -1
              : 0;
 }
 
-typedef struct record {
-  int kind;
-  char table[PC_MAX_TABLE + 1];
-  const char *col; /* into the value */
-  size_t clen;
-} record_t;
+/* ---- the backfill cell --------------------------------------------------- */
 
-static int decode_record(const char *v, size_t n, record_t *rec) {
-  pc_rd_t r = {v, n, 0, 1};
-  uint8_t format = pc_rd_u8(&r), kind = pc_rd_u8(&r);
-  size_t tl;
-  const char *t = pc_rd_str(&r, &tl);
-  rec->col = pc_rd_str(&r, &rec->clen);
-  if (!r.ok || r.pos != n || format != RECORD_FORMAT || kind > PC_OBSERVER_WEAK || tl == 0 ||
-      tl > PC_MAX_TABLE || memchr(t, '\0', tl) || rec->clen == 0 || rec->clen > PC_MAX_COLUMN)
-    return -1;
-  rec->kind = kind;
-  memcpy(rec->table, t, tl);
-  rec->table[tl] = '\0';
-  return 0;
+typedef struct backfill {
+  int state;
+  uint64_t since; /* a timestamp taken once every store had the copy (RUNNING) */
+  uint64_t presented;
+  int has_row;
+  pc_buf_t row;
+} backfill_t;
+
+static int backfill_encode(pc_buf_t *out, const backfill_t *b) {
+  return pc_buf_u8(out, BACKFILL_FORMAT) || pc_buf_u8(out, (uint8_t)b->state) ||
+                 pc_buf_u64(out, b->since) || pc_buf_u64(out, b->presented) ||
+                 pc_buf_u8(out, (uint8_t)(b->has_row != 0)) ||
+                 (b->has_row && pc_buf_str(out, b->row.p, b->row.len))
+             ? -1
+             : 0;
 }
 
-static const char *kind_name(int kind) { return kind == PC_OBSERVER_WEAK ? "weak" : "strong"; }
+/* 0, -1 malformed, -2 out of memory. */
+static int backfill_decode(const char *v, size_t n, backfill_t *b) {
+  pc_rd_t r = {v, n, 0, 1};
+  uint8_t format = pc_rd_u8(&r), state = pc_rd_u8(&r);
+  b->since = pc_rd_u64(&r);
+  b->presented = pc_rd_u64(&r);
+  b->has_row = pc_rd_u8(&r);
+  size_t rl = 0;
+  const char *row = b->has_row == 1 ? pc_rd_str(&r, &rl) : NULL;
+  if (!r.ok || r.pos != n || format != BACKFILL_FORMAT || state > PC_BACKFILL_DONE ||
+      b->has_row > 1 || rl > PC_MAX_ROW)
+    return -1;
+  b->state = state;
+  b->row.len = 0;
+  return row && pc_buf_append(&b->row, row, rl) != 0 ? -2 : 0;
+}
 
-typedef int (*record_fn)(void *ctx, const char *name, const char *table, const char *col,
-                         size_t clen, int kind);
+/* ---- reading the records ------------------------------------------------- */
 
-/* Calls fn for each record, read in one transaction whose calls are
+/* One observer row as the scan gathers it. */
+typedef struct gathered {
+  pc_buf_t row, def, backfill;
+  int has_def, has_backfill;
+} gathered_t;
+
+static void gathered_reset(gathered_t *g) {
+  g->row.len = g->def.len = g->backfill.len = 0;
+  g->has_def = g->has_backfill = 0;
+}
+
+static void gathered_free(gathered_t *g) {
+  pc_buf_free(&g->row);
+  pc_buf_free(&g->def);
+  pc_buf_free(&g->backfill);
+}
+
+typedef int (*info_fn)(void *ctx, const pc_observer_info_t *o);
+
+/* Decodes a gathered row and calls fn with it. */
+static int emit(const gathered_t *g, size_t plen, info_fn fn, void *ctx, int *oom) {
+  pc_observer_info_t o = {0};
+  o.name = g->row.p + plen;
+  o.name_len = g->row.len - plen;
+  pc_obs_record_t rec;
+  backfill_t b = {PC_BACKFILL_DONE, 0, 0, 0, {0}};
+  int bd = g->has_backfill ? backfill_decode(g->backfill.p, g->backfill.len, &b) : 0;
+  if (bd == -2) {
+    *oom = 1;
+    pc_buf_free(&b.row);
+    return 1;
+  }
+  if (!pc_obs_name_ok(o.name, o.name_len))
+    o.problem = "its name is not 1..64 characters of [A-Za-z0-9_.-]";
+  else if (!g->has_def)
+    o.problem = "it has no definition (column 'def')";
+  else if (pc_obs_record_decode(g->def.p, g->def.len, &rec) != 0)
+    o.problem = "its definition is not a registration record of this version";
+  else if (bd != 0)
+    o.problem = "its backfill cell is not one of this version";
+  if (!o.problem) {
+    o.table = rec.table;
+    o.col = rec.col;
+    o.clen = rec.clen;
+    o.kind = rec.kind;
+    o.state = b.state;
+    o.presented = b.presented;
+    o.at_row = b.has_row ? b.row.p : NULL;
+    o.at_len = b.has_row ? b.row.len : 0;
+  }
+  int stop = fn(ctx, &o);
+  pc_buf_free(&b.row);
+  return stop;
+}
+
+/* Calls fn for every observer row, read in one transaction whose calls are
  * bounded by timeout_ms. */
-static pc_status_t scan_records(pc_db_t *db, uint32_t timeout_ms, record_fn fn, void *ctx,
+static pc_status_t scan_records(pc_db_t *db, uint32_t timeout_ms, info_fn fn, void *ctx,
                                 pc_error_t *err) {
-  pc_txn_t *txn = pc_txn_begin(db, err);
+  pc_txn_t *txn = pc_txn_begin_within(db, timeout_ms, err);
   if (!txn) return err ? err->code : PC_INTERNAL;
-  pc_txn_set_timeout_ms(txn, timeout_ms);
   static const char prefix[] = PC_OBSERVER_ROW_PREFIX;
   size_t plen = sizeof prefix - 1;
   char end[sizeof prefix];
@@ -210,96 +157,193 @@ static pc_status_t scan_records(pc_db_t *db, uint32_t timeout_ms, record_fn fn, 
   pc_status_t st = PC_OK;
   pc_scan_t *sc = pc_txn_scan(txn, PC_SYSTEM_TABLE, prefix, plen, end, plen, err);
   if (!sc) st = err ? err->code : PC_INTERNAL;
-  int stop = 0;
+  gathered_t g = {0};
+  int stop = 0, oom = 0, have = 0;
   while (st == PC_OK && !stop) {
     st = pc_scan_next(sc, err);
     if (st != PC_OK) break;
     size_t rlen, clen, vlen;
     const char *row = pc_scan_row(sc, &rlen), *col = pc_scan_column(sc, &clen);
     const char *v = pc_scan_value(sc, &vlen);
-    if (clen != strlen(PC_OBSERVER_COLUMN) || memcmp(col, PC_OBSERVER_COLUMN, clen) != 0)
-      continue;
-    record_t rec;
-    if (!name_ok(row + plen, rlen - plen) || decode_record(v, vlen, &rec) != 0) {
-      st = pc_error_set(err, PC_CORRUPTION, "%s: malformed observer record in row '%.*s'",
-                        PC_SYSTEM_TABLE, (int)(rlen > 80 ? 80 : rlen), row);
-      break;
+    if (have && (rlen != g.row.len || memcmp(row, g.row.p, rlen) != 0)) {
+      stop = emit(&g, plen, fn, ctx, &oom);
+      gathered_reset(&g);
+      have = 0;
+      if (stop) break;
     }
-    char name[PC_MAX_OBSERVER_NAME + 1];
-    memcpy(name, row + plen, rlen - plen);
-    name[rlen - plen] = '\0';
-    stop = fn(ctx, name, rec.table, rec.col, rec.clen, rec.kind);
+    if (!have) {
+      oom |= pc_buf_append(&g.row, row, rlen);
+      have = 1;
+    }
+    if (clen == strlen(PC_OBSERVER_COLUMN) && memcmp(col, PC_OBSERVER_COLUMN, clen) == 0) {
+      oom |= pc_buf_append(&g.def, v, vlen);
+      g.has_def = 1;
+    } else if (clen == strlen(PC_BACKFILL_COLUMN) &&
+               memcmp(col, PC_BACKFILL_COLUMN, clen) == 0) {
+      oom |= pc_buf_append(&g.backfill, v, vlen);
+      g.has_backfill = 1;
+    }
+    if (oom) st = pc_error_set(err, PC_NOMEM, "out of memory");
   }
   if (st == PC_NOT_FOUND) {
     st = PC_OK;
     pc_error_clear(err);
+    if (have && !stop) (void)emit(&g, plen, fn, ctx, &oom);
   }
+  if (st == PC_OK && oom) st = pc_error_set(err, PC_NOMEM, "out of memory");
+  gathered_free(&g);
   pc_scan_destroy(sc);
   pc_txn_destroy(txn);
   return st;
 }
 
-pc_status_t pc_db_observed_foreach(pc_db_t *db,
-                                   int (*fn)(void *ctx, const char *name, const char *table,
-                                             const char *col, size_t clen, int kind),
-                                   void *ctx, pc_error_t *err) {
+pc_status_t pc_db_observers(pc_db_t *db, int (*fn)(void *ctx, const pc_observer_info_t *o),
+                            void *ctx, pc_error_t *err) {
   pc_error_clear(err);
-  if (!db || !fn) return pc_error_set(err, PC_INVALID, "observed_foreach: db or fn is NULL");
+  if (!db || !fn) return pc_error_set(err, PC_INVALID, "observers: db or fn is NULL");
   return scan_records(db, db->opts.timeout_ms, fn, ctx, err);
 }
 
-typedef struct collect {
-  struct pc_observed_set *s;
-  int oom;
-} collect_t;
-
-static int add_strong(void *ctx, const char *name, const char *table, const char *col,
-                      size_t clen, int kind) {
-  (void)name;
-  collect_t *c = ctx;
-  if (kind != PC_OBSERVER_STRONG) return 0;
-  c->oom = set_add(c->s, table, col, clen) != 0;
-  return c->oom;
+pc_status_t pc_db_observers_within(pc_db_t *db, uint32_t timeout_ms,
+                                   int (*fn)(void *ctx, const pc_observer_info_t *o), void *ctx,
+                                   pc_error_t *err) {
+  pc_error_clear(err);
+  if (!db || !fn) return pc_error_set(err, PC_INVALID, "observers: db or fn is NULL");
+  return scan_records(db, timeout_ms ? timeout_ms : 1, fn, ctx, err);
 }
 
-pc_status_t pc_db_observed_refresh(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err) {
-  struct pc_observed_set *s = calloc(1, sizeof *s);
-  if (!s) return pc_error_set(err, PC_NOMEM, "out of memory");
-  collect_t c = {s, 0};
-  pc_status_t st = scan_records(db, timeout_ms, add_strong, &c, err);
-  if (st == PC_OK && c.oom) st = pc_error_set(err, PC_NOMEM, "out of memory");
-  if (st != PC_OK) {
-    set_free(s);
-    return st;
+/* ---- registering ----------------------------------------------------------- */
+
+static int observer_row(pc_buf_t *row, const char *name, size_t nlen) {
+  row->len = 0;
+  return pc_buf_append(row, PC_OBSERVER_ROW_PREFIX, strlen(PC_OBSERVER_ROW_PREFIX)) ||
+         pc_buf_append(row, name, nlen);
+}
+
+static pc_status_t set_backfill(pc_txn_t *txn, const pc_buf_t *row, const backfill_t *b,
+                                pc_error_t *err) {
+  pc_buf_t v = {0};
+  pc_status_t st = backfill_encode(&v, b) != 0
+                       ? pc_error_set(err, PC_NOMEM, "out of memory")
+                       : pc_txn_set_system(txn, PC_SYSTEM_TABLE, row->p, row->len,
+                                           PC_BACKFILL_COLUMN, strlen(PC_BACKFILL_COLUMN), v.p,
+                                           v.len, err);
+  pc_buf_free(&v);
+  return st;
+}
+
+/* Reads the observer's backfill cell in txn: *found = 0 when absent. */
+static pc_status_t get_backfill(pc_txn_t *txn, const pc_buf_t *row, backfill_t *b, int *found,
+                                pc_error_t *err) {
+  char *v = NULL;
+  size_t n = 0;
+  *found = 0;
+  pc_status_t st = pc_txn_get_system(txn, PC_SYSTEM_TABLE, row->p, row->len, PC_BACKFILL_COLUMN,
+                                     strlen(PC_BACKFILL_COLUMN), &v, &n, err);
+  if (st == PC_NOT_FOUND) {
+    pc_error_clear(err);
+    return PC_OK;
   }
-  if (set_merge_install(db, s) != 0) return pc_error_set(err, PC_NOMEM, "out of memory");
-  atomic_store(&db->observed_loaded, 1);
+  if (st != PC_OK) return st;
+  int rc = backfill_decode(v, n, b);
+  pc_free(v);
+  if (rc == -2) return pc_error_set(err, PC_NOMEM, "out of memory");
+  if (rc != 0)
+    return pc_error_set(err, PC_CORRUPTION, "%s: malformed backfill cell in row '%.*s'",
+                        PC_SYSTEM_TABLE, (int)(row->len > 80 ? 80 : row->len), row->p);
+  *found = 1;
   return PC_OK;
 }
 
-pc_status_t pc_db_observed_ready(pc_db_t *db, pc_error_t *err) {
-  if (atomic_load_explicit(&db->observed_loaded, memory_order_acquire)) return PC_OK;
-  return pc_db_observed_refresh(db, db->opts.timeout_ms, err);
+/* Writes the record of (name, def) unless it is there; PC_INVALID when it is
+ * there with another definition. */
+static pc_status_t record(pc_db_t *db, const char *name, const pc_buf_t *row,
+                          const pc_buf_t *value, const pc_obs_record_t *want, int *complete,
+                          pc_error_t *err) {
+  const char *rcol = PC_OBSERVER_COLUMN;
+  pc_status_t st = PC_CONFLICT;
+  *complete = 0;
+  for (int attempt = 0; attempt < ATTEMPTS && st == PC_CONFLICT; attempt++) {
+    pc_txn_t *txn = pc_txn_begin(db, err);
+    if (!txn) return err ? err->code : PC_INTERNAL;
+    char *v = NULL;
+    size_t vlen = 0;
+    st = pc_txn_get_system(txn, PC_SYSTEM_TABLE, row->p, row->len, rcol, strlen(rcol), &v, &vlen,
+                           err);
+    if (st == PC_OK) { /* registered before: the same, or a clash */
+      pc_obs_record_t rec;
+      if (pc_obs_record_decode(v, vlen, &rec) != 0) {
+        st = pc_error_set(err, PC_CORRUPTION,
+                          "%s: the record of observer '%s' is malformed (remove it with "
+                          "'percolator observers remove %s')",
+                          PC_SYSTEM_TABLE, name, name);
+      } else if (rec.kind == want->kind && strcmp(rec.table, want->table) == 0 &&
+                 pc_bytes_cmp(rec.col, rec.clen, want->col, want->clen) == 0) {
+        backfill_t b = {0};
+        int found;
+        st = get_backfill(txn, row, &b, &found, err);
+        *complete = st == PC_OK && (!found || b.state != PC_BACKFILL_REGISTERING);
+        pc_buf_free(&b.row);
+      } else {
+        st = pc_error_set(err, PC_INVALID,
+                          "observer '%s' is already registered for %s/%.*s (%s); not also for "
+                          "%s/%.*s (%s)",
+                          name, rec.table, (int)(rec.clen > 64 ? 64 : rec.clen), rec.col,
+                          kind_name(rec.kind), want->table,
+                          (int)(want->clen > 64 ? 64 : want->clen), want->col,
+                          kind_name(want->kind));
+      }
+    } else if (st == PC_NOT_FOUND) {
+      backfill_t b = {PC_BACKFILL_REGISTERING, 0, 0, 0, {0}};
+      st = pc_txn_set_system(txn, PC_SYSTEM_TABLE, row->p, row->len, rcol, strlen(rcol),
+                             value->p, value->len, err);
+      if (st == PC_OK) st = set_backfill(txn, row, &b, err);
+      if (st == PC_OK) st = pc_txn_commit(txn, err); /* PC_CONFLICT: another registered it: look again */
+    }
+    pc_free(v);
+    pc_txn_destroy(txn);
+  }
+  return st;
 }
 
-/* Adds (table, col) to db's set now. */
-static pc_status_t add_now(pc_db_t *db, const char *table, const char *col, size_t clen,
-                           pc_error_t *err) {
-  if (pc_db_strongly_observed(db, table, col, clen)) return PC_OK;
-  struct pc_observed_set *s = calloc(1, sizeof *s);
-  if (!s || set_add(s, table, col, clen) != 0) {
-    set_free(s);
-    return pc_error_set(err, PC_NOMEM, "out of memory");
+/* Moves the registration of row from REGISTERING to RUNNING (its stores
+ * have it), recording since, the start_ts of that transaction: a run of the
+ * observer that began after it saw everything a backfill would present;
+ * a record without a backfill cell, or in another state, stays. */
+static pc_status_t registered(pc_db_t *db, const pc_buf_t *row, pc_error_t *err) {
+  pc_status_t st = PC_CONFLICT;
+  for (int attempt = 0; attempt < ATTEMPTS && st == PC_CONFLICT; attempt++) {
+    pc_txn_t *txn = pc_txn_begin(db, err);
+    if (!txn) return err ? err->code : PC_INTERNAL;
+    backfill_t b = {0};
+    int found;
+    st = get_backfill(txn, row, &b, &found, err);
+    if (st == PC_OK && found && b.state == PC_BACKFILL_REGISTERING) {
+      b.state = PC_BACKFILL_RUNNING;
+      b.since = pc_txn_start_ts(txn);
+      st = set_backfill(txn, row, &b, err);
+      if (st == PC_OK) st = pc_txn_commit(txn, err);
+    }
+    pc_buf_free(&b.row);
+    pc_txn_destroy(txn);
   }
-  if (set_merge_install(db, s) != 0) return pc_error_set(err, PC_NOMEM, "out of memory");
-  return PC_OK;
+  return st;
+}
+
+/* Gives every store the copy of observer name. */
+static pc_status_t give_stores(pc_db_t *db, const char *name, const pc_obs_record_t *rec,
+                               pc_error_t *err) {
+  pc_store_observer_t o = {name, rec->table, rec->col, rec->clen, rec->kind};
+  pc_status_t st = db->store->ops->observer_update(db->store, &o, 1, err);
+  if (st != PC_OK) pc_error_prefix(err, "giving the stores observer '%s'", name);
+  return st;
 }
 
 pc_status_t pc_db_register_observed(pc_db_t *db, const char *name, const char *table,
                                     const char *col, size_t clen, int kind, pc_error_t *err) {
   pc_error_clear(err);
   if (!db) return pc_error_set(err, PC_INVALID, "database is NULL");
-  if (!name || !name_ok(name, strlen(name)))
+  if (!name || !pc_obs_name_ok(name, strlen(name)))
     return pc_error_set(err, PC_INVALID,
                         "observer name '%.80s' is not 1..%d characters of [A-Za-z0-9_.-]",
                         name ? name : "(null)", PC_MAX_OBSERVER_NAME);
@@ -308,6 +352,10 @@ pc_status_t pc_db_register_observed(pc_db_t *db, const char *name, const char *t
     pc_error_prefix(err, "observer '%s'", name);
     return st;
   }
+  if (strcmp(table, PC_SYSTEM_TABLE) == 0)
+    return pc_error_set(err, PC_INVALID,
+                        "observer '%s': table '%s' holds the system's records and is not observed",
+                        name, table);
   if (!col || clen == 0 || clen > PC_MAX_COLUMN)
     return pc_error_set(err, PC_INVALID, "observer '%s': column of %zu bytes is not 1..%d bytes",
                         name, col ? clen : 0, PC_MAX_COLUMN);
@@ -318,57 +366,300 @@ pc_status_t pc_db_register_observed(pc_db_t *db, const char *name, const char *t
     return pc_error_set(err, PC_INVALID, "observer '%s': kind %d is neither strong (0) nor weak (1)",
                         name, kind);
   pc_buf_t row = {0}, value = {0};
-  if (pc_buf_append(&row, PC_OBSERVER_ROW_PREFIX, strlen(PC_OBSERVER_ROW_PREFIX)) ||
-      pc_buf_append(&row, name, strlen(name)) || encode_record(&value, kind, table, col, clen)) {
+  pc_obs_record_t want;
+  if (observer_row(&row, name, strlen(name)) ||
+      pc_obs_record_encode(&value, kind, table, col, clen) ||
+      pc_obs_record_decode(value.p, value.len, &want) != 0) {
     pc_buf_free(&row);
     pc_buf_free(&value);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
-  const char *rcol = PC_OBSERVER_COLUMN;
-  st = PC_CONFLICT;
-  for (int attempt = 0; attempt < REGISTER_ATTEMPTS && st == PC_CONFLICT; attempt++) {
+  int complete;
+  st = record(db, name, &row, &value, &want, &complete, err);
+  if (st == PC_OK) st = give_stores(db, name, &want, err);
+  if (st != PC_OK && complete) {
+    /* made before, when every store took its copy: giving it again only
+     * repairs a store that lost it, and one that does not answer now is no
+     * reason to stop */
+    pc_log(PC_LOG_WARN, "observer '%s': %s", name, err ? err->text : pc_status_name(st));
+    st = PC_OK;
+  }
+  if (st == PC_OK && !complete) st = registered(db, &row, err);
+  pc_buf_free(&row);
+  pc_buf_free(&value);
+  if (st == PC_OK) pc_error_clear(err);
+  return st;
+}
+
+/* ---- sync -------------------------------------------------------------------- */
+
+typedef struct synced {
+  pc_db_t *db;
+  pc_status_t st;
+  pc_error_t *err;
+} synced_t;
+
+static int sync_one(void *ctx, const pc_observer_info_t *o) {
+  synced_t *s = ctx;
+  if (o->problem) {
+    pc_log(PC_LOG_WARN, "observers: the record of '%.*s' in %s is malformed (%s); passed over "
+                        "('percolator observers remove' removes it)",
+           (int)(o->name_len > 80 ? 80 : o->name_len), o->name, PC_SYSTEM_TABLE, o->problem);
+    return 0;
+  }
+  char name[PC_MAX_OBSERVER_NAME + 1];
+  memcpy(name, o->name, o->name_len);
+  name[o->name_len] = '\0';
+  pc_obs_record_t rec = {o->kind, "", o->col, o->clen};
+  snprintf(rec.table, sizeof rec.table, "%s", o->table);
+  s->st = give_stores(s->db, name, &rec, s->err);
+  if (s->st != PC_OK && o->state != PC_BACKFILL_REGISTERING) {
+    /* a repair only (see pc_db_register_observed) */
+    pc_log(PC_LOG_WARN, "observers: %s", s->err ? s->err->text : pc_status_name(s->st));
+    s->st = PC_OK;
+    return 0;
+  }
+  if (s->st == PC_OK && o->state == PC_BACKFILL_REGISTERING) {
+    pc_buf_t row = {0};
+    s->st = observer_row(&row, name, strlen(name)) ? pc_error_set(s->err, PC_NOMEM, "out of memory")
+                                                   : registered(s->db, &row, s->err);
+    pc_buf_free(&row);
+  }
+  return s->st != PC_OK;
+}
+
+pc_status_t pc_db_observers_sync(pc_db_t *db, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!db) return pc_error_set(err, PC_INVALID, "database is NULL");
+  synced_t s = {db, PC_OK, err};
+  pc_status_t st = scan_records(db, db->opts.timeout_ms, sync_one, &s, err);
+  return st != PC_OK ? st : s.st;
+}
+
+/* ---- retiring ---------------------------------------------------------------- */
+
+pc_status_t pc_db_unregister_observed(pc_db_t *db, const char *name, size_t nlen, int *found,
+                                      pc_error_t *err) {
+  pc_error_clear(err);
+  if (found) *found = 0;
+  if (!db || !name) return pc_error_set(err, PC_INVALID, "unregister: db or name is NULL");
+  if (nlen == 0 || nlen > PC_MAX_ROW - strlen(PC_OBSERVER_ROW_PREFIX))
+    return pc_error_set(err, PC_INVALID, "observer name of %zu bytes", nlen);
+  pc_buf_t row = {0};
+  if (observer_row(&row, name, nlen)) return pc_error_set(err, PC_NOMEM, "out of memory");
+  static const char *const cols[] = {PC_OBSERVER_COLUMN, PC_BACKFILL_COLUMN};
+  pc_status_t st = PC_CONFLICT;
+  int had = 0;
+  for (int attempt = 0; attempt < ATTEMPTS && st == PC_CONFLICT; attempt++) {
     pc_txn_t *txn = pc_txn_begin(db, err);
     if (!txn) {
       st = err ? err->code : PC_INTERNAL;
       break;
     }
-    char *v = NULL;
-    size_t vlen = 0;
-    st = pc_txn_get_system(txn, PC_SYSTEM_TABLE, row.p, row.len, rcol, strlen(rcol), &v, &vlen,
-                           err);
-    if (st == PC_OK) { /* registered before: the same, or a clash */
-      record_t rec;
-      if (decode_record(v, vlen, &rec) != 0) {
-        st = pc_error_set(err, PC_CORRUPTION, "%s: malformed record of observer '%s'",
-                          PC_SYSTEM_TABLE, name);
-      } else if (rec.kind != kind || strcmp(rec.table, table) != 0 ||
-                 pc_bytes_cmp(rec.col, rec.clen, col, clen) != 0) {
-        st = pc_error_set(err, PC_INVALID,
-                          "observer '%s' is already registered for %s/%.*s (%s); not also for "
-                          "%s/%.*s (%s)",
-                          name, rec.table, (int)(rec.clen > 64 ? 64 : rec.clen), rec.col,
-                          kind_name(rec.kind), table, (int)(clen > 64 ? 64 : clen), col,
-                          kind_name(kind));
+    st = PC_OK;
+    had = 0;
+    for (size_t i = 0; i < 2 && st == PC_OK; i++) {
+      char *v = NULL;
+      size_t vl;
+      st = pc_txn_get_system(txn, PC_SYSTEM_TABLE, row.p, row.len, cols[i], strlen(cols[i]), &v,
+                             &vl, err);
+      pc_free(v);
+      if (st == PC_NOT_FOUND) {
+        pc_error_clear(err);
+        st = PC_OK;
+        continue;
       }
-    } else if (st == PC_NOT_FOUND) {
-      st = pc_txn_set_system(txn, PC_SYSTEM_TABLE, row.p, row.len, rcol, strlen(rcol), value.p,
-                             value.len, err);
-      if (st == PC_OK) st = pc_txn_commit(txn, err); /* PC_CONFLICT: another registered it: look again */
+      had = 1;
+      if (st == PC_OK)
+        st = pc_txn_delete_system(txn, PC_SYSTEM_TABLE, row.p, row.len, cols[i],
+                                  strlen(cols[i]), err);
     }
-    pc_free(v);
+    if (st == PC_OK && had) st = pc_txn_commit(txn, err);
     pc_txn_destroy(txn);
   }
   pc_buf_free(&row);
-  pc_buf_free(&value);
   if (st != PC_OK) return st;
-  pc_error_clear(err);
-  return kind == PC_OBSERVER_STRONG ? add_now(db, table, col, clen, err) : PC_OK;
+  if (found) *found = had;
+  if (!pc_obs_name_ok(name, nlen)) return PC_OK; /* no store holds a copy of such a name */
+  char nm[PC_MAX_OBSERVER_NAME + 1];
+  memcpy(nm, name, nlen);
+  nm[nlen] = '\0';
+  pc_store_observer_t o = {nm, NULL, NULL, 0, 0};
+  st = db->store->ops->observer_update(db->store, &o, 0, err);
+  if (st != PC_OK)
+    pc_error_prefix(err, "observer '%s': its record is gone, but removing it from the stores",
+                    nm);
+  return st;
 }
 
-int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t clen) {
-  return pc_buf_append(out, PC_ACK_PREFIX, PC_ACK_PREFIX_LEN) ||
-                 pc_buf_append(out, observer, strlen(observer)) || pc_buf_u8(out, 0) ||
-                 pc_buf_append(out, col, clen)
-             ? -1
-             : 0;
+/* ---- the backfill -------------------------------------------------------------- */
+
+typedef struct page {
+  pc_buf_t *rows; /* the rows whose cell of the column is presented */
+  size_t n;
+  pc_buf_t last;  /* the last row gone past */
+  int has_last, exhausted;
+} page_t;
+
+static void page_free(page_t *p) {
+  for (size_t i = 0; i < p->n; i++) pc_buf_free(&p->rows[i]);
+  free(p->rows);
+  pc_buf_free(&p->last);
+  memset(p, 0, sizeof *p);
+}
+
+/* Reads the next page of table's rows after `after` (NULL: from the first),
+ * collecting those with a cell of col. It stops at a row boundary once it
+ * holds PAGE_PRESENT cells or read PAGE_CELLS. */
+static pc_status_t read_page(pc_txn_t *txn, const char *table, const char *col, size_t clen,
+                             const pc_buf_t *after, page_t *p, pc_error_t *err) {
+  pc_buf_t start = {0};
+  if (after && (pc_buf_append(&start, after->p, after->len) || pc_buf_u8(&start, 0)))
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_scan_t *sc = pc_txn_scan(txn, table, start.p ? start.p : "", start.len, NULL, 0, err);
+  pc_buf_free(&start);
+  if (!sc) return err ? err->code : PC_INTERNAL;
+  if (!(p->rows = calloc(PAGE_PRESENT, sizeof *p->rows))) {
+    pc_scan_destroy(sc);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  pc_buf_t cur = {0};
+  int have_cur = 0, oom = 0;
+  size_t cells = 0;
+  pc_status_t st;
+  while ((st = pc_scan_next(sc, err)) == PC_OK) {
+    size_t rl, cl;
+    const char *row = pc_scan_row(sc, &rl), *c = pc_scan_column(sc, &cl);
+    if (!have_cur || rl != cur.len || memcmp(row, cur.p, rl) != 0) {
+      if (have_cur) { /* the row before is gone past */
+        p->last.len = 0;
+        oom |= pc_buf_append(&p->last, cur.p, cur.len);
+        p->has_last = 1;
+        if (p->n == PAGE_PRESENT || cells >= PAGE_CELLS) break;
+      }
+      cur.len = 0;
+      oom |= pc_buf_append(&cur, row, rl);
+      have_cur = 1;
+    }
+    cells++;
+    if (cl == clen && memcmp(c, col, clen) == 0)
+      oom |= pc_buf_append(&p->rows[p->n++], row, rl);
+    if (oom) break;
+  }
+  if (st == PC_NOT_FOUND) {
+    pc_error_clear(err);
+    st = PC_OK;
+    p->exhausted = 1;
+    if (have_cur) {
+      p->last.len = 0;
+      oom |= pc_buf_append(&p->last, cur.p, cur.len);
+      p->has_last = 1;
+    }
+  }
+  if (st == PC_OK && oom) st = pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_buf_free(&cur);
+  pc_scan_destroy(sc);
+  return st;
+}
+
+/* One attempt at a page: PC_OK (committed, or nothing to do), or the
+ * transaction's error. The page's transaction reads the rows and, once fn
+ * presented them, records the progress: the observer's runs are
+ * transactions of their own, so a crash between them and the progress only
+ * makes the next page present those cells again, and their acks make the
+ * observer skip them. */
+static pc_status_t backfill_once(pc_db_t *db, const char *name, const pc_buf_t *row,
+                                 pc_backfill_fn fn, void *ctx, int *done, int *stuck,
+                                 pc_error_t *err) {
+  pc_txn_t *txn = pc_txn_begin(db, err);
+  if (!txn) return err ? err->code : PC_INTERNAL;
+  backfill_t b = {0};
+  page_t p = {0};
+  int found;
+  char *def = NULL;
+  size_t dl = 0;
+  pc_obs_record_t rec;
+  pc_status_t st = get_backfill(txn, row, &b, &found, err);
+  if (st == PC_OK && (!found || b.state != PC_BACKFILL_RUNNING)) {
+    *done = 1; /* done, not registered yet, or made before backfills */
+    goto out;
+  }
+  if (st == PC_OK)
+    st = pc_txn_get_system(txn, PC_SYSTEM_TABLE, row->p, row->len, PC_OBSERVER_COLUMN,
+                           strlen(PC_OBSERVER_COLUMN), &def, &dl, err);
+  if (st == PC_NOT_FOUND) { /* retired meanwhile */
+    pc_error_clear(err);
+    st = PC_OK;
+    *done = 1;
+    goto out;
+  }
+  if (st != PC_OK) goto out;
+  if (pc_obs_record_decode(def, dl, &rec) != 0) {
+    st = pc_error_set(err, PC_CORRUPTION, "%s: the record of observer '%s' is malformed",
+                      PC_SYSTEM_TABLE, name);
+    goto out;
+  }
+  st = read_page(txn, rec.table, rec.col, rec.clen, b.has_row ? &b.row : NULL, &p, err);
+  if (st != PC_OK) goto out;
+  pc_observer_info_t o = {name, strlen(name), NULL, rec.table, rec.col, rec.clen, rec.kind,
+                          b.state, b.presented, NULL, 0};
+  size_t k = 0;
+  while (k < p.n && fn(ctx, &o, p.rows[k].p, p.rows[k].len, b.since) == 0) k++;
+  if (k == 0 && p.n > 0) { /* the first cell must be presented again later */
+    *stuck = 1;
+    goto out;
+  }
+  b.presented += k;
+  const pc_buf_t *last = k < p.n ? &p.rows[k - 1] : p.has_last ? &p.last : NULL;
+  if (last) {
+    b.row.len = 0;
+    if (pc_buf_append(&b.row, last->p, last->len) != 0) {
+      st = pc_error_set(err, PC_NOMEM, "out of memory");
+      goto out;
+    }
+    b.has_row = 1;
+  }
+  int finished = k == p.n && p.exhausted;
+  if (finished) b.state = PC_BACKFILL_DONE;
+  *stuck = k < p.n;
+  st = set_backfill(txn, row, &b, err);
+  if (st == PC_OK) st = pc_txn_commit(txn, err);
+  if (st == PC_OK) *done = finished;
+  if (st == PC_OK && finished)
+    pc_log(PC_LOG_INFO, "observer '%s': backfill done, %" PRIu64 " cells presented", name,
+           b.presented);
+out:
+  pc_free(def);
+  page_free(&p);
+  pc_buf_free(&b.row);
+  pc_txn_destroy(txn);
+  return st;
+}
+
+pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, pc_backfill_fn fn, void *ctx,
+                                int *done, pc_error_t *err) {
+  pc_error_clear(err);
+  *done = 0;
+  if (!db || !fn || !name || !pc_obs_name_ok(name, strlen(name)))
+    return pc_error_set(err, PC_INVALID, "backfill: no database, callback or valid observer name");
+  pc_buf_t row = {0};
+  if (observer_row(&row, name, strlen(name))) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_status_t st = PC_CONFLICT;
+  int stuck = 0;
+  uint32_t pause = 1;
+  for (int attempt = 0; attempt < ATTEMPTS && (st == PC_CONFLICT || st == PC_LOCKED); attempt++) {
+    if (attempt) {
+      pc_sleep_ms(pause); /* another backfiller, or a lock on the page's rows */
+      pause = pause * 2 > 100 ? 100 : pause * 2;
+    }
+    st = backfill_once(db, name, &row, fn, ctx, done, &stuck, err);
+  }
+  pc_buf_free(&row);
+  if (st == PC_LOCKED) st = err ? (err->code = PC_CONFLICT) : PC_CONFLICT;
+  if (st != PC_OK) pc_error_prefix(err, "backfill of observer '%s'", name);
+  else if (stuck)
+    st = pc_error_set(err, PC_BUSY, "backfill of observer '%s': a cell is to be presented again "
+                                    "later",
+                      name);
+  return st;
 }

@@ -31,9 +31,24 @@ typedef struct pc_mutation {
   pc_write_kind_t kind;
   const char *value;
   size_t vlen;
-  int observed; /* commit writes a strong notification for a put */
-  int weak;     /* commit writes a weak notification */
+  int weak; /* commit writes a weak notification */
 } pc_mutation_t;
+
+/* An observer as a store knows it: a copy of its registration, which
+ * core/observed.c gives every store before the registration counts as made.
+ * The store itself writes the strong notification of every put or delete it
+ * commits of a column that a strong observer in its set observes, whoever
+ * commits and whatever that client knows. */
+typedef struct pc_store_observer {
+  const char *name; /* 1..64 bytes of [A-Za-z0-9_.-] */
+  const char *table;
+  const char *col;
+  size_t clen;
+  int kind; /* 0 strong, 1 weak (pc_observer_kind_t) */
+} pc_store_observer_t;
+
+/* Called for each observer of a store's set; nonzero stops. */
+typedef int (*pc_store_observer_fn)(void *ctx, const pc_store_observer_t *o);
 
 /* What a prewrite lock records besides the mutation. */
 typedef struct pc_lock_spec {
@@ -85,14 +100,29 @@ typedef int (*pc_store_notify_fn)(void *ctx, const pc_notification_t *n);
 /* Source of a commit timestamp for one-phase commit. */
 typedef pc_status_t (*pc_ts_source_fn)(void *ctx, uint64_t *ts, pc_error_t *err);
 
-/* Notifications a one-phase commit deletes in its own batch: cell's, with
- * ts < below. The caller (txn.c, for a transaction begun for a notified
- * cell) sends one only when the commit writes in cell's row, so that the
- * operation holds that row's latch and, on a tablet, the row is the
- * tablet's own; a store refuses one of another row (PC_INVALID). */
+/* A deletion of notifications: cell's, with ts < below, on behalf of the
+ * observers named in `observers` (olen bytes, each name followed by a NUL
+ * byte): the caller has found that each of them covered what it deletes.
+ * The store deletes them only when every observer its set holds for the
+ * cell's column is among them (store_observers.c); otherwise it deletes
+ * nothing and names one it lacks in `missing`. So the registered observers
+ * decide, whatever the caller knows, and a registration that a store has
+ * applied holds back every deletion that begins after it. done says whether
+ * they went.
+ *
+ * A one-phase commit can carry one, deleting them in its own batch. The
+ * caller (txn.c, for a transaction begun for a notified cell) sends one only
+ * when the commit writes in cell's row, so that the operation holds that
+ * row's latch and, on a tablet, the row is the tablet's own; a store refuses
+ * one of another row (PC_INVALID). */
+#define PC_NOTIFY_MISSING_MAX 64 /* an observer's name, PC_MAX_OBSERVER_NAME */
 typedef struct pc_notify_clear {
   pc_cell_t cell;
   uint64_t below;
+  const char *observers;
+  size_t olen;
+  int done;                                 /* set by the store */
+  char missing[PC_NOTIFY_MISSING_MAX + 1];  /* set by the store when not done */
 } pc_notify_clear_t;
 
 typedef struct pc_store_ops {
@@ -214,12 +244,26 @@ typedef struct pc_store_ops {
                              const pc_notification_t *after, size_t limit, pc_store_notify_fn fn,
                              void *ctx, pc_error_t *err);
 
-  /* Deletes cell's notifications, strong and weak, with ts < below; newer
-   * ones stay. Atomic on the cell's row, like every row operation, but not
+  /* Deletes clear->cell's notifications, strong and weak, with ts <
+   * clear->below, when clear->observers covers the store's set (see
+   * pc_notify_clear_t; clear->done says whether they went); newer ones
+   * stay. Atomic on the cell's row, like every row operation, but not
    * synced: a delete lost in a crash brings the notification back, and its
-   * observers run again (a strong one is then skipped by its ack). */
-  pc_status_t (*clear_notify)(pc_store_t *s, const pc_cell_t *cell, uint64_t below,
-                              pc_error_t *err);
+   * observers run again (they are then skipped by their acks). */
+  pc_status_t (*clear_notify)(pc_store_t *s, pc_notify_clear_t *clear, pc_error_t *err);
+
+  /* Adds observer o to the store's set (add = 1; an observer of that name
+   * is replaced) or removes the observer named o->name (add = 0), durably,
+   * and for every commit the store begins from then on; idempotent. A
+   * remote store updates every tablet, and succeeds only when each did. */
+  pc_status_t (*observer_update)(pc_store_t *s, const pc_store_observer_t *o, int add,
+                                 pc_error_t *err);
+
+  /* Calls fn for each observer of the store's set (a remote store: of each
+   * tablet's, tablet after tablet; an observer every tablet holds comes once
+   * per tablet). */
+  pc_status_t (*observer_list)(pc_store_t *s, pc_store_observer_fn fn, void *ctx,
+                               pc_error_t *err);
 
   /* The safe point of the last gc pass begun on this store (persisted), 0
    * before any: reads below it may miss collected versions. NULL for a store

@@ -372,6 +372,9 @@ static void local_close(pc_store_t *base) {
   pc_mcache_destroy(s->mcache);
   pc_nindex_destroy(s->nindex);
   pc_nindex_destroy(s->lindex);
+  local_observers_free(s);
+  pthread_mutex_destroy(&s->obs_mu);
+  pthread_rwlock_destroy(&s->obs_rw);
   if (s->cache) leveldb_cache_destroy(s->cache);
   if (s->filter) leveldb_filterpolicy_destroy(s->filter);
   if (s->cmp) leveldb_comparator_destroy(s->cmp);
@@ -416,6 +419,8 @@ static const pc_store_ops_t local_ops = {
     .gc = local_gc,
     .scan_notify = local_scan_notify,
     .clear_notify = local_clear_notify,
+    .observer_update = local_observer_update,
+    .observer_list = local_observer_list,
     .gc_safe_point = local_gc_safe_point,
     .close = local_close,
 };
@@ -429,6 +434,8 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   }
   s->base.ops = &local_ops;
   for (uint32_t i = 0; i < PC_LATCHES; i++) pthread_mutex_init(&s->latch[i], NULL);
+  pthread_mutex_init(&s->obs_mu, NULL);
+  pthread_rwlock_init(&s->obs_rw, NULL);
   s->opts = leveldb_options_create();
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);
@@ -465,7 +472,8 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
     return NULL;
   }
   if (local_gc_load(s, err) != PC_OK || write_fences(s, err) != PC_OK ||
-      local_lock_index_build(s, err) != PC_OK || local_notify_index_build(s, err) != PC_OK) {
+      local_lock_index_build(s, err) != PC_OK || local_notify_index_build(s, err) != PC_OK ||
+      local_observers_load(s, err) != PC_OK) {
     local_close(&s->base);
     return NULL;
   }

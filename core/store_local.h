@@ -10,6 +10,8 @@
  *   store_raw.c    the raw view (every internal cell) and lock scans
  *   store_notify.c finding notifications and clearing them
  *   store_gc.c     garbage collection below a safe point
+ *   store_observers.c  the observers the store knows, which decide the
+ *                  strong notifications its commits write
  */
 #ifndef PC_CORE_STORE_LOCAL_H
 #define PC_CORE_STORE_LOCAL_H
@@ -23,6 +25,8 @@
 #include "core/store.h"
 
 #define PC_LATCHES 65536u
+
+typedef struct local_observers local_observers_t; /* store_observers.c */
 
 typedef struct local {
   pc_store_t base;
@@ -47,6 +51,11 @@ typedef struct local {
   pc_nindex_t *nindex; /* the live notification keys (notifyindex.h) */
   pc_nindex_t *lindex; /* the lock index's live keys, the same way (store_raw.c) */
   _Atomic uint64_t gc_safe; /* store_gc.c: the last pass's safe point ('g' key) */
+  /* store_observers.c: the observers this store knows, read by commits
+   * without a lock; obs_mu serialises updates */
+  _Atomic(local_observers_t *) obs;
+  pthread_mutex_t obs_mu;
+  pthread_rwlock_t obs_rw; /* deletions of notifications read, an update writes */
 } local_t;
 
 /* The latch stripe of a cell's row. */
@@ -170,8 +179,24 @@ pc_status_t local_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
  * latch held), counting them in *n; key is scratch. */
 pc_status_t local_notify_deletes(local_t *s, leveldb_writebatch_t *b, const pc_cell_t *c,
                                  uint64_t below, pc_buf_t *key, size_t *n, pc_error_t *err);
-pc_status_t local_clear_notify(pc_store_t *base, const pc_cell_t *c, uint64_t below,
-                               pc_error_t *err);
+pc_status_t local_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc_error_t *err);
+/* Whether a strong observer of c's column is in the store's set. */
+int local_strongly_observed(local_t *s, const pc_cell_t *c);
+pc_status_t local_observer_update(pc_store_t *base, const pc_store_observer_t *o, int add,
+                                  pc_error_t *err);
+pc_status_t local_observer_list(pc_store_t *base, pc_store_observer_fn fn, void *ctx,
+                                pc_error_t *err);
+/* Whether clear->observers accounts for every observer of the set
+ * registered for clear->cell's column; when not, names one in
+ * clear->missing. Call between local_observers_hold and _release, which
+ * keep an update of the set from coming between the check and the write of
+ * the deletion. */
+int local_observers_cover(local_t *s, pc_notify_clear_t *clear);
+void local_observers_hold(local_t *s);
+void local_observers_release(local_t *s);
+/* Reads the set from the 'o' keys (at open); releases it (at close). */
+pc_status_t local_observers_load(local_t *s, pc_error_t *err);
+void local_observers_free(local_t *s);
 /* Reads the persisted safe point into s->gc_safe (at open). */
 pc_status_t local_gc_load(local_t *s, pc_error_t *err);
 /* Builds the lock index (keys.h) of a store that has none yet, and fills

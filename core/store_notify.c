@@ -1,6 +1,7 @@
 /* store_notify.c — the notifications of the embedded store:
  * finding them bucket by bucket (scan_notify) and deleting a cell's older
- * ones once its observers have run (clear_notify).
+ * ones once its registered observers have covered them (clear_notify;
+ * store_observers.c checks the observers the caller accounts for).
  *
  * A notification is the key 'n' B T R C ~ts (keys.h), B the hash bucket of
  * the row, with a one-byte value: PC_NOTIFY_STRONG, PC_NOTIFY_WEAK, or
@@ -141,16 +142,22 @@ pc_status_t local_notify_deletes(local_t *s, leveldb_writebatch_t *b, const pc_c
   return PC_OK;
 }
 
-pc_status_t local_clear_notify(pc_store_t *base, const pc_cell_t *c, uint64_t below,
-                               pc_error_t *err) {
+pc_status_t local_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc_error_t *err) {
   local_t *s = (local_t *)base;
-  if (below <= 1) return PC_OK;
+  const pc_cell_t *c = &clear->cell;
+  clear->done = 0;
+  clear->missing[0] = '\0';
   rowop_t op;
   pc_status_t st = local_rowop_begin(&op, s, c, sizeof *c, 1, "clear_notify", err);
   if (st != PC_OK) return st;
   size_t n = 0;
-  st = local_notify_deletes(s, op.b, c, below, &op.key, &n, err);
-  /* not synced (store.h): a lost delete only makes observers run again */
-  if (st == PC_OK && n) st = local_apply(s, op.b, s->gc_wopts, err);
+  local_observers_hold(s); /* no registration between the check and the write */
+  if (local_observers_cover(s, clear)) {
+    st = local_notify_deletes(s, op.b, c, clear->below, &op.key, &n, err);
+    /* not synced (store.h): a lost delete only makes observers run again */
+    if (st == PC_OK && n) st = local_apply(s, op.b, s->gc_wopts, err);
+    clear->done = st == PC_OK;
+  }
+  local_observers_release(s);
   return local_rowop_end(&op, st, err); /* op.writes == 0: applied above */
 }

@@ -19,7 +19,7 @@
 #include "core/store_local.h"
 
 /* Writes the notifications of a commit of cell c at ts into batch b: strong
- * (an observed put), weak (a weak notification), both, or none. */
+ * (an observed put or delete), weak (a weak notification), both, or none. */
 static pc_status_t put_notify(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_t ts,
                               int strong, int weak, pc_buf_t *kb, pc_error_t *err) {
   if (!strong && !weak) return PC_OK;
@@ -102,7 +102,8 @@ pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n
     l->kind = mu->kind;
     l->ttl_ms = spec->ttl_ms;
     l->session = spec->session;
-    l->observed = mu->observed && mu->kind == PC_WRITE_PUT;
+    /* shown in the raw view; the commit asks the store's set again */
+    l->observed = mu->kind != PC_WRITE_NOTIFY && local_strongly_observed(s, &mu->cell);
     l->weak = mu->weak || mu->kind == PC_WRITE_NOTIFY;
     l->ptable.len = l->prow.len = l->pcol.len = l->value.len = 0;
     if (pc_buf_append(&l->ptable, spec->primary.table, strlen(spec->primary.table)) ||
@@ -148,15 +149,23 @@ static pc_status_t set_head(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta
   return PC_OK;
 }
 
-/* Commits the lock held in m (of start_ts) on cell c into batch b. A put to
- * an observed column writes its strong notification in the same batch, and
- * a lock that carries a weak notification its weak one. A NOTIFY lock
- * writes only its notification (and, as a primary, its record). */
-static pc_status_t commit_locked(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
-                                 const pc_buf_t *key, uint64_t commit_ts, pc_buf_t *kb,
-                                 pc_buf_t *vb, pc_error_t *err) {
+/* Whether a commit of kind on cell c writes a strong notification: a put or
+ * a delete of a column that a strong observer in the store's set observes,
+ * asked when the commit is applied (store_observers.c says why), or whose
+ * lock an earlier version marked observed. */
+static int notifies_strongly(local_t *s, const pc_cell_t *c, pc_write_kind_t kind, int marked) {
+  return kind != PC_WRITE_NOTIFY && (marked || local_strongly_observed(s, c));
+}
+
+/* Commits the lock held in m (of start_ts) on cell c into batch b. A put or
+ * delete of an observed column writes its strong notification in the same
+ * batch, and a lock that carries a weak notification its weak one. A NOTIFY
+ * lock writes only its notification (and, as a primary, its record). */
+static pc_status_t commit_locked(local_t *s, leveldb_writebatch_t *b, const pc_cell_t *c,
+                                 pc_meta_t *m, const pc_buf_t *key, uint64_t commit_ts,
+                                 pc_buf_t *kb, pc_buf_t *vb, pc_error_t *err) {
   const pc_lock_info_t *l = &m->lock;
-  pc_status_t st = put_notify(b, c, commit_ts, l->observed && l->kind == PC_WRITE_PUT,
+  pc_status_t st = put_notify(b, c, commit_ts, notifies_strongly(s, c, l->kind, l->observed),
                               l->weak || l->kind == PC_WRITE_NOTIFY, kb, err);
   if (st != PC_OK) return st;
   if (l->kind == PC_WRITE_NOTIFY) {
@@ -207,7 +216,7 @@ pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t n, uin
     st = local_read_meta(s, &cells[i], &op.key, &op.m, &found, err);
     if (st != PC_OK) break;
     if (op.m.has_lock && op.m.lock.start_ts == start_ts) {
-      st = commit_locked(op.b, &cells[i], &op.m, &op.key, commit_ts, &op.kb, &op.vb, err);
+      st = commit_locked(s, op.b, &cells[i], &op.m, &op.key, commit_ts, &op.kb, &op.vb, err);
       op.writes++;
       continue;
     }
@@ -331,6 +340,10 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
                                    pc_notify_clear_t *clear, uint64_t *commit_ts,
                                    pc_lock_info_t *lock_out, pc_error_t *err) {
   local_t *s = (local_t *)base;
+  if (clear) {
+    clear->done = 0;
+    clear->missing[0] = '\0';
+  }
   if (n == 0) return PC_OK;
   if (clear && !writes_row_of(muts, n, &clear->cell))
     return pc_error_set(err, PC_INVALID,
@@ -365,7 +378,7 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
     st = ts_source(ts_ctx, commit_ts, err);
     for (size_t i = 0; i < n && st == PC_OK; i++) {
       const pc_mutation_t *mu = &muts[i];
-      st = put_notify(op.b, &mu->cell, *commit_ts, mu->observed && mu->kind == PC_WRITE_PUT,
+      st = put_notify(op.b, &mu->cell, *commit_ts, notifies_strongly(s, &mu->cell, mu->kind, 0),
                       mu->weak || mu->kind == PC_WRITE_NOTIFY, &op.kb, err);
       if (st != PC_OK) break;
       if (mu->kind == PC_WRITE_NOTIFY) { /* no write; the primary keeps the fate */
@@ -385,11 +398,19 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
       if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, err);
     }
     /* the observed cell's notifications go with its observer's commit: its
-     * row's latch keeps any commit that notifies it out meanwhile */
+     * row's latch keeps any commit that notifies it out meanwhile, and the
+     * hold on the store's observers any registration */
     size_t cleared = 0;
-    if (st == PC_OK && clear)
-      st = local_notify_deletes(s, op.b, &clear->cell, clear->below, &op.key, &cleared, err);
+    int held = st == PC_OK && clear, clearing = 0;
+    if (held) {
+      local_observers_hold(s);
+      clearing = local_observers_cover(s, clear);
+      if (clearing)
+        st = local_notify_deletes(s, op.b, &clear->cell, clear->below, &op.key, &cleared, err);
+    }
     if (st == PC_OK) st = local_apply(s, op.b, s->wopts, err);
+    if (st == PC_OK && clearing) clear->done = 1;
+    if (held) local_observers_release(s);
     for (size_t k = 0; k < op.nidx; k++)
       atomic_store_explicit(&s->onepc[op.idx[k]], 0, memory_order_release);
     atomic_fetch_sub_explicit(&s->onepc_active, 1, memory_order_release);

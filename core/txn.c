@@ -133,6 +133,10 @@ static pc_status_t check_open(const pc_txn_t *txn, pc_error_t *err) {
 /* ---- begin / buffer ---------------------------------------------------- */
 
 pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
+  return pc_txn_begin_within(db, db ? db->opts.timeout_ms : 0, err);
+}
+
+pc_txn_t *pc_txn_begin_within(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err) {
   pc_error_clear(err);
   if (!db) {
     pc_error_set(err, PC_INVALID, "database is NULL");
@@ -143,7 +147,7 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  *txn = (pc_txn_t){.db = db, .timeout_ms = db->opts.timeout_ms, .state = TXN_OPEN};
+  *txn = (pc_txn_t){.db = db, .timeout_ms = timeout_ms ? timeout_ms : 1, .state = TXN_OPEN};
   if (db->opts.lazy_start) return txn; /* start_ts at the first use: take_start_ts */
   if (pc_db_open_txn(db, &txn->open, txn->timeout_ms, &txn->start_ts, err) != PC_OK) {
     free(txn);
@@ -182,8 +186,11 @@ pc_txn_t *pc_txn_begin_for(pc_db_t *db, const pc_cell_t *cell, pc_error_t *err) 
   return txn;
 }
 
-void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below) {
-  if (txn && txn->trigger) txn->trigger->clear.below = below;
+void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below, const char *observers, size_t olen) {
+  if (!txn || !txn->trigger) return;
+  txn->trigger->clear.below = below;
+  txn->trigger->clear.observers = observers;
+  txn->trigger->clear.olen = olen;
 }
 
 int pc_txn_trigger_cleared(const pc_txn_t *txn) {
@@ -593,7 +600,7 @@ static pc_status_t commit_in_one_phase(pc_txn_t *txn, const pc_mutation_t *muts,
     pc_lock_info_t lock = {0};
     st = s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, clear,
                                   &txn->commit_ts, &lock, err);
-    if (st == PC_OK && clear) txn->trigger->cleared = 1;
+    if (st == PC_OK && clear) txn->trigger->cleared = clear->done;
     if (st != PC_LOCKED) return st;
     st = pc_txn_resolve_lock(txn->db, &lock, deadline, err);
     pc_lock_info_free(&lock);
@@ -900,11 +907,6 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     st = pc_error_set(err, PC_NOMEM, "out of memory");
     goto out;
   }
-  /* which columns are strongly observed: known before the first commit */
-  if ((st = pc_db_observed_ready(txn->db, err)) != PC_OK) {
-    pc_error_prefix(err, "commit: the observed columns");
-    goto out;
-  }
   size_t n = txn->count, groups = 0;
   for (size_t i = 0; i < n; i++) {
     bufcell_t *b = sorted[i];
@@ -912,11 +914,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     muts[i].kind = b->kind;
     muts[i].value = b->value;
     muts[i].vlen = b->vlen;
-    muts[i].weak = b->weak;
-    /* the lock then carries it, and whoever commits the cell writes its
-     * strong notification with the commit record */
-    muts[i].observed =
-        b->kind == PC_WRITE_PUT && pc_db_strongly_observed(txn->db, b->table, b->col, b->clen);
+    muts[i].weak = b->weak; /* strong notifications are the store's to write */
     if (i == 0 || !same_row(&muts[i].cell, &muts[i - 1].cell)) bounds[groups++] = i;
   }
   bounds[groups] = n;

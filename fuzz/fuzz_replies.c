@@ -99,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_fake_script(data + 2, size - 2);
   const pc_store_ops_t *ops = store->ops;
   pc_cell_t a = {"t", "a", 1, "c", 1}, z = {"t", "z", 1, "c", 1};
-  pc_mutation_t muts[2] = {{a, PC_WRITE_PUT, "v", 1, 1, 0},
-                           {{"t", "b", 1, "c", 1}, PC_WRITE_DELETE, NULL, 0, 0, 0}};
+  pc_mutation_t muts[2] = {{a, PC_WRITE_PUT, "v", 1, 0},
+                           {{"t", "b", 1, "c", 1}, PC_WRITE_DELETE, NULL, 0, 0}};
   pc_lock_spec_t spec = {a, 100, 3000, 7};
   pc_lock_info_t lock;
   poison(&lock);
@@ -128,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       check_lock(st, &lock);
       break;
     case 3: {
-      pc_notify_clear_t clear = {a, 50};
+      pc_notify_clear_t clear = {a, 50, "obs", 4, 0, ""};
       uint64_t commit_ts = 0;
       st = ops->commit_one_phase(store, muts, 2, 100, ts_unused, NULL,
                                  (data[1] & 8) ? &clear : NULL, &commit_ts, &lock, &err);
@@ -161,7 +161,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       st = ops->scan_notify(store, 0, PC_NOTIFY_BUCKETS, NULL, LIMIT, on_note, &seen, &err);
       FUZZ_CHECK(seen.n <= LIMIT);
       break;
-    case 13: st = ops->clear_notify(store, &a, 100, &err); break;
+    case 13: {
+      pc_notify_clear_t clear = {a, 100, "obs", 4, 0, ""};
+      st = ops->clear_notify(store, &clear, &err);
+      break;
+    }
     case 14: {
       uint64_t first = 0;
       st = pc_tso_remote_fetch(rpc, 10, 1000, &first, &err);

@@ -275,11 +275,39 @@ static pc_status_t f_scan_notify(pc_store_t *s, uint32_t lo, uint32_t hi,
   return st == PC_LOCKED || st == PC_NOT_FOUND ? PC_OK : st;
 }
 
-static pc_status_t f_clear_notify(pc_store_t *s, const pc_cell_t *cell, uint64_t below,
-                                  pc_error_t *err) {
+static pc_status_t f_clear_notify(pc_store_t *s, pc_notify_clear_t *clear, pc_error_t *err) {
   (void)s;
-  (void)below;
-  return f_cells(cell, 1, err);
+  FUZZ_CHECK(clear->olen == 0 || (clear->observers && clear->observers[clear->olen - 1] == '\0'));
+  pc_status_t st = f_cells(&clear->cell, 1, err);
+  clear->done = st == PC_OK && (seed & 2) == 0;
+  if (st == PC_OK && !clear->done) snprintf(clear->missing, sizeof clear->missing, "o%u", (unsigned)seed);
+  return st;
+}
+
+/* An observer given to the store is one the handler checked: a valid name
+ * and, when added, a table and a column. */
+static pc_status_t f_observer_update(pc_store_t *s, const pc_store_observer_t *o, int add,
+                                     pc_error_t *err) {
+  (void)s;
+  FUZZ_CHECK(o->name && pc_obs_name_ok(o->name, strlen(o->name)));
+  if (add) {
+    FUZZ_CHECK(o->table && strlen(o->table) >= 1 && strlen(o->table) <= PC_MAX_TABLE);
+    FUZZ_CHECK(o->col && o->clen >= 1 && o->clen <= PC_MAX_COLUMN);
+    FUZZ_CHECK(o->kind == 0 || o->kind == 1);
+  }
+  pc_status_t st = verdict(err);
+  return st == PC_NOT_FOUND ? PC_OK : st;
+}
+
+static pc_status_t f_observer_list(pc_store_t *s, pc_store_observer_fn fn, void *ctx,
+                                   pc_error_t *err) {
+  (void)s;
+  for (unsigned i = 0; i < (unsigned)seed % 3; i++) {
+    pc_store_observer_t o = {"obs", "t", "c", 1, (int)(i & 1)};
+    if (fn(ctx, &o)) break;
+  }
+  pc_status_t st = verdict(err);
+  return st == PC_NOT_FOUND || st == PC_LOCKED ? PC_OK : st;
 }
 
 static uint64_t f_safe_point(pc_store_t *s) {
@@ -304,6 +332,8 @@ static const pc_store_ops_t checking_ops = {
     .gc = f_gc,
     .scan_notify = f_scan_notify,
     .clear_notify = f_clear_notify,
+    .observer_update = f_observer_update,
+    .observer_list = f_observer_list,
     .gc_safe_point = f_safe_point,
     .close = f_close,
 };

@@ -5,7 +5,8 @@
  * never scan a claim at once), then, in a cluster, in lockd (so two
  * processes do not). A claim someone else holds is skipped. Claims only
  * spread the work and keep workers from clumping: safety comes from the
- * acks (run.c).
+ * acks (run.c). The same two-level named lock keeps the backfill of a
+ * registration to one worker at a time (backfill.c).
  */
 #include "notify/engine.h"
 
@@ -34,51 +35,58 @@ static int claim_name(char *buf, size_t cap, uint32_t first_bucket) {
   return snprintf(buf, cap, CLAIM_PREFIX "%" PRIu32, first_bucket);
 }
 
-/* The thread's session in the in-process lock service, (re)opened as needed. */
-static int local_session(wthread_t *t) {
+/* A session in the in-process lock service, (re)opened as needed. */
+static int local_session(pc_worker_t *w, uint64_t *session) {
   pc_error_t err;
-  if (t->session && pc_ls_session_keepalive(t->w->local, t->session, &err) == PC_OK) return 1;
-  t->session = 0;
-  return pc_ls_session_open(t->w->local, LOCAL_SESSION_TTL_MS, &t->session, &err) == PC_OK;
+  if (*session && pc_ls_session_keepalive(w->local, *session, &err) == PC_OK) return 1;
+  *session = 0;
+  return pc_ls_session_open(w->local, LOCAL_SESSION_TTL_MS, session, &err) == PC_OK;
 }
 
-int pc_claim_take(wthread_t *t, uint32_t k) {
-  pc_worker_t *w = t->w;
-  char name[64];
-  int nl = claim_name(name, sizeof name, k * w->o.buckets_per_claim);
-  if (!local_session(t)) return -1;
+int pc_lock_take(pc_worker_t *w, uint64_t *session, const char *name, size_t nl) {
+  if (!local_session(w, session)) return -1;
   int got = 0;
   uint64_t holder;
   pc_error_t err;
-  if (pc_ls_lock_try(w->local, t->session, name, (size_t)nl, &got, &holder, &err) != PC_OK)
-    return -1;
+  if (pc_ls_lock_try(w->local, *session, name, nl, &got, &holder, &err) != PC_OK) return -1;
   if (!got) return 0;
   if (w->db->ls) {
-    pc_status_t st = pc_ls_client_lock_try(w->db->ls, name, (size_t)nl,
+    pc_status_t st = pc_ls_client_lock_try(w->db->ls, name, nl,
                                            pc_min_u64(w->db->opts.timeout_ms, LOCKD_TIMEOUT_MS),
                                            &got, &holder, &err);
     if (st != PC_OK || !got) {
-      (void)pc_ls_lock_release(w->local, t->session, name, (size_t)nl, &err);
+      (void)pc_ls_lock_release(w->local, *session, name, nl, &err);
       return st == PC_OK ? 0 : -1;
     }
   }
   return 1;
 }
 
-void pc_claim_release(wthread_t *t, uint32_t k) {
-  pc_worker_t *w = t->w;
-  char name[64];
-  int nl = claim_name(name, sizeof name, k * w->o.buckets_per_claim);
+void pc_lock_release(pc_worker_t *w, uint64_t session, const char *name, size_t nl) {
   pc_error_t err; /* a lock already gone went with its session */
   if (w->db->ls)
-    (void)pc_ls_client_lock_release(w->db->ls, name, (size_t)nl,
+    (void)pc_ls_client_lock_release(w->db->ls, name, nl,
                                     pc_min_u64(w->db->opts.timeout_ms, LOCKD_TIMEOUT_MS), &err);
-  (void)pc_ls_lock_release(w->local, t->session, name, (size_t)nl, &err);
+  (void)pc_ls_lock_release(w->local, session, name, nl, &err);
 }
 
-void pc_claims_end(wthread_t *t) {
-  if (!t->session) return;
-  pc_error_t err;
-  (void)pc_ls_session_close(t->w->local, t->session, &err);
-  t->session = 0;
+int pc_claim_take(wthread_t *t, uint32_t k) {
+  char name[64];
+  int nl = claim_name(name, sizeof name, k * t->w->o.buckets_per_claim);
+  return pc_lock_take(t->w, &t->session, name, (size_t)nl);
 }
+
+void pc_claim_release(wthread_t *t, uint32_t k) {
+  char name[64];
+  int nl = claim_name(name, sizeof name, k * t->w->o.buckets_per_claim);
+  pc_lock_release(t->w, t->session, name, (size_t)nl);
+}
+
+void pc_lock_session_end(pc_worker_t *w, uint64_t *session) {
+  if (!*session) return;
+  pc_error_t err;
+  (void)pc_ls_session_close(w->local, *session, &err);
+  *session = 0;
+}
+
+void pc_claims_end(wthread_t *t) { pc_lock_session_end(t->w, &t->session); }

@@ -4,8 +4,9 @@
  *
  *   worker.c   the worker: options, start, stop (bounded), and its threads:
  *              the observer threads' loop (look, then a round over the
- *              claims) and the keeper (the sweeper's turn, the watchdog of
- *              runs that do not return, the counters' flush)
+ *              claims), the keeper (the sweeper's turn, the watchdog of
+ *              runs that do not return, the counters' flush), and the
+ *              start of the backfill thread (backfill.c)
  *   journal.c  the in-flight journal and the counters, in a file mapped
  *              shared that outlives the process
  *   crashes.c  runs the process died in: counted in the store, parked at
@@ -21,6 +22,12 @@
  *              cell (its trigger)
  *   backoff.c  setbacks of (cell, observer) in memory: when to try again,
  *              and how many times the callback failed
+ *   view.c     the observers registered in the store, as this worker knows
+ *              them: whose coverage a deletion accounts for
+ *   waiting.c  cells whose notifications wait for other workers' observers,
+ *              so that a pass over them is not repeated for nothing
+ *   backfill.c the backfill thread: the view's refresh, and the backfills
+ *              of new registrations of this worker's observers
  *   parked.c   parked notifications: the failure records, their listing,
  *              and the retries asked for
  *   sweeper.c  the sweeper, which settles old locks on cells nobody reads
@@ -36,6 +43,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <percolator/observer.h>
 
 #include "core/db.h"
 #include "notify/worker.h"
@@ -61,6 +70,8 @@ static inline void pc_count(obs_slot_t *s, int which) { atomic_fetch_add(&s->n[w
 typedef struct backoff backoff_t; /* backoff.c */
 typedef struct keyset keyset_t;   /* backoff.c */
 typedef struct journal journal_t; /* journal.c */
+typedef struct waiting waiting_t; /* waiting.c */
+typedef struct pc_view pc_view_t; /* view.c */
 
 struct pc_worker {
   pc_db_t *db;
@@ -91,6 +102,15 @@ struct pc_worker {
   pthread_mutex_t sets_mu;
   keyset_t *held, *suspects;
   uint64_t (*flushed)[PC_NCOUNTERS]; /* per slot: the counters last written (counters.c) */
+
+  waiting_t *waiting;
+
+  /* the registered observers as this worker knows them (view.c) */
+  pthread_mutex_t view_mu;
+  pc_view_t *view;
+  uint64_t view_next_ms; /* monotonic: when to read them again */
+  pthread_t backfiller; /* view.c's refresh and backfill.c's backfills */
+  int backfiller_started;
 
   _Atomic uint64_t next_retry_scan_ms; /* parked.c */
   _Atomic uint64_t seen, claims_taken, claims_busy;
@@ -133,6 +153,14 @@ int pc_claim_take(wthread_t *t, uint32_t k);
 void pc_claim_release(wthread_t *t, uint32_t k);
 /* Closes the thread's session in the in-process lock service. */
 void pc_claims_end(wthread_t *t);
+/* The named lock behind claims: 1 when name is now held by *session (in the
+ * in-process lock service, opened or renewed as needed) and, in a cluster,
+ * by this client in lockd; 0 when another holds it; -1 when it cannot be
+ * asked. Release with pc_lock_release; close the session with
+ * pc_lock_session_end. */
+int pc_lock_take(pc_worker_t *w, uint64_t *session, const char *name, size_t nl);
+void pc_lock_release(pc_worker_t *w, uint64_t session, const char *name, size_t nl);
+void pc_lock_session_end(pc_worker_t *w, uint64_t *session);
 
 /* ---- notifications as found (scan.c) --------------------------------------- */
 
@@ -150,6 +178,7 @@ void pc_note_free(note_t *t);
 typedef struct group {
   note_t cell;
   uint64_t strong_ts, weak_ts; /* the newest of each kind, 0: none */
+  int backfill; /* no notification: a backfill presents the cell (backfill.c) */
 } group_t;
 
 /* Whether any notification is there to work on (1 when the store cannot say). */
@@ -165,16 +194,20 @@ int pc_scan_claim(pc_worker_t *w, uint32_t k);
  * or cleared), 0 when every observer waits out a backoff. */
 int pc_pass(pc_worker_t *w, const group_t *g);
 
-/* What the observers of a pass have covered so far, and the rule that turns
- * it into the bound below which the cell's notifications are deleted. */
+/* What the registered observers of a cell's column have covered so far,
+ * and the rule that turns it into the bound below which the cell's
+ * notifications are deleted. */
 typedef struct pass {
   uint64_t newest; /* the newest notification of the cell the scan found */
   uint64_t cover;  /* the least of what the observers cover (UINT64_MAX: no bound) */
+  const char *names; /* the observers the deletion accounts for (view.c) */
+  size_t nlen;
 } pass_t;
 
 /* The deletion rule (pass.c): the bound below which the cell's
- * notifications may be deleted once every observer of the pass is done,
- * given that one more observer covers below extra (UINT64_MAX: none). */
+ * notifications may be deleted once every observer of the column is done,
+ * given that one more of this worker's observers covers below extra
+ * (UINT64_MAX: none). */
 uint64_t pc_pass_clear_below(const pass_t *p, uint64_t extra);
 
 /* ---- one observer on one cell (run.c) -------------------------------------- */
@@ -209,6 +242,71 @@ pc_status_t pc_run_read_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col,
                            pc_error_t *err);
 pc_status_t pc_run_write_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col, uint64_t ts,
                             pc_error_t *err);
+
+/* ---- the registered observers (view.c) --------------------------------------- */
+
+/* A registered observer of a column, as the view holds it. */
+typedef struct view_obs {
+  char name[PC_MAX_OBSERVER_NAME + 1];
+  int kind;  /* pc_observer_kind_t */
+  int state; /* pc_backfill_state_t */
+  int mine;  /* this worker runs it */
+} view_obs_t;
+
+/* A column with registered observers (or observers of this worker). */
+typedef struct view_col {
+  char table[PC_MAX_TABLE + 1];
+  char *col;
+  size_t clen;
+  view_obs_t *obs;
+  size_t nobs, nmine;
+  char *names; /* what a deletion accounts for: every name, each NUL-terminated */
+  size_t nlen;
+} view_col_t;
+
+struct pc_view {
+  int refs; /* under the worker's view_mu */
+  view_col_t *cols; /* sorted by (table, column) */
+  size_t n;
+};
+
+/* Reads the records and installs a new view (logging, once, the observers
+ * of a column that this worker does not run). */
+pc_status_t pc_view_refresh(pc_worker_t *w, pc_error_t *err);
+/* A reference to the current view (NULL before the first); release it with
+ * pc_view_put. */
+pc_view_t *pc_view_get(pc_worker_t *w);
+void pc_view_put(pc_worker_t *w, pc_view_t *v);
+/* The view's column, or NULL when it has no observer, registered or own. */
+const view_col_t *pc_view_column(const pc_view_t *v, const char *table, const char *col,
+                                 size_t clen);
+/* Asks for a refresh soon (a store refused a deletion for an observer the
+ * view lacks); whether one is due now. */
+void pc_view_stale(pc_worker_t *w);
+int pc_view_due(pc_worker_t *w);
+/* Drops the current view (pc_worker_stop). */
+void pc_view_release(pc_worker_t *w);
+
+/* ---- cells left to other workers (waiting.c) ------------------------------------ */
+
+waiting_t *pc_waiting_create(void);
+void pc_waiting_destroy(waiting_t *t);
+/* Whether the pass over c can be skipped now: this worker did every part of
+ * it it can for the notifications up to newest, and only other workers'
+ * observers are behind; it looks again after a wait that doubles. */
+int pc_waiting_skip(pc_worker_t *w, const pc_cell_t *c, uint64_t newest);
+/* Records that the notifications of c up to newest wait for other workers'
+ * observers (left = 1), or that they are gone (left = 0). */
+void pc_waiting_note(pc_worker_t *w, const pc_cell_t *c, uint64_t newest, int left);
+/* Drops entries not seen for long (their notifications went meanwhile). */
+void pc_waiting_prune(pc_worker_t *w);
+
+/* ---- backfills (backfill.c) ---------------------------------------------------- */
+
+/* The backfill thread's loop (worker.c starts the thread): refreshes the
+ * view when due, and runs the backfill of each registration of this
+ * worker's observers that is not finished, until the worker stops. */
+void pc_backfill_main(pc_worker_t *w);
 
 /* ---- setbacks in memory (backoff.c) ------------------------------------------ */
 

@@ -12,8 +12,8 @@
  * such records every RETRY_SCAN_MS (pc_parked_retry) and runs the parked
  * observer, if it has it, on the parked change alone, in a transaction
  * that also deletes the record, so that of two workers at most one
- * commits: a strong observer reads its ack first (a change it observed
- * since is not run again) and writes it; a weak one just runs. A retry that
+ * commits: the observer's ack is read first (a change it observed since is
+ * not run again) and written, as in any run (run.c). A retry that
  * fails is deferred with backoff like any run, and parked again (retry "0")
  * after max_failures more failures. pc_notify_wait waits for requested
  * retries (wait.c).
@@ -386,7 +386,6 @@ static pc_status_t delete_record(pc_txn_t *t, const requeue_t *q, pc_error_t *er
 static void retry_one(pc_worker_t *w, obs_slot_t *slot, const requeue_t *q) {
   const pc_observer_t *o = slot->obs;
   pc_cell_t c = {q->table.p, q->crow.p, q->crow.len, q->col.p, q->col.len};
-  int strong = o->kind == PC_OBSERVER_STRONG;
   pc_buf_t key = {0}, ack_col = {0};
   pc_txn_t *t = NULL;
   pc_error_t err;
@@ -394,20 +393,18 @@ static void retry_one(pc_worker_t *w, obs_slot_t *slot, const requeue_t *q) {
   char name[200];
   pc_cell_name(c.table, c.row, c.rlen, c.col, c.clen, name, sizeof name);
   if (pc_backoff_key(&key, &c, o->name) != 0 || pc_backoff_waiting(w, &key, NULL)) goto out;
-  if (strong && pc_ack_column(&ack_col, o->name, c.col, c.clen) != 0) goto out;
+  if (pc_ack_column(&ack_col, o->name, c.col, c.clen) != 0) goto out;
   if (!(t = pc_txn_begin_for(w->db, &c, &err))) goto setback;
-  uint64_t ack = 0, start = 0;
-  pc_status_t st = PC_OK;
-  if (strong) {
-    if ((st = pc_run_read_ts(t, &c, &ack_col, &ack, &err)) != PC_OK) goto setback;
-    start = pc_txn_start_ts(t);
-    if (ack >= q->ts) { /* observed since it was parked */
-      if ((st = delete_record(t, q, &err)) == PC_OK) st = pc_txn_commit(t, &err);
-      if (st != PC_OK) goto setback;
-      pc_count(slot, PC_C_SKIPPED);
-      pc_backoff_forget(w, &key);
-      goto out;
-    }
+  uint64_t ack = 0;
+  pc_status_t st = pc_run_read_ts(t, &c, &ack_col, &ack, &err);
+  if (st != PC_OK) goto setback;
+  uint64_t start = pc_txn_start_ts(t);
+  if (ack >= q->ts) { /* observed since it was parked */
+    if ((st = delete_record(t, q, &err)) == PC_OK) st = pc_txn_commit(t, &err);
+    if (st != PC_OK) goto setback;
+    pc_count(slot, PC_C_SKIPPED);
+    pc_backoff_forget(w, &key);
+    goto out;
   }
   pc_notified_cell_t nc = {c.table, c.row, c.rlen, c.col, c.clen, q->ts};
   st = pc_run_callback(w, o, t, &nc, &err);
@@ -426,7 +423,7 @@ static void retry_one(pc_worker_t *w, obs_slot_t *slot, const requeue_t *q) {
     }
     goto out;
   }
-  if (strong) st = pc_run_write_ts(t, &c, &ack_col, start, &err);
+  st = pc_run_write_ts(t, &c, &ack_col, start, &err);
   if (st == PC_OK) st = delete_record(t, q, &err);
   if (st == PC_OK) st = pc_txn_commit(t, &err);
   if (st != PC_OK) goto setback;

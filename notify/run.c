@@ -1,11 +1,15 @@
 /* run.c — one observer on one cell (Fluo's work task). The run is a
- * transaction begun for the notified cell (pc_txn_begin_for), start_ts S:
- *   strong  it reads ack(c, O) = A; when A is past the newest strong
- *           notification found, the change was observed already and the
- *           run is skipped; otherwise O's callback runs, the transaction
- *           writes ack = S and commits. Two runs for one change both write
- *           the ack, so at most one of them commits;
- *   weak    O's callback runs and the transaction commits; there is no ack.
+ * transaction begun for the notified cell (pc_txn_begin_for), start_ts S.
+ * It reads ack(c, O) = A; when A is past the newest notification of O's
+ * kind found, O observed it already and the run is skipped; otherwise O's
+ * callback runs, the transaction writes ack = S and commits. Two runs for
+ * one change both write the ack, so at most one of them commits. A strong
+ * observer covers every change below its ack; a weak one every weak
+ * notification below it. Weak observers keep acks too (since registered
+ * observers that different workers run share a column's notifications):
+ * another worker reads them to know what a weak observer it does not run
+ * has covered (pass.c). An observer parked on the cell (parked.c) does not
+ * run, and counts as done, until a retry is asked for.
  *
  * Setbacks. A callback that fails, or an ack that is not 8 bytes, is a
  * failure of (cell, observer): deferred with backoff (backoff.c), and at
@@ -97,47 +101,40 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
     goto out;
   }
   if (pc_backoff_waiting(w, &key, retry_at)) goto out;
-  if (strong && pc_ack_column(&ack_col, o->name, c->col, c->clen) != 0) goto setback;
+  if (pc_ack_column(&ack_col, o->name, c->col, c->clen) != 0) goto setback;
 
   t = pc_txn_begin_for(w->db, c, &err);
   if (!t) goto setback;
-  uint64_t start = 0, ack = 0;
-  pc_status_t st = PC_OK;
-  if (strong) {
-    st = pc_run_read_ts(t, c, &ack_col, &ack, &err);
-    if (st == PC_CORRUPTION) goto failed;
-    if (st != PC_OK) goto setback;
-    start = pc_txn_start_ts(t); /* taken by now, lazy_start or not */
-    if (ack >= target) { /* observed already: this observer covers everything below ack */
-      pc_count(slot, PC_C_SKIPPED);
-      pc_backoff_forget(w, &key);
-      pc_crash_forget(w, c, o->name, &key);
-      *cover = ack;
-      res = RUN_DONE;
-      goto out;
-    }
+  uint64_t ack = 0;
+  pc_status_t st = pc_run_read_ts(t, c, &ack_col, &ack, &err);
+  if (st == PC_CORRUPTION) goto failed;
+  if (st != PC_OK) goto setback;
+  uint64_t start = pc_txn_start_ts(t); /* taken by now, lazy_start or not */
+  if (ack >= target) { /* observed already: this observer covers everything below ack */
+    pc_count(slot, PC_C_SKIPPED);
+    pc_backoff_forget(w, &key);
+    pc_crash_forget(w, c, o->name, &key);
+    *cover = ack;
+    res = RUN_DONE;
+    goto out;
   }
 
   pc_notified_cell_t nc = {c->table, c->row, c->rlen, c->col, c->clen, target};
   st = pc_run_callback(w, o, t, &nc, &err);
   if (pc_worker_self() && pc_worker_self()->given_up) goto out; /* counted by the watchdog */
   if (st != PC_OK) goto failed;
-  if (strong && (st = pc_run_write_ts(t, c, &ack_col, start, &err)) != PC_OK) goto setback_st;
+  if ((st = pc_run_write_ts(t, c, &ack_col, start, &err)) != PC_OK) goto setback_st;
   /* the run covers below its start_ts: with the others' covers, what the
-   * commit may delete (a weak run's start_ts is 0 here when, with
-   * lazy_start, it read nothing yet) */
-  if (pass)
-    pc_txn_trigger_bound(t, pc_pass_clear_below(pass, strong ? start : pc_txn_start_ts(t)));
+   * commit may delete, on behalf of the column's observers */
+  if (pass) pc_txn_trigger_bound(t, pc_pass_clear_below(pass, start), pass->names, pass->nlen);
   st = pc_txn_commit(t, &err);
   if (st != PC_OK) goto setback_st;
   if (pc_txn_trigger_cleared(t)) *cleared = 1;
   pc_count(slot, PC_C_RUNS);
-  pc_worker_latency(w, target, pc_txn_commit_ts(t));
+  if (!g->backfill) pc_worker_latency(w, target, pc_txn_commit_ts(t));
   pc_backoff_forget(w, &key);
   pc_crash_forget(w, c, o->name, &key);
-  /* weak: the snapshot's timestamp (0 when, with lazy_start, the run read
-   * and wrote nothing: then it covers only what the scan saw) */
-  *cover = strong ? start : pc_txn_start_ts(t);
+  *cover = start;
   res = RUN_DONE;
   goto out;
 

@@ -215,11 +215,41 @@ static pc_status_t retry_pending(pc_db_t *db, uint64_t read_ts, retry_seen_t *r,
   return st;
 }
 
+/* The first registration whose backfill is not finished. */
+typedef struct unfinished {
+  int found, state;
+  uint64_t presented;
+  char name[PC_MAX_OBSERVER_NAME + 1];
+} unfinished_t;
+
+static int any_unfinished(void *ctx, const pc_observer_info_t *o) {
+  unfinished_t *u = ctx;
+  if (o->problem || o->state == PC_BACKFILL_DONE) return 0;
+  u->found = 1;
+  u->state = o->state;
+  u->presented = o->presented;
+  snprintf(u->name, sizeof u->name, "%.*s", (int)o->name_len, o->name);
+  return 1;
+}
+
 /* One look (see pc_notify_wait). PC_OK when idle, PC_BUSY with why's text
  * saying what is still going on, or an error. */
 static pc_status_t idle_once(pc_db_t *db, uint32_t timeout_ms, pc_error_t *why, pc_error_t *err) {
   uint64_t before, last;
-  pc_status_t st = pc_db_ts(db, timeout_ms, &before, err);
+  /* a registration still presenting the cells written before it: read
+   * before the check, whose timestamps its own reading would spoil */
+  unfinished_t u = {0};
+  pc_status_t st = pc_db_observers_within(db, timeout_ms, any_unfinished, &u, err);
+  if (st != PC_OK) return st;
+  if (u.found && u.state == PC_BACKFILL_REGISTERING)
+    return pc_error_set(why, PC_BUSY, "observer '%s' is not yet registered with every store",
+                        u.name);
+  if (u.found)
+    return pc_error_set(why, PC_BUSY,
+                        "the backfill of observer '%s' is not finished (%" PRIu64
+                        " cells presented)",
+                        u.name, u.presented);
+  st = pc_db_ts(db, timeout_ms, &before, err);
   if (st != PC_OK) return st;
   first_lock_t lock = {0};
   st = db->store->ops->scan_locks(db->store, UINT64_MAX, any_lock, &lock, err);
@@ -254,6 +284,8 @@ static pc_status_t idle_once(pc_db_t *db, uint32_t timeout_ms, pc_error_t *why, 
 }
 
 /* What a successful wait guarantees (the order of the steps matters):
+ *   0. every registration's backfill is finished (read first: its reading
+ *      takes a timestamp, which step 4 would see);
  *   1. before = a fresh timestamp;
  *   2. no lock anywhere (scan_locks);
  *   3. no notification anywhere (a full scan_notify), and no retry of a
@@ -276,7 +308,8 @@ static pc_status_t idle_once(pc_db_t *db, uint32_t timeout_ms, pc_error_t *why, 
  * step 1, in which case its own notifications and locks were there for steps
  * 2 and 3 to find, and so on down the chain. Not covered: a transaction that
  * took its start_ts before step 1 and writes its first lock after step 2 —
- * it is still running, and commits after the wait returns. */
+ * it is still running, and commits after the wait returns — nor a
+ * registration made after step 0, which is as concurrent with the wait. */
 pc_status_t pc_notify_wait(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err) {
   pc_error_clear(err);
   if (!db) return pc_error_set(err, PC_INVALID, "database is NULL");

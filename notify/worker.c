@@ -6,6 +6,9 @@
  * over every claim in a random order (claims.c), scanning each claim it
  * takes (scan.c) and passing over each cell found (pass.c).
  *
+ * The backfill thread refreshes the worker's view of the registered
+ * observers and runs the backfills of new registrations (backfill.c).
+ *
  * The keeper thread does the periodic work: the sweeper's turn
  * (sweeper.c), the counters' flush (counters.c), and the watchdog. A run
  * whose observer has not returned after hang_ms is given up: it counts as
@@ -183,6 +186,36 @@ static int start_thread(pc_worker_t *w, uint32_t i, uint64_t seed) {
     return -1;
   }
   w->nthreads++;
+  return 0;
+}
+
+/* The backfill thread (backfill.c) runs observers as well: it has the
+ * journal slot after the observer threads' (so that a run it dies in is
+ * counted like theirs), and counts among the threads a bounded stop waits
+ * for. The watchdog does not give its runs up: it holds no claim, and a
+ * backfill that hangs delays only later backfills. */
+static void *backfiller_main(void *arg) {
+  wthread_t *t = arg;
+  self_ = t;
+  pc_backfill_main(t->w);
+  thread_out(t->w);
+  return NULL;
+}
+
+static int start_backfiller(pc_worker_t *w) {
+  wthread_t *t = &w->threads_ctx[w->maxthreads];
+  memset(t, 0, sizeof *t);
+  t->w = w;
+  t->idx = (uint32_t)w->maxthreads;
+  atomic_init(&t->claim, -1);
+  pthread_mutex_lock(&w->mu);
+  w->nlive++;
+  pthread_mutex_unlock(&w->mu);
+  if (pthread_create(&w->backfiller, NULL, backfiller_main, t) != 0) {
+    thread_out(w);
+    return -1;
+  }
+  w->backfiller_started = 1;
   return 0;
 }
 
@@ -371,7 +404,7 @@ static pc_status_t open_journal(pc_worker_t *w, pc_error_t *err) {
   if (!names) return pc_error_set(err, PC_NOMEM, "out of memory");
   for (size_t i = 0; i < w->nslots; i++) names[i] = w->slots[i].obs->name;
   left_t l = {w, NULL, NULL, 0, NULL, 0, 0};
-  w->journal = pc_journal_open(w->journal_dir, (uint32_t)w->maxthreads, names, w->nslots,
+  w->journal = pc_journal_open(w->journal_dir, (uint32_t)w->maxthreads + 1, names, w->nslots,
                                left_run, left_counts, &l, err);
   free(names);
   if (w->journal) {
@@ -426,10 +459,12 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
   pthread_mutex_init(&w->sets_mu, NULL);
   pc_cond_init_mono(&w->cv);
 
+  pthread_mutex_init(&w->view_mu, NULL);
+
   collect_t c = {w, 0, 0};
   pc_registry_foreach(registry, collect_observer, &c);
-  if (c.oom || !(w->backoff = pc_backoff_create()) || !(w->held = pc_keyset_create()) ||
-      !(w->suspects = pc_keyset_create()) ||
+  if (c.oom || !(w->backoff = pc_backoff_create()) || !(w->waiting = pc_waiting_create()) ||
+      !(w->held = pc_keyset_create()) || !(w->suspects = pc_keyset_create()) ||
       (opts.journal_dir && !(w->journal_dir = strdup(opts.journal_dir))) ||
       !(w->flushed = calloc(w->nslots ? w->nslots : 1, sizeof *w->flushed))) {
     pc_error_set(err, PC_NOMEM, "out of memory");
@@ -449,6 +484,16 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
       goto fail;
     }
   }
+  /* every store gets every registration (one may have lost its copies, or
+   * a registrar stopped half-way); then what this worker leaves to others */
+  if (pc_db_observers_sync(db, err) != PC_OK) {
+    pc_error_prefix(err, "worker: giving the stores the registered observers");
+    goto fail;
+  }
+  if (pc_view_refresh(w, err) != PC_OK) {
+    pc_error_prefix(err, "worker: reading the registered observers");
+    goto fail;
+  }
   if (!db->store->ops->scan_notify || !db->store->ops->clear_notify) {
     pc_error_set(err, PC_INVALID, "worker: this store keeps no notifications");
     goto fail;
@@ -459,7 +504,7 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
   }
   if (open_journal(w, err) != PC_OK) goto fail;
 
-  w->threads_ctx = calloc(w->maxthreads, sizeof *w->threads_ctx);
+  w->threads_ctx = calloc(w->maxthreads + 1, sizeof *w->threads_ctx); /* + the backfiller's */
   w->threads = calloc(w->maxthreads, sizeof *w->threads);
   if (!w->threads_ctx || !w->threads) {
     pc_error_set(err, PC_NOMEM, "out of memory");
@@ -471,6 +516,10 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
       pc_error_set(err, PC_INTERNAL, "worker: cannot start thread %u", i);
       goto fail;
     }
+  }
+  if (start_backfiller(w) != 0) {
+    pc_error_set(err, PC_INTERNAL, "worker: cannot start its backfill thread");
+    goto fail;
   }
   w->next_sweep_ms = pc_now_mono_ms() + opts.sweep_ms;
   w->next_flush_ms = pc_now_mono_ms() + FLUSH_MS;
@@ -500,8 +549,12 @@ static void signal_stop(pc_worker_t *w) {
 /* Joins the threads (all out of their loops, or waited for) and releases w. */
 static void release(pc_worker_t *w) {
   for (size_t i = 0; i < w->nthreads; i++) pthread_join(w->threads[i], NULL);
+  if (w->backfiller_started) pthread_join(w->backfiller, NULL);
   if (w->journal && w->nslots) pc_counters_flush(w); /* what the keeper had not written */
   pc_journal_close(w->journal);
+  pc_view_release(w);
+  pthread_mutex_destroy(&w->view_mu);
+  pc_waiting_destroy(w->waiting);
   pc_backoff_destroy(w->backoff);
   pc_keyset_destroy(w->held);
   pc_keyset_destroy(w->suspects);
@@ -544,8 +597,9 @@ pc_status_t pc_worker_stop_within(pc_worker_t *w, uint32_t ms, pc_error_t *err) 
   char what[512] = "";
   size_t len = 0;
   pc_journal_copy_t *cp = malloc(sizeof *cp);
-  for (size_t i = 0; cp && i < w->nthreads && len < sizeof what - 1; i++) {
-    if (!pc_journal_peek(w->journal, w->threads_ctx[i].idx, UINT64_MAX, 1, cp)) continue;
+  for (size_t i = 0; cp && i <= w->maxthreads && len < sizeof what - 1; i++) {
+    if (i < w->maxthreads && i >= w->nthreads) continue; /* never started */
+    if (!pc_journal_peek(w->journal, (uint32_t)i, UINT64_MAX, 1, cp)) continue;
     char name[200];
     int n = snprintf(what + len, sizeof what - len, "%s'%s' on %s", len ? ", " : "", cp->observer,
                      pc_cell_name(cp->cell.table, cp->cell.row, cp->cell.rlen, cp->cell.col,

@@ -15,15 +15,19 @@
  * A strong notification of cell c at ts runs each strong observer O of c's
  * column in a transaction T with a fresh start_ts: T reads ack(c, O); if it
  * is at or after ts the change was already observed; otherwise O's callback
- * runs, T writes ack(c, O) = T.start_ts and commits. After the commit (or
- * the skip), c's notifications older than T.start_ts are deleted; newer ones
- * stay. A weak notification runs the weak observers the same way without
- * an ack. An observer that fails (an error, or a conflict) is retried with
- * backoff, and while it waits nothing runs the cell's pass again; after
- * max_failures failures of its callback its notification is parked:
- * recorded in the system table with the error, and removed from scanning
- * (pc_worker_failures lists them, pc_worker_retry_failures asks for a
- * retry). Conflicts are retried but never parked: another transaction
+ * runs, T writes ack(c, O) = T.start_ts and commits. A weak notification
+ * runs the weak observers the same way. The observers registered in the
+ * store are the authority over what goes: c's notifications are deleted
+ * only below what every observer registered for c's column has covered —
+ * this worker's by their runs, other workers' by their acks — and the store
+ * checks that the deletion accounts for every observer it knows. A column
+ * whose registered observers this worker runs none of is left to the
+ * workers that do. An observer that fails (an error, or a conflict) is
+ * retried with backoff, and while it waits nothing runs the cell's pass
+ * again; after max_failures failures of its callback its notification is
+ * parked: recorded in the system table with the error, and removed from
+ * scanning (pc_worker_failures lists them, pc_worker_retry_failures asks for
+ * a retry). Conflicts are retried but never parked: another transaction
  * committed, so the cell made progress.
  *
  * An observer that kills the worker process is counted across restarts
@@ -36,6 +40,8 @@
  * reads (the sweeper), so that a crashed writer's notifications appear
  * (roll-forward writes them) and its other locks go; it also writes the
  * observers' counters to the store and watches for runs that do not return.
+ * Another reads the registered observers again now and then, and runs the
+ * backfill of each new registration of this worker's observers.
  */
 #ifndef PC_NOTIFY_WORKER_H
 #define PC_NOTIFY_WORKER_H
@@ -69,13 +75,15 @@ typedef struct pc_worker_options {
 /* The defaults above. */
 void pc_worker_options_default(pc_worker_options_t *o);
 
-/* Registers every observer of registry in db's store (pc_db_register_observed)
- * and starts the threads. db and registry must outlive the worker; the
- * observers are those of the registry at the start (one registered later is
- * not run). Every worker of a store must run the same observers: a worker
- * deletes the notifications of a column it has no observer for. A registry
- * without observers is PC_INVALID. Returns NULL on error (naming the
- * observer or the resource). Stop and release with pc_worker_stop. */
+/* Registers every observer of registry in db's store (pc_db_register_observed),
+ * gives every store the copy of every registration (pc_db_observers_sync),
+ * reads the registered observers (logging, per column, those it does not
+ * run: their notifications wait for another worker) and starts the threads.
+ * db and registry must outlive the worker; the observers are those of the
+ * registry at the start (one registered later is not run). Workers of one
+ * store may run different observers. A registry without observers is
+ * PC_INVALID. Returns NULL on error (naming the observer or the resource).
+ * Stop and release with pc_worker_stop. */
 pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
                              const pc_worker_options_t *o, pc_error_t *err);
 

@@ -193,6 +193,19 @@ static pc_status_t r_get_fresh(pc_store_t *base, const pc_cell_t *c, pc_ts_sourc
   return get_op((remote_t *)base, c, 0, read_ts, value, vlen, lock, err);
 }
 
+/* Reads the answer to a deletion of notifications: u8 done str missing. */
+static void take_clear_answer(pc_rd_t *r, pc_notify_clear_t *clear) {
+  size_t ml;
+  clear->done = pc_rd_u8(r) == 1;
+  const char *m = pc_rd_str(r, &ml);
+  if (r->ok && ml <= PC_NOTIFY_MISSING_MAX) {
+    memcpy(clear->missing, m, ml);
+    clear->missing[ml] = '\0';
+  } else {
+    r->ok = 0;
+  }
+}
+
 static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *muts, size_t n,
                                const pc_lock_spec_t *spec, uint64_t start_ts,
                                pc_notify_clear_t *clear, uint64_t *commit_ts,
@@ -210,11 +223,19 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
     bad = pc_buf_u64(&body, start_ts);
   bad = bad || pc_buf_u32(&body, (uint32_t)n);
   for (size_t k = 0; k < n && !bad; k++) bad = pc_wire_put_mutation(&body, &muts[k]);
-  if (clear && !bad) bad = pc_wire_put_cell(&body, &clear->cell) || pc_buf_u64(&body, clear->below);
+  if (clear) {
+    clear->done = 0;
+    clear->missing[0] = '\0';
+  }
+  if (clear && !bad)
+    bad = pc_wire_put_cell(&body, &clear->cell) || pc_buf_u64(&body, clear->below) ||
+          pc_buf_str(&body, clear->observers ? clear->observers : "",
+                     clear->observers ? clear->olen : 0);
   pc_rd_t r = {0};
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) {
     if (st == PC_OK && op != PC_TABLET_OP_PREWRITE) *commit_ts = pc_rd_u64(&r);
+    if (st == PC_OK && clear) take_clear_answer(&r, clear);
     int got_lock = 0;
     if (st == PC_LOCKED) {
       if (pc_wire_get_lock(&r, lock)) r.ok = 0;
@@ -572,16 +593,85 @@ static pc_status_t r_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
   return st;
 }
 
-static pc_status_t r_clear_notify(pc_store_t *base, const pc_cell_t *cell, uint64_t below,
-                                  pc_error_t *err) {
+static pc_status_t r_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc_error_t *err) {
   remote_t *s = (remote_t *)base;
+  const pc_cell_t *cell = &clear->cell;
   size_t i = route(s, cell->row, cell->rlen);
   pc_buf_t body = {0}, reply = {0};
   pc_rd_t r = {0};
   pc_status_t st = PC_OK;
-  if (pc_wire_put_cell(&body, cell) || pc_buf_u64(&body, below)) st = nomem(err);
+  clear->done = 0;
+  clear->missing[0] = '\0';
+  if (pc_wire_put_cell(&body, cell) || pc_buf_u64(&body, clear->below) ||
+      pc_buf_str(&body, clear->observers ? clear->observers : "",
+                 clear->observers ? clear->olen : 0))
+    st = nomem(err);
   if (st == PC_OK) st = call(s, i, PC_TABLET_OP_CLEAR_NOTIFY, &body, &reply, &r, err);
-  if (reply.len) st = take_message(s, i, &r, st, err);
+  if (reply.len) {
+    if (st == PC_OK) take_clear_answer(&r, clear);
+    st = r.ok ? take_message(s, i, &r, st, err)
+              : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed reply", s->t[i].name);
+  }
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  return st;
+}
+
+/* Every tablet in turn: each commits the rows of its range, so each must
+ * know the observers before a registration counts as made. */
+static pc_status_t r_observer_update(pc_store_t *base, const pc_store_observer_t *o, int add,
+                                     pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  pc_buf_t body = {0}, rec = {0}, reply = {0};
+  pc_status_t st = PC_OK;
+  if (pc_buf_u8(&body, (uint8_t)(add != 0)) || pc_buf_str(&body, o->name, strlen(o->name)) ||
+      (add && (pc_obs_record_encode(&rec, o->kind, o->table, o->col, o->clen) ||
+               pc_buf_str(&body, rec.p, rec.len))))
+    st = nomem(err);
+  for (size_t i = 0; i < s->n && st == PC_OK; i++) {
+    pc_rd_t r = {0};
+    st = call(s, i, PC_TABLET_OP_OBSERVER, &body, &reply, &r, err);
+    if (reply.len) st = take_message(s, i, &r, st, err);
+    if (st != PC_OK && reply.len) pc_error_prefix(err, "tablet %s", s->t[i].name);
+  }
+  pc_buf_free(&body);
+  pc_buf_free(&rec);
+  pc_buf_free(&reply);
+  return st;
+}
+
+static pc_status_t r_observer_list(pc_store_t *base, pc_store_observer_fn fn, void *ctx,
+                                   pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  pc_buf_t body = {0}, reply = {0};
+  pc_status_t st = PC_OK;
+  int stop = 0;
+  for (size_t i = 0; i < s->n && st == PC_OK && !stop; i++) {
+    pc_rd_t r = {0};
+    st = call(s, i, PC_TABLET_OP_OBSERVERS, &body, &reply, &r, err);
+    if (!reply.len) break;
+    if (st == PC_OK) {
+      uint32_t n = pc_rd_u32(&r);
+      for (uint32_t k = 0; k < n && r.ok && !stop; k++) {
+        size_t nl, rl;
+        const char *name = pc_rd_str(&r, &nl), *rec = pc_rd_str(&r, &rl);
+        pc_obs_record_t d;
+        char nm[65];
+        if (!r.ok || !pc_obs_name_ok(name, nl) || pc_obs_record_decode(rec, rl, &d) != 0) {
+          r.ok = 0;
+          break;
+        }
+        memcpy(nm, name, nl);
+        nm[nl] = '\0';
+        pc_store_observer_t o = {nm, d.table, d.col, d.clen, d.kind};
+        stop = fn(ctx, &o);
+      }
+      if (stop) break;
+    }
+    st = r.ok ? take_message(s, i, &r, st, err)
+              : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed observers reply",
+                             s->t[i].name);
+  }
   pc_buf_free(&body);
   pc_buf_free(&reply);
   return st;
@@ -620,6 +710,8 @@ static const pc_store_ops_t remote_ops = {
     .gc = r_gc,
     .scan_notify = r_scan_notify,
     .clear_notify = r_clear_notify,
+    .observer_update = r_observer_update,
+    .observer_list = r_observer_list,
     .shard_of = r_shard_of,
     .close = r_close,
 };

@@ -250,6 +250,23 @@ static int note_out(void *ctx, const pc_notification_t *note) {
   return o->more;
 }
 
+typedef struct obs_out {
+  pc_buf_t *payload;
+  uint32_t n;
+  int oom;
+} obs_out_t;
+
+static int observer_out(void *ctx, const pc_store_observer_t *ob) {
+  obs_out_t *o = ctx;
+  pc_buf_t rec = {0};
+  o->oom = pc_obs_record_encode(&rec, ob->kind, ob->table, ob->col, ob->clen) ||
+           pc_buf_str(o->payload, ob->name, strlen(ob->name)) ||
+           pc_buf_str(o->payload, rec.p, rec.len);
+  pc_buf_free(&rec);
+  o->n += !o->oom;
+  return o->oom;
+}
+
 /* A read below the last GC's safe point could miss versions it deleted. A
  * read checks before and again after it reads: the pass publishes its safe
  * point before it deletes anything, so a read that still passes the check
@@ -326,6 +343,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE && r->pos < r->len) {
         if (pc_wire_get_cell(r, a, &clear.cell)) st = malformed(name, e);
         clear.below = pc_rd_u64(r);
+        clear.observers = pc_rd_str(r, &clear.olen);
         if (st == PC_OK && !r->ok) st = malformed(name, e);
         cl = &clear;
       }
@@ -343,7 +361,10 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
           st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, cl,
                                         &commit_ts, &lock, e);
       }
-      if (st == PC_OK && op != PC_TABLET_OP_PREWRITE && pc_buf_u64(payload, commit_ts))
+      if (st == PC_OK && op != PC_TABLET_OP_PREWRITE &&
+          (pc_buf_u64(payload, commit_ts) ||
+           (cl && (pc_buf_u8(payload, (uint8_t)cl->done) ||
+                   pc_buf_str(payload, cl->missing, strlen(cl->missing))))))
         st = pc_error_set(e, PC_NOMEM, "oom");
       if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
       pc_lock_info_free(&lock);
@@ -509,12 +530,43 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       return st;
     }
     case PC_TABLET_OP_CLEAR_NOTIFY: {
-      pc_cell_t c;
-      if (pc_wire_get_cell(r, a, &c)) return malformed("clear notify", e);
-      uint64_t below = pc_rd_u64(r);
+      pc_notify_clear_t clear = {0};
+      if (pc_wire_get_cell(r, a, &clear.cell)) return malformed("clear notify", e);
+      clear.below = pc_rd_u64(r);
+      clear.observers = pc_rd_str(r, &clear.olen);
       if (!r->ok || r->pos != r->len) return malformed("clear notify", e);
-      if ((st = check_row(t, &c, e)) != PC_OK) return st;
-      return s->ops->clear_notify(s, &c, below, e);
+      if ((st = check_row(t, &clear.cell, e)) != PC_OK) return st;
+      st = s->ops->clear_notify(s, &clear, e);
+      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)clear.done) ||
+                          pc_buf_str(payload, clear.missing, strlen(clear.missing))))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      return st;
+    }
+    case PC_TABLET_OP_OBSERVER: {
+      uint8_t add = pc_rd_u8(r);
+      size_t nl, rl = 0;
+      const char *name = pc_rd_str(r, &nl), *rec = add ? pc_rd_str(r, &rl) : NULL;
+      pc_obs_record_t d;
+      char nm[65];
+      if (!r->ok || r->pos != r->len || add > 1 || !pc_obs_name_ok(name, nl) ||
+          (add && pc_obs_record_decode(rec, rl, &d) != 0))
+        return malformed("observer", e);
+      memcpy(nm, name, nl);
+      nm[nl] = '\0';
+      pc_store_observer_t o = {nm, add ? d.table : NULL, add ? d.col : NULL, add ? d.clen : 0,
+                               add ? d.kind : 0};
+      return s->ops->observer_update(s, &o, add, e);
+    }
+    case PC_TABLET_OP_OBSERVERS: {
+      if (r->pos != r->len) return malformed("observers", e);
+      pc_buf_t list = {0};
+      obs_out_t o = {&list, 0, 0};
+      st = s->ops->observer_list(s, observer_out, &o, e);
+      if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+      if (st == PC_OK && (pc_buf_u32(payload, o.n) || pc_buf_append(payload, list.p, list.len)))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+      pc_buf_free(&list);
+      return st;
     }
     case PC_TABLET_OP_INFO:
       if (r->pos != r->len) return malformed("info", e);
@@ -539,7 +591,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   pc_tablet_t *t = ctx;
-  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_CLEAR_NOTIFY)
+  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_OBSERVERS)
     return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   atomic_fetch_add(&t->ops, 1);
   pc_rd_t r = {body, len, 0, 1};

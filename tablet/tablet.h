@@ -5,19 +5,23 @@
  * Wire ops (request body -> reply body); cells are (str table, str row, str
  * col); every reply body starts with u8 store status and, when that is not
  * PC_OK, ends with str message. A mutation is cell u8 kind (0 put, 1 delete,
- * 3 notify: a weak notification, no value) u8 flags (1 observed, 2 weak)
- * str value; a lock carries the same kind and flags bytes (tablet_wire.c);
- * a notification is cell u64 ts u8 weak (0 strong, 1 weak).
+ * 3 notify: a weak notification, no value) u8 flags (2 weak; 1 is ignored)
+ * str value; a lock carries the same kind and flags bytes, 1 saying the
+ * column had a strong observer at prewrite (tablet_wire.c); a notification
+ * is cell u64 ts u8 weak (0 strong, 1 weak).
  *
  *   0x10 GET        cell u64 read_ts                  -> status [str value | lock]
  *   0x11 PREWRITE   spec u32 n n*mutation             -> status [lock]
  *   0x12 COMMIT     u64 start u64 commit u32 n n*cell -> status
  *   0x13 ROLLBACK   u64 start u32 n n*cell            -> status
  *   0x14 CHECK_TXN  cell u64 start u64 now u8 dead    -> status u8 state u64 commit_ts
- *   0x15 ONE_PHASE  u64 start u32 n n*mutation [clear] -> status [u64 commit_ts | lock]
- *                   clear = cell u64 below: that cell's notifications below
- *                   go in the commit's batch (pc_notify_clear_t); the cell
- *                   must be in a row of the mutations
+ *   0x15 ONE_PHASE  u64 start u32 n n*mutation [clear] -> status [u64 commit_ts
+ *                                                        [u8 done str missing] | lock]
+ *                   clear = cell u64 below str observers: that cell's
+ *                   notifications below go in the commit's batch when the
+ *                   observers (each name NUL-terminated) account for the
+ *                   tablet's (pc_notify_clear_t); the cell must be in a row
+ *                   of the mutations; done and missing answer a clear
  *   0x16 SCAN       str table str start u8 has_col str col u8 has_end str end
  *                   u64 read_ts u32 limit             -> status u32 n n*(str row str col
  *                                                        str value) [lock]
@@ -45,8 +49,15 @@
  *                   once it holds PC_TABLET_NOTIFY_REPLY_MAX bytes: ask again
  *                   after its last notification. more = 0 and n < limit: the
  *                   range is exhausted on this tablet)
- *   0x1E CLEAR_NOTIFY cell u64 below                  -> status
- *                   (deletes the cell's notifications with ts < below)
+ *   0x1E CLEAR_NOTIFY cell u64 below str observers    -> status u8 done str missing
+ *                   (deletes the cell's notifications with ts < below when
+ *                   the observers account for the tablet's, as in ONE_PHASE)
+ *   0x1F OBSERVER   u8 add str name [str record]      -> status
+ *                   (store.h's observer_update: adds the observer, whose
+ *                   registration record (keys.h) follows, or removes it)
+ *   0x20 OBSERVERS  (empty)                           -> status u32 n
+ *                                                        n*(str name str record)
+ *                   (the tablet's set, store.h's observer_list)
  * After a GC at safe point S, a GET or SCAN at a read_ts below S is
  * PC_ABORTED (the snapshot is older than what the tablet still keeps).
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
@@ -76,6 +87,8 @@ enum {
   PC_TABLET_OP_GC = 0x1C,
   PC_TABLET_OP_SCAN_NOTIFY = 0x1D,
   PC_TABLET_OP_CLEAR_NOTIFY = 0x1E,
+  PC_TABLET_OP_OBSERVER = 0x1F,
+  PC_TABLET_OP_OBSERVERS = 0x20,
 };
 
 #define PC_TABLET_LOCKS_MAX 10000u

@@ -73,7 +73,7 @@ static int lock_kind_ok(uint8_t kind) {
 
 int pc_wire_put_mutation(pc_buf_t *b, const pc_mutation_t *m) {
   if (pc_wire_put_cell(b, &m->cell) || pc_buf_u8(b, (uint8_t)m->kind) ||
-      pc_buf_u8(b, flags_of(m->observed, m->weak)))
+      pc_buf_u8(b, flags_of(0, m->weak)))
     return -1;
   return pc_buf_str(b, m->value ? m->value : "", m->value ? m->vlen : 0);
 }
@@ -88,7 +88,8 @@ int pc_wire_get_mutation(pc_rd_t *r, pc_arena_t *a, pc_mutation_t *m) {
       vlen > PC_MAX_VALUE || (kind == PC_WRITE_NOTIFY && vlen != 0))
     return -1;
   m->kind = (pc_write_kind_t)kind;
-  m->observed = (flags & WF_OBSERVED) != 0;
+  /* WF_OBSERVED, which clients once sent, is not theirs to say: the
+   * tablet's own observers decide (store_observers.c) */
   m->weak = (flags & WF_WEAK) != 0;
   m->value = kind == PC_WRITE_PUT ? v : NULL;
   m->vlen = kind == PC_WRITE_PUT ? vlen : 0;

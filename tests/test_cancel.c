@@ -80,8 +80,7 @@ static int setup(void **state) {
     char rows[100][16];
     for (int k = 0; k < 100; k++) {
       snprintf(rows[k], sizeof rows[k], "r%06d", i + k);
-      m[k] = (pc_mutation_t){{"t", rows[k], strlen(rows[k]), "c", 1}, PC_WRITE_PUT, "value", 5,
-                             0, 0};
+      m[k] = (pc_mutation_t){{"t", rows[k], strlen(rows[k]), "c", 1}, PC_WRITE_PUT, "value", 5, 0};
     }
     uint64_t start, commit;
     ts_source(NULL, &start, &err);

@@ -6,9 +6,10 @@
 #      `wait`, `clusters` equals the files grouped by `sha256sum` (coreutils),
 #      canonical = the smallest path; `check` finds no difference; `search`
 #      and `doc` answer from the index and the clusters.
-#   2. a canonical document's contents change and another document is deleted
-#      (`load --delete`); after `wait`, clusters follow the files again and
-#      `check` exits 0; `check` reports a difference made behind its back.
+#   2. a canonical document's contents change, another document is deleted
+#      with `load --delete` and a third with a plain `percolator delete`;
+#      after `wait`, clusters follow the files again and `check` exits 0;
+#      `check` reports a difference made behind its back.
 #   3. bad inputs — an unreadable file, a binary file, an oversize file, an
 #      invalid JSON line — are reported with file (and line), counted, skipped.
 # Every CLI call runs under `timeout`; a trap kills what was started here.
@@ -111,11 +112,14 @@ pass "search finds the expected canonicals; doc shows cluster mates"
 C4=$(canonical_of corpus/doc4.txt)
 printf 'Fresh contents now\n' >"$C4"
 DEL=$(canonical_of corpus/doc5.txt)
-rm "$DEL"
+DEL2=$(canonical_of corpus/doc8.txt)
+rm "$DEL" "$DEL2"
 run_cli 60 --data "$D" load corpus
 [ "$RC" = 0 ] || fail "reload exited $RC: $(cat "$WORK/last.err")"
 run_cli 60 --data "$D" load --delete "$DEL"
 [ "$RC" = 0 ] && [[ "$OUT" == "deleted 1 documents"* ]] || fail "load --delete: $OUT"
+run_cli 10 --data "$D" delete docs "$DEL2" doc:contents # a plain delete is a change too
+[ "$RC" = 0 ] || fail "delete exited $RC: $(cat "$WORK/last.err")"
 wait_all
 same_clusters "after a change and a delete"
 check_clean "after a change and a delete"

@@ -7,10 +7,13 @@
 #             two `percolator worker` processes running the plugin.
 # Three `load` processes at once write the same 200 URLs, each from its own
 # JSON-lines file, with contents drawn from five texts (so clusters form,
-# grow, lose members and change canonical while observers run); then two
-# `load --delete` processes at once delete 60 of the URLs (overlapping
-# halves). After `wait`, `check` exits 0 and `clusters` equals the grouping
-# of the final contents (read back with `scan docs --json`) by sha256sum.
+# grow, lose members and change canonical while observers run). Then deletes
+# and re-adds of the same 40 URLs race: a `load --delete` process, a run of
+# plain `percolator delete` processes, and two `load` processes re-adding
+# them with other texts, all at once; then 20 other URLs are deleted while
+# 20 more are rewritten. After `wait`, `check` exits 0 and `clusters`
+# equals the grouping of the final contents (read back with `scan docs
+# --json`) by sha256sum.
 # Every CLI call runs under `timeout`; a trap kills what was started here.
 set -u
 CLI=${1:?usage: test_dedup_concurrent.sh PERCOLATOR DEDUP_PLUGIN embedded|cluster}
@@ -99,31 +102,77 @@ for l in 1 2 3; do
 done
 pass "three loaders wrote the same 200 URLs at once ($MODE)"
 
-# two deleters at once: URLs 0..39 and 20..59 (every third one of those)
-DEL1=() DEL2=()
-for i in $(seq 0 3 119); do
-  u=$(printf '%s/%03d' "$([ $((i % 2)) = 1 ] && echo x || echo a)" "$i")
-  [ "$i" -lt 80 ] && DEL1+=("$u")
-  [ "$i" -ge 40 ] && DEL2+=("$u")
+url() { # url I: the URL of number I, into U (no subshell: forks are slow on a loaded machine)
+  if [ $(($1 % 2)) = 1 ]; then printf -v U 'x/%03d' "$1"; else printf -v U 'a/%03d' "$1"; fi
+}
+
+# the race: URLs 0, 3, ..., 117 deleted (load --delete for the first 27, plain
+# deletes for the last 27: they overlap) and re-added by two loaders at once
+RACE=() LDEL=() PDEL=()
+for i in $(seq 0 3 117); do
+  url "$i"
+  RACE+=("$U")
+  [ "$i" -lt 80 ] && LDEL+=("$U")
+  [ "$i" -ge 40 ] && PDEL+=("$U")
 done
-timeout -k 5 120 "$CLI" "${AT[@]}" load --delete "${DEL1[@]}" >"$WORK/del-1.out" 2>"$WORK/del-1.err" &
+for r in 1 2; do
+  for i in $(seq 0 3 117); do
+    url "$i"
+    printf '{"url": "%s", "contents": "re-added %s: %s"}\n' "$U" "$r" "$(( (i + r) % 3 ))"
+  done >"$WORK/readd-$r.jsonl"
+done
+# plain deletes: a `txn` session (a transaction per URL; one that loses a
+# conflict to a re-adder leaves the URL to it) and a few `delete` processes
+plain_deletes() {
+  local u i=0
+  for u in "${PDEL[@]}"; do printf 'begin\ndelete docs %s doc:contents\ncommit\n' "$u"; done |
+    timeout -k 5 120 "$CLI" "${AT[@]}" txn >"$WORK/txn-deletes.out" || return 1
+  grep -c '^ok commit_ts=[1-9]' "$WORK/txn-deletes.out" >"$WORK/txn-deletes.count"
+  for u in "${PDEL[@]}"; do
+    [ $((i++ % 5)) = 0 ] || continue
+    timeout -k 5 60 "$CLI" "${AT[@]}" delete docs "$u" doc:contents || return 1
+  done
+}
+timeout -k 5 120 "$CLI" "${AT[@]}" load --delete "${LDEL[@]}" >"$WORK/del-1.out" 2>"$WORK/del-1.err" &
 D1=$!
-timeout -k 5 120 "$CLI" "${AT[@]}" load --delete "${DEL2[@]}" >"$WORK/del-2.out" 2>"$WORK/del-2.err" &
+plain_deletes >"$WORK/del-2.out" 2>"$WORK/del-2.err" &
 D2=$!
-PIDS+=("$D1" "$D2")
-# a URL both delete is deleted by one, and not found (exit 1) by the other
-wait "$D1"
-[ $? -le 1 ] || fail "deleter 1: $(cat "$WORK/del-1.err")"
-wait "$D2"
-[ $? -le 1 ] || fail "deleter 2: $(cat "$WORK/del-2.err")"
-grep -q "failed 0" "$WORK/del-1.out" && grep -q "failed 0" "$WORK/del-2.out" ||
-  fail "deletes failed: $(cat "$WORK/del-1.out" "$WORK/del-2.out")"
-n_of() { sed -n "s/.*$1 \([0-9]*\).*/\1/p" "$2"; }
-DELETED=$(($(n_of deleted "$WORK/del-1.out") + $(n_of deleted "$WORK/del-2.out")))
-ABSENT=$(($(n_of 'not found' "$WORK/del-1.out") + $(n_of 'not found' "$WORK/del-2.out")))
-UNION=$(printf '%s\n' "${DEL1[@]}" "${DEL2[@]}" | sort -u | wc -l)
-[ "$DELETED" = "$UNION" ] && [ $((DELETED + ABSENT)) = $((${#DEL1[@]} + ${#DEL2[@]})) ] ||
-  fail "deleted $DELETED and not found $ABSENT, for $UNION distinct URLs: $(cat "$WORK/del-1.out" "$WORK/del-2.out")"
+RA=()
+for r in 1 2; do
+  timeout -k 5 120 "$CLI" "${AT[@]}" load --threads 2 "$WORK/readd-$r.jsonl" >"$WORK/readd-$r.out" 2>"$WORK/readd-$r.err" &
+  RA+=($!)
+done
+PIDS+=("$D1" "$D2" "${RA[@]}")
+wait "$D1" # a URL a plain delete took first is not found (exit 1)
+[ $? -le 1 ] || fail "load --delete: $(cat "$WORK/del-1.err")"
+wait "$D2" || fail "plain deletes: $(cat "$WORK/del-2.err")"
+[ "$(cat "$WORK/txn-deletes.count")" -ge 1 ] || fail "no plain delete committed: $(cat "$WORK/txn-deletes.out")"
+for r in 1 2; do
+  wait "${RA[$((r - 1))]}" || fail "re-adder $r: $(cat "$WORK/readd-$r.err")"
+done
+grep -q "failed 0" "$WORK/del-1.out" || fail "deletes failed: $(cat "$WORK/del-1.out")"
+for r in 1 2; do
+  grep -q "^loaded 40 documents in .*failed 0$" "$WORK/readd-$r.out" || fail "re-adder $r: $(cat "$WORK/readd-$r.out")"
+done
+
+# then 20 URLs deleted (120, 123, ..., 177) while 20 others are rewritten
+GONE=()
+for i in $(seq 120 3 177); do
+  url "$i"
+  GONE+=("$U")
+done
+for i in $(seq 180 199); do
+  url "$i"
+  printf '{"url": "%s", "contents": "Delta epsilon, zeta"}\n' "$U"
+done >"$WORK/late.jsonl"
+timeout -k 5 120 "$CLI" "${AT[@]}" load --delete "${GONE[@]}" >"$WORK/del-3.out" 2>"$WORK/del-3.err" &
+D3=$!
+timeout -k 5 120 "$CLI" "${AT[@]}" load "$WORK/late.jsonl" >"$WORK/late.out" 2>"$WORK/late.err" &
+L3=$!
+PIDS+=("$D3" "$L3")
+wait "$D3" || fail "deleter 3: $(cat "$WORK/del-3.err")"
+wait "$L3" || fail "late loader: $(cat "$WORK/late.err")"
+pass "deletes and re-adds of the same URLs raced from four processes ($MODE)"
 
 run_cli 200 "${AT[@]}" wait --timeout-s 180
 [ "$RC" = 0 ] || fail "wait exited $RC: $(cat "$WORK/last.err")"
@@ -133,14 +182,27 @@ run_cli 120 "${AT[@]}" check
 # the expected clusters from the final contents: HASH SIZE CANONICAL MEMBER...
 run_cli 60 "${AT[@]}" scan docs --json
 [ "$RC" = 0 ] || fail "scan docs: $(cat "$WORK/last.err")"
-while IFS=$'\t' read -r url contents; do
-  printf '%s\t%s\n' "$(printf '%s' "$contents" | sha256sum | cut -d' ' -f1)" "$url"
-done < <(sed -n 's/^{"row":"\([^"]*\)","column":"doc:contents","value":"\([^"]*\)"}$/\1\t\2/p' <<<"$OUT") |
+# each document's contents into a file named by its number, then one sha256sum
+mkdir -p "$WORK/final"
+n=0
+URLS=()
+while IFS=$'\t' read -r u contents; do
+  printf '%s' "$contents" >"$WORK/final/$n"
+  URLS+=("$u")
+  n=$((n + 1))
+done < <(sed -n 's/^{"row":"\([^"]*\)","column":"doc:contents","value":"\([^"]*\)"}$/\1\t\2/p' <<<"$OUT")
+(cd "$WORK/final" && sha256sum -- $(seq 0 $((n - 1)))) |
+  while read -r h f; do printf '%s\t%s\n' "$h" "${URLS[$f]}"; done |
   sort -t $'\t' -k1,1 -k2,2 |
   awk -F'\t' '{ if ($1 != h) { if (h != "") print h "\t" n "\t" c m; h = $1; n = 0; c = $2; m = "" }
                 n++; m = m "\t" $2 }
               END { if (h != "") print h "\t" n "\t" c m }' | sort >"$WORK/clusters.want"
-WANT_DOCS=$((200 - $(printf '%s\n' "${DEL1[@]}" "${DEL2[@]}" | sort -u | wc -l)))
+# every URL outside the race is there but the 20 deleted last; a raced URL
+# may be there or not, whichever process came last
+HAVE=$(sed -n 's/^{"row":"\([^"]*\)","column":"doc:contents".*$/\1/p' <<<"$OUT" | sort)
+for u in "${GONE[@]}"; do grep -qx "$u" <<<"$HAVE" && fail "$u is still in docs"; done
+RACED=$(printf '%s\n' "${RACE[@]}" | sort)
+WANT_DOCS=$((200 - 20 - 40 + $(comm -12 <(echo "$RACED") <(echo "$HAVE") | wc -l)))
 [ "$(awk -F'\t' '{ s += $2 } END { print s + 0 }' "$WORK/clusters.want")" = "$WANT_DOCS" ] ||
   fail "the docs table does not hold $WANT_DOCS documents: $(cat "$WORK/clusters.want")"
 [ "$(wc -l <"$WORK/clusters.want")" -ge 2 ] || fail "fewer than two clusters formed"

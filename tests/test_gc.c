@@ -329,8 +329,8 @@ static void gc_again(pc_db_t *db, pc_gc_stats_t *sum) {
 static pc_gc_stats_t gc_covering(pc_db_t *db, uint64_t ts) {
   wait_lifetime(db, ts);
   pc_gc_stats_t s = gc(db);
-  /* embedded, a background read of the db (the observed columns' refresh)
-   * may hold it back for a moment too */
+  /* a transaction of another thread of this process (a test's reader
+   * finishing) may hold it back for a moment too */
   for (int i = 0; s.safe_point < ts && i < 400; i++) gc_again(db, &s);
   if (s.safe_point < ts)
     fail_msg("safe point %llu is below %llu", (unsigned long long)s.safe_point,
@@ -388,9 +388,9 @@ static void test_pass_while_start_ts_unrecorded(void **state) {
   if (tu_cluster_mode()) skip();
   char *dir = tu_mkdtemp("gc-unrecorded");
   pc_db_t *db = open_db(dir, 0, 0);
-  /* the database's background thread begins a transaction of its own now and
-   * then (it reads the observed columns): if it takes the armed hit, the
-   * scenario did not happen and is run again */
+  /* another thread of this process that begins a transaction meanwhile
+   * would take the armed hit: the scenario did not happen then, and is run
+   * again */
   int held = 0;
   for (int attempt = 0; attempt < 5 && !held; attempt++) {
     put(db, "x", "v1", 0);

@@ -1,15 +1,17 @@
 /* test_notify.c — the notification layer under the worker engine:
- * strong notifications written by the commit of an observed put (one-phase
- * and two-phase, primary and secondary, and by a reader rolling a crashed
- * writer's secondary forward), none for other columns; observed columns
- * recorded in the store and learned by a client opened before their
- * registration; weak notifications (pc_txn_notify_weak): written at
- * commit, not after an abort, conflicting with a concurrent writer of the
- * cell, coexisting with a write of the cell; the store's scan_notify by
- * bucket ranges with resumption, and clear_notify; system columns; and
- * observer registration errors. It runs embedded and, with
- * PERCOLATOR_TEST_CLUSTER set, against a cluster of real daemons (three
- * tablets), where scan_notify asks every tablet. */
+ * strong notifications written by the commit of an observed put or delete
+ * (one-phase and two-phase, primary and secondary, and by a reader rolling
+ * a crashed writer's secondary forward), none for other columns; observers
+ * registered in the store, which every store knows, so that a client opened
+ * before a registration notifies at once; the backfill that presents the
+ * cells written before a registration; a malformed record passed over and
+ * retired; weak notifications (pc_txn_notify_weak): written at commit, not
+ * after an abort, conflicting with a concurrent writer of the cell,
+ * coexisting with a write of the cell; the store's scan_notify by bucket
+ * ranges with resumption, and clear_notify; system columns; and observer
+ * registration errors. It runs embedded and, with PERCOLATOR_TEST_CLUSTER
+ * set, against a cluster of real daemons (three tablets), where
+ * scan_notify asks every tablet and every tablet is given the observers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -261,10 +263,21 @@ static void expect_none(const seen_t *s, const char *row, const char *col) {
 
 /* ---- strong notifications ------------------------------------------------- */
 
-/* A put to a strongly observed column writes exactly one strong
+/* Whether s holds a notification of (T, row, col) of that kind at ts. */
+static int has_at(const seen_t *s, const char *row, const char *col, int weak_kind, uint64_t ts) {
+  for (size_t i = 0; i < s->n; i++) {
+    const seen_one_t *o = &s->v[i];
+    if (strcmp(o->table, T) == 0 && strcmp(o->row, row) == 0 && strcmp(o->col, col) == 0 &&
+        o->weak == weak_kind && o->ts == ts)
+      return 1;
+  }
+  return 0;
+}
+
+/* A put or a delete of a strongly observed column writes exactly one strong
  * notification at its commit_ts, on the primary and on the secondaries, in
- * one row (one-phase when on) and across rows (two-phase); other columns,
- * and deletes, write none. */
+ * one row (one-phase when on) and across rows (two-phase); other columns
+ * write none. */
 static void test_strong_commit(void **state) {
   pc_db_t *db = db_of(state);
   register_obs(db, "obs1", OBS, PC_OBSERVER_STRONG);
@@ -281,22 +294,28 @@ static void test_strong_commit(void **state) {
   set(t, "zz", PLAIN, "z");
   uint64_t c2 = commit_expect(t, PC_OK);
 
-  t = begin(db);
+  t = begin(db); /* deletes: r1 the primary, rb a secondary */
   del(t, "r1", OBS);
+  del(t, "rb", OBS);
+  del(t, "rb", PLAIN);
   set(t, "r9", PLAIN, "q");
-  commit_expect(t, PC_OK);
+  uint64_t c3 = commit_expect(t, PC_OK);
 
   seen_t s;
   scan_all(db, &s);
-  expect_one(&s, "r1", OBS, 0, c1);
+  assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 2);
+  assert_true(has_at(&s, "r1", OBS, 0, c1));
+  assert_true(has_at(&s, "r1", OBS, 0, c3)); /* a delete is a change */
   expect_one(&s, "ra", OBS, 0, c2);
-  expect_one(&s, "rb", OBS, 0, c2);
+  assert_int_equal(count_of(&s, "rb", OBS, 0, NULL), 2);
+  assert_true(has_at(&s, "rb", OBS, 0, c2));
+  assert_true(has_at(&s, "rb", OBS, 0, c3));
   expect_none(&s, "r1", PLAIN);
   expect_none(&s, "rb", PLAIN);
   expect_none(&s, "zz", PLAIN);
   expect_none(&s, "r9", PLAIN);
-  assert_int_equal(s.n, 3); /* the delete of r1 wrote none */
-  assert_int_equal(tu_raw_count(db, T, PC_CELL_NOTIFY), 3);
+  assert_int_equal(s.n, 5);
+  assert_int_equal(tu_raw_count(db, T, PC_CELL_NOTIFY), 5);
 }
 
 /* A writer that vanished after its commit point leaves its secondary
@@ -308,23 +327,30 @@ static void test_roll_forward_writes_notification(void **state) {
   pc_txn_t *t = begin(db);
   set(t, "ra", OBS, "a");
   set(t, "rb", OBS, "b");
+  del(t, "rc", OBS);
   vanish(t, "txn.commit.after_primary=return");
   seen_t s;
   scan_all(db, &s);
   uint64_t c = 0;
   assert_int_equal(count_of(&s, "ra", OBS, 0, &c), 1);
   expect_none(&s, "rb", OBS); /* still locked */
+  expect_none(&s, "rc", OBS);
   char *v = read_cell(db, "rb", OBS); /* waits out the lease, rolls it forward */
   assert_string_equal(v, "b");
   free(v);
+  v = read_cell(db, "rc", OBS); /* a delete rolled forward notifies too */
+  assert_null(v);
   scan_all(db, &s);
   expect_one(&s, "ra", OBS, 0, c);
   expect_one(&s, "rb", OBS, 0, c);
-  /* reading it again writes nothing more */
+  expect_one(&s, "rc", OBS, 0, c);
+  /* reading them again writes nothing more */
   v = read_cell(db, "rb", OBS);
   free(v);
+  v = read_cell(db, "rc", OBS);
+  free(v);
   scan_all(db, &s);
-  assert_int_equal(s.n, 2);
+  assert_int_equal(s.n, 3);
 }
 
 /* The same for weak notifications: a secondary that only notifies, and one
@@ -383,78 +409,234 @@ static void test_unobserved_writes_none(void **state) {
   commit_expect(t, PC_OK);
   t = begin(db);
   set(t, "r3", "c:weak", "w");
+  del(t, "r2", PLAIN);
   commit_expect(t, PC_OK);
   seen_t s;
   scan_all(db, &s);
   assert_int_equal(s.n, 0);
-  assert_false(pc_db_strongly_observed(db, T, OBS, strlen(OBS)));
-  assert_false(pc_db_strongly_observed(db, T, "c:weak", 6));
 }
 
 typedef struct listing {
-  int n, strong, weak;
+  int n, strong, weak, bad, running, done;
   char names[8][PC_MAX_OBSERVER_NAME + 1];
+  char problem[8][128];
 } listing_t;
 
-static int list_fn(void *ctx, const char *name, const char *table, const char *col, size_t clen,
-                   int kind) {
+static int list_fn(void *ctx, const pc_observer_info_t *o) {
   listing_t *l = ctx;
-  assert_string_equal(table, T);
-  assert_true(clen > 0 && col != NULL);
-  if (l->n < 8) snprintf(l->names[l->n], sizeof l->names[0], "%s", name);
-  l->n++;
-  if (kind == PC_OBSERVER_STRONG) l->strong++;
+  int i = l->n++;
+  if (i < 8)
+    snprintf(l->names[i], sizeof l->names[0], "%.*s", (int)(o->name_len > 64 ? 64 : o->name_len),
+             o->name);
+  if (o->problem) {
+    if (i < 8) snprintf(l->problem[i], sizeof l->problem[0], "%s", o->problem);
+    l->bad++;
+    return 0;
+  }
+  assert_string_equal(o->table, T);
+  assert_true(o->clen > 0 && o->col != NULL);
+  if (o->kind == PC_OBSERVER_STRONG) l->strong++;
   else l->weak++;
+  l->running += o->state == PC_BACKFILL_RUNNING;
+  l->done += o->state == PC_BACKFILL_DONE;
   return 0;
 }
 
-/* A client that was open before an observer was registered learns it from
- * the store within the refresh period, and from then on its commits write
- * the notifications. Embedded, the other client's registration is its
- * record written straight into the store. */
-static void test_registration_seen_by_open_client(void **state) {
+static listing_t list_observers(pc_db_t *db) {
+  listing_t l = {0};
+  pc_error_t err;
+  if (pc_db_observers(db, list_fn, &l, &err) != PC_OK) fail_msg("observers: %s", err.text);
+  return l;
+}
+
+/* A client opened before a registration commits the notification of a
+ * write made right after it: the store it writes to decides, not the
+ * client, whatever the client knows. In a cluster the registrar is another
+ * client; embedded, there is one. */
+static void test_client_opened_before_registration(void **state) {
   fixture_t *f = *state;
-  pc_db_t *db = f->db, *other = NULL;
-  if (tu_cluster_mode()) {
-    other = tu_open_ex(f->dir, 400, 1);
-    register_obs(other, "late", OBS, PC_OBSERVER_STRONG);
-    assert_true(pc_db_strongly_observed(other, T, OBS, strlen(OBS))); /* its own: at once */
-  } else {
-    pc_buf_t rec = {0};
-    assert_int_equal(pc_buf_u8(&rec, 1) || pc_buf_u8(&rec, PC_OBSERVER_STRONG) ||
-                         pc_buf_str(&rec, T, strlen(T)) || pc_buf_str(&rec, OBS, strlen(OBS)),
-                     0);
-    const char *row = PC_OBSERVER_ROW_PREFIX "late";
-    pc_txn_t *t = begin(db);
-    pc_error_t err;
-    assert_int_equal(pc_txn_set_system(t, PC_SYSTEM_TABLE, row, strlen(row), PC_OBSERVER_COLUMN,
-                                       strlen(PC_OBSERVER_COLUMN), rec.p, rec.len, &err),
-                     PC_OK);
-    commit_expect(t, PC_OK);
-    pc_buf_free(&rec);
-  }
-  /* within the refresh period (polled with a bound of many periods) */
-  int seen = 0;
-  for (int i = 0; i < 200 && !seen; i++) {
-    seen = pc_db_strongly_observed(db, T, OBS, strlen(OBS));
-    if (!seen) {
-      struct timespec ts = {0, 50 * 1000 * 1000};
-      nanosleep(&ts, NULL);
-    }
-  }
-  assert_true(seen);
+  pc_db_t *db = f->db, *other = db;
+  if (tu_cluster_mode()) other = tu_open_ex(f->dir, 400, 1);
+  /* the client has committed before: whatever it may cache is warm */
   pc_txn_t *t = begin(db);
+  set(t, "r0", OBS, "before");
+  commit_expect(t, PC_OK);
+  register_obs(other, "late", OBS, PC_OBSERVER_STRONG);
+  t = begin(db); /* at once */
   set(t, "r1", OBS, "x");
   uint64_t c = commit_expect(t, PC_OK);
+  t = begin(db);
+  del(t, "r0", OBS);
+  uint64_t d = commit_expect(t, PC_OK);
   seen_t s;
   scan_all(db, &s);
   expect_one(&s, "r1", OBS, 0, c);
-  listing_t l = {0};
-  pc_error_t err;
-  assert_int_equal(pc_db_observed_foreach(db, list_fn, &l, &err), PC_OK);
+  expect_one(&s, "r0", OBS, 0, d);
+  listing_t l = list_observers(db);
   assert_int_equal(l.n, 1);
   assert_string_equal(l.names[0], "late");
-  if (other) pc_db_close(other);
+  if (other != db) pc_db_close(other);
+}
+
+/* What a backfill presented: the rows, in order; decline names a row to
+ * refuse once (as a worker does with a cell whose run is deferred). */
+typedef struct presented {
+  char rows[256][16];
+  size_t n;
+  uint64_t since;
+  const char *decline;
+  int declined;
+  char col[32];
+  int kind;
+} presented_t;
+
+static int record_present(void *ctx, const pc_observer_info_t *o, const char *row, size_t rlen,
+                          uint64_t since) {
+  presented_t *p = ctx;
+  if (p->decline && !p->declined && rlen == strlen(p->decline) &&
+      memcmp(row, p->decline, rlen) == 0) {
+    p->declined = 1;
+    return 1;
+  }
+  if (p->n == 256 || rlen >= 16) fail_msg("too many rows presented");
+  memcpy(p->rows[p->n], row, rlen);
+  p->rows[p->n][rlen] = '\0';
+  if (p->n && strcmp(p->rows[p->n - 1], p->rows[p->n]) >= 0)
+    fail_msg("%s presented after %s", p->rows[p->n], p->rows[p->n - 1]);
+  p->n++;
+  if (!since) fail_msg("no since");
+  p->since = since;
+  snprintf(p->col, sizeof p->col, "%.*s", (int)o->clen, o->col);
+  p->kind = o->kind;
+  return 0;
+}
+
+/* Runs observer name's backfill to its end, recording what it presents;
+ * returns the pages it took. A declined row makes one step PC_BUSY. */
+static int backfill_all(pc_db_t *db, const char *name, presented_t *p) {
+  int done = 0, pages = 0;
+  for (int i = 0; i < 1000 && !done; i++) {
+    pc_error_t err;
+    pc_status_t st = pc_db_backfill_step(db, name, record_present, p, &done, &err);
+    if (st != PC_OK && st != PC_BUSY) fail_msg("backfill: %s (%s)", pc_status_name(st), err.text);
+    pages++;
+  }
+  assert_true(done);
+  return pages;
+}
+
+/* Data written before an observer's registration is presented to it by
+ * the backfill: every live cell of its column, once, in row order, page
+ * after page, at a timestamp taken once the registration took effect; a
+ * deleted cell, and other columns, are not; and no notification is written
+ * for it (the column's other observers do not run again). Its progress is
+ * recorded with each page, the state ends DONE, and a finished backfill
+ * presents nothing more. A cell the caller declines stops the page before
+ * it, and the next page presents it again, the ones before it not. */
+#define BACKFILL_ROWS 150
+static void test_backfill_presents_existing_cells(void **state) {
+  pc_db_t *db = db_of(state);
+  char row[16];
+  for (int i = 0; i < BACKFILL_ROWS; i += 10) {
+    pc_txn_t *t = begin(db);
+    for (int j = i; j < i + 10; j++) {
+      snprintf(row, sizeof row, "b%03d", j);
+      set(t, row, OBS, "before");
+      set(t, row, PLAIN, "other");
+    }
+    commit_expect(t, PC_OK);
+  }
+  pc_txn_t *t = begin(db);
+  del(t, "b007", OBS);
+  set(t, "c000", PLAIN, "no observed cell here");
+  uint64_t last_write = commit_expect(t, PC_OK);
+  seen_t s;
+  scan_all(db, &s);
+  assert_int_equal(s.n, 0); /* nobody observed the column */
+
+  register_obs(db, "late", OBS, PC_OBSERVER_STRONG);
+  listing_t l = list_observers(db);
+  assert_int_equal(l.running, 1);
+  presented_t p = {0};
+  p.decline = "b100";
+  int pages = backfill_all(db, "late", &p);
+  assert_true(pages >= 3); /* 149 cells, at most 64 a page (a declined one stops one) */
+  assert_true(p.declined);
+  assert_int_equal(p.n, BACKFILL_ROWS - 1);
+  for (size_t i = 0, j = 0; i < BACKFILL_ROWS; i++) {
+    if (i == 7) continue;
+    snprintf(row, sizeof row, "b%03zu", i);
+    assert_string_equal(p.rows[j++], row);
+  }
+  assert_string_equal(p.col, OBS);
+  assert_int_equal(p.kind, PC_OBSERVER_STRONG);
+  assert_true(p.since > last_write);
+  l = list_observers(db);
+  assert_int_equal(l.done, 1);
+  scan_all(db, &s);
+  assert_int_equal(s.n, 0); /* no notification: the presenter runs the observer itself */
+  presented_t again = {0};
+  assert_int_equal(backfill_all(db, "late", &again), 1);
+  assert_int_equal(again.n, 0);
+}
+
+/* A malformed observer record in the system table is reported, named, and
+ * passed over: commits go on (they never read the records), registrations
+ * of other observers and the stores' repair go on; retiring it by name
+ * removes it. */
+static void test_malformed_record_isolated(void **state) {
+  pc_db_t *db = db_of(state);
+  static const char *const rows[] = {PC_OBSERVER_ROW_PREFIX "broken",
+                                     PC_OBSERVER_ROW_PREFIX "bad name"};
+  pc_txn_t *t = begin(db);
+  pc_error_t err;
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(pc_txn_set_system(t, PC_SYSTEM_TABLE, rows[i], strlen(rows[i]),
+                                       PC_OBSERVER_COLUMN, strlen(PC_OBSERVER_COLUMN),
+                                       "\x01garbage", 9, &err),
+                     PC_OK);
+  commit_expect(t, PC_OK);
+  t = begin(db);
+  set(t, "r1", OBS, "commits go on");
+  commit_expect(t, PC_OK);
+  register_obs(db, "good", OBS, PC_OBSERVER_STRONG);
+  assert_int_equal(pc_db_observers_sync(db, &err), PC_OK);
+  listing_t l = list_observers(db);
+  assert_int_equal(l.n, 3);
+  assert_int_equal(l.bad, 2);
+  assert_int_equal(l.strong, 1);
+  int found_broken = 0;
+  for (int i = 0; i < 3; i++)
+    if (strcmp(l.names[i], "broken") == 0) {
+      found_broken = 1;
+      assert_non_null(strstr(l.problem[i], "definition"));
+    }
+  assert_true(found_broken);
+  t = begin(db);
+  set(t, "r2", OBS, "and notify");
+  uint64_t c = commit_expect(t, PC_OK);
+  seen_t s;
+  scan_all(db, &s);
+  expect_one(&s, "r2", OBS, 0, c);
+  int found = 0;
+  assert_int_equal(pc_db_unregister_observed(db, "broken", 6, &found, &err), PC_OK);
+  assert_true(found);
+  assert_int_equal(pc_db_unregister_observed(db, "bad name", 8, &found, &err), PC_OK);
+  assert_true(found);
+  assert_int_equal(pc_db_unregister_observed(db, "never", 5, &found, &err), PC_OK);
+  assert_false(found);
+  l = list_observers(db);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.bad, 0);
+  /* retiring the good one: its column's commits notify no more */
+  assert_int_equal(pc_db_unregister_observed(db, "good", 4, &found, &err), PC_OK);
+  assert_true(found);
+  t = begin(db);
+  set(t, "r3", OBS, "unobserved now");
+  commit_expect(t, PC_OK);
+  scan_all(db, &s);
+  expect_none(&s, "r3", OBS);
+  assert_int_equal(list_observers(db).n, 0);
 }
 
 /* ---- weak notifications ------------------------------------------------- */
@@ -680,6 +862,21 @@ static void test_scan_notify_buckets(void **state) {
   assert_int_equal(s->ops->scan_notify(s, 0, 1, NULL, 0, collect, &part, &err), PC_INVALID);
 }
 
+/* clear_notify of (T, row, OBS) below below on behalf of observers (NUL-
+ * separated, olen bytes): PC_OK asserted; returns whether they went, and
+ * the name of an observer the store missed into missing (may be NULL). */
+static int clear_as(pc_db_t *db, const char *row, uint64_t below, const char *observers,
+                    size_t olen, char *missing) {
+  pc_notify_clear_t cl = {{T, row, strlen(row), OBS, strlen(OBS)}, below, observers, olen, 0, ""};
+  pc_error_t err;
+  pc_status_t st = db->store->ops->clear_notify(db->store, &cl, &err);
+  if (st != PC_OK) fail_msg("clear_notify: %s (%s)", pc_status_name(st), err.text);
+  if (missing) strcpy(missing, cl.missing);
+  return cl.done;
+}
+
+#define OBS1 "obs1\0"
+
 /* clear_notify deletes a cell's notifications older than a timestamp, of
  * both kinds, and keeps the newer ones and other cells'. */
 static void test_clear_notify_keeps_newer(void **state) {
@@ -699,18 +896,15 @@ static void test_clear_notify_keeps_newer(void **state) {
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 3);
   assert_int_equal(count_of(&s, "r1", OBS, 1, NULL), 1);
-  pc_store_t *st = db->store;
-  pc_cell_t r1 = {T, "r1", 2, OBS, strlen(OBS)};
-  pc_error_t err;
-  assert_int_equal(st->ops->clear_notify(st, &r1, c[1], &err), PC_OK); /* below the second */
+  assert_true(clear_as(db, "r1", c[1], OBS1, 5, NULL)); /* below the second */
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 2);
   assert_int_equal(count_of(&s, "r1", OBS, 1, NULL), 0); /* the weak one was at c[0] */
   for (size_t i = 0; i < s.n; i++)
     if (strcmp(s.v[i].row, "r1") == 0) assert_true(s.v[i].ts >= c[1]);
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 3);
-  assert_int_equal(st->ops->clear_notify(st, &r1, c[1], &err), PC_OK); /* again: nothing */
-  assert_int_equal(st->ops->clear_notify(st, &r1, c[2] + 1, &err), PC_OK);
+  assert_true(clear_as(db, "r1", c[1], OBS1, 5, NULL)); /* again: nothing */
+  assert_true(clear_as(db, "r1", c[2] + 1, OBS1, 5, NULL));
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 0);
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 3);
@@ -729,10 +923,7 @@ static void test_notifications_after_reopen(void **state) {
     if (i == 2) weak(t, "r2", OBS);
     c[i] = commit_expect(t, PC_OK);
   }
-  pc_store_t *st = f->db->store;
-  pc_cell_t r1 = {T, "r1", 2, OBS, strlen(OBS)};
-  pc_error_t err;
-  assert_int_equal(st->ops->clear_notify(st, &r1, c[1], &err), PC_OK);
+  assert_true(clear_as(f->db, "r1", c[1], OBS1, 5, NULL));
   seen_t before, after;
   scan_all(f->db, &before);
   assert_int_equal(count_of(&before, "r1", OBS, 0, NULL), 2);
@@ -756,7 +947,7 @@ static pc_txn_t *begin_for(pc_db_t *db, const char *row) {
 /* Commits t, begun for a notified cell, asking it to delete the cell's
  * notifications below below; returns whether they went with it. */
 static int commit_clearing(pc_txn_t *t, uint64_t below) {
-  pc_txn_trigger_bound(t, below);
+  pc_txn_trigger_bound(t, below, OBS1, 5);
   pc_error_t err;
   pc_status_t st = pc_txn_commit(t, &err);
   if (st != PC_OK) fail_msg("commit: %s (%s)", pc_status_name(st), err.text);
@@ -809,6 +1000,49 @@ static void test_commit_clears_notifications(void **state) {
   assert_int_equal(count_of(&s, "r1", OBS, 0, &left), 1);
   assert_true(left > c[1]);
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 2);
+}
+
+/* The store's registered observers decide what goes: a deletion on behalf
+ * of observers that do not account for every observer registered for the
+ * column deletes nothing and names one it lacks, by clear_notify or with an
+ * observer's commit; once every one is accounted for, or the missing one
+ * is retired, they go. */
+static void test_clear_needs_every_registered_observer(void **state) {
+  pc_db_t *db = db_of(state);
+  register_obs(db, "obs1", OBS, PC_OBSERVER_STRONG);
+  register_obs(db, "obs2", OBS, PC_OBSERVER_WEAK);
+  register_obs(db, "elsewhere", PLAIN, PC_OBSERVER_STRONG);
+  pc_txn_t *t = begin(db);
+  set(t, "r1", OBS, "v");
+  uint64_t c = commit_expect(t, PC_OK);
+  char missing[PC_MAX_OBSERVER_NAME + 1];
+  assert_false(clear_as(db, "r1", c + 1, OBS1, 5, missing));
+  assert_string_equal(missing, "obs2");
+  assert_false(clear_as(db, "r1", c + 1, "", 0, missing));
+  assert_false(clear_as(db, "r1", c + 1, NULL, 0, missing));
+  seen_t s;
+  scan_all(db, &s);
+  expect_one(&s, "r1", OBS, 0, c);
+  /* with an observer's commit */
+  t = begin_for(db, "r1");
+  set(t, "r1", "f:other", "1");
+  assert_int_equal(commit_clearing(t, c + 1), 0);
+  scan_all(db, &s);
+  expect_one(&s, "r1", OBS, 0, c);
+  /* every observer of the column accounted for (others' names are harmless) */
+  assert_true(clear_as(db, "r1", c + 1, "obs2\0gone\0obs1\0", 16, missing));
+  scan_all(db, &s);
+  expect_none(&s, "r1", OBS);
+  /* the missing one retired: the rest goes for obs1 alone */
+  t = begin(db);
+  set(t, "r1", OBS, "w");
+  c = commit_expect(t, PC_OK);
+  int found;
+  pc_error_t err;
+  assert_int_equal(pc_db_unregister_observed(db, "obs2", 4, &found, &err), PC_OK);
+  assert_true(clear_as(db, "r1", c + 1, OBS1, 5, missing));
+  scan_all(db, &s);
+  expect_none(&s, "r1", OBS);
 }
 
 /* A commit in two phases (one_phase_commit off) deletes nothing and says so:
@@ -944,9 +1178,9 @@ static void test_register_errors(void **state) {
   assert_int_equal(pc_db_register_observed(db, "o", T, "", 0, 0, &err), PC_INVALID);
   assert_int_equal(pc_db_register_observed(db, "o", T, "\xff" "x", 2, 0, &err), PC_INVALID);
   assert_int_equal(pc_db_register_observed(db, "o", T, OBS, strlen(OBS), 2, &err), PC_INVALID);
-  listing_t l = {0};
-  assert_int_equal(pc_db_observed_foreach(db, list_fn, &l, &err), PC_OK);
-  assert_int_equal(l.n, 0); /* none of those was recorded */
+  assert_int_equal(pc_db_register_observed(db, "o", PC_SYSTEM_TABLE, OBS, strlen(OBS), 0, &err),
+                   PC_INVALID);
+  assert_int_equal(list_observers(db).n, 0); /* none of those was recorded */
 
   register_obs(db, "count", OBS, PC_OBSERVER_STRONG);
   register_obs(db, "count", OBS, PC_OBSERVER_STRONG); /* the same again */
@@ -959,14 +1193,20 @@ static void test_register_errors(void **state) {
   assert_int_equal(pc_db_register_observed(db, "count", T, OBS, strlen(OBS), PC_OBSERVER_WEAK, &err),
                    PC_INVALID);
   assert_non_null(strstr(err.text, "weak"));
-  memset(&l, 0, sizeof l);
-  assert_int_equal(pc_db_observed_foreach(db, list_fn, &l, &err), PC_OK);
+  listing_t l = list_observers(db);
   assert_int_equal(l.n, 2);
   assert_int_equal(l.strong, 1);
   assert_int_equal(l.weak, 1);
-  assert_true(pc_db_strongly_observed(db, T, OBS, strlen(OBS)));
-  assert_false(pc_db_strongly_observed(db, T, "c:w", 3));
-  assert_false(pc_db_strongly_observed(db, "other", OBS, strlen(OBS)));
+  /* the strong one's column notifies; the weak one's does not */
+  pc_txn_t *w = begin(db);
+  set(w, "r1", OBS, "x");
+  set(w, "r1", "c:w", "y");
+  set(w, "r1", PLAIN, "z");
+  uint64_t c = commit_expect(w, PC_OK);
+  seen_t s;
+  scan_all(db, &s);
+  expect_one(&s, "r1", OBS, 0, c);
+  assert_int_equal(s.n, 1);
   /* users read the records (the CLI lists observers) */
   pc_txn_t *t = begin(db);
   char *v = tu_get(t, PC_SYSTEM_TABLE, PC_OBSERVER_ROW_PREFIX "count", PC_OBSERVER_COLUMN);
@@ -986,7 +1226,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_roll_forward_writes_notification, setup_2pc, teardown),
       cmocka_unit_test_setup_teardown(test_roll_forward_writes_weak, setup_2pc, teardown),
       cmocka_unit_test_setup_teardown(test_unobserved_writes_none, setup_1pc, teardown),
-      cmocka_unit_test_setup_teardown(test_registration_seen_by_open_client, setup_1pc, teardown),
+      cmocka_unit_test_setup_teardown(test_client_opened_before_registration, setup_1pc, teardown),
+      BOTH(test_backfill_presents_existing_cells),
+      cmocka_unit_test_setup_teardown(test_malformed_record_isolated, setup_1pc, teardown),
       BOTH(test_weak_at_commit_not_after_abort),
       /* a stalled writer holds locks: two-phase commit */
       cmocka_unit_test_setup_teardown(test_weak_conflicts_with_writer, setup_2pc, teardown),
@@ -996,6 +1238,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_commit_clears_notifications, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_notifications_after_reopen, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_two_phase_commit_clears_nothing, setup_2pc, teardown),
+      BOTH(test_clear_needs_every_registered_observer),
       cmocka_unit_test_setup_teardown(test_system_columns, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_register_errors, setup_1pc, teardown),
   };

@@ -70,7 +70,7 @@ static uint64_t ts(pc_db_t *db) {
 static pc_cell_t cell(const char *row) { return (pc_cell_t){T, row, strlen(row), COL, strlen(COL)}; }
 
 static pc_mutation_t put_mut(const char *row, const char *val) {
-  return (pc_mutation_t){cell(row), PC_WRITE_PUT, val, strlen(val), 0, 0};
+  return (pc_mutation_t){cell(row), PC_WRITE_PUT, val, strlen(val), 0};
 }
 
 /* Prewrites one put of row (primary prow) at start; returns the status. */
@@ -470,7 +470,7 @@ static void test_secondaries_resolved_by_primary(void **state) {
   uint64_t s = ts(f->db);
   prewrite_ok(f, "a", "v1", "a", s, LONG_TTL, DEAD_SESSION);
   prewrite_ok(f, "b", "v1", "a", s, LONG_TTL, DEAD_SESSION);
-  pc_mutation_t dm = {cell("d"), PC_WRITE_DELETE, NULL, 0, 0, 0}; /* a delete rolls forward too */
+  pc_mutation_t dm = {cell("d"), PC_WRITE_DELETE, NULL, 0, 0}; /* a delete rolls forward too */
   pc_lock_spec_t spec = {cell("a"), s, LONG_TTL, DEAD_SESSION};
   pc_lock_info_t dl = {0};
   assert_int_equal(f->s->ops->prewrite(f->s, &dm, 1, &spec, &dl, &err), PC_OK);
@@ -571,7 +571,7 @@ static void test_one_phase_commit_rules(void **state) {
   txn_put(f->db, "w", "old");
   uint64_t s3 = ts(f->db);
   pc_cell_t wc = {T, "w", 1, "f:other", 7};
-  pc_mutation_t two[2] = {put_mut("w", "new"), {wc, PC_WRITE_DELETE, NULL, 0, 0, 0}};
+  pc_mutation_t two[2] = {put_mut("w", "new"), {wc, PC_WRITE_DELETE, NULL, 0, 0}};
   memset(&lock, 0, sizeof lock);
   assert_int_equal(f->s->ops->commit_one_phase(f->s, two, 2, s3, db_ts_source, f->db, NULL, &cts, &lock, &err),
                    PC_OK);

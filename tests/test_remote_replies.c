@@ -241,7 +241,7 @@ static void test_lock_then_bad_message(void **state) {
   pc_lock_info_t lock;
   pc_error_t err;
   assert_int_equal(f->store->ops->get(f->store, &cell, 100, &v, &vlen, &lock, &err), PC_CORRUPTION);
-  pc_mutation_t m = {cell, PC_WRITE_PUT, "v", 1, 0, 0};
+  pc_mutation_t m = {cell, PC_WRITE_PUT, "v", 1, 0};
   pc_lock_spec_t spec = {cell, 100, 3000, 7};
   assert_int_equal(f->store->ops->prewrite(f->store, &m, 1, &spec, &lock, &err), PC_CORRUPTION);
   int seen = 0;

@@ -405,7 +405,7 @@ static pc_status_t put_system(pc_db_t *db, const char *row, pc_error_t *err) {
 
 /* The body of a ONE_PHASE writing "t"/row/"c" = val at start. */
 static void one_phase_body(pc_buf_t *b, uint64_t start, const char *row, const char *val) {
-  pc_mutation_t m = {{"t", row, strlen(row), "c", 1}, PC_WRITE_PUT, val, strlen(val), 0, 0};
+  pc_mutation_t m = {{"t", row, strlen(row), "c", 1}, PC_WRITE_PUT, val, strlen(val), 0};
   assert_int_equal(pc_buf_u64(b, start) || pc_buf_u32(b, 1) || pc_wire_put_mutation(b, &m), 0);
 }
 
@@ -541,7 +541,7 @@ static void test_certificates(void **state) {
   uint64_t start = 0;
   assert_int_equal(pc_tso_remote_fetch(tso, 1, 5000, &start, &err), PC_OK);
   pc_cell_t lc = {"t", "k9", 2, "c", 1};
-  pc_mutation_t lm = {lc, PC_WRITE_PUT, "locked", 6, 0, 0};
+  pc_mutation_t lm = {lc, PC_WRITE_PUT, "locked", 6, 0};
   assert_int_equal(pc_wire_put_cell(&body, &lc) || pc_buf_u64(&body, start) ||
                        pc_buf_u32(&body, UINT32_MAX) || pc_buf_u64(&body, 7) ||
                        pc_buf_u32(&body, 1) || pc_wire_put_mutation(&body, &lm),

@@ -392,9 +392,9 @@ static uint64_t ts(fixture_t *f) {
 }
 
 /* Commits one put of cell c through prewrite + commit; returns commit_ts. */
-static uint64_t put2pc(fixture_t *f, const pc_cell_t *c, const char *v, size_t vlen, int observed) {
+static uint64_t put2pc(fixture_t *f, const pc_cell_t *c, const char *v, size_t vlen) {
   uint64_t start = ts(f);
-  pc_mutation_t m = {*c, PC_WRITE_PUT, v, vlen, observed, 0};
+  pc_mutation_t m = {*c, PC_WRITE_PUT, v, vlen, 0};
   pc_lock_spec_t spec = {*c, start, 3000, f->db->session};
   pc_lock_info_t lock = {0};
   pc_error_t err;
@@ -420,9 +420,9 @@ static void test_history_and_large_values(void **state) {
   size_t big_n = PC_INLINE_MAX * 3;
   char *big = malloc(big_n);
   for (size_t i = 0; i < big_n; i++) big[i] = (char)('a' + i % 26);
-  uint64_t c1 = put2pc(f, &c, "small", 5, 0);
-  uint64_t c2 = put2pc(f, &c, big, big_n, 0);
-  uint64_t c3 = put2pc(f, &c, "last", 4, 0);
+  uint64_t c1 = put2pc(f, &c, "small", 5);
+  uint64_t c2 = put2pc(f, &c, big, big_n);
+  uint64_t c3 = put2pc(f, &c, "last", 4);
   char *v;
   size_t n;
   assert_int_equal(get_at(f, &c, c1 - 1, &v, &n), PC_NOT_FOUND);
@@ -450,9 +450,9 @@ static pc_status_t ts_from_db(void *ctx, uint64_t *out, pc_error_t *err) {
 static void test_one_phase_delete(void **state) {
   fixture_t *f = *state;
   pc_cell_t c = {"t", "r1", 2, "c", 1};
-  uint64_t c1 = put2pc(f, &c, "x", 1, 0);
+  uint64_t c1 = put2pc(f, &c, "x", 1);
   uint64_t start = ts(f);
-  pc_mutation_t del = {c, PC_WRITE_DELETE, NULL, 0, 0, 0};
+  pc_mutation_t del = {c, PC_WRITE_DELETE, NULL, 0, 0};
   pc_error_t err;
   pc_lock_info_t lock = {0};
   uint64_t c2 = 0;
@@ -466,7 +466,7 @@ static void test_one_phase_delete(void **state) {
   pc_free(v);
   assert_int_equal(get_at(f, &c, c2, &v, &n), PC_NOT_FOUND);
   /* a one-phase commit that started before c2 conflicts */
-  pc_mutation_t put = {c, PC_WRITE_PUT, "y", 1, 0, 0};
+  pc_mutation_t put = {c, PC_WRITE_PUT, "y", 1, 0};
   uint64_t c3;
   assert_int_equal(
       f->s->ops->commit_one_phase(f->s, &put, 1, start, ts_from_db, f->db, NULL, &c3, &lock, &err),
@@ -514,7 +514,7 @@ static void test_versions_after_value_moves(void **state) {
   uint64_t cts[6];
   for (int i = 0; i < 6; i++) {
     snprintf(vals[i], sizeof vals[i], "v%d", i);
-    cts[i] = put2pc(f, &c, vals[i], strlen(vals[i]), 0);
+    cts[i] = put2pc(f, &c, vals[i], strlen(vals[i]));
   }
   for (int i = 0; i < 6; i++) {
     char *v;
@@ -537,15 +537,32 @@ static void test_versions_after_value_moves(void **state) {
   assert_int_equal(seen.valued_writes, 6); /* none shows an empty value */
 }
 
-/* Committing a put to an observed cell writes notify(c, commit_ts) in the
- * same row operation, whoever commits it; the raw view shows every kind. */
+/* Committing a put to a column that the store knows a strong observer of
+ * writes notify(c, commit_ts) in the same row operation, whoever commits
+ * it; the raw view shows every kind. The store's set of observers persists
+ * across a reopen and lists what it holds. */
+static int count_observers(void *ctx, const pc_store_observer_t *o) {
+  (void)o;
+  (*(int *)ctx)++;
+  return 0;
+}
+
 static void test_observed_commit_writes_notify(void **state) {
   fixture_t *f = *state;
   pc_cell_t c = {"docs", "d1", 2, "content:", 8};
+  pc_store_observer_t o = {"content.obs", "docs", "content:", 8, 0}, bad = o;
+  pc_error_t err;
+  assert_int_equal(f->s->ops->observer_update(f->s, &o, 1, &err), PC_OK);
+  assert_int_equal(f->s->ops->observer_update(f->s, &o, 1, &err), PC_OK); /* idempotent */
+  bad.name = "no spaces";
+  assert_int_equal(f->s->ops->observer_update(f->s, &bad, 1, &err), PC_INVALID);
+  int n = 0;
+  assert_int_equal(f->s->ops->observer_list(f->s, count_observers, &n, &err), PC_OK);
+  assert_int_equal(n, 1);
   size_t big_n = PC_INLINE_MAX + 1;
   char *big = calloc(1, big_n);
   memset(big, 'z', big_n);
-  uint64_t commit = put2pc(f, &c, big, big_n, 1);
+  uint64_t commit = put2pc(f, &c, big, big_n);
   raw_seen_t seen = {0};
   assert_int_equal(pc_db_raw_scan(f->db, "docs", NULL, 0, NULL, 0, count_raw, &seen, NULL), PC_OK);
   assert_int_equal(seen.write, 1);
@@ -555,7 +572,7 @@ static void test_observed_commit_writes_notify(void **state) {
   assert_int_equal(seen.lock, 0);
   /* an uncommitted prewrite shows as a lock */
   uint64_t start = ts(f);
-  pc_mutation_t m = {c, PC_WRITE_PUT, "v", 1, 1, 0};
+  pc_mutation_t m = {c, PC_WRITE_PUT, "v", 1, 0};
   pc_lock_spec_t spec = {c, start, 3000, f->db->session};
   pc_lock_info_t lock = {0};
   assert_int_equal(f->s->ops->prewrite(f->s, &m, 1, &spec, &lock, NULL), PC_OK);
@@ -567,6 +584,32 @@ static void test_observed_commit_writes_notify(void **state) {
   assert_int_equal(pc_db_raw_scan(f->db, "other", NULL, 0, NULL, 0, count_raw, &seen, NULL), PC_OK);
   assert_int_equal(seen.lock + seen.write + seen.data + seen.notify, 0);
   free(big);
+
+  /* reopened, the store still knows its observer: a delete notifies; once
+   * the observer is removed, nothing does */
+  assert_int_equal(f->s->ops->rollback(f->s, &c, 1, start, &err), PC_OK);
+  pc_db_close(f->db);
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
+  n = 0;
+  assert_int_equal(f->s->ops->observer_list(f->s, count_observers, &n, &err), PC_OK);
+  assert_int_equal(n, 1);
+  start = ts(f);
+  pc_mutation_t del = {c, PC_WRITE_DELETE, NULL, 0, 0};
+  spec.start_ts = start;
+  assert_int_equal(f->s->ops->prewrite(f->s, &del, 1, &spec, &lock, &err), PC_OK);
+  uint64_t dc = ts(f);
+  assert_int_equal(f->s->ops->commit(f->s, &c, 1, start, dc, &err), PC_OK);
+  memset(&seen, 0, sizeof seen);
+  assert_int_equal(pc_db_raw_scan(f->db, "docs", NULL, 0, NULL, 0, count_raw, &seen, NULL), PC_OK);
+  assert_int_equal(seen.notify, 2);
+  assert_int_equal(seen.notify_ts, commit); /* newest first: the delete's came before it */
+  assert_int_equal(f->s->ops->observer_update(f->s, &o, 0, &err), PC_OK);
+  assert_int_equal(f->s->ops->observer_update(f->s, &o, 0, &err), PC_OK);
+  put2pc(f, &c, "w", 1);
+  memset(&seen, 0, sizeof seen);
+  assert_int_equal(pc_db_raw_scan(f->db, "docs", NULL, 0, NULL, 0, count_raw, &seen, NULL), PC_OK);
+  assert_int_equal(seen.notify, 2);
 }
 
 static int count_lock(void *ctx, const pc_lock_info_t *lock) {
@@ -593,7 +636,7 @@ static void test_lock_index(void **state) {
   pc_lock_info_t lock = {0};
   pc_error_t err;
   for (int i = 0; i < 3; i++) {
-    pc_mutation_t m = {c[i], PC_WRITE_PUT, "v", 1, 0, 0};
+    pc_mutation_t m = {c[i], PC_WRITE_PUT, "v", 1, 0};
     assert_int_equal(f->s->ops->prewrite(f->s, &m, 1, &spec, &lock, &err), PC_OK);
   }
   assert_int_equal(locks_now(f), 3);
@@ -644,7 +687,7 @@ static void test_lock_index(void **state) {
 static void test_duplicate_cells_refused(void **state) {
   fixture_t *f = *state;
   pc_cell_t c = {"t", "r", 1, "c", 1};
-  pc_mutation_t m[2] = {{c, PC_WRITE_PUT, "a", 1, 0, 0}, {c, PC_WRITE_PUT, "b", 1, 0, 0}};
+  pc_mutation_t m[2] = {{c, PC_WRITE_PUT, "a", 1, 0}, {c, PC_WRITE_PUT, "b", 1, 0}};
   pc_lock_spec_t spec = {c, ts(f), 3000, f->db->session};
   pc_lock_info_t lock = {0};
   pc_error_t err;
@@ -659,7 +702,7 @@ static void test_duplicate_cells_refused(void **state) {
   pc_mutation_t big[BIG];
   for (int i = 0; i < BIG; i++) {
     snprintf(rows[i], sizeof rows[i], "r%03d", i);
-    big[i] = (pc_mutation_t){{"t", rows[i], 4, "c", 1}, PC_WRITE_PUT, "a", 1, 0, 0};
+    big[i] = (pc_mutation_t){{"t", rows[i], 4, "c", 1}, PC_WRITE_PUT, "a", 1, 0};
   }
   big[BIG - 1].cell = big[7].cell;
   spec.start_ts = ts(f);

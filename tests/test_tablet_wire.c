@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <percolator/observer.h>
+
 #include "core/error.h"
 #include "core/store.h"
 #include "tablet/tablet.h"
@@ -159,7 +161,7 @@ static pc_cell_t cell(const char *row, const char *col) {
 }
 
 static pc_mutation_t put(const char *row, const char *col, const char *v) {
-  return (pc_mutation_t){cell(row, col), PC_WRITE_PUT, v, strlen(v), 0, 0};
+  return (pc_mutation_t){cell(row, col), PC_WRITE_PUT, v, strlen(v), 0};
 }
 
 static void enc_get(pc_buf_t *b, const pc_cell_t *c, uint64_t ts) {
@@ -229,13 +231,28 @@ static void enc_scan_notify(pc_buf_t *b, uint32_t lo, uint32_t hi, const pc_noti
   assert_int_equal(pc_buf_u32(b, limit), 0);
 }
 
+/* CLEAR_NOTIFY on behalf of the test's observers (test_notify_ops registers them). */
+#define CLEAR_FOR "obs.a\0obs.b\0obs.x\0"
 static void enc_clear_notify(pc_buf_t *b, const pc_cell_t *c, uint64_t below) {
-  assert_int_equal(pc_wire_put_cell(b, c) || pc_buf_u64(b, below), 0);
+  assert_int_equal(pc_wire_put_cell(b, c) || pc_buf_u64(b, below) ||
+                       pc_buf_str(b, CLEAR_FOR, sizeof CLEAR_FOR - 1),
+                   0);
 }
 
 /* A mutation that only notifies weakly. */
+/* OBSERVER: add (with its record) or remove observer name. */
+static void enc_observer(pc_buf_t *b, int add, const char *name, const char *table,
+                         const char *col, int kind) {
+  assert_int_equal(pc_buf_u8(b, (uint8_t)add) || pc_buf_str(b, name, strlen(name)), 0);
+  if (!add) return;
+  pc_buf_t rec = {0};
+  assert_int_equal(pc_obs_record_encode(&rec, kind, table, col, strlen(col)), 0);
+  assert_int_equal(pc_buf_str(b, rec.p, rec.len), 0);
+  pc_buf_free(&rec);
+}
+
 static pc_mutation_t notify_weak(const char *row, const char *col) {
-  return (pc_mutation_t){cell(row, col), PC_WRITE_NOTIFY, NULL, 0, 0, 1};
+  return (pc_mutation_t){cell(row, col), PC_WRITE_NOTIFY, NULL, 0, 1};
 }
 
 /* One valid body of every op (on a store where the test's data exists). */
@@ -245,15 +262,14 @@ typedef struct sample {
   pc_buf_t body;
 } sample_t;
 
-#define NSAMPLES 18
+#define NSAMPLES 21
 
 static void make_samples(sample_t s[NSAMPLES]) {
   memset(s, 0, sizeof(sample_t) * NSAMPLES);
   pc_cell_t p = cell("mp", "c:a"), c2[2] = {cell("mp", "c:a"), cell("nq", "c:b")};
   pc_mutation_t m[3] = {put("mp", "c:a", "v1"), put("nq", "c:b", "v2"), notify_weak("nq", "c:w")};
-  m[0].observed = 1;
   m[1].weak = 1;
-  pc_mutation_t del = {cell("o1", "c:x"), PC_WRITE_DELETE, NULL, 0, 1, 0};
+  pc_mutation_t del = {cell("o1", "c:x"), PC_WRITE_DELETE, NULL, 0, 0};
   pc_notification_t after = {cell("nq", "c:b"), 901, 0, 0};
   int k = 0;
   s[k].op = PC_TABLET_OP_GET, s[k].name = "get", enc_get(&s[k].body, &p, 500), k++;
@@ -289,6 +305,11 @@ static void make_samples(sample_t s[NSAMPLES]) {
   enc_scan_notify(&s[k].body, 3, 900, &after, 2), k++;
   s[k].op = PC_TABLET_OP_CLEAR_NOTIFY, s[k].name = "clear_notify";
   enc_clear_notify(&s[k].body, &c2[1], 2000000), k++;
+  s[k].op = PC_TABLET_OP_OBSERVER, s[k].name = "observer";
+  enc_observer(&s[k].body, 1, "obs.a", TABLE, "c:a", PC_OBSERVER_STRONG), k++;
+  s[k].op = PC_TABLET_OP_OBSERVER, s[k].name = "observer removed";
+  enc_observer(&s[k].body, 0, "obs.gone", NULL, NULL, 0), k++;
+  s[k].op = PC_TABLET_OP_OBSERVERS, s[k].name = "observers", k++;
   assert_int_equal(k, NSAMPLES);
 }
 
@@ -301,6 +322,12 @@ static void free_samples(sample_t s[NSAMPLES]) {
 static uint64_t rd_u64_at(const char *p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; i++) v = v << 8 | (unsigned char)p[i];
+  return v;
+}
+
+static uint32_t rd_u32_at(const char *p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v = v << 8 | (unsigned char)p[i];
   return v;
 }
 
@@ -523,9 +550,10 @@ static void test_valid_round_trips(void **state) {
   }
   answer_free(&a);
 
-  /* ONE_PHASE with a clear trailer (cell, below): a cell of a row the
-   * commit writes is cleared with it; one of another row is refused, and so
-   * is a truncated trailer, committing nothing */
+  /* ONE_PHASE with a clear trailer (cell, below, observers): a cell of a
+   * row the commit writes is cleared with it (the answer says so); one of
+   * another row is refused, and so is a truncated trailer, committing
+   * nothing */
   const struct {
     const char *row, *clear;
     int truncated, refused;
@@ -536,14 +564,16 @@ static void test_valid_round_trips(void **state) {
     b.len = 0;
     enc_one_phase(&b, 970 + k, &cm, 1);
     assert_int_equal(pc_wire_put_cell(&b, &cc), 0);
-    if (!trailers[k].truncated) assert_int_equal(pc_buf_u64(&b, 1000), 0);
+    if (!trailers[k].truncated)
+      assert_int_equal(pc_buf_u64(&b, 1000) || pc_buf_str(&b, "", 0), 0);
     a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
     if (trailers[k].refused) {
       check_error(&a, trailers[k].truncated ? "one-phase with a truncated clear"
                                             : "one-phase clearing a row it does not write");
     } else {
       expect_status(&a, PC_OK, "one-phase with a clear");
-      assert_int_equal(a.plen, 8);
+      assert_int_equal(a.plen, 8 + 1 + 4); /* commit_ts, done, missing "" */
+      assert_int_equal((unsigned char)a.payload[8], 1);
     }
     answer_free(&a);
   }
@@ -840,7 +870,9 @@ static void test_empty_and_nul_names(void **state) {
     answer_free(&a);
     /* CLEAR_NOTIFY of the bad cell, and SCAN_NOTIFY after it */
     b.len = 0;
-    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900), 0);
+    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900) ||
+                         pc_buf_str(&b, "", 0),
+                     0);
     a = call(f, PC_TABLET_OP_CLEAR_NOTIFY, b.p, b.len);
     snprintf(what, sizeof what, "clear_notify: %s", bad[i].what);
     check_error(&a, what);
@@ -1080,7 +1112,7 @@ static void test_misrouted_rows(void **state) {
 
 static void test_unknown_ops(void **state) {
   fixture_t *f = *state;
-  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0x90, 0xff};
+  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x21, 0x22, 0x7f, 0x80, 0x90, 0xff};
   char what[64];
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     for (int withbody = 0; withbody < 2; withbody++) {
@@ -1243,7 +1275,7 @@ static void free_locks(pc_lock_info_t *l, uint32_t n) {
  * value NULL writes a delete. */
 static void commit_cell(fixture_t *f, const pc_cell_t *c, uint64_t start, const char *value,
                         size_t vlen) {
-  pc_mutation_t m = {*c, value ? PC_WRITE_PUT : PC_WRITE_DELETE, value, value ? vlen : 0, 0, 0};
+  pc_mutation_t m = {*c, value ? PC_WRITE_PUT : PC_WRITE_DELETE, value, value ? vlen : 0, 0};
   pc_buf_t b = {0};
   enc_prewrite(&b, c, start, 3000, 77, &m, 1);
   expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite of a version");
@@ -1680,11 +1712,21 @@ static void test_notify_ops(void **state) {
   note_t v[16], one[1];
   int more;
 
+  /* the tablet's observers decide which puts and deletes notify strongly:
+   * c:a and c:x have a strong one, c:b a weak one only */
+  enc_observer(&b, 1, "obs.a", TABLE, "c:a", PC_OBSERVER_STRONG);
+  expect_op(f, PC_TABLET_OP_OBSERVER, &b, PC_OK, "observer of c:a");
+  b.len = 0;
+  enc_observer(&b, 1, "obs.x", TABLE, "c:x", PC_OBSERVER_STRONG);
+  expect_op(f, PC_TABLET_OP_OBSERVER, &b, PC_OK, "observer of c:x");
+  b.len = 0;
+  enc_observer(&b, 1, "obs.b", TABLE, "c:b", PC_OBSERVER_WEAK);
+  expect_op(f, PC_TABLET_OP_OBSERVER, &b, PC_OK, "weak observer of c:b");
+  b.len = 0;
   /* two rows: an observed put (the primary), a weak notification alone, a
    * put that is notified weakly too */
   pc_cell_t p = cell("mp", "c:a"), w = cell("nq", "c:w"), pb = cell("nq", "c:b");
   pc_mutation_t m[3] = {put("mp", "c:a", "v1"), notify_weak("nq", "c:w"), put("nq", "c:b", "v2")};
-  m[0].observed = 1;
   m[2].weak = 1;
   enc_prewrite(&b, &p, 1000, 3000, 77, m, 3);
   expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite");
@@ -1707,7 +1749,7 @@ static void test_notify_ops(void **state) {
   /* one row in one phase: a put both observed and notified weakly (one key,
    * both notifications), and a weak notification alone */
   pc_mutation_t om[2] = {put("o1", "c:x", "x"), notify_weak("o1", "c:y")};
-  om[0].observed = om[0].weak = 1;
+  om[0].weak = 1;
   b.len = 0;
   enc_one_phase(&b, 1100, om, 2);
   a = call(f, PC_TABLET_OP_ONE_PHASE, b.p, b.len);
@@ -1773,8 +1815,21 @@ static void test_notify_ops(void **state) {
       assert_int_equal(scan_notes(f, 0, bk + 1, &high, 100, v, 16, &more), 0);
   }
 
-  /* CLEAR_NOTIFY below the commit keeps it; above it, both halves go */
+  /* CLEAR_NOTIFY on behalf of observers that do not include the column's:
+   * nothing goes, and the answer names the one it lacks */
   pc_cell_t ox = cell("o1", "c:x");
+  b.len = 0;
+  assert_int_equal(pc_wire_put_cell(&b, &ox) || pc_buf_u64(&b, cts + 1) ||
+                       pc_buf_str(&b, "obs.a\0", 6),
+                   0);
+  a = call(f, PC_TABLET_OP_CLEAR_NOTIFY, b.p, b.len);
+  expect_status(&a, PC_OK, "clear without the column's observer");
+  assert_int_equal(a.plen, 1 + 4 + 5);
+  assert_int_equal((unsigned char)a.payload[0], 0);
+  assert_memory_equal(a.payload + 5, "obs.x", 5);
+  answer_free(&a);
+  assert_int_equal(scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more), 6);
+  /* CLEAR_NOTIFY below the commit keeps it; above it, both halves go */
   b.len = 0;
   enc_clear_notify(&b, &ox, cts);
   expect_op(f, PC_TABLET_OP_CLEAR_NOTIFY, &b, PC_OK, "clear below the notification");
@@ -1787,10 +1842,12 @@ static void test_notify_ops(void **state) {
   assert_false(has_note(v, n, "o1", "c:x", cts, 0));
   assert_true(has_note(v, n, "o1", "c:y", cts, 1));
 
-  /* a newer change of mp/c:a: clearing below it keeps it, the older goes */
-  commit_cell(f, &p, 1200, "v3", 2); /* not observed: no notification */
+  /* newer changes of mp/c:a, a delete too: clearing below the newest keeps
+   * it, the older go */
+  commit_cell(f, &p, 1200, NULL, 0);
+  n = scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more);
+  assert_true(has_note(v, n, "mp", "c:a", 1201, 0)); /* a delete is a change */
   pc_mutation_t mo = put("mp", "c:a", "v4");
-  mo.observed = 1;
   b.len = 0;
   enc_prewrite(&b, &p, 1300, 3000, 77, &mo, 1);
   expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite of an observed put");
@@ -1804,7 +1861,21 @@ static void test_notify_ops(void **state) {
   expect_op(f, PC_TABLET_OP_CLEAR_NOTIFY, &b, PC_OK, "clear below the newer change");
   n = scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more);
   assert_false(has_note(v, n, "mp", "c:a", 1001, 0));
+  assert_false(has_note(v, n, "mp", "c:a", 1201, 0));
   assert_true(has_note(v, n, "mp", "c:a", 1301, 0));
+
+  /* a removed observer writes no more; OBSERVERS lists what is left */
+  b.len = 0;
+  enc_observer(&b, 0, "obs.a", NULL, NULL, 0);
+  expect_op(f, PC_TABLET_OP_OBSERVER, &b, PC_OK, "removal of obs.a");
+  commit_cell(f, &p, 1500, "v5", 2);
+  n = scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more);
+  assert_false(has_note(v, n, "mp", "c:a", 1501, 0));
+  a = call(f, PC_TABLET_OP_OBSERVERS, "", 0);
+  expect_status(&a, PC_OK, "observers");
+  assert_true(a.plen >= 4);
+  assert_int_equal(rd_u32_at(a.payload), 2); /* obs.b, obs.x */
+  answer_free(&a);
 
   /* a weak notification alone as its transaction's primary leaves a
    * record: CHECK_TXN finds the commit */

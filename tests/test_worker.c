@@ -144,10 +144,37 @@ static pc_worker_options_t quick_options(uint32_t threads) {
   return o;
 }
 
+typedef struct unready {
+  const pc_observer_registry_t *reg;
+  int n;
+} unready_t;
+
+static int count_unready(void *ctx, const pc_observer_info_t *o) {
+  unready_t *u = ctx;
+  char name[PC_MAX_OBSERVER_NAME + 1];
+  snprintf(name, sizeof name, "%.*s", (int)o->name_len, o->name);
+  if (!o->problem && o->state != PC_BACKFILL_DONE && pc_registry_find(u->reg, name)) u->n++;
+  return 0;
+}
+
+/* Starts a worker, and returns once the registrations of its observers are
+ * ready: their backfills (of whatever the test wrote before) are done, so
+ * that what the test writes next is observed through its own
+ * notifications alone. */
 static pc_worker_t *start(pc_db_t *db, pc_observer_registry_t *reg, const pc_worker_options_t *o) {
   pc_error_t err;
   pc_worker_t *w = pc_worker_start(db, reg, o, &err);
   if (!w) fail_msg("pc_worker_start: %s", err.text);
+  unready_t u = {reg, 1};
+  for (int i = 0; i < 60000 && u.n; i++) {
+    u.n = 0;
+    if (pc_db_observers(db, count_unready, &u, &err) != PC_OK) fail_msg("observers: %s", err.text);
+    if (u.n) {
+      struct timespec d = {0, 1000000};
+      nanosleep(&d, NULL);
+    }
+  }
+  if (u.n) fail_msg("the worker's observers are not ready after 60 s");
   return w;
 }
 
@@ -201,6 +228,24 @@ static void register_observed(pc_db_t *db, const char *name, const char *table, 
   pc_error_t err;
   if (pc_db_register_observed(db, name, table, col, strlen(col), kind, &err) != PC_OK)
     fail_msg("pc_db_register_observed %s: %s", name, err.text);
+}
+
+static int present_none(void *ctx, const pc_observer_info_t *o, const char *row, size_t rlen,
+                        uint64_t since) {
+  (void)ctx, (void)o, (void)row, (void)rlen, (void)since;
+  fail_msg("a backfill presented a cell of an empty column");
+  return 1;
+}
+
+/* Runs the backfill of observer name, whose column is empty, to its end. */
+static void backfill_done(pc_db_t *db, const char *name) {
+  int done = 0;
+  for (int i = 0; i < 10000 && !done; i++) {
+    pc_error_t err;
+    pc_status_t st = pc_db_backfill_step(db, name, present_none, NULL, &done, &err);
+    if (st != PC_OK && st != PC_CONFLICT) fail_msg("backfill of %s: %s", name, err.text);
+  }
+  if (!done) fail_msg("the backfill of %s did not end", name);
 }
 
 /* Records the first failure an observer thread meets (checked by the test thread). */
@@ -651,10 +696,13 @@ static void test_wait_sees_timestamps_taken(void **state) {
   char *dir = tu_mkdtemp("worker-wait");
   pc_db_t *db = tu_open(dir, 0);
   register_observed(db, "quiet", "quiet", "o:x", PC_OBSERVER_STRONG);
+  backfill_done(db, "quiet"); /* no worker runs it here */
   put(db, "quiet", "r", "c", "v"); /* an unobserved column: no notification, no lock */
   wait_idle(db);
   pc_error_t err;
-  assert_int_equal(pc_failpoints_configure("worker.wait_scanned=sleep(40)", &err), PC_OK);
+  /* a window long enough that the ticker takes a timestamp in each of the
+   * wait's attempts even on a loaded machine (it ticks every millisecond) */
+  assert_int_equal(pc_failpoints_configure("worker.wait_scanned=sleep(250)", &err), PC_OK);
   ticker_t k = {.db = db};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, tick_main, &k), 0);
@@ -1202,6 +1250,7 @@ static void test_crash_parked(void **state) {
   snprintf(journal, sizeof journal, "%s/journal", dir);
   pc_db_t *db = tu_open(dir, 0);
   register_observed(db, "crashy", "cr", "in:c", PC_OBSERVER_STRONG);
+  backfill_done(db, "crashy"); /* the column is empty: the notifications alone present the cells */
   pc_txn_t *t = begin(db);
   for (int i = 0; i < NCRASH; i++) {
     char row[16];
@@ -1359,6 +1408,7 @@ static void test_counters_survive_kill(void **state) {
   snprintf(journal, sizeof journal, "%s/journal", dir);
   pc_db_t *db = tu_open(dir, 0);
   register_observed(db, "crashy", "cr", "in:c", PC_OBSERVER_STRONG);
+  backfill_done(db, "crashy"); /* the column is empty: the notifications alone present the cells */
   for (int i = 0; i < 5; i++) {
     char row[16];
     snprintf(row, sizeof row, "r%d", i);
@@ -1447,6 +1497,325 @@ static void test_start_refuses(void **state) {
   tu_rmtree(dir);
 }
 
+
+/* ---- 7. registered observers are the authority ------------------------------- */
+
+#define TWO "two"
+#define NROWS 8
+
+/* Copies the notified cell's value (or "-" when it is gone) to the row's
+ * column seen:<observer>, the observer's name being its state; the weak
+ * observer b.poke copies p:v instead (what the writer set with its weak
+ * notification). */
+static pc_status_t obs_copy(void *state, pc_txn_t *t, const pc_notified_cell_t *c,
+                            pc_error_t *err) {
+  const char *name = state;
+  char seen[80], col[64], *v = NULL;
+  snprintf(seen, sizeof seen, "seen:%s", name);
+  if (strstr(name, "poke")) snprintf(col, sizeof col, "p:v");
+  else snprintf(col, sizeof col, "%.*s", (int)c->column_len, c->column);
+  pc_status_t st = oget(t, c->table, c->row, c->row_len, col, &v, err);
+  if (st != PC_OK && st != PC_NOT_FOUND) return st;
+  pc_error_clear(err);
+  st = oset(t, c->table, c->row, c->row_len, seen, v ? v : "-", err);
+  free(v);
+  return st;
+}
+
+/* Set a: a.shared (strong, s:v) and a.own (strong, a:v); set b: b.shared
+ * (strong, s:v), b.own (strong, b:v) and b.poke (weak, s:v). s:v is
+ * observed by both sets, a:v and b:v by one each. */
+static pc_observer_registry_t *pair_set(char which) {
+  pc_observer_registry_t *reg = pc_registry_create();
+  if (which == 'a') {
+    add_observer(reg, "a.shared", TWO, "s:v", PC_OBSERVER_STRONG, obs_copy, "a.shared");
+    add_observer(reg, "a.own", TWO, "a:v", PC_OBSERVER_STRONG, obs_copy, "a.own");
+  } else {
+    add_observer(reg, "b.shared", TWO, "s:v", PC_OBSERVER_STRONG, obs_copy, "b.shared");
+    add_observer(reg, "b.own", TWO, "b:v", PC_OBSERVER_STRONG, obs_copy, "b.own");
+    add_observer(reg, "b.poke", TWO, "s:v", PC_OBSERVER_WEAK, obs_copy, "b.poke");
+  }
+  return reg;
+}
+
+/* Whether seen:<observer> of row equals col's value ("-" when absent). */
+static int seen_latest(pc_db_t *db, const char *row, const char *observer, const char *col) {
+  char seen[80];
+  snprintf(seen, sizeof seen, "seen:%s", observer);
+  char *v = get(db, TWO, row, col), *s = get(db, TWO, row, seen);
+  int ok = s && strcmp(s, v ? v : "-") == 0;
+  free(v);
+  free(s);
+  return ok;
+}
+
+/* Fails naming the first (row, observer) whose seen cell is not the latest. */
+static void all_seen(pc_db_t *db, const char *const *observers, const char *const *cols, size_t n) {
+  char row[16];
+  for (int r = 0; r < NROWS; r++) {
+    snprintf(row, sizeof row, "r%d", r);
+    for (size_t i = 0; i < n; i++)
+      if (!seen_latest(db, row, observers[i], cols[i])) {
+        char seen[80];
+        snprintf(seen, sizeof seen, "seen:%s", observers[i]);
+        char *v = get(db, TWO, row, cols[i]), *sv = get(db, TWO, row, seen);
+        fail_msg("%s of %s: saw '%s', the latest is '%s'", observers[i], row, sv ? sv : "(none)",
+                 v ? v : "-");
+      }
+  }
+}
+
+typedef struct pair_writer {
+  pc_db_t *db;
+  int id, ops;
+} pair_writer_t;
+
+/* Random changes to rows r0..r7: sets and deletes of s:v, sets of a:v and
+ * b:v, and p:v with a weak notification of s:v; a conflict is retried. */
+static void *pair_write_main(void *arg) {
+  pair_writer_t *pw = arg;
+  unsigned seed = (unsigned)pw->id * 7919u + 1;
+  for (int i = 0; i < pw->ops; i++) {
+    char row[16], val[32];
+    snprintf(row, sizeof row, "r%d", (int)(rand_r(&seed) % NROWS));
+    snprintf(val, sizeof val, "w%d.%d", pw->id, i);
+    int op = (int)(rand_r(&seed) % 10);
+    for (int attempt = 0; attempt < 100; attempt++) {
+      pc_error_t err;
+      pc_txn_t *t = pc_txn_begin(pw->db, &err);
+      if (!t) fail_msg("begin: %s", err.text);
+      pc_status_t st;
+      if (op < 4) st = oset(t, TWO, row, strlen(row), "s:v", val, &err);
+      else if (op == 4) st = pc_txn_delete(t, TWO, row, strlen(row), "s:v", 3, &err);
+      else if (op < 7) st = oset(t, TWO, row, strlen(row), "a:v", val, &err);
+      else if (op < 9) st = oset(t, TWO, row, strlen(row), "b:v", val, &err);
+      else {
+        st = oset(t, TWO, row, strlen(row), "p:v", val, &err);
+        if (st == PC_OK) st = pc_txn_notify_weak(t, TWO, row, strlen(row), "s:v", 3, &err);
+      }
+      if (st == PC_OK) st = pc_txn_commit(t, &err);
+      pc_txn_destroy(t);
+      if (st == PC_OK) break;
+      if (st != PC_CONFLICT && st != PC_LOCKED) fail_msg("writer: %s", err.text);
+    }
+  }
+  return NULL;
+}
+
+/* Two workers with different observer sets on one store, each observing a
+ * column the other does not and both the column s:v: with writers running
+ * throughout, once both ran and wait returned, every registered observer has
+ * seen the latest of every cell of its column (none consumed the other's
+ * changes). Then one worker stops: its observers' changes stay pending while
+ * the other goes on with its own (without passing again and again over the
+ * cells it is done with), wait does not return, and a worker with those
+ * observers, started later, processes them. */
+static void test_workers_with_different_observers(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-pair");
+  pc_db_t *db = tu_open(dir, 0);
+  pc_db_t *db_b = tu_cluster_mode() ? tu_open(dir, 0) : db; /* another client in a cluster */
+  pc_observer_registry_t *ra = pair_set('a'), *rb = pair_set('b');
+  pc_worker_options_t o = quick_options(2);
+  pc_worker_t *wa = start(db, ra, &o), *wb = start(db_b, rb, &o);
+  pair_writer_t pw[2] = {{db, 1, 80}, {db_b, 2, 80}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, pair_write_main, &pw[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  wait_idle(db);
+  static const char *const obs[] = {"a.shared", "a.own", "b.shared", "b.own"};
+  static const char *const cols[] = {"s:v", "a:v", "s:v", "b:v"};
+  all_seen(db, obs, cols, 4);
+  char row[16];
+  for (int r = 0; r < NROWS; r++) { /* the weak observer saw every p:v set with a notification */
+    snprintf(row, sizeof row, "r%d", r);
+    char *p = get(db, TWO, row, "p:v"), *sp = get(db, TWO, row, "seen:b.poke");
+    if (p && (!sp || strcmp(p, sp) != 0)) fail_msg("b.poke of %s saw '%s', want '%s'", row, sp, p);
+    free(p);
+    free(sp);
+  }
+
+  /* b's worker stops; changes to every column */
+  pc_worker_stop(wb);
+  for (int r = 0; r < NROWS; r++) {
+    snprintf(row, sizeof row, "r%d", r);
+    put(db, TWO, row, "s:v", "late-s");
+    put(db, TWO, row, "a:v", "late-a");
+    put(db, TWO, row, "b:v", "late-b");
+  }
+  /* a's observers see theirs */
+  for (int i = 0; i < 30000; i++) {
+    int ok = 1;
+    for (int r = 0; r < NROWS && ok; r++) {
+      snprintf(row, sizeof row, "r%d", r);
+      ok = seen_latest(db, row, "a.shared", "s:v") && seen_latest(db, row, "a.own", "a:v");
+    }
+    if (ok) break;
+    sleep_ms(2);
+  }
+  all_seen(db, obs, cols, 2);
+  /* b's stay pending: no worker runs its observers, and nobody deleted them */
+  for (int r = 0; r < NROWS; r++) {
+    snprintf(row, sizeof row, "r%d", r);
+    assert_false(seen_latest(db, row, "b.shared", "s:v"));
+    assert_false(seen_latest(db, row, "b.own", "b:v"));
+  }
+  pc_error_t err;
+  assert_int_equal(pc_notify_wait(db, 300, &err), PC_TIMEOUT);
+  assert_true(pending(db) >= 2 * NROWS);
+  /* a's worker does not keep passing over the cells it is done with: a few
+   * looks per cell (the waits double), not a loop */
+  pc_observer_stats_t before = stats_of(wa, "a.shared");
+  sleep_ms(1000);
+  pc_observer_stats_t after = stats_of(wa, "a.shared");
+  uint64_t passes = after.skipped + after.runs - before.skipped - before.runs;
+  if (passes > 4 * NROWS) fail_msg("a.shared passed %" PRIu64 " times over cells it was done with", passes);
+
+  /* a worker with b's observers processes what waited for them */
+  pc_observer_registry_t *rb2 = pair_set('b');
+  pc_worker_t *wb2 = start(db_b, rb2, &o);
+  wait_idle(db);
+  static const char *const all[] = {"a.shared", "a.own", "b.shared", "b.own"};
+  all_seen(db, all, cols, 4);
+  assert_int_equal(pending(db), 0);
+  pc_worker_stop(wb2);
+  pc_worker_stop(wa);
+  pc_registry_free(ra);
+  pc_registry_free(rb);
+  pc_registry_free(rb2);
+  if (db_b != db) pc_db_close(db_b);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
+/* Copies the notified cell's value to m:<column>, counting its runs; while
+ * its stall counter is above zero it fails once the counter runs out (a
+ * worker that cannot go on), else it counts the stall down. */
+typedef struct copier {
+  atomic_int runs, stall;
+} copier_t;
+
+static pc_status_t obs_count_copy(void *state, pc_txn_t *t, const pc_notified_cell_t *c,
+                                  pc_error_t *err) {
+  copier_t *k = state;
+  if (atomic_load(&k->stall) == 1) return pc_error_set(err, PC_UNAVAILABLE, "stalled");
+  if (atomic_load(&k->stall) > 1) atomic_fetch_sub(&k->stall, 1);
+  char col[64], seen[80], *v = NULL;
+  snprintf(col, sizeof col, "%.*s", (int)c->column_len, c->column);
+  snprintf(seen, sizeof seen, "m:%s", col);
+  pc_status_t st = oget(t, c->table, c->row, c->row_len, col, &v, err);
+  if (st != PC_OK && st != PC_NOT_FOUND) return st;
+  pc_error_clear(err);
+  st = oset(t, c->table, c->row, c->row_len, seen, v ? v : "-", err);
+  free(v);
+  if (st == PC_OK) atomic_fetch_add(&k->runs, 1);
+  return st;
+}
+
+/* The backfill's progress of observer name: cells presented, and its state. */
+typedef struct progress {
+  const char *name;
+  uint64_t presented;
+  int state;
+} progress_t;
+
+static int progress_of(void *ctx, const pc_observer_info_t *o) {
+  progress_t *p = ctx;
+  if (!o->problem && o->name_len == strlen(p->name) && memcmp(o->name, p->name, o->name_len) == 0) {
+    p->presented = o->presented;
+    p->state = o->state;
+  }
+  return 0;
+}
+
+#define EARLY 150 /* more than a backfill page */
+#define STALL 30  /* the first worker's backfill gets this far */
+
+/* Registration misses nothing: cells written before any worker ran (and
+ * before the observers' registration) are observed, each once, by the strong
+ * observer, and by the weak one; a worker whose backfill stopped half-way
+ * (its observer could not go on) leaves it to the next, which goes on from
+ * where it stopped without presenting those cells again; a client opened
+ * before the registration, writing right after it, is observed too. */
+static void test_registration_misses_nothing(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-late");
+  pc_db_t *writer = tu_open(dir, 0); /* opened before every registration */
+  char row[16], val[16];
+  for (int i = 0; i < EARLY; i += 10) {
+    pc_txn_t *t = begin(writer);
+    for (int j = i; j < i + 10; j++) {
+      snprintf(row, sizeof row, "e%03d", j);
+      snprintf(val, sizeof val, "v%d", j);
+      tu_set(t, "late", row, "x:v", val);
+      tu_set(t, "late", row, "y:v", val);
+    }
+    commit(t);
+  }
+  pc_txn_t *t = begin(writer);
+  pc_error_t err;
+  assert_int_equal(pc_txn_delete(t, "late", "e007", 4, "x:v", 3, &err), PC_OK);
+  commit(t);
+  pc_db_t *db = tu_cluster_mode() ? tu_open(dir, 0) : writer;
+  copier_t kx = {0}, ky = {0};
+  atomic_store(&kx.stall, STALL + 1); /* x stops after STALL runs */
+  pc_worker_options_t o = quick_options(2);
+  o.max_failures = 1000; /* stalled, not parked */
+  pc_observer_registry_t *reg = pc_registry_create();
+  add_observer(reg, "x", "late", "x:v", PC_OBSERVER_STRONG, obs_count_copy, &kx);
+  pc_worker_t *w = pc_worker_start(db, reg, &o, &err);
+  if (!w) fail_msg("pc_worker_start: %s", err.text);
+  progress_t px = {"x", 0, 0};
+  for (int i = 0; i < 60000 && px.presented < STALL; i++) {
+    assert_int_equal(pc_db_observers(db, progress_of, &px, &err), PC_OK);
+    if (px.presented < STALL) sleep_ms(1);
+  }
+  assert_int_equal(px.presented, STALL);
+  assert_int_equal(px.state, PC_BACKFILL_RUNNING);
+  pc_worker_stop(w);
+  pc_registry_free(reg);
+  assert_int_equal(atomic_load(&kx.runs), STALL);
+
+  /* the next worker of x, with the weak y, goes on */
+  atomic_store(&kx.stall, 0);
+  reg = pc_registry_create();
+  add_observer(reg, "x", "late", "x:v", PC_OBSERVER_STRONG, obs_count_copy, &kx);
+  add_observer(reg, "y", "late", "y:v", PC_OBSERVER_WEAK, obs_count_copy, &ky);
+  w = pc_worker_start(db, reg, &o, &err);
+  if (!w) fail_msg("pc_worker_start: %s", err.text);
+  /* right after the registration, a client opened long before writes */
+  for (int j = EARLY; j < EARLY + 20; j++) {
+    snprintf(row, sizeof row, "e%03d", j);
+    snprintf(val, sizeof val, "v%d", j);
+    put(writer, "late", row, "x:v", val);
+  }
+  wait_idle(writer);
+  for (int j = 0; j < EARLY + 20; j++) {
+    snprintf(row, sizeof row, "e%03d", j);
+    char *v = get(writer, "late", row, "x:v"), *m = get(writer, "late", row, "m:x:v");
+    if (j == 7 ? m != NULL : !(v && m && strcmp(v, m) == 0))
+      fail_msg("x of %s: saw '%s', the value is '%s'", row, m ? m : "(nothing)", v ? v : "-");
+    free(v);
+    free(m);
+    if (j < EARLY) {
+      char *y = get(writer, "late", row, "m:y:v");
+      if (!y) fail_msg("the weak observer y did not see %s", row);
+      free(y);
+    }
+  }
+  /* once per cell: those the first worker saw were not presented again */
+  assert_int_equal(atomic_load(&kx.runs), EARLY - 1 + 20);
+  assert_int_equal(atomic_load(&ky.runs), EARLY);
+  px.presented = 0;
+  assert_int_equal(pc_db_observers(db, progress_of, &px, &err), PC_OK);
+  assert_int_equal(px.state, PC_BACKFILL_DONE);
+  pc_worker_stop(w);
+  pc_registry_free(reg);
+  if (db != writer) pc_db_close(db);
+  pc_db_close(writer);
+  tu_rmtree(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_start_refuses),
@@ -1458,6 +1827,8 @@ int main(void) {
       cmocka_unit_test(test_crashed_writer_rolled_forward),
       cmocka_unit_test(test_weak_coalesce_and_rerun),
       cmocka_unit_test(test_failures_parked_and_retried),
+      cmocka_unit_test(test_workers_with_different_observers),
+      cmocka_unit_test(test_registration_misses_nothing),
       cmocka_unit_test(test_backoff_waits),
       cmocka_unit_test(test_crash_parked),
       cmocka_unit_test(test_hung_observer_given_up),

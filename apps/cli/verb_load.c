@@ -8,8 +8,8 @@
  * --max-bytes before memory is taken for it, and memory held by the queue is
  * bounded too. Each document's outcome is a library status (--json prints
  * one line per document), and the exit status follows the worst of them.
- * `load --delete URL...` deletes documents so that the dedup observer sees
- * it (apps/dedup/dedup.c). SIGINT stops the load cleanly: transactions in
+ * `load --delete URL...` deletes documents, each a plain delete (a delete
+ * notifies the dedup observer as a put does). SIGINT stops the load cleanly: transactions in
  * flight finish, the summary says what was written. */
 #include <dirent.h>
 #include <errno.h>
@@ -240,12 +240,8 @@ static pc_status_t delete_doc(pc_txn_t *txn, const item_t *it, pc_error_t *err) 
                               strlen(CONTENTS_COL), &v, &vl, err);
   pc_free(v);
   if (st != PC_OK) return st;
-  st = pc_txn_delete(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL, strlen(CONTENTS_COL), err);
-  /* a delete writes no strong notification: notify the dedup observer weakly */
-  if (st == PC_OK)
-    st = pc_txn_notify_weak(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL,
-                            strlen(CONTENTS_COL), err);
-  return st;
+  /* a plain delete: it notifies the column's strong observers as a put does */
+  return pc_txn_delete(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL, strlen(CONTENTS_COL), err);
 }
 
 /* One transaction writing (or deleting) the document, retried on conflict. */
@@ -899,10 +895,10 @@ const cli_verb_t cli_verb_load = {
         "line every 5 s. Ctrl-C stops it cleanly: the transactions in flight finish,\n"
         "queued documents are not started, the summary says what was written.\n"
         "\n"
-        "--delete deletes the documents URL... in one transaction each, notifying\n"
-        "the dedup observer (a plain 'percolator delete' is not seen by it, since a\n"
-        "delete writes no strong notification); an absent document is reported as\n"
-        "not found and nothing is written for it.\n"
+        "--delete deletes the documents URL... in one transaction each, as\n"
+        "'percolator delete docs URL doc:contents' does: a delete is a change, which\n"
+        "the dedup observer sees; an absent document is reported as not found and\n"
+        "nothing is written for it.\n"
         "\n"
         "Each document's outcome is a library status: ok; conflict, aborted,\n"
         "unavailable, timeout, ... (definitely not written); unknown (the commit's\n"

@@ -1,6 +1,6 @@
 /* verb_notify.c — the verbs of incremental processing: `observers` (what is
- * registered in the store) and `failures` (parked notifications, and
- * --retry); `wait` is verb_wait.c. */
+ * registered in the store, and retiring one) and `failures` (parked
+ * notifications, and --retry); `wait` is verb_wait.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,31 +13,107 @@
 
 enum { OPT_JSON = 'j', OPT_RETRY = 0x300 };
 
-/* ---- observers --------------------------------------------------------------- */
+/* ---- observers ---------------------------------------------------------------- */
 
 typedef struct obs_out {
+  const cli_ctx_t *ctx;
   int json;
-  size_t n;
+  size_t n, bad;
   int failed;
 } obs_out_t;
 
-static int print_observer(void *ctx, const char *name, const char *table, const char *col,
-                          size_t clen, int kind) {
-  obs_out_t *o = ctx;
-  o->n++;
-  const char *k = kind == 1 ? "weak" : "strong";
-  if (o->json) {
-    json_t *j = json_object();
-    if (!j || json_object_set_new(j, "name", json_string(name)) ||
-        json_object_set_new(j, "table", json_string(table)) || fmt_json_bytes(j, "column", col, clen) ||
-        json_object_set_new(j, "kind", json_string(k)) || fmt_json_line(stdout, j))
-      o->failed = 1;
-    return o->failed;
+/* "ready", "registering", or "backfill: N cells presented". */
+static const char *state_text(const pc_observer_info_t *o, char *buf, size_t cap) {
+  switch (o->state) {
+    case PC_BACKFILL_REGISTERING:
+      return "registering";
+    case PC_BACKFILL_RUNNING:
+      snprintf(buf, cap, "backfill: %llu cells presented", (unsigned long long)o->presented);
+      return buf;
+    default:
+      return "ready";
   }
-  printf("%s\t%s\t", name, table);
-  fmt_escape(stdout, col, clen, 0);
-  printf("\t%s\n", k);
+}
+
+static int print_observer(void *ctx, const pc_observer_info_t *o) {
+  obs_out_t *out = ctx;
+  if (o->problem) { /* reported, named, and passed over */
+    out->bad++;
+    char *name = fmt_escape_str(o->name, o->name_len, 0);
+    fprintf(stderr,
+            "percolator: observers: the record of '%s' in %s is malformed: %s; passed over "
+            "('percolator observers remove %s' removes it)\n",
+            name ? name : "?", PC_SYSTEM_TABLE, o->problem, name ? name : "NAME");
+    free(name);
+    return 0;
+  }
+  out->n++;
+  const char *k = o->kind == 1 ? "weak" : "strong";
+  char buf[64];
+  const char *state = state_text(o, buf, sizeof buf);
+  if (out->json) {
+    json_t *j = json_object();
+    if (!j || fmt_json_bytes(j, "name", o->name, o->name_len) ||
+        json_object_set_new(j, "table", json_string(o->table)) ||
+        fmt_json_bytes(j, "column", o->col, o->clen) ||
+        json_object_set_new(j, "kind", json_string(k)) ||
+        json_object_set_new(j, "state", json_string(o->state == PC_BACKFILL_DONE ? "ready"
+                                                    : o->state == PC_BACKFILL_RUNNING
+                                                        ? "backfill"
+                                                        : "registering")) ||
+        fmt_json_u64(j, "presented", o->presented) || fmt_json_line(stdout, j))
+      out->failed = 1;
+    return out->failed;
+  }
+  printf("%.*s\t%s\t", (int)o->name_len, o->name, o->table);
+  fmt_escape(stdout, o->col, o->clen, 0);
+  printf("\t%s\t%s\n", k, state);
   return 0;
+}
+
+static int observers_list(cli_ctx_t *ctx, int json) {
+  pc_db_t *db = cli_open_db(ctx, 0);
+  if (!db) return CLI_EXIT_ERROR;
+  obs_out_t o = {ctx, json, 0, 0, 0};
+  pc_error_t err;
+  pc_status_t st = pc_db_observers(db, print_observer, &o, &err);
+  pc_db_close(db);
+  if (st != PC_OK) return cli_pc_error(ctx, &err);
+  if (o.failed) return cli_error(ctx, "cannot write the answer");
+  return cli_finish_output(ctx);
+}
+
+/* NAME as given, C escapes decoded (the listing escapes a malformed name). */
+static int unescape_arg(const char *arg, char *out, size_t cap, size_t *n) {
+  size_t len = strlen(arg), i = 0;
+  *n = 0;
+  while (i < len) {
+    char b = arg[i];
+    size_t used = 1;
+    if (b == '\\' && !(used = fmt_unescape_one(arg + i, len - i, &b))) return -1;
+    if (*n == cap) return -1;
+    out[(*n)++] = b;
+    i += used;
+  }
+  return *n ? 0 : -1;
+}
+
+static int observers_remove(cli_ctx_t *ctx, const char *arg, int json) {
+  char name[PC_MAX_ROW];
+  size_t n;
+  if (unescape_arg(arg, name, sizeof name - 16, &n) != 0)
+    return cli_usage_error(ctx, "remove: '%s' is not an observer's name", arg);
+  pc_db_t *db = cli_open_db(ctx, 0);
+  if (!db) return CLI_EXIT_ERROR;
+  pc_error_t err;
+  int found = 0;
+  pc_status_t st = pc_db_unregister_observed(db, name, n, &found, &err);
+  pc_db_close(db);
+  if (st != PC_OK) return cli_pc_error(ctx, &err);
+  if (json) printf("{\"removed\":%s}\n", found ? "true" : "false");
+  else if (found) printf("observer '%s' removed: its notifications no longer wait for it\n", arg);
+  else printf("observer '%s' was not registered\n", arg);
+  return cli_finish_output(ctx);
 }
 
 static int run_observers(cli_ctx_t *ctx, int argc, char **argv) {
@@ -47,32 +123,42 @@ static int run_observers(cli_ctx_t *ctx, int argc, char **argv) {
     if (c == CLI_GETOPT_EXIT) return code;
     if (c == OPT_JSON) json = 1;
   }
-  if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
-  pc_db_t *db = cli_open_db(ctx, 0);
-  if (!db) return CLI_EXIT_ERROR;
-  obs_out_t o = {json, 0, 0};
-  pc_error_t err;
-  pc_status_t st = pc_db_observed_foreach(db, print_observer, &o, &err);
-  pc_db_close(db);
-  if (st != PC_OK) return cli_pc_error(ctx, &err);
-  if (o.failed) return cli_error(ctx, "cannot write the answer");
-  return cli_finish_output(ctx);
+  const char *sub = optind < argc ? argv[optind++] : "list";
+  if (strcmp(sub, "list") == 0) {
+    if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    return observers_list(ctx, json);
+  }
+  if (strcmp(sub, "remove") == 0) {
+    if (optind >= argc) return cli_usage_error(ctx, "remove: which observer?");
+    if (optind + 1 < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind + 1]);
+    return observers_remove(ctx, argv[optind], json);
+  }
+  return cli_usage_error(ctx, "unknown subcommand '%s' (list or remove)", sub);
 }
 
 const cli_verb_t cli_verb_observers = {
     .name = "observers",
-    .summary = "list the observers registered in the store",
+    .summary = "list the observers registered in the store, or retire one",
     .run = run_observers,
-    .args = "[--json]",
+    .args = "[list] [--json]\nremove NAME",
     .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
     .exits = CLI_EXITS_BASIC,
-    .about = "Lists every observer recorded in the store — by any worker, from any\n"
-             "configuration — with the table and column it observes and its kind:\n"
-             "NAME TABLE COLUMN strong|weak, tab-separated (columns C-escaped), or one\n"
-             "JSON object per line with --json. Every client marks its writes of a\n"
-             "strongly observed column so that their commit writes the notification.\n",
-    .options = "  --json              one JSON object per observer\n",
-    .example = "percolator --config cluster.json observers\n",
+    .about = "list (the default) shows every observer registered in the store — by any\n"
+             "worker, from any configuration — with the table and column it observes,\n"
+             "its kind and its state: NAME TABLE COLUMN strong|weak STATE, tab-separated\n"
+             "(columns C-escaped), or one JSON object per line with --json. STATE is\n"
+             "'registering' (not yet known to every store), 'backfill: N cells\n"
+             "presented' (the cells written before it are being presented to it) or\n"
+             "'ready'. A malformed record is reported on stderr, named, and passed over.\n"
+             "\n"
+             "remove NAME retires an observer: its record goes, and the notifications of\n"
+             "its column no longer wait for it (they are kept until every registered\n"
+             "observer of the column has covered them). A worker that still runs it\n"
+             "registers it again when it starts, so stop those first. It also removes a\n"
+             "malformed record (NAME as the listing shows it, C escapes allowed).\n",
+    .options = "  --json              machine-readable output\n",
+    .example = "percolator --config cluster.json observers\n"
+               "percolator --config cluster.json observers remove dedup.deleted\n",
 };
 
 /* ---- failures ------------------------------------------------------------------ */

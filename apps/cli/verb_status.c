@@ -1,11 +1,14 @@
 /* verb_status.c — `percolator status`: what the configuration's daemons say
  * about themselves — the oracle's last timestamp, the lock service's epoch and
  * live sessions, each tablet's row range and operation count — or, without a
- * cluster, the embedded store's directory. Exit 0 when every daemon answered,
+ * cluster, the embedded store's directory; then the notifications, the live
+ * workers and the registered observers. Exit 0 when every daemon answered,
  * 3 when any did not (the report is printed either way). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <percolator/observer.h>
 
 #include "cli.h"
 #include "core/db.h"
@@ -22,11 +25,20 @@
 static uint32_t status_timeout_ms = 2000;
 #define STATUS_TIMEOUT_MS status_timeout_ms
 
+/* The pending notifications of one column, as counted. */
+typedef struct col_pending {
+  char *table, *col;
+  size_t clen;
+  uint64_t count;
+} col_pending_t;
+
 typedef struct report {
   int json;
   json_t *root;
   int down;   /* daemons that did not answer */
   int failed; /* a count that could not be made */
+  col_pending_t *pending; /* per column, from report_notifications */
+  size_t npending;
 } report_t;
 
 static void print_range(FILE *out, const char *p, size_t n, const char *empty) {
@@ -191,6 +203,22 @@ typedef struct pending_out {
 static int print_pending(void *ctx, const char *table, const char *col, size_t clen,
                          uint64_t count) {
   pending_out_t *p = ctx;
+  col_pending_t *v = realloc(p->r->pending, (p->r->npending + 1) * sizeof *v);
+  if (v) {
+    p->r->pending = v;
+    col_pending_t *e = &v[p->r->npending];
+    e->table = strdup(table);
+    e->col = malloc(clen ? clen : 1);
+    e->clen = clen;
+    e->count = count;
+    if (e->table && e->col) {
+      memcpy(e->col, col, clen);
+      p->r->npending++;
+    } else {
+      free(e->table);
+      free(e->col);
+    }
+  }
   if (!p->r->json) {
     printf("pending          %llu in %s ", (unsigned long long)count, table);
     fmt_escape(stdout, col, clen, 0);
@@ -238,21 +266,115 @@ static void report_parked(report_t *r, pc_db_t *db) {
   fmt_json_u64(r->root, "parked", n);
 }
 
-/* Adds one observer's totals to the object sums. */
+/* The pending count of (table, col), 0 when none was counted. */
+static uint64_t pending_of(const report_t *r, const char *table, const char *col, size_t clen) {
+  for (size_t i = 0; i < r->npending; i++)
+    if (strcmp(r->pending[i].table, table) == 0 && r->pending[i].clen == clen &&
+        memcmp(r->pending[i].col, col, clen) == 0)
+      return r->pending[i].count;
+  return 0;
+}
+
+typedef struct obs_report {
+  report_t *r;
+  json_t *sums, *runners; /* observer -> counters; observer -> [live workers] */
+  size_t unrun;
+} obs_report_t;
+
+/* The counters object of observer name in sums, made when missing (runs
+ * first, so that it reads the same with or without a live worker). */
+static json_t *counters_of(json_t *sums, const char *name) {
+  json_t *c = json_object_get(sums, name);
+  if (!c) {
+    json_object_set_new(sums, name, c = json_object());
+    static const char *const keys[] = {"runs", "skipped", "conflicts", "failures", "parked"};
+    for (size_t i = 0; i < 5; i++) json_object_set_new(c, keys[i], json_integer(0));
+  }
+  return c;
+}
+
+static void print_counters(json_t *c) {
+  printf("runs=%lld skipped=%lld conflicts=%lld failures=%lld parked=%lld\n",
+         (long long)json_integer_value(json_object_get(c, "runs")),
+         (long long)json_integer_value(json_object_get(c, "skipped")),
+         (long long)json_integer_value(json_object_get(c, "conflicts")),
+         (long long)json_integer_value(json_object_get(c, "failures")),
+         (long long)json_integer_value(json_object_get(c, "parked")));
+}
+
+/* One registered observer: its definition, state, live workers and pending
+ * count, flagged when no live worker runs it (its notifications then wait). */
+static int report_observer(void *ctx, const pc_observer_info_t *o) {
+  obs_report_t *x = ctx;
+  report_t *r = x->r;
+  char name[PC_MAX_OBSERVER_NAME + 1];
+  if (o->problem) {
+    char *n = fmt_escape_str(o->name, o->name_len, 0);
+    if (!r->json)
+      printf("observer         %s: malformed record (%s): passed over ('percolator observers "
+             "remove %s' removes it)\n",
+             n ? n : "?", o->problem, n ? n : "NAME");
+    json_t *bad = json_object_get(r->root, "malformed_observers");
+    if (!bad) json_object_set_new(r->root, "malformed_observers", bad = json_array());
+    json_array_append_new(bad, json_string(n ? n : "?"));
+    free(n);
+    return 0;
+  }
+  snprintf(name, sizeof name, "%.*s", (int)o->name_len, o->name);
+  json_t *c = counters_of(x->sums, name), *w = json_object_get(x->runners, name);
+  size_t nw = w ? json_array_size(w) : 0;
+  uint64_t pending = pending_of(r, o->table, o->col, o->clen);
+  const char *state = o->state == PC_BACKFILL_REGISTERING ? "registering"
+                      : o->state == PC_BACKFILL_RUNNING   ? "backfill"
+                                                          : "ready";
+  json_object_set_new(c, "table", json_string(o->table));
+  fmt_json_bytes(c, "column", o->col, o->clen);
+  json_object_set_new(c, "kind", json_string(o->kind == 1 ? "weak" : "strong"));
+  json_object_set_new(c, "state", json_string(state));
+  fmt_json_u64(c, "presented", o->presented);
+  json_object_set_new(c, "workers", w ? json_incref(w) : json_array());
+  fmt_json_u64(c, "pending", pending);
+  json_object_set_new(c, "run_by_no_live_worker", json_boolean(nw == 0));
+  x->unrun += nw == 0;
+  if (!r->json) {
+    printf("observer         %s %s ", name, o->table);
+    fmt_escape(stdout, o->col, o->clen, 0);
+    printf(" %s %s", o->kind == 1 ? "weak" : "strong", state);
+    if (o->state == PC_BACKFILL_RUNNING)
+      printf(" (%llu cells presented)", (unsigned long long)o->presented);
+    printf(" pending=%llu", (unsigned long long)pending);
+    if (nw == 0) {
+      printf(" NO LIVE WORKER RUNS IT: its column's notifications wait for one\n");
+    } else {
+      printf(" workers=%zu", nw);
+      size_t i;
+      json_t *e;
+      json_array_foreach(w, i, e) printf("%s%s", i ? "," : " (", json_string_value(e));
+      printf(") ");
+      print_counters(c);
+    }
+  }
+  json_object_set_new(c, "registered", json_true());
+  return 0;
+}
+
+/* Adds one observer's totals (over every worker that ran it, live or dead)
+ * to the object sums. */
 static int add_totals(void *ctx, const pc_observer_stats_t *t) {
-  json_t *sums = ctx, *c = json_object();
+  json_t *c = counters_of(ctx, t->name);
   fmt_json_u64(c, "runs", t->runs);
   fmt_json_u64(c, "skipped", t->skipped);
   fmt_json_u64(c, "conflicts", t->conflicts);
   fmt_json_u64(c, "failures", t->failures);
   fmt_json_u64(c, "parked", t->parked);
-  json_object_set_new(sums, t->name, c);
   return 0;
 }
 
 /* Live workers (their records in the system table, written every second by
- * `percolator worker`; live: younger than 3 s) and each observer's counters
- * summed over every worker that ran it, live or dead (pc_worker_totals). */
+ * `percolator worker`; live: younger than 3 s), each registered observer
+ * with the live workers that run it and its column's pending count (flagged
+ * when no live worker runs it), and each observer's counters summed over
+ * every worker that ran it, live or dead (pc_worker_totals). */
 static void report_workers(report_t *r, pc_db_t *db) {
   pc_error_t err;
   pc_txn_t *t = pc_txn_begin(db, &err);
@@ -261,15 +383,25 @@ static void report_workers(report_t *r, pc_db_t *db) {
     pc_txn_destroy(t);
     return;
   }
-  json_t *live = json_array(), *sums = json_object();
+  json_t *live = json_array(), *sums = json_object(), *runners = json_object();
   uint64_t now = pc_now_wall_ms();
   size_t rl, vl;
   while (pc_scan_next(sc, &err) == PC_OK) {
     const char *row = pc_scan_row(sc, &rl), *val = pc_scan_value(sc, &vl);
     json_t *st = json_loadb(val, vl, 0, NULL);
     json_int_t seen = json_integer_value(json_object_get(st, "seen_ms"));
-    if (st && seen > 0 && now - (uint64_t)seen < 3000)
-      json_array_append_new(live, json_stringn(row + 7, rl - 7));
+    if (st && seen > 0 && now - (uint64_t)seen < 3000) {
+      json_t *wname = json_stringn(row + 7, rl - 7);
+      json_array_append(live, wname);
+      const char *name;
+      json_t *c;
+      json_object_foreach(json_object_get(st, "observers"), name, c) {
+        json_t *ws = json_object_get(runners, name);
+        if (!ws) json_object_set_new(runners, name, ws = json_array());
+        json_array_append(ws, wname);
+      }
+      json_decref(wname);
+    }
     json_decref(st);
   }
   pc_scan_destroy(sc);
@@ -281,19 +413,27 @@ static void report_workers(report_t *r, pc_db_t *db) {
     json_t *w;
     json_array_foreach(live, i, w) printf("%s%s", i ? ", " : ": ", json_string_value(w));
     putchar('\n');
-    const char *name;
-    json_t *c;
-    json_object_foreach(sums, name, c) {
-      printf("observer         %s runs=%lld skipped=%lld conflicts=%lld failures=%lld parked=%lld\n",
-             name, (long long)json_integer_value(json_object_get(c, "runs")),
-             (long long)json_integer_value(json_object_get(c, "skipped")),
-             (long long)json_integer_value(json_object_get(c, "conflicts")),
-             (long long)json_integer_value(json_object_get(c, "failures")),
-             (long long)json_integer_value(json_object_get(c, "parked")));
+  }
+  obs_report_t x = {r, sums, runners, 0};
+  if (pc_db_observers(db, report_observer, &x, &err) != PC_OK && !r->json)
+    printf("observers        (cannot list them: %s)\n", err.text);
+  /* observers that the store no longer registers (retired), whose counters
+   * remain, or that a live worker still runs */
+  const char *name;
+  json_t *c;
+  json_object_foreach(sums, name, c) {
+    if (json_object_get(c, "registered")) continue;
+    json_object_set_new(c, "registered", json_false());
+    if (!r->json) {
+      printf("observer         %s (not registered%s) ", name,
+             json_object_get(runners, name) ? ", run by a live worker" : "");
+      print_counters(c);
     }
   }
+  fmt_json_u64(r->root, "observers_run_by_no_live_worker", x.unrun);
   json_object_set_new(r->root, "workers", live);
   json_object_set_new(r->root, "observers", sums);
+  json_decref(runners);
 }
 
 static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
@@ -306,7 +446,7 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
   }
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   if (ctx->timeout_ms) status_timeout_ms = ctx->timeout_ms;
-  report_t r = {json, json_object(), 0, 0};
+  report_t r = {json, json_object(), 0, 0, NULL, 0};
   pc_error_t err;
   pc_config_t *cfg = ctx->config ? pc_config_load(ctx->config, &err) : NULL;
   if (ctx->config && !cfg) {
@@ -351,6 +491,11 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
   }
   if (json) fmt_json_line(stdout, r.root);
   else json_decref(r.root);
+  for (size_t i = 0; i < r.npending; i++) {
+    free(r.pending[i].table);
+    free(r.pending[i].col);
+  }
+  free(r.pending);
   pc_config_free(cfg);
   code = cli_finish_output(ctx);
   if (code != CLI_EXIT_OK) return code;
@@ -371,10 +516,13 @@ const cli_verb_t cli_verb_status = {
              "their state: last timestamp, epoch and live sessions, row ranges,\n"
              "operations served and garbage collection. Without a cluster configuration,\n"
              "shows the embedded store. Then counts the pending notifications per\n"
-             "observed column and the parked ones, lists the live workers, and sums each\n"
-             "observer's runs, skips, conflicts, failures and parked notifications over\n"
-             "every worker that ran it, live or dead (each worker also serves its own on\n"
-             "workers.http /metrics, with the latency histogram).\n"
+             "observed column and the parked ones, lists the live workers, shows each\n"
+             "registered observer with its state (registering, backfill, ready), the\n"
+             "live workers that run it and its column's pending count — flagging one\n"
+             "that no live worker runs, whose column's notifications then wait — and\n"
+             "sums each observer's runs, skips, conflicts, failures and parked\n"
+             "notifications over every worker that ran it, live or dead (each worker\n"
+             "also serves its own on workers.http /metrics, with the latency histogram).\n"
              "Exits 0 when every daemon answered, 3 when any is down.\n",
     .options = "  -j, --json          one JSON object\n",
     .example = "percolator --config cluster.json status\n",

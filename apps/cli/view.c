@@ -31,19 +31,20 @@ static char *dup_bytes(const char *p, size_t n) {
   return d;
 }
 
-static int add_observer(void *ctx, const char *name, const char *table, const char *col,
-                        size_t clen, int kind) {
+/* A malformed record is passed over here: `observers` names it. */
+static int add_observer(void *ctx, const pc_observer_info_t *info) {
   cli_view_t *v = ctx;
+  if (info->problem) return 0;
   cli_observer_t *o = realloc(v->obs, (v->nobs + 1) * sizeof *o);
   if (!o) return -1;
   v->obs = o;
   o = &v->obs[v->nobs];
   memset(o, 0, sizeof *o);
-  o->name = strdup(name);
-  o->table = strdup(table);
-  o->col = dup_bytes(col, clen);
-  o->clen = clen;
-  o->kind = kind;
+  o->name = dup_bytes(info->name, info->name_len);
+  o->table = strdup(info->table);
+  o->col = dup_bytes(info->col, info->clen);
+  o->clen = info->clen;
+  o->kind = info->kind;
   if (!o->name || !o->table || !o->col) {
     free(o->name);
     free(o->table);
@@ -119,7 +120,7 @@ static pc_status_t load_workers(pc_db_t *db, cli_view_t *v, pc_error_t *err) {
 
 pc_status_t cli_view_load(pc_db_t *db, int no_live_worker, cli_view_t *v, pc_error_t *err) {
   memset(v, 0, sizeof *v);
-  pc_status_t st = pc_db_observed_foreach(db, add_observer, v, err);
+  pc_status_t st = pc_db_observers(db, add_observer, v, err);
   if (st == PC_OK) st = pc_notify_pending(db, &v->pending, add_column, v, err);
   if (st == PC_OK && !no_live_worker) st = load_workers(db, v, err);
   for (size_t i = 0; st == PC_OK && i < v->nobs; i++) {

@@ -29,19 +29,17 @@
  *   dedup             strong, docs doc:contents: moves the document from the
  *                     cluster of its old hash (doc:hash) to the cluster of its
  *                     current contents, or out of every cluster when the
- *                     contents are gone; recomputes each touched cluster's
- *                     canonical from its members (a scan of the dups row),
- *                     deletes an emptied cluster's cells.
- *   dedup.deleted     weak, docs doc:contents: the same, for deletes. A delete
- *                     writes no strong notification, so `percolator load
- *                     --delete` notifies the cell weakly in the deleting
- *                     transaction (a plain `percolator delete` is not seen).
+ *                     contents are gone (a delete notifies it as a put does,
+ *                     so every change of a document, by any writer, comes to
+ *                     this one observer and its one ack); recomputes each
+ *                     touched cluster's canonical from its members (a scan
+ *                     of the dups row), deletes an emptied cluster's cells.
  *   dedup.index       strong, dups canonical: when a cluster's canonical
  *                     differs from the one it indexed, removes the old one's
- *                     terms from idx and adds the new one's.
- *   dedup.index.weak  weak, dups canonical: the same when a cluster
- *                     disappears (dedup deletes its canonical and notifies
- *                     the cell weakly) or when dedup asks for a retry.
+ *                     terms from idx and adds the new one's; a cluster that
+ *                     disappeared (its canonical deleted) loses its index.
+ *   dedup.index.weak  weak, dups canonical: the same, when dedup asks for a
+ *                     retry (below).
  *
  * Concurrency. Every run that changes a cluster's membership writes its rev
  * cell, so two such runs on one cluster conflict and one is retried: without
@@ -188,7 +186,6 @@ static pc_status_t cluster_update(pc_txn_t *txn, const char *hash, const char *u
     /* emptied: the cluster disappears; its index goes with the index run */
     st = host->txn_delete(txn, DUPS, hash, hl, S(C_REV), err);
     if (st == PC_OK && canon.p) st = host->txn_delete(txn, DUPS, hash, hl, S(C_CANON), err);
-    if (st == PC_OK && canon.p) st = host->notify_weak(txn, DUPS, hash, hl, S(C_CANON), err);
   }
   free(min);
   host->free(canon.p);
@@ -354,7 +351,6 @@ pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const
     pc_observe_fn fn;
   } defs[] = {
       {"dedup", DOCS, C_CONTENTS, PC_OBSERVER_STRONG, observe_doc},
-      {"dedup.deleted", DOCS, C_CONTENTS, PC_OBSERVER_WEAK, observe_doc},
       {"dedup.index", DUPS, C_CANON, PC_OBSERVER_STRONG, observe_canonical},
       {"dedup.index.weak", DUPS, C_CANON, PC_OBSERVER_WEAK, observe_canonical},
   };

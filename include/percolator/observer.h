@@ -114,11 +114,13 @@ typedef struct pc_plugin_magic {
 
 /* ---- observers ------------------------------------------------------------ */
 
-/* Strong: every committed put to the observed column leaves a notification
- * the observer runs on, at most once per change (the run writes an ack in
- * its own transaction, so two concurrent runs for one change cannot both
- * commit). Weak: a notification is set explicitly (api->notify_weak) without
- * writing the cell; no ack, at least once. */
+/* Strong: every committed put or delete of the observed column leaves a
+ * notification the observer runs on (a deleted cell reads PC_NOT_FOUND), at
+ * most once per change (the run writes an ack in its own transaction, so two
+ * concurrent runs for one change cannot both commit). Weak: a notification
+ * is set explicitly (api->notify_weak) without writing the cell, and the
+ * observer runs at least once for it. docs/OBSERVERS.md ("Guarantees") says
+ * what a plugin relies on. */
 typedef enum pc_observer_kind {
   PC_OBSERVER_STRONG = 0,
   PC_OBSERVER_WEAK = 1
