@@ -21,7 +21,8 @@ int pc_log_parse_level(const char *name) {
   return -1;
 }
 
-static void vlog(pc_log_level_t level, const char *fmt, va_list ap);
+static void vlog(pc_log_level_t level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 void pc_log(pc_log_level_t level, const char *fmt, ...) {
   va_list ap;
