@@ -13,7 +13,7 @@
 #define DUPS "dups"
 #define IDX "idx"
 
-enum { OPT_JSON = 0x500, OPT_MIN_SIZE };
+enum { OPT_JSON = 0x500, OPT_MIN_SIZE, OPT_ALL };
 
 /* ---- bytes and lists ------------------------------------------------------------ */
 
@@ -134,15 +134,23 @@ static int by_size(const void *a, const void *b) {
   return strcmp(x->hash, y->hash);
 }
 
-static int parse_json_only(cli_ctx_t *ctx, int argc, char **argv, int *json, size_t *min_size,
-                           int *code) {
+static int parse_options(cli_ctx_t *ctx, int argc, char **argv, int *json, size_t *min_size,
+                         int *all, int *code) {
   static const struct option opts[] = {{"json", no_argument, NULL, OPT_JSON},
                                        {"min-size", required_argument, NULL, OPT_MIN_SIZE},
+                                       {"all", no_argument, NULL, OPT_ALL},
                                        {0, 0, 0, 0}};
   int c;
   while ((c = cli_getopt(ctx, argc, argv, "", opts, code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return -1;
     if (c == OPT_JSON) *json = 1;
+    if (c == OPT_ALL) {
+      if (!all) {
+        *code = cli_usage_error(ctx, "unknown option '--all'");
+        return -1;
+      }
+      *all = 1;
+    }
     if (c == OPT_MIN_SIZE) {
       char *end;
       long v = strtol(optarg, &end, 10);
@@ -201,7 +209,7 @@ static void end(pc_db_t *db, pc_txn_t *txn) {
 static int run_clusters(cli_ctx_t *ctx, int argc, char **argv) {
   int json = 0, code;
   size_t min_size = 1;
-  if (parse_json_only(ctx, argc, argv, &json, &min_size, &code) != 0) return code;
+  if (parse_options(ctx, argc, argv, &json, &min_size, NULL, &code) != 0) return code;
   if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   pc_db_t *db;
   pc_txn_t *txn = begin(ctx, &db);
@@ -271,19 +279,18 @@ typedef struct posting {
   unsigned long long count;
 } posting_t;
 
-/* The canonical URLs indexed under term, in order: the idx rows
- * term 0x00 URL 0x00 HASH, column n the count (apps/dedup/dedup.c). */
-static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
-                            size_t *n, pc_error_t *err) {
-  char lo[DD_MAX_TERM + 1], hi[DD_MAX_TERM + 1];
-  memcpy(lo, term, tl);
-  lo[tl] = '\0';
-  memcpy(hi, term, tl);
-  hi[tl] = '\1';
-  *out = NULL;
-  *n = 0;
-  size_t cap = 0;
-  pc_scan_t *sc = pc_txn_scan(txn, IDX, lo, tl + 1, hi, tl + 1, err);
+/* Called for each posting of scan_postings, in (term, URL) order; nonzero
+ * stops the scan, which then fails with PC_NOMEM (unless the callback keeps
+ * a reason of its own). The pointers are valid during the call only. */
+typedef int (*posting_fn)(void *ctx, const char *term, size_t tl, const char *url, size_t ul,
+                          unsigned long long count);
+
+/* The postings of the terms in the idx rows [lo, hi) (lo NULL: from the
+ * first; hi NULL: to the last): rows term 0x00 URL 0x00 HASH, column n the
+ * count (apps/dedup/dedup.c). */
+static pc_status_t scan_postings(pc_txn_t *txn, const char *lo, size_t ll, const char *hi,
+                                 size_t hl, posting_fn fn, void *ctx, pc_error_t *err) {
+  pc_scan_t *sc = pc_txn_scan(txn, IDX, lo, ll, hi, hl, err);
   if (!sc) return err->code;
   pc_status_t st;
   while ((st = pc_scan_next(sc, err)) == PC_OK) {
@@ -291,21 +298,15 @@ static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_
     const char *row = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
                *v = pc_scan_value(sc, &vl);
     if (cl != 1 || col[0] != DD_IDX_COUNT[0]) continue;
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 16;
-      posting_t *np = realloc(*out, cap * sizeof *np);
-      if (!np) break;
-      *out = np;
-    }
-    posting_t *p = &(*out)[*n];
-    p->url = (bytes_t){0};
-    const char *u = row + tl + 1; /* URL 0x00 HASH: the URL */
-    const char *nul = memchr(u, '\0', rl - tl - 1);
-    if (bytes_set(&p->url, u, nul ? (size_t)(nul - u) : rl - tl - 1) != 0) break;
+    const char *t0 = memchr(row, '\0', rl);
+    if (!t0) continue; /* not an index row */
+    const char *u = t0 + 1; /* URL 0x00 HASH: the URL */
+    const char *nul = memchr(u, '\0', rl - (size_t)(u - row));
     char num[24];
     snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
-    p->count = strtoull(num, NULL, 10);
-    (*n)++;
+    if (fn(ctx, row, (size_t)(t0 - row), u, nul ? (size_t)(nul - u) : rl - (size_t)(u - row),
+           strtoull(num, NULL, 10)))
+      break;
   }
   pc_scan_destroy(sc);
   if (st == PC_OK) {
@@ -315,15 +316,94 @@ static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_
   return st == PC_NOT_FOUND ? PC_OK : st;
 }
 
+typedef struct posting_list {
+  posting_t *v;
+  size_t n, cap;
+} posting_list_t;
+
+static int posting_add(void *ctx, const char *term, size_t tl, const char *url, size_t ul,
+                       unsigned long long count) {
+  (void)term;
+  (void)tl;
+  posting_list_t *l = ctx;
+  if (l->n == l->cap) {
+    size_t nc = l->cap ? l->cap * 2 : 16;
+    posting_t *np = realloc(l->v, nc * sizeof *np);
+    if (!np) return 1;
+    l->v = np;
+    l->cap = nc;
+  }
+  posting_t *p = &l->v[l->n];
+  p->url = (bytes_t){0};
+  p->count = count;
+  if (bytes_set(&p->url, url, ul) != 0) return 1;
+  l->n++;
+  return 0;
+}
+
+/* The canonical URLs indexed under term, in order. */
+static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
+                            size_t *n, pc_error_t *err) {
+  char lo[DD_MAX_TERM + 1], hi[DD_MAX_TERM + 1];
+  memcpy(lo, term, tl);
+  lo[tl] = '\0';
+  memcpy(hi, term, tl);
+  hi[tl] = '\1';
+  posting_list_t l = {0};
+  pc_status_t st = scan_postings(txn, lo, tl + 1, hi, tl + 1, posting_add, &l, err);
+  *out = l.v;
+  *n = l.n;
+  return st;
+}
+
 static void postings_free(posting_t *p, size_t n) {
   for (size_t i = 0; i < n; i++) free(p[i].url.p);
   free(p);
 }
 
+typedef struct printer {
+  int json, failed;
+} printer_t;
+
+static int print_posting(void *ctx, const char *term, size_t tl, const char *url, size_t ul,
+                         unsigned long long count) {
+  printer_t *p = ctx;
+  if (p->json) {
+    json_t *o = json_object();
+    p->failed = !o || fmt_json_bytes(o, "term", term, tl) || fmt_json_bytes(o, "url", url, ul) ||
+                json_object_set_new(o, "count", json_integer((json_int_t)count)) ||
+                fmt_json_line(stdout, o);
+  } else {
+    fwrite(term, 1, tl, stdout);
+    putchar('\t');
+    fmt_escape(stdout, url, ul, 0);
+    printf("\t%llu\n", count);
+    p->failed = ferror(stdout) != 0;
+  }
+  return p->failed;
+}
+
+/* search --all: every posting of the index */
+static int search_all(cli_ctx_t *ctx, int json) {
+  pc_db_t *db;
+  pc_txn_t *txn = begin(ctx, &db);
+  if (!txn) return CLI_EXIT_ERROR;
+  printer_t p = {json, 0};
+  pc_error_t err;
+  pc_status_t st = scan_postings(txn, NULL, 0, NULL, 0, print_posting, &p, &err);
+  end(db, txn);
+  if (p.failed) return cli_error(ctx, "cannot write the answer");
+  if (st != PC_OK) return cli_pc_error(ctx, &err);
+  return cli_finish_output(ctx);
+}
+
 static int run_search(cli_ctx_t *ctx, int argc, char **argv) {
-  int json = 0, code;
-  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
-  if (optind >= argc) return cli_usage_error(ctx, "expected TERM...");
+  int json = 0, all = 0, code;
+  if (parse_options(ctx, argc, argv, &json, NULL, &all, &code) != 0) return code;
+  if (all && optind < argc)
+    return cli_usage_error(ctx, "--all takes no TERM (unexpected '%s')", argv[optind]);
+  if (all) return search_all(ctx, json);
+  if (optind >= argc) return cli_usage_error(ctx, "expected TERM... or --all");
   pc_db_t *db;
   pc_txn_t *txn = begin(ctx, &db);
   if (!txn) return CLI_EXIT_ERROR;
@@ -387,6 +467,7 @@ const cli_verb_t cli_verb_search = {
     "search",
     "dedup: the canonical documents containing every term",
     "Usage: percolator [--data DIR | --config FILE] search [--json] TERM...\n"
+    "       percolator [--data DIR | --config FILE] search [--json] --all\n"
     "\n"
     "Prints the canonical URLs (one per cluster of identical documents) whose\n"
     "contents hold every term, in bytewise order, from the inverted index the\n"
@@ -396,8 +477,13 @@ const cli_verb_t cli_verb_search = {
     "--json: one {\"url\", \"count\"} per line, count being the occurrences of\n"
     "the terms in the document.\n"
     "\n"
+    "With --all, prints every posting of the index instead, in term and then\n"
+    "URL order: TERM URL COUNT, tab-separated (URLs C-escaped), or one\n"
+    "{\"term\", \"url\", \"count\"} per line with --json.\n"
+    "\n"
     "Options:\n"
-    "  --json         one JSON object per document\n"
+    "  --all          every posting of the index\n"
+    "  --json         one JSON object per document (per posting with --all)\n"
     "  --data DIR     the data directory\n"
     "  --config FILE  the configuration\n"
     "  -h, --help     show this help\n"
@@ -411,7 +497,7 @@ const cli_verb_t cli_verb_search = {
 
 static int run_doc(cli_ctx_t *ctx, int argc, char **argv) {
   int json = 0, code;
-  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
+  if (parse_options(ctx, argc, argv, &json, NULL, NULL, &code) != 0) return code;
   if (argc - optind != 1) return cli_usage_error(ctx, "expected one URL");
   const char *url = argv[optind];
   pc_db_t *db;
@@ -771,7 +857,7 @@ out:
 
 static int run_check(cli_ctx_t *ctx, int argc, char **argv) {
   int json = 0, code;
-  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
+  if (parse_options(ctx, argc, argv, &json, NULL, NULL, &code) != 0) return code;
   if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   pc_db_t *db;
   pc_txn_t *txn = begin(ctx, &db);
