@@ -48,6 +48,10 @@
  *                   range is exhausted on this tablet)
  *   0x1E CLEAR_NOTIFY cell u64 below                  -> status
  *                   (deletes the cell's notifications with ts < below)
+ *   0x1F GET_MANY   u64 read_ts u32 n n*cell          -> status n*(u8 status [str value
+ *                                                        | lock])
+ *                   (n GETs at read_ts; each cell's status is ok, not found
+ *                   or locked, in the order of the request)
  * After a GC at safe point S, a GET or SCAN at a read_ts below S is
  * PC_ABORTED (the snapshot is older than what the tablet still keeps).
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
@@ -76,6 +80,7 @@ enum {
   PC_TABLET_OP_GC = 0x1C,
   PC_TABLET_OP_SCAN_NOTIFY = 0x1D,
   PC_TABLET_OP_CLEAR_NOTIFY = 0x1E,
+  PC_TABLET_OP_GET_MANY = 0x1F,
 };
 
 #define PC_TABLET_LOCKS_MAX 10000u
