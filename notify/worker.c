@@ -721,6 +721,228 @@ static int process_cell(pc_worker_t *w, const group_t *g) {
   return 1;
 }
 
+/* ---- batches -------------------------------------------------------------- */
+
+/* Cells of one claim whose only acting observer of this worker is the same
+ * strong observer with a batch callback, waiting to run together. */
+typedef struct batch {
+  obs_slot_t *slot; /* NULL while empty */
+  size_t mine;      /* the column's observers in this worker */
+  group_t *v;
+  size_t n, cap;
+} batch_t;
+
+/* The slot of the batch observer that alone acts on g (with the column's
+ * observer count of this worker in *mine), or NULL: g runs on its own. A
+ * group with a weak notification may carry retry marks, which only the
+ * single path reads. */
+static obs_slot_t *batch_slot(pc_worker_t *w, const group_t *g, size_t *mine) {
+  if (g->strong_ts == 0 || g->weak_ts != 0) return NULL;
+  const pc_cell_t *c = &g->cell.n.cell;
+  const pc_observer_t *found[16];
+  size_t n = pc_registry_lookup(w->reg, c->table, c->col, c->clen, found, 16);
+  if (n > 16) return NULL;
+  obs_slot_t *pick = NULL;
+  *mine = 0;
+  for (size_t i = 0; i < n; i++) {
+    obs_slot_t *slot = slot_of(w, found[i]);
+    if (!slot) continue;
+    (*mine)++;
+    if (found[i]->kind != PC_OBSERVER_STRONG) continue; /* weak: idle without weak_ts */
+    if (pick || !found[i]->observe_batch || found[i]->batch_max < 2) return NULL;
+    pick = slot;
+  }
+  return pick;
+}
+
+static void batch_release(batch_t *b) {
+  for (size_t i = 0; i < b->n; i++) note_free(&b->v[i].cell);
+  b->n = 0;
+  b->slot = NULL;
+}
+
+/* Runs each cell of b on its own (process_cell): after a batch failed, so
+ * that a failing cell is retried, backed off and parked by itself. */
+static int batch_singly(pc_worker_t *w, batch_t *b) {
+  int did = 0;
+  for (size_t i = 0; i < b->n && !stopping(w); i++) did |= process_cell(w, &b->v[i]);
+  return did;
+}
+
+/* One run of b's observer over every cell of b, in one transaction (the
+ * single path's rules, per cell: a cell whose ack is past its notification
+ * is skipped; the others get their ack at the run's start_ts; afterwards
+ * each cell's notifications below newest + 1 are deleted, or below the
+ * start_ts when the observer is the column's only one). The first run cell's
+ * deletion goes in the commit's batch. Any failure: every cell again, alone. */
+static int run_batch(pc_worker_t *w, batch_t *b) {
+  const pc_observer_t *o = b->slot->obs;
+  size_t n = b->n;
+  pc_buf_t ack_col = {0}, *keys = calloc(n, sizeof *keys);
+  pc_cell_ref_t *refs = calloc(n, sizeof *refs);
+  pc_value_t *acks = calloc(n, sizeof *acks);
+  pc_notified_cell_t *cells = calloc(n, sizeof *cells);
+  size_t *run = calloc(n, sizeof *run); /* indices into b->v of the cells the observer runs on */
+  uint64_t *below = calloc(n, sizeof *below);
+  pc_txn_t *t = NULL;
+  pc_error_t err;
+  pc_error_clear(&err);
+  int did = 0, failed = 0;
+  size_t m = 0, k;
+  const pc_cell_t *c0 = &b->v[0].cell.n.cell;
+  if (!keys || !refs || !acks || !cells || !run || !below ||
+      pc_ack_column(&ack_col, o->name, c0->col, c0->clen) != 0) {
+    failed = 1; /* out of memory: the single path tries */
+    goto out;
+  }
+  size_t live = 0; /* cells not waiting out a backoff, moved to the front */
+  for (size_t i = 0; i < n; i++) {
+    const pc_cell_t *c = &b->v[i].cell.n.cell;
+    if (fail_key(&keys[i], c, o->name) != 0) {
+      failed = 1;
+      goto out;
+    }
+    if (in_backoff(w, &keys[i])) continue; /* left for a later round */
+    if (live != i) { /* swap i into place */
+      group_t g = b->v[live];
+      pc_buf_t kb = keys[live];
+      b->v[live] = b->v[i];
+      keys[live] = keys[i];
+      b->v[i] = g;
+      keys[i] = kb;
+    }
+    live++;
+  }
+  if (live == 0) goto out;
+  if (!(t = pc_txn_begin(w->db, &err))) {
+    failed = 1;
+    goto out;
+  }
+  for (k = 0; k < live; k++) {
+    const pc_cell_t *c = &b->v[k].cell.n.cell;
+    refs[k] = (pc_cell_ref_t){c->table, c->row, c->rlen, ack_col.p, ack_col.len};
+  }
+  if (pc_txn_get_many_system(t, refs, live, acks, &err) != PC_OK) {
+    failed = 1;
+    goto out;
+  }
+  uint64_t start = pc_txn_start_ts(t);
+  for (k = 0; k < live; k++) {
+    const group_t *g = &b->v[k];
+    uint64_t ack = 0;
+    if (acks[k].value && acks[k].vlen != 8) { /* the single path reports it */
+      failed = 1;
+      goto out;
+    }
+    if (acks[k].value) {
+      pc_rd_t r = {acks[k].value, 8, 0, 1};
+      ack = pc_rd_u64(&r);
+    }
+    uint64_t newest = g->strong_ts;
+    if (ack >= g->strong_ts) { /* observed already */
+      atomic_fetch_add(&b->slot->skipped, 1);
+      forget(w, &keys[k]);
+      below[k] = b->mine == 1 ? max_u64(newest + 1, ack) : newest + 1;
+      continue;
+    }
+    const pc_cell_t *c = &g->cell.n.cell;
+    cells[m] = (pc_notified_cell_t){c->table, c->row, c->rlen, c->col, c->clen, g->strong_ts};
+    run[m++] = k;
+    below[k] = b->mine == 1 ? max_u64(newest + 1, start) : newest + 1;
+  }
+  pc_status_t st = PC_OK;
+  int fp_fired = 0;
+  pc_notify_clear_t fold = {{0}, 0, 0};
+  if (m > 0) {
+    if ((st = pc_observer_run_batch(o, t, cells, m, &err)) != PC_OK) {
+      /* (counted as the failure of a cell, if it is one, by the single path) */
+      pc_log(PC_LOG_DEBUG, "worker: observer '%s' on a batch of %zu cells failed: %s; running "
+             "them one by one", o->name, m, err.text);
+      failed = 1;
+      goto out;
+    }
+    for (size_t j = 0; j < m && st == PC_OK; j++)
+      st = write_ts(t, &b->v[run[j]].cell.n.cell, &ack_col, start, &err);
+    fp_fired = PC_FAILPOINT("worker.before_clear", &err) != PC_OK;
+    if (st == PC_OK && !fp_fired) {
+      fold = (pc_notify_clear_t){b->v[run[0]].cell.n.cell, below[run[0]], 0};
+      st = pc_txn_commit_clearing(t, &fold, &err);
+    } else if (st == PC_OK) {
+      pc_error_clear(&err);
+      st = pc_txn_commit(t, &err);
+    }
+    if (st != PC_OK) {
+      if (is_conflict(st)) atomic_fetch_add(&b->slot->conflicts, 1);
+      failed = 1;
+      goto out;
+    }
+    atomic_fetch_add(&b->slot->runs, m);
+    for (size_t j = 0; j < m; j++) {
+      record_latency(w, cells[j].notify_ts, pc_txn_commit_ts(t));
+      forget(w, &keys[run[j]]);
+    }
+  } else {
+    fp_fired = PC_FAILPOINT("worker.before_clear", &err) != PC_OK;
+  }
+  did = 1;
+  if (fp_fired) goto out; /* as if crashed before deleting the notifications */
+  for (k = 0; k < live && !stopping(w); k++) {
+    const pc_cell_t *c = &b->v[k].cell.n.cell;
+    if (fold.done && m > 0 && k == run[0]) continue; /* deleted with the commit */
+    if (w->db->store->ops->clear_notify(w->db->store, c, below[k], &err) != PC_OK) {
+      char name[200];
+      pc_log(PC_LOG_DEBUG, "worker: clearing the notifications of %s: %s",
+             cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name), err.text);
+    }
+  }
+out:
+  pc_txn_destroy(t);
+  if (failed && !stopping(w)) did |= batch_singly(w, b);
+  for (size_t i = 0; keys && i < n; i++) pc_buf_free(&keys[i]);
+  for (size_t i = 0; acks && i < n; i++) pc_free(acks[i].value);
+  pc_buf_free(&ack_col);
+  free(keys);
+  free(refs);
+  free(acks);
+  free(cells);
+  free(run);
+  free(below);
+  batch_release(b);
+  return did;
+}
+
+/* Takes g (moving its memory) into b, running b first when g belongs to
+ * another observer's batch and afterwards when b is full; a group that
+ * cannot join a batch runs at once. Returns 1 when something was done. */
+static int batch_take(pc_worker_t *w, batch_t *b, group_t *g) {
+  size_t mine = 0;
+  obs_slot_t *slot = batch_slot(w, g, &mine);
+  int did = 0;
+  if (!slot) {
+    did = process_cell(w, g);
+    note_free(&g->cell);
+    return did;
+  }
+  if (b->slot && (b->slot != slot || b->mine != mine)) did |= run_batch(w, b);
+  if (b->n == b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 16;
+    group_t *nv = realloc(b->v, nc * sizeof *nv);
+    if (!nv) { /* no room: it runs on its own */
+      did |= process_cell(w, g);
+      note_free(&g->cell);
+      return did;
+    }
+    b->v = nv;
+    b->cap = nc;
+  }
+  b->slot = slot;
+  b->mine = mine;
+  b->v[b->n++] = *g;
+  g->cell.mem = NULL; /* moved */
+  if (b->n >= slot->obs->batch_max) did |= run_batch(w, b);
+  return did;
+}
+
 /* ---- claims -------------------------------------------------------------- */
 
 static int claim_name(char *buf, size_t cap, uint32_t first_bucket) {
@@ -780,6 +1002,7 @@ static int process_claim(pc_worker_t *w, uint32_t k) {
   page_t p = {0};
   note_t after = {0};
   group_t g = {0};
+  batch_t b = {0};
   int have_g = 0, have_after = 0, did = 0, more = 1, broken = 0;
   while (more && !stopping(w)) {
     pc_error_t err;
@@ -796,8 +1019,7 @@ static int process_claim(pc_worker_t *w, uint32_t k) {
         continue;
       }
       if (have_g) {
-        did |= process_cell(w, &g);
-        note_free(&g.cell);
+        did |= batch_take(w, &b, &g); /* (frees or keeps g's memory) */
         have_g = 0;
       }
       memset(&g, 0, sizeof g);
@@ -818,8 +1040,14 @@ static int process_claim(pc_worker_t *w, uint32_t k) {
     }
   }
   /* the last group is complete once the range is exhausted */
-  if (have_g && !more && !broken && !stopping(w)) did |= process_cell(w, &g);
+  if (have_g && !more && !broken && !stopping(w)) {
+    did |= batch_take(w, &b, &g);
+    have_g = 0;
+  }
   if (have_g) note_free(&g.cell);
+  if (b.n && !stopping(w)) did |= run_batch(w, &b);
+  batch_release(&b);
+  free(b.v);
   page_clear(&p);
   free(p.v);
   note_free(&after);
