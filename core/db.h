@@ -98,7 +98,7 @@ struct pc_db {
   _Atomic int observed_strong; /* the set names a strong observer */
   uint64_t next_observed_ms;   /* the background thread's next refresh */
 
-  /* the notification workers of this handle (notify/worker.c) share an
+  /* the notification workers of this handle (notify/claims.c) share an
    * in-process lock service, so that two of their threads never scan the
    * same claim at once: created by the first worker under notify_mu,
    * released by pc_db_close through notify_ls_destroy (so that core links
@@ -214,11 +214,19 @@ int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t c
 /* Checks a table name (percolator.h's rules); PC_INVALID naming it. */
 pc_status_t pc_check_table(const char *table, pc_error_t *err);
 
-/* pc_txn_commit, and when the commit is one-phase and holds the latch of
- * clear->cell's row, the deletion of that cell's notifications below
- * clear->below in the same batch (pc_notify_clear_t): clear->done says
- * whether they went. A notification worker passes the cell it observed. */
-pc_status_t pc_txn_commit_clearing(pc_txn_t *txn, pc_notify_clear_t *clear, pc_error_t *err);
+/* A transaction begun for a notified cell: an observer's run, which carries
+ * its trigger as Fluo's transactions do. It is an ordinary transaction, and
+ * its commit also deletes the cell's notifications with ts below the bound
+ * given to pc_txn_trigger_bound (0, the default: none) when it can do so in
+ * the same atomic write: when the commit is one store operation (one-phase)
+ * that writes in the cell's row (a strong observer's ack is there). txn.c's
+ * trigger_clear is where that is decided. pc_txn_trigger_cleared says after
+ * the commit whether they went; when not, the caller deletes them itself
+ * (the store's clear_notify). The cell is copied. Release with
+ * pc_txn_destroy. */
+pc_txn_t *pc_txn_begin_for(pc_db_t *db, const pc_cell_t *cell, pc_error_t *err);
+void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below);
+int pc_txn_trigger_cleared(const pc_txn_t *txn);
 
 /* Settles the transaction behind lock (txn.c): rolls the cell forward or
  * back when its primary says so, or its owner is gone; PC_LOCKED while the

@@ -86,15 +86,13 @@ typedef int (*pc_store_notify_fn)(void *ctx, const pc_notification_t *n);
 typedef pc_status_t (*pc_ts_source_fn)(void *ctx, uint64_t *ts, pc_error_t *err);
 
 /* Notifications a one-phase commit deletes in its own batch: cell's, with
- * ts < below, when the commit holds the latch of cell's row (one of its
- * mutations is in that row, or in a row of the same latch stripe) and the
- * row is the store's (a tablet's own); done = 1 then, once the commit is
- * durable. A worker passes its observed
- * cell: its run and the end of its notification become one write. */
+ * ts < below. The caller (txn.c, for a transaction begun for a notified
+ * cell) sends one only when the commit writes in cell's row, so that the
+ * operation holds that row's latch and, on a tablet, the row is the
+ * tablet's own; a store refuses one of another row (PC_INVALID). */
 typedef struct pc_notify_clear {
   pc_cell_t cell;
   uint64_t below;
-  int done;
 } pc_notify_clear_t;
 
 /* One cell's answer to get_many: status PC_OK (value malloc'd, release

@@ -314,15 +314,13 @@ pc_status_t local_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t
   return local_rowop_end(&op, st, err);
 }
 
-/* Whether op holds stripe i (op->idx is sorted). */
-static int holds_stripe(const rowop_t *op, uint32_t i) {
-  size_t lo = 0, hi = op->nidx;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (op->idx[mid] < i) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < op->nidx && op->idx[lo] == i;
+/* Whether one of muts[0..n) is in c's row. */
+static int writes_row_of(const pc_mutation_t *muts, size_t n, const pc_cell_t *c) {
+  for (size_t i = 0; i < n; i++)
+    if (muts[i].cell.rlen == c->rlen && strcmp(muts[i].cell.table, c->table) == 0 &&
+        memcmp(muts[i].cell.row, c->row, c->rlen) == 0)
+      return 1;
+  return 0;
 }
 
 pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, size_t n,
@@ -330,8 +328,11 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
                                    pc_notify_clear_t *clear, uint64_t *commit_ts,
                                    pc_lock_info_t *lock_out, pc_error_t *err) {
   local_t *s = (local_t *)base;
-  if (clear) clear->done = 0;
   if (n == 0) return PC_OK;
+  if (clear && !writes_row_of(muts, n, &clear->cell))
+    return pc_error_set(err, PC_INVALID,
+                        "one-phase commit: the notifications to delete with it are of a row "
+                        "it does not write");
   pc_meta_t *metas = calloc(n, sizeof *metas);
   pc_buf_t *keys = calloc(n, sizeof *keys);
   if (!metas || !keys) {
@@ -382,13 +383,10 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
     }
     /* the observed cell's notifications go with its observer's commit: its
      * row's latch keeps any commit that notifies it out meanwhile */
-    int clearing = st == PC_OK && clear && clear->below > 1 &&
-                   holds_stripe(&op, local_stripe(&clear->cell));
     size_t cleared = 0;
-    if (clearing)
+    if (st == PC_OK && clear)
       st = local_notify_deletes(s, op.b, &clear->cell, clear->below, &op.key, &cleared, err);
     if (st == PC_OK) st = local_apply(s, op.b, s->wopts, err);
-    if (st == PC_OK && clearing) clear->done = 1;
     for (size_t k = 0; k < op.nidx; k++)
       atomic_store_explicit(&s->onepc[op.idx[k]], 0, memory_order_release);
     atomic_fetch_sub_explicit(&s->onepc_active, 1, memory_order_release);

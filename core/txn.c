@@ -37,8 +37,17 @@ struct pc_txn {
   enum txn_state state;
   void *tree; /* tsearch tree of bufcell_t* */
   size_t count, bytes;
-  pc_notify_clear_t *clear; /* pc_txn_commit_clearing's, during its commit */
+  struct trigger *trigger; /* the notified cell of pc_txn_begin_for, else NULL */
 };
+
+/* The trigger of a transaction begun for a notified cell: the cell (its
+ * strings in mem), the bound below which its commit deletes the cell's
+ * notifications (0: none), and whether a commit did. */
+typedef struct trigger {
+  pc_notify_clear_t clear;
+  char *mem;
+  int cleared;
+} trigger_t;
 
 #define RESOLVE_ATTEMPTS 16
 #define BACKOFF_MAX_MS 100u
@@ -140,6 +149,44 @@ pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err) {
     return NULL;
   }
   return txn;
+}
+
+pc_txn_t *pc_txn_begin_for(pc_db_t *db, const pc_cell_t *cell, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!cell) {
+    pc_error_set(err, PC_INVALID, "notified cell is NULL");
+    return NULL;
+  }
+  size_t tl = strlen(cell->table);
+  trigger_t *tr = calloc(1, sizeof *tr);
+  char *m = malloc(tl + 1 + cell->rlen + cell->clen + 1);
+  if (!tr || !m) {
+    free(tr);
+    free(m);
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  memcpy(m, cell->table, tl + 1);
+  memcpy(m + tl + 1, cell->row, cell->rlen);
+  memcpy(m + tl + 1 + cell->rlen, cell->col, cell->clen);
+  tr->mem = m;
+  tr->clear.cell = (pc_cell_t){m, m + tl + 1, cell->rlen, m + tl + 1 + cell->rlen, cell->clen};
+  pc_txn_t *txn = pc_txn_begin(db, err);
+  if (!txn) {
+    free(m);
+    free(tr);
+    return NULL;
+  }
+  txn->trigger = tr;
+  return txn;
+}
+
+void pc_txn_trigger_bound(pc_txn_t *txn, uint64_t below) {
+  if (txn && txn->trigger) txn->trigger->clear.below = below;
+}
+
+int pc_txn_trigger_cleared(const pc_txn_t *txn) {
+  return txn && txn->trigger && txn->trigger->cleared;
 }
 
 /* With lazy_start: takes start_ts now, if no read has taken it yet. */
@@ -647,21 +694,35 @@ static pc_status_t prewrite_group(pc_txn_t *txn, const pc_mutation_t *muts, size
   return pc_error_set(err, PC_CONFLICT, "prewrite: locks kept reappearing");
 }
 
+/* The one place that decides whether a commit deletes its trigger's
+ * notifications (pc_txn_begin_for): when a bound is set and the commit is
+ * one store operation (one-phase, the caller's case) that writes in the
+ * trigger's row. That operation holds the row's latch, so no commit that
+ * notifies the cell comes between the run and the deletion, and on a tablet
+ * the row is the tablet's own; the run and the end of its notifications are
+ * then one durable write. A strong observer always writes there (its ack).
+ * Otherwise (NULL) the caller deletes them with a write of its own. */
+static pc_notify_clear_t *trigger_clear(pc_txn_t *txn, const pc_mutation_t *muts, size_t n) {
+  trigger_t *tr = txn->trigger;
+  if (!tr || tr->clear.below <= 1) return NULL;
+  for (size_t i = 0; i < n; i++)
+    if (same_row(&muts[i].cell, &tr->clear.cell)) return &tr->clear;
+  return NULL;
+}
+
 /* Commits a transaction of one shard in one store operation, resolving dead
  * owners' locks on the way. */
 static pc_status_t commit_in_one_phase(pc_txn_t *txn, const pc_mutation_t *muts, size_t n,
                                        uint64_t deadline, pc_error_t *err) {
   pc_store_t *s = txn->db->store;
   ts_ctx_t tc = {txn->db, txn->timeout_ms};
-  pc_notify_clear_t *clear = txn->clear;
-  if (clear && s->ops->shard_of &&
-      s->ops->shard_of(s, &clear->cell) != s->ops->shard_of(s, &muts[0].cell))
-    clear = NULL; /* another shard's row: the caller deletes them itself */
+  pc_notify_clear_t *clear = trigger_clear(txn, muts, n);
   pc_status_t st;
   for (int attempt = 0; attempt < RESOLVE_ATTEMPTS; attempt++) {
     pc_lock_info_t lock = {0};
     st = s->ops->commit_one_phase(s, muts, n, txn->start_ts, ts_source, &tc, clear,
                                   &txn->commit_ts, &lock, err);
+    if (st == PC_OK && clear) txn->trigger->cleared = 1;
     if (st != PC_LOCKED) return st;
     st = pc_txn_resolve_lock(txn->db, &lock, deadline, err);
     pc_lock_info_free(&lock);
@@ -1017,16 +1078,6 @@ out:
   return st;
 }
 
-pc_status_t pc_txn_commit_clearing(pc_txn_t *txn, pc_notify_clear_t *clear, pc_error_t *err) {
-  /* done is set only by a store operation that succeeded; a commit whose
-   * outcome was settled after an error leaves it 0 */
-  clear->done = 0;
-  if (txn) txn->clear = clear;
-  pc_status_t st = pc_txn_commit(txn, err);
-  if (txn) txn->clear = NULL;
-  return st;
-}
-
 void pc_txn_abort(pc_txn_t *txn) {
   if (!txn || txn->state != TXN_OPEN) return;
   txn->state = TXN_ABORTED;
@@ -1038,6 +1089,8 @@ void pc_txn_destroy(pc_txn_t *txn) {
   pc_txn_abort(txn);
   clear_buffer(txn);
   pc_db_close_txn(txn->db, &txn->open);
+  if (txn->trigger) free(txn->trigger->mem);
+  free(txn->trigger);
   free(txn);
 }
 

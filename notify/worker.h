@@ -114,7 +114,7 @@ pc_status_t pc_notify_pending(pc_db_t *db, uint64_t *total,
  * hybrid clock's millisecond tick would defeat). Then every transaction that
  * had written a lock before the check, and every observer run it led to,
  * has been observed; one that took its start_ts earlier but writes its first
- * lock after the check began is not waited for (worker.c says why).
+ * lock after the check began is not waited for (wait.c says why).
  * PC_TIMEOUT after timeout_ms, saying what was still going on. */
 pc_status_t pc_notify_wait(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
 

@@ -167,18 +167,21 @@ static pc_status_t check_data_dir(const pc_config_t *cfg, pc_error_t *err) {
                       cfg->source, cfg->data_dir, cfg->source);
 }
 
+pc_db_t *pc_db_open_parsed_config(const pc_config_t *cfg, int create, pc_error_t *err) {
+  pc_error_clear(err);
+  if (pc_failpoints_init_from_env(err) != PC_OK ||
+      (!cfg->ntablets && !create && check_data_dir(cfg, err) != PC_OK))
+    return NULL;
+  pc_options_t o;
+  options_from_config(cfg, create, &o);
+  return cfg->ntablets ? open_cluster(cfg, &o, err) : pc_db_open(&o, cfg->data_dir, err);
+}
+
 pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_t *err) {
   pc_error_clear(err);
   pc_config_t *cfg = pc_config_load(config_path, err);
   if (!cfg) return NULL;
-  if (pc_failpoints_init_from_env(err) != PC_OK ||
-      (!cfg->ntablets && !create && check_data_dir(cfg, err) != PC_OK)) {
-    pc_config_free(cfg);
-    return NULL;
-  }
-  pc_options_t o;
-  options_from_config(cfg, create, &o);
-  pc_db_t *db = cfg->ntablets ? open_cluster(cfg, &o, err) : pc_db_open(&o, cfg->data_dir, err);
+  pc_db_t *db = pc_db_open_parsed_config(cfg, create, err);
   pc_config_free(cfg);
   return db;
 }

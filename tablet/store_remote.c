@@ -168,7 +168,6 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
                                const pc_lock_spec_t *spec, uint64_t start_ts,
                                pc_notify_clear_t *clear, uint64_t *commit_ts,
                                pc_lock_info_t *lock, pc_error_t *err) {
-  if (clear) clear->done = 0;
   if (n == 0) return PC_OK;
   size_t i;
   pc_status_t st = one_tablet(s, &muts[0].cell, sizeof *muts, n, &i, err);
@@ -180,7 +179,6 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) {
     if (st == PC_OK && op != PC_TABLET_OP_PREWRITE) *commit_ts = pc_rd_u64(&r);
-    if (st == PC_OK && clear) clear->done = pc_rd_u8(&r) == 1;
     if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) r.ok = 0;
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed reply", s->t[i].name);

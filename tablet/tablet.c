@@ -284,16 +284,14 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
         else st = check_row(t, &muts[i].cell, e);
       }
       /* one-phase: optionally, a cell whose notifications below a timestamp
-       * go in the same batch (pc_notify_clear_t); a row of another tablet is
-       * not cleared here (done stays 0) */
+       * go in the same batch (pc_notify_clear_t; the store refuses a cell
+       * of a row the commit does not write) */
       pc_notify_clear_t clear = {0}, *cl = NULL;
       if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE && r->pos < r->len) {
         if (pc_wire_get_cell(r, a, &clear.cell)) st = malformed(name, e);
         clear.below = pc_rd_u64(r);
         if (st == PC_OK && !r->ok) st = malformed(name, e);
-        pc_row_range_t range = range_of(t);
         cl = &clear;
-        if (!pc_row_range_contains(&range, clear.cell.row, clear.cell.rlen)) clear.below = 0;
       }
       if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
       if (st == PC_OK && start == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
@@ -306,8 +304,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
           st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, cl,
                                         &commit_ts, &lock, e);
       }
-      if (st == PC_OK && op != PC_TABLET_OP_PREWRITE &&
-          (pc_buf_u64(payload, commit_ts) || (cl && pc_buf_u8(payload, (uint8_t)cl->done))))
+      if (st == PC_OK && op != PC_TABLET_OP_PREWRITE && pc_buf_u64(payload, commit_ts))
         st = pc_error_set(e, PC_NOMEM, "oom");
       if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
       pc_lock_info_free(&lock);

@@ -14,11 +14,10 @@
  *   0x12 COMMIT     u64 start u64 commit u32 n n*cell -> status
  *   0x13 ROLLBACK   u64 start u32 n n*cell            -> status
  *   0x14 CHECK_TXN  cell u64 start u64 now u8 dead    -> status u8 state u64 commit_ts
- *   0x15 ONE_PHASE  u64 start u32 n n*mutation [clear] -> status [u64 commit_ts [u8 done]
- *                                                        | lock]
+ *   0x15 ONE_PHASE  u64 start u32 n n*mutation [clear] -> status [u64 commit_ts | lock]
  *                   clear = cell u64 below: that cell's notifications below
- *                   go in the commit's batch (pc_notify_clear_t); done is
- *                   present when clear was, 1 when they went
+ *                   go in the commit's batch (pc_notify_clear_t); the cell
+ *                   must be in a row of the mutations
  *   0x16 SCAN       str table str start u8 has_col str col u8 has_end str end
  *                   u64 read_ts u32 limit             -> status u32 n n*(str row str col
  *                                                        str value) [lock]
@@ -139,5 +138,11 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, cons
 struct pc_rpc_client;
 pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,
                                   uint64_t *ops, pc_tablet_gc_t *gc, pc_error_t *err);
+
+/* pc_db_open_config_create (core/db.h) on a configuration already parsed
+ * (db_cluster.c): the daemons open clients of their own roles from a
+ * configuration they build in memory. cfg is only read during the call. */
+struct pc_config;
+pc_db_t *pc_db_open_parsed_config(const struct pc_config *cfg, int create, pc_error_t *err);
 
 #endif

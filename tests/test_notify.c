@@ -744,20 +744,32 @@ static void test_notifications_after_reopen(void **state) {
   for (size_t i = 0; i < before.n; i++) assert_int_equal(find_one(&after, &before.v[i]), 1);
 }
 
-/* Commits t with clear (pc_txn_commit_clearing); returns clear->done. */
-static int commit_clearing(pc_txn_t *t, const char *row, uint64_t below) {
-  pc_notify_clear_t clear = {{T, row, strlen(row), OBS, strlen(OBS)}, below, -1};
+/* A transaction begun for the notified cell (T, row, OBS). */
+static pc_txn_t *begin_for(pc_db_t *db, const char *row) {
+  pc_cell_t c = {T, row, strlen(row), OBS, strlen(OBS)};
   pc_error_t err;
-  pc_status_t st = pc_txn_commit_clearing(t, &clear, &err);
-  if (st != PC_OK) fail_msg("commit: %s (%s)", pc_status_name(st), err.text);
-  pc_txn_destroy(t);
-  return clear.done;
+  pc_txn_t *t = pc_txn_begin_for(db, &c, &err);
+  if (!t) fail_msg("pc_txn_begin_for: %s", err.text);
+  return t;
 }
 
-/* A one-phase commit that holds the latch of a cell's row deletes that
- * cell's notifications below the bound in its own batch (what a worker
- * asks of its observer's commit), keeps newer ones — its own included —
- * and other cells'; a commit of other rows leaves them and says so. */
+/* Commits t, begun for a notified cell, asking it to delete the cell's
+ * notifications below below; returns whether they went with it. */
+static int commit_clearing(pc_txn_t *t, uint64_t below) {
+  pc_txn_trigger_bound(t, below);
+  pc_error_t err;
+  pc_status_t st = pc_txn_commit(t, &err);
+  if (st != PC_OK) fail_msg("commit: %s (%s)", pc_status_name(st), err.text);
+  int cleared = pc_txn_trigger_cleared(t);
+  pc_txn_destroy(t);
+  return cleared;
+}
+
+/* A transaction begun for a notified cell whose one-phase commit writes in
+ * the cell's row deletes that cell's notifications below the bound in its
+ * own batch (what a worker asks of its observer's commit), keeps newer
+ * ones — its own included — and other cells'; a commit of other rows
+ * leaves them and says so. */
 static void test_commit_clears_notifications(void **state) {
   pc_db_t *db = db_of(state);
   register_obs(db, "obs1", OBS, PC_OBSERVER_STRONG);
@@ -771,27 +783,27 @@ static void test_commit_clears_notifications(void **state) {
   }
   seen_t s;
   /* a commit of another row only: nothing deleted, done 0 */
-  pc_txn_t *t = begin(db);
+  pc_txn_t *t = begin_for(db, "r1");
   set(t, "elsewhere", "f:x", "1");
-  assert_int_equal(commit_clearing(t, "r1", c[1] + 1), 0);
+  assert_int_equal(commit_clearing(t, c[1] + 1), 0);
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 2);
   /* a commit in r1's row, below the second: the first of each kind goes */
-  t = begin(db);
+  t = begin_for(db, "r1");
   set(t, "r1", "f:other", "1");
-  assert_int_equal(commit_clearing(t, "r1", c[1]), 1);
+  assert_int_equal(commit_clearing(t, c[1]), 1);
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 1);
   assert_int_equal(count_of(&s, "r1", OBS, 1, NULL), 0);
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 2);
   /* a commit that writes the cell itself, bound below its own commit: the
    * older one goes, the one it writes stays */
-  t = begin(db);
+  t = begin_for(db, "r1");
   set(t, "r1", OBS, "v2");
   uint64_t now = 0;
   pc_error_t err;
   if (pc_db_timestamp(db, 10000, &now, &err) != PC_OK) fail_msg("timestamp: %s", err.text);
-  assert_int_equal(commit_clearing(t, "r1", now), 1);
+  assert_int_equal(commit_clearing(t, now), 1);
   uint64_t left = 0;
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, &left), 1);
@@ -807,9 +819,9 @@ static void test_two_phase_commit_clears_nothing(void **state) {
   pc_txn_t *t = begin(db);
   set(t, "r1", OBS, "v0");
   uint64_t c0 = commit_expect(t, PC_OK);
-  t = begin(db);
+  t = begin_for(db, "r1");
   set(t, "r1", "f:other", "1");
-  assert_int_equal(commit_clearing(t, "r1", c0 + 1), 0);
+  assert_int_equal(commit_clearing(t, c0 + 1), 0);
   seen_t s;
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 1);

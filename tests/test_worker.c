@@ -179,7 +179,7 @@ static pc_observer_stats_t stats_of(pc_worker_t *w, const char *name) {
 
 /* The observer's stats once its runs reach want (for up to 10 s). A run is
  * counted when its commit returns, and the commit may have deleted its
- * notification already (pc_txn_commit_clearing): right after wait_idle the
+ * notification already (its transaction was begun for the cell): right after wait_idle the
  * count can trail the committed runs by the ones still returning. */
 static pc_observer_stats_t runs_of(pc_worker_t *w, const char *name, uint64_t want) {
   pc_observer_stats_t s = stats_of(w, name);

@@ -59,7 +59,7 @@ extern const cli_verb_t cli_verb_delete;
 extern const cli_verb_t cli_verb_scan;
 /* verb_txn.c */
 extern const cli_verb_t cli_verb_txn;
-/* verb_daemons.c */
+/* verb_daemons.c (the roles themselves: daemon/) */
 extern const cli_verb_t cli_verb_run;
 extern const cli_verb_t cli_verb_worker;
 extern const cli_verb_t cli_verb_tablet;

@@ -1,0 +1,110 @@
+/* daemon_internal.h — what the files of daemon/ share: the state of a
+ * daemon process and the functions each file gives the others.
+ *
+ *   daemon.c         starting and stopping in order, the ready file
+ *   roles.c          the server roles (oracle, lock service, tablets) and their metrics
+ *   client_config.c  configurations: loading, serving an embedded store, clients of own roles
+ *   gc_loop.c        the cluster's background garbage collector
+ *   workers.c        the observer workers, their metrics and their record for `status` */
+#ifndef PC_DAEMON_INTERNAL_H
+#define PC_DAEMON_INTERNAL_H
+
+#include <pthread.h>
+
+#include "daemon/daemon.h"
+#include "net/http.h"
+#include "net/rpc.h"
+#include "notify/worker.h"
+#include "observers/plugin.h"
+#include "lockservice/lockservice.h"
+#include "tablet/tablet.h"
+#include "tso/oracle.h"
+#include "tso/tso_rpc.h"
+
+typedef enum role_kind { ROLE_TSO, ROLE_LOCKD, ROLE_TABLET } role_kind_t;
+
+typedef struct role {
+  role_kind_t kind;
+  char name[96];
+  pc_rpc_server_t *rpc;
+  pc_http_t *http;
+  pc_oracle_t *oracle;   /* ROLE_TSO */
+  pc_ls_t *ls;           /* ROLE_LOCKD */
+  pc_tablet_t *tablet;   /* ROLE_TABLET */
+} role_t;
+
+/* Where tablets get commit timestamps for one-phase commits. */
+typedef struct ts_provider {
+  pc_oracle_t *local;      /* this process's own oracle: asked directly */
+  pc_rpc_client_t *remote; /* or a separate tso daemon, through the batcher */
+  pc_ts_batcher_t *batcher;
+} ts_provider_t;
+
+/* The cluster's garbage collector (gc_loop.c). */
+typedef struct gc_loop {
+  pthread_t thread;
+  int running, stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pc_config_t *client; /* a client configuration of this process's roles */
+} gc_loop_t;
+
+/* Observers run by this process (workers.c). */
+typedef struct workers {
+  pc_db_t *db; /* a client of the cluster (or of the store this process serves) */
+  pc_observer_registry_t *registry;
+  pc_plugin_t **plugins;
+  size_t nplugins;
+  pc_worker_t *worker;
+  pc_http_t *http;
+  /* the worker's record in the system table (for `status`) */
+  char row[300];
+  pthread_t reporter;
+  int reporting, stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} workers_t;
+
+struct pc_daemon {
+  const pc_daemon_config_t *c;
+  const pc_config_t *cfg; /* c->cfg */
+  pc_oracle_t *oracle;    /* the tso role's, when this process runs one */
+  role_t roles[64];
+  size_t nroles;
+  ts_provider_t ts;
+  gc_loop_t gc;
+  workers_t w;
+  int has_workers;
+  char *serving_file; /* written while running; removed at stop */
+};
+
+/* roles.c */
+pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err);
+pc_status_t pc_daemon_start_lockd(pc_daemon_t *d, pc_error_t *err);
+pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err);
+/* The timestamp source of this process's tablets: its own oracle or the tso daemon's. */
+pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err);
+void pc_daemon_stop_roles(pc_daemon_t *d);
+/* The "listen" endpoint a role bound, as "127.0.0.1:PORT" in out (cap bytes). */
+void pc_daemon_role_endpoint(const role_t *r, char *out, size_t cap);
+/* The tablet's name of a ROLE_TABLET. */
+const char *pc_daemon_tablet_name(const role_t *r);
+
+/* client_config.c: the daemon's configuration with the endpoints of the
+ * roles this process runs replaced by the ports they bound, as JSON text
+ * (malloc'd) or validated (pc_config_free); NULL with err set on error. */
+char *pc_daemon_client_text(const pc_daemon_t *d, pc_error_t *err);
+pc_config_t *pc_daemon_client_config(const pc_daemon_t *d, pc_error_t *err);
+/* Writes text to path with mode 0600 through a temporary file beside it. */
+pc_status_t pc_daemon_write_file(const char *path, const char *text, pc_error_t *err);
+
+/* gc_loop.c */
+void pc_daemon_gc_start(pc_daemon_t *d);
+void pc_daemon_gc_stop(pc_daemon_t *d);
+
+/* workers.c: loads the configured plugins and starts the observers against
+ * cluster_path's database, or this process's roles when it is NULL. */
+pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc_error_t *err);
+void pc_daemon_workers_stop(pc_daemon_t *d);
+
+#endif

@@ -1,0 +1,253 @@
+/* roles.c — the server roles a daemon process runs: the timestamp oracle,
+ * the lock service and tablet servers. Each serves the rpc.h protocol on its
+ * "listen" endpoint (in_process, so this process's own clients call it
+ * without a socket) and /health and /metrics on its "http" endpoint. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/db.h"
+#include "daemon/daemon_internal.h"
+
+static const char *const kind_names[] = {"tso", "lockd", "tablet"};
+
+static pc_status_t ts_from_provider(void *ctx, uint64_t *ts, pc_error_t *err) {
+  ts_provider_t *p = ctx;
+  if (p->local) return pc_oracle_next(p->local, 1, ts, err);
+  return pc_ts_batcher_get(p->batcher, 5000, ts, err);
+}
+
+static int role_health(void *ctx, pc_buf_t *out) {
+  (void)ctx;
+  (void)out;
+  return 1;
+}
+
+static void role_metrics(void *ctx, pc_buf_t *out) {
+  role_t *r = ctx;
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(r->rpc, &st);
+  pc_metric_counter(out, "percolator_rpc_connections_accepted_total", "Connections accepted",
+                    st.connections_accepted);
+  pc_metric_gauge(out, "percolator_rpc_connections_open", "Connections open",
+                  (double)st.connections_open);
+  pc_metric_counter(out, "percolator_rpc_requests_total", "Requests served", st.requests);
+  pc_metric_counter(out, "percolator_rpc_protocol_errors_total",
+                    "Malformed frames, bad secrets, oversized requests", st.protocol_errors);
+  pc_metric_counter(out, "percolator_rpc_bytes_in_total", "Bytes received", st.bytes_in);
+  pc_metric_counter(out, "percolator_rpc_bytes_out_total", "Bytes sent", st.bytes_out);
+  switch (r->kind) {
+    case ROLE_TSO:
+      pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
+                      (double)pc_oracle_last(r->oracle));
+      break;
+    case ROLE_LOCKD: {
+      pc_metric_gauge(out, "percolator_lockd_sessions", "Live sessions",
+                      (double)pc_ls_session_count(r->ls));
+      size_t unreported = 0;
+      uint64_t oldest = pc_ls_oldest_reported(r->ls, &unreported);
+      if (oldest != UINT64_MAX)
+        pc_metric_gauge(out, "percolator_lockd_oldest_reported_ts",
+                        "Oldest start_ts reported open by a live session", (double)oldest);
+      pc_metric_gauge(out, "percolator_lockd_sessions_unreported",
+                      "Live sessions that have not reported their oldest start_ts",
+                      (double)unreported);
+      break;
+    }
+    case ROLE_TABLET: {
+      pc_metric_counter(out, "percolator_tablet_operations_total", "Store operations served",
+                        pc_tablet_ops(r->tablet));
+      pc_tablet_gc_t g;
+      pc_tablet_gc_stats(r->tablet, &g);
+      pc_metric_gauge(out, "percolator_gc_safe_point", "Safe point of the last GC pass",
+                      (double)g.safe_point);
+      pc_metric_counter(out, "percolator_gc_passes_total", "GC passes", g.passes);
+      pc_metric_counter(out, "percolator_gc_versions_deleted_total", "Old versions deleted by GC",
+                        g.deleted.versions);
+      pc_metric_counter(out, "percolator_gc_rollbacks_deleted_total",
+                        "Rollback records deleted by GC", g.deleted.rollbacks);
+      pc_metric_counter(out, "percolator_gc_data_deleted_total",
+                        "Data cells of large values deleted by GC", g.deleted.data);
+      break;
+    }
+  }
+}
+
+static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t *listen,
+                                 const pc_endpoint_t *http, pc_rpc_handler_fn handler,
+                                 void *hctx, pc_error_t *err) {
+  pc_rpc_server_options_t o = {0};
+  if (r->kind == ROLE_LOCKD) o.on_close = pc_ls_rpc_on_close; /* sessions die with their client */
+  if (r->kind == ROLE_TSO) o.runs_inline = pc_tso_rpc_runs_inline; /* no worker hand-off */
+  o.name = r->name;
+  o.host = listen->host;
+  o.port = listen->port;
+  o.secret = d->cfg->secret;
+  o.in_process = 1; /* this process's workers and collector call it directly */
+  r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
+  if (!r->rpc) {
+    pc_error_prefix(err, "%s", r->name);
+    return err->code;
+  }
+  pc_log(PC_LOG_INFO, "%s: serving on %s:%u", r->name, listen->host,
+         (unsigned)pc_rpc_server_port(r->rpc));
+  if (http->set) {
+    r->http = pc_http_start(http->host, http->port, role_health, role_metrics, r, err);
+    if (!r->http) {
+      pc_error_prefix(err, "%s: http", r->name);
+      return err->code;
+    }
+    pc_log(PC_LOG_INFO, "%s: /health and /metrics on %s:%u", r->name, http->host,
+           (unsigned)pc_http_port(r->http));
+  }
+  return PC_OK;
+}
+
+static role_t *new_role(pc_daemon_t *d, role_kind_t kind, const char *name, pc_error_t *err) {
+  if (d->nroles == sizeof d->roles / sizeof d->roles[0]) {
+    pc_error_set(err, PC_INVALID, "too many roles in one process");
+    return NULL;
+  }
+  role_t *r = &d->roles[d->nroles++];
+  memset(r, 0, sizeof *r);
+  r->kind = kind;
+  snprintf(r->name, sizeof r->name, "%s%s%s", kind_names[kind], name ? " " : "", name ? name : "");
+  return r;
+}
+
+/* dir, or a path under the configuration's data_dir when dir is NULL; malloc'd. */
+static char *role_dir(const pc_config_t *cfg, const char *dir, const char *sub) {
+  char *p = NULL;
+  if (dir) return strdup(dir);
+  if (asprintf(&p, "%s/%s", cfg->data_dir, sub) < 0) return NULL;
+  return p;
+}
+
+/* mkdir -p */
+static pc_status_t make_dir(const char *path, pc_error_t *err) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+    return pc_error_set(err, PC_INVALID, "path too long: %s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+      return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+    return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
+  return PC_OK;
+}
+
+pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  role_t *r = new_role(d, ROLE_TSO, NULL, err);
+  if (!r) return PC_INVALID;
+  char *dir = role_dir(cfg, cfg->tso.data_dir, "tso");
+  pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
+  if (st == PC_OK) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/oracle", dir);
+    r->oracle = d->oracle = pc_oracle_open(path, cfg->tso.window_ms, err);
+    if (!r->oracle) st = err ? err->code : PC_IO_ERROR;
+  }
+  free(dir);
+  if (st == PC_OK)
+    st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_rpc_handler, r->oracle, err);
+  return st;
+}
+
+pc_status_t pc_daemon_start_lockd(pc_daemon_t *d, pc_error_t *err) {
+  role_t *r = new_role(d, ROLE_LOCKD, NULL, err);
+  if (!r) return PC_INVALID;
+  r->ls = pc_ls_create();
+  if (!r->ls) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_log(PC_LOG_INFO, "lockd: epoch %08x", pc_ls_epoch(r->ls));
+  return start_servers(d, r, &d->cfg->lockservice.listen, &d->cfg->lockservice.http,
+                       pc_ls_rpc_handler, r->ls, err);
+}
+
+pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err) {
+  role_t *r = new_role(d, ROLE_TABLET, t->name, err);
+  if (!r) return PC_INVALID;
+  char sub[160];
+  snprintf(sub, sizeof sub, "tablet-%s", t->name);
+  char *dir = role_dir(d->cfg, t->data_dir, sub);
+  pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_store_t *store = NULL;
+  int fresh;
+  if (st == PC_OK) st = pc_data_dir_prepare(dir, 1, &fresh, err);
+  if (st == PC_OK) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/store", dir);
+    pc_local_options_t lo = {1, d->cfg->store.sync, (size_t)d->cfg->store.cache_mb << 20,
+                             (size_t)d->cfg->store.meta_cache_mb << 20,
+                             (size_t)d->cfg->store.write_buffer_mb << 20};
+    store = pc_local_store_open(path, &lo, err);
+    if (!store) st = err ? err->code : PC_IO_ERROR;
+  }
+  free(dir);
+  if (st != PC_OK) {
+    pc_error_prefix(err, "tablet %s", t->name);
+    return st;
+  }
+  pc_row_range_t range = {t->start, t->start_len, t->end, t->end_len};
+  r->tablet = pc_tablet_create(t->name, store, &range, ts_from_provider, &d->ts);
+  if (!r->tablet) {
+    store->ops->close(store);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  return start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
+}
+
+pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  if (d->oracle) {
+    d->ts.local = d->oracle;
+    return PC_OK;
+  }
+  if (!cfg->tso.set || !cfg->tso.listen.set)
+    return pc_error_set(err, PC_INVALID, "%s: tablets need a \"tso\" section", cfg->source);
+  d->ts.remote =
+      pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
+  if (!d->ts.remote) return err->code;
+  d->ts.batcher = pc_ts_batcher_create(pc_tso_remote_fetch, d->ts.remote);
+  if (!d->ts.batcher) return pc_error_set(err, PC_NOMEM, "out of memory");
+  return PC_OK;
+}
+
+void pc_daemon_stop_roles(pc_daemon_t *d) {
+  /* servers first, in reverse order (each drains its requests in flight),
+   * then the state they served */
+  for (size_t i = d->nroles; i-- > 0;) {
+    role_t *r = &d->roles[i];
+    if (r->http) pc_http_stop(r->http);
+    if (r->rpc) pc_rpc_server_stop(r->rpc);
+    if (r->rpc) pc_log(PC_LOG_INFO, "%s: stopped", r->name);
+  }
+  for (size_t i = 0; i < d->nroles; i++) {
+    role_t *r = &d->roles[i];
+    if (r->tablet) pc_tablet_destroy(r->tablet); /* closes its LevelDB */
+    if (r->ls) pc_ls_destroy(r->ls);
+  }
+  if (d->ts.batcher) pc_ts_batcher_destroy(d->ts.batcher);
+  if (d->ts.remote) pc_rpc_client_destroy(d->ts.remote);
+  memset(&d->ts, 0, sizeof d->ts);
+  for (size_t i = 0; i < d->nroles; i++)
+    if (d->roles[i].oracle) pc_oracle_close(d->roles[i].oracle);
+  d->oracle = NULL;
+  d->nroles = 0;
+}
+
+void pc_daemon_role_endpoint(const role_t *r, char *out, size_t cap) {
+  snprintf(out, cap, "127.0.0.1:%u", (unsigned)pc_rpc_server_port(r->rpc));
+}
+
+const char *pc_daemon_tablet_name(const role_t *r) {
+  return r->name + strlen(kind_names[ROLE_TABLET]) + 1;
+}

@@ -1,0 +1,224 @@
+/* workers.c — the observers a daemon process runs: the configured plugins
+ * loaded into a registry, a notification worker (notify/worker.h) on a
+ * client of the cluster or of the store this process serves, /health and
+ * /metrics on workers.http, and the worker's record in the system table.
+ *
+ * The record: every WORKER_REPORT_MS a worker writes row "worker/HOST:PID"
+ * of the system table, column "state": one JSON object with the wall time,
+ * its pid and each observer's counters; it deletes the row when it stops.
+ * `status` counts a worker live when its record is younger than three
+ * periods. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/db.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "daemon/daemon_internal.h"
+
+#define WORKER_REPORT_MS 1000
+
+static int worker_health(void *ctx, pc_buf_t *out) {
+  (void)ctx;
+  (void)out;
+  return 1;
+}
+
+static void worker_metrics(void *ctx, pc_buf_t *out) {
+  workers_t *w = ctx;
+  pc_worker_stats_t s;
+  pc_error_t err;
+  if (pc_worker_stats(w->worker, &s, &err) != PC_OK) return;
+  pc_metric_counter(out, "percolator_worker_notifications_seen_total", "Notifications found",
+                    s.notifications_seen);
+  pc_metric_counter(out, "percolator_worker_claims_total", "Bucket claims taken", s.claims_taken);
+  pc_metric_counter(out, "percolator_worker_claims_busy_total",
+                    "Bucket claims skipped (held by another worker)", s.claims_busy);
+  /* one family per counter, one sample per observer */
+  static const struct {
+    const char *name, *help;
+    size_t off;
+  } fam[] = {
+      {"percolator_observer_runs_total", "Committed observer transactions",
+       offsetof(pc_observer_stats_t, runs)},
+      {"percolator_observer_skipped_total", "Notifications already acknowledged",
+       offsetof(pc_observer_stats_t, skipped)},
+      {"percolator_observer_conflicts_total", "Observer runs aborted by a conflict",
+       offsetof(pc_observer_stats_t, conflicts)},
+      {"percolator_observer_failures_total", "Observer runs that failed",
+       offsetof(pc_observer_stats_t, failures)},
+      {"percolator_observer_parked_total", "Notifications parked after repeated failures",
+       offsetof(pc_observer_stats_t, parked)},
+  };
+  for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+    char line[256];
+    int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s counter\n", fam[f].name,
+                     fam[f].help, fam[f].name);
+    pc_buf_append(out, line, (size_t)n);
+    for (size_t i = 0; i < s.nobservers; i++) {
+      const pc_observer_stats_t *o = &s.observers[i];
+      uint64_t v;
+      memcpy(&v, (const char *)o + fam[f].off, sizeof v);
+      n = snprintf(line, sizeof line, "%s{observer=\"%s\"} %llu\n", fam[f].name, o->name,
+                   (unsigned long long)v);
+      pc_buf_append(out, line, (size_t)n);
+    }
+  }
+  static const char *const le[] = {"1", "2", "5", "10", "20", "50", "100", "200", "500",
+                                   "1000", "2000", "5000", "+Inf"};
+  static const char head[] =
+      "# HELP percolator_notification_latency_ms From a change's commit to its observer's "
+      "commit\n# TYPE percolator_notification_latency_ms histogram\n";
+  pc_buf_append(out, head, sizeof head - 1);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < 13; i++) {
+    char line[160];
+    cum += s.latency_le[i];
+    int n = snprintf(line, sizeof line, "percolator_notification_latency_ms_bucket{le=\"%s\"} %llu\n",
+                     le[i], (unsigned long long)cum);
+    pc_buf_append(out, line, (size_t)n);
+  }
+  char line[160];
+  int n = snprintf(line, sizeof line,
+                   "percolator_notification_latency_ms_sum %.3f\n"
+                   "percolator_notification_latency_ms_count %llu\n",
+                   s.latency_sum_ms, (unsigned long long)s.latency_count);
+  pc_buf_append(out, line, (size_t)n);
+  pc_free(s.observers);
+}
+
+static void set_u64(json_t *o, const char *key, uint64_t v) {
+  json_object_set_new(o, key, json_integer((json_int_t)v));
+}
+
+static json_t *worker_state(workers_t *w) {
+  pc_worker_stats_t s;
+  pc_error_t err;
+  if (pc_worker_stats(w->worker, &s, &err) != PC_OK) return NULL;
+  json_t *o = json_object(), *obs = json_object();
+  set_u64(o, "seen_ms", pc_now_wall_ms());
+  set_u64(o, "pid", (uint64_t)getpid());
+  set_u64(o, "notifications_seen", s.notifications_seen);
+  set_u64(o, "latency_count", s.latency_count);
+  for (size_t i = 0; i < s.nobservers; i++) {
+    const pc_observer_stats_t *x = &s.observers[i];
+    json_t *c = json_object();
+    set_u64(c, "runs", x->runs);
+    set_u64(c, "skipped", x->skipped);
+    set_u64(c, "conflicts", x->conflicts);
+    set_u64(c, "failures", x->failures);
+    set_u64(c, "parked", x->parked);
+    json_object_set_new(obs, x->name, c);
+  }
+  json_object_set_new(o, "observers", obs);
+  pc_free(s.observers);
+  return o;
+}
+
+/* Writes (state non-NULL) or deletes this worker's record. */
+static void write_worker_record(workers_t *w, json_t *state) {
+  char *text = state ? json_dumps(state, JSON_COMPACT) : NULL;
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(w->db, &err);
+  pc_status_t st = t ? PC_OK : err.code;
+  const char *col = "state";
+  if (st == PC_OK && text)
+    st = pc_txn_set_system(t, PC_SYSTEM_TABLE, w->row, strlen(w->row), col, strlen(col), text,
+                           strlen(text), &err);
+  else if (st == PC_OK)
+    st = pc_txn_delete_system(t, PC_SYSTEM_TABLE, w->row, strlen(w->row), col, strlen(col), &err);
+  if (st == PC_OK) st = pc_txn_commit(t, &err);
+  if (st != PC_OK) pc_log(PC_LOG_DEBUG, "workers: record %s: %s", w->row, err.text);
+  pc_txn_destroy(t);
+  free(text);
+}
+
+static void *report_main(void *arg) {
+  workers_t *w = arg;
+  pthread_mutex_lock(&w->mu);
+  while (!w->stop) {
+    pthread_mutex_unlock(&w->mu);
+    json_t *state = worker_state(w);
+    if (state) write_worker_record(w, state);
+    json_decref(state);
+    pthread_mutex_lock(&w->mu);
+    if (!w->stop) {
+      struct timespec until = pc_mono_after_ms(WORKER_REPORT_MS);
+      pthread_cond_timedwait(&w->cv, &w->mu, &until);
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  write_worker_record(w, NULL);
+  return NULL;
+}
+
+/* A client of the cluster at cluster_path, or of this process's roles. */
+static pc_db_t *open_client(pc_daemon_t *d, const char *cluster_path, pc_error_t *err) {
+  if (cluster_path) return pc_db_open_config(cluster_path, err);
+  pc_config_t *cfg = pc_daemon_client_config(d, err);
+  if (!cfg) return NULL;
+  pc_db_t *db = pc_db_open_parsed_config(cfg, 0, err);
+  pc_config_free(cfg);
+  return db;
+}
+
+pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  workers_t *w = &d->w;
+  d->has_workers = 1;
+  if (!(w->registry = pc_registry_create())) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_status_t st = pc_plugins_load_config(w->registry, cfg, &w->plugins, &w->nplugins, err);
+  if (st != PC_OK) return st;
+  if (pc_registry_count(w->registry) == 0)
+    pc_log(PC_LOG_WARN, "workers: no observer registered (workers.plugins lists none that does)");
+  if (!(w->db = open_client(d, cluster_path, err))) return err->code;
+  pc_worker_options_t o;
+  pc_worker_options_default(&o);
+  o.threads = cfg->workers.threads;
+  o.buckets_per_claim = cfg->workers.scan.buckets_per_claim;
+  o.idle_ms = cfg->workers.scan.idle_ms;
+  o.max_failures = cfg->workers.max_failures;
+  o.backoff_ms = cfg->workers.backoff_ms;
+  if (!(w->worker = pc_worker_start(w->db, w->registry, &o, err))) return err->code;
+  if (cfg->workers.http.set) {
+    w->http = pc_http_start(cfg->workers.http.host, cfg->workers.http.port, worker_health,
+                            worker_metrics, w, err);
+    if (!w->http) {
+      pc_error_prefix(err, "workers: http");
+      return err->code;
+    }
+    pc_log(PC_LOG_INFO, "workers: /health and /metrics on %s:%u", cfg->workers.http.host,
+           (unsigned)pc_http_port(w->http));
+  }
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  snprintf(w->row, sizeof w->row, "worker/%s:%d", host, (int)getpid());
+  pthread_mutex_init(&w->mu, NULL);
+  pc_cond_init_mono(&w->cv);
+  w->reporting = pthread_create(&w->reporter, NULL, report_main, w) == 0;
+  pc_log(PC_LOG_INFO, "workers: %u threads, %zu observers from %zu plugins", o.threads,
+         pc_registry_count(w->registry), w->nplugins);
+  return PC_OK;
+}
+
+void pc_daemon_workers_stop(pc_daemon_t *d) {
+  workers_t *w = &d->w;
+  if (w->reporting) { /* it deletes the record as it goes */
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->reporter, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+  }
+  if (w->http) pc_http_stop(w->http);
+  pc_worker_stop(w->worker);
+  pc_db_close(w->db);
+  pc_plugins_unload(w->plugins, w->nplugins);
+  pc_registry_free(w->registry);
+  memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,234 @@
+/* batch.c — runs of many cells in one transaction, for strong observers
+ * that register a batch callback (observe_batch, ABI 1.1). The scan of a
+ * claim hands each group of notifications here (pc_batch_take): a cell whose
+ * only acting observer of this worker is such an observer waits in the
+ * claim's batch; any other cell passes at once (pass.c). A batch runs when
+ * it is full (the observer's batch_max), when a cell of another batch
+ * observer comes, and at the end of the claim.
+ *
+ * A batched run applies run.c's rules to each cell inside one transaction,
+ * begun for the first cell it runs on: a cell whose ack is past its newest
+ * notification is skipped; the callback runs on the others; each gets its
+ * ack at the run's start_ts; the commit carries them all. Afterwards each
+ * cell's notifications are deleted below the bound of the deletion rule
+ * (pass.c), exactly as a pass with that one acting observer would: the
+ * first cell's in the commit itself when it can (the transaction's
+ * trigger), the others' with clear_notify. The cells are distinct and all of
+ * one claim, which no other thread of this worker scans meanwhile; another
+ * worker that runs one of them at the same time writes the same ack, so at
+ * most one of the two commits (as for single runs).
+ *
+ * Any setback of the batch — the callback failing, a conflict, an ack that
+ * is not 8 bytes, memory — runs every cell of it again through the single
+ * path (pc_pass), which retries, backs off and parks each cell on its own.
+ */
+#include "notify/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/failpoint.h"
+#include "core/log.h"
+
+/* The slot of the batch observer that alone acts on g (with the number of
+ * the column's observers in this worker in *mine), or NULL: g passes on
+ * its own. A group with a weak notification may carry retry marks, which
+ * only the single path reads. */
+static obs_slot_t *batch_slot(pc_worker_t *w, const group_t *g, size_t *mine) {
+  if (g->strong_ts == 0 || g->weak_ts != 0) return NULL;
+  const pc_cell_t *c = &g->cell.n.cell;
+  const pc_observer_t *found[16];
+  size_t n = pc_registry_lookup(w->reg, c->table, c->col, c->clen, found, 16);
+  if (n > 16) return NULL;
+  obs_slot_t *pick = NULL;
+  *mine = 0;
+  for (size_t i = 0; i < n; i++) {
+    obs_slot_t *slot = pc_worker_slot(w, found[i]);
+    if (!slot) continue;
+    (*mine)++;
+    if (found[i]->kind != PC_OBSERVER_STRONG) continue; /* weak: idle without weak_ts */
+    if (pick || !found[i]->observe_batch || found[i]->batch_max < 2) return NULL;
+    pick = slot;
+  }
+  return pick;
+}
+
+static void batch_release(batch_t *b) {
+  for (size_t i = 0; i < b->n; i++) pc_note_free(&b->v[i].cell);
+  b->n = 0;
+  b->slot = NULL;
+}
+
+/* Each cell of b through the single path. */
+static int batch_singly(pc_worker_t *w, batch_t *b) {
+  int did = 0;
+  for (size_t i = 0; i < b->n && !pc_worker_stopping(w); i++) did |= pc_pass(w, &b->v[i]);
+  return did;
+}
+
+/* The bound below which cell k's notifications go after the batch: a pass
+ * in which this observer acts and the column's other observers of this
+ * worker (weak ones, all idle here) cover what the scan saw. */
+static uint64_t cell_below(const batch_t *b, const group_t *g, uint64_t covered) {
+  pass_t p = {g->strong_ts, b->mine > 1 ? g->strong_ts + 1 : UINT64_MAX};
+  return pc_pass_clear_below(&p, covered);
+}
+
+/* Moves the cells that do not wait out a backoff to the front of b, their
+ * keys with them; returns how many. */
+static size_t batch_live(pc_worker_t *w, batch_t *b, pc_buf_t *keys) {
+  size_t live = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    if (pc_backoff_waiting(w, &keys[i])) continue; /* left for a later round */
+    if (live != i) {
+      group_t g = b->v[live];
+      pc_buf_t k = keys[live];
+      b->v[live] = b->v[i];
+      keys[live] = keys[i];
+      b->v[i] = g;
+      keys[i] = k;
+    }
+    live++;
+  }
+  return live;
+}
+
+/* One run of b's observer over the cells of b (see the top of this file).
+ * Returns 1 when it did something. */
+static int run_batch(pc_worker_t *w, batch_t *b) {
+  const pc_observer_t *o = b->slot->obs;
+  size_t n = b->n, m = 0, live = 0;
+  pc_buf_t ack_col = {0}, *keys = calloc(n, sizeof *keys);
+  pc_cell_ref_t *refs = calloc(n, sizeof *refs);
+  pc_value_t *acks = calloc(n, sizeof *acks);
+  pc_notified_cell_t *cells = calloc(n, sizeof *cells);
+  size_t *run = calloc(n, sizeof *run); /* the cells the callback runs on, as indices into b */
+  uint64_t *below = calloc(n, sizeof *below);
+  pc_txn_t *t = NULL;
+  pc_error_t err;
+  pc_error_clear(&err);
+  int did = 0, failed = 1; /* until the batch is through */
+  const pc_cell_t *c0 = &b->v[0].cell.n.cell;
+  if (!keys || !refs || !acks || !cells || !run || !below ||
+      pc_ack_column(&ack_col, o->name, c0->col, c0->clen) != 0)
+    goto out; /* out of memory: the single path tries */
+  for (size_t i = 0; i < n; i++)
+    if (pc_backoff_key(&keys[i], &b->v[i].cell.n.cell, o->name) != 0) goto out;
+  if ((live = batch_live(w, b, keys)) == 0) {
+    failed = 0;
+    goto out;
+  }
+  if (!(t = pc_txn_begin_for(w->db, &b->v[0].cell.n.cell, &err))) goto out;
+  for (size_t k = 0; k < live; k++) {
+    const pc_cell_t *c = &b->v[k].cell.n.cell;
+    refs[k] = (pc_cell_ref_t){c->table, c->row, c->rlen, ack_col.p, ack_col.len};
+  }
+  if (pc_txn_get_many_system(t, refs, live, acks, &err) != PC_OK) goto out;
+  uint64_t start = pc_txn_start_ts(t);
+  for (size_t k = 0; k < live; k++) {
+    const group_t *g = &b->v[k];
+    if (acks[k].value && acks[k].vlen != 8) goto out; /* the single path reports it */
+    uint64_t ack = 0;
+    if (acks[k].value) {
+      pc_rd_t r = {acks[k].value, 8, 0, 1};
+      ack = pc_rd_u64(&r);
+    }
+    if (ack >= g->strong_ts) { /* observed already: covers everything below ack */
+      below[k] = cell_below(b, g, ack);
+      continue;
+    }
+    const pc_cell_t *c = &g->cell.n.cell;
+    cells[m] = (pc_notified_cell_t){c->table, c->row, c->rlen, c->col, c->clen, g->strong_ts};
+    run[m++] = k;
+    below[k] = cell_below(b, g, start);
+  }
+  int fp_fired = PC_FAILPOINT("worker.before_clear", &err) != PC_OK;
+  if (m > 0) {
+    pc_status_t st = pc_observer_run_batch(o, t, cells, m, &err);
+    if (st != PC_OK) {
+      pc_log(PC_LOG_DEBUG, "worker: observer '%s' on a batch of %zu cells: %s; running them "
+             "one by one", o->name, m, err.text);
+      goto out;
+    }
+    for (size_t j = 0; j < m && st == PC_OK; j++)
+      st = pc_run_write_ts(t, &b->v[run[j]].cell.n.cell, &ack_col, start, &err);
+    /* the transaction was begun for b's first cell: its notifications may
+     * go in the commit when the callback ran on it */
+    if (!fp_fired && run[0] == 0) pc_txn_trigger_bound(t, below[0]);
+    if (st == PC_OK) st = pc_txn_commit(t, &err);
+    if (st != PC_OK) {
+      if (st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED)
+        atomic_fetch_add(&b->slot->conflicts, 1);
+      goto out;
+    }
+    atomic_fetch_add(&b->slot->runs, m);
+    for (size_t j = 0; j < m; j++) pc_worker_latency(w, cells[j].notify_ts, pc_txn_commit_ts(t));
+  }
+  atomic_fetch_add(&b->slot->skipped, live - m);
+  for (size_t k = 0; k < live; k++) pc_backoff_forget(w, &keys[k]);
+  failed = 0;
+  did = 1;
+  if (fp_fired) goto out; /* as if crashed before deleting the notifications */
+  for (size_t k = 0; k < live && !pc_worker_stopping(w); k++) {
+    if (k == 0 && m > 0 && run[0] == 0 && pc_txn_trigger_cleared(t)) continue; /* went with it */
+    const pc_cell_t *c = &b->v[k].cell.n.cell;
+    if (w->db->store->ops->clear_notify(w->db->store, c, below[k], &err) != PC_OK) {
+      char name[200];
+      pc_log(PC_LOG_DEBUG, "worker: clearing the notifications of %s: %s",
+             pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name),
+             err.text);
+    }
+  }
+out:
+  pc_txn_destroy(t);
+  if (failed && !pc_worker_stopping(w)) did |= batch_singly(w, b);
+  for (size_t i = 0; keys && i < n; i++) pc_buf_free(&keys[i]);
+  for (size_t i = 0; acks && i < n; i++) pc_free(acks[i].value);
+  pc_buf_free(&ack_col);
+  free(keys);
+  free(refs);
+  free(acks);
+  free(cells);
+  free(run);
+  free(below);
+  batch_release(b);
+  return did;
+}
+
+int pc_batch_take(pc_worker_t *w, batch_t *b, group_t *g) {
+  size_t mine = 0;
+  obs_slot_t *slot = batch_slot(w, g, &mine);
+  int did = 0;
+  if (slot && b->slot && (b->slot != slot || b->mine != mine)) did |= run_batch(w, b);
+  if (slot && b->n == b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 16;
+    group_t *nv = realloc(b->v, nc * sizeof *nv);
+    if (nv) {
+      b->v = nv;
+      b->cap = nc;
+    } else {
+      slot = NULL; /* no room: it passes on its own */
+    }
+  }
+  if (!slot) {
+    did |= pc_pass(w, g);
+    pc_note_free(&g->cell);
+    return did;
+  }
+  b->slot = slot;
+  b->mine = mine;
+  b->v[b->n++] = *g;
+  g->cell.mem = NULL; /* moved into the batch */
+  if (b->n >= slot->obs->batch_max) did |= run_batch(w, b);
+  return did;
+}
+
+int pc_batch_end(pc_worker_t *w, batch_t *b) {
+  int did = b->n && !pc_worker_stopping(w) ? run_batch(w, b) : 0;
+  batch_release(b);
+  free(b->v);
+  b->v = NULL;
+  b->cap = 0;
+  return did;
+}
