@@ -25,6 +25,7 @@ typedef struct bufcell {
   int weak;             /* the commit writes a weak notification of the cell */
   char *value;
   size_t vlen;
+  int value_apart; /* value was allocated on its own (a later write of the cell) */
 } bufcell_t;
 
 enum txn_state { TXN_OPEN, TXN_COMMITTED, TXN_ABORTED };
@@ -204,14 +205,12 @@ static int bufcell_cmp(const void *a, const void *b) {
   return pc_bytes_cmp(x->key.p, x->key.len, y->key.p, y->key.len);
 }
 
+/* A buffered cell is one allocation: the struct, then its key, table, row,
+ * column and first value (a transaction of an index run buffers thousands). */
 static void bufcell_free(void *p) {
   bufcell_t *b = p;
   if (!b) return;
-  pc_buf_free(&b->key);
-  free(b->table);
-  free(b->row);
-  free(b->col);
-  free(b->value);
+  if (b->value_apart) free(b->value);
   free(b);
 }
 
@@ -230,19 +229,29 @@ static char *dup_bytes(const char *p, size_t n) {
   return d;
 }
 
+/* The buffered write of the cell whose key is key, or NULL. */
+static bufcell_t *buffer_find_key(pc_txn_t *txn, const pc_buf_t *key) {
+  if (!txn->tree) return NULL;
+  bufcell_t probe = {0};
+  probe.key = *key;
+  void *found = tfind(&probe, &txn->tree, bufcell_cmp);
+  return found ? *(bufcell_t **)found : NULL;
+}
+
 /* The buffered write of a cell, or NULL. */
 static bufcell_t *buffer_find(pc_txn_t *txn, const pc_cell_t *c, pc_error_t *err, int *oom) {
   *oom = 0;
   if (!txn->tree) return NULL;
-  bufcell_t probe = {0};
-  if (pc_key_cell(&probe.key, PC_KS_META, c) != 0) {
+  char kb[256];
+  pc_buf_t key = PC_BUF_ON(kb); /* on the heap only when longer */
+  if (pc_key_cell(&key, PC_KS_META, c) != 0) {
     *oom = 1;
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  void *found = tfind(&probe, &txn->tree, bufcell_cmp);
-  pc_buf_free(&probe.key);
-  return found ? *(bufcell_t **)found : NULL;
+  bufcell_t *found = buffer_find_key(txn, &key);
+  pc_buf_free(&key);
+  return found;
 }
 
 /* Buffers a write (PUT or DELETE) of the cell, or with kind NOTIFY a weak
@@ -262,50 +271,77 @@ static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row,
                           PC_MAX_VALUE);
   }
   pc_cell_t probe = {table, row, rlen, col, clen};
-  int oom;
-  bufcell_t *old = buffer_find(txn, &probe, err, &oom);
-  if (oom) return PC_NOMEM;
+  char kb[256];
+  pc_buf_t key = PC_BUF_ON(kb); /* on the heap only when longer */
+  if (pc_key_cell(&key, PC_KS_META, &probe) != 0)
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  bufcell_t *old = buffer_find_key(txn, &key);
   if (old && kind == PC_WRITE_NOTIFY) { /* the cell's write, if any, stays */
     old->weak = 1;
+    pc_buf_free(&key);
     return PC_OK;
   }
   size_t add = rlen + clen + (kind == PC_WRITE_PUT ? vlen : 0);
   size_t old_bytes = old ? old->rlen + old->clen + old->vlen : 0;
-  if (txn->bytes - old_bytes + add > PC_MAX_TXN_BYTES)
+  if (txn->bytes - old_bytes + add > PC_MAX_TXN_BYTES) {
+    pc_buf_free(&key);
     return pc_error_set(err, PC_INVALID,
                         "transaction would buffer more than %u bytes of writes",
                         PC_MAX_TXN_BYTES);
-  if (!old && txn->count >= PC_MAX_TXN_MUTATIONS)
+  }
+  if (!old && txn->count >= PC_MAX_TXN_MUTATIONS) {
+    pc_buf_free(&key);
     return pc_error_set(err, PC_INVALID, "transaction would buffer more than %u cells",
                         PC_MAX_TXN_MUTATIONS);
-  char *v = kind == PC_WRITE_PUT ? dup_bytes(value, vlen) : NULL;
-  if (kind == PC_WRITE_PUT && !v) return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
   if (old) { /* a later write of the same cell replaces the earlier one (and keeps its
                * weak notification) */
-    free(old->value);
+    pc_buf_free(&key);
+    char *v = kind == PC_WRITE_PUT ? dup_bytes(value, vlen) : NULL;
+    if (kind == PC_WRITE_PUT && !v) return pc_error_set(err, PC_NOMEM, "out of memory");
+    if (old->value_apart) free(old->value);
     old->value = v;
+    old->value_apart = v != NULL;
     old->vlen = v ? vlen : 0;
     old->kind = kind;
     txn->bytes = txn->bytes - old_bytes + add;
     return PC_OK;
   }
-  bufcell_t *b = calloc(1, sizeof *b);
+  size_t tl = strlen(table), vl = kind == PC_WRITE_PUT ? vlen : 0;
+  bufcell_t *b = malloc(sizeof *b + key.len + tl + rlen + clen + vl + 5);
   if (!b) {
-    free(v);
+    pc_buf_free(&key);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
-  b->table = strdup(table);
-  b->row = dup_bytes(row, rlen);
-  b->col = dup_bytes(col, clen);
-  b->value = v;
+  memset(b, 0, sizeof *b);
+  char *p = (char *)(b + 1);
+  b->key = (pc_buf_t){p, key.len, key.len, 0}; /* (not the heap's: never freed alone) */
+  memcpy(p, key.p, key.len);
+  p[key.len] = '\0';
+  p += key.len + 1;
+  pc_buf_free(&key);
+  b->table = p;
+  memcpy(p, table, tl + 1);
+  p += tl + 1;
+  b->row = p;
+  memcpy(p, row, rlen);
+  p[rlen] = '\0';
+  p += rlen + 1;
+  b->col = p;
+  memcpy(p, col, clen);
+  p[clen] = '\0';
+  p += clen + 1;
+  if (kind == PC_WRITE_PUT) {
+    b->value = p;
+    memcpy(p, value, vlen);
+    p[vlen] = '\0';
+    b->vlen = vlen;
+  }
   b->rlen = rlen;
   b->clen = clen;
-  b->vlen = v ? vlen : 0;
   b->kind = kind;
   b->weak = kind == PC_WRITE_NOTIFY;
-  pc_cell_t c = {b->table, b->row, rlen, b->col, clen};
-  if (!b->table || !b->row || !b->col || pc_key_cell(&b->key, PC_KS_META, &c) != 0 ||
-      !tsearch(b, &txn->tree, bufcell_cmp)) {
+  if (!tsearch(b, &txn->tree, bufcell_cmp)) {
     bufcell_free(b);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
