@@ -143,6 +143,8 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
     run[m++] = k;
     below[k] = cell_below(b, g, start);
   }
+  pc_log(PC_LOG_DEBUG, "worker: batch of observer '%s': %zu cells, %zu live, %zu to run", o->name,
+         n, live, m);
   int fp_fired = PC_FAILPOINT("worker.before_clear", &err) != PC_OK;
   if (m > 0) {
     pc_status_t st = pc_observer_run_batch(o, t, cells, m, &err);
@@ -196,23 +198,27 @@ out:
   return did;
 }
 
-int pc_batch_take(pc_worker_t *w, batch_t *b, group_t *g) {
+int pc_batch_take(pc_worker_t *w, batches_t *bs, group_t *g) {
   size_t mine = 0;
   obs_slot_t *slot = batch_slot(w, g, &mine);
-  int did = 0;
-  if (slot && b->slot && (b->slot != slot || b->mine != mine)) did |= run_batch(w, b);
-  if (slot && b->n == b->cap) {
+  batch_t *b = NULL;
+  for (size_t i = 0; slot && i < PC_BATCHES_MAX && !b; i++)
+    if (bs->b[i].slot == slot || !bs->b[i].slot) b = &bs->b[i];
+  if (b && b->slot && b->mine != mine) { /* the column's observers changed: start over */
+    (void)run_batch(w, b);
+  }
+  if (b && b->n == b->cap) {
     size_t nc = b->cap ? b->cap * 2 : 16;
     group_t *nv = realloc(b->v, nc * sizeof *nv);
     if (nv) {
       b->v = nv;
       b->cap = nc;
     } else {
-      slot = NULL; /* no room: it passes on its own */
+      b = NULL; /* no room: it passes on its own */
     }
   }
-  if (!slot) {
-    did |= pc_pass(w, g);
+  if (!b) { /* not for a batch, or more batch observers than batches */
+    int did = pc_pass(w, g);
     pc_note_free(&g->cell);
     return did;
   }
@@ -220,15 +226,31 @@ int pc_batch_take(pc_worker_t *w, batch_t *b, group_t *g) {
   b->mine = mine;
   b->v[b->n++] = *g;
   g->cell.mem = NULL; /* moved into the batch */
-  if (b->n >= slot->obs->batch_max) did |= run_batch(w, b);
-  return did;
+  return b->n >= slot->obs->batch_max ? run_batch(w, b) : 0;
 }
 
-int pc_batch_end(pc_worker_t *w, batch_t *b) {
-  int did = b->n && !pc_worker_stopping(w) ? run_batch(w, b) : 0;
-  batch_release(b);
-  free(b->v);
-  b->v = NULL;
-  b->cap = 0;
+/* Whether b may wait for more cells: it is not full, and its oldest
+ * notification is younger than batch_wait_ms (in the oracle's milliseconds,
+ * against this machine's clock). */
+static int batch_may_wait(const pc_worker_t *w, const batch_t *b) {
+  if (!w->o.batch_wait_ms || b->n >= b->slot->obs->batch_max) return 0;
+  uint64_t oldest = UINT64_MAX;
+  for (size_t i = 0; i < b->n; i++) oldest = pc_min_u64(oldest, b->v[i].strong_ts);
+  uint64_t born = PC_TS_PHYSICAL_MS(oldest), now = pc_now_wall_ms();
+  return now < born + w->o.batch_wait_ms;
+}
+
+int pc_batch_end(pc_worker_t *w, batches_t *bs) {
+  int did = 0;
+  for (size_t i = 0; i < PC_BATCHES_MAX; i++) {
+    batch_t *b = &bs->b[i];
+    /* a young batch that is not full is left to a later scan of the claim
+     * (the notifications stay), which finds it bigger */
+    if (b->n && !pc_worker_stopping(w) && !batch_may_wait(w, b)) did |= run_batch(w, b);
+    batch_release(b);
+    free(b->v);
+    b->v = NULL;
+    b->cap = 0;
+  }
   return did;
 }

@@ -159,13 +159,20 @@ typedef struct batch {
   size_t n, cap;
 } batch_t;
 
-/* Takes g from the scan of a claim: into b when its one acting observer
- * runs in batches (g's memory moves into b), else through pc_pass at once
- * (g's memory is freed). Runs b when it is full or when g belongs to
- * another batch. Returns 1 when something was done. */
-int pc_batch_take(pc_worker_t *w, batch_t *b, group_t *g);
-/* At the end of a claim's scan: runs what b holds and releases b. */
-int pc_batch_end(pc_worker_t *w, batch_t *b);
+/* The batches of one claim's scan, one per observer with a batch callback
+ * (a scan meets the cells of several columns in turn, bucket by bucket). */
+#define PC_BATCHES_MAX 8
+typedef struct batches {
+  batch_t b[PC_BATCHES_MAX];
+} batches_t;
+
+/* Takes g from the scan of a claim: into its observer's batch when its one
+ * acting observer runs in batches (g's memory moves there), else through
+ * pc_pass at once (g's memory is freed). Runs a batch when it is full.
+ * Returns 1 when something was done. */
+int pc_batch_take(pc_worker_t *w, batches_t *bs, group_t *g);
+/* At the end of a claim's scan: runs what the batches hold and releases them. */
+int pc_batch_end(pc_worker_t *w, batches_t *bs);
 
 /* ---- one observer on one cell (run.c) -------------------------------------- */
 

@@ -94,7 +94,7 @@ int pc_scan_claim(pc_worker_t *w, uint32_t k) {
   page_t p = {0};
   note_t after = {0};
   group_t g = {0};
-  batch_t b = {0};
+  batches_t b = {0};
   int have_g = 0, have_after = 0, did = 0, more = 1, broken = 0;
   while (more && !pc_worker_stopping(w)) {
     pc_error_t err;

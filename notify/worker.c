@@ -26,6 +26,7 @@ void pc_worker_options_default(pc_worker_options_t *o) {
   o->max_failures = 5;
   o->backoff_ms = 100;
   o->sweep_ms = 1000;
+  o->batch_wait_ms = 0;
 }
 
 void pc_worker_nap(pc_worker_t *w, uint32_t ms) {
