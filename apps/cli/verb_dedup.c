@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps/dedup/dedup_index.h"
 #include "apps/dedup/dedup_text.h"
 #include "cli.h"
 
@@ -279,39 +280,84 @@ typedef struct posting {
   unsigned long long count;
 } posting_t;
 
-/* Called for each posting of scan_postings, in (term, URL) order; nonzero
- * stops the scan, which then fails with PC_NOMEM (unless the callback keeps
- * a reason of its own). The pointers are valid during the call only. */
-typedef int (*posting_fn)(void *ctx, const char *term, size_t tl, const char *url, size_t ul,
-                          unsigned long long count);
+/* Called for each posting of scan_postings, in (term, URL, hash) order;
+ * nonzero stops the scan, which then fails with PC_NOMEM (unless the
+ * callback keeps a reason of its own). The pointers are valid during the
+ * call only. */
+typedef int (*posting_fn)(void *ctx, const char *term, size_t tl, const dd_posting_t *p);
+
+/* Called for each cell of idx that is not a well-formed chunk (check
+ * reports them; search passes over them); nonzero stops the scan. */
+typedef int (*bad_cell_fn)(void *ctx, const char *row, size_t rl, const char *col, size_t cl,
+                           const char *v, size_t vl);
+
+typedef struct term_scan {
+  posting_fn fn;
+  bad_cell_fn bad;
+  void *ctx;
+  dd_postings_t ps;
+  bytes_t term;
+  int have, stop, oom;
+} term_scan_t;
+
+/* The postings of the term gathered so far, to fn. */
+static void term_flush(term_scan_t *t) {
+  if (!t->have || t->stop) return;
+  t->have = 0;
+  if (dd_postings_settle(&t->ps) != 0) {
+    t->oom = t->stop = 1;
+    return;
+  }
+  for (size_t i = 0; i < t->ps.n && !t->stop; i++)
+    t->stop = t->fn(t->ctx, t->term.p, t->term.n, &t->ps.v[i]);
+  dd_postings_clear(&t->ps);
+}
+
+/* One cell of idx in the scan's order: a term's chunks come in column order. */
+static void term_cell(term_scan_t *t, const char *row, size_t rl, const char *col, size_t cl,
+                      const char *v, size_t vl) {
+  uint64_t id;
+  if (!t->have || !bytes_eq(&t->term, row, rl)) {
+    term_flush(t);
+    if (t->stop) return;
+    if (bytes_set(&t->term, row, rl) != 0) {
+      t->oom = t->stop = 1;
+      return;
+    }
+    t->have = 1;
+  }
+  int rc = dd_chunk_id(col, cl, &id) == 0 ? dd_postings_apply(&t->ps, v, vl) : -1;
+  if (rc == -2) t->oom = t->stop = 1;
+  else if (rc == -1 && t->bad) t->stop = t->bad(t->ctx, row, rl, col, cl, v, vl);
+}
 
 /* The postings of the terms in the idx rows [lo, hi) (lo NULL: from the
- * first; hi NULL: to the last): rows term 0x00 URL 0x00 HASH, column n the
- * count (apps/dedup/dedup.c). */
-static pc_status_t scan_postings(pc_txn_t *txn, const char *lo, size_t ll, const char *hi,
-                                 size_t hl, posting_fn fn, void *ctx, pc_error_t *err) {
-  pc_scan_t *sc = pc_txn_scan(txn, IDX, lo, ll, hi, hl, err);
+ * first; hi NULL: to the last), or of the one row `one` (lo, hi unused):
+ * each term's chunks applied in column order (apps/dedup/dedup_index.h). */
+static pc_status_t scan_postings(pc_txn_t *txn, const char *one, size_t ol, const char *lo,
+                                 size_t ll, const char *hi, size_t hl, posting_fn fn,
+                                 bad_cell_fn bad, void *ctx, pc_error_t *err) {
+  pc_scan_t *sc = one ? pc_txn_scan_row(txn, IDX, one, ol, NULL, 0, err)
+                      : pc_txn_scan(txn, IDX, lo, ll, hi, hl, err);
   if (!sc) return err->code;
+  term_scan_t t = {fn, bad, ctx, {0}, {0}, 0, 0, 0};
   pc_status_t st;
-  while ((st = pc_scan_next(sc, err)) == PC_OK) {
+  while (!t.stop && (st = pc_scan_next(sc, err)) == PC_OK) {
     size_t rl, cl, vl;
     const char *row = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
                *v = pc_scan_value(sc, &vl);
-    if (cl != 1 || col[0] != DD_IDX_COUNT[0]) continue;
-    const char *t0 = memchr(row, '\0', rl);
-    if (!t0) continue; /* not an index row */
-    const char *u = t0 + 1; /* URL 0x00 HASH: the URL */
-    const char *nul = memchr(u, '\0', rl - (size_t)(u - row));
-    char num[24];
-    snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
-    if (fn(ctx, row, (size_t)(t0 - row), u, nul ? (size_t)(nul - u) : rl - (size_t)(u - row),
-           strtoull(num, NULL, 10)))
-      break;
+    term_cell(&t, row, rl, col, cl, v, vl);
   }
   pc_scan_destroy(sc);
-  if (st == PC_OK) {
-    snprintf(err->text, sizeof err->text, "out of memory");
-    return err->code = PC_NOMEM;
+  if (!t.stop && st == PC_NOT_FOUND) term_flush(&t);
+  dd_postings_free(&t.ps);
+  free(t.term.p);
+  if (t.stop) {
+    if (t.oom || err->code == PC_OK) {
+      snprintf(err->text, sizeof err->text, "out of memory");
+      return err->code = PC_NOMEM;
+    }
+    return err->code;
   }
   return st == PC_NOT_FOUND ? PC_OK : st;
 }
@@ -321,11 +367,13 @@ typedef struct posting_list {
   size_t n, cap;
 } posting_list_t;
 
-static int posting_add(void *ctx, const char *term, size_t tl, const char *url, size_t ul,
-                       unsigned long long count) {
+static int posting_add(void *ctx, const char *term, size_t tl, const dd_posting_t *dp) {
   (void)term;
   (void)tl;
   posting_list_t *l = ctx;
+  /* one hit per URL: a document indexed in two clusters for a moment (the
+   * one it joins as canonical before the one it leaves drops it) */
+  if (l->n && bytes_eq(&l->v[l->n - 1].url, dp->url, dp->ulen)) return 0;
   if (l->n == l->cap) {
     size_t nc = l->cap ? l->cap * 2 : 16;
     posting_t *np = realloc(l->v, nc * sizeof *np);
@@ -335,8 +383,8 @@ static int posting_add(void *ctx, const char *term, size_t tl, const char *url, 
   }
   posting_t *p = &l->v[l->n];
   p->url = (bytes_t){0};
-  p->count = count;
-  if (bytes_set(&p->url, url, ul) != 0) return 1;
+  p->count = dp->count;
+  if (bytes_set(&p->url, dp->url, dp->ulen) != 0) return 1;
   l->n++;
   return 0;
 }
@@ -344,13 +392,8 @@ static int posting_add(void *ctx, const char *term, size_t tl, const char *url, 
 /* The canonical URLs indexed under term, in order. */
 static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
                             size_t *n, pc_error_t *err) {
-  char lo[DD_MAX_TERM + 1], hi[DD_MAX_TERM + 1];
-  memcpy(lo, term, tl);
-  lo[tl] = '\0';
-  memcpy(hi, term, tl);
-  hi[tl] = '\1';
   posting_list_t l = {0};
-  pc_status_t st = scan_postings(txn, lo, tl + 1, hi, tl + 1, posting_add, &l, err);
+  pc_status_t st = scan_postings(txn, term, tl, NULL, 0, NULL, 0, posting_add, NULL, &l, err);
   *out = l.v;
   *n = l.n;
   return st;
@@ -365,19 +408,19 @@ typedef struct printer {
   int json, failed;
 } printer_t;
 
-static int print_posting(void *ctx, const char *term, size_t tl, const char *url, size_t ul,
-                         unsigned long long count) {
+static int print_posting(void *ctx, const char *term, size_t tl, const dd_posting_t *dp) {
   printer_t *p = ctx;
   if (p->json) {
     json_t *o = json_object();
-    p->failed = !o || fmt_json_bytes(o, "term", term, tl) || fmt_json_bytes(o, "url", url, ul) ||
-                json_object_set_new(o, "count", json_integer((json_int_t)count)) ||
+    p->failed = !o || fmt_json_bytes(o, "term", term, tl) ||
+                fmt_json_bytes(o, "url", dp->url, dp->ulen) ||
+                json_object_set_new(o, "count", json_integer((json_int_t)dp->count)) ||
                 fmt_json_line(stdout, o);
   } else {
     fwrite(term, 1, tl, stdout);
     putchar('\t');
-    fmt_escape(stdout, url, ul, 0);
-    printf("\t%llu\n", count);
+    fmt_escape(stdout, dp->url, dp->ulen, 0);
+    printf("\t%llu\n", (unsigned long long)dp->count);
     p->failed = ferror(stdout) != 0;
   }
   return p->failed;
@@ -390,7 +433,7 @@ static int search_all(cli_ctx_t *ctx, int json) {
   if (!txn) return CLI_EXIT_ERROR;
   printer_t p = {json, 0};
   pc_error_t err;
-  pc_status_t st = scan_postings(txn, NULL, 0, NULL, 0, print_posting, &p, &err);
+  pc_status_t st = scan_postings(txn, NULL, 0, NULL, 0, NULL, 0, print_posting, NULL, &p, &err);
   end(db, txn);
   if (p.failed) return cli_error(ctx, "cannot write the answer");
   if (st != PC_OK) return cli_pc_error(ctx, &err);
@@ -711,24 +754,47 @@ static pc_status_t read_docs(pc_txn_t *txn, doc_t **out, size_t *n, pc_error_t *
   return st == PC_NOT_FOUND ? PC_OK : st;
 }
 
-static pc_status_t read_idx(pc_txn_t *txn, entries_t *e, pc_error_t *err) {
-  pc_scan_t *sc = pc_txn_scan(txn, IDX, NULL, 0, NULL, 0, err);
-  if (!sc) return err->code;
-  pc_status_t st;
-  while ((st = pc_scan_next(sc, err)) == PC_OK) {
-    size_t rl, cl, vl;
-    const char *r = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
-               *v = pc_scan_value(sc, &vl);
-    char num[24];
-    char *endp;
-    snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
-    unsigned long long count = strtoull(num, &endp, 10);
-    if (*endp || vl > 20 || !vl) count = 0; /* not a count: differs from any expected one */
-    if (entry_add(e, r, rl, col, cl, count) != 0) break;
-  }
-  pc_scan_destroy(sc);
-  if (st == PC_OK) return oom(err);
-  return st == PC_NOT_FOUND ? PC_OK : st;
+/* A posting as check compares it: row TERM, column URL 0x00 hex HASH. */
+static int posting_entry(entries_t *e, const char *term, size_t tl, const char *url, size_t ul,
+                         const char *hex, unsigned long long count) {
+  char *col = malloc(ul + 1 + DD_HASH_HEX);
+  if (!col) return -1;
+  memcpy(col, url, ul);
+  col[ul] = '\0';
+  memcpy(col + ul + 1, hex, DD_HASH_HEX - 1);
+  int rc = entry_add(e, term, tl, col, ul + DD_HASH_HEX, count);
+  free(col);
+  return rc;
+}
+
+typedef struct idx_reader {
+  entries_t *e;
+  checker_t *k;
+} idx_reader_t;
+
+static int idx_posting(void *ctx, const char *term, size_t tl, const dd_posting_t *p) {
+  idx_reader_t *r = ctx;
+  char hex[DD_HASH_HEX];
+  dd_hash_hex(p->hash, hex);
+  return posting_entry(r->e, term, tl, p->url, p->ulen, hex, p->count);
+}
+
+/* A cell of idx that is no chunk: found, where nothing was due. */
+static int idx_bad(void *ctx, const char *row, size_t rl, const char *col, size_t cl,
+                   const char *v, size_t vl) {
+  idx_reader_t *r = ctx;
+  diff(r->k, IDX, row, rl, col, cl, v, vl, NULL, 0);
+  return r->k->failed;
+}
+
+/* The postings the index holds, as entries; its malformed cells reported. */
+static pc_status_t read_idx(pc_txn_t *txn, checker_t *k, entries_t *e, pc_error_t *err) {
+  idx_reader_t r = {e, k};
+  err->code = PC_OK;
+  err->text[0] = '\0';
+  pc_status_t st = scan_postings(txn, NULL, 0, NULL, 0, NULL, 0, idx_posting, idx_bad, &r, err);
+  if (st != PC_OK && k->failed) return PC_OK; /* the writing failed: run_check says so */
+  return st;
 }
 
 /* Compares the members, canonical and indexed cells of cluster have (NULL:
@@ -814,14 +880,9 @@ static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
       st = oom(err);
       goto out;
     }
-    size_t hl = strlen(want.v[i].hash), cap = DD_MAX_TERM + 2 + u->n + hl;
-    char *row = malloc(cap);
-    if (!row) rc = -1;
-    for (size_t j = 0; j < t.n && rc == 0; j++) {
-      int rl = dd_idx_row(row, cap, t.v[j].term, t.v[j].len, u->p, u->n, want.v[i].hash, hl);
-      rc = rl < 0 ? -1 : entry_add(&wi, row, (size_t)rl, DD_IDX_COUNT, 1, t.v[j].count);
-    }
-    free(row);
+    for (size_t j = 0; j < t.n && rc == 0; j++)
+      rc = posting_entry(&wi, t.v[j].term, t.v[j].len, u->p, u->n, want.v[i].hash,
+                         t.v[j].count);
     dd_terms_free(&t);
     if (rc != 0) {
       st = oom(err);
@@ -829,7 +890,8 @@ static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
     }
   }
   if (wi.n) qsort(wi.v, wi.n, sizeof *wi.v, entry_cmp);
-  if ((st = read_idx(txn, &hi, err)) != PC_OK) goto out;
+  if ((st = read_idx(txn, k, &hi, err)) != PC_OK) goto out;
+  if (hi.n) qsort(hi.v, hi.n, sizeof *hi.v, entry_cmp);
   for (size_t a = 0, b = 0; a < hi.n || b < wi.n;) {
     int r = a == hi.n ? 1 : b == wi.n ? -1 : entry_cmp(&hi.v[a], &wi.v[b]);
     const entry_t *e = r <= 0 ? &hi.v[a] : &wi.v[b];
