@@ -64,10 +64,13 @@ run() {
   n=$("${psql[@]}" -tA -c "SELECT count(*) FROM staging")
   per=$(((n + clients - 1) / clients))
   printf '%s\n' 'SELECT update_document(s.url, s.contents) FROM staging s WHERE s.id = (SELECT nextval($$q$$));' >"$dir/tx.sql"
+  local c0 c1
+  c0=$(server_cpu)
   t0=$(date +%s.%N)
   "$bin/pgbench" -h "$dir" -p 5432 -U postgres -n -c "$clients" -j "$clients" -t "$per" \
     -f "$dir/tx.sql" postgres >"$dir/pgbench.out" 2>&1 || { cat "$dir/pgbench.out" >&2; exit 1; }
   t1=$(date +%s.%N)
+  c1=$(server_cpu)
   "${psql[@]}" -tA -F $'\t' -c "SELECT encode(hash, 'hex'), canonical FROM dups" | sort >"$out.clusters"
   "${psql[@]}" -tA -F $'\t' -c "SELECT encode(hash, 'hex'), url FROM members" | sort >"$out.members"
   "${psql[@]}" -c "\\copy (SELECT term, url FROM postings) TO '$out.postings.unsorted'" >/dev/null
@@ -76,9 +79,26 @@ run() {
   local clusters postings
   clusters=$(wc -l <"$out.clusters")
   postings=$(wc -l <"$out.postings")
-  awk -v n="$n" -v a="$t0" -v b="$t1" -v k="$clients" -v c="$clusters" -v p="$postings" 'BEGIN {
+  awk -v n="$n" -v a="$t0" -v b="$t1" -v k="$clients" -v c="$clusters" -v p="$postings" \
+      -v u="$c0" -v v="$c1" 'BEGIN {
     s = b - a
-    printf "{\"system\": \"postgresql-15\", \"clients\": %d, \"documents\": %d, \"seconds\": %.3f, \"documents_s\": %.1f, \"clusters\": %d, \"postings\": %d}\n", k, n, s, n / s, c, p }'
+    printf "{\"system\": \"postgresql-15\", \"clients\": %d, \"documents\": %d, \"seconds\": %.3f, \"documents_s\": %.1f, \"server_cpu_s\": %.2f, \"cpu_ms_per_document\": %.3f, \"clusters\": %d, \"postings\": %d}\n", k, n, s, n / s, v - u, (v - u) * 1000 / n, c, p }'
+}
+
+# The CPU seconds the server has used: every process of the postgres user
+# now (the postmaster and its background processes) plus what the
+# postmaster's exited children (the backends of finished connections) used
+# (fields utime, stime, cutime, cstime of /proc/PID/stat, after "pid (comm)").
+server_cpu() {
+  local tick
+  tick=$(getconf CLK_TCK)
+  { for p in $(pgrep -P "$pid"; echo "$pid"); do
+      if [ "$p" = "$pid" ]; then echo "PM $(sed 's/^[0-9]* (.*) //' "/proc/$p/stat" 2>/dev/null)"
+      else echo "P $(sed 's/^[0-9]* (.*) //' "/proc/$p/stat" 2>/dev/null)"; fi
+    done; } | awk -v t="$tick" '
+      $1 == "PM" { cpu += $13 + $14 + $15 + $16 }
+      $1 == "P" { cpu += $13 + $14 }
+      END { printf "%.2f", cpu / t }'
 }
 
 case "${1:-}" in
