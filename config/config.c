@@ -213,10 +213,14 @@ static int sc_string(scan_t *s, int keep) {
   return -1;
 }
 
+/* The decoded key at offset at of the key arena. The arena stays NULL while
+ * every key so far is empty, and NULL + 0 (or memcmp on NULL) is undefined. */
+static const char *pt_key(const ptree_t *pt, size_t at) { return pt->keys ? pt->keys + at : ""; }
+
 static int sc_same_key(const ptree_t *pt, int32_t a, int32_t b) {
   const pnode_t *x = &pt->nodes[a], *y = &pt->nodes[b];
   return x->key_len == y->key_len &&
-         memcmp(pt->keys + x->key_at, pt->keys + y->key_at, x->key_len) == 0;
+         memcmp(pt_key(pt, x->key_at), pt_key(pt, y->key_at), x->key_len) == 0;
 }
 
 /* Scans the value starting at s->i into node id (already created at s->i).
@@ -322,7 +326,7 @@ static int32_t pt_member(const ptree_t *pt, int32_t obj, const char *key, size_t
   if (obj < 0 || (size_t)obj >= pt->n) return -1;
   for (int32_t k = pt->nodes[obj].first; k >= 0; k = pt->nodes[k].next) {
     const pnode_t *nd = &pt->nodes[k];
-    if (nd->member && nd->key_len == klen && memcmp(pt->keys + nd->key_at, key, klen) == 0)
+    if (nd->member && nd->key_len == klen && memcmp(pt_key(pt, nd->key_at), key, klen) == 0)
       return k;
   }
   return -1;
@@ -709,6 +713,70 @@ static pc_status_t lockservice_field(vctx_t *c, void *dst, int which, const json
   }
 }
 
+/* An ensemble: "host:port[,host:port]..." with every endpoint well formed. */
+static pc_status_t get_ensemble(vctx_t *c, const json_t *v, int32_t n, char **out) {
+  pc_status_t st = get_str(c, v, n, out);
+  if (st != PC_OK) return st;
+  const char *s = *out;
+  size_t k = 0;
+  for (const char *p = s;; k++) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    pc_endpoint_t ep;
+    const char *why = parse_endpoint(p, len, &ep);
+    if (!why && ep.port == 0) why = "port 0";
+    if (why) {
+      char shown[RENDER_CAP];
+      render(shown, v);
+      return fail_at(c, node_off(c, n),
+                     "expected \"host:port[,host:port]...\", got %s (server %zu: %s)", shown,
+                     k + 1, why);
+    }
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return PC_OK;
+}
+
+/* A ZooKeeper path for a cluster's root: "/" then components of letters,
+ * digits, '.', '_' or '-' (not "." or ".."), separated by single '/'. */
+static pc_status_t get_zk_root(vctx_t *c, const json_t *v, int32_t n, char **out) {
+  pc_status_t st = get_str(c, v, n, out);
+  if (st != PC_OK) return st;
+  const char *s = *out, *why = NULL;
+  size_t len = strlen(s);
+  if (s[0] != '/') why = "must start with '/'";
+  else if (len == 1) why = "must name a node below '/'";
+  else if (len > 512) why = "longer than 512 bytes";
+  for (size_t i = 1, start = 1; !why && i <= len; i++) {
+    if (i < len && s[i] != '/') {
+      if (!host_char(s[i], 0)) why = "letters, digits, '.', '_', '-' and '/' only";
+      continue;
+    }
+    size_t clen = i - start;
+    if (clen == 0) why = "empty path component";
+    else if ((clen == 1 && s[start] == '.') || (clen == 2 && s[start] == '.' && s[start + 1] == '.'))
+      why = "'.' and '..' are not node names";
+    start = i + 1;
+  }
+  if (!why) return PC_OK;
+  char shown[RENDER_CAP];
+  render(shown, v);
+  return fail_at(c, node_off(c, n), "expected a ZooKeeper path like \"/percolator/NAME\", got %s (%s)",
+                 shown, why);
+}
+
+static const char *const zookeeper_keys[] = {"connect", "root", "session_timeout_ms"};
+
+static pc_status_t zookeeper_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_t *cfg = dst;
+  switch (which) {
+    case 0: return get_ensemble(c, v, n, &cfg->zookeeper.connect);
+    case 1: return get_zk_root(c, v, n, &cfg->zookeeper.root);
+    default: return get_uint(c, v, n, 1000, 60000, &cfg->zookeeper.session_timeout_ms);
+  }
+}
+
 /* Where each tablet's pieces sit in the file, for range messages. */
 typedef struct tref {
   pc_config_tablet_t *t;
@@ -937,8 +1005,8 @@ static pc_status_t parse_plugins(vctx_t *c, pc_config_t *cfg, const json_t *arr,
   return PC_OK;
 }
 
-static const char *const workers_keys[] = {"threads", "scan", "max_failures", "backoff_ms",
-                                           "plugins", "http"};
+static const char *const workers_keys[] = {"threads", "scan",   "max_failures", "backoff_ms",
+                                           "plugins", "http",   "hang_ms",      "journal_dir"};
 
 static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -951,12 +1019,121 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
     case 2: return get_uint(c, v, n, 1, 1000, &cfg->workers.max_failures);
     case 3: return get_uint(c, v, n, 1, 600000, &cfg->workers.backoff_ms);
     case 4: return parse_plugins(c, cfg, v, n);
-    default: return get_endpoint(c, v, n, &cfg->workers.http);
+    case 5: return get_endpoint(c, v, n, &cfg->workers.http);
+    case 6: return get_uint(c, v, n, 0, 86400000, &cfg->workers.hang_ms);
+    default: return get_str(c, v, n, &cfg->workers.journal_dir);
+  }
+}
+
+/* ---- security and limits --------------------------------------------------- */
+
+#define CFG_MAX_NAMES 256 /* certificate names in one list */
+#define CFG_CN_MAX 255
+
+/* "file:line:col: path" of node n, malloc'd, for messages about the value later. */
+static char *where_of(vctx_t *c, int32_t n) {
+  size_t line, col;
+  linecol(c->text, c->len, node_off(c, n), &line, &col);
+  char *w = NULL;
+  if (asprintf(&w, "%s:%zu:%zu: %s", c->src, line, col, c->path) < 0) return NULL;
+  return w;
+}
+
+/* A path to a file this process must be able to read now. */
+static pc_status_t get_readable(vctx_t *c, const json_t *v, int32_t n, char **out, char **at) {
+  pc_status_t st = get_str(c, v, n, out);
+  if (st != PC_OK) return st;
+  int fd = open(*out, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    char shown[SHOW_CAP];
+    show(shown, *out, strlen(*out));
+    return fail_at(c, node_off(c, n), "cannot read \"%s\": %s", shown, strerror(errno));
+  }
+  close(fd);
+  free(*at);
+  if (!(*at = where_of(c, n))) return fail_nomem(c);
+  return PC_OK;
+}
+
+/* An array of certificate common names: 1..255 bytes each, no NUL. */
+static pc_status_t get_names(vctx_t *c, const json_t *v, int32_t n, char ***out, size_t *count) {
+  if (!json_is_array(v))
+    return fail_at(c, node_off(c, n), "expected an array of names, got %s", type_name(v));
+  size_t k = json_array_size(v);
+  if (k == 0) return fail_at(c, node_off(c, n), "must list at least one name");
+  if (k > CFG_MAX_NAMES)
+    return fail_at(c, node_off(c, n), "at most %d names, got %zu", CFG_MAX_NAMES, k);
+  char **names = calloc(k, sizeof *names);
+  if (!names) return fail_nomem(c);
+  for (size_t i = 0; i < *count; i++) free((*out)[i]);
+  free(*out);
+  *out = names;
+  *count = k;
+  int32_t en = n >= 0 && (size_t)n < c->pt->n ? c->pt->nodes[n].first : -1;
+  for (size_t i = 0; i < k; i++) {
+    const json_t *e = json_array_get(v, i);
+    int32_t vn = en >= 0 ? en : n;
+    if (en >= 0) en = c->pt->nodes[en].next;
+    size_t old = path_index(c, i);
+    pc_status_t st = get_str(c, e, vn, &names[i]);
+    if (st != PC_OK) return st;
+    if (strlen(names[i]) > CFG_CN_MAX)
+      return fail_at(c, node_off(c, vn), "a certificate name is at most %d bytes", CFG_CN_MAX);
+    path_pop(c, old);
+  }
+  return PC_OK;
+}
+
+static const char *const tls_keys[] = {"ca_file", "cert_file", "key_file", "allowed_cn",
+                                       "system_cn"};
+
+static pc_status_t tls_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_tls_t *t = &((pc_config_t *)dst)->tls;
+  switch (which) {
+    case 0: return get_readable(c, v, n, &t->ca_file, &t->ca_at);
+    case 1: return get_readable(c, v, n, &t->cert_file, &t->cert_at);
+    case 2: return get_readable(c, v, n, &t->key_file, &t->key_at);
+    case 3: return get_names(c, v, n, &t->allowed_cn, &t->nallowed_cn);
+    default: return get_names(c, v, n, &t->system_cn, &t->nsystem_cn);
+  }
+}
+
+static pc_status_t parse_tls(vctx_t *c, pc_config_t *cfg, const json_t *v, int32_t n) {
+  pc_status_t st = want_object(c, v, n);
+  if (st != PC_OK) return st;
+  cfg->tls.set = 1;
+  if ((st = walk(c, v, n, tls_keys, NKEYS(tls_keys), tls_field, cfg)) != PC_OK) return st;
+  for (int k = 0; k < 3; k++)
+    if ((st = require(c, v, n, tls_keys[k])) != PC_OK) return st;
+  return PC_OK;
+}
+
+static const char *const limits_keys[] = {
+    "max_connections",   "max_connections_per_peer", "max_unauthenticated", "auth_timeout_ms",
+    "idle_timeout_ms",   "frame_timeout_ms",         "max_frame_mb",        "request_memory_mb",
+    "reply_memory_mb",   "reply_timeout_ms",         "http_max_connections", "http_timeout_ms"};
+
+static pc_status_t limits_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_limits_t *l = &((pc_config_t *)dst)->limits;
+  switch (which) {
+    case 0: return get_uint(c, v, n, 1, 1000000, &l->max_connections);
+    case 1: return get_uint(c, v, n, 1, 1000000, &l->max_connections_per_peer);
+    case 2: return get_uint(c, v, n, 1, 1000000, &l->max_unauthenticated);
+    case 3: return get_uint(c, v, n, 10, 600000, &l->auth_timeout_ms);
+    case 4: return get_uint(c, v, n, 1000, 86400000, &l->idle_timeout_ms);
+    case 5: return get_uint(c, v, n, 10, 600000, &l->frame_timeout_ms);
+    case 6: return get_uint(c, v, n, 1, 1024, &l->max_frame_mb);
+    case 7: return get_uint(c, v, n, 1, 1048576, &l->request_memory_mb);
+    case 8: return get_uint(c, v, n, 1, 1048576, &l->reply_memory_mb);
+    case 9: return get_uint(c, v, n, 10, 3600000, &l->reply_timeout_ms);
+    case 10: return get_uint(c, v, n, 1, 100000, &l->http_max_connections);
+    default: return get_uint(c, v, n, 10, 600000, &l->http_timeout_ms);
   }
 }
 
 static const char *const root_keys[] = {"data_dir", "secret",      "log",     "store",
-                                        "tso",      "lockservice", "tablets", "workers"};
+                                        "tso",      "lockservice", "tablets", "workers",
+                                        "zookeeper", "system_secret", "tls", "limits"};
 
 static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -979,11 +1156,35 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       cfg->lockservice.set = 1;
       return walk(c, v, n, lockservice_keys, NKEYS(lockservice_keys), lockservice_field, cfg);
     case 6: return parse_tablets(c, cfg, v, n);
-    default:
+    case 7:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->workers.set = 1;
       return walk(c, v, n, workers_keys, NKEYS(workers_keys), workers_field, cfg);
+    case 8: {
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      cfg->zookeeper.set = 1;
+      if ((st = walk(c, v, n, zookeeper_keys, NKEYS(zookeeper_keys), zookeeper_field, cfg)) !=
+          PC_OK)
+        return st;
+      if ((st = require(c, v, n, "connect")) != PC_OK) return st;
+      return require(c, v, n, "root");
+    }
+    case 9: return get_str(c, v, n, &cfg->system_secret);
+    case 10: return parse_tls(c, cfg, v, n);
+    default:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      return walk(c, v, n, limits_keys, NKEYS(limits_keys), limits_field, cfg);
   }
+}
+
+/* Rules between keys, checked once every key is read. */
+static pc_status_t check_security(vctx_t *c, const pc_config_t *cfg) {
+  if (cfg->secret && cfg->system_secret && strcmp(cfg->secret, cfg->system_secret) == 0) {
+    path_key(c, "system_secret", 13);
+    int32_t n = member_node(c, 0, "system_secret", 13);
+    return fail_at(c, node_off(c, n), "must differ from secret (it names another identity)");
+  }
+  return PC_OK;
 }
 
 /* ---- entry points ---------------------------------------------------------- */
@@ -1010,11 +1211,25 @@ pc_config_t *pc_config_default(void) {
   cfg->store.one_phase_commit = 1;
   cfg->tso.window_ms = 3000;
   cfg->lockservice.session_ttl_ms = 10000;
+  cfg->zookeeper.session_timeout_ms = 10000;
   cfg->workers.threads = 4;
   cfg->workers.scan.buckets_per_claim = 16;
   cfg->workers.scan.idle_ms = 100;
   cfg->workers.max_failures = 5;
   cfg->workers.backoff_ms = 100;
+  cfg->workers.hang_ms = 60000;
+  cfg->limits = (pc_config_limits_t){.max_connections = 1024,
+                                     .max_connections_per_peer = 512,
+                                     .max_unauthenticated = 64,
+                                     .auth_timeout_ms = 5000,
+                                     .idle_timeout_ms = 300000,
+                                     .frame_timeout_ms = 10000,
+                                     .max_frame_mb = 80,
+                                     .request_memory_mb = 256,
+                                     .reply_memory_mb = 256,
+                                     .reply_timeout_ms = 30000,
+                                     .http_max_connections = 64,
+                                     .http_timeout_ms = 5000};
   return cfg;
 }
 
@@ -1034,8 +1249,23 @@ void pc_config_free(pc_config_t *cfg) {
   }
   free(cfg->workers.plugins);
   free(cfg->tso.data_dir);
+  free(cfg->zookeeper.connect);
+  free(cfg->zookeeper.root);
+  pc_config_tls_t *t = &cfg->tls;
+  free(t->ca_file);
+  free(t->cert_file);
+  free(t->key_file);
+  free(t->ca_at);
+  free(t->cert_at);
+  free(t->key_at);
+  for (size_t k = 0; k < t->nallowed_cn; k++) free(t->allowed_cn[k]);
+  free(t->allowed_cn);
+  for (size_t k = 0; k < t->nsystem_cn; k++) free(t->system_cn[k]);
+  free(t->system_cn);
+  free(cfg->system_secret);
   free(cfg->secret);
   free(cfg->data_dir);
+  free(cfg->workers.journal_dir);
   free(cfg->source);
   free(cfg);
 }
@@ -1063,7 +1293,7 @@ static void syntax_error(vctx_t *c, const json_error_t *je) {
         for (d = 0; d < depth; d++) {
           const pnode_t *nd = &pt.nodes[chain[d]];
           if (nd->member) {
-            path_key(c, pt.keys + nd->key_at, nd->key_len);
+            path_key(c, pt_key(&pt, nd->key_at), nd->key_len);
           } else {
             size_t idx = 0;
             for (int32_t s = pt.nodes[nd->parent].first; s >= 0 && s != chain[d];
@@ -1076,7 +1306,7 @@ static void syntax_error(vctx_t *c, const json_error_t *je) {
       }
       char shown[SHOW_CAP];
       size_t fl, fc;
-      show(shown, pt.keys + pt.nodes[dup].key_at, pt.nodes[dup].key_len);
+      show(shown, pt_key(&pt, pt.nodes[dup].key_at), pt.nodes[dup].key_len);
       linecol(c->text, c->len, pt.nodes[first].key_off, &fl, &fc);
       fail_at(c, pt.nodes[dup].key_off, "duplicate key '%s' (first at %zu:%zu)", shown, fl, fc);
       c->pt = saved;
@@ -1138,7 +1368,18 @@ pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_
     fail_at(&c, node_off(&c, 0), "expected an object at the top level, got %s", type_name(root));
     goto fail;
   }
-  if (walk(&c, root, 0, root_keys, 8, root_field, cfg) != PC_OK) goto fail;
+  if (walk(&c, root, 0, root_keys, NKEYS(root_keys), root_field, cfg) != PC_OK) goto fail;
+  if (cfg->zookeeper.set && cfg->lockservice.set) {
+    /* one coordination engine: in a cluster on ZooKeeper the lock service's
+     * sessions are ZooKeeper's */
+    path_pop(&c, 0);
+    path_key(&c, "lockservice", 11);
+    fail_at(&c, node_off(&c, member_node(&c, 0, "lockservice", 11)),
+            "the lock service daemon is not used with \"zookeeper\": clients' sessions and "
+            "liveness live in ZooKeeper (remove this section)");
+    goto fail;
+  }
+  if (check_security(&c, cfg) != PC_OK) goto fail;
   json_decref(root);
   pt_free(&pt);
   return cfg;

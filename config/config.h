@@ -8,6 +8,22 @@
  * {
  *   "data_dir":  string                    embedded store directory ["./percolator-data"]
  *   "secret":    string                    shared secret every connection presents [none]
+ *   "system_secret": string                a second secret, of the system identity [none]
+ *   "tls":       { "ca_file": path, "cert_file": path, "key_file": path (all three required),
+ *                  "allowed_cn": [string ...] [any name the CA signed],
+ *                  "system_cn": [string ...] [cert_file's own common name] }
+ *   "limits":    { "max_connections": int 1..1000000 [1024],
+ *                  "max_connections_per_peer": int 1..1000000 [512],
+ *                  "max_unauthenticated": int 1..1000000 [64],
+ *                  "auth_timeout_ms": int 10..600000 [5000],
+ *                  "idle_timeout_ms": int 1000..86400000 [300000],
+ *                  "frame_timeout_ms": int 10..600000 [10000],
+ *                  "max_frame_mb": int 1..1024 [80],
+ *                  "request_memory_mb": int 1..1048576 [256],
+ *                  "reply_memory_mb": int 1..1048576 [256],
+ *                  "reply_timeout_ms": int 10..3600000 [30000],
+ *                  "http_max_connections": int 1..100000 [64],
+ *                  "http_timeout_ms": int 10..600000 [5000] }
  *   "log":       { "level": "debug"|"info"|"warn"|"error" ["info"] }
  *   "store":     { "sync": bool [true], "cache_mb": int 0..65536 [32],
  *                  "lock_ttl_ms": int 1..3600000 [3000], "timeout_ms": int 1..3600000 [10000],
@@ -22,6 +38,9 @@
  *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
  *   "lockservice": { "listen": "host:port", "http": "host:port",
  *                  "session_ttl_ms": int 100..600000 [10000] }
+ *   "zookeeper": { "connect": "host:port[,host:port]..." (required),
+ *                  "root": "/percolator/NAME" (required),
+ *                  "session_timeout_ms": int 1000..60000 [10000] }
  *   "tablets":   [ { "name": string (required, unique), "listen": "host:port" (required),
  *                    "http": "host:port", "data_dir": string,
  *                    "start": string [""], "end": string [""] } ... ]
@@ -32,7 +51,10 @@
  *                  "max_failures": int 1..1000 [5], "backoff_ms": int 1..600000 [100],
  *                  "plugins": [ { "path": string (required),
  *                                 "config": object [{}] } ... ] (at most 256),
- *                  "http": "host:port" (a worker's /health and /metrics) }
+ *                  "http": "host:port" (a worker's /health and /metrics),
+ *                  "hang_ms": int 0..86400000 [60000] (a run given up after it; 0: never),
+ *                  "journal_dir": string (the in-flight journal; [<data_dir>/worker-journal]
+ *                                 for the workers of a process serving its store) }
  * }
  * store.sync (fsync every row operation before acknowledging it) applies to
  * the embedded store and to every tablet server. Turn it off only for data
@@ -50,6 +72,11 @@
  * "workers" configures the processes that run observers: each plugin is a
  * shared object (docs/OBSERVERS.md) loaded in the order listed, its "config"
  * object handed to its init as compact JSON text.
+ * "secret", "system_secret" and "tls" say who may connect to the daemons and
+ * with which identity, and what a client presents (docs/SECURITY.md); the
+ * files "tls" names must be readable when the configuration is read. "limits"
+ * bounds what every daemon's ports hold for their connections
+ * (docs/ARCHITECTURE.md, "Memory stays bounded").
  */
 #ifndef PC_CONFIG_CONFIG_H
 #define PC_CONFIG_CONFIG_H
@@ -82,10 +109,42 @@ typedef struct pc_config_plugin {
   char *config; /* its "config" object as compact JSON text ("{}" when absent) */
 } pc_config_plugin_t;
 
+/* The TLS settings: where each file key sits in the file ("cluster.json:7:18"),
+ * so that a certificate that fails to load later is reported there. */
+typedef struct pc_config_tls {
+  int set; /* 0 when "tls" is absent: plain TCP */
+  char *ca_file, *cert_file, *key_file;
+  char *ca_at, *cert_at, *key_at;
+  char **allowed_cn; /* NULL (nallowed_cn 0): any certificate the CA signed */
+  size_t nallowed_cn;
+  char **system_cn; /* NULL (nsystem_cn 0): the common name of cert_file */
+  size_t nsystem_cn;
+} pc_config_tls_t;
+
+/* What every daemon port may hold (see docs/ARCHITECTURE.md for the bound
+ * they give). */
+typedef struct pc_config_limits {
+  uint32_t max_connections;
+  uint32_t max_connections_per_peer;
+  uint32_t max_unauthenticated;
+  uint32_t auth_timeout_ms;
+  uint32_t idle_timeout_ms;
+  uint32_t frame_timeout_ms;
+  uint32_t max_frame_mb;
+  uint32_t request_memory_mb;
+  uint32_t reply_memory_mb;
+  uint32_t reply_timeout_ms;
+  uint32_t http_max_connections;
+  uint32_t http_timeout_ms;
+} pc_config_limits_t;
+
 typedef struct pc_config {
   char *source; /* file name (or the name given to pc_config_parse) */
   char *data_dir;
-  char *secret; /* NULL: none */
+  char *secret;        /* NULL: none */
+  char *system_secret; /* NULL: none */
+  pc_config_tls_t tls;
+  pc_config_limits_t limits;
   int log_level; /* pc_log_level_t */
   struct {
     int sync;
@@ -111,6 +170,12 @@ typedef struct pc_config {
     pc_endpoint_t listen, http;
     uint32_t session_ttl_ms;
   } lockservice;
+  struct {
+    int set;       /* 0 when "zookeeper" is absent: no cluster coordination */
+    char *connect; /* the ensemble, "host:port,host:port,..." */
+    char *root;    /* the cluster's root node, e.g. "/percolator/prod" */
+    uint32_t session_timeout_ms;
+  } zookeeper;
   pc_config_tablet_t *tablets; /* sorted by start */
   size_t ntablets;
   struct {
@@ -126,6 +191,8 @@ typedef struct pc_config {
     pc_config_plugin_t *plugins; /* in file order */
     size_t nplugins;
     pc_endpoint_t http; /* a worker's /health and /metrics (unset: none) */
+    uint32_t hang_ms;
+    char *journal_dir; /* NULL: the default (daemon/workers.c) */
   } workers;
 } pc_config_t;
 

@@ -1,5 +1,5 @@
-/* db.c — opening and closing an embedded database: the data directory and its
- * FORMAT marker, the LevelDB store, the persisted timestamp oracle, and this
+/* db.c — opening and closing an embedded database: the data directory, its
+ * FORMAT marker and its lock, the LevelDB store, the persisted timestamp oracle, and this
  * process's liveness session; plus the options object and the raw view. */
 #include "core/db.h"
 
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -71,7 +72,7 @@ static int dir_is_empty(const char *dir) {
 static pc_status_t write_format(const char *path, pc_error_t *err) {
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0 || write(fd, FORMAT_LINE, strlen(FORMAT_LINE)) != (ssize_t)strlen(FORMAT_LINE) ||
       fsync(fd) != 0 || rename(tmp, path) != 0) {
     int e = errno;
@@ -79,6 +80,26 @@ static pc_status_t write_format(const char *path, pc_error_t *err) {
     return pc_error_set(err, PC_IO_ERROR, "cannot write %s: %s", path, strerror(e));
   }
   close(fd);
+  return PC_OK;
+}
+
+pc_status_t pc_dir_private(const char *dir, pc_error_t *err) {
+  struct stat st;
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+    return pc_error_set(err, PC_IO_ERROR, "cannot create '%s': %s", dir, strerror(errno));
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return PC_OK; /* the open that follows says */
+  if ((st.st_mode & 077) && chmod(dir, st.st_mode & 0700) != 0)
+    return pc_error_set(err, PC_IO_ERROR, "cannot make '%s' private: %s", dir, strerror(errno));
+  DIR *d = opendir(dir);
+  if (!d) return PC_OK;
+  int dfd = dirfd(d);
+  for (struct dirent *e; (e = readdir(d));) {
+    struct stat fs;
+    if (fstatat(dfd, e->d_name, &fs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(fs.st_mode) &&
+        (fs.st_mode & 077))
+      (void)fchmodat(dfd, e->d_name, fs.st_mode & 0700, 0); /* the directory protects it anyway */
+  }
+  closedir(d);
   return PC_OK;
 }
 
@@ -92,7 +113,7 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
       return pc_error_set(err, PC_INVALID,
                           "data directory '%s' does not exist (create it with 'percolator init')",
                           dir);
-    if (mkdir(dir, 0755) != 0)
+    if (mkdir(dir, 0700) != 0)
       return pc_error_set(err, PC_IO_ERROR, "cannot create data directory '%s': %s", dir,
                           strerror(errno));
   } else if (!S_ISDIR(st.st_mode)) {
@@ -129,6 +150,71 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
   return wst;
 }
 
+/* ---- the data directory's lock ------------------------------------------------
+ *
+ * One lock, DIR/LOCK, taken first by whoever opens the directory (the
+ * embedded database, a worker serving it), so that the store's and the
+ * oracle's own locks inside are never contended, whatever order their
+ * owners open them in. The file holds "PID ROLE", so that a process
+ * finding it held can say who holds it and whether to wait (a starting
+ * worker) or not. */
+
+int pc_data_dir_lock(const char *dir, const char *role, pc_error_t *err) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/LOCK", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    pc_error_set(err, PC_IO_ERROR, "data directory '%s': cannot open its LOCK file: %s", dir,
+                 strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    if (e != EWOULDBLOCK && e != EAGAIN) {
+      pc_error_set(err, PC_IO_ERROR, "data directory '%s': cannot lock it: %s", dir, strerror(e));
+      return -1;
+    }
+    long pid = 0;
+    char who[32] = "";
+    if (pc_data_dir_holder(dir, &pid, who, sizeof who) == 0 && pid > 0)
+      pc_error_set(err, PC_BUSY, "data directory '%s' is in use by another process (%s %ld)",
+                   dir, who[0] ? who : "process", pid);
+    else
+      pc_error_set(err, PC_BUSY, "data directory '%s' is in use by another process", dir);
+    return -1;
+  }
+  char line[64];
+  int n = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), role);
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+    /* the lock stands; only the holder's description is missing */
+  }
+  return fd;
+}
+
+void pc_data_dir_unlock(int fd) {
+  if (fd < 0) return;
+  if (ftruncate(fd, 0) != 0) {
+    /* a stale description names a process that is gone: harmless */
+  }
+  close(fd); /* releases the flock */
+}
+
+int pc_data_dir_holder(const char *dir, long *pid, char *role, size_t cap) {
+  char path[4200], line[64] = {0};
+  snprintf(path, sizeof path, "%s/LOCK", dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, line, sizeof line - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  line[n] = '\0';
+  char r[32] = "";
+  if (sscanf(line, "%ld %31s", pid, r) < 1) return -1;
+  if (cap) snprintf(role, cap, "%s", r);
+  return 0;
+}
+
 /* ---- open transactions ----------------------------------------------------
  *
  * Every transaction is linked here from begin to destroy. Its entry holds
@@ -143,6 +229,7 @@ pc_db_t *pc_db_alloc(const pc_options_t *opts) {
   pc_db_t *db = calloc(1, sizeof *db);
   if (!db) return NULL;
   db->opts = *opts;
+  db->dir_lock = -1;
   pthread_mutex_init(&db->open_mu, NULL);
   db->open.prev = db->open.next = &db->open;
   pthread_mutex_init(&db->bg_mu, NULL);
@@ -250,11 +337,20 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
+  if ((db->dir_lock = pc_data_dir_lock(dir, "client", err)) < 0) {
+    pc_db_close(db);
+    return NULL;
+  }
   char path[4200];
   snprintf(path, sizeof path, "%s/store", dir);
   pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes,
                           opts->write_buffer_bytes};
+  if ((fresh || opts->create_if_missing) && pc_dir_private(path, err) != PC_OK) {
+    pc_db_close(db);
+    return NULL;
+  }
   db->store = pc_local_store_open(path, &lo, err);
+  if (db->store) (void)pc_dir_private(path, NULL);
   if (!db->store) {
     if (err && err->code == PC_INVALID)
       pc_error_set(err, PC_CORRUPTION, "data directory '%s' has a FORMAT file but no store", dir);
@@ -293,6 +389,7 @@ void pc_db_close(pc_db_t *db) {
   if (db->oracle) pc_oracle_close(db->oracle);
   if (db->store) db->store->ops->close(db->store);
   if (db->notify_ls) db->notify_ls_destroy(db->notify_ls);
+  pc_data_dir_unlock(db->dir_lock);
   db_destroy_lists(db);
   free(db->dir);
   free(db);

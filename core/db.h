@@ -51,12 +51,17 @@ typedef struct pc_open_txn {
 
 struct pc_db {
   char *dir;                 /* embedded: the data directory; cluster: NULL */
+  int dir_lock;              /* embedded: the descriptor holding DIR/LOCK; else -1 */
   pc_options_t opts;
   pc_store_t *store;
   pc_oracle_t *oracle;       /* embedded oracle, or NULL with a remote one */
   /* cluster mode (tablet/db_cluster.c); NULL when embedded, so that embedded
    * users of the library do not link the network code */
   struct pc_rpc_client *tso; /* the oracle daemon */
+  /* cluster: the last timestamp the oracle issued, when tso is NULL (an
+   * oracle elected in ZooKeeper) */
+  pc_status_t (*oracle_info)(pc_db_t *db, uint32_t timeout_ms, uint64_t *last, pc_error_t *err);
+  void *coord;               /* cluster: the coordination client (tablet/db_cluster.c) */
   struct pc_ls_client *ls;   /* the lock service (NULL: TTLs only) */
   void (*cluster_close)(pc_db_t *db);
   uint64_t (*cluster_session)(const pc_db_t *db);
@@ -72,12 +77,14 @@ struct pc_db {
    * open, then the one the last GC pass took */
   _Atomic uint64_t ts_floor;
 
-  /* background work (core/gc.c): the heartbeat of committing transactions,
-   * and, embedded, periodic garbage collection */
+  /* background work (core/gc.c): the lease thread renews the leases of
+   * committing transactions; the background thread refreshes the observed
+   * columns and, embedded, runs periodic garbage collection */
   pthread_mutex_t bg_mu;
   pthread_cond_t bg_cv;
   pthread_t bg_thread;
-  int bg_running, bg_stop;
+  pthread_t lease_thread; /* renews leases only (gc.c): never behind a pass or a refresh */
+  int bg_running, lease_running, bg_stop;
   uint64_t next_gc_ms;
   /* cluster: the highest safe point other clients allow, given a fresh
    * timestamp now (NULL: now) */
@@ -240,6 +247,23 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
  * error naming it. */
 pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_error_t *err);
 
+/* Takes the data directory's one lock, DIR/LOCK (flock), before anything
+ * inside it is opened, and writes "PID ROLE" there. Returns the descriptor
+ * holding it, or -1 with PC_BUSY naming the holder ("worker 1234") when
+ * another process (or another open of this one) holds it. */
+int pc_data_dir_lock(const char *dir, const char *role, pc_error_t *err);
+/* Releases a lock of pc_data_dir_lock (fd < 0: nothing). */
+void pc_data_dir_unlock(int fd);
+/* The pid and role that DIR/LOCK names: 0, or -1 when it names none. Only
+ * meaningful while the lock is held (pc_data_dir_lock failed with PC_BUSY). */
+int pc_data_dir_holder(const char *dir, long *pid, char *role, size_t cap);
+/* Keeps dir private to this user: creates it mode 0700 when missing, and
+ * takes group and other permissions off it and off the files directly in it
+ * (a store's directory, before and after LevelDB opens it: the files LevelDB
+ * makes later are created under the process's umask, inside a directory
+ * nobody else can enter). */
+pc_status_t pc_dir_private(const char *dir, pc_error_t *err);
+
 /* One timestamp bounded by timeout_ms. */
 pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t *err);
 
@@ -247,5 +271,11 @@ pc_status_t pc_db_ts(pc_db_t *db, uint32_t timeout_ms, uint64_t *ts, pc_error_t 
  * missing or empty and create is set (`percolator --config FILE init`);
  * pc_db_open_config itself refuses such a directory (tablet/db_cluster.c). */
 pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_t *err);
+
+/* The same with timeout_ms (when not 0) in place of the file's
+ * store.timeout_ms: the bound of every call of the database, the requests to
+ * tablets included (`percolator --timeout`). */
+pc_db_t *pc_db_open_config_timeout(const char *config_path, int create, uint32_t timeout_ms,
+                                   pc_error_t *err);
 
 #endif

@@ -28,6 +28,7 @@ static const char *const status_names[] = {
     [PC_NOMEM] = "out_of_memory",
     [PC_INTERNAL] = "internal",
     [PC_UNKNOWN] = "unknown",
+    [PC_DENIED] = "denied",
 };
 
 const char *pc_status_name(pc_status_t status) {
@@ -113,6 +114,26 @@ uint64_t pc_deadline_set(uint64_t deadline_ms) {
 }
 
 uint64_t pc_deadline_get(void) { return call_deadline; }
+
+static _Thread_local pc_cancel_t call_cancel;
+
+pc_cancel_t pc_cancel_set(pc_cancel_t c) {
+  pc_cancel_t old = call_cancel;
+  call_cancel = c;
+  return old;
+}
+
+pc_status_t pc_call_check(const char *what, pc_error_t *err) {
+  int why = call_cancel.fn ? call_cancel.fn(call_cancel.ctx) : 0;
+  if (why == PC_CANCEL_STOPPING)
+    return pc_error_set(err, PC_TIMEOUT, "%s stopped: the server is stopping", what);
+  if (why)
+    return pc_error_set(err, PC_TIMEOUT, "%s stopped: nobody waits for it any more (its "
+                        "client went away)", what);
+  if (call_deadline && pc_now_mono_ms() >= call_deadline)
+    return pc_error_set(err, PC_TIMEOUT, "%s stopped: its deadline passed", what);
+  return PC_OK;
+}
 
 uint32_t pc_deadline_bound(uint32_t default_ms) {
   if (call_deadline == 0) return default_ms;

@@ -7,6 +7,9 @@
 
 #include <percolator/percolator.h>
 
+/* The highest pc_status_t: a status read from the network above it is not one. */
+#define PC_STATUS_MAX PC_DENIED
+
 /* Fills err (when not NULL) with code and a printf-style message; returns code.
  * Marked cold, as is pc_error_prefix: the compiler then lays every path that
  * ends in an error away from the hot code, which keeps the read path's code

@@ -23,6 +23,7 @@
   X("resolve.after_check", "a resolver decided the primary's fate, before touching the cell")   \
   X("store.before_apply", "before every WriteBatch of the store")                                \
   X("store.after_apply", "after every WriteBatch of the store")                                  \
+  X("store.step", "each step of a long loop of the store (a scan, the raw view, the lock scan, a GC pass)") \
   X("db.txn.ts_taken", "a start_ts taken, not yet recorded in the open transactions")         \
   X("gc.timestamp_taken", "a GC pass took its timestamp, before reading the open transactions") \
   X("worker.before_clear", "a worker's pass over a cell: its notifications are not deleted") \

@@ -35,6 +35,15 @@
  * for a store from before it). */
 #define PC_KS_LOCK 'l'
 #define PC_KEY_LOCK_INDEX_BUILT "L"
+/* A fence: the one-byte key right after every meta key, always present
+ * (written at open, never deleted). LevelDB walks from a seek or a step to
+ * the next live key over every deleted entry in between, without a bound;
+ * meta keys are never deleted, but the notifications that follow them are
+ * all the time, so a scan that reaches the end of the meta key space (the
+ * last table's last rows) would otherwise walk over every notification
+ * deleted since the last compaction. It is also the end of the meta key
+ * space as local_range_keys computes it. */
+#define PC_KEY_META_END "n"
 
 #define PC_NOTIFY_BUCKETS 1024u
 /* The value of a notify key: which notifications it holds. One commit of a

@@ -23,15 +23,22 @@ typedef struct bucket {
 
 struct pc_nindex {
   pthread_mutex_t mu;
+  uint32_t nb; /* buckets in use: PC_NOTIFY_BUCKETS, or 1 (flat) */
   bucket_t b[PC_NOTIFY_BUCKETS];
   size_t count;
 };
 
-pc_nindex_t *pc_nindex_create(void) {
+static pc_nindex_t *create(uint32_t nb) {
   pc_nindex_t *x = calloc(1, sizeof *x);
-  if (x) pthread_mutex_init(&x->mu, NULL);
+  if (!x) return NULL;
+  pthread_mutex_init(&x->mu, NULL);
+  x->nb = nb;
   return x;
 }
+
+pc_nindex_t *pc_nindex_create(void) { return create(PC_NOTIFY_BUCKETS); }
+
+pc_nindex_t *pc_nindex_create_flat(void) { return create(1); }
 
 void pc_nindex_destroy(pc_nindex_t *x) {
   if (!x) return;
@@ -44,9 +51,10 @@ void pc_nindex_destroy(pc_nindex_t *x) {
 }
 
 /* The bucket of a key: 'n' then two bytes, big-endian; keys too short or
- * out of range go to the last bucket (they sort there among 'n' keys too). */
-static uint32_t bucket_of(const char *key, size_t klen) {
-  if (klen < 3) return 0;
+ * out of range go to the last bucket (they sort there among 'n' keys too).
+ * A flat index has one. */
+static uint32_t bucket_of(const pc_nindex_t *x, const char *key, size_t klen) {
+  if (x->nb == 1 || klen < 3) return 0;
   uint32_t b = (uint32_t)(unsigned char)key[1] << 8 | (unsigned char)key[2];
   return b < PC_NOTIFY_BUCKETS ? b : PC_NOTIFY_BUCKETS - 1;
 }
@@ -69,7 +77,7 @@ static int same_key(const entry_t *e, const char *key, size_t klen) {
 int pc_nindex_put(pc_nindex_t *x, const char *key, size_t klen, char kind) {
   if (klen > UINT32_MAX) return -1;
   pthread_mutex_lock(&x->mu);
-  bucket_t *bk = &x->b[bucket_of(key, klen)];
+  bucket_t *bk = &x->b[bucket_of(x, key, klen)];
   size_t at = lower_bound(bk, key, klen);
   int rc = 0;
   if (at < bk->n && same_key(&bk->v[at], key, klen)) {
@@ -101,7 +109,7 @@ int pc_nindex_put(pc_nindex_t *x, const char *key, size_t klen, char kind) {
 
 void pc_nindex_del(pc_nindex_t *x, const char *key, size_t klen) {
   pthread_mutex_lock(&x->mu);
-  bucket_t *bk = &x->b[bucket_of(key, klen)];
+  bucket_t *bk = &x->b[bucket_of(x, key, klen)];
   size_t at = lower_bound(bk, key, klen);
   if (at < bk->n && same_key(&bk->v[at], key, klen)) {
     free(bk->v[at].key);
@@ -116,9 +124,9 @@ long pc_nindex_copy(pc_nindex_t *x, const char *from, size_t flen, size_t plen, 
                     size_t elen, size_t max, pc_buf_t *out) {
   long n = 0;
   pthread_mutex_lock(&x->mu);
-  uint32_t first = from ? bucket_of(from, flen) : 0;
-  if (from && flen >= 1 && (unsigned char)from[0] > PC_KS_NOTIFY) first = PC_NOTIFY_BUCKETS;
-  for (uint32_t b = first; b < PC_NOTIFY_BUCKETS && (size_t)n < max; b++) {
+  uint32_t first = from ? bucket_of(x, from, flen) : 0;
+  if (x->nb > 1 && from && flen >= 1 && (unsigned char)from[0] > PC_KS_NOTIFY) first = x->nb;
+  for (uint32_t b = first; b < x->nb && (size_t)n < max; b++) {
     const bucket_t *bk = &x->b[b];
     size_t i = from && b == first ? lower_bound(bk, from, flen) : 0;
     for (; i < bk->n && (size_t)n < max; i++) {

@@ -29,6 +29,10 @@ typedef struct pc_nindex pc_nindex_t;
 
 /* An empty index; NULL when out of memory. Release with pc_nindex_destroy. */
 pc_nindex_t *pc_nindex_create(void);
+/* The same for keys of another key space, in one sorted array instead of a
+ * bucket per notification bucket: the store keeps the lock index's live
+ * keys this way (a few, the locks in flight), for the same reason. */
+pc_nindex_t *pc_nindex_create_flat(void);
 void pc_nindex_destroy(pc_nindex_t *x);
 
 /* Records notification key ('n' B ..., keys.h) with its kind byte (value),

@@ -149,7 +149,9 @@ typedef struct pc_store_ops {
    * pc_mutation_t). A cell whose commit record already exists is accepted;
    * a cell with a rollback record or with neither lock nor record is
    * PC_ABORTED (nothing applied) — which is also what a committed NOTIFY
-   * lock that is not its primary leaves behind. */
+   * lock that is not its primary leaves behind. PC_UNAVAILABLE: the
+   * request never reached the store (nothing applied); other failures may
+   * have been applied. */
   pc_status_t (*commit)(pc_store_t *s, const pc_cell_t *cells, size_t n, uint64_t start_ts,
                         uint64_t commit_ts, pc_error_t *err);
 
@@ -181,7 +183,8 @@ typedef struct pc_store_ops {
    * muts[0] is the primary (a NOTIFY primary leaves a record of kind
    * NOTIFY, so that check_txn can tell the commit happened). clear (NULL:
    * none) names notifications to delete in the same batch, see
-   * pc_notify_clear_t. */
+   * pc_notify_clear_t. As commit, PC_UNAVAILABLE only when the request never
+   * reached the store. */
   pc_status_t (*commit_one_phase)(pc_store_t *s, const pc_mutation_t *muts, size_t n,
                                   uint64_t start_ts, pc_ts_source_fn ts_source, void *ts_ctx,
                                   pc_notify_clear_t *clear, uint64_t *commit_ts,
@@ -290,5 +293,17 @@ typedef struct pc_local_options {
  * error; release with s->ops->close(s). */
 pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *opts,
                                 pc_error_t *err);
+
+/* For tests and benchmarks: the stores this process opens from now on (on)
+ * have LevelDB compare keys through a comparator of the store's own that
+ * counts the comparisons; pc_local_compares returns the running count of
+ * those made on the calling thread. Every entry a LevelDB iterator walks
+ * over, the deleted ones it skips included, costs at least one comparison
+ * once the store holds more than its memtable, or once the entry hides an
+ * older one, so the difference across a call measures the entries the call
+ * visited, which a time cannot do on a shared machine. The comparator has
+ * LevelDB's own order and name: a store opened either way opens the other. */
+void pc_local_store_count_compares(int on);
+uint64_t pc_local_compares(void);
 
 #endif

@@ -33,11 +33,15 @@
  * the only record a writer rewrites under the same key is the replaced
  * head's, which it never deletes. Its deletes are not synced (a lost delete
  * is redone by the next pass). It never blocks readers or writers; rate
- * bounds the keys it deletes per second.
+ * bounds the keys it deletes per second. A pass whose caller gave up (its
+ * deadline, or an abandoned request: core/deadline.h) stops between two
+ * records with PC_TIMEOUT, keeping what it deleted: every delete stands on
+ * its own, and the next pass starts over.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/store_local.h"
 
@@ -61,10 +65,15 @@ static pc_status_t flush(gc_pass_t *g, pc_error_t *err) {
   g->deleted += g->pending;
   g->pending = 0;
   if (e) return local_ldb_error(g->s, e, "gc write", err);
-  if (g->rate) { /* sleep until the deletes so far fit the rate */
-    uint64_t due = g->started_ms + g->deleted * 1000u / g->rate;
+  if (g->rate) { /* sleep until the deletes so far fit the rate (at most 1 s) */
     uint64_t now = pc_now_mono_ms();
-    if (due > now) pc_sleep_ms((uint32_t)(due - now > 1000 ? 1000 : due - now));
+    uint64_t due = g->started_ms + g->deleted * 1000u / g->rate;
+    if (due > now + 1000) due = now + 1000;
+    for (; due > now; now = pc_now_mono_ms()) { /* in slices: a stop is seen within one */
+      pc_status_t st = pc_call_check("garbage collection", err);
+      if (st != PC_OK) return st;
+      pc_sleep_ms((uint32_t)(due - now > 100 ? 100 : due - now));
+    }
   }
   return PC_OK;
 }
@@ -155,12 +164,14 @@ pc_status_t local_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
   int kept = 0;      /* the current cell's newest version at or below the safe point is behind us */
   int head_read = 0; /* head holds the current cell's head */
   pc_status_t st = PC_OK;
+  unsigned steps = 0;
   const char space = PC_KS_WRITE;
   for (leveldb_iter_seek(it, &space, 1); leveldb_iter_valid(it) && st == PC_OK;
        leveldb_iter_next(it)) {
     size_t kl, vl;
     const char *k = leveldb_iter_key(it, &kl);
     if (k[0] != PC_KS_WRITE) break;
+    if ((st = local_step(s, ++steps, "garbage collection", err)) != PC_OK) break;
     if (kl < 9) {
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write key", s->path);
       break;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/failpoint.h"
 
@@ -154,7 +155,8 @@ pc_status_t local_put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_
 /* The meta cache follows each batch: what was written, or, when the write
  * failed and its effect is unknown, nothing. The notification index gets a
  * batch's notifications before it is written and loses its deleted ones
- * after it was (notifyindex.h: a superset of the live ones). */
+ * after it was (notifyindex.h: a superset of the live ones); the lock
+ * index's copy in memory the same with the lock index's keys. */
 typedef struct cache_sync {
   local_t *s;
   int written, oom;
@@ -164,6 +166,8 @@ static void index_put(void *ctx, const char *k, size_t klen, const char *v, size
   cache_sync_t *cs = ctx;
   if (klen && k[0] == PC_KS_NOTIFY && !cs->oom &&
       pc_nindex_put(cs->s->nindex, k, klen, vlen == 1 ? v[0] : (char)0xFF) != 0)
+    cs->oom = 1;
+  if (klen && k[0] == PC_KS_LOCK && !cs->oom && pc_nindex_put(cs->s->lindex, k, klen, 0) != 0)
     cs->oom = 1;
 }
 
@@ -184,8 +188,8 @@ static void cache_sync_put(void *ctx, const char *k, size_t klen, const char *v,
 
 static void cache_sync_del(void *ctx, const char *k, size_t klen) {
   cache_sync_t *cs = ctx;
-  if (klen && k[0] == PC_KS_NOTIFY) {
-    if (cs->written) pc_nindex_del(cs->s->nindex, k, klen);
+  if (klen && (k[0] == PC_KS_NOTIFY || k[0] == PC_KS_LOCK)) {
+    if (cs->written) pc_nindex_del(k[0] == PC_KS_NOTIFY ? cs->s->nindex : cs->s->lindex, k, klen);
     return;
   }
   if (klen == 0 || k[0] != PC_KS_META || !cs->s->mcache) return;
@@ -289,6 +293,75 @@ int local_below(const char *k, size_t kl, const pc_buf_t *hi) {
   return hi->len == 0 || pc_bytes_cmp(k, kl, hi->p, hi->len) < 0;
 }
 
+/* ---- forward cursors and the steps of long loops ------------------------ */
+
+static int cursor_valid(local_cursor_t *c) {
+  if (leveldb_iter_valid(c->it)) return 1;
+  char *e = NULL;
+  leveldb_iter_get_error(c->it, &e);
+  if (e) leveldb_free(e); /* local_cursor_error reports it */
+  else c->end = 1;
+  return 0;
+}
+
+/* An iterator at a live key K >= target got there from a position below
+ * target (targets do not decrease), passing only deleted entries: K is the
+ * first live key >= target, and a seek would walk those entries again. */
+int local_cursor_seek(local_cursor_t *c, const char *target, size_t tlen) {
+  if (c->end) return 0;
+  if (leveldb_iter_valid(c->it)) {
+    size_t kl;
+    const char *k = leveldb_iter_key(c->it, &kl);
+    if (pc_bytes_cmp(k, kl, target, tlen) >= 0) return 1;
+  }
+  leveldb_iter_seek(c->it, target, tlen);
+  return cursor_valid(c);
+}
+
+int local_cursor_next(local_cursor_t *c) {
+  leveldb_iter_next(c->it);
+  return cursor_valid(c);
+}
+
+pc_status_t local_cursor_error(local_t *s, local_cursor_t *c, const char *what, pc_error_t *err) {
+  char *e = NULL;
+  leveldb_iter_get_error(c->it, &e);
+  return e ? local_ldb_error(s, e, what, err) : PC_OK;
+}
+
+#define STEP_CHECK_EVERY 16u /* steps between two pc_call_check (each reads the clock) */
+
+pc_status_t local_step(local_t *s, unsigned steps, const char *what, pc_error_t *err) {
+  (void)s;
+  pc_status_t st = PC_FAILPOINT("store.step", err);
+  if (st != PC_OK) return st;
+  return steps % STEP_CHECK_EVERY == 0 ? pc_call_check(what, err) : PC_OK;
+}
+
+/* ---- the counting comparator (pc_local_store_count_compares) ------------ */
+
+static atomic_int count_compares; /* stores opened from now on count */
+static _Thread_local uint64_t compares;
+
+void pc_local_store_count_compares(int on) { atomic_store(&count_compares, on != 0); }
+
+uint64_t pc_local_compares(void) { return compares; }
+
+/* LevelDB's own order (bytewise, a shorter prefix first) */
+static int counting_compare(void *state, const char *a, size_t al, const char *b, size_t bl) {
+  (void)state;
+  compares++;
+  return pc_bytes_cmp(a, al, b, bl);
+}
+
+/* LevelDB's name for that order, so that the store opens with either */
+static const char *counting_name(void *state) {
+  (void)state;
+  return "leveldb.BytewiseComparator";
+}
+
+static void counting_destroy(void *state) { (void)state; }
+
 /* ---- open and close ----------------------------------------------------- */
 
 static void local_close(pc_store_t *base) {
@@ -298,14 +371,34 @@ static void local_close(pc_store_t *base) {
   if (s->opts) leveldb_options_destroy(s->opts);
   pc_mcache_destroy(s->mcache);
   pc_nindex_destroy(s->nindex);
+  pc_nindex_destroy(s->lindex);
   if (s->cache) leveldb_cache_destroy(s->cache);
   if (s->filter) leveldb_filterpolicy_destroy(s->filter);
+  if (s->cmp) leveldb_comparator_destroy(s->cmp);
   if (s->ropts) leveldb_readoptions_destroy(s->ropts);
   if (s->wopts) leveldb_writeoptions_destroy(s->wopts);
   if (s->gc_wopts) leveldb_writeoptions_destroy(s->gc_wopts);
   for (uint32_t i = 0; i < PC_LATCHES; i++) pthread_mutex_destroy(&s->latch[i]);
   free(s->path);
   free(s);
+}
+
+/* Writes the fence keys a store lacks (keys.h), before anything reads. */
+static pc_status_t write_fences(local_t *s, pc_error_t *err) {
+  static const char *const fences[] = {PC_KEY_META_END};
+  for (size_t i = 0; i < sizeof fences / sizeof *fences; i++) {
+    char *e = NULL;
+    size_t vl = 0;
+    char *v = leveldb_get(s->db, s->ropts, fences[i], strlen(fences[i]), &vl, &e);
+    if (e) return local_ldb_error(s, e, "read a fence key", err);
+    if (v) {
+      leveldb_free(v);
+      continue;
+    }
+    leveldb_put(s->db, s->wopts, fences[i], strlen(fences[i]), "", 0, &e);
+    if (e) return local_ldb_error(s, e, "write a fence key", err);
+  }
+  return PC_OK;
 }
 
 static const pc_store_ops_t local_ops = {
@@ -340,8 +433,12 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);
   leveldb_options_set_filter_policy(s->opts, s->filter);
+  if (atomic_load(&count_compares)) {
+    s->cmp = leveldb_comparator_create(NULL, counting_destroy, counting_compare, counting_name);
+    leveldb_options_set_comparator(s->opts, s->cmp);
+  }
   s->mcache = pc_mcache_create(o->meta_cache_bytes); /* NULL: none (or no memory for one) */
-  if (!(s->nindex = pc_nindex_create())) {
+  if (!(s->nindex = pc_nindex_create()) || !(s->lindex = pc_nindex_create_flat())) {
     local_close(&s->base);
     local_nomem(err);
     return NULL;
@@ -367,8 +464,8 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
     local_close(&s->base);
     return NULL;
   }
-  if (local_gc_load(s, err) != PC_OK || local_lock_index_build(s, err) != PC_OK ||
-      local_notify_index_build(s, err) != PC_OK) {
+  if (local_gc_load(s, err) != PC_OK || write_fences(s, err) != PC_OK ||
+      local_lock_index_build(s, err) != PC_OK || local_notify_index_build(s, err) != PC_OK) {
     local_close(&s->base);
     return NULL;
   }

@@ -31,6 +31,7 @@ typedef struct local {
   leveldb_options_t *opts;
   leveldb_cache_t *cache;
   leveldb_filterpolicy_t *filter;
+  leveldb_comparator_t *cmp; /* NULL: LevelDB's own (pc_local_store_count_compares off) */
   leveldb_readoptions_t *ropts;
   leveldb_writeoptions_t *wopts;    /* the store's sync setting */
   leveldb_writeoptions_t *gc_wopts; /* never synced: a lost delete is redone */
@@ -44,6 +45,7 @@ typedef struct local {
   _Atomic uint32_t onepc_active;
   pc_mcache_t *mcache; /* meta records for the write path, or NULL */
   pc_nindex_t *nindex; /* the live notification keys (notifyindex.h) */
+  pc_nindex_t *lindex; /* the lock index's live keys, the same way (store_raw.c) */
   _Atomic uint64_t gc_safe; /* store_gc.c: the last pass's safe point ('g' key) */
 } local_t;
 
@@ -106,6 +108,28 @@ int local_range_keys(char space, const char *table, const char *start, size_t sl
 /* Whether key k lies below hi (hi->len == 0: no bound). */
 int local_below(const char *k, size_t kl, const pc_buf_t *hi);
 
+/* An iterator that only moves forward, for a loop that looks up a key range
+ * per cell of a scan, in key order (the commit records of each cell).
+ * LevelDB walks from a seek's target over every deleted entry up to the next
+ * live key, with no bound; a cursor seeks only when it is not already at or
+ * past the target, so each deleted entry of the scanned range is walked over
+ * once, however many cells there are. Targets must not decrease. */
+typedef struct local_cursor {
+  leveldb_iterator_t *it;
+  int end; /* it ran off the end of the store: every later target lies beyond */
+} local_cursor_t;
+
+/* Positions c at the first key >= target; 0 when there is none (or on error). */
+int local_cursor_seek(local_cursor_t *c, const char *target, size_t tlen);
+int local_cursor_next(local_cursor_t *c);
+pc_status_t local_cursor_error(local_t *s, local_cursor_t *c, const char *what, pc_error_t *err);
+
+/* Called at each step of a long loop (a scan, the GC pass): the failpoint
+ * store.step, and every few steps whether the call should stop (its deadline
+ * passed, or the request it serves was abandoned: core/deadline.h), which is
+ * then PC_TIMEOUT naming what stopped. steps counts the calls, from 1. */
+pc_status_t local_step(local_t *s, unsigned steps, const char *what, pc_error_t *err);
+
 /* The operations, by file. */
 pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts, char **value,
                       size_t *vlen, pc_lock_info_t *lock, pc_error_t *err);
@@ -150,8 +174,8 @@ pc_status_t local_clear_notify(pc_store_t *base, const pc_cell_t *c, uint64_t be
                                pc_error_t *err);
 /* Reads the persisted safe point into s->gc_safe (at open). */
 pc_status_t local_gc_load(local_t *s, pc_error_t *err);
-/* Builds the lock index (keys.h) of a store that has none yet: at open, before
- * any operation. */
+/* Builds the lock index (keys.h) of a store that has none yet, and fills
+ * s->lindex from it: at open, before any operation. */
 pc_status_t local_lock_index_build(local_t *s, pc_error_t *err);
 /* Fills s->nindex from the notification key space (at open). */
 pc_status_t local_notify_index_build(local_t *s, pc_error_t *err);

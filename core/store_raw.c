@@ -2,10 +2,17 @@
  * (lock, commit records, data, notifications) as it is on disk, for
  * `percolator scan --raw` and tests; and the scan of old locks that garbage
  * collection settles before it collects (through the lock index, built here
- * for a store that has none). Neither takes a snapshot's view:
- * they show what LevelDB holds. The cells of an ack column (a system column
- * of the row, core/keys.h) are shown under the observed column, named by
- * their observer, and their commit records as acks. */
+ * for a store that has none, and its copy in memory). The raw view shows
+ * what LevelDB holds, not what a transaction reads. The cells of an ack
+ * column (a system column of the row, core/keys.h) are shown under the
+ * observed column, named by their observer, and their commit records as
+ * acks.
+ *
+ * Neither walks over deleted entries it does not show: LevelDB's seeks and
+ * steps pass every deleted key up to the next live one, so the raw view
+ * reads each cell's data cells with a Get, its commit records through one
+ * forward cursor, and the notifications and locks through the store's
+ * in-memory copies of those key spaces' live keys. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,83 +34,215 @@ static int row_in(const pc_buf_t *row, const char *start, size_t slen, const cha
   return 1;
 }
 
-/* Emits every cell of one kind stored under the cell's prefix in space;
- * shown is the cell as reported (c itself, or for an ack column the
- * observed column, with observer set). */
-static pc_status_t raw_cell_space(local_t *s, leveldb_iterator_t *it, char space,
-                                  const pc_cell_t *c, const pc_cell_t *shown,
-                                  const char *observer, const pc_meta_t *m, pc_raw_cell_fn fn,
-                                  void *ctx, int *stop, pc_error_t *err) {
-  pc_buf_t prefix = {0};
-  if (pc_key_cell(&prefix, space, c) != 0) return local_nomem(err);
-  pc_key_decoded_t d = {0};
-  pc_status_t st = PC_OK;
-  for (leveldb_iter_seek(it, prefix.p, prefix.len); leveldb_iter_valid(it) && !*stop;
-       leveldb_iter_next(it)) {
+/* What the raw scan shows of a cell: the cell as reported (c itself, or for
+ * an ack column the observed column, with observer set). */
+typedef struct raw_cell_ctx {
+  local_t *s;
+  const leveldb_readoptions_t *ro;
+  pc_raw_cell_fn fn;
+  void *ctx;
+  int stop;
+  pc_cell_t shown;
+  const char *observer;
+  uint64_t *data; /* start_ts of the cell's data cells, as found */
+  size_t ndata, datacap;
+} raw_cell_ctx_t;
+
+static void raw_fill(pc_raw_cell_t *rc, const raw_cell_ctx_t *x, pc_cell_kind_t kind) {
+  memset(rc, 0, sizeof *rc);
+  rc->kind = kind;
+  rc->table = x->shown.table;
+  rc->row = x->shown.row;
+  rc->row_len = x->shown.rlen;
+  rc->column = x->shown.col;
+  rc->column_len = x->shown.clen;
+  rc->observer = x->observer;
+}
+
+static int data_note(raw_cell_ctx_t *x, uint64_t start_ts) {
+  if (x->ndata == x->datacap) {
+    size_t nc = x->datacap ? x->datacap * 2 : 8;
+    uint64_t *v = realloc(x->data, nc * sizeof *v);
+    if (!v) return -1;
+    x->data = v;
+    x->datacap = nc;
+  }
+  x->data[x->ndata++] = start_ts;
+  return 0;
+}
+
+/* The cell's commit records, newest first, from the scan's one forward
+ * cursor over the 'w' space (local_cursor_seek): whatever the number of
+ * cells, each deleted record of the scanned range is walked over once. */
+static pc_status_t raw_writes(raw_cell_ctx_t *x, local_cursor_t *w, const pc_cell_t *c,
+                              const pc_meta_t *m, pc_buf_t *prefix, pc_key_decoded_t *d,
+                              pc_error_t *err) {
+  prefix->len = 0;
+  if (pc_key_cell(prefix, PC_KS_WRITE, c) != 0) return local_nomem(err);
+  for (int valid = local_cursor_seek(w, prefix->p, prefix->len); valid && !x->stop;
+       valid = local_cursor_next(w)) {
     size_t kl, vl;
-    const char *k = leveldb_iter_key(it, &kl);
-    if (kl < prefix.len || memcmp(k, prefix.p, prefix.len) != 0) break;
-    const char *v = leveldb_iter_value(it, &vl);
-    if (pc_key_decode(k, kl, &d) != 0) {
-      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed key", s->path);
+    const char *k = leveldb_iter_key(w->it, &kl);
+    if (kl != prefix->len + 8 || memcmp(k, prefix->p, prefix->len) != 0) break;
+    const char *v = leveldb_iter_value(w->it, &vl);
+    pc_write_rec_t rec;
+    if (pc_key_decode(k, kl, d) != 0 || pc_write_decode(v, vl, &rec) != 0)
+      return pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", x->s->path);
+    pc_raw_cell_t rc;
+    raw_fill(&rc, x, x->observer ? PC_CELL_ACK : PC_CELL_WRITE);
+    rc.ts = d->ts;
+    rc.write_kind = rec.kind;
+    rc.start_ts = rec.start_ts;
+    rc.value = rec.value;
+    rc.value_len = rec.vlen;
+    if (rec.has_inline == PC_VALUE_IN_HEAD && m->has_head && m->head.commit_ts == rec.commit_ts) {
+      rc.value = m->head.value; /* the newest value lives in the meta record */
+      rc.value_len = m->head.vlen;
+    }
+    if (rec.kind == PC_WRITE_PUT && rec.has_inline == PC_VALUE_IN_DATA &&
+        data_note(x, rec.start_ts) != 0)
+      return local_nomem(err);
+    x->stop = x->fn(x->ctx, &rc);
+  }
+  return local_cursor_error(x->s, w, "raw scan", err);
+}
+
+static int cmp_ts_desc(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The cell's data cells (values too large to inline), newest first: one Get
+ * each, of the keys its lock and commit records point at. A seek into the
+ * data space would instead walk to the next data key there is, which for a
+ * cell whose values are all inline lies past the space's end: over every
+ * deleted lock index entry that follows it. */
+static pc_status_t raw_data(raw_cell_ctx_t *x, const pc_cell_t *c, pc_buf_t *key,
+                            pc_error_t *err) {
+  qsort(x->data, x->ndata, sizeof *x->data, cmp_ts_desc);
+  for (size_t i = 0; i < x->ndata && !x->stop; i++) {
+    if (i && x->data[i] == x->data[i - 1]) continue;
+    key->len = 0;
+    if (pc_key_cell_ts(key, PC_KS_DATA, c, x->data[i]) != 0) return local_nomem(err);
+    char *e = NULL;
+    size_t vl = 0;
+    char *v = leveldb_get(x->s->db, x->ro, key->p, key->len, &vl, &e);
+    if (e) return local_ldb_error(x->s, e, "raw scan: read data", err);
+    if (!v) continue; /* the raw view shows what is there */
+    pc_raw_cell_t rc;
+    raw_fill(&rc, x, PC_CELL_DATA);
+    rc.ts = x->data[i];
+    rc.value = v;
+    rc.value_len = vl;
+    x->stop = x->fn(x->ctx, &rc);
+    leveldb_free(v);
+  }
+  return PC_OK;
+}
+
+static void raw_lock(raw_cell_ctx_t *x, const pc_lock_info_t *l) {
+  pc_raw_cell_t rc;
+  raw_fill(&rc, x, PC_CELL_LOCK);
+  rc.weak = l->weak;
+  rc.ts = l->start_ts;
+  rc.write_kind = l->kind;
+  rc.value = l->has_inline ? l->value.p : NULL;
+  rc.value_len = l->has_inline ? l->value.len : 0;
+  rc.primary_table = l->ptable.p;
+  rc.primary_row = l->prow.p;
+  rc.primary_row_len = l->prow.len;
+  rc.primary_column = l->pcol.p;
+  rc.primary_column_len = l->pcol.len;
+  rc.ttl_ms = l->ttl_ms;
+  rc.session = l->session;
+  rc.observed = l->observed;
+  x->stop = x->fn(x->ctx, &rc);
+}
+
+/* The notifications of the scanned rows: from the store's index of the live
+ * ones (notifyindex.h), each read back from the scan's snapshot, since a
+ * walk of the notification key space would pass every one deleted since the
+ * last compaction. They are ordered by bucket, as stored. */
+static pc_status_t raw_notifications(raw_cell_ctx_t *x, const char *table, const char *start,
+                                     size_t slen, const char *end, size_t elen,
+                                     pc_key_decoded_t *d, pc_error_t *err) {
+  pc_buf_t page = {0};
+  pc_status_t st = PC_OK;
+  if (pc_nindex_copy(x->s->nindex, NULL, 0, 0, NULL, 0, SIZE_MAX, &page) < 0) {
+    pc_buf_free(&page);
+    return local_nomem(err);
+  }
+  size_t pos = 0, kl;
+  const char *k;
+  char kind;
+  while (!x->stop && st == PC_OK && pc_nindex_next(&page, &pos, &k, &kl, &kind)) {
+    if (pc_key_decode(k, kl, d) != 0) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed notification", x->s->path);
+      break;
+    }
+    if (table && strcmp(table, d->table.p) != 0) continue;
+    if (table && !row_in(&d->row, start, slen, end, elen)) continue;
+    char *e = NULL;
+    size_t vl = 0;
+    char *v = leveldb_get(x->s->db, x->ro, k, kl, &vl, &e);
+    if (e) {
+      st = local_ldb_error(x->s, e, "raw scan: read a notification", err);
+      break;
+    }
+    if (!v) continue; /* written after the snapshot, or never (notifyindex.h) */
+    unsigned char nk = vl == 1 ? (unsigned char)v[0] : 0xFF;
+    leveldb_free(v);
+    if (nk > PC_NOTIFY_BOTH) {
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed notification", x->s->path);
       break;
     }
     pc_raw_cell_t rc = {0};
-    rc.table = shown->table;
-    rc.row = shown->row;
-    rc.row_len = shown->rlen;
-    rc.column = shown->col;
-    rc.column_len = shown->clen;
-    rc.ts = d.ts;
-    rc.observer = observer;
-    if (space == PC_KS_WRITE) {
-      pc_write_rec_t w;
-      if (pc_write_decode(v, vl, &w) != 0) {
-        st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
-        break;
-      }
-      rc.kind = observer ? PC_CELL_ACK : PC_CELL_WRITE;
-      rc.write_kind = w.kind;
-      rc.start_ts = w.start_ts;
-      rc.value = w.value;
-      rc.value_len = w.vlen;
-      if (w.has_inline == PC_VALUE_IN_HEAD && m->has_head && m->head.commit_ts == w.commit_ts) {
-        rc.value = m->head.value; /* the newest value lives in the meta record */
-        rc.value_len = m->head.vlen;
-      }
-    } else {
-      rc.kind = PC_CELL_DATA;
-      rc.value = v;
-      rc.value_len = vl;
+    rc.kind = PC_CELL_NOTIFY;
+    rc.table = d->table.p;
+    rc.row = d->row.p;
+    rc.row_len = d->row.len;
+    rc.column = d->col.p;
+    rc.column_len = d->col.len;
+    rc.ts = d->ts;
+    rc.weak = nk == PC_NOTIFY_WEAK;
+    x->stop = x->fn(x->ctx, &rc);
+    if (nk == PC_NOTIFY_BOTH && !x->stop) { /* one key, two notifications: the weak one next */
+      rc.weak = 1;
+      x->stop = x->fn(x->ctx, &rc);
     }
-    *stop = fn(ctx, &rc);
   }
-  pc_key_decoded_free(&d);
-  pc_buf_free(&prefix);
+  pc_buf_free(&page);
   return st;
 }
 
-pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *start,
-                                  size_t slen, const char *end, size_t elen, pc_raw_cell_fn fn,
-                                  void *ctx, pc_error_t *err) {
+/* Every internal cell of the range, cell by cell in key order (its lock, its
+ * commit records, its data cells), then the notifications. The meta records
+ * drive it: the meta key space has no deletes, and the key after its last
+ * record is a fence (PC_KEY_META_END), so its walk reads only cells. */
+pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *start, size_t slen,
+                           const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
+                           pc_error_t *err) {
   local_t *s = (local_t *)base;
-  pc_buf_t lo = {0}, hi = {0};
+  pc_buf_t lo = {0}, hi = {0}, key = {0};
   if (local_range_keys(PC_KS_META, table, start, slen, NULL, 0, end, elen, &lo, &hi) != 0)
     return local_nomem(err);
   const leveldb_snapshot_t *snap = leveldb_create_snapshot(s->db);
   leveldb_readoptions_t *ro = leveldb_readoptions_create();
   leveldb_readoptions_set_snapshot(ro, snap);
+  leveldb_readoptions_set_fill_cache(ro, 0);
   leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
-  leveldb_iterator_t *sub = leveldb_create_iterator(s->db, ro);
-  pc_key_decoded_t d = {0};
+  local_cursor_t w = {leveldb_create_iterator(s->db, ro), 0};
+  raw_cell_ctx_t x = {s, ro, fn, ctx, 0, {0}, NULL, NULL, 0, 0};
+  pc_key_decoded_t d = {0}, wd = {0};
   pc_meta_t m = {0};
   pc_status_t st = PC_OK;
-  int stop = 0;
-  for (leveldb_iter_seek(it, lo.p, lo.len); leveldb_iter_valid(it) && !stop && st == PC_OK;
+  unsigned steps = 0;
+  for (leveldb_iter_seek(it, lo.p, lo.len); leveldb_iter_valid(it) && !x.stop && st == PC_OK;
        leveldb_iter_next(it)) {
     size_t kl, vl;
     const char *k = leveldb_iter_key(it, &kl);
     if (!local_below(k, kl, &hi)) break;
+    if ((st = local_step(s, ++steps, "raw scan", err)) != PC_OK) break;
     const char *v = leveldb_iter_value(it, &vl);
     pc_meta_free(&m);
     memset(&m, 0, sizeof m);
@@ -111,108 +250,72 @@ pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *star
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
       break;
     }
-    pc_cell_t c = {d.table.p, d.row.p, d.row.len, d.col.p, d.col.len}, shown = c;
-    const char *observer, *ucol;
+    pc_cell_t c = {d.table.p, d.row.p, d.row.len, d.col.p, d.col.len};
+    x.shown = c;
+    const char *ucol;
     size_t olen, uclen;
     /* an ack column: the observer's name is followed by its 0x00 in the column */
-    if (pc_ack_column_split(c.col, c.clen, &observer, &olen, &ucol, &uclen) == 0) {
-      shown.col = ucol;
-      shown.clen = uclen;
+    if (pc_ack_column_split(c.col, c.clen, &x.observer, &olen, &ucol, &uclen) == 0) {
+      x.shown.col = ucol;
+      x.shown.clen = uclen;
     } else {
-      observer = NULL;
+      x.observer = NULL;
     }
+    x.ndata = 0;
     if (m.has_lock) {
-      const pc_lock_info_t *l = &m.lock;
-      pc_raw_cell_t rc = {0};
-      rc.kind = PC_CELL_LOCK;
-      rc.table = shown.table;
-      rc.row = shown.row;
-      rc.row_len = shown.rlen;
-      rc.column = shown.col;
-      rc.column_len = shown.clen;
-      rc.observer = observer;
-      rc.weak = l->weak;
-      rc.ts = l->start_ts;
-      rc.write_kind = l->kind;
-      rc.value = l->has_inline ? l->value.p : NULL;
-      rc.value_len = l->has_inline ? l->value.len : 0;
-      rc.primary_table = l->ptable.p;
-      rc.primary_row = l->prow.p;
-      rc.primary_row_len = l->prow.len;
-      rc.primary_column = l->pcol.p;
-      rc.primary_column_len = l->pcol.len;
-      rc.ttl_ms = l->ttl_ms;
-      rc.session = l->session;
-      rc.observed = l->observed;
-      stop = fn(ctx, &rc);
+      raw_lock(&x, &m.lock);
+      if (m.lock.kind == PC_WRITE_PUT && !m.lock.has_inline && data_note(&x, m.lock.start_ts))
+        st = local_nomem(err);
     }
-    const char spaces[] = {PC_KS_WRITE, PC_KS_DATA};
-    for (size_t i = 0; i < sizeof spaces && !stop && st == PC_OK; i++)
-      st = raw_cell_space(s, sub, spaces[i], &c, &shown, observer, &m, fn, ctx, &stop, err);
+    if (st == PC_OK && !x.stop) st = raw_writes(&x, &w, &c, &m, &key, &wd, err);
+    if (st == PC_OK && !x.stop) st = raw_data(&x, &c, &key, err);
   }
-  /* notifications: their own key space, ordered by bucket */
-  pc_buf_t np = {0};
-  if (st == PC_OK && pc_buf_u8(&np, PC_KS_NOTIFY) != 0) st = local_nomem(err);
-  for (leveldb_iter_seek(it, np.p, np.len); st == PC_OK && !stop && leveldb_iter_valid(it);
-       leveldb_iter_next(it)) {
-    size_t kl, vl;
-    const char *k = leveldb_iter_key(it, &kl);
-    if (k[0] != PC_KS_NOTIFY) break;
-    const char *v = leveldb_iter_value(it, &vl);
-    unsigned char nk = vl == 1 ? (unsigned char)v[0] : 0xFF;
-    if (pc_key_decode(k, kl, &d) != 0 || nk > PC_NOTIFY_BOTH) {
-      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed notification", s->path);
-      break;
-    }
-    if (table && strcmp(table, d.table.p) != 0) continue;
-    if (table && !row_in(&d.row, start, slen, end, elen)) continue;
-    pc_raw_cell_t rc = {0};
-    rc.kind = PC_CELL_NOTIFY;
-    rc.table = d.table.p;
-    rc.row = d.row.p;
-    rc.row_len = d.row.len;
-    rc.column = d.col.p;
-    rc.column_len = d.col.len;
-    rc.ts = d.ts;
-    rc.weak = nk == PC_NOTIFY_WEAK;
-    stop = fn(ctx, &rc);
-    if (nk == PC_NOTIFY_BOTH && !stop) { /* one key, two notifications: the weak one next */
-      rc.weak = 1;
-      stop = fn(ctx, &rc);
-    }
+  if (st == PC_OK) {
+    char *e = NULL;
+    leveldb_iter_get_error(it, &e);
+    if (e) st = local_ldb_error(s, e, "raw scan", err);
   }
-  pc_buf_free(&np);
-  leveldb_iter_destroy(sub);
+  if (st == PC_OK && !x.stop) st = raw_notifications(&x, table, start, slen, end, elen, &d, err);
+  leveldb_iter_destroy(w.it);
   leveldb_iter_destroy(it);
   leveldb_readoptions_destroy(ro);
   leveldb_release_snapshot(s->db, snap);
   pc_key_decoded_free(&d);
+  pc_key_decoded_free(&wd);
   pc_meta_free(&m);
+  free(x.data);
+  pc_buf_free(&key);
   pc_buf_free(&lo);
   pc_buf_free(&hi);
   return st;
 }
 
-/* Walks the lock index (keys.h) in one snapshot and reads the meta record
- * behind each entry: the cost follows the number of locks, not of cells. */
+/* Reads the lock index's live keys from its copy in memory (s->lindex),
+ * then the meta record behind each: the cost follows the number of locks,
+ * neither the number of cells nor that of the locks that came and went
+ * (LevelDB would walk over each of those, deleted, until compaction). The
+ * copy holds every key of a lock written before the call (a key enters it
+ * before its batch is written and leaves after its delete was), so every
+ * lock present when the call starts and still there when its meta record is
+ * read is found; the meta record, read afresh, says what the lock is now. */
 pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn fn, void *ctx,
                              pc_error_t *err) {
   local_t *s = (local_t *)base;
-  const leveldb_snapshot_t *snap = leveldb_create_snapshot(s->db);
-  leveldb_readoptions_t *ro = leveldb_readoptions_create();
-  leveldb_readoptions_set_fill_cache(ro, 0);
-  leveldb_readoptions_set_snapshot(ro, snap);
-  leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
+  pc_buf_t page = {0}, mk = {0};
+  if (pc_nindex_copy(s->lindex, NULL, 0, 0, NULL, 0, SIZE_MAX, &page) < 0) {
+    pc_buf_free(&page);
+    return local_nomem(err);
+  }
   pc_key_decoded_t d = {0};
   pc_meta_t m = {0};
   pc_lock_info_t copy = {0};
-  pc_buf_t mk = {0};
   pc_status_t st = PC_OK;
-  const char space = PC_KS_LOCK;
-  for (leveldb_iter_seek(it, &space, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
-    size_t kl;
-    const char *k = leveldb_iter_key(it, &kl);
-    if (kl < 1 || k[0] != PC_KS_LOCK) break;
+  size_t pos = 0, kl;
+  const char *k;
+  char unused;
+  unsigned steps = 0;
+  while (pc_nindex_next(&page, &pos, &k, &kl, &unused)) {
+    if ((st = local_step(s, ++steps, "lock scan", err)) != PC_OK) break;
     mk.len = 0;
     if (pc_buf_append(&mk, k, kl) != 0) {
       st = local_nomem(err);
@@ -221,7 +324,7 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
     mk.p[0] = PC_KS_META;
     char *e = NULL;
     size_t vl = 0;
-    char *v = leveldb_get(s->db, ro, mk.p, mk.len, &vl, &e);
+    char *v = leveldb_get(s->db, s->ropts, mk.p, mk.len, &vl, &e);
     if (e) {
       st = local_ldb_error(s, e, "scan locks", err);
       break;
@@ -235,7 +338,7 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
       break;
     }
-    if (!m.has_lock || m.lock.start_ts >= below) continue;
+    if (!m.has_lock || m.lock.start_ts >= below) continue; /* settled meanwhile, or young */
     pc_cell_t c = {d.table.p, d.row.p, d.row.len, d.col.p, d.col.len};
     if (pc_lock_info_copy(&copy, &m.lock, &c) != 0) {
       st = local_nomem(err);
@@ -245,16 +348,35 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
     pc_lock_info_free(&copy);
     if (stop) break;
   }
-  char *e = NULL;
-  leveldb_iter_get_error(it, &e);
-  if (e && st == PC_OK) st = local_ldb_error(s, e, "scan locks", err);
-  else if (e) leveldb_free(e);
-  leveldb_iter_destroy(it);
-  leveldb_readoptions_destroy(ro);
-  leveldb_release_snapshot(s->db, snap);
   pc_key_decoded_free(&d);
   pc_meta_free(&m);
   pc_buf_free(&mk);
+  pc_buf_free(&page);
+  return st;
+}
+
+/* Fills s->lindex from the lock index (one walk at open). */
+static pc_status_t lock_index_load(local_t *s, pc_error_t *err) {
+  leveldb_readoptions_t *ro = leveldb_readoptions_create();
+  leveldb_readoptions_set_fill_cache(ro, 0);
+  leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
+  pc_status_t st = PC_OK;
+  const char space = PC_KS_LOCK;
+  for (leveldb_iter_seek(it, &space, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    size_t kl;
+    const char *k = leveldb_iter_key(it, &kl);
+    if (kl < 1 || k[0] != PC_KS_LOCK) break;
+    if (pc_nindex_put(s->lindex, k, kl, 0) != 0) {
+      st = local_nomem(err);
+      break;
+    }
+  }
+  char *e = NULL;
+  leveldb_iter_get_error(it, &e);
+  if (e && st == PC_OK) st = local_ldb_error(s, e, "read the lock index", err);
+  else if (e) leveldb_free(e);
+  leveldb_iter_destroy(it);
+  leveldb_readoptions_destroy(ro);
   return st;
 }
 
@@ -266,9 +388,10 @@ pc_status_t local_lock_index_build(local_t *s, pc_error_t *err) {
   if (e) return local_ldb_error(s, e, "read the lock index marker", err);
   if (v) {
     leveldb_free(v);
-    return PC_OK;
+    return lock_index_load(s, err);
   }
-  /* a store from before the index: one pass over the meta records */
+  /* a store from before the index: one pass over the meta records (each
+   * entry it writes enters s->lindex through local_apply) */
   leveldb_readoptions_t *ro = leveldb_readoptions_create();
   leveldb_readoptions_set_fill_cache(ro, 0);
   leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);

@@ -18,6 +18,10 @@
 #include "core/error.h"
 #include "core/store_local.h"
 
+/* A rollback record sits at its own start_ts (commit_ts = start_ts): one Get
+ * finds it, however many records of the cell are newer. A commit record
+ * sits at a commit_ts after start_ts, which only a walk of the cell's newer
+ * records finds; it stops at the first record older than start_ts. */
 pc_status_t local_find_write_by_start(local_t *s, const pc_cell_t *c, const pc_meta_t *m,
                                       uint64_t start_ts, pc_write_rec_t *rec, pc_buf_t *hold,
                                       int *found, pc_error_t *err) {
@@ -29,8 +33,28 @@ pc_status_t local_find_write_by_start(local_t *s, const pc_cell_t *c, const pc_m
   }
   if (m->latest_any < start_ts) return PC_OK; /* no write at or after start_ts */
   pc_buf_t prefix = {0};
-  if (pc_key_cell(&prefix, PC_KS_WRITE, c) != 0) return local_nomem(err);
+  if (pc_key_cell_ts(&prefix, PC_KS_WRITE, c, start_ts) != 0) return local_nomem(err);
+  char *e = NULL;
+  size_t gl = 0;
+  char *g = leveldb_get(s->db, s->ropts, prefix.p, prefix.len, &gl, &e);
   pc_status_t st = PC_OK;
+  if (e) {
+    st = local_ldb_error(s, e, "read a write record", err);
+  } else if (g) {
+    hold->len = 0;
+    if (pc_buf_append(hold, g, gl) != 0)
+      st = local_nomem(err);
+    else if (pc_write_decode(hold->p, hold->len, rec) != 0)
+      st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
+    else
+      *found = rec->start_ts == start_ts;
+    leveldb_free(g);
+  }
+  if (st != PC_OK || *found || m->latest_any == start_ts) { /* nothing newer to walk */
+    pc_buf_free(&prefix);
+    return st;
+  }
+  prefix.len -= 8;
   leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropts);
   for (leveldb_iter_seek(it, prefix.p, prefix.len); leveldb_iter_valid(it); leveldb_iter_next(it)) {
     size_t kl, vl;
@@ -38,7 +62,7 @@ pc_status_t local_find_write_by_start(local_t *s, const pc_cell_t *c, const pc_m
     if (kl != prefix.len + 8 || memcmp(k, prefix.p, prefix.len) != 0) break;
     pc_rd_t r = {k + prefix.len, 8, 0, 1};
     uint64_t ts = ~pc_rd_u64(&r);
-    if (ts < start_ts) break;
+    if (ts <= start_ts) break; /* the record at start_ts was the Get's */
     const char *v = leveldb_iter_value(it, &vl);
     hold->len = 0;
     if (pc_buf_append(hold, v, vl) != 0) {
@@ -54,7 +78,7 @@ pc_status_t local_find_write_by_start(local_t *s, const pc_cell_t *c, const pc_m
       break;
     }
   }
-  char *e = NULL;
+  e = NULL;
   leveldb_iter_get_error(it, &e);
   if (e && st == PC_OK) st = local_ldb_error(s, e, "scan write records", err);
   else if (e) leveldb_free(e);
@@ -99,19 +123,21 @@ static pc_status_t value_of(local_t *s, const leveldb_readoptions_t *ro, const p
 }
 
 /* Latest put/delete commit of cell with commit_ts <= read_ts, from the
- * commit records; it iterates with it (of the caller's snapshot). */
+ * commit records; it moves the caller's cursor (of its snapshot) forward.
+ * The seek lands on the cell's newest record at or below read_ts; only a
+ * cell with none (written after read_ts) walks on to the next cell's. */
 static pc_status_t read_history(local_t *s, const leveldb_readoptions_t *ro,
-                                leveldb_iterator_t *it, const pc_cell_t *c, uint64_t read_ts,
+                                local_cursor_t *it, const pc_cell_t *c, uint64_t read_ts,
                                 char **value, size_t *vlen, pc_error_t *err) {
   pc_buf_t key = {0};
   if (pc_key_cell_ts(&key, PC_KS_WRITE, c, read_ts) != 0) return local_nomem(err);
   size_t plen = key.len - 8;
   pc_status_t st = PC_NOT_FOUND;
-  for (leveldb_iter_seek(it, key.p, key.len); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+  for (int valid = local_cursor_seek(it, key.p, key.len); valid; valid = local_cursor_next(it)) {
     size_t kl, vl;
-    const char *k = leveldb_iter_key(it, &kl);
+    const char *k = leveldb_iter_key(it->it, &kl);
     if (kl != plen + 8 || memcmp(k, key.p, plen) != 0) break;
-    const char *v = leveldb_iter_value(it, &vl);
+    const char *v = leveldb_iter_value(it->it, &vl);
     pc_write_rec_t w; /* w.value points into the iterator, which stays here */
     if (pc_write_decode(v, vl, &w) != 0) {
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", s->path);
@@ -121,6 +147,10 @@ static pc_status_t read_history(local_t *s, const leveldb_readoptions_t *ro,
       st = value_of(s, ro, c, &w, value, vlen, err);
       break;
     }
+  }
+  if (st == PC_NOT_FOUND) {
+    pc_status_t e = local_cursor_error(s, it, "read commit records", err);
+    if (e != PC_OK) st = e;
   }
   pc_buf_free(&key);
   return st;
@@ -184,9 +214,10 @@ pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts, ch
     return st;
   }
   leveldb_free(mv);
-  leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropts);
-  st = read_history(s, s->ropts, it, c, read_ts, value, vlen, err);
-  leveldb_iter_destroy(it);
+  if (!has_head) return PC_NOT_FOUND; /* no put or delete, ever (I3): nothing to seek */
+  local_cursor_t it = {leveldb_create_iterator(s->db, s->ropts), 0};
+  st = read_history(s, s->ropts, &it, c, read_ts, value, vlen, err);
+  leveldb_iter_destroy(it.it);
   return st;
 }
 
@@ -228,15 +259,17 @@ pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, s
   leveldb_readoptions_set_snapshot(ro, snap);
   leveldb_readoptions_set_fill_cache(ro, 0);
   leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
-  leveldb_iterator_t *hist = NULL;
+  local_cursor_t hist = {NULL, 0};
   pc_key_decoded_t d = {0};
   pc_status_t st = PC_OK;
   size_t count = 0;
+  unsigned steps = 0;
   for (leveldb_iter_seek(it, lo.p, lo.len); leveldb_iter_valid(it) && count < limit;
        leveldb_iter_next(it)) {
     size_t kl, vl;
     const char *k = leveldb_iter_key(it, &kl);
     if (!local_below(k, kl, &hi)) break;
+    if ((st = local_step(s, ++steps, "scan", err)) != PC_OK) break;
     const char *v = leveldb_iter_value(it, &vl);
     if (pc_key_decode(k, kl, &d) != 0) {
       st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed key in scan", s->path);
@@ -260,11 +293,13 @@ pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, s
     char *val = NULL;
     size_t len = 0;
     pc_status_t r;
-    if (has_head && head.commit_ts <= read_ts) {
+    if (!has_head) {
+      r = PC_NOT_FOUND; /* no put or delete, ever (I3) */
+    } else if (head.commit_ts <= read_ts) {
       r = value_of(s, ro, &c, &head, &val, &len, err);
     } else {
-      if (!hist) hist = leveldb_create_iterator(s->db, ro);
-      r = read_history(s, ro, hist, &c, read_ts, &val, &len, err);
+      if (!hist.it) hist.it = leveldb_create_iterator(s->db, ro);
+      r = read_history(s, ro, &hist, &c, read_ts, &val, &len, err);
     }
     if (r == PC_NOT_FOUND) continue;
     if (r != PC_OK) {
@@ -280,7 +315,7 @@ pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, s
   leveldb_iter_get_error(it, &e);
   if (e && st == PC_OK) st = local_ldb_error(s, e, "scan", err);
   else if (e) leveldb_free(e);
-  if (hist) leveldb_iter_destroy(hist);
+  if (hist.it) leveldb_iter_destroy(hist.it);
   leveldb_iter_destroy(it);
   leveldb_readoptions_destroy(ro);
   leveldb_release_snapshot(s->db, snap);

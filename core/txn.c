@@ -912,7 +912,7 @@ static pc_status_t two_phase_commit(pc_txn_t *txn, const pc_mutation_t *muts,
   /* the commit point: the primary's row, its primary cell included, in one row operation */
   cells_of(muts, bounds[0], bounds[1], cells);
   st = s->ops->commit(s, cells, bounds[1] - bounds[0], txn->start_ts, txn->commit_ts, err);
-  if (st == PC_ABORTED) {
+  if (st == PC_ABORTED || st == PC_UNAVAILABLE) { /* a verdict: nothing was applied */
     rollback_groups(txn, muts, bounds, done, cells);
     txn->commit_ts = 0;
     return st;
@@ -1087,8 +1087,9 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
   if (one_phase) {
     st = commit_in_one_phase(txn, muts, n, deadline, err);
-    if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_UNAVAILABLE || st == PC_INTERNAL) {
-      /* the write may have been applied before the error: settle it */
+    if (st == PC_IO_ERROR || st == PC_TIMEOUT || st == PC_INTERNAL) {
+      /* the write may have been applied before the error: settle it (not
+       * after PC_UNAVAILABLE: the request never reached the store) */
       int committed;
       if (settle_own_commit(txn, &muts[0].cell, &committed) != PC_OK) {
         pc_error_prefix(err, "commit outcome unknown (readers will settle it)");

@@ -3,12 +3,17 @@
  * data directory with, and the client configuration of the roles this
  * process runs, with the ports they bound, from which its collector and
  * workers open their clients (in memory) and which a serving worker writes
- * to DIR/serving.json for other processes. */
+ * to DIR/serving.json for other processes (and reads again when it starts:
+ * the same ports, when they are free, let the clients of the worker before
+ * reconnect). */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -25,6 +30,42 @@ pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_
   return PC_OK;
 }
 
+/* Whether 127.0.0.1:port can be listened on now (as the servers bind it). */
+static int port_free(long port) {
+  if (port <= 0 || port > 65535) return 0;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((uint16_t)port);
+  int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+/* "127.0.0.1:PORT" of the listen endpoint at o in the previous serving.json
+ * when that port is free now, else "127.0.0.1:0". */
+static json_t *serving_endpoint(json_t *o) {
+  const char *ep = json_string_value(json_object_get(o, "listen"));
+  const char *colon = ep ? strrchr(ep, ':') : NULL;
+  long port = colon && strncmp(ep, "127.0.0.1:", 10) == 0 ? strtol(colon + 1, NULL, 10) : 0;
+  char buf[32];
+  snprintf(buf, sizeof buf, "127.0.0.1:%ld", port_free(port) ? port : 0L);
+  return json_string(buf);
+}
+
+/* A fresh random secret, 64 hex digits, into out (65 bytes); 0 or -1. */
+static int random_secret(char out[65]) {
+  unsigned char b[32];
+  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return -1;
+  for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  return 0;
+}
+
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
                                      pc_daemon_config_t *out, pc_error_t *err) {
   memset(out, 0, sizeof *out);
@@ -34,15 +75,40 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
     return path ? pc_error_set(err, PC_INVALID, "%s: %s", path, je.text)
                 : pc_error_set(err, PC_NOMEM, "out of memory");
   }
+  /* the ports (and the secret, below) of the worker before, so that its
+   * clients reconnect to this one */
+  char prev_path[4200];
+  snprintf(prev_path, sizeof prev_path, "%s/serving.json", data_dir);
+  json_t *prev = json_load_file(prev_path, 0, &je); /* NULL: none, or unreadable */
   json_t *tso = json_object(), *ls = json_object(), *t = json_object(), *ts = json_array();
-  json_object_set_new(tso, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(tso, "listen", serving_endpoint(json_object_get(prev, "tso")));
   json_object_set_new(tso, "data_dir", json_string(data_dir));
-  json_object_set_new(ls, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(ls, "listen", serving_endpoint(json_object_get(prev, "lockservice")));
   json_object_set_new(t, "name", json_string("local"));
-  json_object_set_new(t, "listen", json_string("127.0.0.1:0"));
+  json_object_set_new(
+      t, "listen",
+      serving_endpoint(json_array_get(json_object_get(prev, "tablets"), 0)));
   json_object_set_new(t, "data_dir", json_string(data_dir));
   json_array_append_new(ts, t);
   json_object_set_new(root, "data_dir", json_string(data_dir));
+  /* only this user's processes may reach the store it serves: without
+   * credentials of its own, the configuration gets a secret that only
+   * serving.json (mode 0600) tells */
+  if (!json_object_get(root, "secret") && !json_object_get(root, "system_secret") &&
+      !json_object_get(root, "tls")) {
+    /* the worker before's, so that its clients' sessions go on with this one */
+    const char *old = json_string_value(json_object_get(prev, "secret"));
+    char secret[65];
+    if (old && strlen(old) == 64 && strspn(old, "0123456789abcdef") == 64) {
+      memcpy(secret, old, sizeof secret);
+    } else if (random_secret(secret) != 0) {
+      json_decref(prev);
+      json_decref(root);
+      return pc_error_set(err, PC_IO_ERROR, "getrandom: %s", strerror(errno));
+    }
+    json_object_set_new(root, "secret", json_string(secret));
+  }
+  json_decref(prev);
   json_object_set_new(root, "tso", tso);
   json_object_set_new(root, "lockservice", ls);
   json_object_set_new(root, "tablets", ts);

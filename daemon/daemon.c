@@ -1,10 +1,14 @@
 /* daemon.c — starting a daemon process's roles in order and stopping them
- * in reverse (daemon.h), and the ready file that scripts using port 0 read. */
+ * in reverse (daemon.h), bounded when the process exits on a signal, and the
+ * ready file that scripts using port 0 read. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/db.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
@@ -46,6 +50,25 @@ static pc_status_t start_roles(pc_daemon_t *d, const pc_daemon_spec_t *spec, pc_
   return st;
 }
 
+/* Takes dir's lock as a worker; while a client (a short-lived verb) holds
+ * it, tries again until wait_ms have passed. */
+static int lock_dir(const char *dir, uint32_t wait_ms, pc_error_t *err) {
+  uint64_t deadline = pc_now_mono_ms() + wait_ms;
+  int said = 0;
+  for (;;) {
+    int fd = pc_data_dir_lock(dir, "worker", err);
+    if (fd >= 0 || err->code != PC_BUSY) return fd;
+    long pid = 0;
+    char role[32] = "";
+    if (pc_data_dir_holder(dir, &pid, role, sizeof role) == 0 && strcmp(role, "worker") == 0)
+      return -1; /* another worker serves it: not ours to wait for */
+    if (pc_now_mono_ms() >= deadline) return -1;
+    if (!said++)
+      pc_log(PC_LOG_INFO, "waiting for process %ld to release data directory '%s'", pid, dir);
+    pc_sleep_ms(20);
+  }
+}
+
 pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t *spec_in,
                              pc_error_t *err) {
   pc_error_clear(err);
@@ -58,17 +81,29 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
   }
   d->c = c;
   d->cfg = c->cfg;
-  pc_status_t st = start_roles(d, &spec, err);
+  d->dir_lock = -1;
+  d->lock_dir = spec.lock_dir;
+  pc_status_t st = pc_config_auth(d->cfg, &d->auth, err);
+  /* first what can fail for the user's reasons, before any server says it listens */
+  if (st == PC_OK && spec.lock_dir &&
+      (d->dir_lock = lock_dir(spec.lock_dir, spec.lock_wait_ms, err)) < 0)
+    st = err->code;
+  /* the serving file a worker before left names ports nobody serves yet:
+   * clients wait for this process's, written once it is ready */
+  if (st == PC_OK && spec.lock_dir && spec.serving_file) unlink(spec.serving_file);
+  if (st == PC_OK && spec.workers) st = pc_daemon_workers_load(d, err);
+  if (st == PC_OK) st = start_roles(d, &spec, err);
+  if (st == PC_OK && spec.workers)
+    st = pc_daemon_workers_start(d, spec.workers_cluster, spec.workers_timeout_ms, err);
+  /* served only once the observers are registered: a client that reaches the
+   * store through this file never writes before them */
   if (st == PC_OK && spec.serving_file) {
     char *text = pc_daemon_client_text(d, err);
     st = text ? pc_daemon_write_file(spec.serving_file, text, err) : err->code;
     free(text);
-    if (st == PC_OK && !(d->serving_file = strdup(spec.serving_file))) {
-      unlink(spec.serving_file);
+    if (st == PC_OK && !(d->serving_file = strdup(spec.serving_file)))
       st = pc_error_set(err, PC_NOMEM, "out of memory");
-    }
   }
-  if (st == PC_OK && spec.workers) st = pc_daemon_workers_start(d, spec.workers_cluster, err);
   if (st != PC_OK) {
     pc_daemon_stop(d);
     return NULL;
@@ -95,6 +130,15 @@ pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, p
       json_object_set_new(root, r->kind == ROLE_TSO ? "tso" : "lockservice", o);
   }
   json_object_set_new(root, "tablets", tablets);
+  if (d->has_workers) {
+    json_t *w = json_object();
+    if (d->w.http) {
+      char ep[64];
+      snprintf(ep, sizeof ep, "127.0.0.1:%u", (unsigned)pc_http_port(d->w.http));
+      json_object_set_new(w, "http", json_string(ep));
+    }
+    json_object_set_new(root, "workers", w);
+  }
   json_object_set_new(root, "pid", json_integer(getpid()));
   char *text = json_dumps(root, JSON_SORT_KEYS);
   json_decref(root);
@@ -113,12 +157,77 @@ int pc_daemon_has_workers(const pc_daemon_t *d) {
   return d->has_workers;
 }
 
+static void stage(pc_daemon_t *d, const char *what) { atomic_store(&d->stage, what); }
+
 void pc_daemon_stop(pc_daemon_t *d) {
   if (!d) return;
-  if (d->has_workers) pc_daemon_workers_stop(d); /* their client speaks to the roles below */
-  pc_daemon_gc_stop(d);
-  if (d->serving_file) unlink(d->serving_file);
+  uint64_t t0 = pc_now_mono_ms();
+  /* other processes' requests stop now: every server stops accepting and
+   * reading, and the graces of the requests in flight run together */
+  stage(d, "stopping the servers from taking requests");
+  for (size_t i = 0; i < d->nroles; i++) pc_rpc_server_stop_begin(d->roles[i].rpc);
+  stage(d, "stopping the garbage collector");
+  pc_daemon_gc_stop(d); /* its pass stops at a step */
+  uint64_t t1 = pc_now_mono_ms();
+  stage(d, "stopping the workers (their observer transactions finish)");
+  if (d->has_workers) pc_daemon_workers_stop(d); /* in-process clients of the roles below */
   free(d->serving_file);
+  uint64_t t2 = pc_now_mono_ms();
+  stage(d, "draining the servers' requests in flight and closing the stores");
+  size_t roles = d->nroles;
   pc_daemon_stop_roles(d);
+  pc_data_dir_unlock(d->dir_lock); /* last: the store and the oracle are closed */
+  pc_config_auth_release(&d->auth);
+  uint64_t t3 = pc_now_mono_ms();
+  if (roles || d->has_workers)
+    pc_log(PC_LOG_INFO, "stopped in %llu ms (collector %llu ms, workers %llu ms, servers and "
+           "stores %llu ms)", (unsigned long long)(t3 - t0), (unsigned long long)(t1 - t0),
+           (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
   free(d);
+}
+
+/* ---- shutdown on a signal -------------------------------------------------- */
+
+uint32_t pc_daemon_stop_bound_ms(const pc_daemon_t *d) {
+  return PC_RPC_STOP_GRACE_MS + 2 * d->cfg->store.timeout_ms + PC_DAEMON_STOP_SLACK_MS;
+}
+
+typedef struct watchdog {
+  pc_daemon_t *d;
+  const sigset_t *sigs;
+  int forced_status;
+  _Atomic int done;
+} watchdog_t;
+
+/* Ends the process when the stop outlasts its bound or a second signal comes. */
+static void *watchdog_main(void *arg) {
+  watchdog_t *w = arg;
+  uint32_t bound = pc_daemon_stop_bound_ms(w->d);
+  uint64_t until = pc_now_mono_ms() + bound;
+  while (!atomic_load(&w->done)) {
+    struct timespec slice = {0, 100 * 1000000L};
+    int sig = sigtimedwait(w->sigs, NULL, &slice);
+    if (atomic_load(&w->done)) break;
+    if (sig > 0 || pc_now_mono_ms() >= until) {
+      const char *what = atomic_load(&w->d->stage);
+      if (sig > 0)
+        pc_log(PC_LOG_ERROR, "signal %d again while %s: exiting now", sig, what ? what : "stopping");
+      else
+        pc_log(PC_LOG_ERROR, "shutdown did not finish within %u ms (still %s): exiting now",
+               bound, what ? what : "stopping");
+      _exit(w->forced_status);
+    }
+  }
+  return NULL;
+}
+
+void pc_daemon_shutdown(pc_daemon_t *d, const sigset_t *sigs, int forced_status) {
+  if (!d) return;
+  watchdog_t w = {d, sigs, forced_status, 0};
+  pthread_t t;
+  int watching = pthread_create(&t, NULL, watchdog_main, &w) == 0;
+  if (!watching) pc_log(PC_LOG_WARN, "cannot start the shutdown watchdog; stopping unbounded");
+  pc_daemon_stop(d);
+  atomic_store(&w.done, 1);
+  if (watching) pthread_join(t, NULL);
 }

@@ -19,7 +19,9 @@
 #define PC_DAEMON_DAEMON_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <percolator/percolator.h>
 
@@ -38,10 +40,13 @@ pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_
 
 /* The configuration a `worker` serves an embedded data directory with: the
  * file at path (NULL: the defaults), with an oracle, a lock service and one
- * tablet of every row on ephemeral ports of 127.0.0.1, whose directories
- * are data_dir itself (its LevelDB is data_dir/store and its oracle
- * data_dir/oracle, as the embedded store keeps them). Release with
- * pc_daemon_config_free. */
+ * tablet of every row on 127.0.0.1, whose directories are data_dir itself
+ * (its LevelDB is data_dir/store and its oracle data_dir/oracle, as the
+ * embedded store keeps them), and, when the file names no credentials, a
+ * random secret (so that only the processes that can read its serving.json
+ * reach it). Their ports, and the secret, are those of data_dir/serving.json
+ * (the worker that served data_dir before) when the ports are free, else
+ * ephemeral ports and a new secret. Release with pc_daemon_config_free. */
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
                                      pc_daemon_config_t *out, pc_error_t *err);
 
@@ -62,11 +67,23 @@ typedef struct pc_daemon_spec {
   /* the configuration file of the cluster the workers are clients of; NULL:
    * the roles of this process */
   const char *workers_cluster;
+  /* when not 0, the bound of every call of the workers' client of that
+   * cluster, in place of its store.timeout_ms (`percolator --timeout`) */
+  uint32_t workers_timeout_ms;
   /* when set, the client configuration of this process's roles is written
-   * there (mode 0600, atomically) once they listen, and removed by
-   * pc_daemon_stop: how other processes reach an embedded store a worker
-   * serves */
+   * there (mode 0600, atomically) once they listen and the workers have
+   * registered their observers: how other processes reach an embedded store
+   * a worker serves. It stays after pc_daemon_stop (it is read only while
+   * the directory's lock is held by a worker), so that a worker started
+   * again takes the same ports and the clients of the one before reconnect
+   * (pc_daemon_config_serving). */
   const char *serving_file;
+  /* when set, the data directory whose one lock (DIR/LOCK, core/db.h) this
+   * process takes as "worker" before anything else and holds until it
+   * stops; a short-lived client holding it is waited for, up to
+   * lock_wait_ms; another worker holding it is an error at once */
+  const char *lock_dir;
+  uint32_t lock_wait_ms;
 } pc_daemon_spec_t;
 
 typedef struct pc_daemon pc_daemon_t;
@@ -78,14 +95,41 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
                              pc_error_t *err);
 
 /* Writes the bound endpoints as JSON to path ({"tso": {"listen", "http"},
- * "lockservice": ..., "tablets": {NAME: ...}, "pid"}), atomically. */
+ * "lockservice": ..., "tablets": {NAME: ...}, "workers": {"http"} when
+ * workers run, "pid"}), atomically. Written once everything started: the
+ * servers listen and the workers have registered their observers. */
 pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, pc_error_t *err);
 
 /* The number of server roles running, and whether workers run. */
 size_t pc_daemon_role_count(const pc_daemon_t *d);
 int pc_daemon_has_workers(const pc_daemon_t *d);
 
-/* Stops everything in reverse order and releases d. NULL is a no-op. */
+/* Stops everything and releases d: first every server stops taking
+ * requests from other processes (its grace for those in flight starts,
+ * net/rpc.h), then the garbage collector (its pass stops at a step) and the
+ * workers (their observer transactions finish), then the servers in reverse
+ * order: each answers its requests in flight within the grace
+ * (PC_RPC_STOP_GRACE_MS, counted from the start) and cancels the rest,
+ * whose long loops stop at their next step; then the stores and the oracle
+ * close, so nothing acknowledged is lost. NULL is a no-op. */
 void pc_daemon_stop(pc_daemon_t *d);
+
+/* How long a daemon may take to stop on a signal: the servers' grace
+ * (PC_RPC_STOP_GRACE_MS), then an observer transaction in flight, which
+ * takes up to two store.timeout_ms (its calls, then the settling of a
+ * commit whose reply was lost; the worker's record is deleted meanwhile),
+ * and PC_DAEMON_STOP_SLACK_MS for the rest (closing the stores): 30 s with
+ * the default timeout of 10 s. */
+#define PC_DAEMON_STOP_SLACK_MS 5000
+uint32_t pc_daemon_stop_bound_ms(const pc_daemon_t *d);
+
+/* pc_daemon_stop for a process that exits next, on one of the signals in
+ * sigs (blocked in every thread; this waits for them on a thread of its
+ * own): if stopping outlasts pc_daemon_stop_bound_ms (an observer callback
+ * that never returns) or a second signal arrives meanwhile, it logs what it
+ * was still doing and ends the process at once with _exit(forced_status).
+ * The stores and the oracle's bound are crash-safe, so even then nothing
+ * acknowledged is lost. */
+void pc_daemon_shutdown(pc_daemon_t *d, const sigset_t *sigs, int forced_status);
 
 #endif

@@ -10,6 +10,7 @@
 #define PC_DAEMON_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "daemon/daemon.h"
 #include "net/http.h"
@@ -20,6 +21,7 @@
 #include "tablet/tablet.h"
 #include "tso/oracle.h"
 #include "tso/tso_rpc.h"
+#include "tso/tso_zk.h"
 
 typedef enum role_kind { ROLE_TSO, ROLE_LOCKD, ROLE_TABLET } role_kind_t;
 
@@ -28,15 +30,18 @@ typedef struct role {
   char name[96];
   pc_rpc_server_t *rpc;
   pc_http_t *http;
-  pc_oracle_t *oracle;   /* ROLE_TSO */
+  pc_oracle_t *oracle;   /* ROLE_TSO with its bound in a file */
+  pc_tso_node_t *node;   /* ROLE_TSO elected in ZooKeeper ("zookeeper" configured) */
   pc_ls_t *ls;           /* ROLE_LOCKD */
   pc_tablet_t *tablet;   /* ROLE_TABLET */
+  int dir_lock;          /* ROLE_TABLET: its data directory's lock (core/db.h), or -1 */
 } role_t;
 
 /* Where tablets get commit timestamps for one-phase commits. */
 typedef struct ts_provider {
   pc_oracle_t *local;      /* this process's own oracle: asked directly */
   pc_rpc_client_t *remote; /* or a separate tso daemon, through the batcher */
+  pc_tso_locator_t *locator; /* or the leader elected in ZooKeeper, through the batcher */
   pc_ts_batcher_t *batcher;
 } ts_provider_t;
 
@@ -44,6 +49,7 @@ typedef struct ts_provider {
 typedef struct gc_loop {
   pthread_t thread;
   int running, stop;
+  _Atomic int stopping; /* stop was asked: the pass in progress stops at a step */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pc_config_t *client; /* a client configuration of this process's roles */
@@ -67,7 +73,11 @@ typedef struct workers {
 
 struct pc_daemon {
   const pc_daemon_config_t *c;
+  /* what pc_daemon_stop is doing, for pc_daemon_shutdown's log when it is
+   * slow (a string literal) */
+  _Atomic(const char *) stage;
   const pc_config_t *cfg; /* c->cfg */
+  pc_rpc_auth_t auth;     /* cfg's credentials, for its servers and its own clients */
   pc_oracle_t *oracle;    /* the tso role's, when this process runs one */
   role_t roles[64];
   size_t nroles;
@@ -75,7 +85,9 @@ struct pc_daemon {
   gc_loop_t gc;
   workers_t w;
   int has_workers;
-  char *serving_file; /* written while running; removed at stop */
+  char *serving_file; /* written once started */
+  const char *lock_dir; /* spec.lock_dir: locked by the process, not by its tablet */
+  int dir_lock;       /* the descriptor holding spec.lock_dir's lock, or -1 */
 };
 
 /* roles.c */
@@ -102,9 +114,13 @@ pc_status_t pc_daemon_write_file(const char *path, const char *text, pc_error_t 
 void pc_daemon_gc_start(pc_daemon_t *d);
 void pc_daemon_gc_stop(pc_daemon_t *d);
 
-/* workers.c: loads the configured plugins and starts the observers against
- * cluster_path's database, or this process's roles when it is NULL. */
-pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc_error_t *err);
+/* workers.c: loads the configured plugins (before any server starts, so
+ * that a plugin at fault is the first thing said), then starts the
+ * observers against cluster_path's database, or this process's roles when
+ * it is NULL. */
+pc_status_t pc_daemon_workers_load(pc_daemon_t *d, pc_error_t *err);
+pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
+                                    uint32_t timeout_ms, pc_error_t *err);
 void pc_daemon_workers_stop(pc_daemon_t *d);
 
 #endif

@@ -1,22 +1,33 @@
 /* gc_loop.c — the cluster's background garbage collector. Every process
  * that serves tablets runs one: every store.gc_interval_ms it opens (once) a
- * client of its own roles, takes the lock-service lock "percolator/gc" so
- * that one process collects at a time (without a lock service each does:
- * passes are idempotent), and runs pc_db_gc, which settles old locks and
+ * client of its own roles, takes the cluster lock "gc" (in the lock service,
+ * or in ZooKeeper as locks/gc) so that one process collects at a time
+ * (without either, each does: passes are idempotent), and runs pc_db_gc, which settles old locks and
  * then collects on every tablet. */
 #include <string.h>
 
 #include "core/db.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
 
-#define GC_LOCK "percolator/gc"
+#define GC_LOCK "gc"
+
+/* The pass of a stopping daemon stops at its next step: the tablets' GC
+ * loops and the rate's sleep see it through core/deadline.h (in-process
+ * calls carry the caller's cancellation to the handler). */
+static int gc_stopping(void *arg) {
+  return atomic_load_explicit(&((gc_loop_t *)arg)->stopping, memory_order_relaxed)
+             ? PC_CANCEL_STOPPING
+             : 0;
+}
 
 static void *gc_main(void *arg) {
   pc_daemon_t *d = arg;
   gc_loop_t *g = &d->gc;
   pc_db_t *db = NULL;
+  pc_cancel_set((pc_cancel_t){gc_stopping, g});
   pthread_mutex_lock(&g->mu);
   while (!g->stop) {
     struct timespec until = pc_mono_after_ms(d->cfg->store.gc_interval_ms);
@@ -29,11 +40,9 @@ static void *gc_main(void *arg) {
       pc_log(PC_LOG_WARN, "gc: cannot open a client of the cluster: %s", err.text);
     } else {
       int mine = 1;
-      uint64_t holder = 0;
-      /* the lock only spares work: with the lock service away, collect anyway */
-      if (db->ls && pc_ls_client_lock_try(db->ls, GC_LOCK, strlen(GC_LOCK), 2000, &mine, &holder,
-                                          &err) != PC_OK)
-        mine = 1;
+      /* the lock (in the lock service, or in ZooKeeper) only spares work:
+       * when it cannot be asked, collect anyway */
+      if (pc_db_cluster_lock(db, GC_LOCK, 2000, &mine, &err) != PC_OK) mine = 1;
       pc_gc_stats_t s;
       if (mine && pc_db_gc(db, &s, &err) != PC_OK)
         pc_log(PC_LOG_WARN, "gc: %s", err.text);
@@ -69,6 +78,7 @@ void pc_daemon_gc_start(pc_daemon_t *d) {
 void pc_daemon_gc_stop(pc_daemon_t *d) {
   gc_loop_t *g = &d->gc;
   if (g->running) {
+    atomic_store(&g->stopping, 1);
     pthread_mutex_lock(&g->mu);
     g->stop = 1;
     pthread_cond_signal(&g->cv);
@@ -81,4 +91,5 @@ void pc_daemon_gc_stop(pc_daemon_t *d) {
   pc_config_free(g->client);
   g->client = NULL;
   g->stop = 0;
+  atomic_store(&g->stopping, 0);
 }

@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "core/db.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/db.h"
 #include "daemon/daemon_internal.h"
 
 static const char *const kind_names[] = {"tso", "lockd", "tablet"};
@@ -18,7 +20,7 @@ static const char *const kind_names[] = {"tso", "lockd", "tablet"};
 static pc_status_t ts_from_provider(void *ctx, uint64_t *ts, pc_error_t *err) {
   ts_provider_t *p = ctx;
   if (p->local) return pc_oracle_next(p->local, 1, ts, err);
-  return pc_ts_batcher_get(p->batcher, 5000, ts, err);
+  return pc_ts_batcher_get(p->batcher, pc_deadline_bound(5000), ts, err); /* the request's bound */
 }
 
 static int role_health(void *ctx, pc_buf_t *out) {
@@ -37,13 +39,42 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                   (double)st.connections_open);
   pc_metric_counter(out, "percolator_rpc_requests_total", "Requests served", st.requests);
   pc_metric_counter(out, "percolator_rpc_protocol_errors_total",
-                    "Malformed frames, bad secrets, oversized requests", st.protocol_errors);
+                    "Malformed frames, oversized requests", st.protocol_errors);
   pc_metric_counter(out, "percolator_rpc_bytes_in_total", "Bytes received", st.bytes_in);
   pc_metric_counter(out, "percolator_rpc_bytes_out_total", "Bytes sent", st.bytes_out);
+  pc_metric_gauge(out, "percolator_rpc_requests_in_service",
+                  "Requests queued or running (in-process calls included)", (double)st.in_service);
+  pc_metric_counter(out, "percolator_rpc_requests_abandoned_total",
+                    "Requests that ended, or were dropped, past their deadline or after their "
+                    "client closed or the server began to stop",
+                    st.abandoned);
+  pc_metric_counter(out, "percolator_rpc_connections_refused_total",
+                    "Connections refused or closed by a limit (limits.*)", st.connections_refused);
+  pc_metric_counter(out, "percolator_rpc_auth_failures_total",
+                    "Failed authentications: certificates, secrets, deadlines", st.auth_failures);
+  pc_metric_gauge(out, "percolator_rpc_request_bytes", "Request bytes held (limits.request_memory_mb)",
+                  (double)st.request_memory);
+  pc_metric_gauge(out, "percolator_rpc_reply_bytes", "Unread reply bytes held (limits.reply_memory_mb)",
+                  (double)st.reply_memory);
   switch (r->kind) {
     case ROLE_TSO:
-      pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
-                      (double)pc_oracle_last(r->oracle));
+      if (r->node) {
+        pc_tso_node_info_t i;
+        pc_tso_node_info(r->node, &i);
+        pc_metric_gauge(out, "percolator_tso_last_timestamp",
+                        "Highest timestamp handed out in this term of leadership",
+                        (double)i.last_ts);
+        pc_metric_gauge(out, "percolator_tso_leading",
+                        "1 while this oracle leads and serves under its lease", i.leading);
+        pc_metric_counter(out, "percolator_tso_elections_total",
+                          "Times this oracle became the leader", i.elections);
+        pc_metric_gauge(out, "percolator_zookeeper_session_state",
+                        "ZooKeeper session: 0 connecting, 1 connected, 2 expired, -1 none",
+                        i.zk_state);
+      } else {
+        pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
+                        (double)pc_oracle_last(r->oracle));
+      }
       break;
     case ROLE_LOCKD: {
       pc_metric_gauge(out, "percolator_lockd_sessions", "Live sessions",
@@ -83,26 +114,34 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
   pc_rpc_server_options_t o = {0};
   if (r->kind == ROLE_LOCKD) o.on_close = pc_ls_rpc_on_close; /* sessions die with their client */
   if (r->kind == ROLE_TSO) o.runs_inline = pc_tso_rpc_runs_inline; /* no worker hand-off */
+  const pc_config_limits_t *l = &d->cfg->limits;
   o.name = r->name;
   o.host = listen->host;
   o.port = listen->port;
-  o.secret = d->cfg->secret;
+  o.auth = &d->auth;
+  o.max_frame = l->max_frame_mb << 20;
+  o.frame_timeout_ms = l->frame_timeout_ms;
+  o.idle_timeout_ms = l->idle_timeout_ms;
+  o.max_connections = l->max_connections;
+  o.max_connections_per_peer = l->max_connections_per_peer;
+  o.max_unauthenticated = l->max_unauthenticated;
+  o.auth_timeout_ms = l->auth_timeout_ms;
+  o.request_memory = (size_t)l->request_memory_mb << 20;
+  o.reply_memory = (size_t)l->reply_memory_mb << 20;
+  o.reply_timeout_ms = l->reply_timeout_ms;
   o.in_process = 1; /* this process's workers and collector call it directly */
   r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
   if (!r->rpc) {
     pc_error_prefix(err, "%s", r->name);
     return err->code;
   }
-  pc_log(PC_LOG_INFO, "%s: serving on %s:%u", r->name, listen->host,
-         (unsigned)pc_rpc_server_port(r->rpc));
-  if (http->set) {
-    r->http = pc_http_start(http->host, http->port, role_health, role_metrics, r, err);
+  if (http->set) { /* rpc.c and http.c say where they listen */
+    pc_http_limits_t hl = {l->http_max_connections, l->http_timeout_ms};
+    r->http = pc_http_start(http->host, http->port, &hl, role_health, role_metrics, r, err);
     if (!r->http) {
       pc_error_prefix(err, "%s: http", r->name);
       return err->code;
     }
-    pc_log(PC_LOG_INFO, "%s: /health and /metrics on %s:%u", r->name, http->host,
-           (unsigned)pc_http_port(r->http));
   }
   return PC_OK;
 }
@@ -115,6 +154,7 @@ static role_t *new_role(pc_daemon_t *d, role_kind_t kind, const char *name, pc_e
   role_t *r = &d->roles[d->nroles++];
   memset(r, 0, sizeof *r);
   r->kind = kind;
+  r->dir_lock = -1;
   snprintf(r->name, sizeof r->name, "%s%s%s", kind_names[kind], name ? " " : "", name ? name : "");
   return r;
 }
@@ -127,7 +167,7 @@ static char *role_dir(const pc_config_t *cfg, const char *dir, const char *sub) 
   return p;
 }
 
-/* mkdir -p */
+/* mkdir -p, private to this user (the directories it creates are 0700) */
 static pc_status_t make_dir(const char *path, pc_error_t *err) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
@@ -135,19 +175,46 @@ static pc_status_t make_dir(const char *path, pc_error_t *err) {
   for (char *p = tmp + 1; *p; p++) {
     if (*p != '/') continue;
     *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
       return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
     *p = '/';
   }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+  if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
     return pc_error_set(err, PC_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
   return PC_OK;
+}
+
+/* The oracle with standbys: its place in the election, served, then joined
+ * with the address clients reach it at. */
+static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  pc_tso_node_options_t o = {cfg->zookeeper.connect, cfg->zookeeper.root,
+                             cfg->zookeeper.session_timeout_ms, cfg->tso.window_ms};
+  if (!(r->node = pc_tso_node_create(&o, err))) return err->code;
+  pc_status_t st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_node_handler,
+                                 r->node, err);
+  if (st != PC_OK) return st;
+  /* a wildcard address is no address to reach: advertise the host's name */
+  char host[PC_HOST_MAX] = "", advertise[PC_HOST_MAX + 16];
+  const char *h = cfg->tso.listen.host;
+  if (strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0) {
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+    h = host;
+  }
+  snprintf(advertise, sizeof advertise, strchr(h, ':') ? "[%s]:%u" : "%s:%u", h,
+           (unsigned)pc_rpc_server_port(r->rpc));
+  st = pc_tso_node_join(r->node, advertise, err);
+  if (st == PC_OK)
+    pc_log(PC_LOG_INFO, "tso: joining the election under %s/tso as %s", cfg->zookeeper.root,
+           advertise);
+  return st;
 }
 
 pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err) {
   const pc_config_t *cfg = d->cfg;
   role_t *r = new_role(d, ROLE_TSO, NULL, err);
   if (!r) return PC_INVALID;
+  if (cfg->zookeeper.set) return start_tso_elected(d, r, err);
   char *dir = role_dir(cfg, cfg->tso.data_dir, "tso");
   pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
   if (st == PC_OK) {
@@ -182,14 +249,20 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
   pc_store_t *store = NULL;
   int fresh;
   if (st == PC_OK) st = pc_data_dir_prepare(dir, 1, &fresh, err);
+  /* one lock per data directory, taken before the store's own */
+  if (st == PC_OK && !(d->lock_dir && strcmp(d->lock_dir, dir) == 0) &&
+      (r->dir_lock = pc_data_dir_lock(dir, "tablet", err)) < 0)
+    st = err->code;
   if (st == PC_OK) {
     char path[4200];
     snprintf(path, sizeof path, "%s/store", dir);
     pc_local_options_t lo = {1, d->cfg->store.sync, (size_t)d->cfg->store.cache_mb << 20,
                              (size_t)d->cfg->store.meta_cache_mb << 20,
                              (size_t)d->cfg->store.write_buffer_mb << 20};
-    store = pc_local_store_open(path, &lo, err);
-    if (!store) st = err ? err->code : PC_IO_ERROR;
+    st = pc_dir_private(path, err);
+    if (st == PC_OK) store = pc_local_store_open(path, &lo, err);
+    if (store) (void)pc_dir_private(path, NULL);
+    else if (st == PC_OK) st = err ? err->code : PC_IO_ERROR;
   }
   free(dir);
   if (st != PC_OK) {
@@ -202,6 +275,9 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     store->ops->close(store);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
+  /* a reply leaves room in a frame for its status and message */
+  pc_tablet_set_limits(r->tablet, d->cfg->store.lock_ttl_ms,
+                       ((size_t)d->cfg->limits.max_frame_mb << 20) - (64u << 10));
   return start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
 }
 
@@ -211,10 +287,24 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
     d->ts.local = d->oracle;
     return PC_OK;
   }
+  if (cfg->zookeeper.set) { /* whichever oracle leads, this process's own included */
+    d->ts.locator =
+        pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
+                              cfg->zookeeper.session_timeout_ms, &d->auth,
+                              cfg->store.timeout_ms, err);
+    if (!d->ts.locator) return err->code;
+    d->ts.batcher = pc_ts_batcher_create(pc_tso_locator_fetch, d->ts.locator);
+    return d->ts.batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
+  }
   if (!cfg->tso.set || !cfg->tso.listen.set)
     return pc_error_set(err, PC_INVALID, "%s: tablets need a \"tso\" section", cfg->source);
+  if (cfg->tso.listen.port == 0)
+    return pc_error_set(err, PC_INVALID,
+                        "%s: tso.listen %s:0: tablets take timestamps from the oracle at that "
+                        "port, and port 0 is only for the process that runs the oracle",
+                        cfg->source, cfg->tso.listen.host);
   d->ts.remote =
-      pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
+      pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, &d->auth, err);
   if (!d->ts.remote) return err->code;
   d->ts.batcher = pc_ts_batcher_create(pc_tso_remote_fetch, d->ts.remote);
   if (!d->ts.batcher) return pc_error_set(err, PC_NOMEM, "out of memory");
@@ -228,16 +318,19 @@ void pc_daemon_stop_roles(pc_daemon_t *d) {
     role_t *r = &d->roles[i];
     if (r->http) pc_http_stop(r->http);
     if (r->rpc) pc_rpc_server_stop(r->rpc);
-    if (r->rpc) pc_log(PC_LOG_INFO, "%s: stopped", r->name);
   }
   for (size_t i = 0; i < d->nroles; i++) {
     role_t *r = &d->roles[i];
     if (r->tablet) pc_tablet_destroy(r->tablet); /* closes its LevelDB */
     if (r->ls) pc_ls_destroy(r->ls);
+    pc_data_dir_unlock(r->dir_lock);
   }
   if (d->ts.batcher) pc_ts_batcher_destroy(d->ts.batcher);
   if (d->ts.remote) pc_rpc_client_destroy(d->ts.remote);
+  pc_tso_locator_destroy(d->ts.locator);
   memset(&d->ts, 0, sizeof d->ts);
+  for (size_t i = 0; i < d->nroles; i++)
+    if (d->roles[i].node) pc_tso_node_stop(d->roles[i].node); /* a standby takes over now */
   for (size_t i = 0; i < d->nroles; i++)
     if (d->roles[i].oracle) pc_oracle_close(d->roles[i].oracle);
   d->oracle = NULL;

@@ -7,7 +7,16 @@
  * of the system table, column "state": one JSON object with the wall time,
  * its pid and each observer's counters; it deletes the row when it stops.
  * `status` counts a worker live when its record is younger than three
- * periods. */
+ * periods (the counters it sums outlive workers: notify/counters.c).
+ *
+ * The journal: the workers of a process that serves its store (`run`, a
+ * `worker` of an embedded directory) keep it in <data_dir>/worker-journal
+ * unless workers.journal_dir says otherwise; a worker of another cluster
+ * only where workers.journal_dir says.
+ *
+ * Stopping waits WORKER_STOP_MS at most for the observers in flight; one
+ * that has not returned by then is left running, and so are the database
+ * handle and the plugins it uses: the process exits around it. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +29,10 @@
 #include "daemon/daemon_internal.h"
 
 #define WORKER_REPORT_MS 1000
+#define WORKER_STOP_MS 10000 /* the most a stop waits for observers in flight */
+/* The record's deletion at stop waits this long at most: a record left
+ * behind looks dead to `status` after three periods anyway. */
+#define RECORD_DELETE_TIMEOUT_MS 2000
 
 static int worker_health(void *ctx, pc_buf_t *out) {
   (void)ctx;
@@ -54,39 +67,19 @@ static void worker_metrics(void *ctx, pc_buf_t *out) {
        offsetof(pc_observer_stats_t, parked)},
   };
   for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
-    char line[256];
-    int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s counter\n", fam[f].name,
-                     fam[f].help, fam[f].name);
-    pc_buf_append(out, line, (size_t)n);
+    pc_metric_family(out, fam[f].name, "counter", fam[f].help);
     for (size_t i = 0; i < s.nobservers; i++) {
       const pc_observer_stats_t *o = &s.observers[i];
       uint64_t v;
       memcpy(&v, (const char *)o + fam[f].off, sizeof v);
-      n = snprintf(line, sizeof line, "%s{observer=\"%s\"} %llu\n", fam[f].name, o->name,
-                   (unsigned long long)v);
-      pc_buf_append(out, line, (size_t)n);
+      pc_metric_sample(out, fam[f].name, "observer", o->name, v);
     }
   }
-  static const char *const le[] = {"1", "2", "5", "10", "20", "50", "100", "200", "500",
-                                   "1000", "2000", "5000", "+Inf"};
-  static const char head[] =
-      "# HELP percolator_notification_latency_ms From a change's commit to its observer's "
-      "commit\n# TYPE percolator_notification_latency_ms histogram\n";
-  pc_buf_append(out, head, sizeof head - 1);
-  uint64_t cum = 0;
-  for (size_t i = 0; i < 13; i++) {
-    char line[160];
-    cum += s.latency_le[i];
-    int n = snprintf(line, sizeof line, "percolator_notification_latency_ms_bucket{le=\"%s\"} %llu\n",
-                     le[i], (unsigned long long)cum);
-    pc_buf_append(out, line, (size_t)n);
-  }
-  char line[160];
-  int n = snprintf(line, sizeof line,
-                   "percolator_notification_latency_ms_sum %.3f\n"
-                   "percolator_notification_latency_ms_count %llu\n",
-                   s.latency_sum_ms, (unsigned long long)s.latency_count);
-  pc_buf_append(out, line, (size_t)n);
+  /* latency_le is cumulative already (notify/worker.h); its 13th is +Inf */
+  static const double bounds[12] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
+  pc_metric_histogram(out, "percolator_notification_latency_ms",
+                      "From a change's commit to its observer's commit", bounds, s.latency_le, 12,
+                      s.latency_sum_ms, s.latency_count);
   pc_free(s.observers);
 }
 
@@ -124,6 +117,7 @@ static void write_worker_record(workers_t *w, json_t *state) {
   pc_error_t err;
   pc_txn_t *t = pc_txn_begin(w->db, &err);
   pc_status_t st = t ? PC_OK : err.code;
+  if (t && !text) pc_txn_set_timeout_ms(t, RECORD_DELETE_TIMEOUT_MS);
   const char *col = "state";
   if (st == PC_OK && text)
     st = pc_txn_set_system(t, PC_SYSTEM_TABLE, w->row, strlen(w->row), col, strlen(col), text,
@@ -156,8 +150,9 @@ static void *report_main(void *arg) {
 }
 
 /* A client of the cluster at cluster_path, or of this process's roles. */
-static pc_db_t *open_client(pc_daemon_t *d, const char *cluster_path, pc_error_t *err) {
-  if (cluster_path) return pc_db_open_config(cluster_path, err);
+static pc_db_t *open_client(pc_daemon_t *d, const char *cluster_path, uint32_t timeout_ms,
+                            pc_error_t *err) {
+  if (cluster_path) return pc_db_open_config_timeout(cluster_path, 0, timeout_ms, err);
   pc_config_t *cfg = pc_daemon_client_config(d, err);
   if (!cfg) return NULL;
   pc_db_t *db = pc_db_open_parsed_config(cfg, 0, err);
@@ -165,16 +160,20 @@ static pc_db_t *open_client(pc_daemon_t *d, const char *cluster_path, pc_error_t
   return db;
 }
 
-pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc_error_t *err) {
-  const pc_config_t *cfg = d->cfg;
+pc_status_t pc_daemon_workers_load(pc_daemon_t *d, pc_error_t *err) {
   workers_t *w = &d->w;
   d->has_workers = 1;
   if (!(w->registry = pc_registry_create())) return pc_error_set(err, PC_NOMEM, "out of memory");
-  pc_status_t st = pc_plugins_load_config(w->registry, cfg, &w->plugins, &w->nplugins, err);
+  pc_status_t st = pc_plugins_load_config(w->registry, d->cfg, &w->plugins, &w->nplugins, err);
   if (st != PC_OK) return st;
-  if (pc_registry_count(w->registry) == 0)
-    pc_log(PC_LOG_WARN, "workers: no observer registered (workers.plugins lists none that does)");
-  if (!(w->db = open_client(d, cluster_path, err))) return err->code;
+  return PC_OK;
+}
+
+pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
+                                    uint32_t timeout_ms, pc_error_t *err) {
+  const pc_config_t *cfg = d->cfg;
+  workers_t *w = &d->w;
+  if (!(w->db = open_client(d, cluster_path, timeout_ms, err))) return err->code;
   pc_worker_options_t o;
   pc_worker_options_default(&o);
   o.threads = cfg->workers.threads;
@@ -183,16 +182,27 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc
   o.batch_wait_ms = cfg->workers.scan.batch_wait_ms;
   o.max_failures = cfg->workers.max_failures;
   o.backoff_ms = cfg->workers.backoff_ms;
-  if (!(w->worker = pc_worker_start(w->db, w->registry, &o, err))) return err->code;
+  o.hang_ms = cfg->workers.hang_ms;
+  char journal[4096];
+  o.journal_dir = cfg->workers.journal_dir;
+  if (!o.journal_dir && !cluster_path) {
+    snprintf(journal, sizeof journal, "%s/worker-journal", cfg->data_dir);
+    o.journal_dir = journal;
+  }
+  if (!o.journal_dir)
+    pc_log(PC_LOG_WARN, "workers: no workers.journal_dir: an observer that kills this process "
+                        "is not counted across restarts, and counters since the last second "
+                        "die with it");
+  w->worker = pc_worker_start(w->db, w->registry, &o, err);
+  if (!w->worker) return err->code;
   if (cfg->workers.http.set) {
-    w->http = pc_http_start(cfg->workers.http.host, cfg->workers.http.port, worker_health,
+    pc_http_limits_t hl = {cfg->limits.http_max_connections, cfg->limits.http_timeout_ms};
+    w->http = pc_http_start(cfg->workers.http.host, cfg->workers.http.port, &hl, worker_health,
                             worker_metrics, w, err);
     if (!w->http) {
       pc_error_prefix(err, "workers: http");
       return err->code;
     }
-    pc_log(PC_LOG_INFO, "workers: /health and /metrics on %s:%u", cfg->workers.http.host,
-           (unsigned)pc_http_port(w->http));
   }
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
@@ -205,19 +215,31 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc
   return PC_OK;
 }
 
+/* The reporter (which deletes the record as it goes) and the observer
+ * threads stop at the same time, so that their waits overlap. */
 void pc_daemon_workers_stop(pc_daemon_t *d) {
   workers_t *w = &d->w;
-  if (w->reporting) { /* it deletes the record as it goes */
+  if (w->reporting) {
     pthread_mutex_lock(&w->mu);
     w->stop = 1;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+  }
+  if (w->http) pc_http_stop(w->http);
+  pc_error_t err;
+  int left = pc_worker_stop_within(w->worker, WORKER_STOP_MS, &err) != PC_OK;
+  if (w->reporting) {
     pthread_join(w->reporter, NULL);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
   }
-  if (w->http) pc_http_stop(w->http);
-  pc_worker_stop(w->worker);
+  if (left) {
+    /* those observers still run the plugins' code on the database handle:
+     * both stay, and the process exits around them */
+    pc_log(PC_LOG_WARN, "workers: %s; leaving them", err.text);
+    memset(w, 0, sizeof *w);
+    return;
+  }
   pc_db_close(w->db);
   pc_plugins_unload(w->plugins, w->nplugins);
   pc_registry_free(w->registry);

@@ -26,6 +26,7 @@
 #include <percolator/percolator.h>
 
 #include "core/keys.h"
+#include "net/rpc.h"
 
 #define PC_LS_MAX_NAME 1024
 
@@ -118,7 +119,7 @@ typedef struct pc_ls_client pc_ls_client_t;
  * client is still created (its session is 0 until lockd answers) so callers
  * keep working on TTLs. Returns NULL only on bad arguments or allocation
  * failure; release with pc_ls_client_destroy (closes the session). */
-pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char *secret,
+pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
                                     uint32_t ttl_ms, pc_error_t *err);
 void pc_ls_client_destroy(pc_ls_client_t *c);
 /* This client's session (0 while none is open). */

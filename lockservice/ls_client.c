@@ -227,7 +227,7 @@ static void *keepalive_main(void *arg) {
   return NULL;
 }
 
-pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char *secret,
+pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
                                     uint32_t ttl_ms, pc_error_t *err) {
   if (!host || !*host || port == 0) {
     pc_error_set(err, PC_INVALID, "lockservice client: lockd address needs a host and a port");
@@ -257,7 +257,7 @@ pc_ls_client_t *pc_ls_client_create(const char *host, uint16_t port, const char 
     pc_error_set(err, PC_NOMEM, "lockservice client: cannot initialise its mutex");
     return NULL;
   }
-  c->rpc = pc_rpc_client_create(host, port, secret, err);
+  c->rpc = pc_rpc_client_create(host, port, auth, err);
   if (!c->rpc) {
     pc_error_prefix(err, "lockservice client");
     pthread_cond_destroy(&c->cv);

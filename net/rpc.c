@@ -1,9 +1,11 @@
-/* rpc.c — the request/response protocol every daemon speaks (core/rpc.h):
+/* rpc.c — the request/response protocol every daemon speaks (net/rpc.h):
  * a server (one libevent loop thread for accept and socket I/O, a pool of
  * handler threads fed from a bounded queue, replies handed back to the loop
  * thread through a completion queue), a multiplexing client (one background
  * loop thread, one connection, calls matched to replies by id, lazy
- * reconnection with backoff) and the "host:port" parser.
+ * reconnection with backoff) and the "host:port" parser. Beneath the framing
+ * a connection is a bufferevent over TCP or over TLS (net/tls.c); above it,
+ * the secret's challenge-response and the roles come from net/rpc_auth.c.
  *
  * Threading and ownership, server side:
  *   - The loop thread alone touches the event base, the listener, every
@@ -31,6 +33,7 @@
  * instead of killing the process with SIGPIPE.
  */
 #include "net/rpc.h"
+#include "net/rpc_frame.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -55,15 +58,22 @@
 #include <event2/listener.h>
 #include <event2/thread.h>
 #include <event2/util.h>
+#include <openssl/crypto.h>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "net/rpc_auth.h"
+#include "net/rpc_peers.h"
+#include "net/tls.h"
 
 #define PREFIX 4                        /* the length field */
-#define HDR (PREFIX + PC_RPC_HEADER)    /* 15 bytes before the payload */
+#define HDR (PREFIX + PC_RPC_HEADER)    /* 19 bytes before the payload (version 2) */
+#define HDR_V1 (PREFIX + PC_RPC_HEADER_V1) /* 15 (version 1) */
 #define OUT_HIGH (8u << 20)             /* unread reply bytes before a connection stops reading */
 #define LINGER_MS 2000                  /* flushing an error reply before closing */
-#define STOP_GRACE_MS 5000              /* pc_rpc_server_stop waits this long for replies */
+#define STOP_GRACE_MS PC_RPC_STOP_GRACE_MS /* pc_rpc_server_stop waits this long for replies */
+#define CANCEL_FLUSH_MS 1000 /* then for the replies of the requests it cancelled */
 #define ACCEPT_RETRY_MS 100             /* pause after a failing accept() (e.g. EMFILE) */
 #define CLIENT_MAX_FRAME (1u << 30)     /* largest reply frame a client accepts */
 #define CONNECT_TIMEOUT_MS 3000
@@ -71,6 +81,9 @@
 #define BACKOFF_MAX_MS 1000
 #define NBUCKETS 1024                   /* client's calls by id */
 #define AUTH_REQUIRED "authentication required" /* a server's answer to a frame before HELLO */
+#define DEFAULT_REQUEST_MEMORY ((size_t)256 << 20)
+#define SMALL_FRAME (64u << 10) /* frames up to this size have request memory of their own */
+#define DEFAULT_REPLY_MEMORY ((size_t)256 << 20)
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -98,32 +111,36 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg) {
   return rc;
 }
 
-static uint32_t get_be32(const unsigned char *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
+/* The bytes before the payload of a frame of version v (1 or 2). */
+static size_t header_len(uint8_t v) { return v == PC_RPC_VERSION_1 ? HDR_V1 : HDR; }
 
-static uint64_t get_be64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-  return v;
-}
-
-/* Writes the 15 bytes before a payload of plen bytes. */
-static void put_header(unsigned char h[HDR], size_t plen, uint8_t op, uint8_t status, uint64_t id) {
-  uint32_t len = (uint32_t)(PC_RPC_HEADER + plen);
+/* Writes the header of a frame of version v before a payload of plen bytes;
+ * returns its length. budget_ms only in version 2. */
+static size_t put_header(unsigned char h[HDR], uint8_t v, size_t plen, uint8_t op, uint8_t status,
+                         uint64_t id, uint32_t budget_ms) {
+  size_t hl = header_len(v);
+  uint32_t len = (uint32_t)(hl - PREFIX + plen);
   h[0] = (unsigned char)(len >> 24);
   h[1] = (unsigned char)(len >> 16);
   h[2] = (unsigned char)(len >> 8);
   h[3] = (unsigned char)len;
-  h[4] = PC_RPC_VERSION;
+  h[4] = v;
   h[5] = op;
   h[6] = status;
   for (int i = 0; i < 8; i++) h[7 + i] = (unsigned char)(id >> (56 - 8 * i));
+  if (hl == HDR)
+    for (int i = 0; i < 4; i++) h[15 + i] = (unsigned char)(budget_ms >> (24 - 8 * i));
+  return hl;
 }
+
 
 static struct timeval ms_tv(uint32_t ms) {
   struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
   return tv;
+}
+
+static int deadline_passed(uint64_t deadline_ms) {
+  return deadline_ms && pc_now_mono_ms() >= deadline_ms;
 }
 
 /* "host:port", with brackets around IPv6 hosts. */
@@ -152,17 +169,6 @@ static void set_nodelay(evutil_socket_t fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/* Compares a presented secret with the configured one in time that depends
- * only on the presented length. */
-static int secret_equal(const char *want, size_t wlen, const char *got, size_t glen) {
-  unsigned char diff = (unsigned char)(wlen != glen);
-  for (size_t i = 0; i < glen; i++) {
-    unsigned char w = wlen ? (unsigned char)want[i % wlen] : 0;
-    diff |= (unsigned char)(w ^ (unsigned char)got[i]);
-  }
-  return diff == 0 && wlen == glen;
-}
-
 static void free_reference(const void *data, size_t len, void *arg) {
   (void)len;
   (void)arg;
@@ -171,19 +177,36 @@ static void free_reference(const void *data, size_t len, void *arg) {
 
 /* ==== server ============================================================== */
 
+enum { PEER_DONE = 1, CLOSED = 2 }; /* conn_t.gone */
+
 typedef struct conn {
   struct pc_rpc_server *s;
   struct bufferevent *bev;           /* NULL once closed */
   struct event *frame_ev;            /* partial-frame timer, then the flush-before-close timer */
-  struct event *idle_ev;
+  struct event *idle_ev;             /* idle timer; the authentication deadline before that */
   struct conn *prev, *next;          /* the server's open connections */
   struct conn *sprev, *snext;        /* the server's starved connections */
-  int starved;
+  struct conn *uprev, *unext;        /* the server's unauthenticated connections, oldest first */
+  int starved, unauthed_listed;
   int refs;                          /* 1 while open + 1 per job; loop thread only */
   uint32_t inflight;                 /* jobs in service */
-  int authed, reading, closing, shut, eof, closed;
+  int reading, closing, shut, eof, closed;
+  uint8_t version;                   /* of the frame being answered (replies use it) */
+  /* PEER_DONE: the peer closed its side; CLOSED: the connection closed. Either
+   * way the requests in service are abandoned (job_abandoned); after
+   * PEER_DONE their replies are still sent, and a queued one still runs */
+  _Atomic int gone;
+  /* authentication: a TLS handshake (handshaking until it is done) and, with
+   * a secret, HELLO and AUTH; authed once both are through */
+  int authed, handshaking, hello_seen;
+  pc_rpc_role_t role, tls_role, secret_role;
+  unsigned char snonce[PC_RPC_NONCE], cnonce[PC_RPC_NONCE];
+  uint64_t accepted_ms;
+  size_t frame_charge;               /* request memory held for the frame being received */
+  size_t out_len;                    /* unread reply bytes in the output buffer */
   size_t in_seen;                    /* input bytes already counted in bytes_in */
   uint64_t cid;                      /* this server's id of the connection (from 1) */
+  rpc_peer_key_t peer_key;
   char peer[80];
 } conn_t;
 
@@ -193,8 +216,11 @@ typedef struct job {
   struct job *next;
   conn_t *conn; /* a reference */
   uint64_t cid; /* conn->cid, readable by the worker */
-  uint8_t op;
+  pc_rpc_role_t role; /* conn->role, readable by the worker */
+  size_t charge;      /* request memory it holds until it comes back */
+  uint8_t op, version;
   uint64_t id;
+  uint64_t deadline_ms; /* monotonic: arrival + the request's budget; 0 none */
   char *body;
   size_t blen;
   pc_status_t status;
@@ -202,9 +228,12 @@ typedef struct job {
 } job_t;
 
 struct pc_rpc_server {
-  char *name, *host, *secret; /* owned copies; secret NULL when none */
-  size_t secret_len;
+  char *name, *host; /* owned copies */
+  rpc_creds_t creds; /* who is admitted, and as what */
+  int need_auth;     /* TLS or a secret: connections start unauthenticated */
   uint32_t max_frame, max_inflight, frame_timeout_ms, idle_timeout_ms, max_connections;
+  uint32_t max_per_peer, max_unauth, auth_timeout_ms, reply_timeout_ms;
+  size_t request_memory, reply_memory;
   pc_rpc_handler_fn handler;
   void *ctx;
   void (*on_close)(void *ctx, uint64_t connection);
@@ -228,28 +257,48 @@ struct pc_rpc_server {
 
   pthread_mutex_t cmu; /* completion list */
   job_t *chead, *ctail;
+  /* reply bytes of finished jobs the loop has not taken yet: past
+   * reply_memory, workers take no new job until it drains */
+  _Atomic size_t pending_replies;
 
   /* loop thread only */
   conn_t *conns;
   conn_t *starved_head, *starved_tail;
+  uint32_t nstarved;
+  conn_t *unauth_head, *unauth_tail;
+  uint32_t nunauth;
+  rpc_peers_t *peers;
+  size_t request_used, small_used, reply_used; /* request_used: frames above SMALL_FRAME */
   uint32_t in_service, qcap;
   int stopping;
+  _Atomic int stop_begun; /* stop_ev was activated (pc_rpc_server_stop_begin) */
+  _Atomic int cancel_all; /* the stop's grace is over: every request in service is abandoned */
 
   _Atomic uint64_t n_accepted, n_open, n_requests, n_proto_errors, n_bytes_in, n_bytes_out;
+  _Atomic uint64_t n_in_service, n_abandoned;
+  _Atomic uint64_t n_refused, n_auth_failures, g_request_used, g_reply_used;
+  pc_log_limit_t loglim; /* lines a peer can provoke */
   struct local_ep *local; /* opts->in_process: this server's in-process endpoint */
 };
 
 
-/* The connection of the request a worker thread is serving (0 outside a handler). */
+/* The connection of the request a worker thread is serving (0 outside a
+ * handler), and its role (0 outside a handler: the process's own call). */
 static _Thread_local uint64_t current_connection;
+static _Thread_local pc_rpc_role_t current_role;
 
 uint64_t pc_rpc_current_connection(void) { return current_connection; }
+
+pc_rpc_role_t pc_rpc_current_role(void) {
+  return current_role == PC_RPC_ROLE_NONE ? PC_RPC_ROLE_SYSTEM : current_role;
+}
 
 /* ---- in-process endpoints -------------------------------------------------
  *
  * A server started with in_process registers its host:port here; a client
- * created later in the same process for that host:port (and the same secret)
- * calls the handler on its own thread instead of through a socket. The
+ * created later in the same process for that host:port, with credentials
+ * the server admits (rpc_local_role), calls the handler on its own thread,
+ * with the role those credentials give, instead of through a socket. The
  * handler sees what it would over the network: the request body, and a
  * connection id of its own per client (from LOCAL_CID_BASE up, so it never
  * meets a socket's), which the client's destruction closes (on_close) as a
@@ -262,12 +311,13 @@ typedef struct local_ep {
   struct local_ep *next; /* in local_eps, under local_mu, while serving */
   char host[256];
   uint16_t port;
-  char *secret; /* the server's (owned copy); NULL when none */
+  rpc_creds_t creds; /* the server's (owned copy) */
   pc_rpc_handler_fn handler;
   void *ctx;
   void (*on_close)(void *ctx, uint64_t connection);
   uint32_t max_frame;
-  _Atomic uint64_t *n_requests; /* the server's counter, while serving */
+  _Atomic uint64_t *n_requests, *n_in_service, *n_abandoned; /* the server's, while serving */
+  _Atomic int stopping; /* the server stops: calls running are abandoned */
   pthread_mutex_t mu;
   pthread_cond_t idle; /* calls reached 0 after stopped was set */
   uint64_t next_cid;   /* under mu */
@@ -283,13 +333,14 @@ static void local_unref(local_ep_t *e) { /* under local_mu */
   if (--e->refs) return;
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->idle);
-  free(e->secret);
+  rpc_creds_free(&e->creds);
   free(e);
 }
 
 static int local_register(struct pc_rpc_server *s) {
   local_ep_t *e = calloc(1, sizeof *e);
-  if (!e || (s->secret && !(e->secret = strdup(s->secret)))) {
+  pc_rpc_auth_t a = {s->creds.secret, s->creds.system_secret, s->creds.tls};
+  if (!e || rpc_creds_init(&e->creds, &a) != 0) {
     free(e);
     return -1;
   }
@@ -300,6 +351,8 @@ static int local_register(struct pc_rpc_server *s) {
   e->on_close = s->on_close;
   e->max_frame = s->max_frame;
   e->n_requests = &s->n_requests;
+  e->n_in_service = &s->n_in_service;
+  e->n_abandoned = &s->n_abandoned;
   e->next_cid = LOCAL_CID_BASE;
   e->refs = 1;
   pthread_mutex_init(&e->mu, NULL);
@@ -326,8 +379,9 @@ static void local_unregister(struct pc_rpc_server *s) {
   pthread_mutex_unlock(&local_mu);
   pthread_mutex_lock(&e->mu);
   e->stopped = 1;
+  atomic_store(&e->stopping, 1); /* handlers running for in-process clients stop at a step */
   while (e->calls) pthread_cond_wait(&e->idle, &e->mu);
-  e->n_requests = NULL;
+  e->n_requests = e->n_in_service = e->n_abandoned = NULL;
   pthread_mutex_unlock(&e->mu);
   pthread_mutex_lock(&local_mu);
   local_unref(e);
@@ -335,14 +389,15 @@ static void local_unregister(struct pc_rpc_server *s) {
   s->local = NULL;
 }
 
-/* The endpoint serving host:port in this process with this secret (a
- * reference, and a connection id in *cid), or NULL. */
-static local_ep_t *local_find(const char *host, uint16_t port, const char *secret, uint64_t *cid) {
+/* The endpoint serving host:port in this process that admits creds (a
+ * reference, a connection id in *cid and the role in *role), or NULL. */
+static local_ep_t *local_find(const char *host, uint16_t port, const rpc_creds_t *creds,
+                              uint64_t *cid, pc_rpc_role_t *role) {
   local_ep_t *found = NULL;
   pthread_mutex_lock(&local_mu);
   for (local_ep_t *e = local_eps; e && !found; e = e->next)
     if (e->port == port && strcmp(e->host, host) == 0 &&
-        strcmp(e->secret ? e->secret : "", secret ? secret : "") == 0)
+        (*role = rpc_local_role(&e->creds, creds)) != PC_RPC_ROLE_NONE)
       found = e;
   if (found) found->refs++;
   pthread_mutex_unlock(&local_mu);
@@ -371,17 +426,38 @@ static void local_release(local_ep_t *e, uint64_t cid) {
   pthread_mutex_unlock(&local_mu);
 }
 
-/* pc_rpc_call's in-process path: the handler on this thread. */
-static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint, uint8_t op,
-                              const void *body, size_t len, pc_buf_t *reply, pc_error_t *err) {
+/* An in-process call is abandoned when the caller's own call is, or when the
+ * server stops. */
+typedef struct local_cancel {
+  local_ep_t *e;
+  pc_cancel_t outer;
+} local_cancel_t;
+
+static int local_abandoned(void *arg) {
+  local_cancel_t *lc = arg;
+  if (atomic_load_explicit(&lc->e->stopping, memory_order_relaxed)) return PC_CANCEL_STOPPING;
+  return lc->outer.fn ? lc->outer.fn(lc->outer.ctx) : 0;
+}
+
+/* pc_rpc_call's in-process path: the handler on this thread, within the
+ * caller's deadline and timeout_ms. *reached = 0 when the server had
+ * stopped, so that nothing ran. */
+static pc_status_t local_call(local_ep_t *e, uint64_t cid, pc_rpc_role_t role,
+                              const char *endpoint, uint8_t op, const void *body, size_t len,
+                              uint32_t timeout_ms, pc_buf_t *reply, int *reached,
+                              pc_error_t *err) {
   int library_op = op < 0x10; /* answered here, as handle_frame answers them */
   pthread_mutex_lock(&e->mu);
   int serving = !e->stopped;
   if (serving) {
-    if (!library_op) e->calls++;
+    if (!library_op) {
+      e->calls++;
+      atomic_fetch_add(e->n_in_service, 1);
+    }
     atomic_fetch_add(e->n_requests, 1);
   }
   pthread_mutex_unlock(&e->mu);
+  *reached = serving;
   if (!serving) return pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: it stopped", endpoint);
   if (library_op) {
     if (op != PC_RPC_OP_PING) return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
@@ -394,10 +470,21 @@ static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint,
   pc_error_t herr;
   pc_error_clear(&herr);
   uint64_t outer = current_connection;
+  pc_rpc_role_t outer_role = current_role;
   current_connection = cid;
+  uint64_t deadline = timeout_ms ? pc_now_mono_ms() + timeout_ms : 0;
+  uint64_t outer_deadline = pc_deadline_get();
+  if (outer_deadline && (!deadline || outer_deadline < deadline)) deadline = outer_deadline;
+  pc_deadline_set(deadline);
+  local_cancel_t lc = {e, pc_cancel_set((pc_cancel_t){NULL, NULL})};
+  pc_cancel_set((pc_cancel_t){local_abandoned, &lc});
+  current_role = role;
   pc_status_t st = e->handler(e->ctx, op, len ? body : "", len, out, &herr);
+  pc_cancel_set(lc.outer);
+  pc_deadline_set(outer_deadline);
   current_connection = outer;
-  if ((unsigned)st > PC_INTERNAL) {
+  current_role = outer_role;
+  if ((unsigned)st > PC_STATUS_MAX) {
     pc_error_set(&herr, PC_INTERNAL, "handler of op 0x%02x returned unknown status %d", op,
                  (int)st);
     st = PC_INTERNAL;
@@ -407,6 +494,8 @@ static pc_status_t local_call(local_ep_t *e, uint64_t cid, const char *endpoint,
     st = PC_INTERNAL;
   }
   pthread_mutex_lock(&e->mu);
+  atomic_fetch_sub(e->n_in_service, 1);
+  if (deadline_passed(deadline) || local_abandoned(&lc)) atomic_fetch_add(e->n_abandoned, 1);
   if (--e->calls == 0 && e->stopped) pthread_cond_broadcast(&e->idle);
   pthread_mutex_unlock(&e->mu);
   pc_buf_free(&scratch);
@@ -434,6 +523,7 @@ static void starved_remove(struct pc_rpc_server *s, conn_t *c) {
   if (c->snext) c->snext->sprev = c->sprev; else s->starved_tail = c->sprev;
   c->sprev = c->snext = NULL;
   c->starved = 0;
+  s->nstarved--;
 }
 
 static void starved_add(struct pc_rpc_server *s, conn_t *c) {
@@ -443,10 +533,63 @@ static void starved_add(struct pc_rpc_server *s, conn_t *c) {
   c->sprev = s->starved_tail;
   if (s->starved_tail) s->starved_tail->snext = c; else s->starved_head = c;
   s->starved_tail = c;
+  s->nstarved++;
+}
+
+static void unauth_remove(struct pc_rpc_server *s, conn_t *c) {
+  if (!c->unauthed_listed) return;
+  if (c->uprev) c->uprev->unext = c->unext; else s->unauth_head = c->unext;
+  if (c->unext) c->unext->uprev = c->uprev; else s->unauth_tail = c->uprev;
+  c->uprev = c->unext = NULL;
+  c->unauthed_listed = 0;
+  s->nunauth--;
+}
+
+static void unauth_add(struct pc_rpc_server *s, conn_t *c) {
+  c->unauthed_listed = 1;
+  c->uprev = s->unauth_tail;
+  if (s->unauth_tail) s->unauth_tail->unext = c; else s->unauth_head = c;
+  s->unauth_tail = c;
+  s->nunauth++;
 }
 
 static void check_drained(struct pc_rpc_server *s) {
   if (s->stopping && !s->conns && s->in_service == 0) event_base_loopbreak(s->base);
+}
+
+/* ---- request and reply memory -------------------------------------------
+ * Request bytes (frames being received and the bodies of requests in
+ * service) of authenticated connections share request_memory: a frame is
+ * admitted when its header arrives, if it fits or nothing else holds any
+ * (so one frame of max_frame always can be), and held until its request
+ * comes back; a connection whose frame does not fit waits, unread, on the
+ * starved list. Frames up to SMALL_FRAME have a request_memory of their
+ * own, so that large frames held by slow or hostile senders cannot starve
+ * the small requests of everyone else; frames before authentication are at
+ * most PC_RPC_PREAUTH_MAX_FRAME bytes and answered at once. Unread replies
+ * share reply_memory, counted by a callback on every output buffer. */
+
+static int request_charge(struct pc_rpc_server *s, size_t n) {
+  size_t *used = n <= SMALL_FRAME ? &s->small_used : &s->request_used;
+  if (*used && *used + n > s->request_memory) return 0;
+  *used += n;
+  atomic_store(&s->g_request_used, s->request_used + s->small_used);
+  return 1;
+}
+
+static void request_release(struct pc_rpc_server *s, size_t n) {
+  if (!n) return;
+  *(n <= SMALL_FRAME ? &s->small_used : &s->request_used) -= n;
+  atomic_store(&s->g_request_used, s->request_used + s->small_used);
+  if (s->starved_head) event_active(s->done_ev, EV_READ, 0); /* done_cb resumes them */
+}
+
+static void out_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg) {
+  conn_t *c = arg;
+  (void)buf;
+  c->out_len = c->out_len + info->n_added - info->n_deleted;
+  c->s->reply_used = c->s->reply_used + info->n_added - info->n_deleted;
+  atomic_store(&c->s->g_reply_used, c->s->reply_used);
 }
 
 /* Closes the socket at once and drops the connection's own reference; the
@@ -455,19 +598,48 @@ static void conn_close(conn_t *c) {
   if (c->closed) return;
   struct pc_rpc_server *s = c->s;
   c->closed = 1;
+  atomic_store(&c->gone, CLOSED); /* its requests in service are abandoned */
   if (s->on_close) s->on_close(s->ctx, c->cid);
+  evbuffer_remove_cb(bufferevent_get_output(c->bev), out_cb, c);
+  s->reply_used -= c->out_len;
+  atomic_store(&s->g_reply_used, s->reply_used);
+  c->out_len = 0;
   bufferevent_free(c->bev);
   c->bev = NULL;
   event_free(c->frame_ev);
   event_free(c->idle_ev);
   c->frame_ev = c->idle_ev = NULL;
   starved_remove(s, c);
+  unauth_remove(s, c);
+  rpc_peers_remove(s->peers, &c->peer_key);
+  request_release(s, c->frame_charge);
+  c->frame_charge = 0;
   if (c->prev) c->prev->next = c->next; else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = NULL;
   atomic_fetch_sub(&s->n_open, 1);
   conn_release(c);
   check_drained(s);
+}
+
+/* Makes room for need more reply bytes: past reply_memory, the connections
+ * holding the most unread bytes are closed until it fits. Returns 0 when c
+ * itself had to go (the reply is then dropped). */
+static int reply_room(conn_t *c, size_t need) {
+  struct pc_rpc_server *s = c->s;
+  while (s->reply_used + need > s->reply_memory) {
+    conn_t *victim = c;
+    for (conn_t *x = s->conns; x; x = x->next)
+      if (x->out_len > victim->out_len) victim = x;
+    atomic_fetch_add(&s->n_refused, 1);
+    pc_log_limited(&s->loglim, PC_LOG_WARN,
+                   "%s: closing %s: %zu bytes of replies unread while the server holds %zu "
+                   "(limits.reply_memory_mb)",
+                   s->name, victim->peer, victim->out_len, s->reply_used);
+    conn_close(victim);
+    if (victim == c) return 0;
+  }
+  return 1;
 }
 
 static void conn_pause(conn_t *c) {
@@ -500,6 +672,8 @@ static void conn_close_after_flush(conn_t *c) {
   struct evbuffer *in = bufferevent_get_input(c->bev);
   evbuffer_drain(in, evbuffer_get_length(in));
   c->in_seen = 0;
+  request_release(c->s, c->frame_charge);
+  c->frame_charge = 0;
   evtimer_del(c->idle_ev);
   struct timeval tv = ms_tv(LINGER_MS);
   evtimer_add(c->frame_ev, &tv);
@@ -509,16 +683,16 @@ static void conn_close_after_flush(conn_t *c) {
 /* Queues one reply frame; closes the connection if memory runs out. */
 static void conn_send(conn_t *c, uint8_t op, pc_status_t st, uint64_t id, const void *body,
                       size_t len) {
-  if (c->closed) return;
+  if (c->closed || !reply_room(c, HDR + len)) return;
   unsigned char h[HDR];
-  put_header(h, len, op, (uint8_t)st, id);
+  size_t hl = put_header(h, c->version, len, op, (uint8_t)st, id, 0);
   struct evbuffer *out = bufferevent_get_output(c->bev);
-  if (evbuffer_add(out, h, HDR) != 0 || (len && evbuffer_add(out, body, len) != 0)) {
+  if (evbuffer_add(out, h, hl) != 0 || (len && evbuffer_add(out, body, len) != 0)) {
     pc_log(PC_LOG_ERROR, "%s: out of memory replying to %s; closing", c->s->name, c->peer);
     conn_close(c);
     return;
   }
-  atomic_fetch_add(&c->s->n_bytes_out, HDR + len);
+  atomic_fetch_add(&c->s->n_bytes_out, hl + len);
 }
 
 static void conn_send_error(conn_t *c, uint8_t op, pc_status_t st, uint64_t id, const char *fmt,
@@ -535,42 +709,55 @@ static void conn_send_error(conn_t *c, uint8_t op, pc_status_t st, uint64_t id, 
   conn_send(c, (uint8_t)(op | PC_RPC_OP_REPLY), st, id, msg, (size_t)n);
 }
 
-/* A protocol fault: log it, count it, answer with the fault and close. */
-static void conn_fault(conn_t *c, uint8_t op, uint64_t id, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void conn_fault(conn_t *c, uint8_t op, uint64_t id, const char *fmt, ...) {
+/* A protocol fault: log it, count it, answer with the fault (status st) and close. */
+static void conn_fault_status(conn_t *c, uint8_t op, uint64_t id, pc_status_t st,
+                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void conn_fault_status(conn_t *c, uint8_t op, uint64_t id, pc_status_t st,
+                              const char *fmt, ...) {
   char msg[PC_ERROR_TEXT];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  atomic_fetch_add(&c->s->n_proto_errors, 1);
-  pc_log(PC_LOG_WARN, "%s: protocol error from %s: %s; closing the connection", c->s->name,
-         c->peer, msg);
-  conn_send_error(c, op, PC_INVALID, id, "%s", msg);
+  atomic_fetch_add(st == PC_DENIED ? &c->s->n_auth_failures : &c->s->n_proto_errors, 1);
+  pc_log_limited(&c->s->loglim, PC_LOG_WARN,
+                 "%s: %s from %s: %s; closing the connection", c->s->name,
+                 st == PC_DENIED ? "authentication failed" : "protocol error", c->peer, msg);
+  conn_send_error(c, op, st, id, "%s", msg);
   conn_close_after_flush(c);
 }
 
+#define conn_fault(c, op, id, ...) conn_fault_status(c, op, id, PC_INVALID, __VA_ARGS__)
+
 static void run_job(struct pc_rpc_server *s, job_t *j);
 
-static void dispatch(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen) {
+/* Takes body and the connection's charge for it. */
+static void dispatch(conn_t *c, const pc_rpc_frame_t *f, char *body, size_t blen) {
   struct pc_rpc_server *s = c->s;
   job_t *j = calloc(1, sizeof *j);
   if (!j) {
     free(body);
-    conn_send_error(c, op, PC_NOMEM, id, "out of memory");
+    request_release(s, c->frame_charge);
+    c->frame_charge = 0;
+    conn_send_error(c, f->op, PC_NOMEM, f->id, "out of memory");
     return;
   }
   j->conn = c;
   j->cid = c->cid;
-  j->op = op;
-  j->id = id;
+  j->role = c->role;
+  j->charge = c->frame_charge;
+  c->frame_charge = 0;
+  j->op = f->op;
+  j->version = f->version;
+  j->id = f->id;
+  j->deadline_ms = f->budget_ms ? pc_now_mono_ms() + f->budget_ms : 0;
   j->body = body;
   j->blen = blen;
   conn_hold(c);
   c->inflight++;
   s->in_service++;
-  if (s->runs_inline && s->runs_inline(op)) { /* never blocks: no worker hand-off */
+  atomic_fetch_add(&s->n_in_service, 1);
+  if (s->runs_inline && s->runs_inline(f->op)) { /* never blocks: no worker hand-off */
     run_job(s, j);
     return;
   }
@@ -581,39 +768,99 @@ static void dispatch(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen
   pthread_mutex_unlock(&s->qmu);
 }
 
-/* One complete request frame; takes body. */
-static void handle_frame(conn_t *c, uint8_t op, uint64_t id, char *body, size_t blen) {
+static void idle_arm(conn_t *c);
+
+/* Every configured gate is through: the connection is served from now on. */
+static void conn_authenticated(conn_t *c) {
+  c->authed = 1;
+  c->role = rpc_role_min(c->tls_role, c->secret_role);
+  unauth_remove(c->s, c);
+  idle_arm(c);
+}
+
+/* HELLO: without a secret, an empty answer; with one, the server's nonce. */
+static void serve_hello(conn_t *c, uint64_t id, const char *body, size_t blen) {
   struct pc_rpc_server *s = c->s;
-  atomic_fetch_add(&s->n_requests, 1);
-  if (s->secret && !c->authed && op != PC_RPC_OP_HELLO) {
-    free(body);
-    conn_fault(c, op, id, AUTH_REQUIRED ": the first frame must be HELLO");
+  if (!rpc_creds_has_secret(&s->creds)) {
+    conn_send(c, PC_RPC_OP_HELLO | PC_RPC_OP_REPLY, PC_OK, id, NULL, 0);
     return;
+  }
+  if (c->authed) {
+    conn_send_error(c, PC_RPC_OP_HELLO, PC_INVALID, id, "already authenticated");
+    return;
+  }
+  if (blen != PC_RPC_NONCE || c->hello_seen) {
+    conn_fault_status(c, PC_RPC_OP_HELLO, id, PC_DENIED,
+                      blen != PC_RPC_NONCE ? "HELLO must carry a %d-byte nonce"
+                                           : "HELLO sent twice (%d-byte nonce)",
+                      PC_RPC_NONCE);
+    return;
+  }
+  if (rpc_random(c->snonce, sizeof c->snonce) != 0) {
+    conn_fault_status(c, PC_RPC_OP_HELLO, id, PC_INTERNAL, "no random bytes for a nonce");
+    return;
+  }
+  memcpy(c->cnonce, body, PC_RPC_NONCE);
+  c->hello_seen = 1;
+  conn_send(c, PC_RPC_OP_HELLO | PC_RPC_OP_REPLY, PC_OK, id, c->snonce, PC_RPC_NONCE);
+}
+
+/* AUTH: the client's proof of the secret; one attempt per connection. */
+static void serve_auth(conn_t *c, uint64_t id, const char *body, size_t blen) {
+  struct pc_rpc_server *s = c->s;
+  if (!rpc_creds_has_secret(&s->creds) || c->authed) {
+    conn_send_error(c, PC_RPC_OP_AUTH, PC_INVALID, id,
+                    c->authed ? "already authenticated" : "this server has no secret");
+    return;
+  }
+  if (!c->hello_seen) {
+    conn_fault_status(c, PC_RPC_OP_AUTH, id, PC_DENIED, "AUTH before HELLO");
+    return;
+  }
+  unsigned char proof[PC_RPC_MAC];
+  pc_rpc_role_t role =
+      rpc_auth_check(&s->creds, (const unsigned char *)body, blen, c->snonce, c->cnonce, proof);
+  c->hello_seen = 0;
+  if (role == PC_RPC_ROLE_NONE) {
+    conn_fault_status(c, PC_RPC_OP_AUTH, id, PC_DENIED, "wrong secret");
+    return;
+  }
+  c->secret_role = role;
+  conn_send(c, PC_RPC_OP_AUTH | PC_RPC_OP_REPLY, PC_OK, id, proof, sizeof proof);
+  if (!c->handshaking) conn_authenticated(c);
+}
+
+/* One complete request frame; takes body and the connection's charge for it. */
+static void handle_frame(conn_t *c, const pc_rpc_frame_t *f, char *body, size_t blen) {
+  struct pc_rpc_server *s = c->s;
+  uint8_t op = f->op;
+  uint64_t id = f->id;
+  atomic_fetch_add(&s->n_requests, 1);
+  if (op == PC_RPC_OP_HELLO || op == PC_RPC_OP_AUTH || op == PC_RPC_OP_PING ||
+      !c->authed || op < 0x10 || op >= 0x80) {
+    /* answered here, on the loop thread: the frame's memory goes at once */
+    request_release(s, c->frame_charge);
+    c->frame_charge = 0;
   }
   if (op == PC_RPC_OP_HELLO) {
-    int ok = !s->secret || secret_equal(s->secret, s->secret_len, body ? body : "", blen);
-    free(body);
-    if (!ok) {
-      conn_fault(c, op, id, "wrong secret");
-      return;
-    }
-    c->authed = 1;
+    serve_hello(c, id, body, blen);
+  } else if (op == PC_RPC_OP_AUTH) {
+    serve_auth(c, id, body, blen);
+  } else if (!c->authed) {
+    conn_fault_status(c, op, id, PC_DENIED,
+                      AUTH_REQUIRED ": the first frames must be HELLO and AUTH");
+  } else if (op == PC_RPC_OP_PING) {
     conn_send(c, op | PC_RPC_OP_REPLY, PC_OK, id, NULL, 0);
-    return;
-  }
-  if (op == PC_RPC_OP_PING) {
-    free(body);
-    conn_send(c, op | PC_RPC_OP_REPLY, PC_OK, id, NULL, 0);
-    return;
-  }
-  if (op < 0x10 || op >= 0x80) {
-    free(body);
+  } else if (op < 0x10 || op >= 0x80) {
     atomic_fetch_add(&s->n_proto_errors, 1);
-    pc_log(PC_LOG_WARN, "%s: protocol error from %s: unknown opcode 0x%02x", s->name, c->peer, op);
+    pc_log_limited(&s->loglim, PC_LOG_WARN, "%s: protocol error from %s: unknown opcode 0x%02x",
+                   s->name, c->peer, op);
     conn_send_error(c, op, PC_INVALID, id, "unknown opcode 0x%02x", op);
+  } else {
+    dispatch(c, f, body, blen);
     return;
   }
-  dispatch(c, op, id, body, blen);
+  free(body);
 }
 
 /* Parses and serves the complete frames in the input, as far as the limits
@@ -621,7 +868,7 @@ static void handle_frame(conn_t *c, uint8_t op, uint64_t id, char *body, size_t 
  * reference: the connection may be closed inside. */
 static void conn_process_held(conn_t *c) {
   struct pc_rpc_server *s = c->s;
-  if (c->closed || c->closing) return;
+  if (c->closed || c->closing || c->handshaking) return;
   struct evbuffer *in = bufferevent_get_input(c->bev);
   for (;;) {
     if (s->stopping || c->inflight >= s->max_inflight || conn_outlen(c) > OUT_HIGH) {
@@ -638,23 +885,26 @@ static void conn_process_held(conn_t *c) {
     unsigned char h[HDR];
     size_t got = avail < HDR ? avail : HDR;
     evbuffer_copyout(in, h, got);
-    uint32_t flen = get_be32(h);
-    uint8_t op = got > 5 ? h[5] : 0;
-    uint64_t id = got >= HDR ? get_be64(h + 7) : 0;
-    if (flen < PC_RPC_HEADER || flen > s->max_frame) {
-      conn_fault(c, op, id, "bad frame length %u (must be %u..%u)", flen, PC_RPC_HEADER,
-                 s->max_frame);
+    uint32_t limit = c->authed ? s->max_frame : PC_RPC_PREAUTH_MAX_FRAME;
+    pc_rpc_frame_t f;
+    pc_rpc_frame_state_t fs = pc_rpc_frame_read(h, avail, limit, 0, &f);
+    if (got > 4) c->version = f.known ? f.version : PC_RPC_VERSION_1; /* every version's start */
+    if (fs == PC_RPC_FRAME_BAD) {
+      conn_fault(c, f.op, f.id, "%s%s", f.fault, c->authed ? "" : " before authentication");
       return;
     }
-    if (got > 4 && h[4] != PC_RPC_VERSION) {
-      conn_fault(c, op, id, "unsupported protocol version %u (this server speaks %u)", h[4],
-                 PC_RPC_VERSION);
-      return;
+    if (!c->frame_charge && c->authed) {
+      if (!request_charge(s, f.len)) { /* wait, unread, until requests come back */
+        conn_pause(c);
+        starved_add(s, c);
+        return;
+      }
+      c->frame_charge = f.len;
     }
-    if (avail - PREFIX < flen) break;
+    if (fs == PC_RPC_FRAME_MORE) break;
     /* a complete frame */
-    evbuffer_drain(in, HDR);
-    size_t blen = flen - PC_RPC_HEADER;
+    evbuffer_drain(in, f.hlen);
+    size_t blen = f.len - (f.hlen - PREFIX);
     char *body = NULL;
     if (blen) {
       body = malloc(blen);
@@ -668,7 +918,7 @@ static void conn_process_held(conn_t *c) {
     }
     c->in_seen = evbuffer_get_length(in);
     evtimer_del(c->frame_ev);
-    handle_frame(c, op, id, body, blen);
+    handle_frame(c, &f, body, blen);
     if (c->closed || c->closing) return;
   }
   size_t avail = evbuffer_get_length(in);
@@ -677,8 +927,10 @@ static void conn_process_held(conn_t *c) {
     if (c->inflight == 0) {
       if (avail) {
         atomic_fetch_add(&s->n_proto_errors, 1);
-        pc_log(PC_LOG_WARN, "%s: protocol error from %s: connection closed inside a frame "
-               "(%zu bytes of it received)", s->name, c->peer, avail);
+        pc_log_limited(&s->loglim, PC_LOG_WARN,
+                       "%s: protocol error from %s: connection closed inside a frame (%zu bytes "
+                       "of it received)",
+                       s->name, c->peer, avail);
       }
       conn_close_after_flush(c);
     }
@@ -706,8 +958,9 @@ static void conn_after_io(conn_t *c) {
     conn_linger(c);
 }
 
+/* (Re)arms the idle timer; before authentication the deadline set at accept stands. */
 static void idle_arm(conn_t *c) {
-  if (c->closed || c->closing) return;
+  if (c->closed || c->closing || !c->authed) return;
   struct timeval tv = ms_tv(c->s->idle_timeout_ms);
   evtimer_add(c->idle_ev, &tv);
 }
@@ -740,20 +993,78 @@ static void conn_write_cb(struct bufferevent *bev, void *arg) {
   conn_release(c);
 }
 
+/* The TLS handshake is done: the peer's certificate name decides its role. */
+static void conn_handshake_done(conn_t *c) {
+  struct pc_rpc_server *s = c->s;
+  c->handshaking = 0;
+  char cn[256];
+  if (pc_tls_peer_name(c->bev, cn, sizeof cn) != 0) {
+    conn_fault_status(c, PC_RPC_OP_HELLO, 0, PC_DENIED, "a client certificate without a usable "
+                      "common name");
+    return;
+  }
+  c->tls_role = pc_tls_role_of(s->creds.tls, cn);
+  if (c->tls_role == PC_RPC_ROLE_NONE) {
+    conn_fault_status(c, PC_RPC_OP_HELLO, 0, PC_DENIED, "certificate name '%.64s' is not allowed "
+                      "(tls.allowed_cn)", cn);
+    return;
+  }
+  pc_log(PC_LOG_DEBUG, "%s: %s is '%s' (%s)", s->name, c->peer, cn,
+         c->tls_role == PC_RPC_ROLE_SYSTEM ? "system" : "data");
+  if (!rpc_creds_has_secret(&s->creds) || c->secret_role != PC_RPC_ROLE_NONE)
+    conn_authenticated(c);
+  conn_process_held(c);
+}
+
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg) {
   conn_t *c = arg;
+  struct pc_rpc_server *s = c->s;
   (void)bev;
   conn_hold(c);
-  if (what & BEV_EVENT_ERROR) {
+  if ((what & BEV_EVENT_CONNECTED) && c->handshaking) {
+    conn_handshake_done(c);
+  } else if (c->handshaking && (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) && !c->closing) {
+    char why[400];
+    pc_tls_failure(c->bev, why, sizeof why);
+    atomic_fetch_add(&s->n_auth_failures, 1);
+    pc_log_limited(&s->loglim, PC_LOG_WARN, "%s: %s: %s", s->name, c->peer, why);
+    /* OpenSSL wrote its alert to the socket: close only after the peer had
+     * time to read it, since closing with its unread bytes would reset the
+     * connection and could destroy the alert that tells it why */
+    c->closing = c->shut = 1;
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+    struct timeval tv = ms_tv(LINGER_MS);
+    evtimer_add(c->frame_ev, &tv);
+    evtimer_del(c->idle_ev);
+  } else if (what & BEV_EVENT_TIMEOUT) {
+    atomic_fetch_add(&s->n_refused, 1);
+    pc_log_limited(&s->loglim, PC_LOG_WARN,
+                   "%s: %s read none of its replies for %u ms (%zu bytes unread); closing "
+                   "(limits.reply_timeout_ms)",
+                   s->name, c->peer, s->reply_timeout_ms, c->out_len);
+    conn_close(c);
+  } else if (c->handshaking) {
+    /* lingering after a failed handshake: the timer closes it */
+  } else if (what & BEV_EVENT_ERROR) {
     int e = EVUTIL_SOCKET_ERROR();
-    if (!c->closing && e != ECONNRESET && e != EPIPE)
-      pc_log(PC_LOG_WARN, "%s: connection from %s failed: %s", c->s->name, c->peer,
-             evutil_socket_error_to_string(e));
+    char why[400];
+    if (s->creds.tls && pc_tls_failure(c->bev, why, sizeof why))
+      pc_log_limited(&s->loglim, PC_LOG_WARN, "%s: connection from %s failed: %s", s->name,
+                     c->peer, why);
+    else if (!c->closing && e != ECONNRESET && e != EPIPE)
+      pc_log_limited(&s->loglim, PC_LOG_WARN, "%s: connection from %s failed: %s", s->name,
+                     c->peer, evutil_socket_error_to_string(e));
     conn_close(c);
   } else if (what & BEV_EVENT_EOF) {
-    /* The peer will send nothing more: serve what is complete, then close. */
+    /* The peer will send nothing more: serve what is complete, then close.
+     * A peer that closed may not read what it asked for either (a client
+     * that gave up, a process that died; a half-close looks the same), so
+     * the requests in service are abandoned: long ones stop at a step,
+     * quick ones answer as ever. */
+    atomic_store(&c->gone, PEER_DONE);
     size_t avail = evbuffer_get_length(bufferevent_get_input(c->bev));
-    if (avail > c->in_seen) atomic_fetch_add(&c->s->n_bytes_in, avail - c->in_seen);
+    if (avail > c->in_seen) atomic_fetch_add(&s->n_bytes_in, avail - c->in_seen);
     c->in_seen = avail;
     c->eof = 1;
     c->reading = 0;
@@ -776,8 +1087,10 @@ static void conn_frame_timeout_cb(evutil_socket_t fd, short what, void *arg) {
     pc_log(PC_LOG_DEBUG, "%s: %s did not read its last reply; closing", c->s->name, c->peer);
   } else {
     atomic_fetch_add(&c->s->n_proto_errors, 1);
-    pc_log(PC_LOG_WARN, "%s: protocol error from %s: frame not completed within %u ms; closing "
-           "the connection", c->s->name, c->peer, c->s->frame_timeout_ms);
+    pc_log_limited(&c->s->loglim, PC_LOG_WARN,
+                   "%s: protocol error from %s: frame not completed within %u ms; closing the "
+                   "connection",
+                   c->s->name, c->peer, c->s->frame_timeout_ms);
   }
   conn_close(c);
   conn_release(c);
@@ -785,17 +1098,45 @@ static void conn_frame_timeout_cb(evutil_socket_t fd, short what, void *arg) {
 
 static void conn_idle_cb(evutil_socket_t fd, short what, void *arg) {
   conn_t *c = arg;
+  struct pc_rpc_server *s = c->s;
   (void)fd;
   (void)what;
   conn_hold(c);
-  if (c->inflight > 0 || conn_outlen(c) > 0) {
+  if (!c->authed && !c->closing) {
+    atomic_fetch_add(&s->n_auth_failures, 1);
+    pc_log_limited(&s->loglim, PC_LOG_WARN,
+                   "%s: %s did not authenticate within %u ms; closing (limits.auth_timeout_ms)",
+                   s->name, c->peer, s->auth_timeout_ms);
+    conn_close(c);
+  } else if (c->inflight > 0 || conn_outlen(c) > 0) {
     idle_arm(c);
   } else {
-    pc_log(PC_LOG_DEBUG, "%s: closing %s after %u ms idle", c->s->name, c->peer,
-           c->s->idle_timeout_ms);
+    pc_log(PC_LOG_DEBUG, "%s: closing %s after %u ms idle", s->name, c->peer,
+           s->idle_timeout_ms);
     conn_close(c);
   }
   conn_release(c);
+}
+
+/* Closes the oldest connection that has not authenticated, to make room;
+ * 0 when there is none. */
+static int evict_unauthenticated(struct pc_rpc_server *s, const char *why) {
+  conn_t *c = s->unauth_head;
+  if (!c) return 0;
+  atomic_fetch_add(&s->n_refused, 1);
+  pc_log_limited(&s->loglim, PC_LOG_WARN,
+                 "%s: closing %s, not authenticated after %llu ms, to make room (%s)", s->name,
+                 c->peer, (unsigned long long)(pc_now_mono_ms() - c->accepted_ms), why);
+  conn_close(c);
+  return 1;
+}
+
+static void refuse(struct pc_rpc_server *s, evutil_socket_t fd, const char *peer,
+                   const char *why, uint32_t n) {
+  atomic_fetch_add(&s->n_refused, 1);
+  pc_log_limited(&s->loglim, PC_LOG_WARN, "%s: refusing %s: %u connections open (%s)", s->name,
+                 peer, n, why);
+  evutil_closesocket(fd);
 }
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
@@ -809,19 +1150,31 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     evutil_closesocket(fd);
     return;
   }
-  if (atomic_load(&s->n_open) >= s->max_connections) {
-    pc_log(PC_LOG_WARN, "%s: refusing %s: %u connections open (max_connections)", s->name, peer,
-           s->max_connections);
-    evutil_closesocket(fd);
+  rpc_peer_key_t key = rpc_peer_key(sa);
+  uint32_t same = rpc_peers_count(s->peers, &key);
+  if (same >= s->max_per_peer) {
+    refuse(s, fd, peer, "from this address: limits.max_connections_per_peer", same);
     return;
   }
+  if (atomic_load(&s->n_open) >= s->max_connections &&
+      !evict_unauthenticated(s, "limits.max_connections")) {
+    refuse(s, fd, peer, "limits.max_connections", s->max_connections);
+    return;
+  }
+  if (s->need_auth && s->nunauth >= s->max_unauth)
+    evict_unauthenticated(s, "limits.max_unauthenticated");
   set_nodelay(fd);
   conn_t *c = calloc(1, sizeof *c);
-  struct bufferevent *bev = c ? bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+  struct bufferevent *bev = NULL;
+  if (c && s->creds.tls)
+    bev = pc_tls_server_bev(s->creds.tls, s->base, fd);
+  else if (c)
+    bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
   struct event *fe = bev ? evtimer_new(s->base, conn_frame_timeout_cb, c) : NULL;
   struct event *ie = fe ? evtimer_new(s->base, conn_idle_cb, c) : NULL;
-  if (!ie) {
+  if (!ie || rpc_peers_add(s->peers, &key) != 0) {
     pc_log(PC_LOG_ERROR, "%s: out of memory accepting %s", s->name, peer);
+    if (ie) event_free(ie);
     if (fe) event_free(fe);
     if (bev) bufferevent_free(bev); else evutil_closesocket(fd);
     free(c);
@@ -833,24 +1186,38 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
   c->frame_ev = fe;
   c->idle_ev = ie;
   c->refs = 1;
-  c->authed = s->secret == NULL;
+  c->version = PC_RPC_VERSION_1;
+  c->peer_key = key;
+  c->accepted_ms = pc_now_mono_ms();
+  c->handshaking = s->creds.tls != NULL;
+  c->tls_role = PC_RPC_ROLE_SYSTEM; /* until a certificate says otherwise */
+  c->secret_role = rpc_creds_has_secret(&s->creds) ? PC_RPC_ROLE_NONE : PC_RPC_ROLE_SYSTEM;
   snprintf(c->peer, sizeof c->peer, "%s", peer);
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;
   atomic_fetch_add(&s->n_open, 1);
+  evbuffer_add_cb(bufferevent_get_output(bev), out_cb, c);
+  struct timeval wtv = ms_tv(s->reply_timeout_ms);
+  bufferevent_set_timeouts(bev, NULL, &wtv); /* replies that make no progress */
   bufferevent_setcb(bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
   bufferevent_enable(bev, EV_READ);
   c->reading = 1;
-  idle_arm(c);
+  if (s->need_auth) {
+    unauth_add(s, c);
+    struct timeval tv = ms_tv(s->auth_timeout_ms);
+    evtimer_add(c->idle_ev, &tv);
+  } else {
+    conn_authenticated(c);
+  }
   pc_log(PC_LOG_DEBUG, "%s: connection from %s", s->name, peer);
 }
 
 static void accept_error_cb(struct evconnlistener *l, void *arg) {
   struct pc_rpc_server *s = arg;
   int e = EVUTIL_SOCKET_ERROR();
-  pc_log(PC_LOG_WARN, "%s: accept on %s failed: %s; pausing accepts for %d ms", s->name,
-         s->endpoint, evutil_socket_error_to_string(e), ACCEPT_RETRY_MS);
+  pc_log_limited(&s->loglim, PC_LOG_WARN, "%s: accept on %s failed: %s; pausing accepts for %d ms",
+                 s->name, s->endpoint, evutil_socket_error_to_string(e), ACCEPT_RETRY_MS);
   evconnlistener_disable(l);
   struct timeval tv = ms_tv(ACCEPT_RETRY_MS);
   evtimer_add(s->accept_retry_ev, &tv);
@@ -872,17 +1239,30 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
   job_t *list = s->chead;
   s->chead = s->ctail = NULL;
   pthread_mutex_unlock(&s->cmu);
+  if (list) {
+    size_t taken = 0;
+    for (job_t *j = list; j; j = j->next) taken += j->reply.len;
+    if (atomic_fetch_sub(&s->pending_replies, taken) >= s->reply_memory) {
+      pthread_mutex_lock(&s->qmu); /* workers that waited for it to drain go on */
+      pthread_cond_broadcast(&s->qcv);
+      pthread_mutex_unlock(&s->qmu);
+    }
+  }
   while (list) {
     job_t *j = list;
     list = j->next;
     conn_t *c = j->conn;
     c->inflight--;
     s->in_service--;
-    if (!c->closed) {
+    atomic_fetch_sub(&s->n_in_service, 1);
+    request_release(s, j->charge);
+    if (!c->closed && reply_room(c, HDR + j->reply.len)) {
       unsigned char h[HDR];
-      put_header(h, j->reply.len, j->op | PC_RPC_OP_REPLY, (uint8_t)j->status, j->id);
+      size_t hl =
+          put_header(h, j->version, j->reply.len, j->op | PC_RPC_OP_REPLY, (uint8_t)j->status,
+                     j->id, 0);
       struct evbuffer *out = bufferevent_get_output(c->bev);
-      int rc = evbuffer_add(out, h, HDR);
+      int rc = evbuffer_add(out, h, hl);
       if (rc == 0 && j->reply.len) {
         rc = evbuffer_add_reference(out, j->reply.p, j->reply.len, free_reference, NULL);
         if (rc == 0) j->reply.p = NULL; /* the evbuffer owns it now */
@@ -891,7 +1271,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
         pc_log(PC_LOG_ERROR, "%s: out of memory replying to %s; closing", s->name, c->peer);
         conn_close(c);
       } else {
-        atomic_fetch_add(&s->n_bytes_out, HDR + j->reply.len);
+        atomic_fetch_add(&s->n_bytes_out, hl + j->reply.len);
         conn_process_held(c);
       }
     }
@@ -899,7 +1279,9 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
     free(j);
     conn_release(c);
   }
-  while (s->starved_head && s->in_service < s->qcap) {
+  /* each starved connection gets one try; one that still cannot go on
+   * queues itself again at the tail */
+  for (uint32_t n = s->nstarved; n > 0 && s->starved_head && s->in_service < s->qcap; n--) {
     conn_t *c = s->starved_head;
     starved_remove(s, c);
     conn_hold(c);
@@ -909,12 +1291,24 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
   check_drained(s);
 }
 
+/* The stop's grace is over: the requests still in service are cancelled
+ * (their handlers stop at their next step), and their replies, which say so,
+ * get CANCEL_FLUSH_MS to go out before every connection closes. */
 static void grace_cb(evutil_socket_t fd, short what, void *arg) {
   struct pc_rpc_server *s = arg;
   (void)fd;
   (void)what;
-  pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service after %d ms; closing every "
-         "connection", s->name, s->in_service, STOP_GRACE_MS);
+  if (!atomic_load(&s->cancel_all)) {
+    pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service after %d ms; cancelling them",
+           s->name, s->in_service, STOP_GRACE_MS);
+    atomic_store(&s->cancel_all, 1);
+    struct timeval tv = ms_tv(CANCEL_FLUSH_MS);
+    evtimer_add(s->grace_ev, &tv);
+    return;
+  }
+  if (s->in_service)
+    pc_log(PC_LOG_WARN, "%s: stopping: %u requests still in service %d ms after they were "
+           "cancelled; closing every connection", s->name, s->in_service, CANCEL_FLUSH_MS);
   while (s->conns) conn_close(s->conns);
   event_base_loopbreak(s->base);
 }
@@ -950,18 +1344,45 @@ static void *loop_main(void *arg) {
   return NULL;
 }
 
+/* Whether nobody waits for job j any more: its connection closed, or the
+ * server's stop gave up waiting. Read by the job's handler thread (through
+ * core/deadline.h's pc_call_check) while the I/O thread may set either. */
+static int job_abandoned(void *arg) {
+  const job_t *j = arg;
+  if (atomic_load_explicit(&j->conn->s->cancel_all, memory_order_relaxed))
+    return PC_CANCEL_STOPPING;
+  return atomic_load_explicit(&j->conn->gone, memory_order_relaxed) ? PC_CANCEL_GONE : 0;
+}
+
 /* Runs job j's handler on the calling thread (a worker, or the I/O thread for
- * ops that run inline), then hands the reply to the I/O thread through the
- * completion list. */
+ * ops that run inline), within the request's deadline and with its
+ * abandonment visible (core/deadline.h), then hands the reply to the I/O
+ * thread through the completion list. A request that is past its deadline
+ * before it starts, or whose connection closed, is not run. */
 static void run_job(struct pc_rpc_server *s, job_t *j) {
   pc_error_t err;
   pc_error_clear(&err);
-  current_connection = j->cid;
-  pc_status_t st = s->handler(s->ctx, j->op, j->body ? j->body : "", j->blen, &j->reply, &err);
-  current_connection = 0;
+  pc_status_t st;
+  if (atomic_load(&j->conn->gone) == CLOSED || atomic_load(&s->cancel_all)) {
+    st = pc_error_set(&err, PC_TIMEOUT, "request abandoned before it ran (its connection "
+                      "closed, or the server is stopping)");
+  } else if (deadline_passed(j->deadline_ms)) {
+    st = pc_error_set(&err, PC_TIMEOUT, "request waited in the queue past its deadline");
+  } else {
+    current_connection = j->cid;
+    current_role = j->role;
+    uint64_t outer_deadline = pc_deadline_set(j->deadline_ms);
+    pc_cancel_t outer_cancel = pc_cancel_set((pc_cancel_t){job_abandoned, j});
+    st = s->handler(s->ctx, j->op, j->body ? j->body : "", j->blen, &j->reply, &err);
+    pc_cancel_set(outer_cancel);
+    pc_deadline_set(outer_deadline);
+    current_connection = 0;
+    current_role = PC_RPC_ROLE_NONE;
+  }
+  if (job_abandoned(j) || deadline_passed(j->deadline_ms)) atomic_fetch_add(&s->n_abandoned, 1);
   free(j->body);
   j->body = NULL;
-  if ((unsigned)st > PC_INTERNAL) {
+  if ((unsigned)st > PC_STATUS_MAX) {
     pc_error_set(&err, PC_INTERNAL, "handler of op 0x%02x returned unknown status %d", j->op,
                  (int)st);
     st = PC_INTERNAL;
@@ -977,6 +1398,7 @@ static void run_job(struct pc_rpc_server *s, job_t *j) {
   }
   j->status = st;
 
+  atomic_fetch_add(&s->pending_replies, j->reply.len);
   pthread_mutex_lock(&s->cmu);
   int first = s->chead == NULL;
   if (s->ctail) s->ctail->next = j; else s->chead = j;
@@ -989,7 +1411,8 @@ static void *worker_main(void *arg) {
   struct pc_rpc_server *s = arg;
   for (;;) {
     pthread_mutex_lock(&s->qmu);
-    while (!s->qhead && !s->qstop) pthread_cond_wait(&s->qcv, &s->qmu);
+    while ((!s->qhead || atomic_load(&s->pending_replies) >= s->reply_memory) && !s->qstop)
+      pthread_cond_wait(&s->qcv, &s->qmu);
     if (s->qstop) {
       pthread_mutex_unlock(&s->qmu);
       return NULL;
@@ -1031,16 +1454,17 @@ static void server_free(struct pc_rpc_server *s) {
   pthread_mutex_destroy(&s->qmu);
   pthread_cond_destroy(&s->qcv);
   pthread_mutex_destroy(&s->cmu);
+  rpc_peers_free(s->peers);
+  rpc_creds_free(&s->creds);
   free(s->workers);
   free(s->name);
   free(s->host);
-  free(s->secret);
   free(s);
 }
 
 static void server_join(struct pc_rpc_server *s) {
   if (s->loop_started) {
-    event_active(s->stop_ev, EV_READ, 0);
+    pc_rpc_server_stop_begin(s);
     pthread_join(s->loop_thread, NULL);
     s->loop_started = 0;
   }
@@ -1114,15 +1538,20 @@ pc_rpc_server_t *pc_rpc_server_start(const pc_rpc_server_options_t *opts,
   pthread_mutex_init(&s->cmu, NULL);
   s->name = strdup(opts->name && opts->name[0] ? opts->name : "rpc");
   s->host = strdup(host);
-  if (opts->secret && opts->secret[0]) {
-    s->secret = strdup(opts->secret);
-    s->secret_len = strlen(opts->secret);
-  }
+  int creds_rc = rpc_creds_init(&s->creds, opts->auth);
+  s->need_auth = s->creds.tls || rpc_creds_has_secret(&s->creds);
+  s->peers = rpc_peers_create();
   s->max_frame = max_frame;
   s->max_inflight = opts->max_inflight ? opts->max_inflight : 64;
   s->frame_timeout_ms = opts->frame_timeout_ms ? opts->frame_timeout_ms : 10000;
   s->idle_timeout_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms : 300000;
   s->max_connections = opts->max_connections ? opts->max_connections : 1024;
+  s->max_per_peer = opts->max_connections_per_peer ? opts->max_connections_per_peer : 512;
+  s->max_unauth = opts->max_unauthenticated ? opts->max_unauthenticated : 64;
+  s->auth_timeout_ms = opts->auth_timeout_ms ? opts->auth_timeout_ms : 5000;
+  s->request_memory = opts->request_memory ? opts->request_memory : DEFAULT_REQUEST_MEMORY;
+  s->reply_memory = opts->reply_memory ? opts->reply_memory : DEFAULT_REPLY_MEMORY;
+  s->reply_timeout_ms = opts->reply_timeout_ms ? opts->reply_timeout_ms : 30000;
   s->qcap = workers * 64 > 1024 ? workers * 64 : 1024;
   s->handler = handler;
   s->ctx = ctx;
@@ -1131,7 +1560,7 @@ pc_rpc_server_t *pc_rpc_server_start(const pc_rpc_server_options_t *opts,
   s->port = opts->port;
   snprintf(s->endpoint, sizeof s->endpoint, "%s", ep);
   s->workers = calloc(workers, sizeof *s->workers);
-  if (!s->name || !s->host || (opts->secret && opts->secret[0] && !s->secret) || !s->workers) {
+  if (!s->name || !s->host || creds_rc != 0 || !s->peers || !s->workers) {
     pc_error_set(err, PC_NOMEM, "rpc server %s: out of memory", ep);
     server_free(s);
     return NULL;
@@ -1206,6 +1635,17 @@ void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out) {
   out->protocol_errors = atomic_load(&m->n_proto_errors);
   out->bytes_in = atomic_load(&m->n_bytes_in);
   out->bytes_out = atomic_load(&m->n_bytes_out);
+  out->in_service = atomic_load(&m->n_in_service);
+  out->abandoned = atomic_load(&m->n_abandoned);
+  out->connections_refused = atomic_load(&m->n_refused);
+  out->auth_failures = atomic_load(&m->n_auth_failures);
+  out->request_memory = atomic_load(&m->g_request_used);
+  out->reply_memory = atomic_load(&m->g_reply_used);
+}
+
+void pc_rpc_server_stop_begin(pc_rpc_server_t *s) {
+  if (!s || !s->loop_started || atomic_exchange(&s->stop_begun, 1)) return;
+  event_active(s->stop_ev, EV_READ, 0);
 }
 
 void pc_rpc_server_stop(pc_rpc_server_t *s) {
@@ -1219,7 +1659,8 @@ void pc_rpc_server_stop(pc_rpc_server_t *s) {
 /* ==== client ============================================================== */
 
 enum { CALL_QUEUED, CALL_SENT, CALL_DONE };
-enum { LINK_DOWN, LINK_CONNECTING, LINK_UP };
+/* LINK_AUTH: connected, proving the secret (HELLO, AUTH); calls wait queued */
+enum { LINK_DOWN, LINK_CONNECTING, LINK_AUTH, LINK_UP };
 
 /* One call, on its caller's stack; linked into the client only under mu. */
 typedef struct call {
@@ -1241,10 +1682,11 @@ struct pc_rpc_client {
   char host[256];
   uint16_t port;
   char endpoint[300];
-  char *secret; /* owned; NULL when none */
-  size_t secret_len;
+  rpc_creds_t creds;  /* what it presents */
+  unsigned char cnonce[PC_RPC_NONCE], snonce[PC_RPC_NONCE]; /* the exchange under way */
   local_ep_t *local;  /* a server of this process answers it in-process (no thread, no socket) */
   uint64_t local_cid; /* its connection id there */
+  pc_rpc_role_t local_role;
 
   struct event_base *base;
   struct event *kick_ev, *retry_ev, *connect_ev, *stop_ev;
@@ -1263,7 +1705,8 @@ struct pc_rpc_client {
   uint64_t next_attempt_ms;
   uint32_t backoff_ms;
   char reason[160]; /* why the last attempt or connection failed */
-  char refused[160]; /* the server's refusal of our HELLO, until one is accepted */
+  char refused[160]; /* the server's refusal of our credentials, until they are accepted */
+  int answered;      /* the connection has carried a reply (so a TLS failure is not a refusal) */
   int destroying;
   uint32_t callers;
 
@@ -1410,7 +1853,9 @@ static void start_connect(struct pc_rpc_client *c) {
     snprintf(reason, sizeof reason, "socket: %s", strerror(errno));
   } else {
     set_nodelay(fd);
-    c->bev = bufferevent_socket_new(c->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = c->creds.tls ? pc_tls_client_bev(c->creds.tls, c->base, fd, c->host)
+                          : bufferevent_socket_new(c->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->answered = 0;
     if (!c->bev) {
       evutil_closesocket(fd);
       snprintf(reason, sizeof reason, "out of memory");
@@ -1467,12 +1912,77 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg) {
   (void)fd;
   (void)what;
   pthread_mutex_lock(&c->mu);
-  if (c->link == LINK_CONNECTING) {
-    char reason[64];
-    snprintf(reason, sizeof reason, "connect timed out after %d ms", CONNECT_TIMEOUT_MS);
+  if (c->link == LINK_CONNECTING || c->link == LINK_AUTH) {
+    char reason[96];
+    snprintf(reason, sizeof reason, "%s timed out after %d ms",
+             c->link == LINK_AUTH ? "authentication" : c->creds.tls ? "TLS connect" : "connect",
+             CONNECT_TIMEOUT_MS);
     link_failed(c, reason);
   }
   pthread_mutex_unlock(&c->mu);
+}
+
+/* mu held, loop thread: appends one frame of the exchange (id 0). */
+static int send_auth_frame(struct pc_rpc_client *c, uint8_t op, const void *body, size_t len) {
+  unsigned char h[HDR];
+  size_t hl = put_header(h, PC_RPC_VERSION, len, op, 0, 0, 0);
+  struct evbuffer *out = bufferevent_get_output(c->bev);
+  return evbuffer_add(out, h, hl) == 0 && evbuffer_add(out, body, len) == 0 ? 0 : -1;
+}
+
+/* mu held, loop thread: the server refused this client's credentials (or
+ * they cannot be proven to it): every call waiting fails now with
+ * PC_DENIED, since retrying will not help them; the link then goes down. */
+static void refused_by(struct pc_rpc_client *c, const char *why) {
+  pc_log(PC_LOG_WARN, "rpc client: %s refused this client: %s", c->endpoint, why);
+  char msg[400];
+  snprintf(msg, sizeof msg, "%.100s refused this client's credentials: %.140s", c->endpoint, why);
+  fail_calls(c, 1, PC_DENIED, msg);
+  snprintf(c->reason, sizeof c->reason, "credentials refused: %.130s", why);
+  snprintf(c->refused, sizeof c->refused, "credentials refused: %.130s", why);
+}
+
+/* mu held, loop thread: the link is ready for calls. */
+static void link_up(struct pc_rpc_client *c) {
+  evtimer_del(c->connect_ev);
+  c->link = LINK_UP;
+  c->reason[0] = '\0';
+  flush_queue(c);
+}
+
+/* mu held, loop thread: a reply of the exchange (id 0). */
+static void auth_reply(struct pc_rpc_client *c, uint8_t op, const unsigned char *body,
+                       size_t blen) {
+  size_t klen;
+  uint8_t which;
+  const char *key = rpc_creds_presented(&c->creds, &klen, &which);
+  if (c->link != LINK_AUTH || !key) return; /* not asked for: ignored */
+  if (op == (PC_RPC_OP_HELLO | PC_RPC_OP_REPLY)) {
+    if (blen != PC_RPC_NONCE) {
+      refused_by(c, blen ? "a malformed HELLO reply"
+                         : "the server has no secret, and this client will not talk to a "
+                           "server that cannot prove it knows the one it was given");
+      link_lost(c, "the server did not prove the secret");
+      return;
+    }
+    memcpy(c->snonce, body, PC_RPC_NONCE);
+    unsigned char auth[1 + PC_RPC_MAC];
+    auth[0] = which;
+    rpc_mac(key, klen, RPC_LABEL_CLIENT, c->snonce, c->cnonce, auth + 1);
+    if (send_auth_frame(c, PC_RPC_OP_AUTH, auth, sizeof auth) != 0)
+      link_lost(c, "out of memory");
+  } else if (op == (PC_RPC_OP_AUTH | PC_RPC_OP_REPLY)) {
+    unsigned char want[PC_RPC_MAC];
+    rpc_mac(key, klen, RPC_LABEL_SERVER, c->cnonce, c->snonce, want);
+    if (blen != PC_RPC_MAC || CRYPTO_memcmp(want, body, PC_RPC_MAC) != 0) {
+      refused_by(c, "the server's proof of the secret is wrong (another secret, or not the "
+                    "server)");
+      link_lost(c, "the server did not prove the secret");
+      return;
+    }
+    pc_log(PC_LOG_DEBUG, "rpc client: authenticated to %s", c->endpoint);
+    link_up(c);
+  }
 }
 
 static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
@@ -1481,25 +1991,27 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
   int e = EVUTIL_SOCKET_ERROR();
   pthread_mutex_lock(&c->mu);
   if (what & BEV_EVENT_CONNECTED) {
-    evtimer_del(c->connect_ev);
-    c->link = LINK_UP;
-    c->reason[0] = '\0';
     pc_log(PC_LOG_DEBUG, "rpc client: connected to %s", c->endpoint);
-    if (c->secret) {
-      unsigned char h[HDR];
-      put_header(h, c->secret_len, PC_RPC_OP_HELLO, 0, 0);
-      struct evbuffer *out = bufferevent_get_output(c->bev);
-      if (evbuffer_add(out, h, HDR) != 0 || evbuffer_add(out, c->secret, c->secret_len) != 0) {
-        link_lost(c, "out of memory");
-        pthread_mutex_unlock(&c->mu);
-        return;
-      }
+    if (rpc_creds_has_secret(&c->creds)) { /* prove the secret before any call */
+      c->link = LINK_AUTH;
+      if (rpc_random(c->cnonce, sizeof c->cnonce) != 0 ||
+          send_auth_frame(c, PC_RPC_OP_HELLO, c->cnonce, sizeof c->cnonce) != 0)
+        link_lost(c, "cannot start authentication");
+    } else {
+      link_up(c);
     }
-    flush_queue(c);
   } else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+    char tls_why[300];
     const char *reason = (what & BEV_EVENT_ERROR) && e ? evutil_socket_error_to_string(e)
                          : c->link == LINK_CONNECTING ? "connect failed"
                                                       : "closed by the server";
+    /* a TLS failure before any reply: the server refused this client's
+     * certificate (TLS 1.3 says so after the client's side of the
+     * handshake), or this client refused the server's */
+    if (c->creds.tls && !c->answered && pc_tls_failure(c->bev, tls_why, sizeof tls_why)) {
+      refused_by(c, tls_why);
+      reason = c->reason;
+    }
     /* a server that refused our HELLO closes the connection next (and
      * again after each reconnect): the calls failed by the close are told
      * why */
@@ -1510,7 +2022,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
     }
     if (c->link == LINK_CONNECTING)
       link_failed(c, reason);
-    else if (c->link == LINK_UP)
+    else if (c->link == LINK_UP || c->link == LINK_AUTH)
       link_lost(c, reason);
   }
   pthread_mutex_unlock(&c->mu);
@@ -1520,28 +2032,26 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
   struct pc_rpc_client *c = arg;
   struct evbuffer *in = bufferevent_get_input(bev);
   for (;;) {
+    /* replies come in the version of the request, or in version 1 from a
+     * server that refuses our version (its header is every version's start) */
     size_t avail = evbuffer_get_length(in);
-    if (avail < HDR) return;
+    if (avail < PREFIX) return;
     unsigned char h[HDR];
-    evbuffer_copyout(in, h, HDR);
-    uint32_t flen = get_be32(h);
-    const char *fault = NULL;
-    if (flen < PC_RPC_HEADER || flen > CLIENT_MAX_FRAME)
-      fault = "protocol error: bad reply length";
-    else if (h[4] != PC_RPC_VERSION)
-      fault = "protocol error: unsupported protocol version";
-    else if (!(h[5] & PC_RPC_OP_REPLY))
-      fault = "protocol error: a frame that is not a reply";
-    if (fault) {
+    evbuffer_copyout(in, h, avail < HDR ? avail : HDR);
+    pc_rpc_frame_t f;
+    pc_rpc_frame_state_t fs = pc_rpc_frame_read(h, avail, CLIENT_MAX_FRAME, 1, &f);
+    if (fs == PC_RPC_FRAME_BAD) {
+      char fault[128];
+      snprintf(fault, sizeof fault, "protocol error: %s", f.fault);
       pc_log(PC_LOG_WARN, "rpc client: %s from %s", fault, c->endpoint);
       pthread_mutex_lock(&c->mu);
       link_lost(c, fault);
       pthread_mutex_unlock(&c->mu);
       return;
     }
-    if (avail - PREFIX < flen) return;
-    evbuffer_drain(in, HDR);
-    size_t blen = flen - PC_RPC_HEADER;
+    if (fs == PC_RPC_FRAME_MORE) return;
+    evbuffer_drain(in, f.hlen);
+    size_t blen = f.len - (f.hlen - PREFIX);
     char *body = malloc(blen + 1);
     if (!body) {
       pthread_mutex_lock(&c->mu);
@@ -1551,34 +2061,30 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
     }
     evbuffer_remove(in, body, blen);
     body[blen] = '\0';
-    uint8_t status = h[6];
-    uint64_t id = get_be64(h + 7);
+    uint8_t status = f.status;
+    uint64_t id = f.id;
     pthread_mutex_lock(&c->mu);
-    if (status == PC_OK || id != 0) { /* the link works: forget the backoff */
+    c->answered = 1;
+    if ((status == PC_OK && c->link == LINK_UP) || id != 0) { /* the link works */
       c->backoff_ms = BACKOFF_MIN_MS;
       c->next_attempt_ms = 0;
       c->refused[0] = '\0';
     }
-    if (id != 0 && status != PC_OK && strncmp(body, AUTH_REQUIRED, strlen(AUTH_REQUIRED)) == 0) {
-      /* a server that wants HELLO closes next: the calls that close fails
-       * (pipelined behind this one) are told why, as after a refused HELLO */
-      snprintf(c->refused, sizeof c->refused, "%.140s", body);
-    }
+    char unauthenticated[160] = ""; /* the server's refusal of a call sent unauthenticated */
+    if (id != 0 && status != PC_OK && strncmp(body, AUTH_REQUIRED, strlen(AUTH_REQUIRED)) == 0)
+      snprintf(unauthenticated, sizeof unauthenticated, "%.150s", body);
     if (id == 0) {
       if (status != PC_OK) {
-        /* HELLO refused: retrying will not help the calls waiting now. */
-        pc_log(PC_LOG_WARN, "rpc client: %s refused HELLO: %s", c->endpoint, body);
-        char msg[512];
-        snprintf(msg, sizeof msg, "cannot reach %s: HELLO refused: %.180s", c->endpoint, body);
-        fail_calls(c, 1, PC_UNAVAILABLE, msg);
-        snprintf(c->reason, sizeof c->reason, "HELLO refused: %.140s", body);
-        snprintf(c->refused, sizeof c->refused, "HELLO refused: %.140s", body);
+        refused_by(c, body); /* the server closes next: so does this client, at once */
+        link_lost(c, c->reason);
+      } else {
+        auth_reply(c, h[5], (const unsigned char *)body, blen);
       }
     } else {
       call_t *k = map_find(c, id);
       if (k && k->state == CALL_SENT) {
         map_remove(c, k);
-        k->status = status <= PC_INTERNAL ? (pc_status_t)status : PC_INTERNAL;
+        k->status = status <= PC_STATUS_MAX ? (pc_status_t)status : PC_INTERNAL;
         k->body = body;
         k->blen = blen;
         body = NULL;
@@ -1586,9 +2092,18 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
         pthread_cond_signal(&k->cv);
       }
       /* else: a late reply to a call that timed out; dropped */
+      /* a server that wants credentials served nothing of this connection
+       * and closes it next: the calls pipelined behind this one are refused
+       * as well, and told why */
+      if (unauthenticated[0]) {
+        refused_by(c, unauthenticated);
+        link_lost(c, c->reason);
+      }
     }
+    int gone = c->bev != bev; /* the link went down on this frame: bev is freed */
     pthread_mutex_unlock(&c->mu);
     free(body);
+    if (gone) return;
   }
 }
 
@@ -1622,11 +2137,11 @@ static void client_free(struct pc_rpc_client *c) {
   pthread_condattr_destroy(&c->cattr);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->idle_cv);
-  free(c->secret);
+  rpc_creds_free(&c->creds);
   free(c);
 }
 
-pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const char *secret,
+pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
                                       pc_error_t *err) {
   if (!host || !host[0] || strlen(host) >= sizeof ((struct pc_rpc_client *)0)->host) {
     pc_error_set(err, PC_INVALID, "rpc client: host must be 1..255 characters");
@@ -1651,16 +2166,13 @@ pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const cha
   pthread_cond_init(&c->idle_cv, NULL);
   c->backoff_ms = BACKOFF_MIN_MS;
   c->link = LINK_DOWN;
-  if (secret && secret[0]) {
-    c->secret = strdup(secret);
-    c->secret_len = strlen(secret);
-    if (!c->secret || c->secret_len > PC_RPC_DEFAULT_MAX_FRAME / 2) {
-      pc_error_set(err, PC_INVALID, "rpc client for %s: bad secret", c->endpoint);
-      client_free(c);
-      return NULL;
-    }
+  if (rpc_creds_init(&c->creds, auth) != 0) {
+    pc_error_set(err, PC_NOMEM, "rpc client for %s: out of memory", c->endpoint);
+    client_free(c);
+    return NULL;
   }
-  if ((c->local = local_find(c->host, c->port, c->secret, &c->local_cid))) return c;
+  c->local = local_find(c->host, c->port, &c->creds, &c->local_cid, &c->local_role);
+  if (c->local) return c;
   c->base = event_base_new();
   if (c->base) {
     c->kick_ev = event_new(c->base, -1, EV_PERSIST, kick_cb, c);
@@ -1691,6 +2203,7 @@ struct pc_rpc_pending {
   uint32_t timeout_ms;
   struct timespec deadline;
   int local;         /* answered in-process at the start: the result is here */
+  int lreached;      /* local_call's *reached */
   pc_status_t lst;
   pc_buf_t lreply;
   pc_error_t lerr;
@@ -1700,12 +2213,31 @@ static pc_status_t check_call(pc_rpc_client_t *c, uint8_t op, const void *body, 
                               pc_error_t *err) {
   if (!c) return pc_error_set(err, PC_INVALID, "pc_rpc_call: no client");
   if (len && !body) return pc_error_set(err, PC_INVALID, "pc_rpc_call: body is NULL");
-  if (op == 0 || op >= PC_RPC_OP_REPLY || op == PC_RPC_OP_HELLO)
+  if (op == 0 || op >= PC_RPC_OP_REPLY || op == PC_RPC_OP_HELLO || op == PC_RPC_OP_AUTH)
     return pc_error_set(err, PC_INVALID, "pc_rpc_call: op 0x%02x cannot be sent", op);
   if (len > PC_RPC_DEFAULT_MAX_FRAME - PC_RPC_HEADER)
     return pc_error_set(err, PC_INVALID, "request of %zu bytes to %s exceeds the frame limit of "
                         "%u bytes", len, c->endpoint, PC_RPC_DEFAULT_MAX_FRAME);
   return PC_OK;
+}
+
+/* The in-process path of a call: the handler on this thread. */
+static pc_status_t call_local(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                              uint32_t timeout_ms, pc_buf_t *reply, int *reached,
+                              pc_error_t *err) {
+  *reached = 0;
+  pthread_mutex_lock(&c->mu);
+  int gone = c->destroying;
+  if (!gone) c->callers++;
+  pthread_mutex_unlock(&c->mu);
+  if (gone)
+    return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
+  pc_status_t st = local_call(c->local, c->local_cid, c->local_role, c->endpoint, op, body, len,
+                              timeout_ms, reply, reached, err);
+  pthread_mutex_lock(&c->mu);
+  if (--c->callers == 0 && c->destroying) pthread_cond_broadcast(&c->idle_cv);
+  pthread_mutex_unlock(&c->mu);
+  return st;
 }
 
 pc_rpc_pending_t *pc_rpc_start(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
@@ -1720,21 +2252,9 @@ pc_rpc_pending_t *pc_rpc_start(pc_rpc_client_t *c, uint8_t op, const void *body,
   p->op = op;
   p->timeout_ms = timeout_ms;
   if (c->local) {
-    pthread_mutex_lock(&c->mu);
-    int gone = c->destroying;
-    if (!gone) c->callers++;
-    pthread_mutex_unlock(&c->mu);
-    if (gone) {
-      free(p);
-      pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
-      return NULL;
-    }
     p->local = 1;
     pc_error_clear(&p->lerr);
-    p->lst = local_call(c->local, c->local_cid, c->endpoint, op, body, len, &p->lreply, &p->lerr);
-    pthread_mutex_lock(&c->mu);
-    if (--c->callers == 0 && c->destroying) pthread_cond_broadcast(&c->idle_cv);
-    pthread_mutex_unlock(&c->mu);
+    p->lst = call_local(c, op, body, len, timeout_ms, &p->lreply, &p->lreached, &p->lerr);
     return p;
   }
   unsigned char *frame = malloc(HDR + len);
@@ -1763,7 +2283,7 @@ pc_rpc_pending_t *pc_rpc_start(pc_rpc_client_t *c, uint8_t op, const void *body,
   c->callers++;
   if (++c->next_id == 0) ++c->next_id; /* id 0 is HELLO's */
   k->id = c->next_id;
-  put_header(frame, len, op, 0, k->id);
+  put_header(frame, PC_RPC_VERSION, len, op, 0, k->id, timeout_ms);
   call_t **head = &c->buckets[k->id % NBUCKETS];
   k->hnext = *head;
   if (*head) (*head)->hprev = k;
@@ -1778,12 +2298,16 @@ pc_rpc_pending_t *pc_rpc_start(pc_rpc_client_t *c, uint8_t op, const void *body,
   return p;
 }
 
-pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, pc_error_t *err) {
+pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent, pc_error_t *err) {
+  int sent_scratch;
+  if (!sent) sent = &sent_scratch;
+  *sent = 0;
   if (!p) return pc_error_set(err, PC_INVALID, "pc_rpc_finish: no call");
   struct pc_rpc_client *c = p->c;
   pc_status_t st;
   if (p->local) {
     st = p->lst;
+    *sent = p->lreached;
     if (st != PC_OK) {
       if (err) *err = p->lerr;
     } else {
@@ -1808,14 +2332,15 @@ pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, pc_error_t *err)
     if (k->body) {
       rbody = k->body;
       rlen = k->blen;
-      if (st != PC_OK) pc_error_set(err, st, "%s", rbody);
+      /* an error reply without a message still says what failed, as local_call's */
+      if (st != PC_OK) pc_error_set(err, st, "%s", rbody[0] ? rbody : pc_status_name(st));
     } else {
       pc_error_set(err, st, "%s", k->msg);
     }
   } else if (k->state == CALL_QUEUED && c->link != LINK_UP) {
     sq_remove(c, k);
     map_remove(c, k);
-    if (c->link == LINK_CONNECTING)
+    if (c->link == LINK_CONNECTING || c->link == LINK_AUTH)
       st = pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: still connecting after %u ms%s%s",
                         c->endpoint, p->timeout_ms, c->reason[0] ? "; last failure: " : "",
                         c->reason);
@@ -1829,6 +2354,7 @@ pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, pc_error_t *err)
                       p->op, p->timeout_ms);
   }
   unsigned char *unsent = k->frame; /* NULL when the evbuffer took it */
+  *sent = unsent == NULL;
   c->callers--;
   if (c->destroying && c->callers == 0) pthread_cond_broadcast(&c->idle_cv);
   pthread_mutex_unlock(&c->mu);
@@ -1848,25 +2374,22 @@ pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, pc_error_t *err)
 
 pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
                         uint32_t timeout_ms, pc_buf_t *reply, pc_error_t *err) {
-  if (c && c->local && check_call(c, op, body, len, err) == PC_OK) {
-    /* in-process: straight to the handler, nothing to wait for */
-    pthread_mutex_lock(&c->mu);
-    int gone = c->destroying;
-    if (!gone) c->callers++;
-    pthread_mutex_unlock(&c->mu);
-    if (gone)
-      return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
-    pc_status_t st = local_call(c->local, c->local_cid, c->endpoint, op, body, len, reply, err);
-    pthread_mutex_lock(&c->mu);
-    if (--c->callers == 0 && c->destroying) pthread_cond_broadcast(&c->idle_cv);
-    pthread_mutex_unlock(&c->mu);
-    return st;
-  }
+  return pc_rpc_call_sent(c, op, body, len, timeout_ms, reply, NULL, err);
+}
+
+pc_status_t pc_rpc_call_sent(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                             uint32_t timeout_ms, pc_buf_t *reply, int *sent, pc_error_t *err) {
+  int sent_scratch;
+  if (!sent) sent = &sent_scratch;
+  *sent = 0;
   pc_error_t mine;
   pc_error_t *e = err ? err : &mine;
+  if (check_call(c, op, body, len, e) != PC_OK) return e->code;
+  /* in-process: straight to the handler, nothing to wait for */
+  if (c->local) return call_local(c, op, body, len, timeout_ms, reply, sent, err);
   pc_rpc_pending_t *p = pc_rpc_start(c, op, body, len, timeout_ms, e);
   if (!p) return e->code;
-  return pc_rpc_finish(p, reply, err);
+  return pc_rpc_finish(p, reply, sent, err);
 }
 
 void pc_rpc_client_destroy(pc_rpc_client_t *c) {

@@ -1,27 +1,77 @@
 /* rpc.h — the one request/response protocol of every daemon (tablet, tso,
- * lockd), on libevent bufferevents.
+ * lockd), on libevent bufferevents, over TCP or TLS (net/tls.h).
  *
  * Wire format; every integer big-endian:
  *
- *   frame   := length:u32  version:u8  op:u8  status:u8  id:u64  payload
+ *   frame   := length:u32  version:u8  op:u8  status:u8  id:u64  budget:u32  payload
  *
- * length counts the bytes after itself (>= PC_RPC_HEADER, <= max_frame).
- * A request carries status 0 and a caller-chosen id; many requests may be in
- * flight on one connection and replies may come back in any order. The reply
- * echoes the id, sets op to (request op | 0x80) and status to a pc_status_t;
+ * (version 2; a version-1 frame has no budget field). length counts the
+ * bytes after itself (>= the header, <= max_frame). A request carries
+ * status 0, a caller-chosen id and its budget: the milliseconds the caller
+ * waits for the reply (0: no bound). The server's deadline for it is its
+ * arrival plus the budget, so no clocks need agree (gRPC's grpc-timeout
+ * does the same); a request still queued at its deadline is answered
+ * PC_TIMEOUT without running, and a handler sees the deadline, and whether
+ * the request was abandoned (its connection closed, or the server stops),
+ * through core/deadline.h, so that long work stops between steps. Many
+ * requests may be in flight on one connection and replies may come back in
+ * any order. The reply echoes the id, sets op to (request op | 0x80),
+ * status to a pc_status_t and budget to 0, in the version of the request;
  * on PC_OK the payload is the reply body, otherwise it is an error message.
  *
- * Reserved ops: PC_RPC_OP_HELLO (payload: the shared secret; must be the
- * first frame when the server has a secret) and PC_RPC_OP_PING (empty). A
- * service's own ops are 0x10..0x7f.
+ * Versions: clients send version 2. A server serves versions 1 and 2
+ * (a version-1 request has no deadline) and refuses any other with an error
+ * reply in version 1, whose header every version begins with; so a client
+ * of version 2 talking to a server of version 1 gets "unsupported protocol
+ * version 2 (this server speaks 1)" for its calls.
+ *
+ * Reserved ops: PC_RPC_OP_HELLO and PC_RPC_OP_AUTH (the secret's
+ * challenge-response, below) and PC_RPC_OP_PING (empty). A service's own
+ * ops are 0x10..0x7f.
+ *
+ * Authentication. With TLS, the handshake authenticates both ends by
+ * certificate before any frame. With a secret (or a system secret), the
+ * secret never travels: the client sends HELLO (id 0, payload: a random
+ * 32-byte client nonce); the server answers with a random 32-byte server
+ * nonce; the client sends AUTH (id 0, payload: u8 which secret, 0 the data
+ * secret or 1 the system secret, then HMAC-SHA256(secret, "percolator
+ * client" server_nonce client_nonce)); the server compares it in constant
+ * time and answers with HMAC-SHA256(secret, "percolator server" client_nonce
+ * server_nonce), which the client checks before it sends anything else. A
+ * server without a secret answers HELLO with an empty payload. Until a
+ * connection has authenticated, its frames are at most
+ * PC_RPC_PREAUTH_MAX_FRAME bytes and only HELLO and AUTH are served.
+ *
+ * Identity. A connection's role is PC_RPC_ROLE_SYSTEM or PC_RPC_ROLE_DATA:
+ * system when every configured mechanism says so (a certificate name in the
+ * system list; the system secret, or the secret when there is no system
+ * secret), data otherwise; a server with neither TLS nor a secret treats
+ * every peer as the system. Handlers read it (pc_rpc_current_role) to refuse
+ * data clients the operations only the system performs.
+ *
+ * A peer that closes its side of the connection (EOF, a half-close included)
+ * is taken to have gone: the requests it sent before are still answered,
+ * but those in service are abandoned, so long ones stop early with
+ * PC_TIMEOUT.
  *
  * Hostile input: a frame with a bad version, a length below the header or
- * above max_frame, or a wrong secret gets an error reply naming the fault and
- * the connection is closed; an unknown op gets an error reply and the
- * connection stays. A connection that starts a frame and does not finish it
- * within frame_timeout_ms is closed (slow senders cannot pin memory), and so
- * is one idle for idle_timeout_ms. Each connection has at most max_inflight
- * requests being served; beyond that the server stops reading from it.
+ * above max_frame, or a failed authentication gets an error reply naming the
+ * fault and the connection is closed; an unknown op gets an error reply and
+ * the connection stays. A connection that starts a frame and does not finish
+ * it within frame_timeout_ms is closed (slow senders cannot pin memory), so
+ * is one idle for idle_timeout_ms, and one that has not authenticated within
+ * auth_timeout_ms. Memory is bounded per server (docs/ARCHITECTURE.md,
+ * "Memory stays bounded"): each connection has at most max_inflight requests
+ * in service; request bytes being received or served share request_memory
+ * (a connection waits for room; frames up to 64 KiB have a request_memory of
+ * their own, so large frames cannot starve them); replies nobody has read
+ * share reply_memory
+ * (past it, the connection with the most unread bytes is closed), a
+ * connection with more than 8 MiB unread is no longer read, and one whose
+ * replies make no progress for reply_timeout_ms is closed; connections are
+ * capped in total, per peer address and while unauthenticated (the oldest
+ * unauthenticated connection makes room for a new one). Protocol errors are
+ * logged at most a few times a second.
  */
 #ifndef PC_NET_RPC_H
 #define PC_NET_RPC_H
@@ -33,12 +83,38 @@
 
 #include "core/keys.h"
 
-#define PC_RPC_VERSION 1
-#define PC_RPC_HEADER 11 /* version, op, status, id (after the length) */
+#define PC_RPC_VERSION 2    /* what clients send */
+#define PC_RPC_VERSION_1 1  /* the oldest a server serves: no budget field */
+#define PC_RPC_HEADER 15    /* version, op, status, id, budget (after the length) */
+#define PC_RPC_HEADER_V1 11 /* version, op, status, id */
 #define PC_RPC_DEFAULT_MAX_FRAME (80u << 20)
+#define PC_RPC_PREAUTH_MAX_FRAME 256u /* before a connection has authenticated */
+#define PC_RPC_NONCE 32
+#define PC_RPC_MAC 32
 #define PC_RPC_OP_HELLO 0x01
 #define PC_RPC_OP_PING 0x02
+#define PC_RPC_OP_AUTH 0x03
 #define PC_RPC_OP_REPLY 0x80
+
+/* Who a connection's peer is (see "Identity" above). */
+typedef enum pc_rpc_role {
+  PC_RPC_ROLE_NONE = 0,   /* not allowed */
+  PC_RPC_ROLE_DATA = 1,   /* a data client: reads and writes of user tables */
+  PC_RPC_ROLE_SYSTEM = 2, /* the system: the daemons, their workers, operators */
+} pc_rpc_role_t;
+
+struct pc_tls;
+typedef struct pc_tls pc_tls_t;
+
+/* The credentials of a server (what it admits, and with which role) or of a
+ * client (what it presents: its certificate, and the system secret when it
+ * has one, else the secret). Borrowed by the calls that take it: strings are
+ * copied, tls gets a reference. NULL, or all fields NULL: no authentication. */
+typedef struct pc_rpc_auth {
+  const char *secret;        /* the data clients' secret (the system's when system_secret is NULL) */
+  const char *system_secret; /* the system's own secret */
+  pc_tls_t *tls;             /* certificates (net/tls.h); NULL: plain TCP */
+} pc_rpc_auth_t;
 
 /* Serves one request on a worker thread: body[0..len) is the payload. Appends
  * the reply body to reply and returns PC_OK, or returns an error status with
@@ -50,13 +126,20 @@ typedef struct pc_rpc_server_options {
   const char *name;          /* for log lines and metrics, e.g. "tablet" */
   const char *host;          /* default "127.0.0.1" */
   uint16_t port;             /* 0: an ephemeral port (see pc_rpc_server_port) */
-  const char *secret;        /* NULL or "": no authentication */
+  const pc_rpc_auth_t *auth; /* NULL: no authentication, every peer is the system */
   uint32_t workers;          /* handler threads (default 4) */
   uint32_t max_frame;        /* default PC_RPC_DEFAULT_MAX_FRAME */
   uint32_t max_inflight;     /* per connection (default 64) */
   uint32_t frame_timeout_ms; /* default 10000 */
   uint32_t idle_timeout_ms;  /* default 300000 */
-  uint32_t max_connections;  /* default 1024; more are accepted and closed at once */
+  uint32_t max_connections;  /* default 1024; more are accepted and closed at once, unless an
+                                unauthenticated one can be closed to make room */
+  uint32_t max_connections_per_peer; /* per peer IP address (default 512) */
+  uint32_t max_unauthenticated;      /* default 64; the oldest is closed to admit another */
+  uint32_t auth_timeout_ms;          /* default 5000 */
+  size_t request_memory;             /* bytes (default 256 MiB) */
+  size_t reply_memory;               /* bytes (default 256 MiB) */
+  uint32_t reply_timeout_ms;         /* default 30000 */
   /* Called on the server's I/O thread when a connection closes, for whatever
    * reason (the peer closed or died, a protocol error, a timeout, the server
    * stopping), with the id pc_rpc_current_connection() gave its requests. */
@@ -65,8 +148,9 @@ typedef struct pc_rpc_server_options {
    * I/O thread itself, saving the hand-off to a worker and back: return 1 for
    * them. NULL: every request goes to a worker. */
   int (*runs_inline)(uint8_t op);
-  /* Clients that this process creates for host:port afterwards (with the
-   * same secret) call the handler on their own thread, without a socket;
+  /* Clients that this process creates for host:port afterwards (with
+   * credentials this server admits) call the handler on their own thread,
+   * without a socket, with the role those credentials give;
    * clients of other processes are served over the network as ever. For the
    * daemons, whose own workers and collector are clients of the roles they
    * serve. A handler then also runs on callers' threads. */
@@ -77,6 +161,10 @@ typedef struct pc_rpc_server_options {
  * unique per server, from 1). 0 outside a handler. Lets a service tie state
  * to a client's connection, as lockd ties sessions. */
 uint64_t pc_rpc_current_connection(void);
+
+/* Inside a handler: the role of the connection the request came on.
+ * PC_RPC_ROLE_SYSTEM outside a handler (a direct call is the process's own). */
+pc_rpc_role_t pc_rpc_current_role(void);
 
 typedef struct pc_rpc_server pc_rpc_server_t;
 
@@ -89,33 +177,62 @@ pc_rpc_server_t *pc_rpc_server_start(const pc_rpc_server_options_t *opts,
 uint16_t pc_rpc_server_port(const pc_rpc_server_t *s);
 
 /* Counters for /metrics: connections accepted and open, requests served,
- * protocol errors, bytes in and out. */
+ * protocol errors, bytes in and out; requests in service now (queued or
+ * running, including calls of in-process clients), and requests that ended
+ * (or were not run) past their deadline or abandoned: their connection
+ * closed, or the server stopped; connections refused or closed by a limit,
+ * failed authentications, requests refused to data clients; request and
+ * reply bytes held now. */
 typedef struct pc_rpc_server_stats {
   uint64_t connections_accepted, connections_open, requests, protocol_errors, bytes_in,
       bytes_out;
+  uint64_t in_service, abandoned;
+  uint64_t connections_refused, auth_failures, request_memory, reply_memory;
 } pc_rpc_server_stats_t;
 void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out);
 
-/* Stops accepting, waits for the requests being served to be answered (so
- * nothing acknowledged is lost), closes every connection, joins its threads
- * and frees the server. */
+/* Stops accepting and reading, waits for the requests being served to be
+ * answered (so nothing acknowledged is lost) for at most
+ * PC_RPC_STOP_GRACE_MS, then marks those still running abandoned (long
+ * handlers stop at their next step, core/deadline.h), sends the replies that
+ * brings for up to a second more, and closes every connection; joins its
+ * threads once the handlers have returned, and frees the server. A handler that checks between steps returns within a step;
+ * one blocked elsewhere (a disk write) when that returns. */
+#define PC_RPC_STOP_GRACE_MS 5000
 void pc_rpc_server_stop(pc_rpc_server_t *s);
+
+/* The first half of pc_rpc_server_stop, without waiting: stops accepting
+ * and reading from sockets now and starts the grace (in-process clients are
+ * still served until pc_rpc_server_stop). A process with many servers calls
+ * it on each first, so that their graces run at once, then stops them in
+ * the order their dependencies need. */
+void pc_rpc_server_stop_begin(pc_rpc_server_t *s);
 
 typedef struct pc_rpc_client pc_rpc_client_t;
 
-/* A client of one server at host:port. It connects lazily, keeps one
- * connection (multiplexing concurrent calls by id) and reconnects with
- * backoff after failures. Returns NULL on error; release with
- * pc_rpc_client_destroy. Thread-safe. */
-pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const char *secret,
+/* A client of one server at host:port presenting auth (NULL: nothing). It
+ * connects lazily, keeps one connection (multiplexing concurrent calls by
+ * id) and reconnects with backoff after failures. Returns NULL on error;
+ * release with pc_rpc_client_destroy. Thread-safe. */
+pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
                                       pc_error_t *err);
 
-/* Sends a request and waits for its reply for at most timeout_ms. PC_OK: the
+/* Sends a request and waits for its reply for at most timeout_ms, which the
+ * request carries as its budget (the server stops working on it then). PC_OK: the
  * reply body is appended to reply. A server-side error returns that status
  * with its message; PC_TIMEOUT when no reply came in time; PC_UNAVAILABLE
- * when the server cannot be reached (the message names host:port). */
+ * when the server cannot be reached (the message names host:port); PC_DENIED
+ * when it refused this client's credentials (nothing was sent). */
 pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
                         uint32_t timeout_ms, pc_buf_t *reply, pc_error_t *err);
+
+/* pc_rpc_call that also says whether the request may have reached the
+ * server: *sent = 0 when it was never handed to a connection (nobody
+ * listens, the link is down, the client is closing), so it had no effect;
+ * 1 otherwise, even when it failed (a connection lost while the request was
+ * in flight, a timeout: it may have been applied). */
+pc_status_t pc_rpc_call_sent(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                             uint32_t timeout_ms, pc_buf_t *reply, int *sent, pc_error_t *err);
 
 /* A call started with pc_rpc_start and not yet finished. */
 typedef struct pc_rpc_pending pc_rpc_pending_t;
@@ -131,8 +248,10 @@ pc_rpc_pending_t *pc_rpc_start(pc_rpc_client_t *c, uint8_t op, const void *body,
                                uint32_t timeout_ms, pc_error_t *err);
 
 /* Waits for the reply of p (until its deadline), releases p, and returns what
- * pc_rpc_call would have: the reply body appended to reply on PC_OK. */
-pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, pc_error_t *err);
+ * pc_rpc_call_sent would have: the reply body appended to reply on PC_OK,
+ * and *sent (sent may be NULL) saying whether the request may have reached
+ * the server. */
+pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent, pc_error_t *err);
 
 /* Fails the calls in flight with PC_UNAVAILABLE, closes, frees. */
 void pc_rpc_client_destroy(pc_rpc_client_t *c);

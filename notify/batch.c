@@ -21,6 +21,8 @@
  * Any setback of the batch — the callback failing, a conflict, an ack that
  * is not 8 bytes, memory — runs every cell of it again through the single
  * path (pc_pass), which retries, backs off and parks each cell on its own.
+ * A cell that is parked, waits out a backoff, or had a death of the process
+ * counted against it takes the single path from the start.
  */
 #include "notify/engine.h"
 
@@ -63,7 +65,9 @@ static void batch_release(batch_t *b) {
 /* Each cell of b through the single path. */
 static int batch_singly(pc_worker_t *w, batch_t *b) {
   int did = 0;
-  for (size_t i = 0; i < b->n && !pc_worker_stopping(w); i++) did |= pc_pass(w, &b->v[i]);
+  wthread_t *self = pc_worker_self();
+  for (size_t i = 0; i < b->n && !pc_worker_stopping(w) && !(self && self->given_up); i++)
+    did |= pc_pass(w, &b->v[i]);
   return did;
 }
 
@@ -80,7 +84,8 @@ static uint64_t cell_below(const batch_t *b, const group_t *g, uint64_t covered)
 static size_t batch_live(pc_worker_t *w, batch_t *b, pc_buf_t *keys) {
   size_t live = 0;
   for (size_t i = 0; i < b->n; i++) {
-    if (pc_backoff_waiting(w, &keys[i])) continue; /* left for a later round */
+    uint64_t until;
+    if (pc_backoff_waiting(w, &keys[i], &until)) continue; /* left for a later round */
     if (live != i) {
       group_t g = b->v[live];
       pc_buf_t k = keys[live];
@@ -92,6 +97,29 @@ static size_t batch_live(pc_worker_t *w, batch_t *b, pc_buf_t *keys) {
     live++;
   }
   return live;
+}
+
+/* The batch callback of o on cells[0..n), journaled as a run on the first
+ * cell (the journal has one run per thread): a death of the process or a
+ * hang during the batch is counted against that cell, which then runs only
+ * through the single path (pc_batch_take), so that the next death, if the
+ * culprit was another cell, is counted against another, and the culprit is
+ * parked once it dies alone max_failures times. */
+static pc_status_t batch_callback(pc_worker_t *w, const pc_observer_t *o, pc_txn_t *t,
+                                  const pc_notified_cell_t *cells, size_t n, pc_error_t *err) {
+  wthread_t *self = pc_worker_self();
+  pc_cell_t c = {cells[0].table, cells[0].row, cells[0].row_len, cells[0].column,
+                 cells[0].column_len};
+  if (self) pc_journal_begin(w->journal, self->idx, &c, o->name, cells[0].notify_ts);
+  pc_status_t st = pc_observer_run_batch(o, t, cells, n, err);
+  if (self && pc_journal_end(w->journal, self->idx)) {
+    self->given_up = 1;
+    return pc_error_set(err, PC_TIMEOUT, "observer '%s' returned after it was given up", o->name);
+  }
+  if (st == PC_OK && atomic_load(&w->abandoned))
+    return pc_error_set(err, PC_TIMEOUT, "observer '%s' returned after the worker stopped",
+                        o->name);
+  return st;
 }
 
 /* One run of b's observer over the cells of b (see the top of this file).
@@ -147,7 +175,11 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
          n, live, m);
   int fp_fired = PC_FAILPOINT("worker.before_clear", &err) != PC_OK;
   if (m > 0) {
-    pc_status_t st = pc_observer_run_batch(o, t, cells, m, &err);
+    pc_status_t st = batch_callback(w, o, t, cells, m, &err);
+    if (pc_worker_self() && pc_worker_self()->given_up) {
+      failed = 0; /* the watchdog counted it: this thread leaves, committing nothing */
+      goto out;
+    }
     if (st != PC_OK) {
       pc_log(PC_LOG_DEBUG, "worker: observer '%s' on a batch of %zu cells: %s; running them "
              "one by one", o->name, m, err.text);
@@ -161,14 +193,17 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
     if (st == PC_OK) st = pc_txn_commit(t, &err);
     if (st != PC_OK) {
       if (st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED)
-        atomic_fetch_add(&b->slot->conflicts, 1);
+        pc_count(b->slot, PC_C_CONFLICTS);
       goto out;
     }
-    atomic_fetch_add(&b->slot->runs, m);
+    atomic_fetch_add(&b->slot->n[PC_C_RUNS], m);
     for (size_t j = 0; j < m; j++) pc_worker_latency(w, cells[j].notify_ts, pc_txn_commit_ts(t));
   }
-  atomic_fetch_add(&b->slot->skipped, live - m);
-  for (size_t k = 0; k < live; k++) pc_backoff_forget(w, &keys[k]);
+  atomic_fetch_add(&b->slot->n[PC_C_SKIPPED], live - m);
+  for (size_t k = 0; k < live; k++) {
+    pc_backoff_forget(w, &keys[k]);
+    pc_crash_forget(w, &b->v[k].cell.n.cell, o->name, &keys[k]);
+  }
   failed = 0;
   did = 1;
   if (fp_fired) goto out; /* as if crashed before deleting the notifications */
@@ -198,9 +233,27 @@ out:
   return did;
 }
 
+/* Whether (cell, observer) of g must take the single path: it is parked,
+ * waits out a backoff, or a death of the process was counted against it
+ * (crashes.c), so that its runs are journaled one by one. */
+static int batch_singly_only(pc_worker_t *w, const group_t *g, const pc_observer_t *o) {
+  pc_buf_t key = {0};
+  if (pc_backoff_key(&key, &g->cell.n.cell, o->name) != 0) return 1;
+  uint64_t until;
+  int single = pc_parked_holds(w, &key) || pc_backoff_waiting(w, &key, &until);
+  if (!single) {
+    pthread_mutex_lock(&w->sets_mu);
+    single = pc_keyset_has(w->suspects, key.p, key.len);
+    pthread_mutex_unlock(&w->sets_mu);
+  }
+  pc_buf_free(&key);
+  return single;
+}
+
 int pc_batch_take(pc_worker_t *w, batches_t *bs, group_t *g) {
   size_t mine = 0;
   obs_slot_t *slot = batch_slot(w, g, &mine);
+  if (slot && batch_singly_only(w, g, slot->obs)) slot = NULL;
   batch_t *b = NULL;
   for (size_t i = 0; slot && i < PC_BATCHES_MAX && !b; i++)
     if (bs->b[i].slot == slot || !bs->b[i].slot) b = &bs->b[i];
@@ -242,11 +295,13 @@ static int batch_may_wait(const pc_worker_t *w, const batch_t *b) {
 
 int pc_batch_end(pc_worker_t *w, batches_t *bs) {
   int did = 0;
+  wthread_t *self = pc_worker_self();
   for (size_t i = 0; i < PC_BATCHES_MAX; i++) {
     batch_t *b = &bs->b[i];
     /* a young batch that is not full is left to a later scan of the claim
      * (the notifications stay), which finds it bigger */
-    if (b->n && !pc_worker_stopping(w) && !batch_may_wait(w, b)) did |= run_batch(w, b);
+    if (b->n && !pc_worker_stopping(w) && !(self && self->given_up) && !batch_may_wait(w, b))
+      did |= run_batch(w, b);
     batch_release(b);
     free(b->v);
     b->v = NULL;

@@ -14,11 +14,27 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "net/rpc.h"
+#include "net/tls.h"
 #include "tablet/tablet.h"
+#include "lockservice/coord.h"
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
+#include "tso/tso_zk.h"
+
+/* What a client of a cluster coordinated through ZooKeeper holds. */
+typedef struct coord {
+  pc_tso_locator_t *tso; /* follows the elected oracle */
+  pc_coord_t *clients;   /* this client's session and node; the others' liveness */
+} coord_t;
 
 static void cluster_close(pc_db_t *db) {
+  coord_t *c = db->coord;
+  if (c) {
+    pc_coord_close(c->clients); /* closing the session ends this client's liveness */
+    pc_tso_locator_destroy(c->tso);
+    free(c);
+    db->coord = NULL;
+  }
   if (db->tso) pc_rpc_client_destroy(db->tso);
   if (db->ls) pc_ls_client_destroy(db->ls);
   db->tso = NULL;
@@ -26,6 +42,8 @@ static void cluster_close(pc_db_t *db) {
 }
 
 static uint64_t cluster_session(const pc_db_t *db) {
+  const coord_t *c = db->coord;
+  if (c) return pc_coord_session(c->clients);
   return db->ls ? pc_ls_client_session(db->ls) : 0;
 }
 
@@ -33,6 +51,8 @@ static uint64_t cluster_session(const pc_db_t *db) {
  * an unreachable service or another epoch's session falls back to the TTL. */
 static int cluster_alive(void *ctx, uint64_t session) {
   pc_db_t *db = ctx;
+  coord_t *c = db->coord;
+  if (c) return pc_coord_liveness(c->clients, session, 1000) != PC_LS_DEAD;
   if (!db->ls || session == 0) return 1;
   return pc_ls_client_liveness(db->ls, session, 1000) != PC_LS_DEAD;
 }
@@ -65,10 +85,13 @@ static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
   uint64_t reported;
   size_t unreported;
   pc_error_t err;
-  if (db->ls && pc_ls_client_oldest(db->ls, db->opts.timeout_ms, &reported, &unreported, &err) ==
-                    PC_OK &&
-      reported < bound)
-    bound = reported;
+  coord_t *c = db->coord;
+  pc_status_t st = c ? pc_coord_oldest(c->clients, db->opts.timeout_ms, &reported, &unreported,
+                                       &err)
+               : db->ls ? pc_ls_client_oldest(db->ls, db->opts.timeout_ms, &reported,
+                                              &unreported, &err)
+                        : PC_UNAVAILABLE;
+  if (st == PC_OK && reported < bound) bound = reported;
   return bound;
 }
 
@@ -92,9 +115,35 @@ static void options_from_config(const pc_config_t *cfg, int create, pc_options_t
   o->gc_lifetime_ms = cfg->store.gc_lifetime_ms;
 }
 
+static pc_status_t coord_oracle_info(pc_db_t *db, uint32_t timeout_ms, uint64_t *last,
+                                     pc_error_t *err) {
+  coord_t *c = db->coord;
+  return pc_tso_locator_info(c->tso, timeout_ms, last, err);
+}
+
+/* Timestamps from the oracle that leads in ZooKeeper. */
+static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const pc_options_t *o,
+                                    const pc_rpc_auth_t *auth, pc_error_t *err) {
+  coord_t *c = calloc(1, sizeof *c);
+  if (!c) return pc_error_set(err, PC_NOMEM, "out of memory");
+  db->coord = c;
+  c->tso = pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
+                                 cfg->zookeeper.session_timeout_ms, auth, o->timeout_ms,
+                                 err);
+  if (!c->tso) return err->code;
+  c->clients = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
+                             cfg->zookeeper.session_timeout_ms, o->timeout_ms, err);
+  if (!c->clients) return err->code;
+  pc_coord_set_reporter(c->clients, oldest_open, db);
+  db->oracle_info = coord_oracle_info;
+  db->batcher = pc_ts_batcher_create(pc_tso_locator_fetch, c->tso);
+  return db->batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
+}
+
 static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_error_t *err) {
-  if (!cfg->tso.set || !cfg->tso.listen.set) {
-    pc_error_set(err, PC_INVALID, "%s: \"tablets\" need a \"tso\" section with \"listen\"",
+  if (!cfg->zookeeper.set && (!cfg->tso.set || !cfg->tso.listen.set)) {
+    pc_error_set(err, PC_INVALID,
+                 "%s: \"tablets\" need a \"tso\" section with \"listen\", or \"zookeeper\"",
                  cfg->source);
     return NULL;
   }
@@ -113,22 +162,35 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
     addrs[i] = (pc_tablet_addr_t){t->name, t->listen.host, t->listen.port,
                                   {t->start, t->start_len, t->end, t->end_len}};
   }
-  db->store = pc_remote_store_open(addrs, cfg->ntablets, cfg->secret, o->timeout_ms, err);
-  free(addrs);
-  if (!db->store) goto fail;
-  db->tso = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, err);
-  if (!db->tso) goto fail;
-  db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso);
-  if (!db->batcher) {
-    pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_rpc_auth_t auth; /* each client takes what it needs of it */
+  if (pc_config_auth(cfg, &auth, err) != PC_OK) {
+    free(addrs);
     goto fail;
   }
-  if (cfg->lockservice.set && cfg->lockservice.listen.set) {
-    db->ls = pc_ls_client_create(cfg->lockservice.listen.host, cfg->lockservice.listen.port,
-                                 cfg->secret, cfg->lockservice.session_ttl_ms, err);
-    if (!db->ls) goto fail;
-    pc_ls_client_set_reporter(db->ls, oldest_open, db);
+  db->store = pc_remote_store_open(addrs, cfg->ntablets, &auth, o->timeout_ms, err);
+  free(addrs);
+  if (!db->store) {
+    pc_config_auth_release(&auth);
+    goto fail;
   }
+  pc_status_t st;
+  if (cfg->zookeeper.set) {
+    st = open_coordinated(db, cfg, o, &auth, err);
+  } else {
+    db->tso = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, &auth, err);
+    st = !db->tso ? err->code
+         : !(db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso))
+             ? pc_error_set(err, PC_NOMEM, "out of memory")
+             : PC_OK;
+  }
+  if (st == PC_OK && cfg->lockservice.set && cfg->lockservice.listen.set) {
+    db->ls = pc_ls_client_create(cfg->lockservice.listen.host, cfg->lockservice.listen.port,
+                                 &auth, cfg->lockservice.session_ttl_ms, err);
+    if (db->ls) pc_ls_client_set_reporter(db->ls, oldest_open, db);
+    else st = err->code;
+  }
+  pc_config_auth_release(&auth);
+  if (st != PC_OK) goto fail;
   db->liveness.is_alive = cluster_alive;
   db->liveness.ctx = db;
   db->gc_bound = cluster_gc_bound;
@@ -137,6 +199,39 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
 fail:
   pc_db_close(db);
   return NULL;
+}
+
+pc_status_t pc_config_auth(const pc_config_t *cfg, pc_rpc_auth_t *out, pc_error_t *err) {
+  memset(out, 0, sizeof *out);
+  out->secret = cfg->secret;
+  out->system_secret = cfg->system_secret;
+  if (!cfg->tls.set) return PC_OK;
+  pc_tls_options_t o = {cfg->tls.ca_file,
+                        cfg->tls.cert_file,
+                        cfg->tls.key_file,
+                        cfg->tls.ca_at,
+                        cfg->tls.cert_at,
+                        cfg->tls.key_at,
+                        (const char *const *)cfg->tls.allowed_cn,
+                        cfg->tls.nallowed_cn,
+                        (const char *const *)cfg->tls.system_cn,
+                        cfg->tls.nsystem_cn};
+  out->tls = pc_tls_create(&o, err);
+  return out->tls ? PC_OK : err->code;
+}
+
+void pc_config_auth_release(pc_rpc_auth_t *a) {
+  pc_tls_unref(a->tls);
+  memset(a, 0, sizeof *a);
+}
+
+pc_rpc_client_t *pc_config_rpc_client(const pc_config_t *cfg, const char *host, uint16_t port,
+                                      pc_error_t *err) {
+  pc_rpc_auth_t auth;
+  if (pc_config_auth(cfg, &auth, err) != PC_OK) return NULL;
+  pc_rpc_client_t *c = pc_rpc_client_create(host, port, &auth, err);
+  pc_config_auth_release(&auth);
+  return c;
 }
 
 /* Without create, the embedded store's data_dir must exist and hold a store,
@@ -167,6 +262,16 @@ static pc_status_t check_data_dir(const pc_config_t *cfg, pc_error_t *err) {
                       cfg->source, cfg->data_dir, cfg->source);
 }
 
+pc_status_t pc_db_cluster_lock(pc_db_t *db, const char *name, uint32_t timeout_ms, int *mine,
+                               pc_error_t *err) {
+  coord_t *c = db->coord;
+  uint64_t holder = 0;
+  *mine = 1;
+  if (c) return pc_coord_lock(c->clients, name, timeout_ms, mine, err);
+  if (db->ls) return pc_ls_client_lock_try(db->ls, name, strlen(name), timeout_ms, mine, &holder, err);
+  return PC_OK;
+}
+
 pc_db_t *pc_db_open_parsed_config(const pc_config_t *cfg, int create, pc_error_t *err) {
   pc_error_clear(err);
   if (pc_failpoints_init_from_env(err) != PC_OK ||
@@ -178,9 +283,15 @@ pc_db_t *pc_db_open_parsed_config(const pc_config_t *cfg, int create, pc_error_t
 }
 
 pc_db_t *pc_db_open_config_create(const char *config_path, int create, pc_error_t *err) {
+  return pc_db_open_config_timeout(config_path, create, 0, err);
+}
+
+pc_db_t *pc_db_open_config_timeout(const char *config_path, int create, uint32_t timeout_ms,
+                                   pc_error_t *err) {
   pc_error_clear(err);
   pc_config_t *cfg = pc_config_load(config_path, err);
   if (!cfg) return NULL;
+  if (timeout_ms) cfg->store.timeout_ms = timeout_ms;
   pc_db_t *db = pc_db_open_parsed_config(cfg, create, err);
   pc_config_free(cfg);
   return db;

@@ -42,21 +42,69 @@ static size_t route(const remote_t *s, const char *row, size_t rlen) {
 
 static pc_status_t nomem(pc_error_t *err) { return pc_error_set(err, PC_NOMEM, "out of memory"); }
 
+/* A failed call's status, as the remote store reports it. The rpc layer
+ * fails a call with its own statuses (unreachable, timed out, a request
+ * refused, out of memory, an internal error), while a tablet puts the
+ * store's verdicts (not found, locked, aborted, ...) inside its reply body.
+ * A verdict that comes as the call's status is from a peer that is not a
+ * tablet, or a broken one; believed, it would be a PC_LOCKED without its
+ * lock or a PC_NOT_FOUND without a snapshot. It is a protocol error, and as
+ * with the rpc layer's own protocol errors the call's outcome is unknown:
+ * PC_UNAVAILABLE. */
+static pc_status_t rpc_failure(const remote_t *s, size_t i, pc_status_t st, pc_error_t *err) {
+  switch (st) {
+    case PC_TIMEOUT:
+    case PC_INVALID:
+    case PC_BUSY:
+    case PC_UNAVAILABLE:
+    case PC_NOMEM:
+    case PC_INTERNAL:
+    case PC_DENIED:
+      pc_error_prefix(err, "tablet %s", s->t[i].name);
+      return st;
+    default:
+      return pc_error_set(err, PC_UNAVAILABLE,
+                          "tablet %s: protocol error: a call failed with status %s, which a "
+                          "tablet sends only inside a reply",
+                          s->t[i].name, pc_status_name(st));
+  }
+}
+
+/* The store status that starts a reply. A byte that is not a pc_status_t
+ * makes the reply malformed (r->ok = 0): passed on, callers would meet a
+ * status outside the one set percolator.h documents. */
+static pc_status_t reply_status(const remote_t *s, size_t i, pc_rd_t *r, pc_error_t *err) {
+  uint8_t status = pc_rd_u8(r);
+  if (!r->ok) return pc_error_set(err, PC_CORRUPTION, "tablet %s: empty reply", s->t[i].name);
+  if (status > PC_STATUS_MAX) {
+    r->ok = 0;
+    return pc_error_set(err, PC_CORRUPTION, "tablet %s: reply with unknown status %u",
+                        s->t[i].name, status);
+  }
+  return (pc_status_t)status;
+}
+
 /* Sends body to tablet i. On transport success, *r reads the reply after its
- * status byte, *status is the store status and err holds its message. */
+ * status byte, *status is the store status and err holds its message. A
+ * commit (store.h) answers PC_UNAVAILABLE only when its request never left
+ * this process: one lost in flight may have been applied, and is an I/O
+ * error that the transaction settles. */
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
                         pc_rd_t *r, pc_error_t *err) {
   reply->len = 0;
-  pc_status_t st =
-      pc_rpc_call(s->t[i].rpc, op, body->p, body->len, pc_deadline_bound(s->timeout_ms), reply, err);
+  int sent;
+  pc_status_t st = pc_rpc_call_sent(s->t[i].rpc, op, body->p, body->len,
+                                    pc_deadline_bound(s->timeout_ms), reply, &sent, err);
   if (st != PC_OK) {
-    pc_error_prefix(err, "tablet %s", s->t[i].name);
+    reply->len = 0;
+    st = rpc_failure(s, i, st, err);
+    if (st == PC_UNAVAILABLE && sent &&
+        (op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE))
+      st = err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
     return st;
   }
   *r = (pc_rd_t){reply->p, reply->len, 0, 1};
-  pc_status_t status = (pc_status_t)pc_rd_u8(r);
-  if (!r->ok) return pc_error_set(err, PC_CORRUPTION, "tablet %s: empty reply", s->t[i].name);
-  return status;
+  return reply_status(s, i, r, err);
 }
 
 /* Reads the trailing message of a reply into err (for non-OK statuses). */
@@ -94,6 +142,8 @@ static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uin
   pc_buf_t body = {0}, reply = {0};
   pc_rd_t r = {NULL, 0, 0, 1};
   pc_status_t st = PC_OK;
+  int oom = 0; /* here, not the tablet's PC_NOMEM, whose message the reply carries */
+  int got_lock = 0;
   if (pc_wire_put_cell(&body, c) || (!fresh && pc_buf_u64(&body, read_ts))) st = nomem(err);
   if (st == PC_OK)
     st = call(s, i, fresh ? PC_TABLET_OP_GET_FRESH : PC_TABLET_OP_GET, &body, &reply, &r, err);
@@ -104,16 +154,20 @@ static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uin
   if (r.ok && st == PC_OK) { /* (a malformed reply is reported below) */
     size_t n;
     const char *v = pc_rd_str(&r, &n);
-    if (r.ok && !(*value = malloc(n ? n : 1))) st = nomem(err);
-    else if (r.ok) {
+    if (r.ok && !(*value = malloc(n ? n : 1))) {
+      st = nomem(err);
+      oom = 1;
+    } else if (r.ok) {
       memcpy(*value, v, n);
       *vlen = n;
     }
-  } else if (r.ok && st == PC_LOCKED && pc_wire_get_lock(&r, lock)) {
-    r.ok = 0;
+  } else if (r.ok && st == PC_LOCKED) {
+    if (pc_wire_get_lock(&r, lock)) r.ok = 0;
+    else got_lock = 1;
   }
-  if (reply.len && r.ok && st != PC_NOMEM) st = take_message(s, i, &r, st, err);
+  if (reply.len && r.ok && !oom) st = take_message(s, i, &r, st, err);
   else if (reply.len && !r.ok) st = pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed get reply", s->t[i].name);
+  if (got_lock && st != PC_LOCKED) pc_lock_info_free(lock); /* the message after it was bad */
   if (st != PC_OK) {
     free(*value);
     *value = NULL;
@@ -179,9 +233,14 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) {
     if (st == PC_OK && op != PC_TABLET_OP_PREWRITE) *commit_ts = pc_rd_u64(&r);
-    if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) r.ok = 0;
+    int got_lock = 0;
+    if (st == PC_LOCKED) {
+      if (pc_wire_get_lock(&r, lock)) r.ok = 0;
+      else got_lock = 1;
+    }
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed reply", s->t[i].name);
+    if (got_lock && st != PC_LOCKED) pc_lock_info_free(lock); /* the message after it was bad */
   }
   pc_buf_free(&body);
   pc_buf_free(&reply);
@@ -334,11 +393,12 @@ static pc_status_t r_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
     st = pc_rpc_call(s->t[i].rpc, PC_TABLET_OP_GC, body.p, body.len, pc_deadline_bound(GC_CALL_MS),
                      &reply, err);
     if (st != PC_OK) {
-      pc_error_prefix(err, "tablet %s", s->t[i].name);
+      st = rpc_failure(s, i, st, err);
       break;
     }
     r = (pc_rd_t){reply.p, reply.len, 0, 1};
-    st = (pc_status_t)pc_rd_u8(&r);
+    st = reply_status(s, i, &r, err);
+    if (st == PC_CORRUPTION && !r.ok) break;
     if (st == PC_OK) {
       stats->cells += pc_rd_u64(&r);
       stats->versions += pc_rd_u64(&r);
@@ -389,10 +449,12 @@ static pc_status_t r_scan(pc_store_t *base, const char *table, const char *start
       break;
     }
     pc_rd_t r = {0};
+    int got_lock = 0;
     st = call(s, i, PC_TABLET_OP_SCAN, &body, &reply, &r, err);
     if (!reply.len) break;
     if (st == PC_OK || st == PC_LOCKED) {
       uint32_t n = pc_rd_u32(&r);
+      if (n > want) r.ok = 0; /* more than asked for: the caller's limit holds */
       pc_cell_t c = {table, NULL, 0, NULL, 0};
       for (uint32_t k = 0; k < n && r.ok && !stop; k++) {
         size_t vl;
@@ -404,11 +466,18 @@ static pc_status_t r_scan(pc_store_t *base, const char *table, const char *start
           stop = fn(ctx, &c, v, vl);
         }
       }
-      if (stop) break; /* the caller stopped: the rest of the reply is not read */
-      if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) r.ok = 0;
+      if (stop) { /* the caller stopped: the rest of the reply is not read, nor a lock that */
+        st = PC_OK; /* follows the cells (PC_LOCKED would promise it in *lock) */
+        break;
+      }
+      if (st == PC_LOCKED) {
+        if (pc_wire_get_lock(&r, lock)) r.ok = 0;
+        else got_lock = 1;
+      }
     }
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed scan reply", t->name);
+    if (got_lock && st != PC_LOCKED) pc_lock_info_free(lock); /* the message after it was bad */
     /* a tablet that filled the page may hold more: the loop ends (delivered == limit)
      * and the caller resumes after the last cell; otherwise go on to the next tablet */
   }
@@ -548,9 +617,9 @@ typedef struct fan {
 
 /* Sends every request of f[0..n) at once (op, one per tablet or several),
  * then waits for each reply: f[k].st is the store status (the transport's
- * when the call failed) with f[k].err, and f[k].r reads the reply after it
- * when a reply came. No thread is created: the replies come back on the
- * tablets' connections while this thread waits. */
+ * when the call failed, as call() reports it) with f[k].err, and f[k].r
+ * reads the reply after it when a reply came. No thread is created: the
+ * replies come back on the tablets' connections while this thread waits. */
 static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
   uint32_t timeout = pc_deadline_bound(s->timeout_ms);
   for (size_t k = 0; k < n; k++) {
@@ -563,16 +632,19 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
   }
   for (size_t k = 0; k < n; k++) {
     size_t i = f[k].tablet;
-    if (f[k].p) f[k].st = pc_rpc_finish(f[k].p, &f[k].reply, &f[k].err);
+    int sent = 0;
+    if (f[k].p) f[k].st = pc_rpc_finish(f[k].p, &f[k].reply, &sent, &f[k].err);
     f[k].p = NULL;
     if (f[k].st != PC_OK) {
-      pc_error_prefix(&f[k].err, "tablet %s", s->t[i].name);
+      f[k].reply.len = 0;
+      f[k].st = rpc_failure(s, i, f[k].st, &f[k].err);
+      if (f[k].st == PC_UNAVAILABLE && sent &&
+          (op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE))
+        f[k].st = f[k].err.code = PC_IO_ERROR;
       continue;
     }
     f[k].r = (pc_rd_t){f[k].reply.p, f[k].reply.len, 0, 1};
-    f[k].st = (pc_status_t)pc_rd_u8(&f[k].r);
-    if (!f[k].r.ok)
-      f[k].st = pc_error_set(&f[k].err, PC_CORRUPTION, "tablet %s: empty reply", s->t[i].name);
+    f[k].st = reply_status(s, i, &f[k].r, &f[k].err);
   }
 }
 
@@ -779,7 +851,8 @@ static char *dup_n(const char *p, size_t n) {
   return d;
 }
 
-pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, const char *secret,
+pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
+                                 const pc_rpc_auth_t *auth,
                                  uint32_t timeout_ms, pc_error_t *err) {
   if (n == 0) {
     pc_error_set(err, PC_INVALID, "no tablets configured");
@@ -820,7 +893,7 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, cons
       r_close(&s->base);
       return NULL;
     }
-    t->rpc = pc_rpc_client_create(a->host, a->port, secret, err);
+    t->rpc = pc_rpc_client_create(a->host, a->port, auth, err);
     if (!t->rpc) {
       r_close(&s->base);
       return NULL;
@@ -838,7 +911,9 @@ pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms
     return st;
   }
   pc_rd_t r = {reply.p, reply.len, 0, 1};
-  st = (pc_status_t)pc_rd_u8(&r);
+  uint8_t status = pc_rd_u8(&r);
+  if (status > PC_STATUS_MAX) r.ok = 0; /* not a pc_status_t: malformed */
+  st = (pc_status_t)status;
   size_t n = 0, mlen;
   const char *p = NULL;
   if (st == PC_OK) {

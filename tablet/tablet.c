@@ -2,7 +2,10 @@
  * from a tablet-protocol body (tablet.h), refuses rows outside the tablet's
  * range, runs it on the tablet's own store (normally store_local.c), and
  * encodes the outcome. Every body is untrusted: decoding is bounds-checked and
- * a malformed body is PC_INVALID naming the operation, never a crash. */
+ * a malformed body is PC_INVALID naming the operation, never a crash; what
+ * only the system may do is refused to data clients, and what the server
+ * can check without trusting the client (a lock's lease, a safe point) is
+ * checked (pc_tablet_set_limits). */
 #include "tablet/tablet.h"
 
 #include <pthread.h>
@@ -10,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/db.h"
 #include "core/error.h"
 #include "core/keys.h"
+#include "net/rpc.h"
 #include "tablet/tablet_wire.h"
 
 #define MAX_CELLS_PER_REQUEST 1000000u
@@ -27,6 +32,8 @@ struct pc_tablet {
   atomic_uint_fast64_t ops;
   pthread_mutex_t gc_mu;    /* one pass at a time; guards gc */
   pc_tablet_gc_t gc;
+  uint32_t lock_ttl_ms;     /* pc_tablet_set_limits; 0: no cap */
+  size_t raw_reply_max, scan_reply_max, locks_reply_max;
 };
 
 int pc_row_range_contains(const pc_row_range_t *r, const char *row, size_t rlen) {
@@ -56,7 +63,15 @@ pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_
   t->ts_source = ts_source;
   t->ts_ctx = ts_ctx;
   pthread_mutex_init(&t->gc_mu, NULL);
+  pc_tablet_set_limits(t, 0, 0);
   return t;
+}
+
+void pc_tablet_set_limits(pc_tablet_t *t, uint32_t lock_ttl_ms, size_t max_reply) {
+  t->lock_ttl_ms = lock_ttl_ms;
+  t->raw_reply_max = max_reply && max_reply < RAW_REPLY_MAX ? max_reply : RAW_REPLY_MAX;
+  t->scan_reply_max = max_reply ? max_reply : SIZE_MAX;
+  t->locks_reply_max = max_reply ? max_reply : SIZE_MAX;
 }
 
 void pc_tablet_destroy(pc_tablet_t *t) {
@@ -92,6 +107,60 @@ static pc_status_t malformed(const char *op, pc_error_t *err) {
   return pc_error_set(err, PC_INVALID, "malformed %s request body", op);
 }
 
+/* ---- what a client is not trusted with ------------------------------------ */
+
+/* Only the system identity may run op (what), e.g. set a GC safe point. */
+static pc_status_t need_system(const pc_tablet_t *t, const char *what, pc_error_t *e) {
+  if (pc_rpc_current_role() == PC_RPC_ROLE_SYSTEM) return PC_OK;
+  return pc_error_set(e, PC_DENIED, "tablet %s: %s needs the system identity (a data client "
+                      "cannot: docs/SECURITY.md)", t->name, what);
+}
+
+/* Writes to the system table (observer records, parked failures, worker
+ * records) are the system's. */
+static pc_status_t check_writes(const pc_tablet_t *t, const pc_mutation_t *muts, size_t n,
+                                pc_error_t *e) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(muts[i].cell.table, PC_SYSTEM_TABLE) == 0)
+      return need_system(t, "writing table " PC_SYSTEM_TABLE, e);
+  return PC_OK;
+}
+
+/* A lock's lease (ttl_ms counted from start_ts's physical time) may run at
+ * most lock_ttl_ms past now: this machine's clock, or, when start_ts is ahead
+ * of it by more than that, a fresh timestamp of the oracle (and a start_ts
+ * past that is one the oracle never issued). */
+static pc_status_t bound_lease(pc_tablet_t *t, uint64_t start_ts, uint32_t *ttl_ms,
+                               pc_error_t *e) {
+  if (!t->lock_ttl_ms) return PC_OK;
+  uint64_t start_ms = PC_TS_PHYSICAL_MS(start_ts), now = pc_now_wall_ms();
+  if (start_ms > now + t->lock_ttl_ms) {
+    uint64_t fresh = 0;
+    pc_status_t st = t->ts_source(t->ts_ctx, &fresh, e);
+    if (st != PC_OK) return st;
+    if (start_ts > fresh)
+      return pc_error_set(e, PC_INVALID, "tablet %s: start_ts %llu is beyond the oracle's "
+                          "timestamps (%llu)", t->name, (unsigned long long)start_ts,
+                          (unsigned long long)fresh);
+    now = PC_TS_PHYSICAL_MS(fresh);
+  }
+  uint64_t cap = (now > start_ms ? now - start_ms : 0) + t->lock_ttl_ms;
+  if (*ttl_ms > cap) *ttl_ms = (uint32_t)cap;
+  return PC_OK;
+}
+
+/* A safe point at or below a fresh timestamp: one above every timestamp the
+ * oracle issued would make the tablet refuse every read for good. */
+static pc_status_t check_safe_point(pc_tablet_t *t, uint64_t safe, pc_error_t *e) {
+  uint64_t fresh = 0;
+  pc_status_t st = t->ts_source(t->ts_ctx, &fresh, e);
+  if (st != PC_OK) return st;
+  if (safe <= fresh) return PC_OK;
+  return pc_error_set(e, PC_INVALID, "tablet %s: GC safe point %llu is beyond the oracle's "
+                      "timestamps (%llu)", t->name, (unsigned long long)safe,
+                      (unsigned long long)fresh);
+}
+
 /* Appends the outcome: status, the op's payload (already in payload), message. */
 static pc_status_t finish(pc_buf_t *reply, pc_status_t st, const pc_buf_t *payload,
                           const pc_error_t *e) {
@@ -112,11 +181,17 @@ static int read_count(pc_rd_t *r, size_t *n) {
 typedef struct scan_out {
   pc_buf_t *payload;
   uint32_t n;
-  int oom;
+  int oom;   /* out of memory, or (raw scan) past max */
+  int over;  /* past max */
+  size_t max;
 } scan_out_t;
 
 static int scan_cell(void *ctx, const pc_cell_t *c, const char *v, size_t vlen) {
   scan_out_t *o = ctx;
+  if (o->payload->len > o->max) {
+    o->over = 1;
+    return 1;
+  }
   if (pc_buf_str(o->payload, c->row, c->rlen) || pc_buf_str(o->payload, c->col, c->clen) ||
       pc_buf_str(o->payload, v, vlen)) {
     o->oom = 1;
@@ -128,7 +203,7 @@ static int scan_cell(void *ctx, const pc_cell_t *c, const char *v, size_t vlen) 
 
 static int raw_cell(void *ctx, const pc_raw_cell_t *c) {
   scan_out_t *o = ctx;
-  if (o->payload->len > RAW_REPLY_MAX || pc_wire_put_raw(o->payload, c)) {
+  if (o->payload->len > o->max || pc_wire_put_raw(o->payload, c)) {
     o->oom = 1;
     return 1;
   }
@@ -140,11 +215,12 @@ typedef struct locks_out {
   pc_buf_t *payload;
   uint32_t n;
   int oom, truncated;
+  size_t max;
 } locks_out_t;
 
 static int lock_out(void *ctx, const pc_lock_info_t *lock) {
   locks_out_t *o = ctx;
-  if (o->n == PC_TABLET_LOCKS_MAX) {
+  if (o->n == PC_TABLET_LOCKS_MAX || o->payload->len > o->max) {
     o->truncated = 1;
     return 1;
   }
@@ -295,6 +371,9 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       }
       if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
       if (st == PC_OK && start == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
+      if (st == PC_OK) st = check_writes(t, muts, n, e);
+      if (st == PC_OK && op == PC_TABLET_OP_PREWRITE)
+        st = bound_lease(t, spec.start_ts, &spec.ttl_ms, e);
       pc_lock_info_t lock = {0};
       uint64_t commit_ts = 0;
       if (st == PC_OK) {
@@ -363,10 +442,13 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
                             t->name);
       if ((st = check_snapshot(t, ts, e)) != PC_OK) return st;
       pc_buf_t cells = {0};
-      scan_out_t o = {&cells, 0, 0};
+      scan_out_t o = {&cells, 0, 0, 0, t->scan_reply_max};
       pc_lock_info_t lock = {0};
       st = s->ops->scan(s, table, start, sl, col, cl, end, el, ts, limit, scan_cell, &o, &lock, e);
       if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+      if (o.over)
+        st = pc_error_set(e, PC_INVALID, "scan of tablet %s: a reply of %u cells exceeds %zu "
+                          "bytes: ask for fewer", t->name, limit, t->scan_reply_max);
       if (st != PC_NOMEM) {
         pc_status_t again = check_snapshot(t, ts, e);
         if (again != PC_OK) st = again;
@@ -387,11 +469,11 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
           (table && (tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))))
         return malformed("raw scan", e);
       pc_buf_t cells = {0};
-      scan_out_t o = {&cells, 0, 0};
+      scan_out_t o = {&cells, 0, 0, 0, t->raw_reply_max};
       st = s->ops->raw_scan(s, table, start, sl, end, el, raw_cell, &o, e);
       if (o.oom)
-        st = pc_error_set(e, PC_INVALID, "raw scan of tablet %s exceeds %u MiB: narrow the range",
-                          t->name, RAW_REPLY_MAX >> 20);
+        st = pc_error_set(e, PC_INVALID, "raw scan of tablet %s exceeds %zu bytes: narrow the "
+                          "range", t->name, t->raw_reply_max);
       if (st == PC_OK && (pc_buf_u32(payload, o.n) || pc_buf_append(payload, cells.p, cells.len)))
         st = pc_error_set(e, PC_NOMEM, "oom");
       pc_buf_free(&cells);
@@ -404,13 +486,14 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       uint32_t ttl = pc_rd_u32(r);
       if (!r->ok || r->pos != r->len) return malformed("heartbeat", e);
       if ((st = check_row(t, &c, e)) != PC_OK) return st;
+      if ((st = bound_lease(t, start, &ttl, e)) != PC_OK) return st;
       return s->ops->heartbeat(s, &c, start, ttl, e);
     }
     case PC_TABLET_OP_SCAN_LOCKS: {
       uint64_t below = pc_rd_u64(r);
       if (!r->ok || r->pos != r->len) return malformed("scan locks", e);
       pc_buf_t locks = {0};
-      locks_out_t o = {&locks, 0, 0, 0};
+      locks_out_t o = {&locks, 0, 0, 0, t->locks_reply_max};
       st = s->ops->scan_locks(s, below, lock_out, &o, e);
       if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
       if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)o.truncated) || pc_buf_u32(payload, o.n) ||
@@ -423,6 +506,9 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       uint64_t safe = pc_rd_u64(r);
       uint32_t rate = pc_rd_u32(r);
       if (!r->ok || r->pos != r->len) return malformed("gc", e);
+      if ((st = need_system(t, "setting a GC safe point", e)) != PC_OK ||
+          (st = check_safe_point(t, safe, e)) != PC_OK)
+        return st;
       /* the store publishes the safe point before it deletes below it, and
        * readers below it are refused from then on (check_snapshot) */
       pc_store_gc_stats_t g;

@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "core/store.h"
+#include "net/rpc.h"
 
 enum {
   PC_TABLET_OP_GET = 0x10,
@@ -104,6 +105,18 @@ typedef struct pc_tablet pc_tablet_t;
  * allocation failure; release with pc_tablet_destroy. */
 pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_range_t *range,
                               pc_ts_source_fn ts_source, void *ts_ctx);
+
+/* What the tablet does not take from a client (call before it serves):
+ *   - a lock's lease (PREWRITE, HEARTBEAT) runs at most lock_ttl_ms past
+ *     now (this machine's clock, or the oracle's when a start_ts is ahead of
+ *     it by more than that; a start_ts the oracle has not issued yet is
+ *     refused); 0: no cap;
+ *   - a reply (SCAN, RAW_SCAN, SCAN_LOCKS) holds at most max_reply bytes
+ *     (a scan past it is refused, a lock scan truncated); 0: their own caps.
+ * Besides, whatever the limits: GC and writes to the system table need the
+ * system identity (net/rpc.h's roles; PC_DENIED for a data client), and a
+ * GC safe point beyond a fresh timestamp from ts_source is refused. */
+void pc_tablet_set_limits(pc_tablet_t *t, uint32_t lock_ttl_ms, size_t max_reply);
 void pc_tablet_destroy(pc_tablet_t *t);
 uint64_t pc_tablet_ops(const pc_tablet_t *t);
 
@@ -130,8 +143,8 @@ typedef struct pc_tablet_addr {
 /* A store whose operations go to the tablets (ranges must tile all rows,
  * sorted by start). Every call is bounded by timeout_ms. Returns NULL on
  * error; release with s->ops->close(s). */
-pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n, const char *secret,
-                                 uint32_t timeout_ms, pc_error_t *err);
+pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
+                                 const pc_rpc_auth_t *auth, uint32_t timeout_ms, pc_error_t *err);
 
 /* For `percolator status`: a tablet's name, the operations it served and
  * its garbage collection, asked with INFO over an rpc.h client of it. */
@@ -144,5 +157,26 @@ pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms
  * configuration they build in memory. cfg is only read during the call. */
 struct pc_config;
 pc_db_t *pc_db_open_parsed_config(const struct pc_config *cfg, int create, pc_error_t *err);
+
+/* Takes the cluster-wide lock `name` for this client's session, in the lock
+ * service or, with "zookeeper", in ZooKeeper: *mine = 1 when it holds it (now
+ * or already), 0 when another live client does. It is released when the
+ * client's session ends. PC_UNAVAILABLE (or another error) when it cannot be
+ * asked; a client with neither service gets *mine = 1 (it is alone, as far
+ * as it can tell). For work that one process at a time should do, never
+ * for safety. */
+pc_status_t pc_db_cluster_lock(pc_db_t *db, const char *name, uint32_t timeout_ms, int *mine,
+                               pc_error_t *err);
+
+/* The credentials a configuration gives this process, for its servers and
+ * clients: the secrets (borrowed from cfg, which must outlive *out) and the
+ * TLS certificates, loaded (errors name the key's file:line:column). Release
+ * with pc_config_auth_release. */
+pc_status_t pc_config_auth(const struct pc_config *cfg, pc_rpc_auth_t *out, pc_error_t *err);
+void pc_config_auth_release(pc_rpc_auth_t *a);
+
+/* An rpc.h client of host:port with cfg's credentials (pc_rpc_client_create). */
+pc_rpc_client_t *pc_config_rpc_client(const struct pc_config *cfg, const char *host,
+                                      uint16_t port, pc_error_t *err);
 
 #endif

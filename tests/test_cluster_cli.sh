@@ -216,7 +216,7 @@ kill -TERM "$RUN"
 wait_exit "$RUN" 30
 [ "$RC" = 0 ] || fail "run exited $RC on SIGTERM; see $WORK/run-1.log"
 grep -q "shutting down" "$WORK/run-1.log" || fail "run did not log its shutdown"
-run_cli 15 --config "$C" --timeout 2000 get acct x bal
+run_cli 15 --config "$C" --timeout 2s get acct x bal
 [ "$RC" = 3 ] || fail "get with the daemons stopped: exit $RC (want 3)"
 pass "SIGTERM stops run with exit 0; clients then fail with exit 3"
 
@@ -301,14 +301,14 @@ run_cli 30 --config "$C" status
 kill "$T2"
 wait_exit "$T2" 30
 [ "$RC" = 0 ] || fail "tablet t2 exited $RC on SIGTERM"
-run_cli 30 --config "$C" --timeout 3000 status
+run_cli 30 --config "$C" --timeout 3s status
 echo "$OUT" | sed 's/^/  /'
 [ "$RC" = 3 ] || fail "status with tablet t2 killed exited $RC (want 3)"
 echo "$OUT" | grep -q "^tablet t2 .* down" || fail "status does not show t2 down"
 for role in tso lockservice "tablet t1"; do
   echo "$OUT" | grep -q "^$role .* up " || fail "status does not show $role up with t2 down"
 done
-run_cli 30 --config "$C" --timeout 3000 status --json
+run_cli 30 --config "$C" --timeout 3s status --json
 [ "$RC" = 3 ] || fail "status --json with t2 killed exited $RC (want 3)"
 [ "$(grep -o '"up":false' <<<"$OUT" | wc -l)" = 1 ] || fail "status --json: $OUT"
 [ "$(grep -o '"up":true' <<<"$OUT" | wc -l)" = 3 ] || fail "status --json: $OUT"
@@ -316,7 +316,7 @@ run_cli 30 --config "$C" --timeout 3000 status --json
 run_cli 30 --config "$C" get acct a bal
 [ "$RC" = 0 ] && [ "$OUT" = 1 ] || fail "get a (t1) with t2 down: exit $RC '$OUT'"
 T2_EP=$(endpoint "$WORK/r-t2.json" t2)
-run_cli 30 --config "$C" --timeout 3000 get acct z bal
+run_cli 30 --config "$C" --timeout 3s get acct z bal
 [ "$RC" = 3 ] || fail "get z (t2) with t2 down: exit $RC (want 3)"
 grep -q "${T2_EP##*:}" "$WORK/last.err" || fail "the error does not name t2's address: $(cat "$WORK/last.err")"
 pass "status exits 3 with one tablet killed, naming it down; the other tablet serves"

@@ -94,7 +94,7 @@ run_cli 10 --data "$D" search grp4
 run_cli 10 --data "$D" search ALPHA Shared
 [ "$(wc -l <<<"$OUT")" = 9 ] || fail "search alpha shared: want the 9 group canonicals: $OUT"
 run_cli 10 --data "$D" search alpha unique
-[ -z "$OUT" ] && [ "$RC" = 0 ] || fail "search alpha unique: want nothing: '$OUT'"
+[ -z "$OUT" ] && [ "$RC" = 1 ] || fail "search alpha unique: want nothing and exit 1: $RC '$OUT'"
 run_cli 10 --data "$D" search kind
 [ "$OUT" = corpus/unique.txt ] || fail "search kind: '$OUT'"
 run_cli 10 --data "$D" doc corpus/doc13.txt
@@ -161,7 +161,11 @@ grep -q "^percolator: load: bad/large.txt: too large (500 bytes" <<<"$ERR" || fa
 grep -q "^percolator: load: bad.jsonl:2: invalid JSON" <<<"$ERR" || fail "no report of bad.jsonl:2: $ERR"
 grep -q "^percolator: load: bad.jsonl:3: invalid JSON" <<<"$ERR" || fail "no report of bad.jsonl:3: $ERR"
 run_cli 60 --data "$D" load --json --max-bytes 100 bad.jsonl
-[[ "$OUT" == '{"loaded":1,"failed":0,"skipped":{'*'"invalid_json":2'* ]] || fail "load --json: $OUT"
+[[ "$(tail -1 <<<"$OUT")" == '{"loaded":1,"failed":0,"unknown":0,"skipped":{'*'"invalid_json":2'* ]] ||
+  fail "load --json summary: $OUT"
+grep -qx '{"url":"json/1","status":"ok"}' <<<"$OUT" || fail "load --json: no result for json/1: $OUT"
+[ "$(grep -c '"status":"skipped","reason":"invalid_json"' <<<"$OUT")" = 2 ] ||
+  fail "load --json: want two skipped lines: $OUT"
 wait_all
 check_clean "after the bad inputs"
 run_cli 10 --data "$D" search json

@@ -78,7 +78,7 @@ static int http_req(uint16_t port, const char *request, char *resp, size_t cap, 
 static void test_endpoints(void **state) {
   (void)state;
   pc_error_t err;
-  pc_http_t *h = pc_http_start("127.0.0.1", 0, health, metrics, NULL, &err);
+  pc_http_t *h = pc_http_start("127.0.0.1", 0, NULL, health, metrics, NULL, &err);
   if (!h) fail_msg("http start: %s", err.text);
   uint16_t port = pc_http_port(h);
   assert_true(port != 0);
@@ -123,7 +123,7 @@ static void test_endpoints(void **state) {
                    405);
 
   /* a port in use is an error naming it */
-  pc_http_t *h2 = pc_http_start("127.0.0.1", port, health, metrics, NULL, &err);
+  pc_http_t *h2 = pc_http_start("127.0.0.1", port, NULL, health, metrics, NULL, &err);
   assert_null(h2);
   char ep[64];
   snprintf(ep, sizeof ep, "127.0.0.1:%u", port);
@@ -131,13 +131,86 @@ static void test_endpoints(void **state) {
   pc_http_stop(h);
 
   /* no callbacks: healthy, empty metrics */
-  h = pc_http_start(NULL, 0, NULL, NULL, NULL, &err);
+  h = pc_http_start(NULL, 0, NULL, NULL, NULL, NULL, &err);
   assert_non_null(h);
   assert_int_equal(http_req(pc_http_port(h), "GET /health HTTP/1.0\r\n\r\n", resp, sizeof resp,
                             &body), 200);
   assert_int_equal(http_req(pc_http_port(h), "GET /metrics HTTP/1.0\r\n\r\n", resp, sizeof resp,
                             &body), 200);
   assert_string_equal(body, "");
+  pc_http_stop(h);
+}
+
+static int connect_to(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  return fd;
+}
+
+/* 1 when the server closes fd within timeout_ms (whatever it sent first). */
+static int closed_within(int fd, int timeout_ms) {
+  char buf[4096];
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, 10) > 0) {
+      ssize_t got = recv(fd, buf, sizeof buf, 0);
+      if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) return 1;
+    }
+  }
+  return 0;
+}
+
+/* Idle connections cannot lock scrapes out: past max_connections the
+ * oldest are closed, each has timeout_ms to send its request, and a request
+ * head past 16 KiB is refused. */
+static void test_connection_limits(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_http_limits_t lim = {8, 60000};
+  pc_http_t *h = pc_http_start("127.0.0.1", 0, &lim, health, metrics, NULL, &err);
+  if (!h) fail_msg("http start: %s", err.text);
+  uint16_t port = pc_http_port(h);
+  int fds[50];
+  for (int i = 0; i < 50; i++) fds[i] = connect_to(port);
+  static char resp[65536];
+  char *body;
+  assert_int_equal(http_req(port, "GET /health HTTP/1.0\r\n\r\n", resp, sizeof resp, &body), 200);
+  for (int i = 0; i < 42; i++) assert_int_equal(closed_within(fds[i], 5000), 1);
+  for (int i = 0; i < 50; i++) close(fds[i]);
+  pc_http_stop(h);
+  /* the deadline to send a request */
+  lim.timeout_ms = 300;
+  h = pc_http_start("127.0.0.1", 0, &lim, health, metrics, NULL, &err);
+  assert_non_null(h);
+  port = pc_http_port(h);
+  int idle = connect_to(port);
+  assert_int_equal(closed_within(idle, 5000), 1);
+  close(idle);
+  /* a request head that never ends */
+  int fd = connect_to(port);
+  static char junk[20000];
+  memset(junk, 'a', sizeof junk);
+  memcpy(junk, "GET /health HTTP/1.0\r\nX: ", 26);
+  assert_int_equal(send(fd, junk, sizeof junk, MSG_NOSIGNAL), (ssize_t)sizeof junk);
+  size_t n = 0;
+  for (;;) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    assert_true(poll(&pf, 1, 5000) > 0);
+    ssize_t got = recv(fd, resp + n, sizeof resp - 1 - n, 0);
+    if (got <= 0) break;
+    n += (size_t)got;
+  }
+  resp[n] = '\0';
+  assert_non_null(strstr(resp, "HTTP/1.1 431"));
+  close(fd);
+  assert_int_equal(http_req(port, "GET /metrics HTTP/1.0\r\n\r\n", resp, sizeof resp, &body),
+                   200);
   pc_http_stop(h);
 }
 
@@ -170,6 +243,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_metric_format),
       cmocka_unit_test(test_endpoints),
+      cmocka_unit_test(test_connection_limits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -893,7 +893,8 @@ static void lockd_start(lockd_t *d, uint16_t port, const char *secret) {
   o.name = "lockd";
   o.host = "127.0.0.1";
   o.port = port;
-  o.secret = secret;
+  pc_rpc_auth_t auth = {.secret = secret};
+  o.auth = &auth;
   o.workers = 2;
   pc_error_t err;
   d->srv = NULL;
@@ -917,7 +918,8 @@ static void lockd_stop(lockd_t *d) {
 static pc_ls_client_t *client(const lockd_t *d, uint16_t port, const char *secret,
                               uint32_t ttl_ms) {
   pc_error_t err;
-  pc_ls_client_t *c = pc_ls_client_create("127.0.0.1", d ? d->port : port, secret, ttl_ms, &err);
+  pc_rpc_auth_t auth = {.secret = secret};
+  pc_ls_client_t *c = pc_ls_client_create("127.0.0.1", d ? d->port : port, &auth, ttl_ms, &err);
   if (!c) fail_msg("pc_ls_client_create: %s", err.text);
   return c;
 }

@@ -13,6 +13,11 @@
 
 #include "core/error.h"
 #include "net/rpc.h"
+#include "net/tls.h"
+#include "tests/testutil.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +41,7 @@
 #define OP_SLEEP 0x13     /* body: decimal ms to sleep; replies "slept" */
 #define OP_CONC 0x15      /* records how many run at once, sleeps 20 ms */
 #define OP_WHO 0x16       /* replies with an identity of the thread running the handler */
+#define OP_ROLE 0x17      /* replies with the caller's role (u8) */
 /* anything else: PC_INVALID "unknown opcode 0xNN" (as services should) */
 
 static atomic_int conc_now, conc_max;
@@ -73,6 +79,11 @@ static pc_status_t handler(void *ctx, uint8_t op, const char *body, size_t len, 
     atomic_fetch_sub(&conc_now, 1);
     return PC_OK;
   }
+  case OP_ROLE: {
+    unsigned char role = (unsigned char)pc_rpc_current_role();
+    pc_buf_append(reply, &role, 1);
+    return PC_OK;
+  }
   case OP_WHO: {
     static _Thread_local char here;
     uintptr_t me = (uintptr_t)&here;
@@ -106,7 +117,8 @@ static pc_rpc_server_t *start(const pc_rpc_server_options_t *o) {
 
 static pc_rpc_client_t *client(pc_rpc_server_t *s, const char *secret) {
   pc_error_t err;
-  pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", pc_rpc_server_port(s), secret, &err);
+  pc_rpc_auth_t auth = {.secret = secret};
+  pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", pc_rpc_server_port(s), &auth, &err);
   if (!c) fail_msg("client create: %s", err.text);
   return c;
 }
@@ -150,9 +162,11 @@ static int raw_send(int fd, const void *p, size_t n) {
   return 0;
 }
 
+/* A frame laid out as version 1 (the version byte as given): what a client
+ * from before request budgets sends, which servers still serve. */
 static size_t raw_frame(unsigned char *out, uint8_t version, uint8_t op, uint64_t id,
                         const void *body, size_t len) {
-  uint32_t flen = (uint32_t)(PC_RPC_HEADER + len);
+  uint32_t flen = (uint32_t)(PC_RPC_HEADER_V1 + len);
   out[0] = (unsigned char)(flen >> 24);
   out[1] = (unsigned char)(flen >> 16);
   out[2] = (unsigned char)(flen >> 8);
@@ -193,13 +207,13 @@ static int raw_read_frame(int fd, reply_t *r, int timeout_ms) {
   unsigned char h[15];
   if (raw_read(fd, h, 15, timeout_ms) != 0) return -1;
   uint32_t flen = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-  assert_true(flen >= PC_RPC_HEADER);
-  assert_int_equal(h[4], PC_RPC_VERSION);
+  assert_true(flen >= PC_RPC_HEADER_V1);
+  assert_int_equal(h[4], PC_RPC_VERSION_1); /* the version of the request (or of a refusal) */
   r->op = h[5];
   r->status = h[6];
   r->id = 0;
   for (int i = 0; i < 8; i++) r->id = r->id << 8 | h[7 + i];
-  r->len = flen - PC_RPC_HEADER;
+  r->len = flen - PC_RPC_HEADER_V1;
   assert_true(r->len < sizeof r->body);
   if (r->len && raw_read(fd, r->body, r->len, timeout_ms) != 0) return -1;
   r->body[r->len] = '\0';
@@ -479,9 +493,11 @@ static void test_stop_restart(void **state) {
   assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 300, &r, &err), PC_UNAVAILABLE);
   if (!strstr(err.text, ep)) fail_msg("message \"%s\" should name %s", err.text, ep);
   pc_sleep_ms(50);
-  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 300, &r, &err), PC_UNAVAILABLE);
+  int sent = -1;
+  assert_int_equal(pc_rpc_call_sent(c, OP_ECHO, "x", 1, 300, &r, &sent, &err), PC_UNAVAILABLE);
   if (!strstr(err.text, ep) || !strstr(err.text, "cannot reach") || !strstr(err.text, "refused"))
     fail_msg("message \"%s\" should say cannot reach %s: connection refused", err.text, ep);
+  assert_int_equal(sent, 0); /* refused: the request never left, so it had no effect */
 
   /* restarted on the same port: the client reconnects by itself */
   o.port = port;
@@ -521,12 +537,41 @@ static void test_dropped_connection(void **state) {
   pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", ntohs(a.sin_port), NULL, &err);
   assert_non_null(c);
   pc_buf_t r = {0};
-  /* in flight when the connection drops: PC_UNAVAILABLE, not a timeout */
-  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 20000, &r, &err), PC_UNAVAILABLE);
+  /* in flight when the connection drops: PC_UNAVAILABLE, not a timeout, and
+   * sent: the server may have acted on it */
+  int sent = -1;
+  assert_int_equal(pc_rpc_call_sent(c, OP_ECHO, "x", 1, 20000, &r, &sent, &err), PC_UNAVAILABLE);
   assert_non_null(strstr(err.text, "lost"));
+  assert_int_equal(sent, 1);
   pthread_join(t, NULL);
   close(lfd);
   pc_rpc_client_destroy(c);
+}
+
+/* A TLS context with name's certificate from dir (tests/certs.sh), allowing
+ * only the name allowed (NULL: any the CA signed). */
+static pc_tls_t *tls_for(const char *dir, const char *name, const char *allowed) {
+  char ca[512], cert[512], key[512];
+  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+  snprintf(cert, sizeof cert, "%s/%s.pem", dir, name);
+  snprintf(key, sizeof key, "%s/%s.key", dir, name);
+  const char *const list[1] = {allowed};
+  pc_tls_options_t o = {ca, cert, key, NULL, NULL, NULL, allowed ? list : NULL, allowed ? 1 : 0,
+                        NULL, 0};
+  pc_error_t err;
+  pc_tls_t *t = pc_tls_create(&o, &err);
+  if (!t) fail_msg("tls for %s: %s", name, err.text);
+  return t;
+}
+
+/* Expects an error reply with status st naming what, then the close. */
+static void expect_fault_status(int fd, pc_status_t st, const char *what) {
+  reply_t r;
+  assert_int_equal(raw_read_frame(fd, &r, 5000), 0);
+  assert_int_equal(r.status, st);
+  assert_true(r.op & PC_RPC_OP_REPLY);
+  if (!strstr(r.body, what)) fail_msg("error reply \"%s\" does not mention \"%s\"", r.body, what);
+  assert_int_equal(raw_wait_closed(fd, 5000), 1);
 }
 
 struct nohello_arg {
@@ -545,20 +590,61 @@ static void *call_echo(void *p) {
   return NULL;
 }
 
+/* The role the server gives client c (OP_ROLE). */
+static pc_rpc_role_t role_of(pc_rpc_client_t *c) {
+  pc_buf_t r = {0};
+  pc_error_t err;
+  pc_status_t st = pc_rpc_call(c, OP_ROLE, NULL, 0, 5000, &r, &err);
+  if (st != PC_OK) fail_msg("role: %s (%s)", pc_status_name(st), err.text);
+  assert_int_equal(r.len, 1);
+  pc_rpc_role_t role = (pc_rpc_role_t)(unsigned char)r.p[0];
+  pc_buf_free(&r);
+  return role;
+}
+
+static void hmac(const char *key, const char *label, const unsigned char *a,
+                 const unsigned char *b, unsigned char out[32]) {
+  unsigned char msg[128];
+  size_t l = strlen(label);
+  memcpy(msg, label, l);
+  memcpy(msg + l, a, 32);
+  memcpy(msg + l + 32, b, 32);
+  unsigned int olen = 32;
+  assert_non_null(HMAC(EVP_sha256(), key, (int)strlen(key), msg, l + 64, out, &olen));
+}
+
+/* Raw HELLO on fd: sends nonce cn (id 7) and returns the server's nonce in sn. */
+static void raw_hello(int fd, const unsigned char cn[32], unsigned char sn[32]) {
+  unsigned char f[128];
+  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_HELLO, 0, cn, 32)), 0);
+  reply_t rep;
+  assert_int_equal(raw_read_frame(fd, &rep, 5000), 0);
+  assert_int_equal(rep.status, PC_OK);
+  assert_int_equal(rep.op, PC_RPC_OP_HELLO | PC_RPC_OP_REPLY);
+  assert_int_equal(rep.len, 32);
+  memcpy(sn, rep.body, 32);
+}
+
+/* The secret's challenge-response: the library's clients with the right,
+ * a wrong and no secret; the exchange by hand (a wrong MAC, a replayed one,
+ * the server's proof); the frame limit before authentication; the roles of
+ * the data and the system secret. */
 static void test_secret(void **state) {
   (void)state;
   pc_rpc_server_options_t o = base_opts();
-  o.secret = "s3cret-token";
+  pc_rpc_auth_t sa = {.secret = "s3cret-token"};
+  o.auth = &sa;
   pc_rpc_server_t *s = start(&o);
   uint16_t port = pc_rpc_server_port(s);
 
   pc_rpc_client_t *good = client(s, "s3cret-token");
   echo_ok(good, "authenticated", 5000);
+  assert_int_equal(role_of(good), PC_RPC_ROLE_SYSTEM); /* the one secret is the system's */
 
   pc_buf_t r = {0};
   pc_error_t err;
   pc_rpc_client_t *bad = client(s, "s3cret-tokem");
-  assert_int_equal(pc_rpc_call(bad, OP_ECHO, "x", 1, 5000, &r, &err), PC_UNAVAILABLE);
+  assert_int_equal(pc_rpc_call(bad, OP_ECHO, "x", 1, 5000, &r, &err), PC_DENIED);
   if (!strstr(err.text, "wrong secret")) fail_msg("unexpected: %s", err.text);
   pc_rpc_client_destroy(bad);
 
@@ -586,44 +672,234 @@ static void test_secret(void **state) {
     pc_rpc_client_destroy(none);
   }
 
-  /* raw: wrong secret, a shorter one, and a request without HELLO */
-  unsigned char f[128];
+  /* by hand: a HELLO without a nonce, a request before HELLO, AUTH before HELLO */
+  unsigned char f[256];
+  reply_t rep;
   int fd = raw_connect(port);
-  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_HELLO, 0, "nope", 4)), 0);
-  expect_fault_and_close(fd, "wrong secret");
-  close(fd);
-  fd = raw_connect(port);
-  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_HELLO, 0, "s3cret-toke", 11)), 0);
-  expect_fault_and_close(fd, "wrong secret");
+  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_HELLO, 0, "s3cret-token", 12)), 0);
+  expect_fault_status(fd, PC_DENIED, "nonce");
   close(fd);
   fd = raw_connect(port);
   assert_int_equal(raw_send(fd, f, raw_frame(f, 1, OP_ECHO, 42, "hi", 2)), 0);
-  reply_t rep;
   assert_int_equal(raw_read_frame(fd, &rep, 5000), 0);
   assert_int_equal(rep.id, 42);
   assert_int_equal(rep.op, OP_ECHO | PC_RPC_OP_REPLY);
+  assert_int_equal(rep.status, PC_DENIED);
   assert_non_null(strstr(rep.body, "HELLO"));
   assert_int_equal(raw_wait_closed(fd, 5000), 1);
   close(fd);
-  /* raw: the right secret, then a request */
+  unsigned char auth[33] = {0};
   fd = raw_connect(port);
-  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_HELLO, 7, "s3cret-token", 12)), 0);
+  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_AUTH, 0, auth, 33)), 0);
+  expect_fault_status(fd, PC_DENIED, "AUTH before HELLO");
+  close(fd);
+
+  /* a frame longer than the limit before authentication is refused before it is read */
+  fd = raw_connect(port);
+  uint32_t big = 1u << 20;
+  unsigned char bh[4] = {(unsigned char)(big >> 24), (unsigned char)(big >> 16),
+                         (unsigned char)(big >> 8), (unsigned char)big};
+  assert_int_equal(raw_send(fd, bh, 4), 0);
+  expect_fault_status(fd, PC_INVALID, "before authentication");
+  close(fd);
+
+  /* by hand, the right way: the client's MAC, then the server's proof */
+  unsigned char cn[32], sn[32], mac[32], proof[32];
+  for (int i = 0; i < 32; i++) cn[i] = (unsigned char)(i * 7 + 1);
+  fd = raw_connect(port);
+  raw_hello(fd, cn, sn);
+  hmac("s3cret-token", "percolator client", sn, cn, mac);
+  auth[0] = 0;
+  memcpy(auth + 1, mac, 32);
+  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_AUTH, 0, auth, 33)), 0);
   assert_int_equal(raw_send(fd, f, raw_frame(f, 1, OP_ECHO, 8, "hi", 2)), 0);
   assert_int_equal(raw_read_frame(fd, &rep, 5000), 0);
-  assert_int_equal(rep.id, 7);
+  assert_int_equal(rep.op, PC_RPC_OP_AUTH | PC_RPC_OP_REPLY);
   assert_int_equal(rep.status, PC_OK);
+  hmac("s3cret-token", "percolator server", cn, sn, proof);
+  assert_int_equal(rep.len, 32);
+  assert_memory_equal(rep.body, proof, 32);
   assert_int_equal(raw_read_frame(fd, &rep, 5000), 0);
   assert_int_equal(rep.id, 8);
   assert_int_equal(rep.status, PC_OK);
   assert_string_equal(rep.body, "hi");
+  close(fd);
+  /* the same AUTH again, on a new connection (another server nonce): refused */
+  fd = raw_connect(port);
+  raw_hello(fd, cn, sn);
+  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_AUTH, 0, auth, 33)), 0);
+  expect_fault_status(fd, PC_DENIED, "wrong secret");
   close(fd);
 
   echo_ok(good, "still authenticated", 5000);
   pc_rpc_client_destroy(good);
   pc_rpc_server_stats_t stats;
   pc_rpc_server_stats(s, &stats);
-  assert_true(stats.protocol_errors >= 5);
+  assert_true(stats.auth_failures >= 5);
   pc_rpc_server_stop(s);
+
+  /* a data secret and a system secret: two roles */
+  pc_rpc_auth_t two = {.secret = "data-secret", .system_secret = "system-secret"};
+  o.auth = &two;
+  s = start(&o);
+  pc_rpc_client_t *data = client(s, "data-secret");
+  pc_rpc_auth_t sys_auth = {.secret = "data-secret", .system_secret = "system-secret"};
+  pc_rpc_client_t *sys =
+      pc_rpc_client_create("127.0.0.1", pc_rpc_server_port(s), &sys_auth, &err);
+  assert_non_null(sys);
+  assert_int_equal(role_of(data), PC_RPC_ROLE_DATA);
+  assert_int_equal(role_of(sys), PC_RPC_ROLE_SYSTEM);
+  pc_rpc_client_t *wrong = client(s, "system-secreT");
+  assert_int_equal(pc_rpc_call(wrong, OP_ROLE, NULL, 0, 5000, &r, &err), PC_DENIED);
+  pc_rpc_client_destroy(wrong);
+  pc_rpc_client_destroy(data);
+  pc_rpc_client_destroy(sys);
+  pc_rpc_server_stop(s);
+  pc_buf_free(&r);
+}
+
+/* What a client with a secret sends, seen by a server of the test's own: a
+ * nonce, then a MAC; never the secret. */
+static void test_secret_never_sent(void **state) {
+  (void)state;
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(lfd, 1), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+  static const char secret[] = "a-secret-nobody-may-see";
+  pc_error_t err;
+  pc_rpc_auth_t ca = {.secret = secret};
+  pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", ntohs(a.sin_port), &ca, &err);
+  assert_non_null(c);
+  struct nohello_arg w = {c, PC_OK, ""};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, call_echo, &w), 0);
+  int fd = accept(lfd, NULL, NULL);
+  assert_true(fd >= 0);
+  /* the client's frames are of version 2 (a budget after the id); the
+   * replies below are of version 1, which a client reads too */
+  unsigned char h[19], cn[32], sn[32], auth[33], mac[32];
+  assert_int_equal(raw_read(fd, h, 19, 5000), 0);
+  assert_int_equal(h[4], PC_RPC_VERSION);
+  assert_int_equal(h[3], PC_RPC_HEADER + 32);
+  assert_int_equal(h[5], PC_RPC_OP_HELLO);
+  assert_int_equal(raw_read(fd, cn, 32, 5000), 0);
+  for (int i = 0; i < 32; i++) sn[i] = (unsigned char)(255 - i);
+  unsigned char f[128];
+  raw_frame(f, 1, PC_RPC_OP_HELLO | PC_RPC_OP_REPLY, 0, sn, 32);
+  assert_int_equal(raw_send(fd, f, 15 + 32), 0);
+  assert_int_equal(raw_read(fd, h, 19, 5000), 0);
+  assert_int_equal(h[3], PC_RPC_HEADER + 33);
+  assert_int_equal(h[5], PC_RPC_OP_AUTH);
+  assert_int_equal(raw_read(fd, auth, 33, 5000), 0);
+  hmac(secret, "percolator client", sn, cn, mac);
+  assert_int_equal(auth[0], 0);
+  assert_memory_equal(auth + 1, mac, 32);
+  assert_null(memmem(cn, 32, secret, 4));
+  assert_null(memmem(auth, 33, secret, 4));
+  /* a server that cannot prove the secret gets nothing more */
+  memset(f, 0, sizeof f);
+  raw_frame(f, 1, PC_RPC_OP_AUTH | PC_RPC_OP_REPLY, 0, mac, 32);
+  assert_int_equal(raw_send(fd, f, 15 + 32), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(w.st, PC_DENIED);
+  if (!strstr(w.text, "proof")) fail_msg("unexpected: %s", w.text);
+  assert_int_equal(raw_wait_closed(fd, 5000), 1);
+  close(fd);
+  close(lfd);
+  pc_rpc_client_destroy(c);
+}
+
+/* Certificates: a TLS server admits clients whose certificate the CA signed
+ * and whose name it allows, with the role the name gives; others are
+ * refused before any request, and a client checks the server's certificate. */
+static void test_tls(void **state) {
+  (void)state;
+  char dir[] = "/tmp/pc-rpc-tls-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  tu_make_certs(dir, "node app ops");
+  pc_tls_t *node = tls_for(dir, "node", "app");
+  pc_tls_t *app = tls_for(dir, "app", NULL), *ops = tls_for(dir, "ops", NULL);
+  pc_tls_t *rogue = tls_for(dir, "rogue-app", NULL);
+  pc_rpc_server_options_t o = base_opts();
+  pc_rpc_auth_t sa = {.tls = node};
+  o.auth = &sa;
+  pc_rpc_server_t *s = start(&o);
+  uint16_t port = pc_rpc_server_port(s);
+  pc_error_t err;
+  pc_buf_t r = {0};
+  pc_rpc_auth_t a_node = {.tls = node}, a_app = {.tls = app}, a_ops = {.tls = ops},
+                a_rogue = {.tls = rogue};
+
+  pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", port, &a_node, &err);
+  echo_ok(c, "over TLS", 5000);
+  assert_int_equal(role_of(c), PC_RPC_ROLE_SYSTEM); /* the server's own name */
+  pc_rpc_client_destroy(c);
+  c = pc_rpc_client_create("127.0.0.1", port, &a_app, &err);
+  echo_ok(c, "a data client", 5000);
+  assert_int_equal(role_of(c), PC_RPC_ROLE_DATA);
+  pc_rpc_client_destroy(c);
+  /* signed by the CA but not allowed */
+  c = pc_rpc_client_create("127.0.0.1", port, &a_ops, &err);
+  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 5000, &r, &err), PC_DENIED);
+  if (!strstr(err.text, "'ops' is not allowed")) fail_msg("unexpected: %s", err.text);
+  pc_rpc_client_destroy(c);
+  /* signed by another CA: the server refuses it, and it refuses the server */
+  c = pc_rpc_client_create("127.0.0.1", port, &a_rogue, &err);
+  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 5000, &r, &err), PC_DENIED);
+  fprintf(stderr, "rogue certificate: %s\n", err.text);
+  if (!strstr(err.text, "TLS")) fail_msg("unexpected: %s", err.text);
+  pc_rpc_client_destroy(c);
+  /* no TLS at all: bytes in clear are not frames; nothing is served */
+  int fd = raw_connect(port);
+  unsigned char f[64];
+  assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_PING, 1, NULL, 0)), 0);
+  assert_int_equal(raw_wait_closed(fd, 5000), 1);
+  close(fd);
+  /* by a name the server's certificate holds */
+  c = pc_rpc_client_create("localhost", port, &a_app, &err);
+  echo_ok(c, "by name", 5000);
+  pc_rpc_client_destroy(c);
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(s, &st);
+  assert_true(st.auth_failures >= 3);
+  assert_int_equal(st.requests, 5); /* echo and role twice, one echo: none of the refused */
+  pc_rpc_server_stop(s);
+
+  /* TLS and a secret: both must pass; in-process clients get the same roles */
+  pc_rpc_auth_t both = {.secret = "d", .system_secret = "s", .tls = node};
+  o.auth = &both;
+  o.in_process = 1;
+  s = start(&o);
+  port = pc_rpc_server_port(s);
+  pc_rpc_auth_t app_d = {.secret = "d", .tls = app}, node_s = {.system_secret = "s", .tls = node},
+                app_s = {.system_secret = "s", .tls = app}, node_x = {.secret = "x", .tls = node};
+  pc_rpc_client_t *c1 = pc_rpc_client_create("127.0.0.1", port, &app_d, &err);
+  pc_rpc_client_t *c2 = pc_rpc_client_create("127.0.0.1", port, &node_s, &err);
+  pc_rpc_client_t *c3 = pc_rpc_client_create("127.0.0.1", port, &app_s, &err);
+  pc_rpc_client_t *c4 = pc_rpc_client_create("127.0.0.1", port, &node_x, &err);
+  assert_int_equal(role_of(c1), PC_RPC_ROLE_DATA);
+  assert_int_equal(role_of(c2), PC_RPC_ROLE_SYSTEM);
+  assert_int_equal(role_of(c3), PC_RPC_ROLE_DATA); /* the certificate says data */
+  assert_int_equal(pc_rpc_call(c4, OP_ROLE, NULL, 0, 5000, &r, &err), PC_DENIED);
+  pc_rpc_server_stats(s, &st);
+  assert_int_equal(st.connections_accepted, 1); /* only c4 went over the network */
+  pc_rpc_client_destroy(c1);
+  pc_rpc_client_destroy(c2);
+  pc_rpc_client_destroy(c3);
+  pc_rpc_client_destroy(c4);
+  pc_rpc_server_stop(s);
+  pc_buf_free(&r);
+  pc_tls_unref(node);
+  pc_tls_unref(app);
+  pc_tls_unref(ops);
+  pc_tls_unref(rogue);
+  tu_rmtree(strdup(dir));
 }
 
 /* A well-behaved client calling in a loop while hostile clients misbehave. */
@@ -788,9 +1064,9 @@ static void test_hostile_clients(void **state) {
   assert_int_equal(raw_wait_closed(fd, 5000), 1);
   close(fd);
   fd = raw_connect(port);
-  assert_int_equal(raw_send(fd, f, raw_frame(f, 2, OP_ECHO, 23, "v2", 2)), 0);
+  assert_int_equal(raw_send(fd, f, raw_frame(f, 3, OP_ECHO, 23, "v3", 2)), 0);
   shutdown(fd, SHUT_WR);
-  expect_fault_and_close(fd, "version 2");
+  expect_fault_and_close(fd, "version 3");
   close(fd);
 
   /* 1 truncated + 4 lengths/version + 5 library-rejected ops + random + slow */
@@ -917,7 +1193,7 @@ static void test_backpressure(void **state) {
     unsigned char h[15];
     assert_int_equal(raw_read(fd, h, 15, 20000), 0);
     uint32_t flen = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-    assert_int_equal(flen, PC_RPC_HEADER + a.body);
+    assert_int_equal(flen, PC_RPC_HEADER_V1 + a.body);
     assert_int_equal(h[6], PC_OK);
     assert_int_equal(raw_read(fd, body, a.body, 20000), 0);
     for (int k = 7; k < 14; k++) assert_int_equal(h[k], 0);
@@ -972,6 +1248,191 @@ static void test_many_connections(void **state) {
   assert_int_equal(raw_wait_closed(fds[5], 5000), 1);
   for (int i = 0; i < 6; i++) close(fds[i]);
   wait_stats(s, open_is, 0);
+  pc_rpc_server_stop(s);
+}
+
+/* Connections that do not authenticate: at most max_unauthenticated at once
+ * (the oldest goes to make room), each for at most auth_timeout_ms, while a
+ * client with the secret gets in and is served. */
+static void test_unauthenticated(void **state) {
+  (void)state;
+  pc_rpc_server_options_t o = base_opts();
+  pc_rpc_auth_t sa = {.secret = "k"};
+  o.auth = &sa;
+  o.max_unauthenticated = 4;
+  o.max_connections = 8;
+  o.auth_timeout_ms = 60000;
+  pc_rpc_server_t *s = start(&o);
+  uint16_t port = pc_rpc_server_port(s);
+  int fds[20];
+  for (int i = 0; i < 20; i++) fds[i] = raw_connect(port);
+  /* the first sixteen were closed to make room, the last four stay */
+  for (int i = 0; i < 16; i++) assert_int_equal(raw_wait_closed(fds[i], 5000), 1);
+  pc_rpc_client_t *c = client(s, "k");
+  echo_ok(c, "in despite them", 5000);
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(s, &st);
+  assert_true(st.connections_open <= 5);
+  assert_true(st.connections_refused >= 16);
+  for (int i = 0; i < 20; i++) close(fds[i]);
+  pc_rpc_client_destroy(c);
+  wait_stats(s, open_is, 0);
+  pc_rpc_server_stop(s);
+
+  /* the deadline to authenticate */
+  o.auth_timeout_ms = 200;
+  s = start(&o);
+  int fd = raw_connect(pc_rpc_server_port(s));
+  assert_int_equal(raw_wait_closed(fd, 5000), 1);
+  close(fd);
+  pc_rpc_server_stats(s, &st);
+  assert_int_equal(st.auth_failures, 1);
+  c = client(s, "k"); /* a real client is well within it */
+  echo_ok(c, "quick enough", 5000);
+  pc_rpc_client_destroy(c);
+  pc_rpc_server_stop(s);
+}
+
+static int raw_connect_from(uint16_t port, const char *from) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  assert_int_equal(inet_pton(AF_INET, from, &a.sin_addr), 1);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  return fd;
+}
+
+/* max_connections_per_peer counts per address: one address is cut off at
+ * the cap, another is not. */
+static void test_per_peer(void **state) {
+  (void)state;
+  pc_rpc_server_options_t o = base_opts();
+  o.max_connections_per_peer = 3;
+  pc_rpc_server_t *s = start(&o);
+  uint16_t port = pc_rpc_server_port(s);
+  unsigned char f[64];
+  int fds[5];
+  for (int i = 0; i < 4; i++) fds[i] = raw_connect_from(port, "127.0.0.2");
+  assert_int_equal(raw_wait_closed(fds[3], 5000), 1);
+  fds[4] = raw_connect_from(port, "127.0.0.3");
+  for (int i = 0; i < 5; i++) {
+    if (i == 3) continue;
+    reply_t rep;
+    assert_int_equal(raw_send(fds[i], f, raw_frame(f, 1, PC_RPC_OP_PING, 9, NULL, 0)), 0);
+    assert_int_equal(raw_read_frame(fds[i], &rep, 5000), 0);
+    assert_int_equal(rep.status, PC_OK);
+  }
+  close(fds[0]); /* one goes: the address may connect again */
+  wait_stats(s, open_is, 3);
+  int again = raw_connect_from(port, "127.0.0.2");
+  reply_t rep;
+  assert_int_equal(raw_send(again, f, raw_frame(f, 1, PC_RPC_OP_PING, 9, NULL, 0)), 0);
+  assert_int_equal(raw_read_frame(again, &rep, 5000), 0);
+  close(again);
+  for (int i = 1; i < 5; i++) close(fds[i]);
+  pc_rpc_server_stop(s);
+}
+
+/* Frames being received share request_memory: a second large frame waits,
+ * unread, while the first is held, and goes through once it is served;
+ * small requests of others go on meanwhile. */
+static void test_request_memory(void **state) {
+  (void)state;
+  pc_rpc_server_options_t o = base_opts();
+  o.request_memory = 1u << 20;
+  o.max_frame = 1u << 20;
+  pc_rpc_server_t *s = start(&o);
+  uint16_t port = pc_rpc_server_port(s);
+  size_t big = 700u << 10;
+  char *body = calloc(1, big);
+  unsigned char *fr = malloc(15 + big);
+  assert_non_null(body);
+  assert_non_null(fr);
+  memset(body, 'b', big);
+  size_t n = raw_frame(fr, 1, OP_ECHO, 1, body, big);
+  int a = raw_connect(port), b = raw_connect(port);
+  assert_int_equal(raw_send(a, fr, n / 2), 0); /* half of a frame held by a */
+  pc_sleep_ms(100);
+  assert_int_equal(raw_send(b, fr, n), 0); /* the whole of b's waits for room */
+  pc_sleep_ms(200);
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(s, &st);
+  assert_true(st.request_memory <= (1u << 20));
+  assert_int_equal(st.requests, 0);
+  pc_rpc_client_t *c = client(s, NULL);
+  echo_ok(c, "small requests go on", 5000);
+  assert_int_equal(raw_send(a, fr + n / 2, n - n / 2), 0);
+  static char got[(700u << 10) + 1];
+  for (int k = 0; k < 2; k++) {
+    int fd = k ? b : a;
+    unsigned char h[15];
+    assert_int_equal(raw_read(fd, h, 15, 10000), 0);
+    assert_int_equal(h[6], PC_OK);
+    assert_int_equal(raw_read(fd, got, big, 10000), 0);
+    assert_memory_equal(got, body, big);
+  }
+  close(a);
+  close(b);
+  pc_rpc_client_destroy(c);
+  free(body);
+  free(fr);
+  pc_rpc_server_stop(s);
+}
+
+/* Peers that never read their replies: reading them stops, the replies they
+ * hold stay within reply_memory (the one holding the most goes first), and
+ * one whose replies make no progress for reply_timeout_ms is closed; a
+ * client that reads is served throughout. */
+static void test_reply_memory(void **state) {
+  (void)state;
+  pc_rpc_server_options_t o = base_opts();
+  o.reply_memory = 4u << 20;
+  o.reply_timeout_ms = 1000;
+  pc_rpc_server_t *s = start(&o);
+  uint16_t port = pc_rpc_server_port(s);
+  struct bystander b = {.c = client(s, NULL)};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, bystander_main, &b), 0);
+  int fds[3];
+  struct pusher p[3];
+  pthread_t pt[3];
+  for (int i = 0; i < 3; i++) {
+    fds[i] = raw_connect(port);
+    int small = 4096;
+    setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    p[i] = (struct pusher){.fd = fds[i], .frames = 200, .body = 60000}; /* 12 MB each */
+    assert_int_equal(pthread_create(&pt[i], NULL, pusher_main, &p[i]), 0);
+  }
+  size_t most = 0;
+  for (int k = 0; k < 100; k++) {
+    pc_rpc_server_stats_t st;
+    pc_rpc_server_stats(s, &st);
+    if (st.reply_memory > most) most = st.reply_memory;
+    pc_sleep_ms(20);
+  }
+  wait_stats(s, open_is, 1); /* reading its socket would relieve the server: count instead */
+  for (int i = 0; i < 3; i++) {
+    shutdown(fds[i], SHUT_RDWR);
+    pthread_join(pt[i], NULL);
+    close(fds[i]);
+  }
+  atomic_store(&b.stop, 1);
+  pthread_join(t, NULL);
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(s, &st);
+  fprintf(stderr, "reply memory: at most %zu bytes seen; %llu connections closed by a limit; "
+          "bystander %d ok %d failed\n", most, (unsigned long long)st.connections_refused, b.ok,
+          b.failed);
+  assert_true(most <= (4u << 20));
+  assert_true(st.connections_refused >= 3);
+  assert_int_equal(b.failed, 0);
+  assert_true(b.ok > 0);
+  pc_rpc_client_destroy(b.c);
   pc_rpc_server_stop(s);
 }
 
@@ -1112,12 +1573,14 @@ static void test_in_process(void **state) {
   assert_int_equal(st.connections_accepted, 0);
   assert_true(st.requests >= 8000);
 
-  /* another secret: the network, where this server takes any HELLO */
+  /* a client with a secret goes over the network, where this server cannot
+   * prove it knows it: the client refuses it */
   pc_rpc_client_t *other = client(s, "another");
-  echo_ok(other, "over a socket", 5000);
+  assert_int_equal(pc_rpc_call(other, OP_ECHO, "x", 1, 5000, &r, &err), PC_DENIED);
   pc_rpc_server_stats(s, &st);
   assert_int_equal(st.connections_accepted, 1);
   pc_rpc_client_destroy(other);
+  assert_int_equal(role_of(c), PC_RPC_ROLE_SYSTEM); /* a server without credentials */
 
   /* destroying the client closes its connection, as a socket's closing does */
   assert_int_equal(atomic_load(&local_closes), 0);
@@ -1144,6 +1607,12 @@ int main(void) {
       cmocka_unit_test(test_stop_restart),
       cmocka_unit_test(test_dropped_connection),
       cmocka_unit_test(test_secret),
+      cmocka_unit_test(test_secret_never_sent),
+      cmocka_unit_test(test_tls),
+      cmocka_unit_test(test_unauthenticated),
+      cmocka_unit_test(test_per_peer),
+      cmocka_unit_test(test_request_memory),
+      cmocka_unit_test(test_reply_memory),
       cmocka_unit_test(test_hostile_clients),
       cmocka_unit_test(test_inflight_limit),
       cmocka_unit_test(test_queue_bound),

@@ -36,7 +36,9 @@ typedef struct fixture {
   pc_tablet_t *tablet;
 } fixture_t;
 
-static uint64_t next_commit_ts = 1000000;
+/* far above the timestamps the tests write with, so every GC safe point they use is one
+ * the "oracle" has issued */
+static uint64_t next_commit_ts = (uint64_t)10000000 << PC_TS_LOGICAL_BITS;
 
 static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
   (void)ctx;
@@ -1596,6 +1598,80 @@ static int has_note(const note_t *v, uint32_t n, const char *row, const char *co
   return 0;
 }
 
+
+/* What a tablet does not take from a client (pc_tablet_set_limits): a lock's
+ * lease past lock_ttl_ms from now, a start_ts the oracle has not issued, a
+ * GC safe point above the oracle's timestamps, a scan reply past the reply
+ * bound. */
+static void test_limits_not_taken_from_clients(void **state) {
+  fixture_t *f = *state;
+  pc_tablet_set_limits(f->tablet, 3000, 4096);
+  pc_buf_t b = {0};
+  pc_lock_info_t l[2];
+  uint64_t now = pc_now_wall_ms();
+  /* a lease of 49 days asked for a transaction begun a second ago: about 4 s */
+  uint64_t s1 = ts_ms(now - 1000);
+  pc_cell_t p = cell("ml", "c:a");
+  pc_mutation_t m = put("ml", "c:a", "v");
+  enc_prewrite(&b, &p, s1, UINT32_MAX, 5, &m, 1);
+  expect_op(f, PC_TABLET_OP_PREWRITE, &b, PC_OK, "prewrite asking for a lease of 49 days");
+  assert_int_equal(scan_locks(f, s1 + 1, l, 2), 1);
+  assert_true(l[0].ttl_ms >= 4000 && l[0].ttl_ms < 4000 + 60000);
+  free_locks(l, 1);
+  /* a heartbeat cannot stretch it either */
+  b.len = 0;
+  enc_heartbeat(&b, &p, s1, UINT32_MAX);
+  expect_op(f, PC_TABLET_OP_HEARTBEAT, &b, PC_OK, "heartbeat asking for 49 days");
+  assert_int_equal(scan_locks(f, s1 + 1, l, 2), 1);
+  assert_true(l[0].ttl_ms < 4000 + 60000);
+  free_locks(l, 1);
+  /* a start_ts a day ahead of the clock and of the oracle: refused, nothing locked */
+  pc_cell_t q = cell("mq", "c:a");
+  pc_mutation_t mq = put("mq", "c:a", "v");
+  b.len = 0;
+  enc_prewrite(&b, &q, ts_ms(now + 86400000), 1000, 5, &mq, 1);
+  answer_t a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len);
+  expect_status(&a, PC_INVALID, "prewrite at a start_ts the oracle has not issued");
+  if (!strstr(a.msg, "beyond the oracle")) fail_msg("unexpected: %s", a.msg);
+  answer_free(&a);
+  assert_int_equal(scan_locks(f, UINT64_MAX, l, 2), 1);
+  free_locks(l, 1);
+  /* a safe point above every timestamp the oracle issued: refused */
+  b.len = 0;
+  enc_gc(&b, UINT64_MAX, 0);
+  a = call(f, PC_TABLET_OP_GC, b.p, b.len);
+  expect_status(&a, PC_INVALID, "gc at 2^64-1");
+  if (!strstr(a.msg, "beyond the oracle")) fail_msg("unexpected: %s", a.msg);
+  answer_free(&a);
+  pc_tablet_gc_t g;
+  pc_tablet_gc_stats(f->tablet, &g);
+  assert_int_equal(g.safe_point, 0);
+  /* a scan whose reply would pass 4096 bytes */
+  char big[1500];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  pc_mutation_t bm[4] = {put("mb", "c:a", big), put("mb", "c:b", big), put("mb", "c:c", big),
+                         put("mb", "c:d", big)};
+  b.len = 0;
+  enc_one_phase(&b, ts_ms(now - 500), bm, 4);
+  expect_op(f, PC_TABLET_OP_ONE_PHASE, &b, PC_OK, "one-phase commit of 6 KB");
+  b.len = 0;
+  enc_scan(&b, TABLE, "mb", NULL, "mc", UINT64_MAX - 1, 100);
+  a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+  expect_status(&a, PC_INVALID, "a scan reply past 4096 bytes");
+  if (!strstr(a.msg, "exceeds 4096 bytes")) fail_msg("unexpected: %s", a.msg);
+  answer_free(&a);
+  b.len = 0;
+  enc_raw_scan(&b, TABLE, "mb", "mc");
+  a = call(f, PC_TABLET_OP_RAW_SCAN, b.p, b.len);
+  expect_status(&a, PC_INVALID, "a raw scan reply past 4096 bytes");
+  answer_free(&a);
+  b.len = 0;
+  enc_scan(&b, TABLE, "mb", NULL, "mc", UINT64_MAX - 1, 2);
+  expect_op(f, PC_TABLET_OP_SCAN, &b, PC_OK, "a scan of two cells");
+  pc_buf_free(&b);
+}
+
 /* Weak notifications and observed puts through PREWRITE / COMMIT and
  * ONE_PHASE write their notifications; SCAN_NOTIFY finds them by bucket, in
  * key order, resumable after any of them (the strong and the weak half of
@@ -1770,6 +1846,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unknown_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_random_bodies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_notify_ops, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_limits_not_taken_from_clients, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* testutil.c — temporary directories and small transaction wrappers for the
  * test programs (see testutil.h). */
 #include "tests/testutil.h"
+#include "tests/zkharness.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -107,6 +108,11 @@ static int ready_port(const char *dir, const char *log, const char *key, const c
 
 static const char *const tablet_names[3] = {"t1", "t2", "t3"};
 
+/* The tests choose their clients' lock TTLs (up to an hour, for locks that
+ * must outlive a test's reads): the tablets' cap on them (store.lock_ttl_ms)
+ * is set above every one. */
+#define DAEMON_STORE "\"store\":{\"lock_ttl_ms\":3600000},"
+
 /* The "tablets" array with the given listen ports (0 = ephemeral). */
 static void tablets_json(char *out, size_t cap, const int ports[3]) {
   snprintf(out, cap,
@@ -116,29 +122,67 @@ static void tablets_json(char *out, size_t cap, const int ports[3]) {
            ports[0], ports[1], ports[2]);
 }
 
+/* PERCOLATOR_TEST_ZK=1 (with PERCOLATOR_TEST_CLUSTER): the cluster is
+ * coordinated through ZooKeeper. One private server serves every test
+ * directory of the program, each under its own root; the oracle runs with a
+ * standby (pid index 5), and clients and tablets find its leader there. */
+static tu_zk_t *shared_zk;
+
+static void stop_shared_zk(void) {
+  tu_zk_stop(shared_zk);
+  shared_zk = NULL;
+}
+
+int tu_zk_mode(void) {
+  const char *p = getenv("PERCOLATOR_TEST_ZK");
+  return cluster_cli() && p && *p == '1';
+}
+
+/* The "zookeeper" member of dir's configurations ("" outside that mode). */
+static void zk_json(const char *dir, char *out, size_t cap) {
+  out[0] = '\0';
+  if (!tu_zk_mode()) return;
+  if (!shared_zk) {
+    shared_zk = tu_zk_start(1);
+    atexit(stop_shared_zk);
+  }
+  const char *name = strrchr(dir, '/');
+  snprintf(out, cap,
+           "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"/percolator/%s\","
+           "\"session_timeout_ms\":4000},",
+           tu_zk_connect(shared_zk), name ? name + 1 : dir);
+}
+
 static void cluster_start(const char *dir) {
-  char cfg[4200], text[4096], tablets[1024];
+  char cfg[4200], text[4096], tablets[1024], zk[600];
   int zero[3] = {0, 0, 0}, ports[3];
   pid_t pids[CLUSTER_MAX_PIDS];
   int np = 0;
+  zk_json(dir, zk, sizeof zk);
   /* the oracle and the lock service first: the tablets need the oracle's port */
   tablets_json(tablets, sizeof tablets, zero);
+  /* with ZooKeeper there is no lock service daemon: its pid is listed as 0 */
+  char ls0[64] = "", ls[64] = "";
+  if (!zk[0]) snprintf(ls0, sizeof ls0, "\"lockservice\":{\"listen\":\"127.0.0.1:0\"},");
   snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
-           "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"lockservice\":{\"listen\":\"127.0.0.1:0\"},"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
+           "\"tso\":{\"listen\":\"127.0.0.1:0\"},%s"
            "\"tablets\":%s}\n",
-           dir, tablets);
+           dir, zk, ls0, tablets);
   write_file(cfg, text);
   pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso");
-  pids[np++] = spawn_daemon(dir, cfg, "lockd", NULL, "lockd");
-  int tso = ready_port(dir, "tso", "tso", NULL), lockd = ready_port(dir, "lockd", "lockservice", NULL);
+  pids[np++] = zk[0] ? 0 : spawn_daemon(dir, cfg, "lockd", NULL, "lockd");
+  int tso = ready_port(dir, "tso", "tso", NULL);
+  if (!zk[0])
+    snprintf(ls, sizeof ls, "\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},",
+             ready_port(dir, "lockd", "lockservice", NULL));
   snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
-           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
+           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},%s"
            "\"tablets\":%s}\n",
-           dir, tso, lockd, tablets);
+           dir, zk, tso, ls, tablets);
   write_file(cfg, text);
   char log[16];
   for (int i = 0; i < 3; i++) {
@@ -153,11 +197,16 @@ static void cluster_start(const char *dir) {
   /* what clients read, and what a restarted daemon reads to come back on its port */
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
-           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
+           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},%s"
            "\"tablets\":%s}\n",
-           dir, tso, lockd, tablets);
+           dir, zk, tso, ls, tablets);
   write_file(cfg, text);
+  if (zk[0]) { /* a standby oracle on a port of its own */
+    snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
+    pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso-standby");
+    (void)ready_port(dir, "tso-standby", "tso", NULL);
+  }
   snprintf(cfg, sizeof cfg, "%s/cluster.pids", dir);
   FILE *f = fopen(cfg, "w");
   if (!f) die(cfg, NULL);
@@ -173,6 +222,7 @@ static void cluster_stop(const char *dir) {
   if (!f) return;
   int pid;
   while (fscanf(f, "%d", &pid) == 1) {
+    if (pid <= 0) continue; /* a role this cluster does not run */
     kill(pid, SIGTERM);
     for (int i = 0; i < 1000; i++) { /* up to ~10 s, then SIGKILL */
       if (waitpid(pid, NULL, WNOHANG) == pid || (kill(pid, 0) != 0 && errno == ESRCH)) break;
@@ -213,16 +263,19 @@ static void set_pid(const char *dir, int index, pid_t pid) {
 }
 
 void tu_cluster_restart(const char *dir, int index) {
-  static const char *const verbs[] = {"tso", "lockd", "tablet", "tablet", "tablet"};
-  static const char *const logs[] = {"tso", "lockd", "tablet-t1", "tablet-t2", "tablet-t3"};
-  if (index < 0 || index > 4) die("tu_cluster_restart: bad index", NULL);
+  static const char *const verbs[] = {"tso", "lockd", "tablet", "tablet", "tablet", "tso"};
+  static const char *const logs[] = {"tso",       "lockd",     "tablet-t1",
+                                     "tablet-t2", "tablet-t3", "tso-standby"};
+  if (index < 0 || index > 5 || (index == 1 && tu_zk_mode()) || (index == 5 && !tu_zk_mode()))
+    die("tu_cluster_restart: no such daemon in this cluster", NULL);
   char cfg[4200], ready[4200];
-  snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
+  /* an elected oracle may come back on any port */
+  snprintf(cfg, sizeof cfg, "%s/%s", dir, index == 5 ? "daemons0.json" : "cluster.json");
   snprintf(ready, sizeof ready, "%s/%s.ready", dir, logs[index]);
   remove(ready);
   pid_t pid = spawn_daemon(dir, cfg, verbs[index], index >= 2 ? tablet_names[index - 2] : NULL,
                            logs[index]);
-  if (index == 0) (void)ready_port(dir, logs[0], "tso", NULL);
+  if (index == 0 || index == 5) (void)ready_port(dir, logs[index], "tso", NULL);
   else if (index == 1) (void)ready_port(dir, logs[1], "lockservice", NULL);
   else (void)ready_port(dir, logs[index], NULL, tablet_names[index - 2]);
   set_pid(dir, index, pid);
@@ -271,8 +324,14 @@ uint64_t tu_dead_session(const char *dir) {
   pc_db_t *db = cluster_open(dir, 0, 1);
   uint64_t s = pc_db_session(db);
   pc_db_close(db); /* closes the session */
-  if (s == 0) die("tu_dead_session: the lock service gave no session", NULL);
+  if (s == 0) die("tu_dead_session: the cluster gave no session", NULL);
   return s;
+}
+
+void tu_make_certs(const char *dir, const char *names) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "bash '%s/tests/certs.sh' '%s' %s", PC_SOURCE_DIR, dir, names);
+  if (system(cmd) != 0) die("making test certificates with tests/certs.sh (openssl)", NULL);
 }
 
 char *tu_mkdtemp(const char *tag) {

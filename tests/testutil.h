@@ -45,7 +45,13 @@ uint64_t tu_dead_session(const char *dir);
 /* 1 when the tests run against a cluster (PERCOLATOR_TEST_CLUSTER). */
 int tu_cluster_mode(void);
 
-/* The pid of daemon index of dir's cluster (0 tso, 1 lockd, 2..4 tablets t1..t3), or -1. */
+/* 1 when that cluster is coordinated through ZooKeeper (PERCOLATOR_TEST_ZK=1):
+ * a private server shared by the program's test directories, each under its
+ * own root, and a standby oracle beside the first one. */
+int tu_zk_mode(void);
+
+/* The pid of daemon index of dir's cluster (0 tso, 1 lockd, 2..4 tablets t1..t3,
+ * 5 the standby oracle in ZooKeeper mode), or -1. */
 #include <sys/types.h>
 pid_t tu_cluster_pid(const char *dir, int index);
 
@@ -60,5 +66,10 @@ pc_db_t *tu_cluster_open(const char *dir, uint32_t lock_ttl_ms);
 /* Starts daemon index again (after the test killed it) on the same port and
  * data, waiting until it listens, and records its new pid. */
 void tu_cluster_restart(const char *dir, int index);
+
+/* Makes the certificates of tests/certs.sh in dir (a CA, one certificate
+ * per name of the space-separated names, each also signed by a rogue CA),
+ * at run time. Aborts on failure. */
+void tu_make_certs(const char *dir, const char *names);
 
 #endif

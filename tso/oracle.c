@@ -34,6 +34,14 @@
 #define BOUND_MAGIC "percolator-tso-bound v1"
 #define BOUND_LINE_MAX 96
 
+/* The bound kept in a local file (pc_oracle_open). */
+typedef struct file_bound {
+  char *path;     /* the bound file */
+  char *tmp_path; /* path + ".tmp", renamed over path */
+  char *dir;      /* the directory holding path, fsynced after a rename */
+  int lock_fd;    /* path + ".lock", flock()ed: one oracle per bound file */
+} file_bound_t;
+
 struct pc_oracle {
   pthread_mutex_t mu;
   pthread_cond_t wake;   /* to the extender: a new bound is wanted, or stop */
@@ -43,9 +51,9 @@ struct pc_oracle {
   /* want_extend || persisting, for callers outside mu: while the next bound
    * is on its way, callers below the current one need not take mu */
   _Atomic int extending;
-  char *path;         /* the bound file */
-  char *tmp_path;     /* path + ".tmp", renamed over path */
-  char *dir;          /* the directory holding path, fsynced after a rename */
+  pc_oracle_bound_ops_t ops; /* where the bound is kept */
+  void *ops_ctx;
+  char *name;         /* for messages: the bound file, or the coordination node */
   uint32_t window_ms; /* how far ahead of the clock a new bound is placed */
   /* every timestamp served from now on is > floor: the last one served, or
    * the saved bound at open (floor0). Advanced by compare-and-swap, without
@@ -53,7 +61,9 @@ struct pc_oracle {
   _Atomic uint64_t floor;
   uint64_t floor0;
   _Atomic uint64_t bound; /* persisted: every timestamp served is < bound (written under mu) */
-  int lock_fd;        /* path + ".lock", flock()ed: one oracle per bound file */
+  /* the monotonic instant (pc_now_mono_ms) from which nothing is served;
+   * UINT64_MAX without a lease, 0 once the oracle was fenced off for good */
+  _Atomic uint64_t lease_until;
 };
 
 static uint64_t fnv1a64(const char *s, size_t n) {
@@ -89,7 +99,8 @@ static pc_status_t corrupt(pc_error_t *err, const char *path, const char *why) {
 }
 
 /* Reads the saved bound of o->path into *bound (0 when the file is missing). */
-static pc_status_t load_bound(const pc_oracle_t *o, uint64_t *bound, pc_error_t *err) {
+static pc_status_t load_bound(void *ctx, uint64_t *bound, pc_error_t *err) {
+  const file_bound_t *o = ctx;
   *bound = 0;
   int fd = open(o->path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -147,11 +158,12 @@ static pc_status_t write_all(int fd, const char *buf, size_t len) {
 
 /* Durably replaces the bound file with bound: temp file, fsync, rename, fsync
  * of the directory. On failure the file holds the old or the new bound. */
-static pc_status_t persist_bound(const pc_oracle_t *o, uint64_t bound, pc_error_t *err) {
+static pc_status_t persist_bound(void *ctx, uint64_t bound, pc_error_t *err) {
+  const file_bound_t *o = ctx;
   char line[BOUND_LINE_MAX];
   size_t len = format_bound(line, sizeof line, bound);
 
-  int fd = open(o->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(o->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return io_error(err, "cannot create", o->tmp_path, errno);
   if (write_all(fd, line, len) != PC_OK) {
     int e = errno;
@@ -187,6 +199,20 @@ static pc_status_t persist_bound(const pc_oracle_t *o, uint64_t bound, pc_error_
   return PC_OK;
 }
 
+/* Persists bound through the oracle's store. A store that answers
+ * PC_CONFLICT has refused the write because another oracle took over: this
+ * one serves nothing from then on. */
+static pc_status_t persist(pc_oracle_t *o, uint64_t bound, pc_error_t *err) {
+  pc_status_t st = o->ops.persist(o->ops_ctx, bound, err);
+  if (st == PC_CONFLICT) {
+    /* for a caller this oracle is gone: it should find the one that took over */
+    atomic_store(&o->lease_until, 0);
+    if (err) err->code = PC_UNAVAILABLE;
+    st = PC_UNAVAILABLE;
+  }
+  return st;
+}
+
 /* The bound a window ahead of the clock. */
 static uint64_t bound_ahead(const pc_oracle_t *o, uint64_t now_ms) {
   return ts_of_ms(now_ms > UINT64_MAX - o->window_ms ? UINT64_MAX : now_ms + o->window_ms);
@@ -204,7 +230,7 @@ static pc_status_t reserve(pc_oracle_t *o, uint64_t end, uint64_t now_ms, pc_err
   if (end > o->bound) {
     uint64_t bound = bound_ahead(o, now_ms);
     if (bound < end) bound = end;
-    pc_status_t st = persist_bound(o, bound, err);
+    pc_status_t st = persist(o, bound, err);
     if (st != PC_OK) return st;
     o->bound = bound;
   }
@@ -232,7 +258,7 @@ static void *extender_main(void *arg) {
     o->persisting = 1;
     pthread_mutex_unlock(&o->mu); /* callers keep serving below the old bound */
     pc_error_t err;
-    pc_status_t st = persist_bound(o, bound, &err);
+    pc_status_t st = persist(o, bound, &err);
     pthread_mutex_lock(&o->mu);
     o->persisting = 0;
     if (st == PC_OK && bound > o->bound) o->bound = bound;
@@ -276,66 +302,44 @@ void pc_oracle_close(pc_oracle_t *oracle) {
     pthread_mutex_unlock(&oracle->mu);
     pthread_join(oracle->extender, NULL);
   }
-  if (oracle->lock_fd > 0) close(oracle->lock_fd); /* releases the flock */
+  if (oracle->ops.close) oracle->ops.close(oracle->ops_ctx);
   pthread_cond_destroy(&oracle->wake);
   pthread_cond_destroy(&oracle->placed);
   pthread_mutex_destroy(&oracle->mu);
-  free(oracle->path);
-  free(oracle->tmp_path);
-  free(oracle->dir);
+  free(oracle->name);
   free(oracle);
 }
 
-pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *err) {
-  if (!path || !*path) {
-    pc_error_set(err, PC_INVALID, "timestamp oracle: empty bound file path");
+pc_oracle_t *pc_oracle_open_with(const pc_oracle_bound_ops_t *ops, void *ctx, const char *name,
+                                 uint32_t window_ms, int leased, pc_error_t *err) {
+  if (!ops || !ops->load || !ops->persist || !name) {
+    pc_error_set(err, PC_INVALID, "timestamp oracle: no bound store");
+    if (ops && ops->close) ops->close(ctx);
     return NULL;
   }
   pc_oracle_t *o = calloc(1, sizeof *o);
-  if (!o) {
-    pc_error_set(err, PC_NOMEM, "timestamp oracle %s: out of memory", path);
-    return NULL;
-  }
-  o->path = dup_str(path, "");
-  o->tmp_path = dup_str(path, ".tmp");
-  o->dir = dir_of(path);
-  if (!o->path || !o->tmp_path || !o->dir || pthread_mutex_init(&o->mu, NULL) != 0 ||
+  if (!o || !(o->name = dup_str(name, "")) || pthread_mutex_init(&o->mu, NULL) != 0 ||
       pthread_cond_init(&o->wake, NULL) != 0 || pthread_cond_init(&o->placed, NULL) != 0) {
-    free(o->path);
-    free(o->tmp_path);
-    free(o->dir);
+    if (o) free(o->name);
     free(o);
-    pc_error_set(err, PC_NOMEM, "timestamp oracle %s: out of memory", path);
+    if (ops->close) ops->close(ctx);
+    pc_error_set(err, PC_NOMEM, "timestamp oracle %s: out of memory", name);
     return NULL;
   }
+  o->ops = *ops;
+  o->ops_ctx = ctx;
   o->window_ms = window_ms ? window_ms : DEFAULT_WINDOW_MS;
-
-  /* Two oracles serving one bound file would hand out the same timestamps:
-   * the first to open it holds an exclusive lock until it closes (or dies). */
-  char *lock_path = dup_str(path, ".lock");
-  o->lock_fd = lock_path ? open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
-  if (o->lock_fd < 0 || flock(o->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
-    if (o->lock_fd >= 0 && (e == EWOULDBLOCK || e == EAGAIN))
-      pc_error_set(err, PC_BUSY, "timestamp oracle %s is in use by another process", path);
-    else
-      pc_error_set(err, PC_IO_ERROR, "timestamp oracle %s: cannot lock %s: %s", path,
-                   lock_path ? lock_path : "(out of memory)", strerror(e));
-    free(lock_path);
-    pc_oracle_close(o);
-    return NULL;
-  }
-  free(lock_path);
+  atomic_init(&o->lease_until, leased ? 1 : UINT64_MAX); /* leased: run out until extended */
 
   uint64_t saved = 0;
-  if (load_bound(o, &saved, err) != PC_OK) {
+  if (o->ops.load(ctx, &saved, err) != PC_OK) {
     pc_oracle_close(o);
     return NULL;
   }
   /* Nothing at or below the saved bound is served again. Persisting a fresh
    * bound now creates a missing file and finds an unwritable one at once. */
   if (saved == UINT64_MAX) {
-    corrupt(err, path, "bound at the end of the timestamp space");
+    pc_error_set(err, PC_CORRUPTION, "%s: bound at the end of the timestamp space", name);
     pc_oracle_close(o);
     return NULL;
   }
@@ -352,6 +356,72 @@ pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *er
   return o;
 }
 
+static void file_bound_close(void *ctx) {
+  file_bound_t *f = ctx;
+  if (!f) return;
+  if (f->lock_fd > 0) close(f->lock_fd); /* releases the flock */
+  free(f->path);
+  free(f->tmp_path);
+  free(f->dir);
+  free(f);
+}
+
+pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *err) {
+  if (!path || !*path) {
+    pc_error_set(err, PC_INVALID, "timestamp oracle: empty bound file path");
+    return NULL;
+  }
+  file_bound_t *f = calloc(1, sizeof *f);
+  if (!f || !(f->path = dup_str(path, "")) || !(f->tmp_path = dup_str(path, ".tmp")) ||
+      !(f->dir = dir_of(path))) {
+    file_bound_close(f);
+    pc_error_set(err, PC_NOMEM, "timestamp oracle %s: out of memory", path);
+    return NULL;
+  }
+  /* Two oracles serving one bound file would hand out the same timestamps:
+   * the first to open it holds an exclusive lock until it closes (or dies). */
+  char *lock_path = dup_str(path, ".lock");
+  f->lock_fd = lock_path ? open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+  if (f->lock_fd < 0 || flock(f->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    if (f->lock_fd >= 0 && (e == EWOULDBLOCK || e == EAGAIN))
+      pc_error_set(err, PC_BUSY, "timestamp oracle %s is in use by another process", path);
+    else
+      pc_error_set(err, PC_IO_ERROR, "timestamp oracle %s: cannot lock %s: %s", path,
+                   lock_path ? lock_path : "(out of memory)", strerror(e));
+    free(lock_path);
+    file_bound_close(f);
+    return NULL;
+  }
+  free(lock_path);
+  static const pc_oracle_bound_ops_t file_ops = {load_bound, persist_bound, file_bound_close};
+  return pc_oracle_open_with(&file_ops, f, path, window_ms, 0, err);
+}
+
+void pc_oracle_extend_lease(pc_oracle_t *oracle, uint64_t until_mono_ms) {
+  uint64_t cur = atomic_load(&oracle->lease_until);
+  /* never shortened; once fenced (0), never again; never a lease on an
+   * oracle opened without one (UINT64_MAX) */
+  while (cur != 0 && cur < until_mono_ms &&
+         !atomic_compare_exchange_weak(&oracle->lease_until, &cur, until_mono_ms)) {
+  }
+}
+
+void pc_oracle_fence(pc_oracle_t *oracle) { atomic_store(&oracle->lease_until, 0); }
+
+int pc_oracle_serving(pc_oracle_t *oracle) {
+  uint64_t until = atomic_load(&oracle->lease_until);
+  return until == UINT64_MAX || pc_now_mono_ms() < until;
+}
+
+static pc_status_t not_serving(pc_oracle_t *o, pc_error_t *err) {
+  return pc_error_set(err, PC_UNAVAILABLE,
+                      atomic_load(&o->lease_until) == 0
+                          ? "timestamp oracle %s: another oracle took over"
+                          : "timestamp oracle %s: not leading (no lease)",
+                      o->name);
+}
+
 /* Where a range of count timestamps starting after floor f and not before
  * the clock's now_ts ends (exclusive); 0 when the timestamp space is used up. */
 static uint64_t range_end(uint64_t f, uint64_t now_ts, uint32_t count) {
@@ -366,6 +436,9 @@ pc_status_t pc_oracle_next(pc_oracle_t *oracle, uint32_t count, uint64_t *first,
                            pc_error_t *err) {
   if (!oracle || !first) return pc_error_set(err, PC_INVALID, "pc_oracle_next: NULL argument");
   if (count == 0) return pc_error_set(err, PC_INVALID, "pc_oracle_next: count must be >= 1");
+  /* under a lease (a leader elected in the coordination service) nothing is
+   * served once it ran out: another oracle may be serving by then */
+  if (!pc_oracle_serving(oracle)) return not_serving(oracle, err);
   uint64_t now_ms = pc_now_wall_ms();
   uint64_t now_ts = ts_of_ms(now_ms);
   uint64_t half = ts_of_ms(oracle->window_ms / 2);
@@ -390,7 +463,7 @@ pc_status_t pc_oracle_next(pc_oracle_t *oracle, uint32_t count, uint64_t *first,
   for (;;) {
     uint64_t end = range_end(f, now_ts, count);
     if (end == 0) {
-      st = pc_error_set(err, PC_INTERNAL, "%s: timestamp space exhausted", oracle->path);
+      st = pc_error_set(err, PC_INTERNAL, "%s: timestamp space exhausted", oracle->name);
       break;
     }
     st = reserve(oracle, end, now_ms, err);

@@ -32,6 +32,36 @@ typedef struct pc_oracle pc_oracle_t;
 pc_oracle_t *pc_oracle_open(const char *path, uint32_t window_ms, pc_error_t *err);
 void pc_oracle_close(pc_oracle_t *oracle);
 
+/* Where an oracle keeps its bound: load reads the saved bound (0 when none
+ * was ever saved); persist durably replaces it with a larger one, answering
+ * PC_CONFLICT when the store refuses because another oracle has taken over
+ * (the oracle then serves nothing, ever again, and answers its callers
+ * PC_UNAVAILABLE); close (may be NULL) releases
+ * ctx. Calls come from one thread at a time. */
+typedef struct pc_oracle_bound_ops {
+  pc_status_t (*load)(void *ctx, uint64_t *bound, pc_error_t *err);
+  pc_status_t (*persist)(void *ctx, uint64_t bound, pc_error_t *err);
+  void (*close)(void *ctx);
+} pc_oracle_bound_ops_t;
+
+/* Opens an oracle over the bound store ops (ctx is theirs; it is closed with
+ * the oracle, or here on failure). name is used in messages. The oracle
+ * serves only above the saved bound, and persists a new bound before it
+ * returns. leased: it serves only under a lease (pc_oracle_extend_lease),
+ * none yet at first. Returns NULL on error. */
+pc_oracle_t *pc_oracle_open_with(const pc_oracle_bound_ops_t *ops, void *ctx, const char *name,
+                                 uint32_t window_ms, int leased, pc_error_t *err);
+
+/* An oracle elected in a coordination service serves only under a lease:
+ * from until_mono_ms (pc_now_mono_ms) on, pc_oracle_next answers
+ * PC_UNAVAILABLE until the lease is extended. A lease only grows; it never
+ * comes back after pc_oracle_fence or a fenced persist, after which the
+ * oracle serves nothing. An oracle opened without a lease serves always. */
+void pc_oracle_extend_lease(pc_oracle_t *oracle, uint64_t until_mono_ms);
+void pc_oracle_fence(pc_oracle_t *oracle);
+/* 1 while the oracle may serve (no lease, or a lease not yet run out). */
+int pc_oracle_serving(pc_oracle_t *oracle);
+
 /* Reserves count (>= 1) consecutive timestamps; *first receives the first.
  * Thread-safe. Every timestamp is greater than any returned before, in this
  * process or any earlier one on the same file. */

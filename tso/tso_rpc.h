@@ -1,6 +1,8 @@
 /* tso_rpc.h — the timestamp oracle over rpc.h: the handler the `percolator
  * tso` daemon serves, and the fetch function a pc_ts_batcher uses to ask it.
- *   0x10 TIMESTAMPS  u32 count (1..1000000)  -> u64 first   (count consecutive timestamps)
+ *   0x10 TIMESTAMPS  u32 count (1..65536)    -> u64 first   (count consecutive timestamps)
+ * The bound keeps one request from moving the oracle far past its clock: 65536
+ * is a quarter of a millisecond's logical counter.
  *   0x11 INFO        (empty)                  -> u64 last issued
  */
 #ifndef PC_TSO_TSO_RPC_H
@@ -11,7 +13,7 @@
 #include "tso/oracle.h"
 
 enum { PC_TSO_OP_TIMESTAMPS = 0x10, PC_TSO_OP_INFO = 0x11 };
-#define PC_TSO_MAX_BATCH 1000000u
+#define PC_TSO_MAX_BATCH 65536u
 
 /* ctx is the pc_oracle_t *. */
 pc_status_t pc_tso_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,

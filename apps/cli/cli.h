@@ -5,11 +5,15 @@
  * the output helpers of format.c.
  *
  * Adding a verb: write apps/cli/verb_NAME.c defining
- *     const cli_verb_t cli_verb_NAME = {"NAME", "one-line summary", HELP_TEXT, run_fn};
+ *     const cli_verb_t cli_verb_NAME = {.name = "NAME", .summary = "one line",
+ *         .run = run_fn, .args = "ARGS", .flags = CLI_USES_STORE, .exits = ...,
+ *         .about = "...", .options = "...", .example = "..."};
  * declare it below, add &cli_verb_NAME to the table in main.c and the file to
- * apps/cli/CMakeLists.txt. run_fn receives argv with argv[0] = the verb name,
- * parses it with cli_getopt() (which handles --help, --data and --timeout) and
- * returns one of the CLI_EXIT_* codes. */
+ * apps/cli/CMakeLists.txt. Its synopsis, the common options and its exit
+ * codes in 'percolator NAME --help' are generated from those fields. run_fn
+ * receives argv with argv[0] = the verb name, parses it with cli_getopt()
+ * (which handles --help, --data, --config and --timeout, and suggests the
+ * closest option for a mistyped one) and returns one of the CLI_EXIT_* codes. */
 #ifndef PC_CLI_H
 #define PC_CLI_H
 
@@ -20,13 +24,26 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* ---- exit codes ---------------------------------------------------------- */
+/* ---- exit codes ----------------------------------------------------------
+ *
+ * One set for every verb; main.c's table describes each, and 'percolator
+ * --help', 'percolator help exit-codes' and each verb's help ("Exit
+ * status:") are made from it; tests/test_readme.sh compares the README's
+ * table with it. */
 
-#define CLI_EXIT_OK 0        /* success */
-#define CLI_EXIT_NOT_FOUND 1 /* get: no value */
-#define CLI_EXIT_USAGE 2     /* unknown verb or option, wrong arguments */
-#define CLI_EXIT_ERROR 3     /* any other error: "percolator: VERB: message" on stderr */
-#define CLI_EXIT_UNKNOWN 4   /* set/delete: the commit's outcome is unknown (PC_UNKNOWN) */
+#define CLI_EXIT_OK 0          /* success */
+#define CLI_EXIT_NOT_FOUND 1   /* nothing found: get, doc, search, load --delete; check's differences */
+#define CLI_EXIT_USAGE 2       /* unknown verb or option, wrong or malformed arguments */
+#define CLI_EXIT_ERROR 3       /* any other error: "percolator: VERB: message" on stderr */
+#define CLI_EXIT_UNKNOWN 4     /* a commit's outcome is unknown (PC_UNKNOWN): it may stand */
+#define CLI_EXIT_TIMEOUT 5     /* wait: work still pending when its time ran out */
+#define CLI_EXIT_STALLED 6     /* wait: pending work that no live worker can do */
+#define CLI_EXIT_INTERRUPTED 130 /* SIGINT (load: stopped cleanly, summary printed) */
+
+/* Bit of code c in a verb's exits mask (codes 0..6; 130 is bit 7). */
+#define CLI_EXIT_BIT(c) (1u << ((c) == CLI_EXIT_INTERRUPTED ? 7 : (c)))
+/* What every verb may return: ok, usage error, error. */
+#define CLI_EXITS_BASIC (CLI_EXIT_BIT(0) | CLI_EXIT_BIT(2) | CLI_EXIT_BIT(3))
 
 #define CLI_DEFAULT_DATA_DIR "./percolator-data"
 
@@ -34,18 +51,33 @@
 
 struct cli_ctx;
 
+/* What a verb accepts besides its own options and arguments (its synopsis
+ * and help are generated from these flags). */
+#define CLI_USES_STORE 1u   /* --data DIR or --config FILE: the store it works on */
+#define CLI_USES_TIMEOUT 2u /* --timeout DURATION: it makes blocking calls */
+#define CLI_NEEDS_CONFIG 4u /* --config FILE is required (the daemons of a cluster) */
+
 typedef struct cli_verb {
   const char *name;    /* as typed on the command line */
   const char *summary; /* one line for 'percolator --help' */
-  const char *help;    /* 'percolator VERB --help': synopsis, options, an example */
   /* Runs the verb; argv[0] is the verb name. Returns a CLI_EXIT_* code. */
   int (*run)(struct cli_ctx *ctx, int argc, char **argv);
+  /* The generated help: "Usage: percolator [GLOBALS] NAME ARGS" (one line per
+   * '\n'-separated alternative of args, "" for none), about, the verb's
+   * options followed by the common ones its flags imply, "Exit status:" from
+   * exits, and the example lines. */
+  const char *args;
+  unsigned flags;       /* CLI_USES_* */
+  unsigned exits;       /* CLI_EXIT_BIT() of every code it may return */
+  const char *about;    /* what it does: paragraphs, each line ending in '\n' */
+  const char *options;  /* its own options: "  --json   ...\n" lines, or NULL */
+  const char *example;  /* command lines, each ending in '\n' */
 } cli_verb_t;
 
 /* The context of one run: global options, then the verb being run. */
 typedef struct cli_ctx {
   const char *data_dir;   /* --data DIR */
-  uint32_t timeout_ms;    /* --timeout MS; 0 = the library's default */
+  uint32_t timeout_ms;    /* --timeout DURATION in ms; 0 = the library's default */
   const cli_verb_t *verb; /* the verb being run (NULL while parsing global options) */
   struct option *merged;  /* cli_getopt's option table (verb's + common); freed by main */
   const char *config;     /* --config FILE, or NULL: the embedded store in data_dir */
@@ -71,8 +103,11 @@ extern const cli_verb_t cli_verb_status;
 extern const cli_verb_t cli_verb_gc;
 /* verb_notify.c */
 extern const cli_verb_t cli_verb_observers;
-extern const cli_verb_t cli_verb_wait;
 extern const cli_verb_t cli_verb_failures;
+/* verb_wait.c */
+extern const cli_verb_t cli_verb_wait;
+/* verb_doctor.c */
+extern const cli_verb_t cli_verb_doctor;
 /* verb_load.c, verb_dedup.c: the dedup application */
 extern const cli_verb_t cli_verb_load;
 extern const cli_verb_t cli_verb_clusters;
@@ -103,8 +138,18 @@ int cli_usage_error(const cli_ctx_t *ctx, const char *fmt, ...)
 /* Prints "percolator: VERB: <text>" on stderr and returns CLI_EXIT_ERROR. */
 int cli_error(const cli_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* cli_error with a library error's text (its status name when the text is empty). */
+/* cli_error with a library error's text (its status name when the text is
+ * empty; a leading "VERB: " of the text is not repeated). Returns
+ * CLI_EXIT_UNKNOWN for PC_UNKNOWN, else CLI_EXIT_ERROR. */
 int cli_pc_error(const cli_ctx_t *ctx, const pc_error_t *err);
+
+/* Parses a duration: digits with a unit, "ms", "s", "m" or "h" ("500ms",
+ * "10s", "1.5s"); a bare number takes bare_unit ("s", or NULL: a unit is
+ * required). Returns 0 with *ms in 1..max_ms, or -1. */
+int cli_parse_duration(const char *s, const char *bare_unit, uint64_t max_ms, uint64_t *ms);
+
+/* Writes 'percolator VERB --help' of v to out. */
+void cli_print_help(const cli_verb_t *v, FILE *out);
 
 /* Opens the database of --config FILE, or else the embedded store in
  * ctx->data_dir; the embedded store's directory (ctx->data_dir or the
@@ -147,6 +192,53 @@ int fmt_json_line(FILE *out, json_t *obj);
 
 /* "put", "delete" or "rollback". */
 const char *fmt_write_kind(pc_write_kind_t kind);
+
+/* ---- the observers' view (view.c) ---------------------------------------------
+ *
+ * What `wait` and `doctor` show of incremental processing: the registered
+ * observers, the pending notifications per column, the live workers, and
+ * the columns whose pending notifications no live worker can process (an
+ * observer registered for the column runs in no live worker, or none is
+ * registered: the column's notifications are kept until every registered
+ * observer has covered them). */
+
+typedef struct cli_observer {
+  char *name, *table, *col; /* col: clen bytes (NUL-terminated too) */
+  size_t clen;
+  int kind;         /* 0 strong, 1 weak */
+  uint64_t pending; /* notifications pending in its column */
+  size_t nworkers;  /* live workers that run it */
+} cli_observer_t;
+
+typedef struct cli_column {
+  char *table, *col;
+  size_t clen;
+  uint64_t count; /* pending notifications */
+} cli_column_t;
+
+typedef struct cli_view {
+  uint64_t pending; /* every pending notification */
+  cli_column_t *cols;
+  size_t ncols;
+  cli_observer_t *obs;
+  size_t nobs;
+  char **workers; /* live workers, "HOST:PID" */
+  size_t nworkers;
+} cli_view_t;
+
+/* Reads the view through db. no_live_worker: the caller knows that no
+ * worker can be running (it holds the embedded store itself), so worker
+ * records (which outlive a killed worker by seconds) are not read. Release
+ * with cli_view_free (also after an error). */
+pc_status_t cli_view_load(pc_db_t *db, int no_live_worker, cli_view_t *v, pc_error_t *err);
+void cli_view_free(cli_view_t *v);
+/* Whether column c's pending notifications wait for a worker that does not run. */
+int cli_view_column_stalled(const cli_view_t *v, const cli_column_t *c);
+/* The pending notifications of the stalled columns. */
+uint64_t cli_view_stalled(const cli_view_t *v);
+/* {"pending", "stalled", "columns": [{"table","column","pending","stalled",
+ * "observers": [{"name","live_workers"}]}], "live_workers": [...]}, or NULL. */
+json_t *cli_view_json(const cli_view_t *v);
 
 /* ---- the raw view (rawview.c) ---------------------------------------------- */
 

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
+#include "core/db.h"
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/log.h"
@@ -47,27 +47,27 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
   pc_daemon_config_t dc;
   pc_config_t *cfg = config ? pc_config_load(config, &err) : pc_config_default();
   if (!cfg) return config ? cli_pc_error(ctx, &err) : cli_error(ctx, "out of memory");
-  char served[4200] = ""; /* data_dir/serving.json while this process serves data_dir */
+  char served[4200] = "", dir[4096] = ""; /* the embedded data directory a worker serves */
   pc_status_t st;
   if (worker && cfg->ntablets == 0) {
     /* hold the embedded store and serve it: tso, lock service and one tablet */
-    char dir[4096];
     snprintf(dir, sizeof dir, "%s", config ? cfg->data_dir : ctx->data_dir);
     pc_config_free(cfg);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-      return cli_error(ctx, "data directory '%s' does not exist (create it with 'percolator init')",
-                       dir);
+    int fresh;
+    if ((st = pc_data_dir_prepare(dir, 0, &fresh, &err)) != PC_OK) return cli_pc_error(ctx, &err);
     snprintf(served, sizeof served, "%s/" CLI_SERVING_FILE, dir);
     st = pc_daemon_config_serving(config, dir, &dc, &err);
     spec.tso = 1;
     spec.lockd = PC_DAEMON_REQUIRED;
     spec.tablets = 2;
     spec.serving_file = served;
+    spec.lock_dir = dir;
+    spec.lock_wait_ms = ctx->timeout_ms ? ctx->timeout_ms : 10000;
   } else {
     pc_config_free(cfg);
     st = pc_daemon_config_load(config, &dc, &err);
     if (worker) spec.workers_cluster = config; /* a cluster's client */
+    spec.workers_timeout_ms = ctx->timeout_ms;
   }
   if (st != PC_OK) return cli_pc_error(ctx, &err);
   pc_log_set_level((pc_log_level_t)dc.cfg->log_level);
@@ -94,7 +94,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
     while (sigwait(&sigs, &sig) != 0) {
     }
     pc_log(PC_LOG_INFO, "signal %d: shutting down", sig);
-    pc_daemon_stop(d);
+    pc_daemon_shutdown(d, &sigs, CLI_EXIT_ERROR); /* bounded; a second signal exits at once */
   } else {
     rc = cli_pc_error(ctx, &err);
   }
@@ -120,81 +120,112 @@ static int run_worker(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.workers = PC_DAEMON_REQUIRED});
 }
 
-#define COMMON_DAEMON_HELP                                                              \
-  "\n"                                                                                  \
-  "Options:\n"                                                                          \
-  "  --config FILE      the configuration (JSON; see docs/CONFIG.md)\n"                 \
-  "  --ready-file FILE  once listening, write the bound endpoints there as JSON\n"      \
-  "  -h, --help         show this help\n"                                               \
-  "\n"                                                                                  \
-  "Runs in the foreground and logs to stderr; SIGTERM or SIGINT shuts it down\n"        \
-  "cleanly: the requests in flight are answered, then the stores are closed.\n"
+#define DAEMON_OPTIONS \
+  "  --ready-file FILE   once started, write the bound endpoints there as JSON:\n" \
+  "                      {\"tso\": {\"listen\", \"http\"}, \"lockservice\": ..., \"tablets\":\n" \
+  "                      {NAME: ...}, \"workers\": {\"http\"}, \"pid\"} (for scripts, and\n" \
+  "                      with port 0)\n"
+#define DAEMON_ABOUT \
+  "\n" \
+  "Runs in the foreground and logs to stderr; SIGTERM or SIGINT shuts it down\n" \
+  "cleanly: it stops taking requests at once, answers those in flight (those\n" \
+  "still running after 5 s are cancelled), closes the stores and exits 0, within\n" \
+  "5 s + 2 x store.timeout_ms + 5 s (30 s by default); past that, or on a second\n" \
+  "signal, it exits 3 at once (nothing acknowledged is lost). A configuration\n" \
+  "at fault, a port in use or a data directory that cannot be used stops it\n" \
+  "before it serves anything (exit 3).\n"
 
 const cli_verb_t cli_verb_tso = {
-    "tso", "run the timestamp oracle daemon",
-    "Usage: percolator tso --config FILE [--ready-file FILE]\n"
-    "\n"
-    "Serves strictly increasing timestamps on the configuration's tso.listen\n"
-    "endpoint and /health, /metrics on tso.http. The oracle's persisted bound\n"
-    "lives in tso.data_dir.\n" COMMON_DAEMON_HELP
-    "\n"
-    "Example:\n"
-    "  percolator tso --config cluster.json\n",
-    run_tso};
+    .name = "tso",
+    .summary = "run the timestamp oracle daemon",
+    .run = run_tso,
+    .args = "[--ready-file FILE]",
+    .flags = CLI_NEEDS_CONFIG,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Serves strictly increasing timestamps on the configuration's tso.listen\n"
+             "endpoint and /health, /metrics on tso.http. The oracle's persisted bound\n"
+             "lives in tso.data_dir (default DATA_DIR/tso). With a \"zookeeper\" section,\n"
+             "any number of tso processes run: they elect one leader in ZooKeeper, where\n"
+             "the bound then lives, the others stand by, and clients follow the leader.\n"
+             DAEMON_ABOUT,
+    .options = DAEMON_OPTIONS,
+    .example = "percolator tso --config cluster.json\n",
+};
 
 const cli_verb_t cli_verb_lockd = {
-    "lockd", "run the lock service daemon",
-    "Usage: percolator lockd --config FILE [--ready-file FILE]\n"
-    "\n"
-    "Serves client sessions and leased named locks on lockservice.listen.\n" COMMON_DAEMON_HELP
-    "\n"
-    "Example:\n"
-    "  percolator lockd --config cluster.json\n",
-    run_lockd};
+    .name = "lockd",
+    .summary = "run the lock service daemon",
+    .run = run_lockd,
+    .args = "[--ready-file FILE]",
+    .flags = CLI_NEEDS_CONFIG,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Serves client sessions and leased named locks on lockservice.listen, and\n"
+             "/health, /metrics on lockservice.http.\n" DAEMON_ABOUT,
+    .options = DAEMON_OPTIONS,
+    .example = "percolator lockd --config cluster.json\n",
+};
 
 const cli_verb_t cli_verb_tablet = {
-    "tablet", "run one tablet server",
-    "Usage: percolator tablet --config FILE --name TABLET [--ready-file FILE]\n"
-    "\n"
-    "Serves the rows of tablet TABLET from its own LevelDB (tablets[].data_dir),\n"
-    "taking commit timestamps from the tso daemon. --name TABLET picks the entry\n"
-    "of \"tablets\".\n" COMMON_DAEMON_HELP
-    "\n"
-    "Example:\n"
-    "  percolator tablet --config cluster.json --name t1\n",
-    run_tablet};
+    .name = "tablet",
+    .summary = "run one tablet server",
+    .run = run_tablet,
+    .args = "--name TABLET [--ready-file FILE]",
+    .flags = CLI_NEEDS_CONFIG,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Serves the rows of tablet TABLET (the entry of \"tablets\" with that name)\n"
+             "from its own LevelDB in tablets[].data_dir (default DATA_DIR/tablet-NAME),\n"
+             "taking commit timestamps from the tso daemon; /health and /metrics on\n"
+             "tablets[].http.\n" DAEMON_ABOUT,
+    .options = "  --name TABLET       which entry of \"tablets\" to serve\n" DAEMON_OPTIONS,
+    .example = "percolator tablet --config cluster.json --name t1\n",
+};
 
 const cli_verb_t cli_verb_run = {
-    "run", "run every role of the configuration in one process",
-    "Usage: percolator run --config FILE [--ready-file FILE]\n"
-    "\n"
-    "Runs the oracle, the lock service (when configured) and every tablet in\n"
-    "this process, listening where the configuration says, so that many client\n"
-    "processes on this machine can share one store.\n" COMMON_DAEMON_HELP
-    "\n"
-    "Example:\n"
-    "  percolator run --config cluster.json --ready-file /tmp/ready.json\n",
-    run_all};
+    .name = "run",
+    .summary = "run every role of the configuration, and its workers, in one process",
+    .run = run_all,
+    .args = "[--ready-file FILE]",
+    .flags = CLI_NEEDS_CONFIG,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Runs the oracle, the lock service (when configured) and every tablet in\n"
+             "this process, listening where the configuration says, so that many client\n"
+             "processes on this machine can share one store; and, when the configuration\n"
+             "has a \"workers\" section, the observer workers too (as 'percolator worker'\n"
+             "would, in this process).\n" DAEMON_ABOUT,
+    .options = DAEMON_OPTIONS,
+    .example = "percolator run --config cluster.json --ready-file /tmp/ready.json\n",
+};
 
 const cli_verb_t cli_verb_worker = {
-    "worker", "run the configured observers (and serve an embedded store)",
-    "Usage: percolator worker [--config FILE | --data DIR] [--ready-file FILE]\n"
-    "\n"
-    "Loads the observer plugins of the configuration's \"workers\" section\n"
-    "(docs/OBSERVERS.md), records their observed columns in the store, and runs\n"
-    "them: workers.threads threads find notifications, claim buckets of them\n"
-    "through the lock service and run each observer in a transaction, retrying\n"
-    "a failing one with backoff and parking it after workers.max_failures\n"
-    "('percolator failures'). Any number of worker processes can run against a\n"
-    "cluster. Without a cluster (an embedded data directory) the worker holds\n"
-    "the store and serves it: an oracle, a lock service and one tablet on\n"
-    "ephemeral ports of 127.0.0.1, whose client configuration it writes to\n"
-    "DIR/serving.json, through which the other verbs given --data DIR reach the\n"
-    "store meanwhile. workers.http serves /health and /metrics. On SIGTERM or\n"
-    "SIGINT it stops taking work, lets the observer transactions in flight\n"
-    "finish, and exits 0.\n" COMMON_DAEMON_HELP
-    "\n"
-    "Examples:\n"
-    "  percolator worker --config cluster.json\n"
-    "  percolator worker --config embedded.json    # no \"tablets\": serves data_dir\n",
-    run_worker};
+    .name = "worker",
+    .summary = "run the configured observers (and serve an embedded store)",
+    .run = run_worker,
+    .args = "[--ready-file FILE]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about =
+        "Loads the observer plugins of the configuration's \"workers\" section\n"
+        "(docs/OBSERVERS.md), records their observed columns in the store, and runs\n"
+        "them: workers.threads threads find notifications, claim buckets of them\n"
+        "through the lock service and run each observer in a transaction, retrying\n"
+        "a failing one with backoff and parking it after workers.max_failures\n"
+        "('percolator failures'). Any number of worker processes can run against a\n"
+        "cluster. workers.http serves /health and /metrics.\n"
+        "\n"
+        "Without a cluster (--data DIR, or a configuration without \"tablets\") the\n"
+        "worker holds the data directory and serves it: an oracle, a lock service\n"
+        "and one tablet on 127.0.0.1, whose client configuration it writes to\n"
+        "DIR/serving.json once its observers are registered. The other verbs given\n"
+        "--data DIR reach the store through it meanwhile (one that finds the worker\n"
+        "still starting waits for it, up to its --timeout); a worker started again\n"
+        "takes the same ports when they are free, so that their clients reconnect.\n"
+        "A worker that finds DIR held by a short-lived verb waits for it (up to\n"
+        "--timeout); held by another worker, it stops at once and leaves that one's\n"
+        "files alone. Scripts wait for --ready-file before writing (see the\n"
+        "example). On SIGTERM or SIGINT it stops taking work, lets the observer\n"
+        "transactions in flight finish, and exits 0.\n",
+    .options = DAEMON_OPTIONS,
+    .example = "percolator worker --config cluster.json\n"
+               "percolator --config app.json worker --ready-file ready.json &\n"
+               "while [ ! -s ready.json ] && kill -0 $!; do sleep 0.1; done\n",
+};

@@ -252,25 +252,19 @@ static int run_clusters(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_clusters = {
-    "clusters",
-    "dedup: list the clusters of identical documents",
-    "Usage: percolator [--data DIR | --config FILE] clusters [--min-size N] [--json]\n"
-    "\n"
-    "Lists the clusters the dedup observer maintains (table dups), largest\n"
-    "first (then by hash): HASH SIZE CANONICAL MEMBER..., tab-separated, URLs\n"
-    "C-escaped, members in bytewise order; or one JSON object per cluster with\n"
-    "--json: {\"hash\", \"size\", \"canonical\", \"members\"}.\n"
-    "\n"
-    "Options:\n"
-    "  --min-size N   only clusters of at least N documents (default 1)\n"
-    "  --json         one JSON object per cluster\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --data /tmp/pc clusters --min-size 2\n",
-    run_clusters,
+    .name = "clusters",
+    .summary = "dedup: list the clusters of identical documents",
+    .run = run_clusters,
+    .args = "[--min-size N] [--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Lists the clusters the dedup observer maintains (table dups), largest\n"
+             "first (then by hash): HASH SIZE CANONICAL MEMBER..., tab-separated, URLs\n"
+             "C-escaped, members in bytewise order; or one JSON object per cluster with\n"
+             "--json: {\"hash\", \"size\", \"canonical\", \"members\"}.\n",
+    .options = "  --min-size N        only clusters of at least N documents (default 1)\n"
+               "  --json              one JSON object per cluster\n",
+    .example = "percolator --data /tmp/pc clusters --min-size 2\n",
 };
 
 /* ---- search ---------------------------------------------------------------------------- */
@@ -503,37 +497,36 @@ static int run_search(cli_ctx_t *ctx, int argc, char **argv) {
   }
   postings_free(hits, nhits);
   if (failed) return cli_error(ctx, "cannot write the answer");
-  return cli_finish_output(ctx);
+  code = cli_finish_output(ctx);
+  if (code == CLI_EXIT_OK && nhits == 0) {
+    fprintf(stderr, "percolator: search: no document holds every term\n");
+    return CLI_EXIT_NOT_FOUND;
+  }
+  return code;
 }
 
 const cli_verb_t cli_verb_search = {
-    "search",
-    "dedup: the canonical documents containing every term",
-    "Usage: percolator [--data DIR | --config FILE] search [--json] TERM...\n"
-    "       percolator [--data DIR | --config FILE] search [--json] --all\n"
-    "\n"
-    "Prints the canonical URLs (one per cluster of identical documents) whose\n"
-    "contents hold every term, in bytewise order, from the inverted index the\n"
-    "dedup observer maintains (table idx). The arguments are tokenised as the\n"
-    "documents are: ASCII letters folded to lower case, a term is a maximal\n"
-    "run of [a-z0-9], other bytes separate terms, a term is cut at 64 bytes.\n"
-    "--json: one {\"url\", \"count\"} per line, count being the occurrences of\n"
-    "the terms in the document.\n"
-    "\n"
-    "With --all, prints every posting of the index instead, in term and then\n"
-    "URL order: TERM URL COUNT, tab-separated (URLs C-escaped), or one\n"
-    "{\"term\", \"url\", \"count\"} per line with --json.\n"
-    "\n"
-    "Options:\n"
-    "  --all          every posting of the index\n"
-    "  --json         one JSON object per document (per posting with --all)\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --data /tmp/pc search snapshot isolation\n",
-    run_search,
+    .name = "search",
+    .summary = "dedup: the canonical documents containing every term",
+    .run = run_search,
+    .args = "[--json] TERM...\n"
+            "[--json] --all",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND),
+    .about = "Prints the canonical URLs (one per cluster of identical documents) whose\n"
+             "contents hold every term, in bytewise order, from the inverted index the\n"
+             "dedup observer maintains (table idx). The arguments are tokenised as the\n"
+             "documents are: ASCII letters folded to lower case, a term is a maximal\n"
+             "run of [a-z0-9], other bytes separate terms, a term is cut at 64 bytes.\n"
+             "--json: one {\"url\", \"count\"} per line, count being the occurrences of\n"
+             "the terms in the document. Exits 1 when no document holds every term.\n"
+             "\n"
+             "With --all, prints every posting of the index instead, in term and then\n"
+             "URL order: TERM URL COUNT, tab-separated (URLs C-escaped), or one\n"
+             "{\"term\", \"url\", \"count\"} per line with --json.\n",
+    .options = "  --all               every posting of the index\n"
+               "  --json              one JSON object per document (per posting with --all)\n",
+    .example = "percolator --data /tmp/pc search snapshot isolation\n",
 };
 
 /* ---- doc ---------------------------------------------------------------------------------- */
@@ -601,25 +594,19 @@ static int run_doc(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_doc = {
-    "doc",
-    "dedup: a document's hash, canonical and cluster mates",
-    "Usage: percolator [--data DIR | --config FILE] doc [--json] URL\n"
-    "\n"
-    "Prints what the dedup observer knows of document URL: 'hash H', then\n"
-    "'canonical C' (the smallest URL of its cluster), then one 'mate M' line\n"
-    "per other member of the cluster, tab-separated, URLs C-escaped; or one\n"
-    "JSON object {\"url\", \"hash\", \"canonical\", \"mates\"} with --json. Exits 1\n"
-    "when the document is not clustered (absent, or not observed yet).\n"
-    "\n"
-    "Options:\n"
-    "  --json         one JSON object\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --data /tmp/pc doc corpus/a.txt\n",
-    run_doc,
+    .name = "doc",
+    .summary = "dedup: a document's hash, canonical and cluster mates",
+    .run = run_doc,
+    .args = "[--json] URL",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND),
+    .about = "Prints what the dedup observer knows of document URL: 'hash H', then\n"
+             "'canonical C' (the smallest URL of its cluster), then one 'mate M' line\n"
+             "per other member of the cluster, tab-separated, URLs C-escaped; or one\n"
+             "JSON object {\"url\", \"hash\", \"canonical\", \"mates\"} with --json. Exits 1\n"
+             "when the document is not clustered (absent, or not observed yet).\n",
+    .options = "  --json              one JSON object\n",
+    .example = "percolator --data /tmp/pc doc corpus/a.txt\n",
 };
 
 /* ---- check -------------------------------------------------------------------------------- */
@@ -940,28 +927,21 @@ static int run_check(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_check = {
-    "check",
-    "dedup: recompute clusters and index from docs, report differences",
-    "Usage: percolator [--data DIR | --config FILE] check [--json]\n"
-    "\n"
-    "Recomputes, in one snapshot, what the dedup observers maintain from the\n"
-    "docs table alone — each document's SHA-256 (doc:hash), the clusters of\n"
-    "equal hashes with their members (dups m:URL), canonical (the smallest URL)\n"
-    "and indexed canonical, and the inverted index of the canonicals (idx) —\n"
-    "and prints each cell that differs: TABLE ROW COLUMN 'found X, expected\n"
-    "Y', tab-separated and C-escaped ('nothing' for an absent cell), or one\n"
-    "JSON object per difference with --json. Run it after 'percolator wait':\n"
-    "while notifications are pending the derived tables lag behind.\n"
-    "\n"
-    "Exit status: 0 no difference, 1 differences (counted on stderr), 3 error.\n"
-    "\n"
-    "Options:\n"
-    "  --json         one JSON object per difference\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --data /tmp/pc wait && percolator --data /tmp/pc check\n",
-    run_check,
+    .name = "check",
+    .summary = "dedup: recompute clusters and index from docs, report differences",
+    .run = run_check,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND),
+    .about = "Recomputes, in one snapshot, what the dedup observers maintain from the\n"
+             "docs table alone — each document's SHA-256 (doc:hash), the clusters of\n"
+             "equal hashes with their members (dups m:URL), canonical (the smallest URL)\n"
+             "and indexed canonical, and the inverted index of the canonicals (idx) —\n"
+             "and prints each cell that differs: TABLE ROW COLUMN 'found X, expected\n"
+             "Y', tab-separated and C-escaped ('nothing' for an absent cell), or one\n"
+             "JSON object per difference with --json. Run it after 'percolator wait':\n"
+             "while notifications are pending the derived tables lag behind. Exits 1\n"
+             "when there are differences (counted on stderr).\n",
+    .options = "  --json              one JSON object per difference\n",
+    .example = "percolator --data /tmp/pc wait && percolator --data /tmp/pc check\n",
 };

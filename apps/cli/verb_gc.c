@@ -49,29 +49,22 @@ static int run_gc(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_gc = {
-    "gc",
-    "collect garbage now: old versions and rollback records",
-    "Usage: percolator [--data DIR | --config FILE] gc [--json]\n"
-    "\n"
-    "Runs one garbage-collection pass now. The safe point is the oldest\n"
-    "snapshot any live transaction may still read (embedded: this process\n"
-    "holds the store, so none but its own; a cluster: store.gc_lifetime_ms\n"
-    "behind the oracle). Locks older than it are settled first (rolled forward\n"
-    "or back by their primary); then, on the embedded store or on every\n"
-    "tablet, each cell keeps its versions newer than the safe point and the\n"
-    "newest one at or below it, and loses the rest and its rollback records.\n"
-    "Readers and writers go on meanwhile; store.gc_rate bounds the deletes per\n"
-    "second. The embedded store also does this every store.gc_interval_ms.\n"
-    "\n"
-    "Options:\n"
-    "  --json         one JSON object: safe_point, locks_resolved, locks_left,\n"
-    "                 cells, versions_deleted, rollbacks_deleted, data_deleted\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration (a cluster's, or an embedded data_dir)\n"
-    "  --timeout MS   bound on each blocking call (default 10000)\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --data ./percolator-data gc\n",
-    run_gc,
+    .name = "gc",
+    .summary = "collect garbage now: old versions and rollback records",
+    .run = run_gc,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Runs one garbage-collection pass now. The safe point is the oldest\n"
+             "snapshot any live transaction may still read (embedded: this process\n"
+             "holds the store, so none but its own; a cluster: store.gc_lifetime_ms\n"
+             "behind the oracle). Locks older than it are settled first (rolled forward\n"
+             "or back by their primary); then, on the embedded store or on every\n"
+             "tablet, each cell keeps its versions newer than the safe point and the\n"
+             "newest one at or below it, and loses the rest and its rollback records.\n"
+             "Readers and writers go on meanwhile; store.gc_rate bounds the deletes per\n"
+             "second. The embedded store also does this every store.gc_interval_ms.\n",
+    .options = "  --json              one JSON object: safe_point, locks_resolved, locks_left,\n"
+               "                      cells, versions_deleted, rollbacks_deleted, data_deleted\n",
+    .example = "percolator --data ./percolator-data gc\n",
 };

@@ -1,13 +1,21 @@
 /* verb_load.c — `percolator load`: the dedup application's loader. Writes
  * documents to table docs (row = URL, column doc:contents), each in its own
- * transaction, from JSON-lines files or directory trees, with a pool of
- * threads; bad inputs are reported with their file (and line), counted and
- * skipped. `load --delete URL...` deletes documents so that the dedup
- * observer sees it (apps/dedup/dedup.c). */
+ * transaction, with a pool of threads, from plain files (one document each),
+ * JSON-lines files and directory trees. Inputs that are not documents
+ * (devices, FIFOs, sockets, binary or oversized files, malformed lines) are
+ * reported with their file (and line), counted and skipped, never opened
+ * for reading when they are not regular files; every read is bounded by
+ * --max-bytes before memory is taken for it, and memory held by the queue is
+ * bounded too. Each document's outcome is a library status (--json prints
+ * one line per document), and the exit status follows the worst of them.
+ * `load --delete URL...` deletes documents so that the dedup observer sees
+ * it (apps/dedup/dedup.c). SIGINT stops the load cleanly: transactions in
+ * flight finish, the summary says what was written. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/error.h"
 
 #define DOCS_TABLE "docs"
 #define CONTENTS_COL "doc:contents"
@@ -25,13 +34,30 @@
 /* A URL is the qualifier of the dups column m:<URL> (apps/dedup/dedup.c). */
 #define MAX_URL (PC_MAX_COLUMN - 2)
 #define MAX_RETRIES 50
+/* The queue between the readers and the writing threads: at most this many
+ * items and bytes of contents (but always one item). */
+#define QUEUE_MAX 256
+#define QUEUE_MAX_BYTES (64u << 20)
+/* A JSON line holds at most a URL and contents of --max-bytes, each byte of
+ * which JSON may spell in 6 ("\u00XX"), and some room for the rest. */
+#define LINE_SLACK (64u << 10)
+#define READ_CHUNK (1u << 20)
 
-enum { OPT_THREADS = 0x400, OPT_MAX_BYTES, OPT_DELETE, OPT_JSON, OPT_RATE };
+enum { OPT_THREADS = 0x400, OPT_MAX_BYTES, OPT_DELETE, OPT_JSON, OPT_RATE, OPT_JSONL };
 
 /* Why an input was skipped. */
-enum { SK_UNREADABLE, SK_BINARY, SK_TOO_LARGE, SK_INVALID_JSON, SK_EMPTY, SK_BAD_URL, NSKIP };
-static const char *const skip_names[NSKIP] = {"unreadable", "binary",   "too_large",
-                                              "invalid_json", "empty", "bad_url"};
+enum {
+  SK_UNREADABLE,
+  SK_BINARY,
+  SK_TOO_LARGE,
+  SK_INVALID_JSON,
+  SK_EMPTY,
+  SK_BAD_URL,
+  SK_SPECIAL,
+  NSKIP
+};
+static const char *const skip_names[NSKIP] = {"unreadable", "binary",  "too_large", "invalid_json",
+                                              "empty",      "bad_url", "special"};
 
 typedef enum { IT_FILE, IT_DOC, IT_DELETE } item_kind_t;
 
@@ -44,27 +70,39 @@ typedef struct item {
   struct item *next;
 } item_t;
 
+#define NSTATUS (PC_UNKNOWN + 1)
+
 typedef struct loader {
   const cli_ctx_t *ctx;
   pc_db_t *db;
   size_t max_bytes;
+  int json;
+  pthread_mutex_t out_mu; /* one line at a time on stdout and stderr */
   /* the queue: a bounded list, producer = the main thread */
   pthread_mutex_t mu;
   pthread_cond_t cv_put, cv_get, cv_tick;
   item_t *head, *tail;
-  size_t queued;
-  int done; /* no more items */
+  size_t queued, queued_bytes;
+  int done;     /* no more items */
   int finished; /* workers are done: the progress thread stops */
-  atomic_size_t total;  /* items produced */
-  atomic_size_t loaded; /* documents written (or deleted) */
-  atomic_size_t failed; /* transactions that failed */
+  atomic_size_t total;            /* items produced */
+  atomic_size_t by_status[NSTATUS]; /* documents attempted, by final status */
   atomic_size_t skipped[NSKIP];
+  atomic_size_t not_started; /* queued when SIGINT came */
+  atomic_int fatal;          /* out of memory: the load stops, exit 3 */
+  size_t arg_errors;         /* arguments that could not be read at all */
   struct timespec t0;
   uint64_t pace_ns; /* --rate: the interval between two documents' starts (0: none) */
   uint64_t next_ns; /* under mu: when the next document may start (monotonic) */
 } loader_t;
 
-#define QUEUE_MAX 256
+/* SIGINT: the load stops taking inputs; a second one kills (SA_RESETHAND). */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
 
 static double elapsed(const loader_t *l) {
   struct timespec t;
@@ -72,7 +110,10 @@ static double elapsed(const loader_t *l) {
   return (double)(t.tv_sec - l->t0.tv_sec) + (double)(t.tv_nsec - l->t0.tv_nsec) / 1e9;
 }
 
-/* Counts a skipped input and reports it: "FILE[:LINE]: <fmt...>, skipped". */
+/* ---- reporting ------------------------------------------------------------------ */
+
+/* Counts a skipped input and reports it: "FILE[:LINE]: <fmt...>, skipped" on
+ * stderr, and with --json {"input","line","status":"skipped","reason","error"}. */
 static void skip(loader_t *l, int why, const char *file, unsigned long line, const char *fmt,
                  ...) __attribute__((format(printf, 5, 6)));
 static void skip(loader_t *l, int why, const char *file, unsigned long line, const char *fmt,
@@ -83,11 +124,61 @@ static void skip(loader_t *l, int why, const char *file, unsigned long line, con
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  pthread_mutex_lock(&l->out_mu);
   if (line)
     fprintf(stderr, "percolator: load: %s:%lu: %s, skipped\n", file, line, msg);
   else
     fprintf(stderr, "percolator: load: %s: %s, skipped\n", file, msg);
+  if (l->json) {
+    json_t *o = json_object();
+    if (o && fmt_json_bytes(o, "input", file, strlen(file)) == 0) {
+      if (line) json_object_set_new(o, "line", json_integer((json_int_t)line));
+      json_object_set_new(o, "status", json_string("skipped"));
+      json_object_set_new(o, "reason", json_string(skip_names[why]));
+      json_object_set_new(o, "error", json_string(msg));
+    }
+    fmt_json_line(stdout, o);
+  }
+  pthread_mutex_unlock(&l->out_mu);
 }
+
+/* A document's outcome: counted; reported on stderr unless ok, and with
+ * --json as {"url","status"[,"error"]}. */
+static void outcome(loader_t *l, const item_t *it, pc_status_t st, const pc_error_t *err) {
+  atomic_fetch_add(&l->by_status[(unsigned)st < NSTATUS ? st : PC_INTERNAL], 1);
+  const char *text = st == PC_OK ? NULL
+                     : st == PC_NOT_FOUND ? "no such document"
+                     : err->text[0]       ? err->text
+                                          : pc_status_name(st);
+  pthread_mutex_lock(&l->out_mu);
+  if (text) {
+    char *u = fmt_escape_str(it->url, it->ulen, 0);
+    fprintf(stderr, "percolator: load: %s: %s\n", u ? u : "?", text);
+    free(u);
+  }
+  if (l->json) {
+    json_t *o = json_object();
+    if (o && fmt_json_bytes(o, "url", it->url, it->ulen) == 0) {
+      json_object_set_new(o, "status", json_string(pc_status_name(st)));
+      if (text) json_object_set_new(o, "error", json_string(text));
+    }
+    fmt_json_line(stdout, o);
+  }
+  pthread_mutex_unlock(&l->out_mu);
+}
+
+/* An allocation failed: the load stops and exits 3 (never a shortened input). */
+static void fatal_nomem(loader_t *l, const char *what) {
+  if (atomic_exchange(&l->fatal, 1) == 0) {
+    pthread_mutex_lock(&l->out_mu);
+    fprintf(stderr, "percolator: load: out of memory %s; stopping\n", what);
+    pthread_mutex_unlock(&l->out_mu);
+  }
+}
+
+static int stopping(loader_t *l) { return interrupted || atomic_load(&l->fatal); }
+
+/* ---- the queue ------------------------------------------------------------------- */
 
 static void item_free(item_t *it) {
   if (!it) return;
@@ -96,13 +187,26 @@ static void item_free(item_t *it) {
   free(it);
 }
 
+/* Queues it (taking it), waiting while the queue is full; frees it instead
+ * when the load is stopping. */
 static void put(loader_t *l, item_t *it) {
   pthread_mutex_lock(&l->mu);
-  while (l->queued >= QUEUE_MAX) pthread_cond_wait(&l->cv_put, &l->mu);
+  while (l->queued > 0 &&
+         (l->queued >= QUEUE_MAX || l->queued_bytes + it->clen > QUEUE_MAX_BYTES) &&
+         !stopping(l)) {
+    struct timespec until = pc_mono_after_ms(100); /* SIGINT cannot signal a condition */
+    pthread_cond_timedwait(&l->cv_put, &l->mu, &until);
+  }
+  if (stopping(l)) {
+    pthread_mutex_unlock(&l->mu);
+    item_free(it);
+    return;
+  }
   if (l->tail) l->tail->next = it;
   else l->head = it;
   l->tail = it;
   l->queued++;
+  l->queued_bytes += it->clen;
   atomic_fetch_add(&l->total, 1);
   pthread_cond_signal(&l->cv_get);
   pthread_mutex_unlock(&l->mu);
@@ -110,21 +214,44 @@ static void put(loader_t *l, item_t *it) {
 
 static item_t *take(loader_t *l) {
   pthread_mutex_lock(&l->mu);
-  while (!l->head && !l->done) pthread_cond_wait(&l->cv_get, &l->mu);
-  item_t *it = l->head;
+  while (!l->head && !l->done && !stopping(l)) {
+    struct timespec until = pc_mono_after_ms(100);
+    pthread_cond_timedwait(&l->cv_get, &l->mu, &until);
+  }
+  item_t *it = stopping(l) ? NULL : l->head;
   if (it) {
     l->head = it->next;
     if (!l->head) l->tail = NULL;
     l->queued--;
+    l->queued_bytes -= it->clen;
     pthread_cond_signal(&l->cv_put);
   }
   pthread_mutex_unlock(&l->mu);
   return it;
 }
 
+/* ---- writing ---------------------------------------------------------------------- */
+
+/* One delete attempt: PC_NOT_FOUND (nothing written) when the document is absent. */
+static pc_status_t delete_doc(pc_txn_t *txn, const item_t *it, pc_error_t *err) {
+  char *v = NULL;
+  size_t vl;
+  pc_status_t st = pc_txn_get(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL,
+                              strlen(CONTENTS_COL), &v, &vl, err);
+  pc_free(v);
+  if (st != PC_OK) return st;
+  st = pc_txn_delete(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL, strlen(CONTENTS_COL), err);
+  /* a delete writes no strong notification: notify the dedup observer weakly */
+  if (st == PC_OK)
+    st = pc_txn_notify_weak(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL,
+                            strlen(CONTENTS_COL), err);
+  return st;
+}
+
 /* One transaction writing (or deleting) the document, retried on conflict. */
 static void commit_doc(loader_t *l, const item_t *it, const char *contents, size_t clen) {
-  pc_error_t err = {0};
+  pc_error_t err;
+  pc_error_clear(&err);
   pc_status_t st = PC_OK;
   unsigned seed = (unsigned)(uintptr_t)it;
   for (int attempt = 0; attempt < MAX_RETRIES; attempt++) {
@@ -133,32 +260,18 @@ static void commit_doc(loader_t *l, const item_t *it, const char *contents, size
       st = err.code;
       break;
     }
-    if (it->kind == IT_DELETE) {
-      /* a delete writes no strong notification: notify the dedup observer weakly */
-      st = pc_txn_delete(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL,
-                         strlen(CONTENTS_COL), &err);
-      if (st == PC_OK)
-        st = pc_txn_notify_weak(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL,
-                                strlen(CONTENTS_COL), &err);
-    } else {
+    if (it->kind == IT_DELETE)
+      st = delete_doc(txn, it, &err);
+    else
       st = pc_txn_set(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL, strlen(CONTENTS_COL),
                       contents, clen, &err);
-    }
     if (st == PC_OK) st = pc_txn_commit(txn, &err);
     pc_txn_destroy(txn);
-    if (st != PC_CONFLICT) break;
+    if (st != PC_CONFLICT || stopping(l)) break;
     struct timespec d = {0, (long)(1 + rand_r(&seed) % (unsigned)(attempt + 1)) * 2000000L};
     nanosleep(&d, NULL);
   }
-  if (st == PC_OK) {
-    atomic_fetch_add(&l->loaded, 1);
-  } else {
-    atomic_fetch_add(&l->failed, 1);
-    char *u = fmt_escape_str(it->url, it->ulen, 0);
-    fprintf(stderr, "percolator: load: %s: %s\n", u ? u : "?",
-            err.text[0] ? err.text : pc_status_name(st));
-    free(u);
-  }
+  outcome(l, it, st, &err);
 }
 
 /* The line of the byte at offset off of p (1-based). */
@@ -168,50 +281,101 @@ static unsigned long line_of(const char *p, size_t off) {
   return line;
 }
 
-static void load_file(loader_t *l, const item_t *it) {
-  int fd = open(it->url, O_RDONLY | O_CLOEXEC);
+static const char *file_kind(mode_t m) {
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+         : S_ISDIR(m)  ? "a directory"
+                       : "not a regular file";
+}
+
+/* Reads the regular file path whole, at most max bytes: 0 with *buf (malloc'd)
+ * and *n; 1 when it was skipped (reported); -1 when memory ran out. The
+ * file is opened without blocking and checked to be regular before any read,
+ * so a FIFO or device put in its place is never read. */
+static int read_document(loader_t *l, const char *path, char **buf, size_t *n) {
+  *buf = NULL;
+  *n = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
-    skip(l, SK_UNREADABLE, it->url, 0, "unreadable (%s)", strerror(errno));
+    skip(l, SK_UNREADABLE, path, 0, "unreadable (%s)", strerror(errno));
     if (fd >= 0) close(fd);
-    return;
+    return 1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    skip(l, SK_SPECIAL, path, 0, "%s, not a document", file_kind(st.st_mode));
+    close(fd);
+    return 1;
   }
   if ((uint64_t)st.st_size > l->max_bytes) {
-    skip(l, SK_TOO_LARGE, it->url, 0, "too large (%llu bytes, above --max-bytes %zu)",
+    skip(l, SK_TOO_LARGE, path, 0, "too large (%llu bytes, above --max-bytes %zu)",
          (unsigned long long)st.st_size, l->max_bytes);
     close(fd);
-    return;
+    return 1;
   }
-  size_t cap = (size_t)st.st_size + 1, n = 0;
-  char *buf = malloc(cap);
+  /* the size may be wrong (a file being written, /proc): read up to max + 1 */
+  size_t limit = l->max_bytes + 1;
+  size_t cap = (size_t)st.st_size + 1 < 65536 ? 65536 : (size_t)st.st_size + 1;
+  if (cap > limit) cap = limit;
+  char *b = malloc(cap);
+  size_t got = 0;
   ssize_t r = 0;
-  while (buf && (r = read(fd, buf + n, cap - n)) > 0) {
-    n += (size_t)r;
-    if (n > l->max_bytes) break; /* grew while we read */
-    if (n == cap) {
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) break;
-      buf = nb;
-      cap *= 2;
+  int rc = 0;
+  while (b && got < limit) {
+    if (got == cap) {
+      size_t nc = cap * 2 < limit ? cap * 2 : limit;
+      char *nb = realloc(b, nc);
+      if (!nb) {
+        free(b);
+        b = NULL;
+        break;
+      }
+      b = nb;
+      cap = nc;
     }
+    r = read(fd, b + got, cap - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
   }
   int e = errno;
   close(fd);
-  if (!buf || r < 0) {
-    skip(l, SK_UNREADABLE, it->url, 0, "unreadable (%s)", buf ? strerror(e) : "out of memory");
-  } else if (n > l->max_bytes) {
-    skip(l, SK_TOO_LARGE, it->url, 0, "too large (grew above --max-bytes while read)");
-  } else if (n == 0) {
-    skip(l, SK_EMPTY, it->url, 0, "empty");
-  } else {
-    const char *nul = memchr(buf, '\0', n < BINARY_PROBE ? n : BINARY_PROBE);
-    if (nul) {
-      skip(l, SK_BINARY, it->url, line_of(buf, (size_t)(nul - buf)),
-           "binary (a NUL byte at offset %zu)", (size_t)(nul - buf));
-    } else {
-      commit_doc(l, it, buf, n);
-    }
+  if (!b) {
+    fatal_nomem(l, "reading a file");
+    return -1;
   }
+  if (r < 0) {
+    skip(l, SK_UNREADABLE, path, 0, "unreadable (%s)", strerror(e));
+    rc = 1;
+  } else if (got > l->max_bytes) {
+    skip(l, SK_TOO_LARGE, path, 0, "too large (more than --max-bytes %zu while read)",
+         l->max_bytes);
+    rc = 1;
+  } else if (got == 0) {
+    skip(l, SK_EMPTY, path, 0, "empty");
+    rc = 1;
+  }
+  if (rc) {
+    free(b);
+    return rc;
+  }
+  *buf = b;
+  *n = got;
+  return 0;
+}
+
+static void load_file(loader_t *l, const item_t *it) {
+  char *buf;
+  size_t n;
+  if (read_document(l, it->url, &buf, &n) != 0) return;
+  const char *nul = memchr(buf, '\0', n < BINARY_PROBE ? n : BINARY_PROBE);
+  if (nul)
+    skip(l, SK_BINARY, it->url, line_of(buf, (size_t)(nul - buf)),
+         "binary (a NUL byte at offset %zu)", (size_t)(nul - buf));
+  else
+    commit_doc(l, it, buf, n);
   free(buf);
 }
 
@@ -257,33 +421,39 @@ static size_t nskipped(loader_t *l) {
   return s;
 }
 
+static size_t ndone(loader_t *l) {
+  size_t s = nskipped(l);
+  for (int i = 0; i < NSTATUS; i++) s += atomic_load(&l->by_status[i]);
+  return s;
+}
+
 static void *progress_main(void *arg) {
   loader_t *l = arg;
   int tty = isatty(STDERR_FILENO);
   int period = tty ? 1 : 5;
   pthread_mutex_lock(&l->mu);
   while (!l->finished) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += period;
+    struct timespec until = pc_mono_after_ms((uint32_t)period * 1000);
     while (!l->finished && pthread_cond_timedwait(&l->cv_tick, &l->mu, &until) == 0) {
     }
     if (l->finished) break;
     int known = l->done;
     pthread_mutex_unlock(&l->mu);
     double t = elapsed(l);
-    size_t done = atomic_load(&l->loaded) + atomic_load(&l->failed) + nskipped(l);
-    size_t total = atomic_load(&l->total);
-    double rate = t > 0 ? (double)atomic_load(&l->loaded) / t : 0;
+    size_t loaded = atomic_load(&l->by_status[PC_OK]);
+    size_t done = ndone(l), total = atomic_load(&l->total);
+    double rate = t > 0 ? (double)loaded / t : 0;
     char eta[48] = "";
     if (known && rate > 0 && total >= done)
       snprintf(eta, sizeof eta, ", ETA %.0f s", (double)(total - done) / rate);
+    pthread_mutex_lock(&l->out_mu);
     if (tty)
       fprintf(stderr, "\r\033[K%zu/%zu%s documents, %.0f documents/s%s", done, total,
               known ? "" : "+", rate, eta);
     else
       fprintf(stderr, "percolator: load: %zu of %zu%s documents done, %.0f documents/s%s\n",
               done, total, known ? "" : "+", rate, eta);
+    pthread_mutex_unlock(&l->out_mu);
     pthread_mutex_lock(&l->mu);
   }
   pthread_mutex_unlock(&l->mu);
@@ -320,74 +490,164 @@ static int check_url(loader_t *l, const char *file, unsigned long line, const ch
   return 0;
 }
 
-/* A JSON-lines file: one {"url": ..., "contents": ...} per line. */
-static int read_jsonl(loader_t *l, const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    skip(l, SK_UNREADABLE, path, 0, "unreadable (%s)", strerror(errno));
-    return 0;
+/* Lines of a file read with bounded memory: a line longer than limit is
+ * reported as such and its bytes are not kept. */
+typedef struct lines {
+  int fd;
+  char *buf; /* READ_CHUNK bytes */
+  size_t pos, end;
+  int eof;
+  char *line;
+  size_t len, cap, limit;
+} lines_t;
+
+/* The next line into r->line[0..len) (without '\n'): 1, with *too_long set
+ * when it exceeded the limit (its bytes dropped); 0 at the end; -1 on a read
+ * error (errno); -2 when memory ran out. */
+static int next_line(lines_t *r, int *too_long) {
+  r->len = 0;
+  *too_long = 0;
+  int any = 0;
+  for (;;) {
+    if (r->pos == r->end) {
+      if (r->eof) return any ? 1 : 0;
+      ssize_t n = read(r->fd, r->buf, READ_CHUNK);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return -1;
+      if (n == 0) {
+        r->eof = 1;
+        continue;
+      }
+      r->pos = 0;
+      r->end = (size_t)n;
+    }
+    any = 1;
+    const char *p = r->buf + r->pos;
+    size_t avail = r->end - r->pos;
+    const char *nl = memchr(p, '\n', avail);
+    size_t take = nl ? (size_t)(nl - p) : avail;
+    if (!*too_long && r->len + take > r->limit) {
+      *too_long = 1;
+      r->len = 0;
+    }
+    if (!*too_long) {
+      if (r->len + take > r->cap) {
+        size_t nc = r->cap ? r->cap : 65536;
+        while (nc < r->len + take) nc *= 2;
+        if (nc > r->limit) nc = r->limit;
+        char *nb = realloc(r->line, nc);
+        if (!nb) return -2;
+        r->line = nb;
+        r->cap = nc;
+      }
+      memcpy(r->line + r->len, p, take);
+      r->len += take;
+    }
+    r->pos += take + (nl != NULL);
+    if (nl) return 1;
   }
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
-  unsigned long lineno = 0;
+}
+
+/* One JSON line: queued as a document, or reported and skipped. -1 when
+ * memory ran out. */
+static int jsonl_entry(loader_t *l, const char *path, unsigned long lineno, const char *line,
+                       size_t k) {
+  json_error_t je;
+  json_t *j = json_loadb(line, k, JSON_ALLOW_NUL, &je);
+  json_t *u = j ? json_object_get(j, "url") : NULL;
+  json_t *c = j ? json_object_get(j, "contents") : NULL;
   int rc = 0;
-  while ((n = getline(&line, &cap, f)) >= 0) {
-    lineno++;
-    size_t k = (size_t)n;
-    while (k && (line[k - 1] == '\n' || line[k - 1] == '\r' || line[k - 1] == ' ')) k--;
-    if (k == 0) continue; /* blank lines are allowed */
-    json_error_t je;
-    json_t *j = json_loadb(line, k, JSON_ALLOW_NUL, &je);
-    json_t *u = j ? json_object_get(j, "url") : NULL;
-    json_t *c = j ? json_object_get(j, "contents") : NULL;
-    if (!j || !json_is_object(j) || !json_is_string(u) || !json_is_string(c)) {
-      skip(l, SK_INVALID_JSON, path, lineno, "invalid JSON line (%s)",
-           !j ? je.text : "expected an object with string members \"url\" and \"contents\"");
-    } else if (check_url(l, path, lineno, json_string_value(u), json_string_length(u)) == 0) {
-      size_t clen = json_string_length(c);
-      if (clen == 0) {
-        skip(l, SK_EMPTY, path, lineno, "empty contents");
-      } else if (clen > l->max_bytes) {
-        skip(l, SK_TOO_LARGE, path, lineno, "contents too large (%zu bytes, above --max-bytes %zu)",
-             clen, l->max_bytes);
+  if (!j || !json_is_object(j) || !json_is_string(u) || !json_is_string(c)) {
+    skip(l, SK_INVALID_JSON, path, lineno, "invalid JSON line (%s)",
+         !j ? je.text : "expected an object with string members \"url\" and \"contents\"");
+  } else if (check_url(l, path, lineno, json_string_value(u), json_string_length(u)) == 0) {
+    size_t clen = json_string_length(c);
+    if (clen == 0) {
+      skip(l, SK_EMPTY, path, lineno, "empty contents");
+    } else if (clen > l->max_bytes) {
+      skip(l, SK_TOO_LARGE, path, lineno, "contents too large (%zu bytes, above --max-bytes %zu)",
+           clen, l->max_bytes);
+    } else {
+      item_t *it = new_item(IT_DOC, json_string_value(u), json_string_length(u));
+      if (it && (it->contents = malloc(clen))) {
+        memcpy(it->contents, json_string_value(c), clen);
+        it->clen = clen;
+        put(l, it);
       } else {
-        item_t *it = new_item(IT_DOC, json_string_value(u), json_string_length(u));
-        if (it && (it->contents = malloc(clen))) {
-          memcpy(it->contents, json_string_value(c), clen);
-          it->clen = clen;
-          put(l, it);
-        } else {
-          item_free(it);
-          rc = -1;
-        }
+        item_free(it);
+        rc = -1;
       }
     }
-    json_decref(j);
-    if (rc) break;
   }
-  if (ferror(f)) skip(l, SK_UNREADABLE, path, lineno + 1, "unreadable (%s)", strerror(errno));
-  free(line);
-  fclose(f);
+  json_decref(j);
   return rc;
+}
+
+/* A JSON-lines file: one {"url": ..., "contents": ...} per line. */
+static void read_jsonl(loader_t *l, const char *path) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    skip(l, SK_UNREADABLE, path, 0, "unreadable (%s)", strerror(errno));
+    if (fd >= 0) close(fd);
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    skip(l, SK_SPECIAL, path, 0, "%s, not a file of documents", file_kind(st.st_mode));
+    close(fd);
+    return;
+  }
+  lines_t r = {.fd = fd, .buf = malloc(READ_CHUNK), .limit = l->max_bytes * 6 + MAX_URL * 6 +
+                                                              LINE_SLACK};
+  unsigned long lineno = 0;
+  int got = r.buf ? 0 : -2, too_long;
+  while (got == 0 || got == 1) {
+    if (stopping(l)) break;
+    got = next_line(&r, &too_long);
+    if (got != 1) break;
+    lineno++;
+    if (too_long) {
+      skip(l, SK_TOO_LARGE, path, lineno, "line too long (above %zu bytes for --max-bytes %zu)",
+           r.limit, l->max_bytes);
+      continue;
+    }
+    size_t k = r.len;
+    while (k && (r.line[k - 1] == '\r' || r.line[k - 1] == ' ')) k--;
+    if (k == 0) continue; /* blank lines are allowed */
+    if (jsonl_entry(l, path, lineno, r.line, k) != 0) got = -2;
+  }
+  if (got == -1)
+    skip(l, SK_UNREADABLE, path, lineno + 1, "unreadable (%s)", strerror(errno));
+  if (got == -2) fatal_nomem(l, "reading a JSON-lines file");
+  free(r.buf);
+  free(r.line);
+  close(fd);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
 /* A directory tree: every regular file (symbolic links to files included) is
  * a document whose URL is its path; symbolic links to directories are not
- * followed, and a dangling one is unreadable. */
-static int walk(loader_t *l, const char *dir) {
+ * followed, a dangling one is unreadable, and devices, FIFOs and sockets are
+ * reported and skipped without being opened. */
+static void walk(loader_t *l, const char *dir) {
   DIR *d = opendir(dir);
   if (!d) {
     skip(l, SK_UNREADABLE, dir, 0, "unreadable directory (%s)", strerror(errno));
-    return 0;
+    return;
   }
   struct dirent *e;
-  int rc = 0;
-  while (rc == 0 && (e = readdir(d)) != NULL) {
+  while (!stopping(l) && (e = readdir(d)) != NULL) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     size_t dl = strlen(dir), nl = strlen(e->d_name);
     char *path = malloc(dl + nl + 2);
-    if (!path) return closedir(d), -1;
+    if (!path) {
+      fatal_nomem(l, "walking a directory");
+      break;
+    }
     memcpy(path, dir, dl);
     path[dl] = '/';
     memcpy(path + dl + 1, e->d_name, nl + 1);
@@ -395,20 +655,49 @@ static int walk(loader_t *l, const char *dir) {
     if (lstat(path, &st) != 0) {
       skip(l, SK_UNREADABLE, path, 0, "unreadable (%s)", strerror(errno));
     } else if (S_ISDIR(st.st_mode)) {
-      rc = walk(l, path);
+      walk(l, path);
     } else if (S_ISLNK(st.st_mode) && stat(path, &st) != 0) {
       skip(l, SK_UNREADABLE, path, 0, "unreadable (%s)", strerror(errno));
     } else if (S_ISREG(st.st_mode)) {
       if (check_url(l, path, 0, path, strlen(path)) == 0) {
         item_t *it = new_item(IT_FILE, path, strlen(path));
         if (it) put(l, it);
-        else rc = -1;
+        else fatal_nomem(l, "walking a directory");
       }
+    } else if (!S_ISDIR(st.st_mode)) { /* a link to a directory is not followed */
+      skip(l, SK_SPECIAL, path, 0, "%s, not a document", file_kind(st.st_mode));
     }
     free(path);
   }
   closedir(d);
-  return rc;
+}
+
+/* One argument of `load` (not --delete). Arguments that cannot be read at
+ * all are counted: the load then exits 3. */
+static void load_argument(loader_t *l, const char *a, int jsonl) {
+  struct stat st;
+  if (stat(a, &st) != 0) {
+    skip(l, SK_UNREADABLE, a, 0, "cannot read it (%s)", strerror(errno));
+    l->arg_errors++;
+  } else if (S_ISDIR(st.st_mode)) {
+    char *d = strdup(a);
+    if (!d) {
+      fatal_nomem(l, "reading the arguments");
+      return;
+    }
+    for (size_t k = strlen(d); k > 1 && d[k - 1] == '/'; k--) d[k - 1] = '\0';
+    walk(l, d);
+    free(d);
+  } else if (!S_ISREG(st.st_mode)) {
+    skip(l, SK_SPECIAL, a, 0, "%s, not a document or a directory", file_kind(st.st_mode));
+    l->arg_errors++;
+  } else if (jsonl || ends_with(a, ".jsonl")) {
+    read_jsonl(l, a);
+  } else if (check_url(l, a, 0, a, strlen(a)) == 0) {
+    item_t *it = new_item(IT_FILE, a, strlen(a));
+    if (it) put(l, it);
+    else fatal_nomem(l, "reading the arguments");
+  }
 }
 
 static int parse_size(const char *s, size_t lo, size_t hi, size_t *out) {
@@ -420,15 +709,88 @@ static int parse_size(const char *s, size_t lo, size_t hi, size_t *out) {
   return 0;
 }
 
+/* ---- the summary ---------------------------------------------------------------------- */
+
+static int print_summary(loader_t *l, int del) {
+  double t = elapsed(l);
+  size_t ok = atomic_load(&l->by_status[PC_OK]);
+  size_t absent = atomic_load(&l->by_status[PC_NOT_FOUND]);
+  size_t unknown = atomic_load(&l->by_status[PC_UNKNOWN]);
+  size_t failed = 0;
+  for (int i = 0; i < NSTATUS; i++)
+    if (i != PC_OK && i != PC_NOT_FOUND && i != PC_UNKNOWN) failed += atomic_load(&l->by_status[i]);
+  double rate = t > 0 ? (double)ok / t : 0;
+  const char *verb = del ? "deleted" : "loaded";
+  if (l->json) {
+    json_t *o = json_object(), *s = json_object(), *by = json_object();
+    if (!o || !s || !by) {
+      json_decref(o);
+      json_decref(s);
+      json_decref(by);
+      return -1;
+    }
+    json_object_set_new(o, verb, json_integer((json_int_t)ok));
+    json_object_set_new(o, "failed", json_integer((json_int_t)failed));
+    json_object_set_new(o, "unknown", json_integer((json_int_t)unknown));
+    if (del) json_object_set_new(o, "not_found", json_integer((json_int_t)absent));
+    for (int i = 0; i < NSKIP; i++)
+      json_object_set_new(s, skip_names[i], json_integer((json_int_t)atomic_load(&l->skipped[i])));
+    json_object_set_new(o, "skipped", s);
+    for (int i = 0; i < NSTATUS; i++)
+      if (atomic_load(&l->by_status[i]))
+        json_object_set_new(by, pc_status_name((pc_status_t)i),
+                            json_integer((json_int_t)atomic_load(&l->by_status[i])));
+    json_object_set_new(o, "by_status", by);
+    json_object_set_new(o, "not_started", json_integer((json_int_t)atomic_load(&l->not_started)));
+    json_object_set_new(o, "interrupted", json_boolean(interrupted));
+    json_object_set_new(o, "seconds", json_real(t));
+    json_object_set_new(o, "documents_per_s", json_real(rate));
+    return fmt_json_line(stdout, o);
+  }
+  if (interrupted)
+    printf("interrupted: %zu queued documents not started\n", atomic_load(&l->not_started));
+  printf("%s %zu documents in %.1f s (%.0f documents/s); skipped %zu:", verb, ok, t, rate,
+         nskipped(l));
+  for (int i = 0; i < NSKIP; i++)
+    printf(" %s %zu%s", skip_names[i], atomic_load(&l->skipped[i]), i + 1 < NSKIP ? "," : "");
+  if (del) printf("; not found %zu", absent);
+  if (unknown) printf("; outcome unknown %zu", unknown);
+  printf("; failed %zu\n", failed);
+  return 0;
+}
+
+/* The exit status: the worst of the outcomes (cli.h's order of severity). */
+static int exit_status(loader_t *l, const cli_ctx_t *ctx) {
+  size_t unknown = atomic_load(&l->by_status[PC_UNKNOWN]);
+  size_t failed = 0;
+  for (int i = 0; i < NSTATUS; i++)
+    if (i != PC_OK && i != PC_NOT_FOUND && i != PC_UNKNOWN) failed += atomic_load(&l->by_status[i]);
+  if (atomic_load(&l->fatal)) return CLI_EXIT_ERROR;
+  if (interrupted) return CLI_EXIT_INTERRUPTED;
+  if (unknown) {
+    fprintf(stderr, "percolator: load: %zu document%s of unknown outcome (readers settle them)\n",
+            unknown, unknown == 1 ? "" : "s");
+    return CLI_EXIT_UNKNOWN;
+  }
+  if (failed)
+    return cli_error(ctx, "%zu document%s could not be written", failed, failed == 1 ? "" : "s");
+  if (l->arg_errors)
+    return cli_error(ctx, "%zu argument%s could not be read", l->arg_errors,
+                     l->arg_errors == 1 ? "" : "s");
+  if (atomic_load(&l->by_status[PC_NOT_FOUND])) return CLI_EXIT_NOT_FOUND;
+  return CLI_EXIT_OK;
+}
+
 static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
   static const struct option opts[] = {{"threads", required_argument, NULL, OPT_THREADS},
                                        {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
                                        {"delete", no_argument, NULL, OPT_DELETE},
                                        {"json", no_argument, NULL, OPT_JSON},
+                                       {"jsonl", no_argument, NULL, OPT_JSONL},
                                        {"rate", required_argument, NULL, OPT_RATE},
                                        {0, 0, 0, 0}};
   size_t threads = 8, max_bytes = DEFAULT_MAX_BYTES, per_s = 0;
-  int del = 0, json = 0, c, code;
+  int del = 0, json = 0, jsonl = 0, c, code;
   while ((c = cli_getopt(ctx, argc, argv, "", opts, &code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return code;
     if (c == OPT_THREADS && parse_size(optarg, 1, 64, &threads) != 0)
@@ -437,49 +799,46 @@ static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
       return cli_usage_error(ctx, "--max-bytes: expected 1..%u, got '%s'", PC_MAX_VALUE, optarg);
     if (c == OPT_DELETE) del = 1;
     if (c == OPT_JSON) json = 1;
+    if (c == OPT_JSONL) jsonl = 1;
     if (c == OPT_RATE && parse_size(optarg, 1, 1000000, &per_s) != 0)
       return cli_usage_error(ctx, "--rate: expected 1..1000000 documents/s, got '%s'", optarg);
   }
   if (optind >= argc)
-    return cli_usage_error(ctx, del ? "expected URL..." : "expected FILE.jsonl or DIR...");
+    return cli_usage_error(ctx, del ? "expected URL..." : "expected FILE, FILE.jsonl or DIR...");
+  if (del && jsonl) return cli_usage_error(ctx, "--jsonl and --delete exclude each other");
   pc_db_t *db = cli_open_db(ctx, 0);
   if (!db) return CLI_EXIT_ERROR;
 
-  loader_t l = {.ctx = ctx, .db = db, .max_bytes = max_bytes,
-               .pace_ns = per_s ? 1000000000u / per_s : 0};
+  loader_t l = {.ctx = ctx, .db = db, .max_bytes = max_bytes, .json = json,
+                .pace_ns = per_s ? 1000000000u / per_s : 0};
+  pthread_mutex_init(&l.out_mu, NULL);
   pthread_mutex_init(&l.mu, NULL);
-  pthread_cond_init(&l.cv_put, NULL);
-  pthread_cond_init(&l.cv_get, NULL);
-  pthread_cond_init(&l.cv_tick, NULL);
+  pc_cond_init_mono(&l.cv_put);
+  pc_cond_init_mono(&l.cv_get);
+  pc_cond_init_mono(&l.cv_tick);
   clock_gettime(CLOCK_MONOTONIC, &l.t0);
+  struct sigaction sa = {0}, old_sa;
+  sa.sa_handler = on_sigint;
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_sa);
   pthread_t tids[64], prog;
   size_t started = 0;
   int prog_started = pthread_create(&prog, NULL, progress_main, &l) == 0;
   for (; started < threads; started++)
     if (pthread_create(&tids[started], NULL, worker_main, &l) != 0) break;
-  int rc = started ? 0 : -1;
-  for (int i = optind; i < argc && rc == 0; i++) {
+  if (!started) fatal_nomem(&l, "starting the threads");
+  for (int i = optind; i < argc && !stopping(&l); i++) {
     const char *a = argv[i];
-    if (del) {
-      size_t al = strlen(a);
-      if (check_url(&l, a, 0, a, al) != 0) continue;
-      item_t *it = new_item(IT_DELETE, a, al);
-      if (it) put(&l, it);
-      else rc = -1;
+    if (!del) {
+      load_argument(&l, a, jsonl);
       continue;
     }
-    struct stat st;
-    if (stat(a, &st) != 0) {
-      skip(&l, SK_UNREADABLE, a, 0, "unreadable (%s)", strerror(errno));
-    } else if (S_ISDIR(st.st_mode)) {
-      char *d = strdup(a);
-      if (!d) rc = -1;
-      for (size_t k = d ? strlen(d) : 0; k > 1 && d[k - 1] == '/'; k--) d[k - 1] = '\0';
-      if (d) rc = walk(&l, d);
-      free(d);
-    } else {
-      rc = read_jsonl(&l, a);
-    }
+    size_t al = strlen(a);
+    if (check_url(&l, a, 0, a, al) != 0) continue;
+    item_t *it = new_item(IT_DELETE, a, al);
+    if (it) put(&l, it);
+    else fatal_nomem(&l, "reading the arguments");
   }
   pthread_mutex_lock(&l.mu);
   l.done = 1;
@@ -491,84 +850,78 @@ static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
   pthread_cond_broadcast(&l.cv_tick);
   pthread_mutex_unlock(&l.mu);
   if (prog_started) pthread_join(prog, NULL);
-  pc_db_close(db);
-
-  double t = elapsed(&l);
-  size_t loaded = atomic_load(&l.loaded), failed = atomic_load(&l.failed);
-  double rate = t > 0 ? (double)loaded / t : 0;
-  const char *verb = del ? "deleted" : "loaded";
-  if (json) {
-    json_t *o = json_object(), *s = json_object();
-    if (o && s) {
-      json_object_set_new(o, verb, json_integer((json_int_t)loaded));
-      json_object_set_new(o, "failed", json_integer((json_int_t)failed));
-      for (int i = 0; i < NSKIP; i++)
-        json_object_set_new(s, skip_names[i], json_integer((json_int_t)atomic_load(&l.skipped[i])));
-      json_object_set_new(o, "skipped", s);
-      s = NULL;
-      json_object_set_new(o, "seconds", json_real(t));
-      json_object_set_new(o, "documents_per_s", json_real(rate));
-    }
-    json_decref(s);
-    if (fmt_json_line(stdout, o) != 0) return cli_error(ctx, "cannot write the summary");
-  } else {
-    printf("%s %zu documents in %.1f s (%.0f documents/s); skipped %zu:", verb, loaded, t, rate,
-           nskipped(&l));
-    for (int i = 0; i < NSKIP; i++)
-      printf(" %s %zu%s", skip_names[i], atomic_load(&l.skipped[i]), i + 1 < NSKIP ? "," : "");
-    printf("; failed %zu\n", failed);
+  for (item_t *it = l.head, *next; it; it = next) { /* left by SIGINT */
+    next = it->next;
+    atomic_fetch_add(&l.not_started, 1);
+    item_free(it);
   }
+  pc_db_close(db);
+  sigaction(SIGINT, &old_sa, NULL);
+
+  code = print_summary(&l, del) != 0 ? cli_error(ctx, "cannot write the summary")
+                                     : exit_status(&l, ctx);
   pthread_cond_destroy(&l.cv_put);
   pthread_cond_destroy(&l.cv_get);
   pthread_cond_destroy(&l.cv_tick);
   pthread_mutex_destroy(&l.mu);
-  if (rc != 0) return cli_error(ctx, "out of memory");
-  if (failed) return cli_error(ctx, "%zu document%s could not be written", failed,
-                               failed == 1 ? "" : "s");
-  return cli_finish_output(ctx);
+  pthread_mutex_destroy(&l.out_mu);
+  int out = cli_finish_output(ctx);
+  return code != CLI_EXIT_OK ? code : out;
 }
 
 const cli_verb_t cli_verb_load = {
-    "load",
-    "load documents for the dedup application (docs table)",
-    "Usage: percolator [--data DIR | --config FILE] load [OPTIONS] (FILE.jsonl | DIR)...\n"
-    "       percolator [--data DIR | --config FILE] load --delete URL...\n"
-    "\n"
-    "Writes each document to table docs, row URL, column doc:contents, in a\n"
-    "transaction of its own, from several threads, retrying on conflict; the\n"
-    "dedup observer plugin (apps/dedup/) clusters and indexes them. A FILE is\n"
-    "JSON lines, one {\"url\": \"...\", \"contents\": \"...\"} per line (blank lines\n"
-    "allowed); a DIR is walked, and every regular file in it is a document whose\n"
-    "URL is its path as reached from DIR (symbolic links to files are followed,\n"
-    "to directories not).\n"
-    "\n"
-    "Bad inputs are reported on stderr (FILE:LINE: reason), counted and skipped:\n"
-    "unreadable files, binary files (a NUL byte in the first 8 KiB), files or\n"
-    "contents above --max-bytes, invalid JSON lines, empty documents, URLs that\n"
-    "are empty or longer than 1022 bytes. At the end a summary goes to stdout:\n"
-    "documents loaded, skipped by reason, failed, documents/s. Meanwhile a\n"
-    "progress line goes to stderr every second when it is a terminal (with an\n"
-    "ETA once every input has been listed), else a plain line every 5 s.\n"
-    "\n"
-    "--delete deletes the documents URL... in one transaction each, notifying\n"
-    "the dedup observer (a plain 'percolator delete' is not seen by it, since a\n"
-    "delete writes no strong notification).\n"
-    "\n"
-    "Exit status: 0 when every document was written (skipped inputs do not\n"
-    "count), 3 when a transaction failed or on another error.\n"
-    "\n"
-    "Options:\n"
-    "  --threads N      writing threads, 1..64 (default 8)\n"
-    "  --max-bytes N    the largest document, 1..8388608 bytes (default 1048576)\n"
-    "  --delete         delete the documents named by the arguments\n"
-    "  --rate N         start at most N documents a second (a steady feed; default:\n"
-    "                   as fast as the store takes them)\n"
-    "  --json           the summary as one JSON object\n"
-    "  --data DIR       the data directory\n"
-    "  --config FILE    the configuration\n"
-    "  -h, --help       show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --data /tmp/pc load --threads 8 corpus/ more.jsonl\n",
-    run_load,
+    .name = "load",
+    .summary = "load documents for the dedup application (docs table)",
+    .run = run_load,
+    .args = "[OPTIONS] (FILE | FILE.jsonl | DIR)...\n"
+            "--delete [--json] URL...",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND) | CLI_EXIT_BIT(CLI_EXIT_UNKNOWN) |
+             CLI_EXIT_BIT(CLI_EXIT_INTERRUPTED),
+    .about =
+        "Writes each document to table docs, row URL, column doc:contents, in a\n"
+        "transaction of its own, from several threads, retrying on conflict; the\n"
+        "dedup observer plugin (apps/dedup/) clusters and indexes them. A FILE is one\n"
+        "document whose URL is its path; a FILE.jsonl (or any FILE with --jsonl) is\n"
+        "JSON lines, one {\"url\": \"...\", \"contents\": \"...\"} per line (blank lines\n"
+        "allowed); a DIR is walked, and every regular file in it is a document whose\n"
+        "URL is its path as reached from DIR (symbolic links to files are followed,\n"
+        "to directories not).\n"
+        "\n"
+        "Bad inputs are reported on stderr (FILE:LINE: reason), counted and skipped:\n"
+        "unreadable files, devices, FIFOs and sockets (never opened for reading),\n"
+        "binary files (a NUL byte in the first 8 KiB), files, lines or contents above\n"
+        "--max-bytes (never read into memory whole), invalid JSON lines, empty\n"
+        "documents, URLs that are empty or longer than 1022 bytes. At the end a\n"
+        "summary goes to stdout: documents loaded, skipped by reason, failed,\n"
+        "documents/s. Meanwhile a progress line goes to stderr every second when it\n"
+        "is a terminal (with an ETA once every input has been listed), else a plain\n"
+        "line every 5 s. Ctrl-C stops it cleanly: the transactions in flight finish,\n"
+        "queued documents are not started, the summary says what was written.\n"
+        "\n"
+        "--delete deletes the documents URL... in one transaction each, notifying\n"
+        "the dedup observer (a plain 'percolator delete' is not seen by it, since a\n"
+        "delete writes no strong notification); an absent document is reported as\n"
+        "not found and nothing is written for it.\n"
+        "\n"
+        "Each document's outcome is a library status: ok; conflict, aborted,\n"
+        "unavailable, timeout, ... (definitely not written); unknown (the commit's\n"
+        "reply was lost: it may stand); not_found (--delete of an absent document).\n"
+        "The exit status is the worst: 4 when any outcome is unknown, else 3 when a\n"
+        "document failed or an argument could not be read (missing, a device, ...),\n"
+        "else 1 when --delete found a document absent, else 0 (inputs skipped inside\n"
+        "a directory or a JSON-lines file do not count); 130 after Ctrl-C.\n",
+    .options =
+        "  --threads N         writing threads, 1..64 (default 8)\n"
+        "  --max-bytes N       the largest document, 1..8388608 bytes (default 1048576)\n"
+        "  --jsonl             read every FILE as JSON lines, whatever its name\n"
+        "  --delete            delete the documents named by the arguments\n"
+        "  --rate N            start at most N documents a second (a steady feed;\n"
+        "                      default: as fast as the store takes them)\n"
+        "  --json              one JSON object per document on stdout,\n"
+        "                      {\"url\",\"status\"[,\"error\"]}, and per skipped input,\n"
+        "                      {\"input\"[,\"line\"],\"status\":\"skipped\",\"reason\",\"error\"};\n"
+        "                      then the summary: {\"loaded\"|\"deleted\",\"failed\",\"unknown\",\n"
+        "                      \"skipped\":{REASON:N},\"by_status\":{STATUS:N},...}\n",
+    .example = "percolator --data /tmp/pc load --threads 8 corpus/ more.jsonl\n",
 };

@@ -1,6 +1,6 @@
 /* verb_notify.c — the verbs of incremental processing: `observers` (what is
- * registered in the store), `wait` (until no notification is pending and
- * nothing could create one), `failures` (parked notifications, and --retry). */
+ * registered in the store) and `failures` (parked notifications, and
+ * --retry); `wait` is verb_wait.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "notify/worker.h"
 
-enum { OPT_JSON = 'j', OPT_TIMEOUT_S = 0x300, OPT_RETRY };
+enum { OPT_JSON = 'j', OPT_RETRY = 0x300 };
 
 /* ---- observers --------------------------------------------------------------- */
 
@@ -60,75 +60,19 @@ static int run_observers(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_observers = {
-    "observers",
-    "list the observers registered in the store",
-    "Usage: percolator [--data DIR | --config FILE] observers [--json]\n"
-    "\n"
-    "Lists every observer recorded in the store — by any worker, from any\n"
-    "configuration — with the table and column it observes and its kind:\n"
-    "NAME TABLE COLUMN strong|weak, tab-separated (columns C-escaped), or one\n"
-    "JSON object per line with --json. Every client marks its writes of a\n"
-    "strongly observed column so that their commit writes the notification.\n"
-    "\n"
-    "Options:\n"
-    "  --json         one JSON object per observer\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json observers\n",
-    run_observers,
-};
-
-/* ---- wait ---------------------------------------------------------------------- */
-
-static int run_wait(cli_ctx_t *ctx, int argc, char **argv) {
-  static const struct option opts[] = {{"timeout-s", required_argument, NULL, OPT_TIMEOUT_S},
-                                       {0, 0, 0, 0}};
-  long seconds = 0; /* 0: no bound */
-  int c, code;
-  while ((c = cli_getopt(ctx, argc, argv, "", opts, &code)) != -1) {
-    if (c == CLI_GETOPT_EXIT) return code;
-    if (c == OPT_TIMEOUT_S) {
-      char *end;
-      seconds = strtol(optarg, &end, 10);
-      if (*end || seconds <= 0 || seconds > 86400)
-        return cli_usage_error(ctx, "--timeout-s: expected 1..86400 seconds, got '%s'", optarg);
-    }
-  }
-  if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
-  pc_db_t *db = cli_open_db(ctx, 0);
-  if (!db) return CLI_EXIT_ERROR;
-  pc_error_t err;
-  pc_status_t st = pc_notify_wait(db, seconds ? (uint32_t)(seconds * 1000) : UINT32_MAX, &err);
-  pc_db_close(db);
-  if (st != PC_OK) return cli_pc_error(ctx, &err);
-  return CLI_EXIT_OK;
-}
-
-const cli_verb_t cli_verb_wait = {
-    "wait",
-    "wait until every notification has been processed",
-    "Usage: percolator [--data DIR | --config FILE] wait [--timeout-s S]\n"
-    "\n"
-    "Returns once no notification is pending and no transaction that could\n"
-    "create one is in flight: a full scan of the notifications finds none, no\n"
-    "lock is held, and the oracle handed no timestamp to anyone else during the\n"
-    "scan (a check on the notifications alone would return while an observer\n"
-    "is still committing the change that notifies the next one). Parked\n"
-    "notifications ('percolator failures') do not count. Exits 0 then, or 3\n"
-    "naming the timeout.\n"
-    "\n"
-    "Options:\n"
-    "  --timeout-s S  give up after S seconds (default: no bound)\n"
-    "  --data DIR     the data directory (held by a worker: through its serving.json)\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json wait --timeout-s 60\n",
-    run_wait,
+    .name = "observers",
+    .summary = "list the observers registered in the store",
+    .run = run_observers,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Lists every observer recorded in the store — by any worker, from any\n"
+             "configuration — with the table and column it observes and its kind:\n"
+             "NAME TABLE COLUMN strong|weak, tab-separated (columns C-escaped), or one\n"
+             "JSON object per line with --json. Every client marks its writes of a\n"
+             "strongly observed column so that their commit writes the notification.\n",
+    .options = "  --json              one JSON object per observer\n",
+    .example = "percolator --config cluster.json observers\n",
 };
 
 /* ---- failures ------------------------------------------------------------------ */
@@ -191,24 +135,20 @@ static int run_failures(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_failures = {
-    "failures",
-    "list parked notifications (observers that kept failing), or retry them",
-    "Usage: percolator [--data DIR | --config FILE] failures [--json] [--retry]\n"
-    "\n"
-    "An observer that fails on a notification workers.max_failures times in a\n"
-    "row has that notification parked: the workers go on with everything else.\n"
-    "This lists them: OBSERVER TABLE ROW COLUMN FAILURES ERROR, tab-separated\n"
-    "(row and column C-escaped), or one JSON object per line with --json.\n"
-    "--retry queues them all again (with a fresh failure count).\n"
-    "\n"
-    "Options:\n"
-    "  --json         machine-readable output\n"
-    "  --retry        re-queue every parked notification\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  the configuration\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json failures --retry\n",
-    run_failures,
+    .name = "failures",
+    .summary = "list parked notifications (observers that kept failing), or retry them",
+    .run = run_failures,
+    .args = "[--json] [--retry]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "An observer that fails on a notification workers.max_failures times in a\n"
+             "row has that notification parked: the workers go on with everything else.\n"
+             "This lists them: OBSERVER TABLE ROW COLUMN FAILURES ERROR, tab-separated\n"
+             "(row and column C-escaped), or one JSON object per line with --json.\n"
+             "--retry asks for them all to run again: a worker with the observer runs\n"
+             "it alone on the parked change (the cell's other observers do not run\n"
+             "again), with a fresh failure count; 'wait' waits for these retries.\n",
+    .options = "  --json              machine-readable output\n"
+               "  --retry             run the parked observer of every parked notification again\n",
+    .example = "percolator --config cluster.json failures --retry\n",
 };

@@ -16,13 +16,17 @@
 #include "tablet/tablet.h"
 #include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
+#include "tso/tso_zk.h"
 
-#define STATUS_TIMEOUT_MS 2000
+/* The bound of each daemon's answer: --timeout, or 2 s (set by run_status). */
+static uint32_t status_timeout_ms = 2000;
+#define STATUS_TIMEOUT_MS status_timeout_ms
 
 typedef struct report {
   int json;
   json_t *root;
-  int down;
+  int down;   /* daemons that did not answer */
+  int failed; /* a count that could not be made */
 } report_t;
 
 static void print_range(FILE *out, const char *p, size_t n, const char *empty) {
@@ -54,11 +58,11 @@ static void report_tso(report_t *r, const pc_config_t *cfg) {
   pc_error_clear(&err);
   uint64_t last = 0;
   pc_rpc_client_t *c =
-      pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, cfg->secret, &err);
+      pc_config_rpc_client(cfg, cfg->tso.listen.host, cfg->tso.listen.port, &err);
   pc_status_t st = c ? pc_tso_remote_info(c, STATUS_TIMEOUT_MS, &last, &err) : err.code;
   if (c) pc_rpc_client_destroy(c);
   const char *e = st == PC_OK ? NULL : err.text;
-  r->down |= st != PC_OK;
+  r->down += st != PC_OK;
   line(r, "tso", &cfg->tso.listen, e);
   if (!r->json && !e) printf("last_ts=%llu", (unsigned long long)last);
   if (!r->json) putchar('\n');
@@ -67,18 +71,56 @@ static void report_tso(report_t *r, const pc_config_t *cfg) {
   json_object_set_new(r->root, "tso", o);
 }
 
+/* With "zookeeper": the elected oracle, found where clients find it, and
+ * every candidate in election order (the first leads). */
+static void report_tso_elected(report_t *r, const pc_config_t *cfg) {
+  pc_error_t err;
+  pc_error_clear(&err);
+  uint64_t last = 0;
+  char leader[300] = "", all[1024] = "";
+  pc_rpc_auth_t auth;
+  pc_tso_locator_t *l =
+      pc_config_auth(cfg, &auth, &err) != PC_OK
+          ? NULL
+          : pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
+                                  cfg->zookeeper.session_timeout_ms, &auth, STATUS_TIMEOUT_MS,
+                                  &err);
+  pc_config_auth_release(&auth);
+  pc_status_t st = l ? pc_tso_locator_info(l, STATUS_TIMEOUT_MS, &last, &err) : err.code;
+  if (l) pc_tso_locator_members(l, leader, sizeof leader, all, sizeof all);
+  pc_tso_locator_destroy(l);
+  const char *e = st == PC_OK ? NULL : err.text;
+  r->down |= st != PC_OK;
+  json_t *o = json_object(), *cands = json_array();
+  size_t n = 0;
+  for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n"), n++)
+    json_array_append_new(cands, json_string(line));
+  if (!r->json) {
+    printf("%-18s %-13s %-5s ", "tso (elected)", leader[0] ? leader : "(none)", e ? "down" : "up");
+    if (e) printf("%s", e);
+    else printf("last_ts=%llu candidates=%zu", (unsigned long long)last, n);
+    putchar('\n');
+  }
+  json_object_set_new(o, "leader", json_string(leader));
+  json_object_set_new(o, "up", json_boolean(e == NULL));
+  if (e) json_object_set_new(o, "error", json_string(e));
+  else fmt_json_u64(o, "last_ts", last);
+  json_object_set_new(o, "candidates", cands);
+  json_object_set_new(r->root, "tso", o);
+}
+
 static void report_lockd(report_t *r, const pc_config_t *cfg) {
   pc_error_t err;
   pc_error_clear(&err);
   uint32_t epoch = 0;
   uint64_t sessions = 0;
-  pc_rpc_client_t *c = pc_rpc_client_create(cfg->lockservice.listen.host,
-                                            cfg->lockservice.listen.port, cfg->secret, &err);
+  pc_rpc_client_t *c = pc_config_rpc_client(cfg, cfg->lockservice.listen.host,
+                                            cfg->lockservice.listen.port, &err);
   pc_status_t st =
       c ? pc_ls_remote_info(c, STATUS_TIMEOUT_MS, &epoch, &sessions, &err) : err.code;
   if (c) pc_rpc_client_destroy(c);
   const char *e = st == PC_OK ? NULL : err.text;
-  r->down |= st != PC_OK;
+  r->down += st != PC_OK;
   line(r, "lockservice", &cfg->lockservice.listen, e);
   if (!r->json && !e) printf("epoch=%08x sessions=%llu", epoch, (unsigned long long)sessions);
   if (!r->json) putchar('\n');
@@ -96,7 +138,7 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
     const pc_config_tablet_t *t = &cfg->tablets[i];
     pc_error_t err;
     pc_error_clear(&err);
-    pc_rpc_client_t *c = pc_rpc_client_create(t->listen.host, t->listen.port, cfg->secret, &err);
+    pc_rpc_client_t *c = pc_config_rpc_client(cfg, t->listen.host, t->listen.port, &err);
     pc_buf_t name = {0};
     uint64_t ops = 0;
     pc_tablet_gc_t gc = {0};
@@ -104,7 +146,7 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
         c ? pc_tablet_remote_info(c, STATUS_TIMEOUT_MS, &name, &ops, &gc, &err) : err.code;
     if (c) pc_rpc_client_destroy(c);
     const char *e = st == PC_OK ? NULL : err.text;
-    r->down |= st != PC_OK;
+    r->down += st != PC_OK;
     char what[96];
     snprintf(what, sizeof what, "tablet %s", t->name);
     if (!r->json) {
@@ -170,7 +212,7 @@ static void report_notifications(report_t *r, pc_db_t *db) {
   pc_status_t st = pc_notify_pending(db, &total, print_pending, &p, &err);
   json_t *n = json_object();
   if (st != PC_OK) {
-    r->down = 1;
+    r->failed = 1;
     if (!r->json) printf("notifications    (cannot count: %s)\n", err.text);
     json_object_set_new(n, "error", json_string(err.text));
   } else if (!r->json) {
@@ -196,9 +238,21 @@ static void report_parked(report_t *r, pc_db_t *db) {
   fmt_json_u64(r->root, "parked", n);
 }
 
+/* Adds one observer's totals to the object sums. */
+static int add_totals(void *ctx, const pc_observer_stats_t *t) {
+  json_t *sums = ctx, *c = json_object();
+  fmt_json_u64(c, "runs", t->runs);
+  fmt_json_u64(c, "skipped", t->skipped);
+  fmt_json_u64(c, "conflicts", t->conflicts);
+  fmt_json_u64(c, "failures", t->failures);
+  fmt_json_u64(c, "parked", t->parked);
+  json_object_set_new(sums, t->name, c);
+  return 0;
+}
+
 /* Live workers (their records in the system table, written every second by
  * `percolator worker`; live: younger than 3 s) and each observer's counters
- * summed over them. */
+ * summed over every worker that ran it, live or dead (pc_worker_totals). */
 static void report_workers(report_t *r, pc_db_t *db) {
   pc_error_t err;
   pc_txn_t *t = pc_txn_begin(db, &err);
@@ -214,25 +268,13 @@ static void report_workers(report_t *r, pc_db_t *db) {
     const char *row = pc_scan_row(sc, &rl), *val = pc_scan_value(sc, &vl);
     json_t *st = json_loadb(val, vl, 0, NULL);
     json_int_t seen = json_integer_value(json_object_get(st, "seen_ms"));
-    if (st && seen > 0 && now - (uint64_t)seen < 3000) {
+    if (st && seen > 0 && now - (uint64_t)seen < 3000)
       json_array_append_new(live, json_stringn(row + 7, rl - 7));
-      const char *name;
-      json_t *c;
-      json_object_foreach(json_object_get(st, "observers"), name, c) {
-        json_t *sum = json_object_get(sums, name);
-        if (!sum) json_object_set_new(sums, name, sum = json_object());
-        const char *k;
-        json_t *v;
-        json_object_foreach(c, k, v) {
-          json_int_t prev = json_integer_value(json_object_get(sum, k));
-          json_object_set_new(sum, k, json_integer(prev + json_integer_value(v)));
-        }
-      }
-    }
     json_decref(st);
   }
   pc_scan_destroy(sc);
   pc_txn_destroy(t);
+  (void)pc_worker_totals(db, add_totals, sums, &err); /* none read: none shown */
   if (!r->json) {
     printf("workers          %zu live", json_array_size(live));
     size_t i;
@@ -263,7 +305,8 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     else return cli_usage_error(ctx, "unexpected option");
   }
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
-  report_t r = {json, json_object(), 0};
+  if (ctx->timeout_ms) status_timeout_ms = ctx->timeout_ms;
+  report_t r = {json, json_object(), 0, 0};
   pc_error_t err;
   pc_config_t *cfg = ctx->config ? pc_config_load(ctx->config, &err) : NULL;
   if (ctx->config && !cfg) {
@@ -292,11 +335,12 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     pc_db_close(db);
   } else {
     json_object_set_new(r.root, "mode", json_string("cluster"));
-    if (cfg->tso.set && cfg->tso.listen.set) report_tso(&r, cfg);
+    if (cfg->zookeeper.set) report_tso_elected(&r, cfg);
+    else if (cfg->tso.set && cfg->tso.listen.set) report_tso(&r, cfg);
     if (cfg->lockservice.set && cfg->lockservice.listen.set) report_lockd(&r, cfg);
     report_tablets(&r, cfg);
     if (!r.down) { /* every daemon answered: count the notifications through them */
-      pc_db_t *db = pc_db_open_config(ctx->config, &err);
+      pc_db_t *db = pc_db_open_config_timeout(ctx->config, 0, ctx->timeout_ms, &err);
       if (db) {
         report_notifications(&r, db);
         report_parked(&r, db);
@@ -309,27 +353,29 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
   else json_decref(r.root);
   pc_config_free(cfg);
   code = cli_finish_output(ctx);
-  return code != CLI_EXIT_OK ? code : r.down ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+  if (code != CLI_EXIT_OK) return code;
+  if (r.down)
+    return cli_error(ctx, "%d daemon%s down (see the report)", r.down, r.down == 1 ? "" : "s");
+  if (r.failed) return cli_error(ctx, "the notifications could not be counted (see the report)");
+  return CLI_EXIT_OK;
 }
 
 const cli_verb_t cli_verb_status = {
-    "status", "show the cluster's daemons, or the embedded store",
-    "Usage: percolator [--config FILE] status [--json]\n"
-    "\n"
-    "Asks the oracle, the lock service and every tablet of the configuration for\n"
-    "their state: last timestamp, epoch and live sessions, row ranges,\n"
-    "operations served and garbage collection. Without a cluster configuration,\n"
-    "shows the embedded store. Then counts the pending notifications per\n"
-    "observed column and the parked ones, lists the live workers, and sums each\n"
-    "observer's runs, skips, conflicts, failures and parked notifications over\n"
-    "them (each worker also serves its own on workers.http /metrics, with the\n"
-    "latency histogram).\n"
-    "Exits 0 when every daemon answered, 3 when any is down.\n"
-    "\n"
-    "Options:\n"
-    "  -j, --json     one JSON object\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --config cluster.json status\n",
-    run_status};
+    .name = "status",
+    .summary = "show the cluster's daemons, or the embedded store",
+    .run = run_status,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Asks the oracle, the lock service and every tablet of the configuration for\n"
+             "their state: last timestamp, epoch and live sessions, row ranges,\n"
+             "operations served and garbage collection. Without a cluster configuration,\n"
+             "shows the embedded store. Then counts the pending notifications per\n"
+             "observed column and the parked ones, lists the live workers, and sums each\n"
+             "observer's runs, skips, conflicts, failures and parked notifications over\n"
+             "every worker that ran it, live or dead (each worker also serves its own on\n"
+             "workers.http /metrics, with the latency histogram).\n"
+             "Exits 0 when every daemon answered, 3 when any is down.\n",
+    .options = "  -j, --json          one JSON object\n",
+    .example = "percolator --config cluster.json status\n",
+};

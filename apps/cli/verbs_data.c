@@ -29,23 +29,18 @@ static int run_init(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_init = {
-    "init",
-    "create and initialise the data directory",
-    "Usage: percolator [--data DIR | --config FILE] init\n"
-    "\n"
-    "Creates the data directory (default " CLI_DEFAULT_DATA_DIR ") and initialises\n"
-    "its store and timestamp oracle. Running it on an initialised directory is\n"
-    "harmless. The other verbs never create a directory: they refuse a missing\n"
-    "one, whether named by --data or by the data_dir of --config FILE.\n"
-    "\n"
-    "Options:\n"
-    "  --data DIR     the data directory\n"
-    "  --config FILE  create the data_dir of this configuration's embedded store\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator --data /tmp/pc init\n",
-    run_init,
+    .name = "init",
+    .summary = "create and initialise the data directory",
+    .run = run_init,
+    .args = "",
+    .flags = CLI_USES_STORE,
+    .exits = CLI_EXITS_BASIC,
+    .about = "Creates the data directory (default " CLI_DEFAULT_DATA_DIR ") and initialises\n"
+             "its store and timestamp oracle. Running it on an initialised directory is\n"
+             "harmless. The other verbs never create a directory: they refuse a missing\n"
+             "one, whether named by --data or by the data_dir of --config FILE (which\n"
+             "init creates).\n",
+    .example = "percolator --data /tmp/pc init\n",
 };
 
 /* ---- get / set / delete ------------------------------------------------------ */
@@ -80,6 +75,8 @@ static int run_get(cli_ctx_t *ctx, int argc, char **argv) {
     fwrite(value, 1, vlen, stdout);
     putchar('\n');
     code = cli_finish_output(ctx);
+  } else if (st == PC_INVALID) {
+    code = cli_usage_error(ctx, "%s", err.text);
   } else if (st == PC_NOT_FOUND) {
     fprintf(stderr, "percolator: get: not found: %s/", table);
     fmt_escape(stderr, row, strlen(row), 0);
@@ -110,9 +107,14 @@ static int write_cell(cli_ctx_t *ctx, char **args, const char *value) {
     st = pc_txn_set(txn, table, row, strlen(row), col, strlen(col), value, strlen(value), &err);
   else
     st = pc_txn_delete(txn, table, row, strlen(row), col, strlen(col), &err);
-  if (st == PC_OK) st = pc_txn_commit(txn, &err);
-  int code = st == PC_OK ? CLI_EXIT_OK : cli_pc_error(ctx, &err);
-  if (st == PC_UNKNOWN) code = CLI_EXIT_UNKNOWN; /* not a failure: it may stand */
+  int code;
+  if (st == PC_INVALID) { /* the arguments: nothing was sent */
+    code = cli_usage_error(ctx, "%s", err.text);
+  } else {
+    if (st == PC_OK) st = pc_txn_commit(txn, &err);
+    /* PC_UNKNOWN: exit 4, not a failure: it may stand */
+    code = st == PC_OK ? CLI_EXIT_OK : cli_pc_error(ctx, &err);
+  }
   pc_txn_destroy(txn);
   pc_db_close(db);
   return code;
@@ -121,6 +123,8 @@ static int write_cell(cli_ctx_t *ctx, char **args, const char *value) {
 static int run_set(cli_ctx_t *ctx, int argc, char **argv) {
   int code = cell_args(ctx, argc, argv, 4, "TABLE ROW COLUMN VALUE");
   if (code >= 0) return code;
+  if (!argv[optind + 3][0])
+    return cli_usage_error(ctx, "empty VALUE (a cell holds 1 byte or more; 'delete' removes it)");
   return write_cell(ctx, argv + optind, argv[optind + 3]);
 }
 
@@ -131,64 +135,47 @@ static int run_delete(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_get = {
-    "get",
-    "print the committed value of one cell",
-    "Usage: percolator [--data DIR] get TABLE ROW COLUMN\n"
-    "\n"
-    "Reads one cell in a new transaction (a snapshot at its start) and prints\n"
-    "the value's raw bytes and a newline. A lock left by a crashed writer is\n"
-    "resolved on the way (rolled forward or back). Exits 1 with 'not found' on\n"
-    "stderr when the cell has no value.\n"
-    "\n"
-    "Options:\n"
-    "  --data DIR     the data directory\n"
-    "  --timeout MS   how long to wait for a live writer's lock (default 10000)\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator get accounts Bob bal:\n",
-    run_get,
+    .name = "get",
+    .summary = "print the committed value of one cell",
+    .run = run_get,
+    .args = "TABLE ROW COLUMN",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND),
+    .about = "Reads one cell in a new transaction (a snapshot at its start) and prints\n"
+             "the value's raw bytes and a newline. A lock left by a crashed writer is\n"
+             "resolved on the way (rolled forward or back); a live writer's lock is\n"
+             "waited for, up to --timeout. Exits 1 with 'not found' on stderr when the\n"
+             "cell has no value.\n",
+    .example = "percolator get accounts Bob bal:\n",
 };
 
 const cli_verb_t cli_verb_set = {
-    "set",
-    "write one cell in its own transaction",
-    "Usage: percolator [--data DIR] set TABLE ROW COLUMN VALUE\n"
-    "\n"
-    "Writes VALUE (non-empty) into the cell and commits, in one transaction.\n"
-    "Prints nothing on success. Put '--' before a VALUE that starts with '-'.\n"
-    "For byte strings that cannot be arguments use 'percolator txn'.\n"
-    "Exits 3 when the commit failed (nothing was written), 4 when its outcome\n"
-    "is unknown: the reply was lost and the store could not be asked, so the\n"
-    "write may or may not stand (readers settle it; read the cell to know).\n"
-    "\n"
-    "Options:\n"
-    "  --data DIR     the data directory\n"
-    "  --timeout MS   bound on the commit (default 10000)\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator set accounts Bob bal: 10\n",
-    run_set,
+    .name = "set",
+    .summary = "write one cell in its own transaction",
+    .run = run_set,
+    .args = "TABLE ROW COLUMN VALUE",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_UNKNOWN),
+    .about = "Writes VALUE (non-empty) into the cell and commits, in one transaction.\n"
+             "Prints nothing on success. Put '--' before a VALUE that starts with '-'.\n"
+             "For byte strings that cannot be arguments use 'percolator txn'.\n"
+             "Exits 3 when the commit failed (nothing was written), 4 when its outcome\n"
+             "is unknown: the reply was lost and the store could not be asked, so the\n"
+             "write may or may not stand (readers settle it; read the cell to know).\n",
+    .example = "percolator set accounts Bob bal: 10\n",
 };
 
 const cli_verb_t cli_verb_delete = {
-    "delete",
-    "delete one cell in its own transaction",
-    "Usage: percolator [--data DIR] delete TABLE ROW COLUMN\n"
-    "\n"
-    "Deletes the cell and commits, in one transaction (a cell that has no value\n"
-    "stays without one). Prints nothing on success. Exits 3 when the commit\n"
-    "failed, 4 when its outcome is unknown (see 'percolator set --help').\n"
-    "\n"
-    "Options:\n"
-    "  --data DIR     the data directory\n"
-    "  --timeout MS   bound on the commit (default 10000)\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Example:\n"
-    "  percolator delete accounts Bob bal:\n",
-    run_delete,
+    .name = "delete",
+    .summary = "delete one cell in its own transaction",
+    .run = run_delete,
+    .args = "TABLE ROW COLUMN",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_UNKNOWN),
+    .about = "Deletes the cell and commits, in one transaction (a cell that has no value\n"
+             "stays without one). Prints nothing on success. Exits 3 when the commit\n"
+             "failed, 4 when its outcome is unknown (see 'percolator set --help').\n",
+    .example = "percolator delete accounts Bob bal:\n",
 };
 
 /* ---- scan ------------------------------------------------------------------------ */
@@ -291,48 +278,43 @@ static int run_scan(cli_ctx_t *ctx, int argc, char **argv) {
 }
 
 const cli_verb_t cli_verb_scan = {
-    "scan",
-    "list the committed cells of a table, or every internal cell (--raw)",
-    "Usage: percolator [--data DIR] scan TABLE [--start ROW] [--end ROW] [--json]\n"
-    "       percolator [--data DIR] scan --raw [TABLE] [--start ROW] [--end ROW] [--since TS]\n"
-    "                                        [--json]\n"
-    "\n"
-    "Without --raw: the committed view of rows [START, END) of TABLE at a new\n"
-    "snapshot, one line per cell in (row, column) order:\n"
-    "  ROW<TAB>COLUMN<TAB>VALUE\n"
-    "where backslash, tab, newline, carriage return and bytes outside printable\n"
-    "ASCII are written C-style (\\\\ \\t \\n \\r \\xHH). Locks of crashed writers\n"
-    "met on the way are resolved.\n"
-    "\n"
-    "With --raw: the store as it is (no snapshot, no lock resolution): for each\n"
-    "(row, column) a block of lines, newest timestamp first, with the columns\n"
-    "ts | data | lock | write (| notify | ack when there are any), as in the\n"
-    "Percolator paper's figures. 'data' shows data(c, ts); a value the store\n"
-    "keeps inline in a lock or write record is shown there too, marked\n"
-    "'(inline)'. 'lock' shows 'primary' on a primary lock and 'primary @ ROW/COL'\n"
-    "on a secondary (with ' delete' for a delete). 'write' shows 'data @ START_TS'\n"
-    "for a committed put, 'delete @ START_TS' and 'rollback @ START_TS'.\n"
-    "Timestamps are the 64-bit hybrid integers (ms << 18 | logical).\n"
-    "Without TABLE every table is shown, each under a 'table NAME' line.\n"
-    "\n"
-    "Options:\n"
-    "  -s, --start ROW  first row (inclusive)\n"
-    "  -e, --end ROW    end row (exclusive)\n"
-    "  -j, --json       one JSON object per line: {\"row\",\"column\",\"value\"}; with\n"
-    "                   --raw one object per internal cell: {\"table\",\"row\",\"column\",\n"
-    "                   \"kind\" (data|lock|write|notify|ack),\"ts\",...}. Byte strings\n"
-    "                   that are not UTF-8 appear as KEY_base64 instead of KEY.\n"
-    "  -r, --raw        show the internal cells\n"
-    "  --since TS       with --raw: only the cells whose ts is above TS (what was\n"
-    "                   written after a transaction that started at TS: its data\n"
-    "                   and locks, the commit records and acks of later commits,\n"
-    "                   later notifications); the whole store is still read\n"
-    "  --data DIR       the data directory\n"
-    "  --timeout MS     how long to wait for a live writer's lock (default 10000)\n"
-    "  -h, --help       show this help\n"
-    "\n"
-    "Examples:\n"
-    "  percolator scan accounts --start A --end M\n"
-    "  percolator scan --raw accounts\n",
-    run_scan,
+    .name = "scan",
+    .summary = "list the committed cells of a table, or every internal cell (--raw)",
+    .run = run_scan,
+    .args = "TABLE [--start ROW] [--end ROW] [--json]\n"
+            "--raw [TABLE] [--start ROW] [--end ROW] [--since TS] [--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about =
+        "Without --raw: the committed view of rows [START, END) of TABLE at a new\n"
+        "snapshot, one line per cell in (row, column) order:\n"
+        "  ROW<TAB>COLUMN<TAB>VALUE\n"
+        "where backslash, tab, newline, carriage return and bytes outside printable\n"
+        "ASCII are written C-style (\\\\ \\t \\n \\r \\xHH). Locks of crashed writers\n"
+        "met on the way are resolved.\n"
+        "\n"
+        "With --raw: the store as it is (no snapshot, no lock resolution): for each\n"
+        "(row, column) a block of lines, newest timestamp first, with the columns\n"
+        "ts | data | lock | write (| notify | ack when there are any), as in the\n"
+        "Percolator paper's figures. 'data' shows data(c, ts); a value the store\n"
+        "keeps inline in a lock or write record is shown there too, marked\n"
+        "'(inline)'. 'lock' shows 'primary' on a primary lock and 'primary @ ROW/COL'\n"
+        "on a secondary (with ' delete' for a delete). 'write' shows 'data @ START_TS'\n"
+        "for a committed put, 'delete @ START_TS' and 'rollback @ START_TS'.\n"
+        "Timestamps are the 64-bit hybrid integers (ms << 18 | logical).\n"
+        "Without TABLE every table is shown, each under a 'table NAME' line.\n",
+    .options =
+        "  -s, --start ROW     first row (inclusive)\n"
+        "  -e, --end ROW       end row (exclusive)\n"
+        "  -j, --json          one JSON object per line: {\"row\",\"column\",\"value\"}; with\n"
+        "                      --raw one object per internal cell: {\"table\",\"row\",\n"
+        "                      \"column\",\"kind\" (data|lock|write|notify|ack),\"ts\",...}.\n"
+        "                      Byte strings that are not UTF-8 appear as KEY_base64.\n"
+        "  -r, --raw           show the internal cells\n"
+        "  --since TS          with --raw: only the cells whose ts is above TS (what was\n"
+        "                      written after a transaction that started at TS: its data\n"
+        "                      and locks, the commit records and acks of later commits,\n"
+        "                      later notifications); the whole store is still read\n",
+    .example = "percolator scan accounts --start A --end M\n"
+               "percolator scan --raw accounts\n",
 };

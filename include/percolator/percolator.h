@@ -77,9 +77,12 @@ typedef enum pc_status {
   PC_STATE = 11,      /* the object is in the wrong state for the call (e.g. txn already committed) */
   PC_NOMEM = 12,      /* an allocation failed */
   PC_INTERNAL = 13,   /* a broken invariant: a bug; please report the message */
-  PC_UNKNOWN = 14     /* commit: the commit point may or may not have been reached (the
+  PC_UNKNOWN = 14,    /* commit: the commit point may or may not have been reached (the
                          primary's reply was lost and it could not be asked); readers will
                          settle it. Not a rollback: the commit may stand */
+  PC_DENIED = 15      /* the caller's credentials do not allow it: a server refused them, or
+                         the operation needs the system identity (docs/SECURITY.md); nothing
+                         was applied */
 } pc_status_t;
 
 #define PC_ERROR_TEXT 256

@@ -156,10 +156,10 @@ expect_match "$ERR" "not found" "get after delete says not found"
 run get accounts Nobody bal:
 expect_rc 1 "get of a never-written cell"
 run set accounts Bob bal: ''
-expect_rc 3 "set of an empty value"
+expect_rc 2 "set of an empty value (a usage error: nothing is sent)"
 expect_match "$ERR" "^percolator: set: .*empty" "empty value message"
 run set 'bad table' Bob bal: x
-expect_rc 3 "set with a bad table name"
+expect_rc 2 "set with a bad table name"
 run set -- accounts Dash bal: -5
 expect_rc 0 "set after --"
 run get accounts Dash bal:

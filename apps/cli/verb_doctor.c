@@ -1,0 +1,316 @@
+/* verb_doctor.c — `percolator doctor`: what is wrong with a data directory
+ * or a cluster, said to a newcomer with what to do about it. Each check
+ * prints "ok" or "PROBLEM" with the thing it is about:
+ *   - an embedded data directory: it exists, is one of ours and in our
+ *     format; who holds it (a worker serving it, a client, nobody) and
+ *     whether that process still lives; a worker's serving.json and whether
+ *     its endpoints answer;
+ *   - a cluster: each role of the configuration answers;
+ *   - through the store: every registered observer has a live worker that
+ *     runs it (else its column's notifications wait), pending notifications
+ *     no live worker can process, parked notifications.
+ * Exit 0 when nothing is wrong, 3 when a problem was found. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config/config.h"
+#include "core/db.h"
+#include "core/error.h"
+#include "lockservice/lockservice.h"
+#include "net/rpc.h"
+#include "notify/worker.h"
+#include "tablet/tablet.h"
+#include "tso/tso_rpc.h"
+
+typedef struct doctor {
+  const cli_ctx_t *ctx;
+  int json;
+  json_t *checks; /* [{"ok": bool, "what", "detail"}] */
+  int problems;
+  uint32_t timeout_ms;
+} doctor_t;
+
+/* One finding: ok or a problem, about what, with detail (what to do). */
+static void finding(doctor_t *d, int ok, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void finding(doctor_t *d, int ok, const char *what, const char *fmt, ...) {
+  char detail[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  d->problems += !ok;
+  if (d->json) {
+    json_t *o = json_object();
+    json_object_set_new(o, "ok", json_boolean(ok));
+    json_object_set_new(o, "what", json_string(what));
+    json_object_set_new(o, "detail", json_string(detail));
+    json_array_append_new(d->checks, o);
+  } else {
+    printf("%-8s %s: %s\n", ok ? "ok" : "PROBLEM", what, detail);
+  }
+}
+
+static int process_alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
+
+/* ---- an embedded data directory ------------------------------------------------------ */
+
+/* Whether dir can be opened at all (reported); 0 when not. */
+static int check_directory(doctor_t *d, const char *dir) {
+  int fresh;
+  pc_error_t err;
+  if (pc_data_dir_prepare(dir, 0, &fresh, &err) != PC_OK) {
+    finding(d, 0, "data directory", "%s", err.text);
+    return 0;
+  }
+  finding(d, 1, "data directory", "'%s' is a percolator data directory in this version's format",
+          dir);
+  return 1;
+}
+
+/* Who holds dir: nobody, a live worker serving it, a client, a process gone. */
+static void check_holder(doctor_t *d, const char *dir) {
+  char serving[4200];
+  snprintf(serving, sizeof serving, "%s/" CLI_SERVING_FILE, dir);
+  pc_error_t err;
+  int fd = pc_data_dir_lock(dir, "doctor", &err);
+  if (fd >= 0) {
+    pc_data_dir_unlock(fd);
+    finding(d, 1, "holder", "no process holds '%s'%s", dir,
+            access(serving, R_OK) == 0
+                ? " (serving.json is the last worker's: a worker started again takes its ports)"
+                : "");
+    return;
+  }
+  if (err.code != PC_BUSY) {
+    finding(d, 0, "holder", "%s", err.text);
+    return;
+  }
+  long pid = 0;
+  char role[32] = "";
+  pc_data_dir_holder(dir, &pid, role, sizeof role);
+  if (pid > 0 && !process_alive(pid)) {
+    finding(d, 0, "holder", "'%s' is locked, and the process it names (%s %ld) is gone", dir,
+            role[0] ? role : "process", pid);
+    return;
+  }
+  if (strcmp(role, "worker") != 0) {
+    finding(d, 1, "holder",
+            "%s %ld holds '%s' (a verb or a program using the library): the other verbs fail "
+            "with 'in use' until it ends, and a worker waits for it",
+            role[0] ? role : "process", pid, dir);
+    return;
+  }
+  if (access(serving, R_OK) != 0) {
+    finding(d, 0, "holder",
+            "worker %ld holds '%s' but has written no serving.json: it is starting, or stuck "
+            "loading its plugins (see its log)",
+            pid, dir);
+    return;
+  }
+  pc_db_t *db = pc_db_open_config_timeout(serving, 0, d->timeout_ms, &err);
+  uint64_t ts = 0;
+  if (db && pc_db_timestamp(db, d->timeout_ms, &ts, &err) == PC_OK)
+    finding(d, 1, "holder", "worker %ld serves '%s' through %s", pid, dir, serving);
+  else
+    finding(d, 0, "holder", "worker %ld holds '%s', but its serving.json does not answer: %s", pid,
+            dir, err.text);
+  pc_db_close(db);
+}
+
+/* ---- a cluster ---------------------------------------------------------------------- */
+
+static void check_role(doctor_t *d, const char *what, const pc_endpoint_t *ep, pc_status_t st,
+                       const pc_error_t *err, const char *start) {
+  char name[600];
+  snprintf(name, sizeof name, "%s %s:%u", what, ep->host, (unsigned)ep->port);
+  if (st == PC_OK)
+    finding(d, 1, name, "answers");
+  else
+    finding(d, 0, name, "does not answer (%s); start it: 'percolator --config %s %s'", err->text,
+            d->ctx->config, start);
+}
+
+static void check_cluster(doctor_t *d, const pc_config_t *cfg) {
+  pc_error_t err;
+  if (cfg->tso.set && cfg->tso.listen.set) {
+    pc_rpc_client_t *c =
+        pc_config_rpc_client(cfg, cfg->tso.listen.host, cfg->tso.listen.port, &err);
+    uint64_t last;
+    pc_status_t st = c ? pc_tso_remote_info(c, d->timeout_ms, &last, &err) : err.code;
+    pc_rpc_client_destroy(c);
+    check_role(d, "tso", &cfg->tso.listen, st, &err, "tso");
+  }
+  if (cfg->lockservice.set && cfg->lockservice.listen.set) {
+    pc_rpc_client_t *c = pc_config_rpc_client(cfg, cfg->lockservice.listen.host,
+                                              cfg->lockservice.listen.port, &err);
+    uint32_t epoch;
+    uint64_t sessions;
+    pc_status_t st = c ? pc_ls_remote_info(c, d->timeout_ms, &epoch, &sessions, &err) : err.code;
+    pc_rpc_client_destroy(c);
+    check_role(d, "lockservice", &cfg->lockservice.listen, st, &err, "lockd");
+  }
+  for (size_t i = 0; i < cfg->ntablets; i++) {
+    const pc_config_tablet_t *t = &cfg->tablets[i];
+    pc_rpc_client_t *c = pc_config_rpc_client(cfg, t->listen.host, t->listen.port, &err);
+    pc_buf_t name = {0};
+    uint64_t ops;
+    pc_tablet_gc_t gc;
+    pc_status_t st = c ? pc_tablet_remote_info(c, d->timeout_ms, &name, &ops, &gc, &err) : err.code;
+    pc_rpc_client_destroy(c);
+    pc_buf_free(&name);
+    char what[300], start[300];
+    snprintf(what, sizeof what, "tablet %s", t->name);
+    snprintf(start, sizeof start, "tablet --name %s", t->name);
+    check_role(d, what, &t->listen, st, &err, start);
+  }
+}
+
+/* ---- through the store ------------------------------------------------------------------ */
+
+static int count_parked(void *ctx, const pc_parked_t *p) {
+  (void)p;
+  (*(uint64_t *)ctx)++;
+  return 0;
+}
+
+static void check_observers(doctor_t *d, pc_db_t *db) {
+  cli_view_t v;
+  pc_error_t err;
+  if (cli_view_load(db, db->dir != NULL, &v, &err) != PC_OK) {
+    finding(d, 0, "observers", "cannot read them: %s", err.text);
+    return;
+  }
+  if (v.nobs == 0)
+    finding(d, 1, "observers", "none registered (a worker registers those of its plugins)");
+  for (size_t i = 0; i < v.nobs; i++) {
+    const cli_observer_t *o = &v.obs[i];
+    char what[160], *col = fmt_escape_str(o->col, o->clen, 0);
+    snprintf(what, sizeof what, "observer %s (%s %s)", o->name, o->table, col ? col : "?");
+    free(col);
+    if (o->nworkers)
+      finding(d, 1, what, "run by %zu live worker%s; %llu pending", o->nworkers,
+              o->nworkers == 1 ? "" : "s", (unsigned long long)o->pending);
+    else if (o->pending)
+      finding(d, 0, what,
+              "no live worker runs it, so its column's %llu pending notification%s wait for "
+              "one: start a worker whose plugins register it",
+              (unsigned long long)o->pending, o->pending == 1 ? "" : "s");
+    else
+      finding(d, 0, what,
+              "no live worker runs it: its column's notifications will wait for one (start a "
+              "worker whose plugins register it)");
+  }
+  for (size_t k = 0; k < v.ncols; k++) {
+    const cli_column_t *c = &v.cols[k];
+    int observed = 0;
+    for (size_t i = 0; i < v.nobs; i++)
+      observed |= strcmp(v.obs[i].table, c->table) == 0 && v.obs[i].clen == c->clen &&
+                  memcmp(v.obs[i].col, c->col, c->clen) == 0;
+    if (observed) continue;
+    char what[160], *col = fmt_escape_str(c->col, c->clen, 0);
+    snprintf(what, sizeof what, "column %s %s", c->table, col ? col : "?");
+    free(col);
+    finding(d, 0, what, "%llu notification%s pending, and no observer is registered for it",
+            (unsigned long long)c->count, c->count == 1 ? "" : "s");
+  }
+  finding(d, 1, "workers", "%zu live", v.nworkers);
+  cli_view_free(&v);
+  uint64_t parked = 0;
+  if (pc_worker_failures(db, count_parked, &parked, &err) != PC_OK)
+    finding(d, 0, "parked notifications", "cannot list them: %s", err.text);
+  else if (parked)
+    finding(d, 0, "parked notifications",
+            "%llu (observers kept failing on them): 'percolator failures' lists them, "
+            "'percolator failures --retry' queues them again",
+            (unsigned long long)parked);
+  else
+    finding(d, 1, "parked notifications", "none");
+}
+
+static int run_doctor(cli_ctx_t *ctx, int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
+  int json = 0, c, code;
+  while ((c = cli_getopt(ctx, argc, argv, "j", opts, &code)) != -1) {
+    if (c == CLI_GETOPT_EXIT) return code;
+    if (c == 'j') json = 1;
+  }
+  if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+  doctor_t d = {ctx, json, json_array(), 0, ctx->timeout_ms ? ctx->timeout_ms : 2000};
+  pc_error_t err;
+  pc_config_t *cfg = NULL;
+  int usable = 1;
+  if (ctx->config) {
+    cfg = pc_config_load(ctx->config, &err);
+    if (!cfg) {
+      finding(&d, 0, "configuration", "%s", err.text);
+      usable = 0;
+    } else {
+      finding(&d, 1, "configuration", "%s is valid", ctx->config);
+    }
+  }
+  if (usable && (!cfg || cfg->ntablets == 0)) {
+    const char *dir = cfg ? cfg->data_dir : ctx->data_dir;
+    usable = check_directory(&d, dir);
+    if (usable) check_holder(&d, dir);
+  } else if (usable) {
+    int before = d.problems;
+    check_cluster(&d, cfg);
+    usable = d.problems == before;
+  }
+  if (usable) {
+    cli_ctx_t quick = *ctx;
+    quick.timeout_ms = d.timeout_ms;
+    pc_db_t *db = cli_open_db(&quick, 0);
+    if (db) {
+      check_observers(&d, db);
+      pc_db_close(db);
+    } else {
+      d.problems++;
+    }
+  }
+  pc_config_free(cfg);
+  if (json) {
+    json_t *o = json_object();
+    json_object_set_new(o, "problems", json_integer(d.problems));
+    json_object_set_new(o, "checks", d.checks);
+    if (fmt_json_line(stdout, o) != 0) return cli_error(ctx, "cannot write the answer");
+  } else {
+    json_decref(d.checks);
+  }
+  code = cli_finish_output(ctx);
+  if (code != CLI_EXIT_OK) return code;
+  if (d.problems)
+    return cli_error(ctx, "%d problem%s found", d.problems, d.problems == 1 ? "" : "s");
+  return CLI_EXIT_OK;
+}
+
+const cli_verb_t cli_verb_doctor = {
+    .name = "doctor",
+    .summary = "say what is wrong with a data directory or a cluster, and what to do",
+    .run = run_doctor,
+    .args = "[--json]",
+    .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
+    .exits = CLI_EXITS_BASIC,
+    .about =
+        "Checks, one line each ('ok' or 'PROBLEM', with what to do):\n"
+        "  - an embedded data directory: that it exists and is a percolator data\n"
+        "    directory of this version; who holds it (nobody, a worker serving it and\n"
+        "    whether its serving.json answers, another process) and whether that\n"
+        "    process still lives;\n"
+        "  - a cluster's configuration: that each role (oracle, lock service,\n"
+        "    tablets) answers;\n"
+        "  - through the store: each registered observer and the live workers that\n"
+        "    run it (none: its column's notifications wait), pending notifications of\n"
+        "    columns no observer is registered for, parked notifications.\n"
+        "Exits 0 when nothing is wrong, 3 when it found a problem.\n",
+    .options = "  -j, --json          one object: {\"problems\": N, \"checks\": [{\"ok\", \"what\",\n"
+               "                      \"detail\"}]}\n",
+    .example = "percolator --data /tmp/pc doctor\n"
+               "percolator --config cluster.json doctor\n",
+};

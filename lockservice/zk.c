@@ -1,0 +1,472 @@
+/* zk.c — the coordination client of zk.h over libzookeeper_mt. Every call is
+ * the client's asynchronous form plus a wait on a condition variable with the
+ * caller's deadline, so no call blocks longer than its timeout even while the
+ * ensemble is unreachable (the synchronous API waits for the client's own
+ * connection-loss detection, which may take most of a session timeout). A
+ * request whose caller gave up stays alive until its completion runs: the
+ * request record is shared by the caller and the completion and freed by
+ * whichever of the two is last. */
+#include "lockservice/zk.h"
+
+#include "core/error.h"
+#include "core/log.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zookeeper/zookeeper.h>
+
+#define PATH_CAP 1024
+
+struct pc_zk {
+  zhandle_t *zh;
+  char *connect, *root;
+  pc_zk_watch_t *session; /* the owner's session watch, or NULL */
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* state changed (CLOCK_MONOTONIC) */
+  pc_zk_state_t state;
+  uint32_t asked_timeout_ms;
+  _Atomic uint64_t last_answer_ms;
+  _Atomic uint64_t connects, disconnects;
+};
+
+/* One request in flight: shared by the caller and the completion. */
+typedef struct zk_req {
+  atomic_int refs;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+  pc_zk_t *zk;
+  uint64_t sent_ms;
+  char *data; /* get: the value; create: the node's path */
+  size_t len;
+  int32_t version;
+  char **names;
+  size_t n;
+  zoo_op_result_t results[2]; /* check_set: written by the completion */
+} zk_req_t;
+
+static void req_unref(zk_req_t *r) {
+  if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+  pthread_mutex_destroy(&r->mu);
+  pthread_cond_destroy(&r->cv);
+  free(r->data);
+  pc_zk_free_names(r->names, r->n);
+  free(r);
+}
+
+static zk_req_t *req_new(pc_zk_t *zk) {
+  zk_req_t *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  atomic_init(&r->refs, 2);
+  pthread_mutex_init(&r->mu, NULL);
+  pc_cond_init_mono(&r->cv);
+  r->zk = zk;
+  r->sent_ms = pc_now_mono_ms();
+  r->version = -1;
+  return r;
+}
+
+/* Return codes that are the server's answer (as opposed to the connection's). */
+static int answered(int rc) {
+  return rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZBADVERSION ||
+         rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS || rc == ZRUNTIMEINCONSISTENCY;
+}
+
+/* Marks r done with rc and drops the completion's reference. */
+static void req_finish(zk_req_t *r, int rc) {
+  if (answered(rc)) {
+    uint64_t prev = atomic_load(&r->zk->last_answer_ms);
+    while (prev < r->sent_ms &&
+           !atomic_compare_exchange_weak(&r->zk->last_answer_ms, &prev, r->sent_ms)) {
+    }
+  }
+  pthread_mutex_lock(&r->mu);
+  r->rc = rc;
+  r->done = 1;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  req_unref(r);
+}
+
+static void on_void(int rc, const void *data) { req_finish((zk_req_t *)data, rc); }
+
+static void on_stat(int rc, const struct Stat *stat, const void *data) {
+  zk_req_t *r = (zk_req_t *)data;
+  if (rc == ZOK && stat) r->version = stat->version;
+  req_finish(r, rc);
+}
+
+static void on_data(int rc, const char *value, int len, const struct Stat *stat,
+                    const void *data) {
+  zk_req_t *r = (zk_req_t *)data;
+  if (rc == ZOK) {
+    size_t n = value && len > 0 ? (size_t)len : 0;
+    r->data = malloc(n + 1);
+    if (!r->data) {
+      rc = ZSYSTEMERROR;
+    } else {
+      if (n) memcpy(r->data, value, n);
+      r->data[n] = '\0';
+      r->len = n;
+      if (stat) r->version = stat->version;
+    }
+  }
+  req_finish(r, rc);
+}
+
+static void on_string(int rc, const char *value, const void *data) {
+  zk_req_t *r = (zk_req_t *)data;
+  if (rc == ZOK && value && !(r->data = strdup(value))) rc = ZSYSTEMERROR;
+  req_finish(r, rc);
+}
+
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void on_strings(int rc, const struct String_vector *v, const void *data) {
+  zk_req_t *r = (zk_req_t *)data;
+  if (rc == ZOK && v && v->count > 0) {
+    r->names = calloc((size_t)v->count, sizeof *r->names);
+    if (!r->names) {
+      rc = ZSYSTEMERROR;
+    } else {
+      for (int i = 0; i < v->count && rc == ZOK; i++) {
+        if (!(r->names[i] = strdup(v->data[i]))) rc = ZSYSTEMERROR;
+        else r->n++;
+      }
+      qsort(r->names, r->n, sizeof *r->names, name_cmp);
+    }
+  }
+  req_finish(r, rc);
+}
+
+static pc_status_t status_of(int rc, const char *path, pc_error_t *err) {
+  switch (rc) {
+    case ZOK: return PC_OK;
+    case ZNONODE: return pc_error_set(err, PC_NOT_FOUND, "zookeeper %s: no such node", path);
+    case ZNODEEXISTS: return pc_error_set(err, PC_BUSY, "zookeeper %s: node exists", path);
+    case ZBADVERSION:
+      return pc_error_set(err, PC_CONFLICT, "zookeeper %s: version changed", path);
+    case ZSESSIONEXPIRED:
+    case ZINVALIDSTATE:
+      return pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: session expired", path);
+    case ZCONNECTIONLOSS:
+    case ZOPERATIONTIMEOUT:
+    case ZCLOSING:
+      return pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: %s", path, zerror(rc));
+    case ZBADARGUMENTS:
+      return pc_error_set(err, PC_INVALID, "zookeeper %s: bad arguments", path);
+    default:
+      return pc_error_set(err, PC_IO_ERROR, "zookeeper %s: %s", path, zerror(rc));
+  }
+}
+
+/* Waits for r (submitted with submit_rc) until timeout_ms; returns the zk rc,
+ * or 1 on our own timeout. Drops the caller's reference only when told. */
+static int req_wait(zk_req_t *r, int submit_rc, uint32_t timeout_ms) {
+  if (submit_rc != ZOK) {
+    req_unref(r); /* the completion will never run */
+    return submit_rc;
+  }
+  struct timespec until = pc_mono_after_ms(timeout_ms);
+  pthread_mutex_lock(&r->mu);
+  while (!r->done)
+    if (pthread_cond_timedwait(&r->cv, &r->mu, &until) != 0 && !r->done) break;
+  int rc = r->done ? r->rc : 1;
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+static pc_status_t finish(zk_req_t *r, int rc, const char *path, uint32_t timeout_ms,
+                          pc_error_t *err) {
+  pc_status_t st = rc == 1 ? pc_error_set(err, PC_TIMEOUT, "zookeeper %s: no answer in %u ms",
+                                          path, timeout_ms)
+                           : status_of(rc, path, err);
+  req_unref(r);
+  return st;
+}
+
+/* ---- the handle --------------------------------------------------------- */
+
+static void global_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+  (void)zh;
+  (void)path;
+  pc_zk_t *zk = ctx;
+  if (type != ZOO_SESSION_EVENT) return;
+  pthread_mutex_lock(&zk->mu);
+  pc_zk_state_t old = zk->state;
+  if (state == ZOO_CONNECTED_STATE) zk->state = PC_ZK_CONNECTED;
+  else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+    zk->state = PC_ZK_EXPIRED;
+  else if (zk->state != PC_ZK_EXPIRED)
+    zk->state = PC_ZK_CONNECTING;
+  pc_zk_state_t now = zk->state;
+  pthread_cond_broadcast(&zk->cv);
+  pthread_mutex_unlock(&zk->mu);
+  if (now == old) return;
+  atomic_fetch_add(now == PC_ZK_CONNECTED ? &zk->connects : &zk->disconnects, 1);
+  pc_log(now == PC_ZK_CONNECTED ? PC_LOG_DEBUG : PC_LOG_WARN, "zookeeper %s: %s", zk->connect,
+         now == PC_ZK_CONNECTED ? "connected"
+                                : (now == PC_ZK_EXPIRED ? "session expired" : "connection lost"));
+  if (zk->session && zk->session->fn) zk->session->fn(zk->session->ctx, PC_ZK_EV_SESSION, NULL);
+}
+
+static void quiet_client(void) { zoo_set_debug_level((ZooLogLevel)0); }
+
+void pc_zk_close(pc_zk_t *zk) {
+  if (!zk) return;
+  if (zk->zh) zookeeper_close(zk->zh); /* runs the pending completions (ZCLOSING) */
+  pthread_cond_destroy(&zk->cv);
+  pthread_mutex_destroy(&zk->mu);
+  free(zk->connect);
+  free(zk->root);
+  free(zk);
+}
+
+pc_zk_t *pc_zk_open(const char *connect, const char *root, uint32_t session_timeout_ms,
+                    uint32_t timeout_ms, pc_zk_watch_t *session, pc_error_t *err) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, quiet_client);
+  if (!connect || !*connect || !root || root[0] != '/') {
+    pc_error_set(err, PC_INVALID, "zookeeper: want an ensemble and a root starting with '/'");
+    return NULL;
+  }
+  pc_zk_t *zk = calloc(1, sizeof *zk);
+  if (!zk || !(zk->connect = strdup(connect)) || !(zk->root = strdup(root))) {
+    if (zk) free(zk->connect);
+    free(zk);
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  size_t rl = strlen(zk->root);
+  while (rl > 1 && zk->root[rl - 1] == '/') zk->root[--rl] = '\0';
+  zk->session = session;
+  zk->asked_timeout_ms = session_timeout_ms;
+  pthread_mutex_init(&zk->mu, NULL);
+  pc_cond_init_mono(&zk->cv);
+  zk->zh = zookeeper_init(connect, global_watcher, (int)session_timeout_ms, NULL, zk, 0);
+  if (!zk->zh) {
+    pc_error_set(err, PC_INVALID, "zookeeper %s: cannot start a client (bad ensemble?)", connect);
+    pc_zk_close(zk);
+    return NULL;
+  }
+  struct timespec until = pc_mono_after_ms(timeout_ms);
+  pthread_mutex_lock(&zk->mu);
+  while (zk->state == PC_ZK_CONNECTING)
+    if (pthread_cond_timedwait(&zk->cv, &zk->mu, &until) != 0) break;
+  pc_zk_state_t st = zk->state;
+  pthread_mutex_unlock(&zk->mu);
+  if (st != PC_ZK_CONNECTED) {
+    pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: %s within %u ms", connect,
+                 st == PC_ZK_EXPIRED ? "session refused" : "no server answered", timeout_ms);
+    pc_zk_close(zk);
+    return NULL;
+  }
+  if (strcmp(zk->root, "/") != 0 && pc_zk_ensure(zk, "", timeout_ms, err) != PC_OK) {
+    pc_error_prefix(err, "creating the root");
+    pc_zk_close(zk);
+    return NULL;
+  }
+  return zk;
+}
+
+pc_zk_state_t pc_zk_state(pc_zk_t *zk) {
+  pthread_mutex_lock(&zk->mu);
+  pc_zk_state_t st = zk->state;
+  pthread_mutex_unlock(&zk->mu);
+  return st;
+}
+
+uint64_t pc_zk_session_id(pc_zk_t *zk) {
+  const clientid_t *id = zoo_client_id(zk->zh);
+  return id ? (uint64_t)id->client_id : 0;
+}
+
+uint32_t pc_zk_session_timeout(pc_zk_t *zk) {
+  int t = zoo_recv_timeout(zk->zh);
+  return t > 0 ? (uint32_t)t : zk->asked_timeout_ms;
+}
+
+uint64_t pc_zk_last_answer_ms(pc_zk_t *zk) { return atomic_load(&zk->last_answer_ms); }
+
+const char *pc_zk_root(pc_zk_t *zk) { return zk->root; }
+
+void pc_zk_counters(pc_zk_t *zk, uint64_t *connects, uint64_t *disconnects) {
+  if (connects) *connects = atomic_load(&zk->connects);
+  if (disconnects) *disconnects = atomic_load(&zk->disconnects);
+}
+
+const char *pc_zk_path(pc_zk_t *zk, const char *rel, char *buf, size_t cap) {
+  int root_only = strcmp(zk->root, "/") == 0;
+  int n = !rel || !*rel ? snprintf(buf, cap, "%s", zk->root)
+                        : snprintf(buf, cap, "%s/%s", root_only ? "" : zk->root, rel);
+  if (n < 0 || (size_t)n >= cap) buf[0] = '\0';
+  return buf;
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+static void watch_trampoline(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+  (void)zh;
+  (void)state;
+  pc_zk_watch_t *w = ctx;
+  int ev = type == ZOO_CREATED_EVENT   ? PC_ZK_EV_CREATED
+           : type == ZOO_DELETED_EVENT ? PC_ZK_EV_DELETED
+           : type == ZOO_CHANGED_EVENT ? PC_ZK_EV_CHANGED
+           : type == ZOO_CHILD_EVENT   ? PC_ZK_EV_CHILD
+                                       : PC_ZK_EV_SESSION;
+  if (w && w->fn) w->fn(w->ctx, ev, path);
+}
+
+#define PREPARE(zk, rel, path, r, err)                                              \
+  char path[PATH_CAP];                                                             \
+  if (!*pc_zk_path(zk, rel, path, sizeof path))                                    \
+    return pc_error_set(err, PC_INVALID, "zookeeper: path under %s too long", (zk)->root); \
+  zk_req_t *r = req_new(zk);                                                       \
+  if (!r) return pc_error_set(err, PC_NOMEM, "out of memory")
+
+pc_status_t pc_zk_create(pc_zk_t *zk, const char *rel, const void *data, size_t len, int flags,
+                         char *created, size_t cap, uint32_t timeout_ms, pc_error_t *err) {
+  PREPARE(zk, rel, path, r, err);
+  int mode = ((flags & PC_ZK_EPHEMERAL) ? ZOO_EPHEMERAL : 0) |
+             ((flags & PC_ZK_SEQUENCE) ? ZOO_SEQUENCE : 0);
+  int rc = req_wait(r,
+                    zoo_acreate(zk->zh, path, data, data ? (int)len : -1, &ZOO_OPEN_ACL_UNSAFE,
+                                mode, on_string, r),
+                    timeout_ms);
+  if (rc == ZOK && created && cap) {
+    const char *name = r->data ? r->data : path;
+    size_t skip = strcmp(zk->root, "/") == 0 ? 1 : strlen(zk->root) + 1;
+    snprintf(created, cap, "%s", strlen(name) >= skip ? name + skip : name);
+  }
+  return finish(r, rc, path, timeout_ms, err);
+}
+
+pc_status_t pc_zk_ensure(pc_zk_t *zk, const char *rel, uint32_t timeout_ms, pc_error_t *err) {
+  char full[PATH_CAP];
+  if (!*pc_zk_path(zk, rel, full, sizeof full))
+    return pc_error_set(err, PC_INVALID, "zookeeper: path under %s too long", zk->root);
+  /* each prefix of the absolute path, from the top */
+  for (char *p = full + 1;; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char saved = *p;
+    *p = '\0';
+    zk_req_t *r = req_new(zk);
+    if (!r) return pc_error_set(err, PC_NOMEM, "out of memory");
+    int rc = req_wait(r, zoo_acreate(zk->zh, full, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, on_string, r),
+                      timeout_ms);
+    if (rc == ZNODEEXISTS) rc = ZOK;
+    pc_status_t st = finish(r, rc, full, timeout_ms, err);
+    *p = saved;
+    if (st != PC_OK) return st;
+    if (saved == '\0') return PC_OK;
+  }
+}
+
+pc_status_t pc_zk_get(pc_zk_t *zk, const char *rel, pc_zk_watch_t *watch, char **data,
+                      size_t *len, int32_t *version, uint32_t timeout_ms, pc_error_t *err) {
+  PREPARE(zk, rel, path, r, err);
+  int rc = req_wait(r,
+                    zoo_awget(zk->zh, path, watch ? watch_trampoline : NULL, watch, on_data, r),
+                    timeout_ms);
+  if (rc == ZOK) {
+    *data = r->data;
+    r->data = NULL;
+    if (len) *len = r->len;
+    if (version) *version = r->version;
+  }
+  return finish(r, rc, path, timeout_ms, err);
+}
+
+pc_status_t pc_zk_set(pc_zk_t *zk, const char *rel, const void *data, size_t len,
+                      int32_t version, int32_t *new_version, uint32_t timeout_ms,
+                      pc_error_t *err) {
+  PREPARE(zk, rel, path, r, err);
+  int rc = req_wait(r, zoo_aset(zk->zh, path, data, (int)len, version, on_stat, r), timeout_ms);
+  if (rc == ZOK && new_version) *new_version = r->version;
+  return finish(r, rc, path, timeout_ms, err);
+}
+
+pc_status_t pc_zk_delete(pc_zk_t *zk, const char *rel, int32_t version, uint32_t timeout_ms,
+                         pc_error_t *err) {
+  PREPARE(zk, rel, path, r, err);
+  int rc = req_wait(r, zoo_adelete(zk->zh, path, version, on_void, r), timeout_ms);
+  return finish(r, rc, path, timeout_ms, err);
+}
+
+pc_status_t pc_zk_exists(pc_zk_t *zk, const char *rel, pc_zk_watch_t *watch, int *exists,
+                         uint32_t timeout_ms, pc_error_t *err) {
+  PREPARE(zk, rel, path, r, err);
+  int rc = req_wait(r,
+                    zoo_awexists(zk->zh, path, watch ? watch_trampoline : NULL, watch, on_stat,
+                                 r),
+                    timeout_ms);
+  if (rc == ZOK || rc == ZNONODE) {
+    *exists = rc == ZOK;
+    rc = ZOK;
+  }
+  return finish(r, rc, path, timeout_ms, err);
+}
+
+void pc_zk_free_names(char **names, size_t n) {
+  for (size_t i = 0; names && i < n; i++) free(names[i]);
+  free(names);
+}
+
+pc_status_t pc_zk_children(pc_zk_t *zk, const char *rel, pc_zk_watch_t *watch, char ***names,
+                           size_t *n, uint32_t timeout_ms, pc_error_t *err) {
+  PREPARE(zk, rel, path, r, err);
+  int rc = req_wait(r,
+                    zoo_awget_children(zk->zh, path, watch ? watch_trampoline : NULL, watch,
+                                       on_strings, r),
+                    timeout_ms);
+  if (rc == ZOK) {
+    *names = r->names;
+    *n = r->n;
+    r->names = NULL;
+    r->n = 0;
+  }
+  return finish(r, rc, path, timeout_ms, err);
+}
+
+pc_status_t pc_zk_check_set(pc_zk_t *zk, const char *check_rel, const char *rel,
+                            const void *data, size_t len, int32_t version, int32_t *new_version,
+                            uint32_t timeout_ms, pc_error_t *err) {
+  char check[PATH_CAP];
+  if (!*pc_zk_path(zk, check_rel, check, sizeof check))
+    return pc_error_set(err, PC_INVALID, "zookeeper: path under %s too long", zk->root);
+  PREPARE(zk, rel, path, r, err);
+  struct Stat *stat = calloc(1, sizeof *stat);
+  if (!stat) {
+    req_unref(r);
+    req_unref(r);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  zoo_op_t ops[2];
+  zoo_check_op_init(&ops[0], check, -1);
+  zoo_set_op_init(&ops[1], path, data, (int)len, version, stat);
+  /* the results (and the stat the set fills) belong to the request record,
+   * which outlives a caller that gave up */
+  r->data = (char *)stat;
+  int rc = req_wait(r, zoo_amulti(zk->zh, 2, ops, r->results, on_void, r), timeout_ms);
+  if (rc == ZOK && new_version) *new_version = stat->version;
+  if (rc == ZNONODE || rc == ZBADVERSION) {
+    /* the check's node is gone, or another writer moved the bound */
+    req_unref(r);
+    if (rc == ZNONODE)
+      return pc_error_set(err, PC_CONFLICT, "zookeeper %s: fenced write refused (%s is gone)",
+                          path, check);
+    return pc_error_set(err, PC_CONFLICT, "zookeeper %s: fenced write refused (version changed)",
+                        path);
+  }
+  return finish(r, rc, path, timeout_ms, err);
+}
+
+pc_status_t pc_zk_sync(pc_zk_t *zk, const char *rel, uint32_t timeout_ms, pc_error_t *err) {
+  PREPARE(zk, rel, path, r, err);
+  int rc = req_wait(r, zoo_async(zk->zh, path, on_string, r), timeout_ms);
+  return finish(r, rc, path, timeout_ms, err);
+}

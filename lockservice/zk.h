@@ -1,0 +1,115 @@
+/* zk.h — the cluster's coordination client: a ZooKeeper session (the
+ * official multi-threaded C client, libzookeeper_mt) with every blocking call
+ * bounded by a timeout, paths relative to the cluster's root node, and the
+ * one fenced write the oracle needs (check a node, set another at an expected
+ * version, atomically).
+ *
+ * Everything a cluster coordinates lives under its root ("zookeeper.root" of
+ * the configuration, e.g. /percolator/NAME); callers name nodes relative to
+ * it ("tso/bound"). The layout is in docs/ARCHITECTURE.md ("Coordination").
+ *
+ * Statuses: PC_NOT_FOUND (no such node), PC_BUSY (the node exists already),
+ * PC_CONFLICT (a version or a multi-op's check failed: a fenced write lost),
+ * PC_TIMEOUT (no answer within the caller's timeout; the request may still be
+ * applied later), PC_UNAVAILABLE (connection lost, session expired, handle
+ * closing; the request may or may not have been applied), PC_INVALID.
+ *
+ * Watches: a pc_zk_watch_t is owned by the caller and must outlive the handle
+ * (its function may be called until pc_zk_close returns). Its function runs
+ * on the client's completion thread: it must not block and must not call a
+ * blocking pc_zk_* function; it should only note that something changed. It
+ * is also called (with PC_ZK_EV_SESSION) when the session's state changes.
+ *
+ * A process that forks after pc_zk_open must exec before using ZooKeeper in
+ * the child: the handle's threads do not survive fork. */
+#ifndef PC_LOCKSERVICE_ZK_H
+#define PC_LOCKSERVICE_ZK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <percolator/percolator.h>
+
+typedef struct pc_zk pc_zk_t;
+
+typedef enum pc_zk_state {
+  PC_ZK_CONNECTING = 0, /* no server answers at the moment; the session may still live */
+  PC_ZK_CONNECTED = 1,
+  PC_ZK_EXPIRED = 2 /* the session is gone for good: open a new handle */
+} pc_zk_state_t;
+
+enum { PC_ZK_EV_CREATED = 1, PC_ZK_EV_DELETED, PC_ZK_EV_CHANGED, PC_ZK_EV_CHILD, PC_ZK_EV_SESSION };
+
+/* Node flags for pc_zk_create. */
+enum { PC_ZK_EPHEMERAL = 1, PC_ZK_SEQUENCE = 2 };
+
+typedef struct pc_zk_watch {
+  void (*fn)(void *ctx, int event, const char *path); /* path: absolute, or NULL */
+  void *ctx;
+} pc_zk_watch_t;
+
+/* Opens a session on the ensemble `connect` ("host:port,host:port,...")
+ * asking for session_timeout_ms, waits until it is connected (at most
+ * timeout_ms: PC_UNAVAILABLE naming the ensemble otherwise) and creates the
+ * root node and its parents if missing. session (may be NULL) is told of
+ * session state changes. Returns NULL on error; release with pc_zk_close. */
+pc_zk_t *pc_zk_open(const char *connect, const char *root, uint32_t session_timeout_ms,
+                    uint32_t timeout_ms, pc_zk_watch_t *session, pc_error_t *err);
+/* Closes the session (its ephemeral nodes go at once) and frees the handle. */
+void pc_zk_close(pc_zk_t *zk);
+
+pc_zk_state_t pc_zk_state(pc_zk_t *zk);
+/* The session id (0 before the first connection). */
+uint64_t pc_zk_session_id(pc_zk_t *zk);
+/* The session timeout the server granted (the one asked before it answers). */
+uint32_t pc_zk_session_timeout(pc_zk_t *zk);
+/* The monotonic time (pc_now_mono_ms) at which the latest request that a
+ * server answered was sent: the server heard from this session no earlier,
+ * so the session lives at least until then plus the session timeout. */
+uint64_t pc_zk_last_answer_ms(pc_zk_t *zk);
+/* The root as configured, and "root/rel" in buf (cap bytes; "" when too long). */
+const char *pc_zk_root(pc_zk_t *zk);
+const char *pc_zk_path(pc_zk_t *zk, const char *rel, char *buf, size_t cap);
+/* Sessions expired and connections lost since open, and whether it is
+ * connected now, for /metrics. */
+void pc_zk_counters(pc_zk_t *zk, uint64_t *connects, uint64_t *disconnects);
+
+/* Creates node rel with data (flags: PC_ZK_EPHEMERAL, PC_ZK_SEQUENCE; the
+ * parent must exist). created (may be NULL) receives the node's name
+ * relative to the root (with its sequence number), cap bytes. */
+pc_status_t pc_zk_create(pc_zk_t *zk, const char *rel, const void *data, size_t len, int flags,
+                         char *created, size_t cap, uint32_t timeout_ms, pc_error_t *err);
+/* Creates rel and its missing parents as persistent empty nodes (an existing
+ * node is fine). */
+pc_status_t pc_zk_ensure(pc_zk_t *zk, const char *rel, uint32_t timeout_ms, pc_error_t *err);
+/* Reads node rel: *data (malloc'd, NUL-terminated beyond *len; free with
+ * free()) and *version (may be NULL). watch (may be NULL) fires once on its
+ * next change or deletion. */
+pc_status_t pc_zk_get(pc_zk_t *zk, const char *rel, pc_zk_watch_t *watch, char **data,
+                      size_t *len, int32_t *version, uint32_t timeout_ms, pc_error_t *err);
+/* Sets node rel if its version is `version` (-1: any); *new_version (may be NULL). */
+pc_status_t pc_zk_set(pc_zk_t *zk, const char *rel, const void *data, size_t len,
+                      int32_t version, int32_t *new_version, uint32_t timeout_ms,
+                      pc_error_t *err);
+pc_status_t pc_zk_delete(pc_zk_t *zk, const char *rel, int32_t version, uint32_t timeout_ms,
+                         pc_error_t *err);
+/* *exists = whether rel exists; watch (may be NULL) fires once on its
+ * creation, change or deletion. */
+pc_status_t pc_zk_exists(pc_zk_t *zk, const char *rel, pc_zk_watch_t *watch, int *exists,
+                         uint32_t timeout_ms, pc_error_t *err);
+/* The children of rel, sorted bytewise: *names (free with pc_zk_free_names),
+ * *n. watch (may be NULL) fires once when the set of children changes. */
+pc_status_t pc_zk_children(pc_zk_t *zk, const char *rel, pc_zk_watch_t *watch, char ***names,
+                           size_t *n, uint32_t timeout_ms, pc_error_t *err);
+void pc_zk_free_names(char **names, size_t n);
+/* The fenced write: one multi-operation {check(check_rel exists), set(rel,
+ * data, version)}: PC_CONFLICT when check_rel is gone or rel's version is
+ * not `version` (nothing is written). *new_version (may be NULL). */
+pc_status_t pc_zk_check_set(pc_zk_t *zk, const char *check_rel, const char *rel,
+                            const void *data, size_t len, int32_t version, int32_t *new_version,
+                            uint32_t timeout_ms, pc_error_t *err);
+/* Brings the server this session talks to up to date with the leader, so a
+ * read after it sees every write that completed before it. */
+pc_status_t pc_zk_sync(pc_zk_t *zk, const char *rel, uint32_t timeout_ms, pc_error_t *err);
+
+#endif

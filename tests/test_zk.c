@@ -1,0 +1,301 @@
+/* test_zk.c — the coordination client (lockservice/zk.h) against a private
+ * ZooKeeper server: nodes under the root, ephemeral nodes that go with their
+ * session, sequence nodes in order, watches, the fenced write (check one
+ * node, set another at an expected version) refused when either condition
+ * fails, and every call bounded by its timeout once the server is gone.
+ * One server serves every case; the last case stops it. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/error.h"
+#include "lockservice/coord.h"
+#include "lockservice/zk.h"
+#include "tests/zkharness.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static tu_zk_t *server;
+
+static void must(const char *what, pc_status_t st, const pc_error_t *err, pc_status_t want) {
+  if (st != want)
+    fail_msg("%s: want %s, got %s (%s)", what, pc_status_name(want), pc_status_name(st),
+             err->text);
+}
+
+static pc_zk_t *open_root(const char *root) {
+  pc_error_t err;
+  pc_zk_t *zk = pc_zk_open(tu_zk_connect(server), root, 4000, 20000, NULL, &err);
+  if (!zk) fail_msg("pc_zk_open: %s", err.text);
+  return zk;
+}
+
+static void test_nodes_under_root(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_zk_t *zk = open_root("/percolator/t1");
+  char *data = NULL;
+  size_t len = 0;
+  int32_t version = -2;
+  must("ensure", pc_zk_ensure(zk, "a/b", 5000, &err), &err, PC_OK);
+  must("ensure again", pc_zk_ensure(zk, "a/b", 5000, &err), &err, PC_OK);
+  must("create", pc_zk_create(zk, "a/b/c", "v1", 2, 0, NULL, 0, 5000, &err), &err, PC_OK);
+  must("create twice", pc_zk_create(zk, "a/b/c", "v1", 2, 0, NULL, 0, 5000, &err), &err,
+       PC_BUSY);
+  must("get", pc_zk_get(zk, "a/b/c", NULL, &data, &len, &version, 5000, &err), &err, PC_OK);
+  assert_int_equal(len, 2);
+  assert_string_equal(data, "v1");
+  assert_int_equal(version, 0);
+  free(data);
+  int32_t nv = -1;
+  must("set", pc_zk_set(zk, "a/b/c", "v2", 2, 0, &nv, 5000, &err), &err, PC_OK);
+  assert_int_equal(nv, 1);
+  must("set stale", pc_zk_set(zk, "a/b/c", "v3", 2, 0, NULL, 5000, &err), &err, PC_CONFLICT);
+  int exists = -1;
+  must("exists", pc_zk_exists(zk, "a/b/c", NULL, &exists, 5000, &err), &err, PC_OK);
+  assert_int_equal(exists, 1);
+  must("delete", pc_zk_delete(zk, "a/b/c", -1, 5000, &err), &err, PC_OK);
+  must("exists gone", pc_zk_exists(zk, "a/b/c", NULL, &exists, 5000, &err), &err, PC_OK);
+  assert_int_equal(exists, 0);
+  must("get gone", pc_zk_get(zk, "a/b/c", NULL, &data, &len, NULL, 5000, &err), &err,
+       PC_NOT_FOUND);
+  char buf[256];
+  assert_string_equal(pc_zk_path(zk, "x", buf, sizeof buf), "/percolator/t1/x");
+  assert_true(pc_zk_session_id(zk) != 0);
+  assert_true(pc_zk_last_answer_ms(zk) > 0);
+  pc_zk_close(zk);
+  /* another root sees none of it */
+  zk = open_root("/percolator/t1b");
+  must("other root", pc_zk_exists(zk, "a", NULL, &exists, 5000, &err), &err, PC_OK);
+  assert_int_equal(exists, 0);
+  pc_zk_close(zk);
+}
+
+typedef struct counter {
+  atomic_int events;
+  atomic_int last;
+} counter_t;
+
+static void count_event(void *ctx, int event, const char *path) {
+  (void)path;
+  counter_t *c = ctx;
+  atomic_store(&c->last, event);
+  atomic_fetch_add(&c->events, 1);
+}
+
+static void test_ephemeral_sequence_and_watches(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_zk_t *a = open_root("/percolator/t2"), *b = open_root("/percolator/t2");
+  must("ensure", pc_zk_ensure(a, "members", 5000, &err), &err, PC_OK);
+  counter_t c = {0};
+  pc_zk_watch_t w = {count_event, &c};
+  char **names = NULL;
+  size_t n = 0;
+  must("children", pc_zk_children(b, "members", &w, &names, &n, 5000, &err), &err, PC_OK);
+  assert_int_equal(n, 0);
+  pc_zk_free_names(names, 0);
+  char first[128], second[128];
+  must("seq 1", pc_zk_create(a, "members/m-", "a", 1, PC_ZK_EPHEMERAL | PC_ZK_SEQUENCE, first,
+                             sizeof first, 5000, &err),
+       &err, PC_OK);
+  must("seq 2", pc_zk_create(b, "members/m-", "b", 1, PC_ZK_EPHEMERAL | PC_ZK_SEQUENCE, second,
+                             sizeof second, 5000, &err),
+       &err, PC_OK);
+  assert_true(strncmp(first, "members/m-", 10) == 0);
+  assert_true(strcmp(first, second) < 0);
+  for (int i = 0; i < 500 && atomic_load(&c.events) == 0; i++) usleep(10000);
+  assert_int_equal(atomic_load(&c.last), PC_ZK_EV_CHILD);
+  must("children 2", pc_zk_children(b, "members", NULL, &names, &n, 5000, &err), &err, PC_OK);
+  assert_int_equal(n, 2);
+  assert_string_equal(names[0], first + strlen("members/"));
+  pc_zk_free_names(names, n);
+  /* closing a session removes its ephemeral node at once */
+  counter_t gone = {0};
+  pc_zk_watch_t gw = {count_event, &gone};
+  int exists = 0;
+  must("watch first", pc_zk_exists(b, first, &gw, &exists, 5000, &err), &err, PC_OK);
+  assert_int_equal(exists, 1);
+  pc_zk_close(a);
+  for (int i = 0; i < 500 && atomic_load(&gone.events) == 0; i++) usleep(10000);
+  assert_int_equal(atomic_load(&gone.last), PC_ZK_EV_DELETED);
+  must("children 3", pc_zk_children(b, "members", NULL, &names, &n, 5000, &err), &err, PC_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(names[0], second + strlen("members/"));
+  pc_zk_free_names(names, n);
+  pc_zk_close(b);
+}
+
+static void test_fenced_write(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_zk_t *a = open_root("/percolator/t3"), *b = open_root("/percolator/t3");
+  must("ensure", pc_zk_ensure(a, "e", 5000, &err), &err, PC_OK);
+  must("bound", pc_zk_create(a, "bound", "0", 1, 0, NULL, 0, 5000, &err), &err, PC_OK);
+  char mine[128];
+  must("leader", pc_zk_create(a, "e/n-", NULL, 0, PC_ZK_EPHEMERAL | PC_ZK_SEQUENCE, mine,
+                              sizeof mine, 5000, &err),
+       &err, PC_OK);
+  int32_t v = -1;
+  must("fenced ok", pc_zk_check_set(a, mine, "bound", "10", 2, 0, &v, 5000, &err), &err, PC_OK);
+  assert_int_equal(v, 1);
+  /* a writer with a stale version is refused, and nothing is written */
+  must("stale version", pc_zk_check_set(a, mine, "bound", "5", 1, 0, NULL, 5000, &err), &err,
+       PC_CONFLICT);
+  /* once the leader's node is gone its writes are refused, whatever version */
+  must("delete node", pc_zk_delete(b, mine, -1, 5000, &err), &err, PC_OK);
+  must("no longer leader", pc_zk_check_set(a, mine, "bound", "20", 2, 1, NULL, 5000, &err), &err,
+       PC_CONFLICT);
+  assert_non_null(strstr(err.text, "is gone"));
+  char *data = NULL;
+  size_t len;
+  int32_t version;
+  must("sync", pc_zk_sync(b, "bound", 5000, &err), &err, PC_OK);
+  must("read", pc_zk_get(b, "bound", NULL, &data, &len, &version, 5000, &err), &err, PC_OK);
+  assert_string_equal(data, "10");
+  assert_int_equal(version, 1);
+  free(data);
+  pc_zk_close(a);
+  pc_zk_close(b);
+}
+
+static uint64_t report_42(void *ctx) {
+  (void)ctx;
+  return 42;
+}
+
+/* Clients' nodes: a live client is alive to the others, a closed one dead
+ * (confirmed in ZooKeeper, not taken from the view), and reports reach the
+ * minimum that garbage collection reads. */
+static void test_client_liveness_and_reports(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_coord_t *a = pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, 20000, &err);
+  assert_non_null(a);
+  pc_coord_t *b = pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, 20000, &err);
+  assert_non_null(b);
+  uint64_t sa = pc_coord_session(a), sb = pc_coord_session(b);
+  assert_true(sa != 0 && sb != 0 && sa != sb);
+  assert_int_equal(pc_coord_liveness(a, sb, 5000), PC_LS_ALIVE);
+  assert_int_equal(pc_coord_liveness(b, sa, 5000), PC_LS_ALIVE);
+  assert_int_equal(pc_coord_liveness(a, sa, 5000), PC_LS_ALIVE);
+  /* a session ZooKeeper never had has no node: dead */
+  assert_int_equal(pc_coord_liveness(a, 0x1234, 5000), PC_LS_DEAD);
+  /* reports: none yet from a's side (UINT64_MAX), then 42 */
+  uint64_t oldest = 0;
+  size_t unreported = 9;
+  assert_int_equal(pc_coord_oldest(b, 5000, &oldest, &unreported, &err), PC_OK);
+  assert_int_equal(unreported, 0);
+  assert_true(oldest == UINT64_MAX);
+  pc_coord_set_reporter(a, report_42, NULL);
+  for (int i = 0; i < 1000 && oldest != 42; i++) {
+    assert_int_equal(pc_coord_oldest(b, 5000, &oldest, NULL, &err), PC_OK);
+    if (oldest != 42) usleep(10000);
+  }
+  assert_int_equal(oldest, 42);
+  for (int i = 0; i < 1000 && pc_coord_client_count(b) < 2; i++) usleep(10000);
+  assert_int_equal(pc_coord_client_count(b), 2);
+  assert_int_equal(pc_coord_zk_state(b), PC_ZK_CONNECTED);
+  /* one holder of a lock at a time; it goes with its session */
+  int mine = -1;
+  assert_int_equal(pc_coord_lock(a, "gc", 5000, &mine, &err), PC_OK);
+  assert_int_equal(mine, 1);
+  assert_int_equal(pc_coord_lock(a, "gc", 5000, &mine, &err), PC_OK);
+  assert_int_equal(mine, 1);
+  assert_int_equal(pc_coord_lock(b, "gc", 5000, &mine, &err), PC_OK);
+  assert_int_equal(mine, 0);
+  /* a closes: its node goes with its session; once b's view (a watch)
+   * has dropped it, b confirms in ZooKeeper that it is dead */
+  pc_coord_close(a);
+  pc_ls_liveness_t l = PC_LS_ALIVE;
+  for (int i = 0; i < 1000 && (l = pc_coord_liveness(b, sa, 5000)) == PC_LS_ALIVE; i++)
+    usleep(10000);
+  assert_int_equal(l, PC_LS_DEAD);
+  assert_int_equal(pc_coord_liveness(b, sa, 5000), PC_LS_DEAD);
+  assert_int_equal(pc_coord_oldest(b, 5000, &oldest, NULL, &err), PC_OK);
+  assert_true(oldest == UINT64_MAX);
+  assert_int_equal(pc_coord_lock(b, "gc", 5000, &mine, &err), PC_OK);
+  assert_int_equal(mine, 1);
+  pc_coord_close(b);
+}
+
+static void test_unreachable(void **state) {
+  (void)state;
+  pc_error_t err;
+  /* nobody listens on port 1 */
+  pc_zk_t *none = pc_zk_open("127.0.0.1:1", "/percolator/x", 4000, 300, NULL, &err);
+  assert_null(none);
+  assert_int_equal(err.code, PC_UNAVAILABLE);
+  assert_non_null(strstr(err.text, "127.0.0.1:1"));
+  none = pc_zk_open("127.0.0.1:1", "relative", 4000, 300, NULL, &err);
+  assert_null(none);
+  assert_int_equal(err.code, PC_INVALID);
+}
+
+/* Last: stops the server under an open session. Every call then returns
+ * within its timeout, with PC_TIMEOUT or PC_UNAVAILABLE. */
+static void test_calls_bounded_when_server_gone(void **state) {
+  (void)state;
+  pc_error_t err;
+  counter_t c = {0};
+  pc_zk_watch_t w = {count_event, &c};
+  pc_zk_t *zk = pc_zk_open(tu_zk_connect(server), "/percolator/t4", 30000, 20000, &w, &err);
+  assert_non_null(zk);
+  pc_coord_t *coord = pc_coord_open(tu_zk_connect(server), "/percolator/t4", 30000, 20000, &err);
+  assert_non_null(coord);
+  tu_zk_kill(server, 0);
+  /* liveness that ZooKeeper cannot confirm is unknown, never dead */
+  assert_int_equal(pc_coord_liveness(coord, 0x777, 300), PC_LS_UNKNOWN);
+  pc_coord_close(coord);
+  char *data = NULL;
+  size_t len;
+  int exists;
+  char **names;
+  size_t n;
+  for (int round = 0; round < 2; round++) {
+    pc_status_t st[6];
+    st[0] = pc_zk_get(zk, "x", NULL, &data, &len, NULL, 200, &err);
+    st[1] = pc_zk_set(zk, "x", "1", 1, -1, NULL, 200, &err);
+    st[2] = pc_zk_create(zk, "y", NULL, 0, 0, NULL, 0, 200, &err);
+    st[3] = pc_zk_exists(zk, "x", NULL, &exists, 200, &err);
+    st[4] = pc_zk_children(zk, "", NULL, &names, &n, 200, &err);
+    st[5] = pc_zk_check_set(zk, "x", "y", "1", 1, 0, NULL, 200, &err);
+    for (int i = 0; i < 6; i++)
+      if (st[i] != PC_TIMEOUT && st[i] != PC_UNAVAILABLE)
+        fail_msg("call %d with the server gone: %s", i, pc_status_name(st[i]));
+  }
+  for (int i = 0; i < 1000 && pc_zk_state(zk) == PC_ZK_CONNECTED; i++) usleep(10000);
+  assert_int_equal(pc_zk_state(zk), PC_ZK_CONNECTING);
+  assert_true(atomic_load(&c.events) > 0);
+  pc_zk_close(zk); /* with requests abandoned by their callers still pending */
+}
+
+static int setup(void **state) {
+  (void)state;
+  server = tu_zk_start(1);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  tu_zk_stop(server);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_nodes_under_root),
+      cmocka_unit_test(test_ephemeral_sequence_and_watches),
+      cmocka_unit_test(test_fenced_write),
+      cmocka_unit_test(test_client_liveness_and_reports),
+      cmocka_unit_test(test_unreachable),
+      cmocka_unit_test(test_calls_bounded_when_server_gone),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
