@@ -1,55 +1,76 @@
 #!/usr/bin/env bash
-# dedup.sh — pc_bench_dedup: the dedup indexer end to end, through the
-# `percolator` CLI as a user runs it. Prints one JSON document.
+# dedup.sh — the dedup indexer end to end, through the `percolator` CLI as a
+# user runs it, side by side with PostgreSQL doing the same work in the same
+# run. Prints one JSON document; its headline is the ratio of our documents/s
+# to PostgreSQL's.
 #
-#   ingest     documents/s from the start of `percolator load` until every
-#              notification is acknowledged (`percolator wait`): load, dedup
-#              and index together, for
-#                - the real corpus (this machine's copyright files and common
-#                  licenses, as apps/demo.sh loads them), and
-#                - a generated corpus of --docs documents, 30 % exact
-#                  duplicates of others (words drawn from a fixed list),
-#              with 1 worker process (embedded: the worker holds the store and
-#              serves it) and 2 worker processes (against `percolator run`
-#              with two tablets on this machine);
-#   freshness  per document, from the commit of its contents to the commit of
-#              its membership in its cluster (dups m:URL), and, per canonical
-#              document, to the commit of its postings in the index (idx: the
-#              posting under its own number, a term only it has), p50/p99,
-#              from the raw view afterwards: during the unthrottled generated
-#              embedded run, and during a steady feed (`load --rate R`, --rate,
-#              of the first 20,000 generated documents);
-#   update     the time to apply one document update (load it, wait) against
-#              rebuilding the index from scratch (a fresh store, load all,
-#              wait), at 10,000 and --docs documents.
-# The baseline of the issue is PostgreSQL running the same dedup and index in
-# PL/pgSQL at about 400 documents/s from 2 clients on such a machine; it is
-# not installed here, so the goal (1,200 documents/s) is reported beside.
-# Usage: bench/dedup.sh BUILD_DIR [--docs N] [--threads N] [--loaders N] [--rate R]
-# (--threads: observer threads per worker process, 16; --loaders: `load
-# --threads`, 16: both mostly wait for fsyncs, and more of them share each)
+# Corpora (bench/corpus.c writes each once, as JSON lines for `percolator
+# load` and as COPY input for PostgreSQL, so both read the same bytes):
+#   generated  --docs documents (100,000) that look like real text: 150..400
+#              words from a Zipf vocabulary of 20,000 words, 30 % exact
+#              duplicates, 10 % near-duplicates (one line differs), seed
+#              --seed (42);
+#   real       this machine's text files: every regular file under
+#              /usr/share/doc (copyright files, changelogs, READMEs, ...; .gz
+#              files decompressed) and /usr/share/common-licenses of at most
+#              --real-max-bytes (65,536) that is UTF-8 text, URL = its path;
+#   legacy     the corpus of the earlier figures (40 words from a 34-word
+#              list, 30 % exact duplicates), ours only, labelled as such.
+#
+# What runs, one after the other:
+#   postgresql  bench/pg_dedup.sh: PostgreSQL 15 (installed when missing),
+#               PL/pgSQL, one transaction per document, from 2 and from 8
+#               clients, on each corpus;
+#   embedded    `percolator worker` (--threads observer threads) holding a
+#               fresh data directory, sync on; `percolator load` (--loaders
+#               threads); documents/s from the start of the load until
+#               `percolator wait` returns (every notification acknowledged);
+#   cluster     `percolator run` with two tablets on this machine and 1, 2, 4
+#               worker processes (--procs), generated corpus (and real with 2);
+#   check       each of our runs' clusters, canonical URLs, members and
+#               postings (`clusters`, `search --all`) against PostgreSQL's,
+#               line for line;
+#   freshness   per canonical document, from the commit of its contents to the
+#               commit of its index run (dups HASH indexed naming it), p50/p99,
+#               from the raw view: during the unthrottled generated load, and
+#               during a steady feed (--rate documents/s) of the first 20,000;
+#   update      one document updated at the end of the generated embedded run:
+#               seconds from its load to its index (load, then wait).
+# Usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N]
+#          [--loaders N] [--rate R] [--procs 1,2,4] [--real-max-bytes B]
+#          [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy]
+# Runs as root (PostgreSQL's server runs as the postgres system user).
 set -euo pipefail
-export LC_ALL=C # sort and join agree on the order
-build=${1:?usage: bench/dedup.sh BUILD_DIR [--docs N] [--threads N] [--loaders N] [--rate R]}
+export LC_ALL=C # sort, join and comm agree on the order
+usage="usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N] [--loaders N] [--rate R] [--procs LIST] [--real-max-bytes B] [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy]"
+build=${1:?$usage}
 shift
-docs=100000
-threads=16
-loaders=16
-feed=600
+docs=100000 seed=42 threads=16 loaders=16 feed=600 procs=1,2,4 real_max=65536
+skip_pg=0 skip_cluster=0 skip_real=0 skip_legacy=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --docs) docs=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --loaders) loaders=$2; shift 2 ;;
     --rate) feed=$2; shift 2 ;;
-    *) echo "dedup.sh: unexpected argument '$1'" >&2; exit 2 ;;
+    --procs) procs=$2; shift 2 ;;
+    --real-max-bytes) real_max=$2; shift 2 ;;
+    --skip-pg) skip_pg=1; shift ;;
+    --skip-cluster) skip_cluster=1; shift ;;
+    --skip-real) skip_real=1; shift ;;
+    --skip-legacy) skip_legacy=1; shift ;;
+    *) echo "dedup.sh: unexpected argument '$1'; $usage" >&2; exit 2 ;;
   esac
 done
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
 cli="$build/apps/cli/percolator"
 plugin="$build/apps/dedup/dedup.so"
-[ -x "$cli" ] && [ -f "$plugin" ] || { echo "dedup.sh: build $build first" >&2; exit 1; }
+corpus="$build/bench/pc_bench_corpus"
+[ -x "$cli" ] && [ -f "$plugin" ] && [ -x "$corpus" ] || { echo "dedup.sh: build $build first" >&2; exit 1; }
 work=$(mktemp -d /tmp/pc-bench-dedup.XXXXXX)
+chmod 755 "$work" # PostgreSQL's server (user postgres) reads nothing here, psql does
 pids=()
 cleanup() { # (a pid already gone must not stop it: errexit applies here too)
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -58,28 +79,37 @@ cleanup() { # (a pid already gone must not stop it: errexit applies here too)
 }
 trap cleanup EXIT
 now() { date +%s.%N; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a - b}'; }
+rate() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else printf "null"}'; }
+log() { printf 'dedup.sh: %s\n' "$*" >&2; }
 
-# the real corpus, linked as the demo does
-mkdir -p "$work/real"
-find /usr/share/doc -name copyright -type f 2>/dev/null | while read -r f; do
-  mkdir -p "$work/real$(dirname "$f")"
-  ln -s "$f" "$work/real$f"
-done
-real_n=$(find "$work/real" -type l | wc -l)
+# ---- corpora ------------------------------------------------------------------
+log "generating $docs documents (seed $seed)"
+"$corpus" generate --docs "$docs" --seed "$seed" --jsonl "$work/gen.jsonl" --pg "$work/gen.pg"
+corpora=(gen)
+if [ "$skip_real" = 0 ]; then
+  log "collecting this machine's text files"
+  "$corpus" files --max-bytes "$real_max" --jsonl "$work/real.jsonl" --pg "$work/real.pg" \
+    /usr/share/doc /usr/share/common-licenses 2>"$work/real.stats"
+  corpora+=(real)
+fi
+count() { wc -l <"$work/$1.jsonl" | tr -d ' '; }
 
-# gen N FILE: N JSON-lines documents, 30 % exact copies of an earlier one
-gen() {
-  awk -v n="$1" 'BEGIN {
-    srand(42); split("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega license copyright permission granted software free", w, " ")
-    for (i = 0; i < n; i++) {
-      if (i > 10 && rand() < 0.3) { c = body[int(rand() * i)] }
-      else { c = ""; for (k = 0; k < 40; k++) c = c w[int(rand() * 34) + 1] " "; c = c i }
-      body[i] = c
-      printf "{\"url\": \"doc/%07d\", \"contents\": \"%s\"}\n", i, c
-    }
-  }' >"$2"
-}
+# ---- PostgreSQL -------------------------------------------------------------------
+declare -A pg_rate pg_json
+if [ "$skip_pg" = 0 ]; then
+  bash "$here/pg_dedup.sh" install
+  for c in "${corpora[@]}"; do
+    for k in 2 8; do
+      log "postgresql: $c, $k clients"
+      pg_json[$c.$k]=$(bash "$here/pg_dedup.sh" run "$work/$c.pg" "$k" "$work/pg-$c-$k")
+      pg_rate[$c.$k]=$(sed 's/.*"documents_s": \([0-9.]*\).*/\1/' <<<"${pg_json[$c.$k]}")
+    done
+  done
+fi
 
+# ---- ours ---------------------------------------------------------------------------
 # embedded DIR: a worker holding DIR (data directory made here); pid in $W
 embedded() {
   "$cli" --data "$1" init >/dev/null
@@ -92,20 +122,22 @@ embedded() {
   echo "dedup.sh: the worker did not start: $(cat "$1.log")" >&2
   exit 1
 }
+stop() { kill -TERM "$1"; wait "$1" || true; }
 # A freshly opened oracle starts above the bound it saved, a window (tso.window_ms,
 # 3 s) ahead of the clock, and counts logically until the clock passes it: only
 # then do the timestamps' milliseconds tell the time, as freshness needs.
 clock_caught_up() { sleep 3.5; }
 
-# cluster TAG: `percolator run` (two tablets) and two worker processes; client config in $C
+# cluster TAG NPROCS SPLIT: `percolator run` (two tablets split at row SPLIT)
+# and NPROCS worker processes; client config in $C
 cluster() {
-  local d="$work/$1"
+  local d="$work/$1" k
   mkdir -p "$d"
   cat >"$d/run.json" <<JSON
 {"data_dir": "$d/data", "log": {"level": "warn"}, "store": {"gc_interval_ms": 0},
  "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "doc/0050000"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "doc/0050000"}]}
+ "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$3"},
+             {"name": "t2", "listen": "127.0.0.1:0", "start": "$3"}]}
 JSON
   "$cli" run --config "$d/run.json" --ready-file "$d/ready.json" 2>"$d/run.log" &
   pids+=("$!")
@@ -114,133 +146,213 @@ JSON
   C="$d/client.json"
   cat >"$C" <<JSON
 {"store": {"gc_interval_ms": 0}, "tso": {"listen": "$(ep tso)"}, "lockservice": {"listen": "$(ep lockservice)"},
- "tablets": [{"name": "t1", "listen": "$(ep t1)", "end": "doc/0050000"},
-             {"name": "t2", "listen": "$(ep t2)", "start": "doc/0050000"}],
+ "tablets": [{"name": "t1", "listen": "$(ep t1)", "end": "$3"},
+             {"name": "t2", "listen": "$(ep t2)", "start": "$3"}],
  "workers": {"threads": $threads, "scan": {"idle_ms": 10, "buckets_per_claim": 64}, "plugins": [{"path": "$plugin"}]}}
 JSON
-  for k in 1 2; do
+  for k in $(seq "$2"); do
     "$cli" --config "$C" worker 2>"$d/worker-$k.log" &
     pids+=("$!")
   done
   for _ in $(seq 300); do "$cli" --config "$C" observers 2>/dev/null | grep -q dedup && break; sleep 0.1; done
 }
+cluster_stop() { # stops every process started since the cluster's first
+  local p
+  for p in "${pids[@]:$1}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]:$1}"; do wait "$p" 2>/dev/null || true; done
+}
 
-# ingest WHERE INPUT...: seconds from load to wait done (WHERE: --data DIR or --config C)
+# ingest WHERE INPUT: seconds from load to wait done (WHERE: --data DIR or --config C)
 ingest() {
-  local where=("$1" "$2")
-  shift 2
-  local t0 t1
+  local where=("$1" "$2") t0 t1
   t0=$(now)
-  "$cli" "${where[@]}" load --threads "$loaders" --max-bytes 8388608 "$@" >/dev/null 2>>"$work/load.err"
-  "$cli" "${where[@]}" wait --timeout-s 3000 >/dev/null
+  "$cli" "${where[@]}" load --threads "$loaders" --max-bytes 8388608 "$3" >/dev/null 2>>"$work/load.err"
+  "$cli" "${where[@]}" wait --timeout-s 7200 >/dev/null
   t1=$(now)
   sub "$t1" "$t0"
 }
 
-sub() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a - b}'; }
-rate() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
+# dump WHERE PREFIX: what we computed, as pg_dedup.sh writes PostgreSQL's
+dump() {
+  local where=("$1" "$2")
+  "$cli" "${where[@]}" clusters >"$3.raw"
+  awk -F'\t' '{print $1 "\t" $3}' "$3.raw" | sort >"$3.clusters"
+  awk -F'\t' '{for (i = 4; i <= NF; i++) print $1 "\t" $i}' "$3.raw" | sort >"$3.members"
+  "$cli" "${where[@]}" search --all | cut -f1,2 | sort >"$3.postings"
+  rm -f "$3.raw"
+}
+# same A B: "true" when A.{clusters,members,postings} equal B's, else the
+# count of lines that differ; "null" without B
+same() {
+  [ -f "$2.postings" ] || { printf 'null'; return; }
+  local n=0 x
+  for x in clusters members postings; do
+    n=$((n + $(comm -3 "$1.$x" "$2.$x" | wc -l)))
+  done
+  [ "$n" = 0 ] && printf 'true' || printf '%d' "$n"
+}
 
-gen "$docs" "$work/gen.jsonl"
-gen 10000 "$work/gen10k.jsonl"
-
-# 1 worker process, embedded
-embedded "$work/e1"
-s_real1=$(cd "$work/real" && ingest --data "$work/e1" usr)
-kill -TERM "$W"; wait "$W"
-embedded "$work/e2"
-clock_caught_up
-s_gen1=$(ingest --data "$work/e2" "$work/gen.jsonl")
 # pct FILE: "count p50 p99" of the sorted numbers in FILE
 pct() {
   local n
   n=$(wc -l <"$1")
-  printf '%s %s %s' "$n" \
+  printf '%s %s %s\n' "$n" \
     "$(awk -v n="$n" 'NR == int(n * 0.50) + 1 {print; exit}' "$1")" \
     "$(awk -v n="$n" 'NR == int(n * 0.99) + 1 {print; exit}' "$1")"
 }
-# freshness DIR: "documents p50 p99 indexed p50 p99" (ms): doc contents commit
-# -> membership commit, and -> index commit for the canonical documents, from
-# the raw view of DIR, read in row ranges (a tablet's raw reply is bounded)
+# freshness DIR: "indexed p50 p99" (ms): per canonical document, its contents'
+# commit -> the first commit of dups HASH indexed naming it, from the raw view
+# of DIR, read in row ranges (a raw reply is bounded)
 freshness() {
   local d=$1 i h n
   for i in 0 1 2 3 4 5 6 7 8 9; do
     "$cli" --data "$d" scan --raw docs --start "doc/00$i" --end "doc/00$i~" --json 2>/dev/null || true
   done | { grep '"kind":"write"' || true; } | { grep '"column":"doc:contents"' || true; } |
-    sed 's/.*"row":"\([^"]*\)".*"ts":\([0-9]*\).*/\1 \2/' | sort >"$work/docs.ts"
+    sed 's/.*"row":"\([^"]*\)".*"ts":\([0-9]*\).*/\1 \2/' | sort -k1,1 -k2,2n |
+    awk '!seen[$1]++' >"$work/docs.ts"
   for h in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do # dups rows are hex hashes: 16 ranges
     n=$(printf '%s' "0123456789abcdefg" | sed "s/.*$h\(.\).*/\1/")
     "$cli" --data "$d" scan --raw dups --start "$h" --end "$n" --json 2>/dev/null || true
-  done | { grep '"kind":"write"' || true; } |
-    { grep '"column":"m:' || true; } |
-    sed 's/.*"column":"m:\([^"]*\)".*"ts":\([0-9]*\).*/\1 \2/' | sort -k1,1 -k2,2n |
-    awk '!seen[$1]++' >"$work/member.ts"
-  { join "$work/docs.ts" "$work/member.ts" || true; } |
-    awk '{d = int($3 / 262144) - int($2 / 262144); print (d < 0 ? 0 : d)}' | sort -n >"$work/fresh"
-  # a generated document's last word is its own number: the canonical one
-  # (the original) is the only posting of that term (idx row NUMBER 0 URL 0 HASH)
-  local ends=(1 2 3 4 5 6 7 8 9 :)
-  for i in 0 1 2 3 4 5 6 7 8 9; do
-    "$cli" --data "$d" scan --raw idx --start "$i" --end "${ends[$i]}" --json 2>/dev/null || true
-  done | { grep '"kind":"write".*"write_kind":"put"' || true; } |
-    sed 's/^{"table":"idx","row":"[0-9]*\\u0000\([^\\]*\)\\u0000.*"ts":\([0-9]*\).*/\1 \2/' |
-    sort -k1,1 -k2,2n | awk '!seen[$1]++' >"$work/index.ts"
+  done | { grep '"column":"indexed","kind":"write".*"write_kind":"put"' || true; } |
+    sed 's/.*"ts":\([0-9]*\).*"value":"\([^"]*\)".*/\2 \1/' | sort -k1,1 -k2,2n |
+    awk '!seen[$1]++' >"$work/index.ts"
   { join "$work/docs.ts" "$work/index.ts" || true; } |
     awk '{d = int($3 / 262144) - int($2 / 262144); print (d < 0 ? 0 : d)}' | sort -n >"$work/ifresh"
-  printf '%s %s\n' "$(pct "$work/fresh")" "$(pct "$work/ifresh")"
+  pct "$work/ifresh"
 }
-read -r fn p50 p99 ifn ip50 ip99 < <(freshness "$work/e2")
-# one update at this size
-t0=$(now)
-printf '{"url": "doc/0000007", "contents": "an updated document %s"}\n' "$RANDOM" >"$work/upd.jsonl"
-"$cli" --data "$work/e2" load "$work/upd.jsonl" >/dev/null
-"$cli" --data "$work/e2" wait --timeout-s 600 >/dev/null
-upd_big=$(sub "$(now)" "$t0")
-kill -TERM "$W"; wait "$W"
-# the 10,000-document store: rebuild and one update
-embedded "$work/e3"
-s_10k=$(ingest --data "$work/e3" "$work/gen10k.jsonl")
-t0=$(now)
-"$cli" --data "$work/e3" load "$work/upd.jsonl" >/dev/null
-"$cli" --data "$work/e3" wait --timeout-s 600 >/dev/null
-upd_10k=$(sub "$(now)" "$t0")
-kill -TERM "$W"; wait "$W"
+
+declare -A ours_s ours_same
+# embedded runs
+for c in "${corpora[@]}"; do
+  n=$(count "$c")
+  log "embedded: $c ($n documents)"
+  embedded "$work/e-$c"
+  clock_caught_up
+  ours_s[$c]=$(ingest --data "$work/e-$c" "$work/$c.jsonl")
+  dump --data "$work/e-$c" "$work/ours-$c"
+  ours_same[$c]=$(same "$work/ours-$c" "$work/pg-$c-2")
+  if [ "$c" = gen ]; then
+    read -r ifn ip50 ip99 < <(freshness "$work/e-$c")
+    t0=$(now)
+    printf '{"url": "doc/0000007", "contents": "an updated document %s"}\n' "$RANDOM" >"$work/upd.jsonl"
+    "$cli" --data "$work/e-$c" load "$work/upd.jsonl" >/dev/null
+    "$cli" --data "$work/e-$c" wait --timeout-s 600 >/dev/null
+    upd=$(sub "$(now)" "$t0")
+  fi
+  stop "$W"
+  rm -rf "$work/e-$c"
+done
+pg_same_8=()
+for c in "${corpora[@]}"; do pg_same_8+=("$(same "$work/pg-$c-8" "$work/pg-$c-2")"); done
+
 # a steady feed below the observers' throughput
 head -n 20000 "$work/gen.jsonl" >"$work/feed.jsonl"
-embedded "$work/e4"
+log "embedded: steady feed of $feed documents/s"
+embedded "$work/e-feed"
 clock_caught_up
-"$cli" --data "$work/e4" load --threads 4 --rate "$feed" "$work/feed.jsonl" >/dev/null 2>>"$work/load.err"
-"$cli" --data "$work/e4" wait --timeout-s 3000 >/dev/null
-read -r ffn fp50 fp99 iffn ifp50 ifp99 < <(freshness "$work/e4")
-kill -TERM "$W"; wait "$W"
+"$cli" --data "$work/e-feed" load --threads 4 --rate "$feed" "$work/feed.jsonl" >/dev/null 2>>"$work/load.err"
+"$cli" --data "$work/e-feed" wait --timeout-s 3000 >/dev/null
+read -r ffn fp50 fp99 < <(freshness "$work/e-feed")
+stop "$W"
+rm -rf "$work/e-feed"
 
-# 2 worker processes, a cluster
-cluster c1
-s_gen2=$(ingest --config "$C" "$work/gen.jsonl")
-cluster c2
-s_real2=$(cd "$work/real" && ingest --config "$C" usr)
+legacy_line=""
+if [ "$skip_legacy" = 0 ]; then
+  awk -v n="$docs" 'BEGIN {
+    srand(42); split("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega license copyright permission granted software free", w, " ")
+    for (i = 0; i < n; i++) {
+      if (i > 10 && rand() < 0.3) { c = body[int(rand() * i)] }
+      else { c = ""; for (k = 0; k < 40; k++) c = c w[int(rand() * 34) + 1] " "; c = c i }
+      body[i] = c
+      printf "{\"url\": \"doc/%07d\", \"contents\": \"%s\"}\n", i, c
+    }
+  }' >"$work/legacy.jsonl"
+  log "embedded: legacy corpus"
+  embedded "$work/e-legacy"
+  s=$(ingest --data "$work/e-legacy" "$work/legacy.jsonl")
+  stop "$W"
+  rm -rf "$work/e-legacy"
+  legacy_line=$(printf '{"corpus": "legacy (40 words from a 34-word list; the figure of record before)", "documents": %d, "mode": "embedded", "seconds": %s, "documents_s": %s}' \
+    "$docs" "$s" "$(rate "$docs" "$s")")
+fi
 
+# cluster runs
+cluster_lines=()
+if [ "$skip_cluster" = 0 ]; then
+  split=$(printf 'doc/%07d' $((docs / 2)))
+  IFS=, read -r -a plist <<<"$procs"
+  for k in "${plist[@]}"; do
+    log "cluster: generated, $k worker processes"
+    first=${#pids[@]}
+    cluster "c-gen-$k" "$k" "$split"
+    s=$(ingest --config "$C" "$work/gen.jsonl")
+    dump --config "$C" "$work/cl-gen-$k"
+    cluster_lines+=("$(printf '{"corpus": "generated", "documents": %d, "worker_processes": %d, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s}' \
+      "$docs" "$k" "$s" "$(rate "$docs" "$s")" "$(ratio "$(rate "$docs" "$s")" "$(rate "$docs" "${ours_s[gen]}")")" \
+      "$(same "$work/cl-gen-$k" "$work/pg-gen-2")")")
+    cluster_stop "$first"
+    rm -rf "$work/c-gen-$k"
+  done
+  if [ "$skip_real" = 0 ]; then
+    log "cluster: real, 2 worker processes"
+    first=${#pids[@]}
+    cluster c-real 2 "usr/share/doc/m"
+    n=$(count real)
+    s=$(ingest --config "$C" "$work/real.jsonl")
+    dump --config "$C" "$work/cl-real"
+    cluster_lines+=("$(printf '{"corpus": "real", "documents": %d, "worker_processes": 2, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s}' \
+      "$n" "$s" "$(rate "$n" "$s")" "$(ratio "$(rate "$n" "$s")" "$(rate "$n" "${ours_s[real]}")")" \
+      "$(same "$work/cl-real" "$work/pg-real-2")")")
+    cluster_stop "$first"
+  fi
+fi
+
+# ---- the answer ------------------------------------------------------------------------
+join_lines() { local IFS=$'\n'; local s="$*"; printf '%s' "${s//$'\n'/,$'\n'    }"; }
+headline=() ingest_lines=() pg_lines=()
+i=0
+for c in "${corpora[@]}"; do
+  n=$(count "$c")
+  r=$(rate "$n" "${ours_s[$c]}")
+  name=$([ "$c" = gen ] && echo generated || echo real)
+  ingest_lines+=("$(printf '{"corpus": "%s", "documents": %d, "mode": "embedded", "worker_processes": 1, "seconds": %s, "documents_s": %s, "same_as_postgresql": %s}' \
+    "$name" "$n" "${ours_s[$c]}" "$r" "${ours_same[$c]}")")
+  if [ "$skip_pg" = 0 ]; then
+    headline+=("$(printf '{"corpus": "%s", "embedded_documents_s": %s, "postgresql_2_clients_documents_s": %s, "ratio_vs_2_clients": %s, "postgresql_8_clients_documents_s": %s, "ratio_vs_8_clients": %s}' \
+      "$name" "$r" "${pg_rate[$c.2]}" "$(ratio "$r" "${pg_rate[$c.2]}")" "${pg_rate[$c.8]}" "$(ratio "$r" "${pg_rate[$c.8]}")")")
+    pg_lines+=("$(sed "s/^{/{\"corpus\": \"$name\", \"same_as_2_clients\": ${pg_same_8[$i]}, /" <<<"${pg_json[$c.8]}")")
+    pg_lines+=("$(sed "s/^{/{\"corpus\": \"$name\", /" <<<"${pg_json[$c.2]}")")
+  fi
+  i=$((i + 1))
+done
+[ -n "$legacy_line" ] && ingest_lines+=("$legacy_line")
+real_stats=$([ -f "$work/real.stats" ] && sed 's/"/\\"/g' "$work/real.stats" | tr '\n' ' ' || true)
 cat <<JSON
 {
   "benchmark": "dedup",
+  "headline": [
+    $(join_lines "${headline[@]}")
+  ],
   "threads_per_worker": $threads,
   "loader_threads": $loaders,
-  "ingest": [
-    {"corpus": "real", "documents": $real_n, "worker_processes": 1, "mode": "embedded", "seconds": $s_real1, "documents_s": $(rate "$real_n" "$s_real1")},
-    {"corpus": "generated", "documents": $docs, "duplicates": 0.3, "worker_processes": 1, "mode": "embedded", "seconds": $s_gen1, "documents_s": $(rate "$docs" "$s_gen1")},
-    {"corpus": "generated", "documents": $docs, "duplicates": 0.3, "worker_processes": 2, "mode": "cluster", "seconds": $s_gen2, "documents_s": $(rate "$docs" "$s_gen2")},
-    {"corpus": "real", "documents": $real_n, "worker_processes": 2, "mode": "cluster", "seconds": $s_real2, "documents_s": $(rate "$real_n" "$s_real2")}
+  "corpora": {"generated": {"documents": $docs, "seed": $seed, "words": "150..400, Zipf over 20000", "exact_duplicates": 0.3, "near_duplicates": 0.1},
+              "real": "$real_stats"},
+  "ours": [
+    $(join_lines "${ingest_lines[@]}")
+  ],
+  "cluster": [
+    $(join_lines "${cluster_lines[@]}")
+  ],
+  "postgresql": [
+    $(join_lines "${pg_lines[@]}")
   ],
   "freshness_ms": [
-    {"load": "unthrottled", "documents": $fn, "p50": ${p50:-null}, "p99": ${p99:-null},
-     "indexed_documents": $ifn, "index_p50": ${ip50:-null}, "index_p99": ${ip99:-null}},
-    {"load": "steady, $feed documents/s", "documents": $ffn, "p50": ${fp50:-null}, "p99": ${fp99:-null},
-     "indexed_documents": $iffn, "index_p50": ${ifp50:-null}, "index_p99": ${ifp99:-null}}
+    {"load": "unthrottled", "indexed_documents": $ifn, "p50": ${ip50:-null}, "p99": ${ip99:-null}},
+    {"load": "steady, $feed documents/s", "indexed_documents": $ffn, "p50": ${fp50:-null}, "p99": ${fp99:-null}}
   ],
-  "freshness_what": "contents commit to cluster membership commit (p50, p99), and to index commit for canonical documents (index_p50, index_p99); generated corpus, embedded",
-  "update_vs_rebuild_s": [
-    {"documents": 10000, "update": $upd_10k, "rebuild": $s_10k},
-    {"documents": $docs, "update": $upd_big, "rebuild": $s_gen1}
-  ],
-  "goal": "1200 documents/s end to end; the index at most a second behind the load at p99"
+  "freshness_what": "per canonical document of the generated corpus, embedded: its contents' commit to the commit of its index run",
+  "update_s": {"documents": $docs, "seconds_from_load_to_indexed": $upd},
+  "loadavg_at_end": "$(cut -d' ' -f1-3 /proc/loadavg)",
+  "goal": "embedded at least 3x PostgreSQL on both corpora; cluster (2 workers) at least 0.7 of embedded; index p99 under 1 s; one update under 0.1 s"
 }
 JSON

@@ -954,11 +954,12 @@ static pc_status_t parse_tablets(vctx_t *c, pc_config_t *cfg, const json_t *arr,
   return st;
 }
 
-static const char *const scan_keys[] = {"buckets_per_claim", "idle_ms"};
+static const char *const scan_keys[] = {"buckets_per_claim", "idle_ms", "batch_wait_ms"};
 
 static pc_status_t scan_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
   if (which == 0) return get_uint(c, v, n, 1, 1024, &cfg->workers.scan.buckets_per_claim);
+  if (which == 2) return get_uint(c, v, n, 0, 60000, &cfg->workers.scan.batch_wait_ms);
   return get_uint(c, v, n, 1, 60000, &cfg->workers.scan.idle_ms);
 }
 

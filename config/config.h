@@ -46,7 +46,8 @@
  *                    "start": string [""], "end": string [""] } ... ]
  *   "workers":   { "threads": int 1..256 [4],
  *                  "scan": { "buckets_per_claim": int 1..1024 [16],
- *                            "idle_ms": int 1..60000 [100] },
+ *                            "idle_ms": int 1..60000 [100],
+ *                            "batch_wait_ms": int 0..60000 [0] },
  *                  "max_failures": int 1..1000 [5], "backoff_ms": int 1..600000 [100],
  *                  "plugins": [ { "path": string (required),
  *                                 "config": object [{}] } ... ] (at most 256),
@@ -183,6 +184,7 @@ typedef struct pc_config {
     struct {
       uint32_t buckets_per_claim;
       uint32_t idle_ms;
+      uint32_t batch_wait_ms;
     } scan;
     uint32_t max_failures;
     uint32_t backoff_ms;

@@ -258,6 +258,9 @@ pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, pc_backfill_fn fn
 pc_status_t pc_txn_get_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, char **value, size_t *vlen,
                               pc_error_t *err);
+/* pc_txn_get_many for the system's columns too (the acks of observers). */
+pc_status_t pc_txn_get_many_system(pc_txn_t *txn, const pc_cell_ref_t *cells, size_t n,
+                                   pc_value_t *values, pc_error_t *err);
 pc_status_t pc_txn_set_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, const char *value, size_t vlen,
                               pc_error_t *err);

@@ -125,6 +125,27 @@ typedef struct pc_notify_clear {
   char missing[PC_NOTIFY_MISSING_MAX + 1];  /* set by the store when not done */
 } pc_notify_clear_t;
 
+/* One cell's answer to get_many: status PC_OK (value malloc'd, release
+ * with pc_free), PC_NOT_FOUND, or PC_LOCKED (a lock with start_ts <= read_ts
+ * is on the cell; the call's *lock describes the first such cell). */
+typedef struct pc_got {
+  pc_status_t status;
+  char *value;
+  size_t vlen;
+} pc_got_t;
+
+/* One request of a commit stage sent by prewrite_many or commit_many: the
+ * mutations to prewrite, or the cells to commit, of one shard. The store
+ * fills st, and err and lock as prewrite and commit would. */
+typedef struct pc_store_req {
+  const pc_mutation_t *muts; /* prewrite_many */
+  const pc_cell_t *cells;    /* commit_many */
+  size_t n;
+  pc_status_t st;
+  pc_lock_info_t lock; /* prewrite's PC_LOCKED (release with pc_lock_info_free) */
+  pc_error_t err;
+} pc_store_req_t;
+
 typedef struct pc_store_ops {
   /* The value of cell committed at or before read_ts. PC_OK: *value malloc'd
    * (release with pc_free). PC_NOT_FOUND. PC_LOCKED: a lock with
@@ -276,6 +297,25 @@ typedef struct pc_store_ops {
    * whose rows are all in one shard. NULL for a store with no shards
    * (embedded): one shard. */
   size_t (*shard_of)(pc_store_t *s, const pc_cell_t *cell);
+
+  /* Optional (NULL: the transaction client calls get for each cell). Reads
+   * n cells at read_ts, as get would, into out[0..n): one request per shard,
+   * every shard at once. PC_OK when every cell answered (each out[i].status
+   * is PC_OK, PC_NOT_FOUND or PC_LOCKED; *lock, valid when any is
+   * PC_LOCKED, describes the first locked cell: release it with
+   * pc_lock_info_free); another status when the read failed (every
+   * out[i].value NULL then). */
+  pc_status_t (*get_many)(pc_store_t *s, const pc_cell_t *cells, size_t n, uint64_t read_ts,
+                          pc_got_t *out, pc_lock_info_t *lock, pc_error_t *err);
+
+  /* Optional (NULL: the transaction client sends the requests one after the
+   * other). Send the requests of one commit stage — each the rows of one
+   * shard — all at once from the calling thread, and wait for every reply:
+   * prewrites with spec, or commits of start_ts at commit_ts. */
+  void (*prewrite_many)(pc_store_t *s, pc_store_req_t *reqs, size_t n,
+                        const pc_lock_spec_t *spec);
+  void (*commit_many)(pc_store_t *s, pc_store_req_t *reqs, size_t n, uint64_t start_ts,
+                      uint64_t commit_ts);
 
   void (*close)(pc_store_t *s);
 } pc_store_ops_t;

@@ -119,7 +119,8 @@ static int cmp_ts_desc(const void *a, const void *b) {
  * deleted lock index entry that follows it. */
 static pc_status_t raw_data(raw_cell_ctx_t *x, const pc_cell_t *c, pc_buf_t *key,
                             pc_error_t *err) {
-  qsort(x->data, x->ndata, sizeof *x->data, cmp_ts_desc);
+  /* x->data is NULL while no cell of the scan had data cells */
+  if (x->ndata > 1) qsort(x->data, x->ndata, sizeof *x->data, cmp_ts_desc);
   for (size_t i = 0; i < x->ndata && !x->stop; i++) {
     if (i && x->data[i] == x->data[i - 1]) continue;
     key->len = 0;

@@ -3,7 +3,6 @@
  * with a primary lock, the commit point on the primary, then the secondaries.
  * Single-row transactions commit in one row operation. It talks to the store
  * only through store.h, so the same code runs embedded or against tablets. */
-#include <pthread.h>
 #include <search.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@ typedef struct bufcell {
   int weak;             /* the commit writes a weak notification of the cell */
   char *value;
   size_t vlen;
+  int value_apart; /* value was allocated on its own (a later write of the cell) */
 } bufcell_t;
 
 enum txn_state { TXN_OPEN, TXN_COMMITTED, TXN_ABORTED };
@@ -212,14 +212,12 @@ static int bufcell_cmp(const void *a, const void *b) {
   return pc_bytes_cmp(x->key.p, x->key.len, y->key.p, y->key.len);
 }
 
+/* A buffered cell is one allocation: the struct, then its key, table, row,
+ * column and first value (a transaction of an index run buffers thousands). */
 static void bufcell_free(void *p) {
   bufcell_t *b = p;
   if (!b) return;
-  pc_buf_free(&b->key);
-  free(b->table);
-  free(b->row);
-  free(b->col);
-  free(b->value);
+  if (b->value_apart) free(b->value);
   free(b);
 }
 
@@ -238,19 +236,29 @@ static char *dup_bytes(const char *p, size_t n) {
   return d;
 }
 
+/* The buffered write of the cell whose key is key, or NULL. */
+static bufcell_t *buffer_find_key(pc_txn_t *txn, const pc_buf_t *key) {
+  if (!txn->tree) return NULL;
+  bufcell_t probe = {0};
+  probe.key = *key;
+  void *found = tfind(&probe, &txn->tree, bufcell_cmp);
+  return found ? *(bufcell_t **)found : NULL;
+}
+
 /* The buffered write of a cell, or NULL. */
 static bufcell_t *buffer_find(pc_txn_t *txn, const pc_cell_t *c, pc_error_t *err, int *oom) {
   *oom = 0;
   if (!txn->tree) return NULL;
-  bufcell_t probe = {0};
-  if (pc_key_cell(&probe.key, PC_KS_META, c) != 0) {
+  char kb[256];
+  pc_buf_t key = PC_BUF_ON(kb); /* on the heap only when longer */
+  if (pc_key_cell(&key, PC_KS_META, c) != 0) {
     *oom = 1;
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  void *found = tfind(&probe, &txn->tree, bufcell_cmp);
-  pc_buf_free(&probe.key);
-  return found ? *(bufcell_t **)found : NULL;
+  bufcell_t *found = buffer_find_key(txn, &key);
+  pc_buf_free(&key);
+  return found;
 }
 
 /* Buffers a write (PUT or DELETE) of the cell, or with kind NOTIFY a weak
@@ -270,50 +278,77 @@ static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row,
                           PC_MAX_VALUE);
   }
   pc_cell_t probe = {table, row, rlen, col, clen};
-  int oom;
-  bufcell_t *old = buffer_find(txn, &probe, err, &oom);
-  if (oom) return PC_NOMEM;
+  char kb[256];
+  pc_buf_t key = PC_BUF_ON(kb); /* on the heap only when longer */
+  if (pc_key_cell(&key, PC_KS_META, &probe) != 0)
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  bufcell_t *old = buffer_find_key(txn, &key);
   if (old && kind == PC_WRITE_NOTIFY) { /* the cell's write, if any, stays */
     old->weak = 1;
+    pc_buf_free(&key);
     return PC_OK;
   }
   size_t add = rlen + clen + (kind == PC_WRITE_PUT ? vlen : 0);
   size_t old_bytes = old ? old->rlen + old->clen + old->vlen : 0;
-  if (txn->bytes - old_bytes + add > PC_MAX_TXN_BYTES)
+  if (txn->bytes - old_bytes + add > PC_MAX_TXN_BYTES) {
+    pc_buf_free(&key);
     return pc_error_set(err, PC_INVALID,
                         "transaction would buffer more than %u bytes of writes",
                         PC_MAX_TXN_BYTES);
-  if (!old && txn->count >= PC_MAX_TXN_MUTATIONS)
+  }
+  if (!old && txn->count >= PC_MAX_TXN_MUTATIONS) {
+    pc_buf_free(&key);
     return pc_error_set(err, PC_INVALID, "transaction would buffer more than %u cells",
                         PC_MAX_TXN_MUTATIONS);
-  char *v = kind == PC_WRITE_PUT ? dup_bytes(value, vlen) : NULL;
-  if (kind == PC_WRITE_PUT && !v) return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
   if (old) { /* a later write of the same cell replaces the earlier one (and keeps its
                * weak notification) */
-    free(old->value);
+    pc_buf_free(&key);
+    char *v = kind == PC_WRITE_PUT ? dup_bytes(value, vlen) : NULL;
+    if (kind == PC_WRITE_PUT && !v) return pc_error_set(err, PC_NOMEM, "out of memory");
+    if (old->value_apart) free(old->value);
     old->value = v;
+    old->value_apart = v != NULL;
     old->vlen = v ? vlen : 0;
     old->kind = kind;
     txn->bytes = txn->bytes - old_bytes + add;
     return PC_OK;
   }
-  bufcell_t *b = calloc(1, sizeof *b);
+  size_t tl = strlen(table), vl = kind == PC_WRITE_PUT ? vlen : 0;
+  bufcell_t *b = malloc(sizeof *b + key.len + tl + rlen + clen + vl + 5);
   if (!b) {
-    free(v);
+    pc_buf_free(&key);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
-  b->table = strdup(table);
-  b->row = dup_bytes(row, rlen);
-  b->col = dup_bytes(col, clen);
-  b->value = v;
+  memset(b, 0, sizeof *b);
+  char *p = (char *)(b + 1);
+  b->key = (pc_buf_t){p, key.len, key.len, 0}; /* (not the heap's: never freed alone) */
+  memcpy(p, key.p, key.len);
+  p[key.len] = '\0';
+  p += key.len + 1;
+  pc_buf_free(&key);
+  b->table = p;
+  memcpy(p, table, tl + 1);
+  p += tl + 1;
+  b->row = p;
+  memcpy(p, row, rlen);
+  p[rlen] = '\0';
+  p += rlen + 1;
+  b->col = p;
+  memcpy(p, col, clen);
+  p[clen] = '\0';
+  p += clen + 1;
+  if (kind == PC_WRITE_PUT) {
+    b->value = p;
+    memcpy(p, value, vlen);
+    p[vlen] = '\0';
+    b->vlen = vlen;
+  }
   b->rlen = rlen;
   b->clen = clen;
-  b->vlen = v ? vlen : 0;
   b->kind = kind;
   b->weak = kind == PC_WRITE_NOTIFY;
-  pc_cell_t c = {b->table, b->row, rlen, b->col, clen};
-  if (!b->table || !b->row || !b->col || pc_key_cell(&b->key, PC_KS_META, &c) != 0 ||
-      !tsearch(b, &txn->tree, bufcell_cmp)) {
+  if (!tsearch(b, &txn->tree, bufcell_cmp)) {
     bufcell_free(b);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
@@ -529,6 +564,136 @@ static pc_status_t txn_get(pc_txn_t *txn, const char *table, const char *row, si
   return st;
 }
 
+/* ---- many cells ------------------------------------------------------- */
+
+static void values_clear(pc_value_t *values, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(values[i].value);
+    values[i] = (pc_value_t){NULL, 0};
+  }
+}
+
+/* The cells not answered from the buffer, read through the store's get_many
+ * (one request per shard), resolving the locks met and reading those cells
+ * again, until the deadline. */
+static pc_status_t store_get_many(pc_txn_t *txn, const pc_cell_ref_t *cells, const size_t *idx,
+                                  size_t m, pc_value_t *values, pc_error_t *err) {
+  pc_store_t *s = txn->db->store;
+  pc_cell_t *cs = malloc(m * sizeof *cs);
+  pc_got_t *got = malloc(m * sizeof *got);
+  size_t *left = malloc(m * sizeof *left);
+  pc_status_t st = PC_OK;
+  if (!cs || !got || !left) st = pc_error_set(err, PC_NOMEM, "out of memory");
+  for (size_t k = 0; k < m && st == PC_OK; k++) left[k] = idx[k];
+  uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
+  uint64_t outer = pc_deadline_set(deadline);
+  uint32_t backoff = 1;
+  size_t nleft = m;
+  while (st == PC_OK && nleft > 0) {
+    for (size_t k = 0; k < nleft; k++) {
+      const pc_cell_ref_t *c = &cells[left[k]];
+      cs[k] = (pc_cell_t){c->table, c->row, c->row_len, c->column, c->column_len};
+    }
+    pc_lock_info_t lock;
+    st = s->ops->get_many(s, cs, nleft, txn->start_ts, got, &lock, err);
+    if (st != PC_OK) break;
+    size_t still = 0;
+    for (size_t k = 0; k < nleft; k++) {
+      if (got[k].status == PC_LOCKED) {
+        left[still++] = left[k];
+        continue;
+      }
+      values[left[k]] = (pc_value_t){got[k].value, got[k].status == PC_OK ? got[k].vlen : 0};
+    }
+    if (still == 0) break;
+    nleft = still;
+    st = wait_out_lock(txn->db, &lock, deadline, &backoff, err); /* frees lock */
+  }
+  pc_deadline_set(outer);
+  free(cs);
+  free(got);
+  free(left);
+  return st;
+}
+
+static pc_status_t txn_get_many(pc_txn_t *txn, const pc_cell_ref_t *cells, size_t n,
+                                pc_value_t *values, enum access who, pc_error_t *err) {
+  pc_error_clear(err);
+  if (n && (!cells || !values))
+    return pc_error_set(err, PC_INVALID, "get_many: %s is NULL", !cells ? "cells" : "values");
+  for (size_t i = 0; i < n; i++) values[i] = (pc_value_t){NULL, 0};
+  pc_status_t st = check_open(txn, err);
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    const pc_cell_ref_t *c = &cells[i];
+    st = check_cell(c->table, c->row, c->row_len, c->column, c->column_len, who, err);
+    if (st != PC_OK) pc_error_prefix(err, "get_many: cells[%zu]", i);
+  }
+  if (st != PC_OK || n == 0) return st;
+  pc_store_t *s = txn->db->store;
+  if (!s->ops->get_many || n == 1) { /* embedded: each read is a lookup in this process */
+    for (size_t i = 0; i < n && st == PC_OK; i++) {
+      const pc_cell_ref_t *c = &cells[i];
+      st = txn_get(txn, c->table, c->row, c->row_len, c->column, c->column_len,
+                   &values[i].value, &values[i].vlen, who, err);
+      if (st == PC_NOT_FOUND) st = PC_OK;
+    }
+    if (st != PC_OK) values_clear(values, n);
+    return st;
+  }
+  /* own writes first; the store answers the rest in one round */
+  size_t *idx = malloc(n * sizeof *idx), m = 0;
+  if (!idx) return pc_error_set(err, PC_NOMEM, "out of memory");
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    const pc_cell_ref_t *c = &cells[i];
+    pc_cell_t cell = {c->table, c->row, c->row_len, c->column, c->column_len};
+    int oom;
+    bufcell_t *own = buffer_find(txn, &cell, err, &oom);
+    if (oom) st = PC_NOMEM;
+    else if (!own || own->kind == PC_WRITE_NOTIFY) idx[m++] = i;
+    else if (own->kind == PC_WRITE_PUT) {
+      if (!(values[i].value = dup_bytes(own->value, own->vlen)))
+        st = pc_error_set(err, PC_NOMEM, "out of memory");
+      values[i].vlen = own->vlen;
+    }
+  }
+  if (st == PC_OK && m && !txn->start_ts) st = take_start_ts(txn, err);
+  if (st == PC_OK && m) st = store_get_many(txn, cells, idx, m, values, err);
+  free(idx);
+  if (st != PC_OK) values_clear(values, n);
+  return st;
+}
+
+pc_status_t pc_txn_get_many(pc_txn_t *txn, const pc_cell_ref_t *cells, size_t n,
+                            pc_value_t *values, pc_error_t *err) {
+  return txn_get_many(txn, cells, n, values, USER_READ, err);
+}
+
+pc_status_t pc_txn_get_many_system(pc_txn_t *txn, const pc_cell_ref_t *cells, size_t n,
+                                   pc_value_t *values, pc_error_t *err) {
+  return txn_get_many(txn, cells, n, values, SYSTEM, err);
+}
+
+pc_status_t pc_txn_set_many(pc_txn_t *txn, const pc_cell_ref_t *cells, const pc_value_t *values,
+                            size_t n, pc_error_t *err) {
+  pc_error_clear(err);
+  if (n && (!cells || !values))
+    return pc_error_set(err, PC_INVALID, "set_many: %s is NULL", !cells ? "cells" : "values");
+  for (size_t i = 0; i < n; i++) {
+    const pc_cell_ref_t *c = &cells[i];
+    pc_status_t st =
+        values[i].value
+            ? buffer_put(txn, c->table, c->row, c->row_len, c->column, c->column_len,
+                         PC_WRITE_PUT, values[i].value, values[i].vlen, USER_WRITE, err)
+            : buffer_put(txn, c->table, c->row, c->row_len, c->column, c->column_len,
+                         PC_WRITE_DELETE, NULL, 0, USER_WRITE, err);
+    if (st != PC_OK) {
+      pc_error_prefix(err, "set_many: cells[%zu]", i);
+      return st;
+    }
+  }
+  return PC_OK;
+}
+
 /* ---- commit ------------------------------------------------------------ */
 
 typedef struct collect {
@@ -661,72 +826,58 @@ static pc_status_t settle_own_commit(pc_txn_t *txn, const pc_cell_t *primary, in
     if (PC_FAILPOINT(name, err) != PC_OK) goto vanish; \
   } while (0)
 
-/* One request of a commit stage, run on its own thread when the store has
- * shards: the prewrite of a group, or the commit of a group's cells. */
-typedef struct stage_job {
-  pc_txn_t *txn;
-  const pc_mutation_t *muts;
-  size_t n;
-  const pc_lock_spec_t *spec; /* NULL: commit at txn->commit_ts */
-  uint64_t deadline;
-  pc_cell_t *cells; /* n slots of scratch */
-  pc_status_t st;
-  pc_error_t err;
-} stage_job_t;
-
-static void *stage_run(void *arg) {
-  stage_job_t *j = arg;
-  uint64_t outer = pc_deadline_set(j->deadline);
-  pc_error_clear(&j->err);
-  if (j->spec) {
-    j->st = prewrite_group(j->txn, j->muts, j->n, j->spec, j->deadline, &j->err);
-  } else {
-    pc_store_t *s = j->txn->db->store;
-    for (size_t i = 0; i < j->n; i++) j->cells[i] = j->muts[i].cell;
-    j->st = s->ops->commit(s, j->cells, j->n, j->txn->start_ts, j->txn->commit_ts, &j->err);
-  }
-  pc_deadline_set(outer);
-  return NULL;
-}
-
-/* Runs the requests of groups [1, groups) — the secondaries — in parallel
- * (one thread per extra group; the caller runs the first). Returns the first
- * failure, copied into err. */
+/* Runs the requests of groups [1, groups) — the secondaries, one group per
+ * shard — of a commit stage: prewrites with spec, else commits at
+ * txn->commit_ts. A store with shards sends them all at once from this
+ * thread (prewrite_many, commit_many: one round trip for the stage); a
+ * prewrite that meets a lock is then resolved and sent again on its own.
+ * Returns the first failure, copied into err. */
 static pc_status_t run_secondaries(pc_txn_t *txn, const pc_mutation_t *muts, const size_t *bounds,
                                    size_t groups, const pc_lock_spec_t *spec, uint64_t deadline,
                                    pc_cell_t *cells, pc_error_t *err) {
   size_t n = groups - 1;
   if (n == 0) return PC_OK;
-  stage_job_t *jobs = calloc(n, sizeof *jobs);
-  pthread_t *threads = calloc(n, sizeof *threads);
-  int *started = calloc(n, sizeof *started);
-  if (!jobs || !threads || !started) {
-    free(jobs);
-    free(threads);
-    free(started);
-    return pc_error_set(err, PC_NOMEM, "out of memory");
-  }
+  pc_store_t *s = txn->db->store;
+  pc_store_req_t *reqs = calloc(n, sizeof *reqs);
+  if (!reqs) return pc_error_set(err, PC_NOMEM, "out of memory");
   for (size_t k = 0; k < n; k++) {
     size_t g = k + 1;
-    jobs[k] = (stage_job_t){txn, muts + bounds[g], bounds[g + 1] - bounds[g], spec, deadline,
-                            cells + bounds[g], PC_OK, {PC_OK, ""}};
+    reqs[k].muts = muts + bounds[g];
+    reqs[k].cells = cells + bounds[g];
+    reqs[k].n = bounds[g + 1] - bounds[g];
+    if (!spec) cells_of(muts, bounds[g], bounds[g + 1], cells + bounds[g]);
   }
-  for (size_t k = 1; k < n; k++)
-    started[k] = pthread_create(&threads[k], NULL, stage_run, &jobs[k]) == 0;
-  stage_run(&jobs[0]);
-  for (size_t k = 1; k < n; k++) {
-    if (started[k]) pthread_join(threads[k], NULL);
-    else stage_run(&jobs[k]); /* no thread to be had: run it here */
+  int many = spec ? s->ops->prewrite_many != NULL : s->ops->commit_many != NULL;
+  if (many && spec) s->ops->prewrite_many(s, reqs, n, spec);
+  else if (many) s->ops->commit_many(s, reqs, n, txn->start_ts, txn->commit_ts);
+  for (size_t k = 0; k < n; k++) {
+    pc_store_req_t *q = &reqs[k];
+    if (!many) {
+      pc_error_clear(&q->err);
+      q->st = spec ? prewrite_group(txn, q->muts, q->n, spec, deadline, &q->err)
+                   : s->ops->commit(s, q->cells, q->n, txn->start_ts, txn->commit_ts, &q->err);
+    } else if (spec && q->st == PC_LOCKED) { /* as prewrite_group: resolve, send again */
+      pc_error_t why;
+      pc_status_t r = pc_txn_resolve_lock(txn->db, &q->lock, deadline, &why);
+      pc_lock_info_free(&q->lock);
+      if (r == PC_OK) {
+        pc_error_clear(&q->err);
+        q->st = prewrite_group(txn, q->muts, q->n, spec, deadline, &q->err);
+      } else if (r == PC_LOCKED) { /* a live owner: the first prewriter wins */
+        q->st = pc_error_set(&q->err, PC_CONFLICT, "%s", why.text);
+      } else {
+        q->st = r;
+        q->err = why;
+      }
+    }
   }
   pc_status_t st = PC_OK;
   for (size_t k = 0; k < n && st == PC_OK; k++)
-    if (jobs[k].st != PC_OK) {
-      st = jobs[k].st;
-      if (err) *err = jobs[k].err;
+    if (reqs[k].st != PC_OK) {
+      st = reqs[k].st;
+      if (err) *err = reqs[k].err;
     }
-  free(jobs);
-  free(threads);
-  free(started);
+  free(reqs);
   return st;
 }
 
@@ -1002,6 +1153,8 @@ struct pc_scan {
   scell_t own_cur;
   const char *row, *col, *val;
   size_t rlen, clen, vlen;
+  pc_buf_t colp;  /* only columns that begin with it (len 0: every column) */
+  int one_row;    /* pc_txn_scan_row: past the prefix's columns, the scan is over */
 };
 
 typedef struct page_fill {
@@ -1092,8 +1245,78 @@ static int row_in_range(const bufcell_t *b, const char *table, const char *start
   return !has_end || key_cmp(&row, &hi) < 0;
 }
 
+static pc_scan_t *scan_open(pc_txn_t *txn, const char *table, const char *start, size_t slen,
+                            const char *end, size_t elen, const char *colp, size_t cplen,
+                            int one_row, pc_error_t *err);
+
 pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size_t slen,
                        const char *end, size_t elen, pc_error_t *err) {
+  return scan_open(txn, table, start, slen, end, elen, NULL, 0, 0, err);
+}
+
+pc_scan_t *pc_txn_scan_prefix(pc_txn_t *txn, const char *table, const char *prefix,
+                              size_t plen, const char *col_prefix, size_t cplen,
+                              pc_error_t *err) {
+  pc_error_clear(err);
+  if ((plen && !prefix) || (cplen && !col_prefix)) {
+    pc_error_set(err, PC_INVALID, "scan_prefix: %s is NULL", plen && !prefix ? "prefix" : "col_prefix");
+    return NULL;
+  }
+  if (plen > PC_MAX_ROW || cplen > PC_MAX_COLUMN) {
+    pc_error_set(err, PC_INVALID, "scan_prefix: a %s prefix of %zu bytes exceeds the limit of %d",
+                 plen > PC_MAX_ROW ? "row" : "column", plen > PC_MAX_ROW ? plen : cplen,
+                 plen > PC_MAX_ROW ? PC_MAX_ROW : PC_MAX_COLUMN);
+    return NULL;
+  }
+  /* the rows that begin with prefix end before prefix with its last byte
+   * below 0xFF raised by one (trailing 0xFF bytes dropped); none: no end */
+  char *end = plen ? malloc(plen) : NULL;
+  if (plen && !end) {
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  size_t elen = plen;
+  if (plen) memcpy(end, prefix, plen);
+  while (elen > 0 && (unsigned char)end[elen - 1] == 0xFF) elen--;
+  if (elen > 0) end[elen - 1] = (char)((unsigned char)end[elen - 1] + 1);
+  pc_scan_t *sc = scan_open(txn, table, plen ? prefix : "", plen, elen ? end : NULL, elen,
+                            col_prefix, cplen, 0, err);
+  free(end);
+  return sc;
+}
+
+pc_scan_t *pc_txn_scan_row(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                           const char *col_prefix, size_t cplen, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!row || rlen == 0) {
+    pc_error_set(err, PC_INVALID, "scan_row: row key is empty");
+    return NULL;
+  }
+  if (rlen > PC_MAX_ROW) {
+    pc_error_set(err, PC_INVALID, "scan_row: row key of %zu bytes exceeds the limit of %d", rlen,
+                 PC_MAX_ROW);
+    return NULL;
+  }
+  if ((cplen && !col_prefix) || cplen > PC_MAX_COLUMN) {
+    pc_error_set(err, PC_INVALID, "scan_row: col_prefix is NULL or longer than %d bytes",
+                 PC_MAX_COLUMN);
+    return NULL;
+  }
+  char *end = malloc(rlen + 1); /* the row, then one byte 0x00: the next row key */
+  if (!end) {
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  memcpy(end, row, rlen);
+  end[rlen] = '\0';
+  pc_scan_t *sc = scan_open(txn, table, row, rlen, end, rlen + 1, col_prefix, cplen, 1, err);
+  free(end);
+  return sc;
+}
+
+static pc_scan_t *scan_open(pc_txn_t *txn, const char *table, const char *start, size_t slen,
+                            const char *end, size_t elen, const char *colp, size_t cplen,
+                            int one_row, pc_error_t *err) {
   pc_error_clear(err);
   if (check_open(txn, err) != PC_OK || check_table(table, err) != PC_OK) return NULL;
   if (take_start_ts(txn, err) != PC_OK) return NULL;
@@ -1106,8 +1329,16 @@ pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size
   }
   sc->txn = txn;
   sc->has_end = end != NULL;
+  sc->one_row = one_row;
   int bad = pc_buf_append(&sc->next_row, start ? start : "", slen);
   if (end) bad |= pc_buf_append(&sc->end, end, elen);
+  if (cplen) {
+    bad |= pc_buf_append(&sc->colp, colp, cplen);
+    if (one_row) { /* start at the first column of the prefix */
+      bad |= pc_buf_append(&sc->next_col, colp, cplen);
+      sc->has_next_col = 1;
+    }
+  }
   bufcell_t **all = sorted_cells(txn);
   sc->own = malloc((txn->count ? txn->count : 1) * sizeof *sc->own);
   if (bad || !all || !sc->own) {
@@ -1139,6 +1370,16 @@ pc_status_t pc_scan_next(pc_scan_t *sc, pc_error_t *err) {
     int have_store = sc->ipage < sc->npage, have_own = sc->iown < sc->nown;
     if (!have_store && !have_own) return PC_NOT_FOUND;
     int c = !have_store ? 1 : !have_own ? -1 : key_cmp(&sc->page[sc->ipage].key, &sc->own[sc->iown]->key);
+    const char *col = c < 0 ? sc->page[sc->ipage].col.p : sc->own[sc->iown]->col;
+    size_t clen = c < 0 ? sc->page[sc->ipage].col.len : sc->own[sc->iown]->clen;
+    if (sc->colp.len && (clen < sc->colp.len || memcmp(col, sc->colp.p, sc->colp.len) != 0)) {
+      /* outside the column filter; in one row, past its columns is the end */
+      if (sc->one_row && pc_bytes_cmp(col, clen, sc->colp.p, sc->colp.len) > 0)
+        return PC_NOT_FOUND;
+      if (c <= 0) sc->ipage++;
+      if (c >= 0) sc->iown++;
+      continue;
+    }
     if (c < 0) {
       scell_t *s = &sc->page[sc->ipage++];
       if (is_system_column(s->col.p, s->col.len)) continue; /* the system's (acks) */
@@ -1191,6 +1432,7 @@ void pc_scan_destroy(pc_scan_t *sc) {
   pc_buf_free(&sc->next_row);
   pc_buf_free(&sc->next_col);
   pc_buf_free(&sc->end);
+  pc_buf_free(&sc->colp);
   free(sc->own);
   free(sc->table);
   free(sc);

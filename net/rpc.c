@@ -2194,6 +2194,184 @@ pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const pc_
   return c;
 }
 
+/* A call in flight between pc_rpc_start and pc_rpc_finish. Its call_t is
+ * linked into the client's lists, so it lives on the heap. */
+struct pc_rpc_pending {
+  struct pc_rpc_client *c;
+  call_t k;
+  uint8_t op;
+  uint32_t timeout_ms;
+  struct timespec deadline;
+  int local;         /* answered in-process at the start: the result is here */
+  int lreached;      /* local_call's *reached */
+  pc_status_t lst;
+  pc_buf_t lreply;
+  pc_error_t lerr;
+};
+
+static pc_status_t check_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                              pc_error_t *err) {
+  if (!c) return pc_error_set(err, PC_INVALID, "pc_rpc_call: no client");
+  if (len && !body) return pc_error_set(err, PC_INVALID, "pc_rpc_call: body is NULL");
+  if (op == 0 || op >= PC_RPC_OP_REPLY || op == PC_RPC_OP_HELLO || op == PC_RPC_OP_AUTH)
+    return pc_error_set(err, PC_INVALID, "pc_rpc_call: op 0x%02x cannot be sent", op);
+  if (len > PC_RPC_DEFAULT_MAX_FRAME - PC_RPC_HEADER)
+    return pc_error_set(err, PC_INVALID, "request of %zu bytes to %s exceeds the frame limit of "
+                        "%u bytes", len, c->endpoint, PC_RPC_DEFAULT_MAX_FRAME);
+  return PC_OK;
+}
+
+/* The in-process path of a call: the handler on this thread. */
+static pc_status_t call_local(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                              uint32_t timeout_ms, pc_buf_t *reply, int *reached,
+                              pc_error_t *err) {
+  *reached = 0;
+  pthread_mutex_lock(&c->mu);
+  int gone = c->destroying;
+  if (!gone) c->callers++;
+  pthread_mutex_unlock(&c->mu);
+  if (gone)
+    return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
+  pc_status_t st = local_call(c->local, c->local_cid, c->local_role, c->endpoint, op, body, len,
+                              timeout_ms, reply, reached, err);
+  pthread_mutex_lock(&c->mu);
+  if (--c->callers == 0 && c->destroying) pthread_cond_broadcast(&c->idle_cv);
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+pc_rpc_pending_t *pc_rpc_start(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                               uint32_t timeout_ms, pc_error_t *err) {
+  if (check_call(c, op, body, len, err) != PC_OK) return NULL;
+  pc_rpc_pending_t *p = calloc(1, sizeof *p);
+  if (!p) {
+    pc_error_set(err, PC_NOMEM, "out of memory calling %s", c->endpoint);
+    return NULL;
+  }
+  p->c = c;
+  p->op = op;
+  p->timeout_ms = timeout_ms;
+  if (c->local) {
+    p->local = 1;
+    pc_error_clear(&p->lerr);
+    p->lst = call_local(c, op, body, len, timeout_ms, &p->lreply, &p->lreached, &p->lerr);
+    return p;
+  }
+  unsigned char *frame = malloc(HDR + len);
+  if (!frame) {
+    free(p);
+    pc_error_set(err, PC_NOMEM, "out of memory calling %s", c->endpoint);
+    return NULL;
+  }
+  if (len) memcpy(frame + HDR, body, len);
+  call_t *k = &p->k;
+  k->op = op;
+  k->frame = frame;
+  k->frame_len = HDR + len;
+  pthread_cond_init(&k->cv, &c->cattr);
+  p->deadline = pc_mono_after_ms(timeout_ms);
+
+  pthread_mutex_lock(&c->mu);
+  if (c->destroying) {
+    pthread_mutex_unlock(&c->mu);
+    pthread_cond_destroy(&k->cv);
+    free(frame);
+    free(p);
+    pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
+    return NULL;
+  }
+  c->callers++;
+  if (++c->next_id == 0) ++c->next_id; /* id 0 is HELLO's */
+  k->id = c->next_id;
+  put_header(frame, PC_RPC_VERSION, len, op, 0, k->id, timeout_ms);
+  call_t **head = &c->buckets[k->id % NBUCKETS];
+  k->hnext = *head;
+  if (*head) (*head)->hprev = k;
+  *head = k;
+  int kick = c->sq_head == NULL;
+  k->qprev = c->sq_tail;
+  if (c->sq_tail) c->sq_tail->qnext = k; else c->sq_head = k;
+  c->sq_tail = k;
+  k->state = CALL_QUEUED;
+  pthread_mutex_unlock(&c->mu);
+  if (kick) event_active(c->kick_ev, EV_READ, 0);
+  return p;
+}
+
+pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent, pc_error_t *err) {
+  int sent_scratch;
+  if (!sent) sent = &sent_scratch;
+  *sent = 0;
+  if (!p) return pc_error_set(err, PC_INVALID, "pc_rpc_finish: no call");
+  struct pc_rpc_client *c = p->c;
+  pc_status_t st;
+  if (p->local) {
+    st = p->lst;
+    *sent = p->lreached;
+    if (st != PC_OK) {
+      if (err) *err = p->lerr;
+    } else {
+      pc_error_clear(err);
+      if (reply && p->lreply.len && pc_buf_append(reply, p->lreply.p, p->lreply.len) != 0)
+        st = pc_error_set(err, PC_NOMEM, "out of memory receiving %zu bytes from %s",
+                          p->lreply.len, c->endpoint);
+    }
+    pc_buf_free(&p->lreply);
+    free(p);
+    return st;
+  }
+  call_t *k = &p->k;
+  pthread_mutex_lock(&c->mu);
+  while (k->state != CALL_DONE) {
+    if (pthread_cond_timedwait(&k->cv, &c->mu, &p->deadline) == ETIMEDOUT) break;
+  }
+  char *rbody = NULL;
+  size_t rlen = 0;
+  if (k->state == CALL_DONE) {
+    st = k->status;
+    if (k->body) {
+      rbody = k->body;
+      rlen = k->blen;
+      /* an error reply without a message still says what failed, as local_call's */
+      if (st != PC_OK) pc_error_set(err, st, "%s", rbody[0] ? rbody : pc_status_name(st));
+    } else {
+      pc_error_set(err, st, "%s", k->msg);
+    }
+  } else if (k->state == CALL_QUEUED && c->link != LINK_UP) {
+    sq_remove(c, k);
+    map_remove(c, k);
+    if (c->link == LINK_CONNECTING || c->link == LINK_AUTH)
+      st = pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: still connecting after %u ms%s%s",
+                        c->endpoint, p->timeout_ms, c->reason[0] ? "; last failure: " : "",
+                        c->reason);
+    else
+      st = pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: %s", c->endpoint,
+                        c->reason[0] ? c->reason : "not connected");
+  } else {
+    if (k->state == CALL_QUEUED) sq_remove(c, k);
+    map_remove(c, k);
+    st = pc_error_set(err, PC_TIMEOUT, "no reply from %s to op 0x%02x within %u ms", c->endpoint,
+                      p->op, p->timeout_ms);
+  }
+  unsigned char *unsent = k->frame; /* NULL when the evbuffer took it */
+  *sent = unsent == NULL;
+  c->callers--;
+  if (c->destroying && c->callers == 0) pthread_cond_broadcast(&c->idle_cv);
+  pthread_mutex_unlock(&c->mu);
+  pthread_cond_destroy(&k->cv);
+  free(unsent);
+  free(p);
+
+  if (st == PC_OK) {
+    pc_error_clear(err);
+    if (reply && rlen && pc_buf_append(reply, rbody, rlen) != 0)
+      st = pc_error_set(err, PC_NOMEM, "out of memory receiving %zu bytes from %s", rlen,
+                        c->endpoint);
+  }
+  free(rbody);
+  return st;
+}
+
 pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
                         uint32_t timeout_ms, pc_buf_t *reply, pc_error_t *err) {
   return pc_rpc_call_sent(c, op, body, len, timeout_ms, reply, NULL, err);
@@ -2204,113 +2382,14 @@ pc_status_t pc_rpc_call_sent(pc_rpc_client_t *c, uint8_t op, const void *body, s
   int sent_scratch;
   if (!sent) sent = &sent_scratch;
   *sent = 0;
-  if (!c) return pc_error_set(err, PC_INVALID, "pc_rpc_call: no client");
-  if (len && !body) return pc_error_set(err, PC_INVALID, "pc_rpc_call: body is NULL");
-  if (op == 0 || op >= PC_RPC_OP_REPLY || op == PC_RPC_OP_HELLO || op == PC_RPC_OP_AUTH)
-    return pc_error_set(err, PC_INVALID, "pc_rpc_call: op 0x%02x cannot be sent", op);
-  if (len > PC_RPC_DEFAULT_MAX_FRAME - PC_RPC_HEADER)
-    return pc_error_set(err, PC_INVALID, "request of %zu bytes to %s exceeds the frame limit of "
-                        "%u bytes", len, c->endpoint, PC_RPC_DEFAULT_MAX_FRAME);
-  if (c->local) {
-    pthread_mutex_lock(&c->mu);
-    int gone = c->destroying;
-    if (!gone) c->callers++;
-    pthread_mutex_unlock(&c->mu);
-    if (gone)
-      return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
-    pc_status_t st =
-        local_call(c->local, c->local_cid, c->local_role, c->endpoint, op, body, len, timeout_ms,
-                   reply, sent, err);
-    pthread_mutex_lock(&c->mu);
-    if (--c->callers == 0 && c->destroying) pthread_cond_broadcast(&c->idle_cv);
-    pthread_mutex_unlock(&c->mu);
-    return st;
-  }
-  unsigned char *frame = malloc(HDR + len);
-  if (!frame) return pc_error_set(err, PC_NOMEM, "out of memory calling %s", c->endpoint);
-  if (len) memcpy(frame + HDR, body, len);
-
-  call_t k;
-  memset(&k, 0, sizeof k);
-  k.op = op;
-  k.frame = frame;
-  k.frame_len = HDR + len;
-  pthread_cond_init(&k.cv, &c->cattr);
-
-  struct timespec deadline = pc_mono_after_ms(timeout_ms);
-
-  pthread_mutex_lock(&c->mu);
-  if (c->destroying) {
-    pthread_mutex_unlock(&c->mu);
-    pthread_cond_destroy(&k.cv);
-    free(frame);
-    return pc_error_set(err, PC_UNAVAILABLE, "client of %s is being destroyed", c->endpoint);
-  }
-  c->callers++;
-  if (++c->next_id == 0) ++c->next_id; /* id 0 is HELLO's */
-  k.id = c->next_id;
-  put_header(frame, PC_RPC_VERSION, len, op, 0, k.id, timeout_ms);
-  call_t **head = &c->buckets[k.id % NBUCKETS];
-  k.hnext = *head;
-  if (*head) (*head)->hprev = &k;
-  *head = &k;
-  int kick = c->sq_head == NULL;
-  k.qprev = c->sq_tail;
-  if (c->sq_tail) c->sq_tail->qnext = &k; else c->sq_head = &k;
-  c->sq_tail = &k;
-  k.state = CALL_QUEUED;
-  pthread_mutex_unlock(&c->mu);
-  if (kick) event_active(c->kick_ev, EV_READ, 0);
-
-  pthread_mutex_lock(&c->mu);
-  while (k.state != CALL_DONE) {
-    if (pthread_cond_timedwait(&k.cv, &c->mu, &deadline) == ETIMEDOUT) break;
-  }
-  pc_status_t st;
-  char *rbody = NULL;
-  size_t rlen = 0;
-  if (k.state == CALL_DONE) {
-    st = k.status;
-    if (k.body) {
-      rbody = k.body;
-      rlen = k.blen;
-      /* an error reply without a message still says what failed, as local_call's */
-      if (st != PC_OK) pc_error_set(err, st, "%s", rbody[0] ? rbody : pc_status_name(st));
-    } else {
-      pc_error_set(err, st, "%s", k.msg);
-    }
-  } else if (k.state == CALL_QUEUED && c->link != LINK_UP) {
-    sq_remove(c, &k);
-    map_remove(c, &k);
-    if (c->link == LINK_CONNECTING || c->link == LINK_AUTH)
-      st = pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: still connecting after %u ms%s%s",
-                        c->endpoint, timeout_ms, c->reason[0] ? "; last failure: " : "",
-                        c->reason);
-    else
-      st = pc_error_set(err, PC_UNAVAILABLE, "cannot reach %s: %s", c->endpoint,
-                        c->reason[0] ? c->reason : "not connected");
-  } else {
-    if (k.state == CALL_QUEUED) sq_remove(c, &k);
-    map_remove(c, &k);
-    st = pc_error_set(err, PC_TIMEOUT, "no reply from %s to op 0x%02x within %u ms", c->endpoint,
-                      op, timeout_ms);
-  }
-  unsigned char *unsent = k.frame; /* NULL when the evbuffer took it */
-  *sent = unsent == NULL;
-  c->callers--;
-  if (c->destroying && c->callers == 0) pthread_cond_broadcast(&c->idle_cv);
-  pthread_mutex_unlock(&c->mu);
-  pthread_cond_destroy(&k.cv);
-  free(unsent);
-
-  if (st == PC_OK) {
-    pc_error_clear(err);
-    if (reply && rlen && pc_buf_append(reply, rbody, rlen) != 0)
-      st = pc_error_set(err, PC_NOMEM, "out of memory receiving %zu bytes from %s", rlen,
-                        c->endpoint);
-  }
-  free(rbody);
-  return st;
+  pc_error_t mine;
+  pc_error_t *e = err ? err : &mine;
+  if (check_call(c, op, body, len, e) != PC_OK) return e->code;
+  /* in-process: straight to the handler, nothing to wait for */
+  if (c->local) return call_local(c, op, body, len, timeout_ms, reply, sent, err);
+  pc_rpc_pending_t *p = pc_rpc_start(c, op, body, len, timeout_ms, e);
+  if (!p) return e->code;
+  return pc_rpc_finish(p, reply, sent, err);
 }
 
 void pc_rpc_client_destroy(pc_rpc_client_t *c) {

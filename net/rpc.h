@@ -234,6 +234,25 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
 pc_status_t pc_rpc_call_sent(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
                              uint32_t timeout_ms, pc_buf_t *reply, int *sent, pc_error_t *err);
 
+/* A call started with pc_rpc_start and not yet finished. */
+typedef struct pc_rpc_pending pc_rpc_pending_t;
+
+/* Sends a request without waiting for its reply, so that one thread can
+ * have calls to several servers (or several to one) in flight at once; the
+ * timeout counts from now. Every call it returns must be passed to
+ * pc_rpc_finish exactly once, which waits for the reply and releases it.
+ * NULL (err set) when the call cannot start: a bad argument, no memory, the
+ * client being destroyed. A client that reaches a server of its own process
+ * (in_process) runs the handler here, before returning. */
+pc_rpc_pending_t *pc_rpc_start(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,
+                               uint32_t timeout_ms, pc_error_t *err);
+
+/* Waits for the reply of p (until its deadline), releases p, and returns what
+ * pc_rpc_call_sent would have: the reply body appended to reply on PC_OK,
+ * and *sent (sent may be NULL) saying whether the request may have reached
+ * the server. */
+pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent, pc_error_t *err);
+
 /* Fails the calls in flight with PC_UNAVAILABLE, closes, frees. */
 void pc_rpc_client_destroy(pc_rpc_client_t *c);
 

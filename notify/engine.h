@@ -20,6 +20,8 @@
  *              the deletion of what they covered (the deletion rule)
  *   run.c      one observer on one cell, in a transaction begun for that
  *              cell (its trigger)
+ *   batch.c    one observer on many cells of a claim in one transaction
+ *              (observers with a batch callback)
  *   backoff.c  setbacks of (cell, observer) in memory: when to try again,
  *              and how many times the callback failed
  *   view.c     the observers registered in the store, as this worker knows
@@ -209,6 +211,31 @@ typedef struct pass {
  * given that one more of this worker's observers covers below extra
  * (UINT64_MAX: none). */
 uint64_t pc_pass_clear_below(const pass_t *p, uint64_t extra);
+
+/* ---- batched runs (batch.c) --------------------------------------------------- */
+
+/* The cells of one claim waiting for one batched run of the same observer. */
+typedef struct batch {
+  obs_slot_t *slot; /* NULL while empty */
+  size_t mine;      /* the observers of the column in this worker */
+  group_t *v;
+  size_t n, cap;
+} batch_t;
+
+/* The batches of one claim's scan, one per observer with a batch callback
+ * (a scan meets the cells of several columns in turn, bucket by bucket). */
+#define PC_BATCHES_MAX 8
+typedef struct batches {
+  batch_t b[PC_BATCHES_MAX];
+} batches_t;
+
+/* Takes g from the scan of a claim: into its observer's batch when its one
+ * acting observer runs in batches (g's memory moves there), else through
+ * pc_pass at once (g's memory is freed). Runs a batch when it is full.
+ * Returns 1 when something was done. */
+int pc_batch_take(pc_worker_t *w, batches_t *bs, group_t *g);
+/* At the end of a claim's scan: runs what the batches hold and releases them. */
+int pc_batch_end(pc_worker_t *w, batches_t *bs);
 
 /* ---- one observer on one cell (run.c) -------------------------------------- */
 

@@ -94,6 +94,7 @@ int pc_scan_claim(pc_worker_t *w, uint32_t k) {
   page_t p = {0};
   note_t after = {0};
   group_t g = {0};
+  batches_t b = {0};
   int have_g = 0, have_after = 0, did = 0, more = 1, broken = 0;
   wthread_t *self = pc_worker_self();
   while (more && !pc_worker_stopping(w) && !(self && self->given_up)) {
@@ -111,8 +112,7 @@ int pc_scan_claim(pc_worker_t *w, uint32_t k) {
         continue;
       }
       if (have_g) {
-        did |= pc_pass(w, &g);
-        pc_note_free(&g.cell);
+        did |= pc_batch_take(w, &b, &g); /* (passes it, or keeps it for a batched run) */
         have_g = 0;
       }
       memset(&g, 0, sizeof g);
@@ -133,9 +133,12 @@ int pc_scan_claim(pc_worker_t *w, uint32_t k) {
     }
   }
   /* the last group is complete once the range is exhausted */
-  if (have_g && !more && !broken && !pc_worker_stopping(w) && !(self && self->given_up))
-    did |= pc_pass(w, &g);
+  if (have_g && !more && !broken && !pc_worker_stopping(w) && !(self && self->given_up)) {
+    did |= pc_batch_take(w, &b, &g);
+    have_g = 0;
+  }
   if (have_g) pc_note_free(&g.cell);
+  did |= pc_batch_end(w, &b);
   page_clear(&p);
   free(p.v);
   pc_note_free(&after);

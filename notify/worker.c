@@ -46,6 +46,7 @@ void pc_worker_options_default(pc_worker_options_t *o) {
   o->max_failures = 5;
   o->backoff_ms = 100;
   o->sweep_ms = 1000;
+  o->batch_wait_ms = 0;
   o->hang_ms = 60000;
   o->journal_dir = NULL;
 }

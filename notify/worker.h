@@ -62,6 +62,10 @@ typedef struct pc_worker_options {
   uint32_t max_failures;      /* failures of one notification before it is parked [5] */
   uint32_t backoff_ms;        /* first wait before a retry, doubling [100] */
   uint32_t sweep_ms;          /* how often the sweeper runs (0: none) [1000] */
+  /* A batch of an observer with a batch callback that is not full waits
+   * until its oldest notification is this old before it runs: later scans
+   * find more cells to run with it (batch.c) [0: runs at once] */
+  uint32_t batch_wait_ms;
   /* a run whose observer has not returned after hang_ms is given up: it
    * counts as a failure of (cell, observer), its claim is released, and
    * another thread takes its place (0: never) [60000] */

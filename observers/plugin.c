@@ -20,6 +20,8 @@
 
 /* The size of pc_plugin_magic_t in ABI 1.0: every field the host reads. */
 #define MAGIC_SIZE_1_0 (offsetof(pc_plugin_magic_t, version) + sizeof(const char *))
+/* The part of pc_observer_def_t that ABI 1.0 had: up to state_free. */
+#define DEF_SIZE_1_0 (offsetof(pc_observer_def_t, state_free) + sizeof(void (*)(void *)))
 
 _Static_assert(PC_PLUGIN_LOG_DEBUG == (int)PC_LOG_DEBUG && PC_PLUGIN_LOG_INFO == (int)PC_LOG_INFO &&
                    PC_PLUGIN_LOG_WARN == (int)PC_LOG_WARN &&
@@ -101,10 +103,18 @@ static pc_status_t host_register(pc_plugin_reg_t *reg, const pc_observer_def_t *
     return pc_error_set(err, PC_STATE,
                         "plugin '%s': observers are registered only during pc_plugin_init",
                         reg->plugin->name);
-  /* pc_observer_def_t has not grown since ABI 1.0, so a plugin of any minor
-   * passes at least every member this host reads. When a later minor
-   * appends members, read them only if reg->plugin->abi_minor has them. */
-  return pc_registry_add(reg->registry, def, reg->plugin, reg->plugin->name, err);
+  if (!def) return pc_error_set(err, PC_INVALID, "register_observer: definition is NULL");
+  /* A plugin built for minor 0 passes the definition of ABI 1.0, which ends
+   * before observe_batch: read only that much of it, the rest counting as
+   * absent (a member appended in minor m is read from plugins of minor >= m). */
+  pc_observer_def_t d;
+  if (reg->plugin->abi_minor >= 1) {
+    d = *def;
+  } else {
+    memset(&d, 0, sizeof d);
+    memcpy(&d, def, DEF_SIZE_1_0);
+  }
+  return pc_registry_add(reg->registry, &d, reg->plugin, reg->plugin->name, err);
 }
 
 static void api_init(pc_host_api_t *api, pc_plugin_t *p) {
@@ -128,6 +138,11 @@ static void api_init(pc_host_api_t *api, pc_plugin_t *p) {
   api->notify_weak = pc_txn_notify_weak;
   api->log = host_log;
   api->register_observer = host_register;
+  /* ABI 1.1 */
+  api->txn_get_many = pc_txn_get_many;
+  api->txn_set_many = pc_txn_set_many;
+  api->txn_scan_row = pc_txn_scan_row;
+  api->txn_scan_prefix = pc_txn_scan_prefix;
 }
 
 /* ---- loading ----------------------------------------------------------------- */

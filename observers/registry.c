@@ -85,6 +85,13 @@ static pc_status_t check_def(const pc_observer_def_t *def, pc_error_t *err) {
                         def->name, (int)def->kind);
   if (!def->observe)
     return pc_error_set(err, PC_INVALID, "observer '%s': observe callback is NULL", def->name);
+  if (def->observe_batch && def->kind != PC_OBSERVER_STRONG)
+    return pc_error_set(err, PC_INVALID,
+                        "observer '%s': observe_batch is for strong observers only", def->name);
+  if (def->observe_batch && def->batch_max > PC_MAX_OBSERVER_BATCH)
+    return pc_error_set(err, PC_INVALID,
+                        "observer '%s': batch_max %zu exceeds PC_MAX_OBSERVER_BATCH (%d)",
+                        def->name, def->batch_max, PC_MAX_OBSERVER_BATCH);
   return PC_OK;
 }
 
@@ -155,6 +162,8 @@ static pc_observer_t *obs_copy(const pc_observer_def_t *def, const void *owner,
   o->column_len = def->column_len;
   o->kind = def->kind;
   o->observe = def->observe;
+  o->observe_batch = def->observe_batch;
+  o->batch_max = !def->observe_batch ? 1 : def->batch_max ? def->batch_max : PC_OBSERVER_BATCH_DEFAULT;
   o->state = def->state;
   o->state_free = def->state_free;
   o->owner = owner;
@@ -289,6 +298,19 @@ int pc_registry_foreach(const pc_observer_registry_t *reg,
   return r;
 }
 
+/* The callback's outcome, as pc_observer_run reports it. */
+static pc_status_t run_outcome(const pc_observer_t *obs, pc_status_t st, pc_error_t *mine,
+                               pc_error_t *err) {
+  mine->text[PC_ERROR_TEXT - 1] = '\0'; /* the plugin may have filled all of it */
+  if (st == PC_OK) return PC_OK;
+  if ((int)st < (int)PC_OK || (int)st > (int)PC_INTERNAL)
+    return pc_error_set(err, PC_INTERNAL, "observer '%s' returned an unknown status %d%s%s",
+                        obs->name, (int)st, mine->text[0] ? ": " : "", mine->text);
+  if (!mine->text[0])
+    return pc_error_set(err, st, "observer '%s' failed: %s", obs->name, pc_status_name(st));
+  return pc_error_set(err, st, "observer '%s': %s", obs->name, mine->text);
+}
+
 pc_status_t pc_observer_run(const pc_observer_t *obs, pc_txn_t *txn,
                             const pc_notified_cell_t *cell, pc_error_t *err) {
   pc_error_clear(err);
@@ -298,13 +320,18 @@ pc_status_t pc_observer_run(const pc_observer_t *obs, pc_txn_t *txn,
   /* the callback always gets somewhere to write, whatever the caller passed */
   pc_error_t mine;
   pc_error_clear(&mine);
-  pc_status_t st = obs->observe(obs->state, txn, cell, &mine);
-  mine.text[PC_ERROR_TEXT - 1] = '\0'; /* the plugin may have filled all of it */
-  if (st == PC_OK) return PC_OK;
-  if ((int)st < (int)PC_OK || (int)st > (int)PC_INTERNAL)
-    return pc_error_set(err, PC_INTERNAL, "observer '%s' returned an unknown status %d%s%s",
-                        obs->name, (int)st, mine.text[0] ? ": " : "", mine.text);
-  if (!mine.text[0])
-    return pc_error_set(err, st, "observer '%s' failed: %s", obs->name, pc_status_name(st));
-  return pc_error_set(err, st, "observer '%s': %s", obs->name, mine.text);
+  return run_outcome(obs, obs->observe(obs->state, txn, cell, &mine), &mine, err);
+}
+
+pc_status_t pc_observer_run_batch(const pc_observer_t *obs, pc_txn_t *txn,
+                                  const pc_notified_cell_t *cells, size_t n, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!obs || !obs->observe_batch || !txn || !cells || n == 0)
+    return pc_error_set(err, PC_INVALID, "pc_observer_run_batch: %s",
+                        !obs || !obs->observe_batch ? "no batch callback"
+                        : !txn                      ? "transaction is NULL"
+                                                    : "no cells");
+  pc_error_t mine;
+  pc_error_clear(&mine);
+  return run_outcome(obs, obs->observe_batch(obs->state, txn, cells, n, &mine), &mine, err);
 }

@@ -25,11 +25,16 @@ typedef struct pc_observer {
   size_t column_len;
   pc_observer_kind_t kind;
   pc_observe_fn observe;
+  pc_observe_batch_fn observe_batch; /* NULL: none */
+  size_t batch_max;                  /* 1 without observe_batch */
   void *state;
   void (*state_free)(void *state);
   char *origin;      /* who registered it, for messages: the plugin's name */
   const void *owner; /* the key pc_registry_remove_owner removes by (the plugin handle) */
 } pc_observer_t;
+
+/* batch_max when a definition leaves it 0. */
+#define PC_OBSERVER_BATCH_DEFAULT 64
 
 typedef struct pc_observer_registry pc_observer_registry_t;
 
@@ -69,6 +74,11 @@ size_t pc_registry_lookup(const pc_observer_registry_t *reg, const char *table, 
  * nonzero; returns that value, or 0. fn must not add or remove observers. */
 int pc_registry_foreach(const pc_observer_registry_t *reg,
                         int (*fn)(void *ctx, const pc_observer_t *obs), void *ctx);
+
+/* Runs obs's batch callback on cells[0..n) inside txn, with
+ * pc_observer_run's conventions. obs->observe_batch must be set. */
+pc_status_t pc_observer_run_batch(const pc_observer_t *obs, pc_txn_t *txn,
+                                  const pc_notified_cell_t *cells, size_t n, pc_error_t *err);
 
 /* Runs obs's callback on cell inside txn, which the caller began and will
  * commit (on PC_OK) or abort. Returns the callback's status with err filled

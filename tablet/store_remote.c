@@ -206,6 +206,31 @@ static void take_clear_answer(pc_rd_t *r, pc_notify_clear_t *clear) {
   }
 }
 
+/* The body of a PREWRITE (spec) or ONE_PHASE (start_ts) request, but its
+ * clear; nonzero when out of memory. */
+static int enc_mutations(pc_buf_t *body, uint8_t op, const pc_mutation_t *muts, size_t n,
+                         const pc_lock_spec_t *spec, uint64_t start_ts) {
+  int bad = 0;
+  if (op == PC_TABLET_OP_PREWRITE)
+    bad = pc_wire_put_cell(body, &spec->primary) || pc_buf_u64(body, spec->start_ts) ||
+          pc_buf_u32(body, spec->ttl_ms) || pc_buf_u64(body, spec->session);
+  else
+    bad = pc_buf_u64(body, start_ts);
+  bad = bad || pc_buf_u32(body, (uint32_t)n);
+  for (size_t k = 0; k < n && !bad; k++) bad = pc_wire_put_mutation(body, &muts[k]);
+  return bad;
+}
+
+/* The body of a COMMIT or ROLLBACK request; nonzero when out of memory. */
+static int enc_cells(pc_buf_t *body, uint8_t op, const pc_cell_t *cells, size_t n,
+                     uint64_t start_ts, uint64_t commit_ts) {
+  int bad = pc_buf_u64(body, start_ts) ||
+            (op == PC_TABLET_OP_COMMIT && pc_buf_u64(body, commit_ts)) ||
+            pc_buf_u32(body, (uint32_t)n);
+  for (size_t k = 0; k < n && !bad; k++) bad = pc_wire_put_cell(body, &cells[k]);
+  return bad;
+}
+
 static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *muts, size_t n,
                                const pc_lock_spec_t *spec, uint64_t start_ts,
                                pc_notify_clear_t *clear, uint64_t *commit_ts,
@@ -215,14 +240,7 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
   pc_status_t st = one_tablet(s, &muts[0].cell, sizeof *muts, n, &i, err);
   if (st != PC_OK) return st;
   pc_buf_t body = {0}, reply = {0};
-  int bad = 0;
-  if (op == PC_TABLET_OP_PREWRITE)
-    bad = pc_wire_put_cell(&body, &spec->primary) || pc_buf_u64(&body, spec->start_ts) ||
-          pc_buf_u32(&body, spec->ttl_ms) || pc_buf_u64(&body, spec->session);
-  else
-    bad = pc_buf_u64(&body, start_ts);
-  bad = bad || pc_buf_u32(&body, (uint32_t)n);
-  for (size_t k = 0; k < n && !bad; k++) bad = pc_wire_put_mutation(&body, &muts[k]);
+  int bad = enc_mutations(&body, op, muts, n, spec, start_ts);
   if (clear) {
     clear->done = 0;
     clear->missing[0] = '\0';
@@ -273,10 +291,7 @@ static pc_status_t r_cells(remote_t *s, uint8_t op, const pc_cell_t *cells, size
   pc_status_t st = one_tablet(s, cells, sizeof *cells, n, &i, err);
   if (st != PC_OK) return st;
   pc_buf_t body = {0}, reply = {0};
-  int bad = pc_buf_u64(&body, start_ts) ||
-            (op == PC_TABLET_OP_COMMIT && pc_buf_u64(&body, commit_ts)) ||
-            pc_buf_u32(&body, (uint32_t)n);
-  for (size_t k = 0; k < n && !bad; k++) bad = pc_wire_put_cell(&body, &cells[k]);
+  int bad = enc_cells(&body, op, cells, n, start_ts, commit_ts);
   pc_rd_t r = {0};
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) st = take_message(s, i, &r, st, err);
@@ -677,6 +692,206 @@ static pc_status_t r_observer_list(pc_store_t *base, pc_store_observer_fn fn, vo
   return st;
 }
 
+/* ---- requests to several tablets at once ---------------------------------- */
+
+/* One request of a fan-out: its tablet, its body, and after fan_out its
+ * reply, read by r after the status byte. */
+typedef struct fan {
+  size_t tablet;
+  pc_buf_t body, reply;
+  pc_rd_t r;
+  pc_rpc_pending_t *p;
+  pc_status_t st;
+  pc_error_t err;
+} fan_t;
+
+/* Sends every request of f[0..n) at once (op, one per tablet or several),
+ * then waits for each reply: f[k].st is the store status (the transport's
+ * when the call failed, as call() reports it) with f[k].err, and f[k].r
+ * reads the reply after it when a reply came. No thread is created: the
+ * replies come back on the tablets' connections while this thread waits. */
+static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
+  uint32_t timeout = pc_deadline_bound(s->timeout_ms);
+  for (size_t k = 0; k < n; k++) {
+    pc_error_clear(&f[k].err);
+    f[k].reply.len = 0;
+    f[k].r = (pc_rd_t){NULL, 0, 0, 0};
+    f[k].p = pc_rpc_start(s->t[f[k].tablet].rpc, op, f[k].body.p, f[k].body.len, timeout,
+                          &f[k].err);
+    f[k].st = f[k].p ? PC_OK : f[k].err.code;
+  }
+  for (size_t k = 0; k < n; k++) {
+    size_t i = f[k].tablet;
+    int sent = 0;
+    if (f[k].p) f[k].st = pc_rpc_finish(f[k].p, &f[k].reply, &sent, &f[k].err);
+    f[k].p = NULL;
+    if (f[k].st != PC_OK) {
+      f[k].reply.len = 0;
+      f[k].st = rpc_failure(s, i, f[k].st, &f[k].err);
+      if (f[k].st == PC_UNAVAILABLE && sent &&
+          (op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE))
+        f[k].st = f[k].err.code = PC_IO_ERROR;
+      continue;
+    }
+    f[k].r = (pc_rd_t){f[k].reply.p, f[k].reply.len, 0, 1};
+    f[k].st = reply_status(s, i, &f[k].r, &f[k].err);
+  }
+}
+
+static void fan_free(fan_t *f, size_t n) {
+  for (size_t k = 0; f && k < n; k++) {
+    pc_buf_free(&f[k].body);
+    pc_buf_free(&f[k].reply);
+  }
+  free(f);
+}
+
+/* Prewrites or commits of one transaction's secondary groups, every tablet
+ * at once: a round trip for the stage instead of one per group. */
+static void r_stage_many(remote_t *s, uint8_t op, pc_store_req_t *reqs, size_t n,
+                         const pc_lock_spec_t *spec, uint64_t start_ts, uint64_t commit_ts) {
+  fan_t *f = calloc(n ? n : 1, sizeof *f);
+  if (!f) {
+    for (size_t k = 0; k < n; k++) reqs[k].st = nomem(&reqs[k].err);
+    return;
+  }
+  size_t m = 0, *which = calloc(n ? n : 1, sizeof *which);
+  for (size_t k = 0; which && k < n; k++) {
+    pc_store_req_t *q = &reqs[k];
+    pc_error_clear(&q->err);
+    q->st = PC_OK;
+    if (q->n == 0) continue;
+    const pc_cell_t *first = op == PC_TABLET_OP_PREWRITE ? &q->muts[0].cell : &q->cells[0];
+    size_t i;
+    if (op == PC_TABLET_OP_PREWRITE)
+      q->st = one_tablet(s, first, sizeof *q->muts, q->n, &i, &q->err);
+    else
+      q->st = one_tablet(s, first, sizeof *q->cells, q->n, &i, &q->err);
+    if (q->st != PC_OK) continue;
+    int bad = op == PC_TABLET_OP_PREWRITE
+                  ? enc_mutations(&f[m].body, op, q->muts, q->n, spec, 0)
+                  : enc_cells(&f[m].body, op, q->cells, q->n, start_ts, commit_ts);
+    if (bad) {
+      q->st = nomem(&q->err);
+      continue;
+    }
+    f[m].tablet = i;
+    which[m++] = k;
+  }
+  if (!which) {
+    for (size_t k = 0; k < n; k++) reqs[k].st = nomem(&reqs[k].err);
+    fan_free(f, n);
+    return;
+  }
+  fan_out(s, op, f, m);
+  for (size_t j = 0; j < m; j++) {
+    pc_store_req_t *q = &reqs[which[j]];
+    q->st = f[j].st;
+    q->err = f[j].err;
+    if (!f[j].r.ok) continue; /* no reply: the transport's failure */
+    pc_rd_t *r = &f[j].r;
+    if (q->st == PC_LOCKED && op == PC_TABLET_OP_PREWRITE && pc_wire_get_lock(r, &q->lock))
+      r->ok = 0;
+    q->st = r->ok ? take_message(s, f[j].tablet, r, q->st, &q->err)
+                  : pc_error_set(&q->err, PC_CORRUPTION, "tablet %s: malformed reply",
+                                 s->t[f[j].tablet].name);
+  }
+  free(which);
+  fan_free(f, n);
+}
+
+static void r_prewrite_many(pc_store_t *base, pc_store_req_t *reqs, size_t n,
+                            const pc_lock_spec_t *spec) {
+  r_stage_many((remote_t *)base, PC_TABLET_OP_PREWRITE, reqs, n, spec, 0, 0);
+}
+
+static void r_commit_many(pc_store_t *base, pc_store_req_t *reqs, size_t n, uint64_t start_ts,
+                          uint64_t commit_ts) {
+  r_stage_many((remote_t *)base, PC_TABLET_OP_COMMIT, reqs, n, NULL, start_ts, commit_ts);
+}
+
+/* n cells at read_ts: one GET_MANY per tablet, every tablet at once. */
+static pc_status_t r_get_many(pc_store_t *base, const pc_cell_t *cells, size_t n,
+                              uint64_t read_ts, pc_got_t *out, pc_lock_info_t *lock,
+                              pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  for (size_t k = 0; k < n; k++) out[k] = (pc_got_t){PC_NOT_FOUND, NULL, 0};
+  if (n == 0) return PC_OK;
+  size_t *tab = malloc(n * sizeof *tab), *count = calloc(s->n, sizeof *count);
+  fan_t *f = calloc(s->n, sizeof *f);
+  size_t *slot = calloc(s->n, sizeof *slot); /* tablet -> its request, + 1 */
+  pc_status_t st = PC_OK;
+  if (!tab || !count || !f || !slot) st = nomem(err);
+  size_t m = 0;
+  for (size_t k = 0; k < n && st == PC_OK; k++) {
+    tab[k] = route(s, cells[k].row, cells[k].rlen);
+    if (count[tab[k]]++ == 0) {
+      slot[tab[k]] = ++m;
+      f[m - 1].tablet = tab[k];
+    }
+  }
+  for (size_t j = 0; j < m && st == PC_OK; j++)
+    if (pc_buf_u64(&f[j].body, read_ts) || pc_buf_u32(&f[j].body, (uint32_t)count[f[j].tablet]))
+      st = nomem(err);
+  for (size_t k = 0; k < n && st == PC_OK; k++)
+    if (pc_wire_put_cell(&f[slot[tab[k]] - 1].body, &cells[k])) st = nomem(err);
+  if (st == PC_OK) fan_out(s, PC_TABLET_OP_GET_MANY, f, m);
+  int locked = 0;
+  for (size_t j = 0; j < m && st == PC_OK; j++) {
+    if (f[j].st != PC_OK || !f[j].r.ok) {
+      st = f[j].st != PC_OK ? f[j].st : PC_CORRUPTION;
+      if (err) *err = f[j].err;
+      if (f[j].r.ok) st = take_message(s, f[j].tablet, &f[j].r, st, err);
+      break;
+    }
+    pc_rd_t *r = &f[j].r;
+    /* the answers come in the order of the request's cells */
+    for (size_t k = 0; k < n && r->ok; k++) {
+      if (tab[k] != f[j].tablet) continue;
+      pc_status_t cs = (pc_status_t)pc_rd_u8(r);
+      out[k].status = cs;
+      if (cs == PC_OK) {
+        size_t vl;
+        const char *v = pc_rd_str(r, &vl);
+        if (!r->ok) break;
+        if (!(out[k].value = malloc(vl ? vl : 1))) {
+          st = nomem(err);
+          break;
+        }
+        memcpy(out[k].value, v, vl);
+        out[k].vlen = vl;
+      } else if (cs == PC_LOCKED) {
+        pc_lock_info_t l;
+        if (pc_wire_get_lock(r, &l)) {
+          r->ok = 0;
+          break;
+        }
+        if (!locked) *lock = l;
+        else pc_lock_info_free(&l);
+        locked = 1;
+      } else if (cs != PC_NOT_FOUND) {
+        r->ok = 0;
+      }
+    }
+    if (st == PC_OK)
+      st = r->ok ? take_message(s, f[j].tablet, r, PC_OK, err)
+                 : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed get_many reply",
+                                s->t[f[j].tablet].name);
+  }
+  if (st != PC_OK) {
+    for (size_t k = 0; k < n; k++) {
+      free(out[k].value);
+      out[k] = (pc_got_t){PC_NOT_FOUND, NULL, 0};
+    }
+    if (locked) pc_lock_info_free(lock);
+  }
+  free(tab);
+  free(count);
+  free(slot);
+  fan_free(f, f ? s->n : 0);
+  return st;
+}
+
 static size_t r_shard_of(pc_store_t *base, const pc_cell_t *cell) {
   return route((remote_t *)base, cell->row, cell->rlen);
 }
@@ -713,6 +928,9 @@ static const pc_store_ops_t remote_ops = {
     .observer_update = r_observer_update,
     .observer_list = r_observer_list,
     .shard_of = r_shard_of,
+    .get_many = r_get_many,
+    .prewrite_many = r_prewrite_many,
+    .commit_many = r_commit_many,
     .close = r_close,
 };
 

@@ -280,6 +280,44 @@ static pc_status_t check_snapshot(pc_tablet_t *t, uint64_t read_ts, pc_error_t *
                       t->name, (unsigned long long)read_ts, (unsigned long long)safe);
 }
 
+/* GET_MANY: each cell's answer in turn; a cell's lock is an answer, an
+ * error of the store fails the whole request. */
+static pc_status_t serve_get_many(pc_tablet_t *t, pc_rd_t *r, pc_arena_t *a, pc_buf_t *payload,
+                                  pc_error_t *e) {
+  pc_store_t *s = t->store;
+  uint64_t ts = pc_rd_u64(r);
+  size_t n;
+  if (!r->ok || read_count(r, &n)) return malformed("get_many", e);
+  pc_cell_t *cells = calloc(n ? n : 1, sizeof *cells);
+  if (!cells) return pc_error_set(e, PC_NOMEM, "out of memory");
+  pc_status_t st = PC_OK;
+  for (size_t k = 0; k < n && st == PC_OK; k++)
+    if (pc_wire_get_cell(r, a, &cells[k])) st = malformed("get_many", e);
+  if (st == PC_OK && r->pos != r->len) st = malformed("get_many", e);
+  if (st == PC_OK) st = check_snapshot(t, ts, e);
+  for (size_t k = 0; k < n && st == PC_OK; k++) st = check_row(t, &cells[k], e);
+  for (size_t k = 0; k < n && st == PC_OK; k++) {
+    char *v = NULL;
+    size_t vlen = 0;
+    pc_lock_info_t lock = {0};
+    pc_error_t ce;
+    pc_status_t cs = s->ops->get(s, &cells[k], ts, &v, &vlen, &lock, &ce);
+    if (cs == PC_OK || cs == PC_NOT_FOUND || cs == PC_LOCKED) {
+      if (pc_buf_u8(payload, (uint8_t)cs) || (cs == PC_OK && pc_buf_str(payload, v, vlen)) ||
+          (cs == PC_LOCKED && pc_wire_put_lock(payload, &lock)))
+        st = pc_error_set(e, PC_NOMEM, "oom");
+    } else {
+      st = cs;
+      *e = ce;
+    }
+    pc_free(v);
+    if (cs == PC_LOCKED) pc_lock_info_free(&lock);
+  }
+  if (st == PC_OK) st = check_snapshot(t, ts, e);
+  free(cells);
+  return st;
+}
+
 /* Serves one decoded request; fills payload and e; returns the store status. */
 static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
                          pc_buf_t *payload, pc_error_t *e) {
@@ -314,6 +352,8 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       pc_lock_info_free(&lock);
       return st;
     }
+    case PC_TABLET_OP_GET_MANY:
+      return serve_get_many(t, r, a, payload, e);
     case PC_TABLET_OP_PREWRITE:
     case PC_TABLET_OP_ONE_PHASE: {
       const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite" : "one-phase commit";
@@ -591,7 +631,7 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   pc_tablet_t *t = ctx;
-  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_OBSERVERS)
+  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_GET_MANY)
     return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   atomic_fetch_add(&t->ops, 1);
   pc_rd_t r = {body, len, 0, 1};

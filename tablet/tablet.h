@@ -58,6 +58,10 @@
  *   0x20 OBSERVERS  (empty)                           -> status u32 n
  *                                                        n*(str name str record)
  *                   (the tablet's set, store.h's observer_list)
+ *   0x21 GET_MANY   u64 read_ts u32 n n*cell          -> status n*(u8 status [str value
+ *                                                        | lock])
+ *                   (n GETs at read_ts; each cell's status is ok, not found
+ *                   or locked, in the order of the request)
  * After a GC at safe point S, a GET or SCAN at a read_ts below S is
  * PC_ABORTED (the snapshot is older than what the tablet still keeps).
  * A row outside the tablet's ranges is PC_INVALID naming the tablet (misrouted).
@@ -89,6 +93,7 @@ enum {
   PC_TABLET_OP_CLEAR_NOTIFY = 0x1E,
   PC_TABLET_OP_OBSERVER = 0x1F,
   PC_TABLET_OP_OBSERVERS = 0x20,
+  PC_TABLET_OP_GET_MANY = 0x21,
 };
 
 #define PC_TABLET_LOCKS_MAX 10000u

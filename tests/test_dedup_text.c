@@ -1,7 +1,9 @@
 /* test_dedup_text.c — the dedup application's tokeniser and content hash
  * (apps/dedup/dedup_text.c, shared by the plugin and the CLI's check): the
  * documented rule (ASCII folding, maximal [a-z0-9] runs, other bytes
- * separate, terms cut at 64 bytes) and SHA-256 against known digests. */
+ * separate, terms cut at 64 bytes) and SHA-256 against known digests; and
+ * the chunks of the index (apps/dedup/dedup_index.c): their columns and
+ * entries, malformed ones refused, and the postings a term's chunks leave. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "apps/dedup/dedup_index.h"
 #include "apps/dedup/dedup_text.h"
 
 /* The terms of s, each followed by '|'. */
@@ -104,11 +107,117 @@ static void test_sha256(void **state) {
   assert_string_equal(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
+/* ---- the index's chunks ------------------------------------------------------ */
+
+static void test_chunk_columns(void **state) {
+  (void)state;
+  char col[DD_CHUNK_COL];
+  dd_chunk_col(col, 0x0102030405060708ull);
+  assert_int_equal(col[0], 'p');
+  uint64_t id = 0;
+  assert_int_equal(dd_chunk_id(col, sizeof col, &id), 0);
+  assert_true(id == 0x0102030405060708ull);
+  assert_int_equal(dd_chunk_id(col, sizeof col - 1, &id), -1);
+  assert_int_equal(dd_chunk_id("n", 1, &id), -1);
+  /* the order of columns is the order of ids */
+  char a[DD_CHUNK_COL], b[DD_CHUNK_COL];
+  dd_chunk_col(a, 255);
+  dd_chunk_col(b, 256);
+  assert_true(memcmp(a, b, DD_CHUNK_COL) < 0);
+  uint8_t raw[DD_HASH_RAW];
+  char hex[DD_HASH_HEX];
+  const char *h = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+  assert_int_equal(dd_hash_raw(h, 64, raw), 0);
+  dd_hash_hex(raw, hex);
+  assert_string_equal(hex, h);
+  assert_int_equal(dd_hash_raw(h, 63, raw), -1);
+  assert_int_equal(dd_hash_raw("BA7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", 64, raw), -1);
+}
+
+static void test_chunk_entries(void **state) {
+  (void)state;
+  uint8_t h1[DD_HASH_RAW], h2[DD_HASH_RAW];
+  memset(h1, 0x11, sizeof h1);
+  memset(h2, 0x22, sizeof h2);
+  dd_buf_t c = {0};
+  assert_int_equal(dd_chunk_add(&c, '+', h1, "u/a", 3, 300), 0);
+  assert_int_equal(dd_chunk_add(&c, '-', h2, "", 0, 0), 0);
+  assert_int_equal(dd_chunk_add(&c, '?', h2, "x", 1, 0), -1);
+  size_t pos = 0;
+  dd_entry_t e;
+  assert_int_equal(dd_chunk_next(c.p, c.n, &pos, &e), 1);
+  assert_int_equal(e.op, '+');
+  assert_memory_equal(e.hash, h1, DD_HASH_RAW);
+  assert_int_equal(e.ulen, 3);
+  assert_memory_equal(e.url, "u/a", 3);
+  assert_int_equal(e.count, 300);
+  assert_int_equal(dd_chunk_next(c.p, c.n, &pos, &e), 1);
+  assert_int_equal(e.op, '-');
+  assert_int_equal(e.ulen, 0);
+  assert_int_equal(dd_chunk_next(c.p, c.n, &pos, &e), 0);
+  /* every truncation of a chunk, and a bad op byte, is malformed */
+  for (size_t cut = 1; cut < c.n; cut++) {
+    int rc = 1;
+    pos = 0;
+    while (rc == 1) rc = dd_chunk_next(c.p, cut, &pos, &e);
+    if (cut == 1 + DD_HASH_RAW + 1 + 3 + 2) assert_int_equal(rc, 0); /* after the first entry */
+    else assert_int_equal(rc, -1);
+  }
+  c.p[0] = 'x';
+  pos = 0;
+  assert_int_equal(dd_chunk_next(c.p, c.n, &pos, &e), -1);
+  dd_buf_free(&c);
+  /* a URL length past the end */
+  const char bad[] = {'+', [1 + DD_HASH_RAW] = 9, 'a'};
+  pos = 0;
+  assert_int_equal(dd_chunk_next(bad, sizeof bad, &pos, &e), -1);
+}
+
+/* Chunks applied in order: the last entry of a (URL, hash) wins, '-'
+ * removes it; the result is in (URL, hash) order. */
+static void test_postings_settle(void **state) {
+  (void)state;
+  uint8_t h1[DD_HASH_RAW], h2[DD_HASH_RAW];
+  memset(h1, 0x11, sizeof h1);
+  memset(h2, 0x22, sizeof h2);
+  dd_buf_t c1 = {0}, c2 = {0}, c3 = {0};
+  assert_int_equal(dd_chunk_add(&c1, '+', h1, "b", 1, 1), 0);
+  assert_int_equal(dd_chunk_add(&c1, '+', h2, "a", 1, 2), 0);
+  assert_int_equal(dd_chunk_add(&c1, '+', h1, "c", 1, 3), 0);
+  assert_int_equal(dd_chunk_add(&c2, '-', h1, "b", 1, 0), 0); /* b leaves cluster 1 */
+  assert_int_equal(dd_chunk_add(&c2, '+', h2, "b", 1, 4), 0); /* and is indexed in 2 */
+  assert_int_equal(dd_chunk_add(&c2, '+', h1, "c", 1, 5), 0); /* set again */
+  assert_int_equal(dd_chunk_add(&c3, '-', h2, "a", 1, 0), 0);
+  dd_postings_t ps = {0};
+  assert_int_equal(dd_postings_apply(&ps, c1.p, c1.n), 0);
+  assert_int_equal(dd_postings_apply(&ps, c2.p, c2.n), 0);
+  assert_int_equal(dd_postings_apply(&ps, c3.p, c3.n), 0);
+  assert_int_equal(dd_postings_apply(&ps, "junk", 4), -1);
+  assert_int_equal(dd_postings_settle(&ps), 0);
+  assert_int_equal(ps.n, 2);
+  assert_string_equal(ps.v[0].url, "b");
+  assert_memory_equal(ps.v[0].hash, h2, DD_HASH_RAW);
+  assert_int_equal(ps.v[0].count, 4);
+  assert_string_equal(ps.v[1].url, "c");
+  assert_int_equal(ps.v[1].count, 5);
+  /* the same chunks in another order leave another result: order matters */
+  dd_postings_clear(&ps);
+  assert_int_equal(dd_postings_apply(&ps, c2.p, c2.n), 0);
+  assert_int_equal(dd_postings_apply(&ps, c1.p, c1.n), 0);
+  assert_int_equal(dd_postings_settle(&ps), 0);
+  assert_int_equal(ps.n, 4); /* a, b in 1, b in 2, c */
+  dd_postings_free(&ps);
+  dd_buf_free(&c1);
+  dd_buf_free(&c2);
+  dd_buf_free(&c3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rule),         cmocka_unit_test(test_long_terms_are_cut),
       cmocka_unit_test(test_counts_sorted), cmocka_unit_test(test_many_terms),
-      cmocka_unit_test(test_sha256),
+      cmocka_unit_test(test_sha256),       cmocka_unit_test(test_chunk_columns),
+      cmocka_unit_test(test_chunk_entries), cmocka_unit_test(test_postings_settle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

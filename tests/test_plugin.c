@@ -560,6 +560,11 @@ static void test_good_plugin(void **state) {
   expect_cell(db, "docs", "r1", "out:notify_ts", buf);
   expect_cell(db, "docs", "r1", "out:weak", "ok: ");
   expect_cell(db, "docs", "r1", "out:late", "wrong_state"); /* registering after init */
+  /* the calls of ABI 1.1 */
+  expect_cell(db, "docs", "r1", "out:many", "hello|doomed|-");
+  expect_cell(db, "docs", "r1", "out:set1", "one");
+  expect_cell(db, "docs", "r1", "out:row", "in:del,in:x");
+  expect_cell(db, "docs", "r1", "out:prefix", "1");
   expect_cell(db, "docs", "r1", "in:del", NULL);
   assert_null(pc_registry_find(reg, "late"));
 
@@ -589,6 +594,31 @@ static void test_good_plugin(void **state) {
   pc_plugin_unload(h);
   expect_trace("free good_strong\nfree good_weak\nteardown good\n");
   pc_plugin_unload(NULL);
+  pc_registry_free(reg);
+}
+
+/* A plugin built against ABI 1.0's header loads into this host, which reads
+ * only ABI 1.0's part of its observer definition (the bytes after it are
+ * garbage), and its observer runs. */
+static void test_old_abi_plugin(void **state) {
+  (void)state;
+  pc_observer_registry_t *reg = pc_registry_create();
+  pc_plugin_t *h = NULL;
+  pc_error_t err;
+  assert_int_equal(pc_plugin_load(reg, PLUGIN_OLD_ABI, NULL, &h, &err), PC_OK);
+  assert_int_equal(pc_plugin_abi_minor(h), 0);
+  const pc_observer_t *o = pc_registry_find(reg, "old_strong");
+  assert_non_null(o);
+  assert_null(o->observe_batch);
+  assert_int_equal(o->batch_max, 1);
+  char *dir = tu_mkdtemp("plugin-old");
+  pc_db_t *db = tu_open(dir, 0);
+  uint64_t nts = write_cell(db, "docs", "r1", "in:o", "from 1.0");
+  assert_int_equal(run_observer(db, o, "r1", nts, NULL, NULL, &err), PC_OK);
+  expect_cell(db, "docs", "r1", "out:old", "from 1.0");
+  pc_db_close(db);
+  tu_rmtree(dir);
+  pc_plugin_unload(h);
   pc_registry_free(reg);
 }
 
@@ -784,6 +814,7 @@ int main(void) {
       cmocka_unit_test(test_bad_descriptions),
       cmocka_unit_test(test_failing_init_rolls_back),
       cmocka_unit_test(test_good_plugin),
+      cmocka_unit_test(test_old_abi_plugin),
       cmocka_unit_test(test_template_example),
       cmocka_unit_test(test_normalize_count_example),
       cmocka_unit_test(test_config_plugins),

@@ -513,6 +513,112 @@ static void test_secondaries_resolved_by_primary(void **state) {
   assert_int_equal(commit(f, "a", s2, ts(f->db)), PC_ABORTED);
 }
 
+/* ---- many cells in one call ------------------------------------------- */
+
+static void put_col(pc_txn_t *t, const char *row, size_t rlen, const char *col, const char *val) {
+  pc_error_t err;
+  if (pc_txn_set(t, T, row, rlen, col, strlen(col), val, strlen(val), &err) != PC_OK)
+    fail_msg("set %s/%s: %s", row, col, err.text);
+}
+
+/* Reads a scan to its end as "row/col=value;" pairs (rows of printable bytes). */
+static void scan_text(pc_scan_t *sc, char *out, size_t cap) {
+  pc_error_t err;
+  pc_status_t st;
+  size_t at = 0;
+  out[0] = '\0';
+  assert_non_null(sc);
+  while ((st = pc_scan_next(sc, &err)) == PC_OK) {
+    size_t rl, cl, vl;
+    const char *r = pc_scan_row(sc, &rl), *c = pc_scan_column(sc, &cl), *v = pc_scan_value(sc, &vl);
+    int n = snprintf(out + at, cap - at, "%.*s/%.*s=%.*s;", (int)rl, r, (int)cl, c, (int)vl, v);
+    assert_true(n > 0 && (size_t)n < cap - at);
+    at += (size_t)n;
+  }
+  if (st != PC_NOT_FOUND) fail_msg("scan: %s (%s)", pc_status_name(st), err.text);
+  pc_scan_destroy(sc);
+}
+
+/* pc_txn_get_many, set_many, scan_row and scan_prefix read what gets and
+ * scans read — own writes first, absent cells, a dead owner's lock settled on
+ * the way — over rows of every tablet in the cluster suite (split at
+ * "acct25" and "r2": one request per tablet). */
+static void test_many_cells(void **state) {
+  fixture_t *f = *state;
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(f->db, &err);
+  assert_non_null(t);
+  put_col(t, "a", 1, COL, "va");
+  put_col(t, "m", 1, COL, "vm");
+  put_col(t, "z", 1, COL, "vz");
+  put_col(t, "m", 1, "x:1", "1");
+  put_col(t, "m", 1, "x:2", "2");
+  put_col(t, "m", 1, "y:1", "y");
+  put_col(t, "pre1", 4, "x:1", "p1");
+  put_col(t, "pre2", 4, "x:1", "p2");
+  put_col(t, "pre2", 4, "y:1", "no");
+  put_col(t, "pro", 3, "x:1", "p3");
+  put_col(t, "q", 1, COL, "vq");
+  put_col(t, "\xff\x01", 2, "x:1", "ff");
+  put_col(t, "\xfe", 1, "x:1", "fe");
+  assert_int_equal(pc_txn_commit(t, &err), PC_OK);
+  pc_txn_destroy(t);
+  /* a dead owner's lock on q: readers settle it (rolled back) */
+  prewrite_ok(f, "q", "v-lost", "q", ts(f->db), LONG_TTL, DEAD_SESSION);
+
+  t = pc_txn_begin(f->db, &err);
+  assert_non_null(t);
+  put_col(t, "a", 1, COL, "own");
+  assert_int_equal(pc_txn_delete(t, T, "z", 1, COL, strlen(COL), &err), PC_OK);
+  pc_cell_ref_t cells[6] = {{T, "a", 1, COL, strlen(COL)}, {T, "m", 1, COL, strlen(COL)},
+                            {T, "z", 1, COL, strlen(COL)}, {T, "b", 1, COL, strlen(COL)},
+                            {T, "m", 1, COL, strlen(COL)}, {T, "q", 1, COL, strlen(COL)}};
+  const char *want[6] = {"own", "vm", NULL, NULL, "vm", "vq"};
+  pc_value_t vals[6];
+  assert_int_equal(pc_txn_get_many(t, cells, 6, vals, &err), PC_OK);
+  for (int i = 0; i < 6; i++) {
+    if (!want[i]) {
+      assert_null(vals[i].value);
+      assert_int_equal(vals[i].vlen, 0);
+      continue;
+    }
+    assert_non_null(vals[i].value);
+    assert_int_equal(vals[i].vlen, strlen(want[i]));
+    assert_memory_equal(vals[i].value, want[i], vals[i].vlen);
+    pc_free(vals[i].value);
+  }
+  assert_int_equal(raw(f, "q").locks, 0);
+  /* a bad cell is named, and nothing is returned */
+  pc_cell_ref_t bad[2] = {{T, "a", 1, COL, strlen(COL)}, {T, "a", 0, COL, strlen(COL)}};
+  assert_int_equal(pc_txn_get_many(t, bad, 2, vals, &err), PC_INVALID);
+  assert_non_null(strstr(err.text, "cells[1]"));
+  assert_null(vals[0].value);
+
+  /* set_many: a put and a delete, visible to the transaction's reads */
+  pc_cell_ref_t w[2] = {{T, "m", 1, "x:3", 3}, {T, "m", 1, "x:2", 3}};
+  pc_value_t wv[2] = {{(char *)"3", 1}, {NULL, 0}};
+  assert_int_equal(pc_txn_set_many(t, w, wv, 2, &err), PC_OK);
+  char text[512];
+  scan_text(pc_txn_scan_row(t, T, "m", 1, "x:", 2, &err), text, sizeof text);
+  assert_string_equal(text, "m/x:1=1;m/x:3=3;");
+  scan_text(pc_txn_scan_row(t, T, "m", 1, NULL, 0, &err), text, sizeof text);
+  assert_string_equal(text, "m/f:q=vm;m/x:1=1;m/x:3=3;m/y:1=y;");
+  scan_text(pc_txn_scan_prefix(t, T, "pr", 2, "x:", 2, &err), text, sizeof text);
+  assert_string_equal(text, "pre1/x:1=p1;pre2/x:1=p2;pro/x:1=p3;");
+  scan_text(pc_txn_scan_prefix(t, T, "\xff", 1, NULL, 0, &err), text, sizeof text);
+  assert_string_equal(text, "\xff\x01/x:1=ff;");
+  scan_text(pc_txn_scan_prefix(t, T, NULL, 0, "y:", 2, &err), text, sizeof text);
+  assert_string_equal(text, "m/y:1=y;pre2/y:1=no;");
+  assert_int_equal(pc_txn_commit(t, &err), PC_OK);
+  pc_txn_destroy(t);
+
+  t = pc_txn_begin(f->db, &err);
+  assert_non_null(t);
+  scan_text(pc_txn_scan_row(t, T, "m", 1, "x:", 2, &err), text, sizeof text);
+  assert_string_equal(text, "m/x:1=1;m/x:3=3;");
+  pc_txn_destroy(t);
+}
+
 static pc_status_t db_ts_source(void *ctx, uint64_t *out, pc_error_t *err) {
   return pc_db_timestamp(ctx, 10000, out, err);
 }
@@ -993,6 +1099,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reader_waits_for_one_phase_commit, setup_1pc,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_stalled_live_committer_keeps_its_locks, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_many_cells, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_many_cells, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_lease_renewed_during_gc_passes, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -262,7 +262,7 @@ typedef struct sample {
   pc_buf_t body;
 } sample_t;
 
-#define NSAMPLES 21
+#define NSAMPLES 22
 
 static void make_samples(sample_t s[NSAMPLES]) {
   memset(s, 0, sizeof(sample_t) * NSAMPLES);
@@ -310,6 +310,10 @@ static void make_samples(sample_t s[NSAMPLES]) {
   s[k].op = PC_TABLET_OP_OBSERVER, s[k].name = "observer removed";
   enc_observer(&s[k].body, 0, "obs.gone", NULL, NULL, 0), k++;
   s[k].op = PC_TABLET_OP_OBSERVERS, s[k].name = "observers", k++;
+  s[k].op = PC_TABLET_OP_GET_MANY, s[k].name = "get_many";
+  assert_int_equal(pc_buf_u64(&s[k].body, 500) || pc_buf_u32(&s[k].body, 2) ||
+                       pc_wire_put_cell(&s[k].body, &c2[0]) || pc_wire_put_cell(&s[k].body, &c2[1]),
+                   0), k++;
   assert_int_equal(k, NSAMPLES);
 }
 
@@ -1112,7 +1116,7 @@ static void test_misrouted_rows(void **state) {
 
 static void test_unknown_ops(void **state) {
   fixture_t *f = *state;
-  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x21, 0x22, 0x7f, 0x80, 0x90, 0xff};
+  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x22, 0x23, 0x7f, 0x80, 0x90, 0xff};
   char what[64];
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     for (int withbody = 0; withbody < 2; withbody++) {

@@ -1132,6 +1132,150 @@ static void test_failures_parked_and_retried(void **state) {
   tu_rmtree(dir);
 }
 
+/* ---- batches ------------------------------------------------------------------- */
+
+/* A batch observer of bt v:c: copies each notified value to btout/<row>
+ * done:v, reading the cells with one get_many; the value "fail" fails the
+ * run (the batch, and then that cell alone). */
+typedef struct batching {
+  atomic_int calls, batches, largest, cells;
+} batching_t;
+
+static pc_status_t obs_copy_one(void *state, pc_txn_t *t, const pc_notified_cell_t *c,
+                                pc_error_t *err) {
+  batching_t *b = state;
+  atomic_fetch_add(&b->calls, 1);
+  char *v;
+  pc_status_t st = oget(t, c->table, c->row, c->row_len, "v:c", &v, err);
+  if (st != PC_OK) return st;
+  if (strcmp(v, "fail") == 0) {
+    free(v);
+    snprintf(err->text, sizeof err->text, "failing on purpose");
+    return PC_IO_ERROR;
+  }
+  st = oset(t, "btout", c->row, c->row_len, "done:v", v, err);
+  free(v);
+  return st;
+}
+
+static pc_status_t obs_copy_batch(void *state, pc_txn_t *t, const pc_notified_cell_t *cells,
+                                  size_t n, pc_error_t *err) {
+  batching_t *b = state;
+  atomic_fetch_add(&b->batches, 1);
+  atomic_fetch_add(&b->cells, (int)n);
+  int largest = atomic_load(&b->largest);
+  while ((int)n > largest && !atomic_compare_exchange_weak(&b->largest, &largest, (int)n)) {
+  }
+  pc_cell_ref_t *refs = calloc(n, sizeof *refs);
+  pc_value_t *vals = calloc(n, sizeof *vals);
+  if (!refs || !vals) abort();
+  for (size_t i = 0; i < n; i++)
+    refs[i] = (pc_cell_ref_t){cells[i].table, cells[i].row, cells[i].row_len, cells[i].column,
+                              cells[i].column_len};
+  pc_status_t st = pc_txn_get_many(t, refs, n, vals, err);
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    if (!vals[i].value) {
+      st = PC_NOT_FOUND;
+      snprintf(err->text, sizeof err->text, "a notified cell has no value");
+    } else if (vals[i].vlen == 4 && memcmp(vals[i].value, "fail", 4) == 0) {
+      snprintf(err->text, sizeof err->text, "failing on purpose");
+      st = PC_IO_ERROR;
+    } else {
+      st = pc_txn_set(t, "btout", cells[i].row, cells[i].row_len, "done:v", 6, vals[i].value,
+                      vals[i].vlen, err);
+    }
+  }
+  for (size_t i = 0; i < n; i++) pc_free(vals[i].value);
+  free(refs);
+  free(vals);
+  return st;
+}
+
+static void test_batches(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-batch");
+  pc_db_t *db = tu_open(dir, 0);
+  batching_t b;
+  memset(&b, 0, sizeof b);
+  pc_observer_registry_t *reg = pc_registry_create();
+  pc_observer_def_t d = {.name = "copyb", .table = "bt", .column = "v:c", .column_len = 3,
+                         .kind = PC_OBSERVER_STRONG, .observe = obs_copy_one, .state = &b,
+                         .observe_batch = obs_copy_batch, .batch_max = 16};
+  pc_error_t err;
+  assert_int_equal(pc_registry_add(reg, &d, NULL, "test", &err), PC_OK);
+  /* a batch callback on a weak observer, or more than the most cells, is refused */
+  pc_observer_def_t bad = d;
+  bad.name = "weakb";
+  bad.kind = PC_OBSERVER_WEAK;
+  assert_int_equal(pc_registry_add(reg, &bad, NULL, "test", &err), PC_INVALID);
+  bad.kind = PC_OBSERVER_STRONG;
+  bad.batch_max = PC_MAX_OBSERVER_BATCH + 1;
+  assert_int_equal(pc_registry_add(reg, &bad, NULL, "test", &err), PC_INVALID);
+  register_observed(db, "copyb", "bt", "v:c", PC_OBSERVER_STRONG);
+
+  /* 200 notified cells before the worker starts: it finds them in pages.
+   * Written 20 rows a transaction, and batches of at most 16 cells (32
+   * rows), because a commit holds a latch per row and ThreadSanitizer
+   * follows at most 64 mutexes held by one thread. */
+  pc_txn_t *t = NULL;
+  char row[32], val[32];
+  for (int i = 0; i < 200; i++) {
+    if (i % 20 == 0) t = begin(db);
+    snprintf(row, sizeof row, "r%03d", i);
+    snprintf(val, sizeof val, "v%d", i);
+    tu_set(t, "bt", row, "v:c", val);
+    if (i % 20 == 19) commit(t);
+  }
+  pc_worker_options_t o = quick_options(2);
+  o.max_failures = 3;
+  o.backoff_ms = 2;
+  pc_worker_t *w = start(db, reg, &o);
+  wait_idle(db);
+  for (int i = 0; i < 200; i++) {
+    snprintf(row, sizeof row, "r%03d", i);
+    snprintf(val, sizeof val, "v%d", i);
+    char *v = get(db, "btout", row, "done:v");
+    if (!v || strcmp(v, val) != 0) fail_msg("%s: done:v is %s, want %s", row, v ? v : "absent", val);
+    free(v);
+  }
+  pc_observer_stats_t st = runs_of(w, "copyb", 200);
+  assert_int_equal(st.runs, 200); /* each cell once */
+  assert_true(atomic_load(&b.largest) > 1);
+  assert_true(atomic_load(&b.largest) <= 16);
+  assert_int_equal(atomic_load(&b.calls), 0); /* nothing failed: no cell ran alone */
+  assert_int_equal(pending(db), 0);
+
+  /* a failing cell among others: the batch fails, every cell runs alone, the
+   * others commit and only that cell is parked */
+  for (int i = 200; i < 240; i++) {
+    if (i % 20 == 0) t = begin(db);
+    snprintf(row, sizeof row, "r%03d", i);
+    snprintf(val, sizeof val, "%s", i == 220 ? "fail" : "ok");
+    tu_set(t, "bt", row, "v:c", val);
+    if (i % 20 == 19) commit(t);
+  }
+  wait_idle(db);
+  for (int i = 200; i < 240; i++) {
+    snprintf(row, sizeof row, "r%03d", i);
+    char *v = get(db, "btout", row, "done:v");
+    if (i == 220) assert_null(v);
+    else if (!v || strcmp(v, "ok") != 0) fail_msg("%s: done:v is %s", row, v ? v : "absent");
+    free(v);
+  }
+  listed_t l = parked(db);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.row[0], "r220");
+  assert_string_equal(l.observer[0], "copyb");
+  st = runs_of(w, "copyb", 239);
+  assert_int_equal(st.runs, 239);
+  assert_int_equal(st.parked, 1);
+  assert_true(atomic_load(&b.calls) >= 3); /* the failing cell, alone, until parked */
+  pc_worker_stop(w);
+  pc_registry_free(reg);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
 /* ---- 6b. backoff waits: the healthy observers of a cell run once per change -- */
 
 /* A failing observer next to healthy ones on the same column: while the
@@ -1829,6 +1973,7 @@ int main(void) {
       cmocka_unit_test(test_failures_parked_and_retried),
       cmocka_unit_test(test_workers_with_different_observers),
       cmocka_unit_test(test_registration_misses_nothing),
+      cmocka_unit_test(test_batches),
       cmocka_unit_test(test_backoff_waits),
       cmocka_unit_test(test_crash_parked),
       cmocka_unit_test(test_hung_observer_given_up),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps/dedup/dedup_index.h"
 #include "apps/dedup/dedup_text.h"
 #include "cli.h"
 
@@ -13,7 +14,7 @@
 #define DUPS "dups"
 #define IDX "idx"
 
-enum { OPT_JSON = 0x500, OPT_MIN_SIZE };
+enum { OPT_JSON = 0x500, OPT_MIN_SIZE, OPT_ALL };
 
 /* ---- bytes and lists ------------------------------------------------------------ */
 
@@ -134,15 +135,23 @@ static int by_size(const void *a, const void *b) {
   return strcmp(x->hash, y->hash);
 }
 
-static int parse_json_only(cli_ctx_t *ctx, int argc, char **argv, int *json, size_t *min_size,
-                           int *code) {
+static int parse_options(cli_ctx_t *ctx, int argc, char **argv, int *json, size_t *min_size,
+                         int *all, int *code) {
   static const struct option opts[] = {{"json", no_argument, NULL, OPT_JSON},
                                        {"min-size", required_argument, NULL, OPT_MIN_SIZE},
+                                       {"all", no_argument, NULL, OPT_ALL},
                                        {0, 0, 0, 0}};
   int c;
   while ((c = cli_getopt(ctx, argc, argv, "", opts, code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return -1;
     if (c == OPT_JSON) *json = 1;
+    if (c == OPT_ALL) {
+      if (!all) {
+        *code = cli_usage_error(ctx, "unknown option '--all'");
+        return -1;
+      }
+      *all = 1;
+    }
     if (c == OPT_MIN_SIZE) {
       char *end;
       long v = strtol(optarg, &end, 10);
@@ -201,7 +210,7 @@ static void end(pc_db_t *db, pc_txn_t *txn) {
 static int run_clusters(cli_ctx_t *ctx, int argc, char **argv) {
   int json = 0, code;
   size_t min_size = 1;
-  if (parse_json_only(ctx, argc, argv, &json, &min_size, &code) != 0) return code;
+  if (parse_options(ctx, argc, argv, &json, &min_size, NULL, &code) != 0) return code;
   if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   pc_db_t *db;
   pc_txn_t *txn = begin(ctx, &db);
@@ -265,48 +274,123 @@ typedef struct posting {
   unsigned long long count;
 } posting_t;
 
-/* The canonical URLs indexed under term, in order: the idx rows
- * term 0x00 URL 0x00 HASH, column n the count (apps/dedup/dedup.c). */
-static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
-                            size_t *n, pc_error_t *err) {
-  char lo[DD_MAX_TERM + 1], hi[DD_MAX_TERM + 1];
-  memcpy(lo, term, tl);
-  lo[tl] = '\0';
-  memcpy(hi, term, tl);
-  hi[tl] = '\1';
-  *out = NULL;
-  *n = 0;
-  size_t cap = 0;
-  pc_scan_t *sc = pc_txn_scan(txn, IDX, lo, tl + 1, hi, tl + 1, err);
+/* Called for each posting of scan_postings, in (term, URL, hash) order;
+ * nonzero stops the scan, which then fails with PC_NOMEM (unless the
+ * callback keeps a reason of its own). The pointers are valid during the
+ * call only. */
+typedef int (*posting_fn)(void *ctx, const char *term, size_t tl, const dd_posting_t *p);
+
+/* Called for each cell of idx that is not a well-formed chunk (check
+ * reports them; search passes over them); nonzero stops the scan. */
+typedef int (*bad_cell_fn)(void *ctx, const char *row, size_t rl, const char *col, size_t cl,
+                           const char *v, size_t vl);
+
+typedef struct term_scan {
+  posting_fn fn;
+  bad_cell_fn bad;
+  void *ctx;
+  dd_postings_t ps;
+  bytes_t term;
+  int have, stop, oom;
+} term_scan_t;
+
+/* The postings of the term gathered so far, to fn. */
+static void term_flush(term_scan_t *t) {
+  if (!t->have || t->stop) return;
+  t->have = 0;
+  if (dd_postings_settle(&t->ps) != 0) {
+    t->oom = t->stop = 1;
+    return;
+  }
+  for (size_t i = 0; i < t->ps.n && !t->stop; i++)
+    t->stop = t->fn(t->ctx, t->term.p, t->term.n, &t->ps.v[i]);
+  dd_postings_clear(&t->ps);
+}
+
+/* One cell of idx in the scan's order: a term's chunks come in column order. */
+static void term_cell(term_scan_t *t, const char *row, size_t rl, const char *col, size_t cl,
+                      const char *v, size_t vl) {
+  uint64_t id;
+  if (!t->have || !bytes_eq(&t->term, row, rl)) {
+    term_flush(t);
+    if (t->stop) return;
+    if (bytes_set(&t->term, row, rl) != 0) {
+      t->oom = t->stop = 1;
+      return;
+    }
+    t->have = 1;
+  }
+  int rc = dd_chunk_id(col, cl, &id) == 0 ? dd_postings_apply(&t->ps, v, vl) : -1;
+  if (rc == -2) t->oom = t->stop = 1;
+  else if (rc == -1 && t->bad) t->stop = t->bad(t->ctx, row, rl, col, cl, v, vl);
+}
+
+/* The postings of the terms in the idx rows [lo, hi) (lo NULL: from the
+ * first; hi NULL: to the last), or of the one row `one` (lo, hi unused):
+ * each term's chunks applied in column order (apps/dedup/dedup_index.h). */
+static pc_status_t scan_postings(pc_txn_t *txn, const char *one, size_t ol, const char *lo,
+                                 size_t ll, const char *hi, size_t hl, posting_fn fn,
+                                 bad_cell_fn bad, void *ctx, pc_error_t *err) {
+  pc_scan_t *sc = one ? pc_txn_scan_row(txn, IDX, one, ol, NULL, 0, err)
+                      : pc_txn_scan(txn, IDX, lo, ll, hi, hl, err);
   if (!sc) return err->code;
+  term_scan_t t = {fn, bad, ctx, {0}, {0}, 0, 0, 0};
   pc_status_t st;
-  while ((st = pc_scan_next(sc, err)) == PC_OK) {
+  while (!t.stop && (st = pc_scan_next(sc, err)) == PC_OK) {
     size_t rl, cl, vl;
     const char *row = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
                *v = pc_scan_value(sc, &vl);
-    if (cl != 1 || col[0] != DD_IDX_COUNT[0]) continue;
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 16;
-      posting_t *np = realloc(*out, cap * sizeof *np);
-      if (!np) break;
-      *out = np;
-    }
-    posting_t *p = &(*out)[*n];
-    p->url = (bytes_t){0};
-    const char *u = row + tl + 1; /* URL 0x00 HASH: the URL */
-    const char *nul = memchr(u, '\0', rl - tl - 1);
-    if (bytes_set(&p->url, u, nul ? (size_t)(nul - u) : rl - tl - 1) != 0) break;
-    char num[24];
-    snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
-    p->count = strtoull(num, NULL, 10);
-    (*n)++;
+    term_cell(&t, row, rl, col, cl, v, vl);
   }
   pc_scan_destroy(sc);
-  if (st == PC_OK) {
-    snprintf(err->text, sizeof err->text, "out of memory");
-    return err->code = PC_NOMEM;
+  if (!t.stop && st == PC_NOT_FOUND) term_flush(&t);
+  dd_postings_free(&t.ps);
+  free(t.term.p);
+  if (t.stop) {
+    if (t.oom || err->code == PC_OK) {
+      snprintf(err->text, sizeof err->text, "out of memory");
+      return err->code = PC_NOMEM;
+    }
+    return err->code;
   }
   return st == PC_NOT_FOUND ? PC_OK : st;
+}
+
+typedef struct posting_list {
+  posting_t *v;
+  size_t n, cap;
+} posting_list_t;
+
+static int posting_add(void *ctx, const char *term, size_t tl, const dd_posting_t *dp) {
+  (void)term;
+  (void)tl;
+  posting_list_t *l = ctx;
+  /* one hit per URL: a document indexed in two clusters for a moment (the
+   * one it joins as canonical before the one it leaves drops it) */
+  if (l->n && bytes_eq(&l->v[l->n - 1].url, dp->url, dp->ulen)) return 0;
+  if (l->n == l->cap) {
+    size_t nc = l->cap ? l->cap * 2 : 16;
+    posting_t *np = realloc(l->v, nc * sizeof *np);
+    if (!np) return 1;
+    l->v = np;
+    l->cap = nc;
+  }
+  posting_t *p = &l->v[l->n];
+  p->url = (bytes_t){0};
+  p->count = dp->count;
+  if (bytes_set(&p->url, dp->url, dp->ulen) != 0) return 1;
+  l->n++;
+  return 0;
+}
+
+/* The canonical URLs indexed under term, in order. */
+static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
+                            size_t *n, pc_error_t *err) {
+  posting_list_t l = {0};
+  pc_status_t st = scan_postings(txn, term, tl, NULL, 0, NULL, 0, posting_add, NULL, &l, err);
+  *out = l.v;
+  *n = l.n;
+  return st;
 }
 
 static void postings_free(posting_t *p, size_t n) {
@@ -314,10 +398,49 @@ static void postings_free(posting_t *p, size_t n) {
   free(p);
 }
 
+typedef struct printer {
+  int json, failed;
+} printer_t;
+
+static int print_posting(void *ctx, const char *term, size_t tl, const dd_posting_t *dp) {
+  printer_t *p = ctx;
+  if (p->json) {
+    json_t *o = json_object();
+    p->failed = !o || fmt_json_bytes(o, "term", term, tl) ||
+                fmt_json_bytes(o, "url", dp->url, dp->ulen) ||
+                json_object_set_new(o, "count", json_integer((json_int_t)dp->count)) ||
+                fmt_json_line(stdout, o);
+  } else {
+    fwrite(term, 1, tl, stdout);
+    putchar('\t');
+    fmt_escape(stdout, dp->url, dp->ulen, 0);
+    printf("\t%llu\n", (unsigned long long)dp->count);
+    p->failed = ferror(stdout) != 0;
+  }
+  return p->failed;
+}
+
+/* search --all: every posting of the index */
+static int search_all(cli_ctx_t *ctx, int json) {
+  pc_db_t *db;
+  pc_txn_t *txn = begin(ctx, &db);
+  if (!txn) return CLI_EXIT_ERROR;
+  printer_t p = {json, 0};
+  pc_error_t err;
+  pc_status_t st = scan_postings(txn, NULL, 0, NULL, 0, NULL, 0, print_posting, NULL, &p, &err);
+  end(db, txn);
+  if (p.failed) return cli_error(ctx, "cannot write the answer");
+  if (st != PC_OK) return cli_pc_error(ctx, &err);
+  return cli_finish_output(ctx);
+}
+
 static int run_search(cli_ctx_t *ctx, int argc, char **argv) {
-  int json = 0, code;
-  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
-  if (optind >= argc) return cli_usage_error(ctx, "expected TERM...");
+  int json = 0, all = 0, code;
+  if (parse_options(ctx, argc, argv, &json, NULL, &all, &code) != 0) return code;
+  if (all && optind < argc)
+    return cli_usage_error(ctx, "--all takes no TERM (unexpected '%s')", argv[optind]);
+  if (all) return search_all(ctx, json);
+  if (optind >= argc) return cli_usage_error(ctx, "expected TERM... or --all");
   pc_db_t *db;
   pc_txn_t *txn = begin(ctx, &db);
   if (!txn) return CLI_EXIT_ERROR;
@@ -386,7 +509,8 @@ const cli_verb_t cli_verb_search = {
     .name = "search",
     .summary = "dedup: the canonical documents containing every term",
     .run = run_search,
-    .args = "[--json] TERM...",
+    .args = "[--json] TERM...\n"
+            "[--json] --all",
     .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
     .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND),
     .about = "Prints the canonical URLs (one per cluster of identical documents) whose\n"
@@ -395,8 +519,13 @@ const cli_verb_t cli_verb_search = {
              "documents are: ASCII letters folded to lower case, a term is a maximal\n"
              "run of [a-z0-9], other bytes separate terms, a term is cut at 64 bytes.\n"
              "--json: one {\"url\", \"count\"} per line, count being the occurrences of\n"
-             "the terms in the document. Exits 1 when no document holds every term.\n",
-    .options = "  --json              one JSON object per document\n",
+             "the terms in the document. Exits 1 when no document holds every term.\n"
+             "\n"
+             "With --all, prints every posting of the index instead, in term and then\n"
+             "URL order: TERM URL COUNT, tab-separated (URLs C-escaped), or one\n"
+             "{\"term\", \"url\", \"count\"} per line with --json.\n",
+    .options = "  --all               every posting of the index\n"
+               "  --json              one JSON object per document (per posting with --all)\n",
     .example = "percolator --data /tmp/pc search snapshot isolation\n",
 };
 
@@ -404,7 +533,7 @@ const cli_verb_t cli_verb_search = {
 
 static int run_doc(cli_ctx_t *ctx, int argc, char **argv) {
   int json = 0, code;
-  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
+  if (parse_options(ctx, argc, argv, &json, NULL, NULL, &code) != 0) return code;
   if (argc - optind != 1) return cli_usage_error(ctx, "expected one URL");
   const char *url = argv[optind];
   pc_db_t *db;
@@ -612,24 +741,47 @@ static pc_status_t read_docs(pc_txn_t *txn, doc_t **out, size_t *n, pc_error_t *
   return st == PC_NOT_FOUND ? PC_OK : st;
 }
 
-static pc_status_t read_idx(pc_txn_t *txn, entries_t *e, pc_error_t *err) {
-  pc_scan_t *sc = pc_txn_scan(txn, IDX, NULL, 0, NULL, 0, err);
-  if (!sc) return err->code;
-  pc_status_t st;
-  while ((st = pc_scan_next(sc, err)) == PC_OK) {
-    size_t rl, cl, vl;
-    const char *r = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
-               *v = pc_scan_value(sc, &vl);
-    char num[24];
-    char *endp;
-    snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
-    unsigned long long count = strtoull(num, &endp, 10);
-    if (*endp || vl > 20 || !vl) count = 0; /* not a count: differs from any expected one */
-    if (entry_add(e, r, rl, col, cl, count) != 0) break;
-  }
-  pc_scan_destroy(sc);
-  if (st == PC_OK) return oom(err);
-  return st == PC_NOT_FOUND ? PC_OK : st;
+/* A posting as check compares it: row TERM, column URL 0x00 hex HASH. */
+static int posting_entry(entries_t *e, const char *term, size_t tl, const char *url, size_t ul,
+                         const char *hex, unsigned long long count) {
+  char *col = malloc(ul + 1 + DD_HASH_HEX);
+  if (!col) return -1;
+  memcpy(col, url, ul);
+  col[ul] = '\0';
+  memcpy(col + ul + 1, hex, DD_HASH_HEX - 1);
+  int rc = entry_add(e, term, tl, col, ul + DD_HASH_HEX, count);
+  free(col);
+  return rc;
+}
+
+typedef struct idx_reader {
+  entries_t *e;
+  checker_t *k;
+} idx_reader_t;
+
+static int idx_posting(void *ctx, const char *term, size_t tl, const dd_posting_t *p) {
+  idx_reader_t *r = ctx;
+  char hex[DD_HASH_HEX];
+  dd_hash_hex(p->hash, hex);
+  return posting_entry(r->e, term, tl, p->url, p->ulen, hex, p->count);
+}
+
+/* A cell of idx that is no chunk: found, where nothing was due. */
+static int idx_bad(void *ctx, const char *row, size_t rl, const char *col, size_t cl,
+                   const char *v, size_t vl) {
+  idx_reader_t *r = ctx;
+  diff(r->k, IDX, row, rl, col, cl, v, vl, NULL, 0);
+  return r->k->failed;
+}
+
+/* The postings the index holds, as entries; its malformed cells reported. */
+static pc_status_t read_idx(pc_txn_t *txn, checker_t *k, entries_t *e, pc_error_t *err) {
+  idx_reader_t r = {e, k};
+  err->code = PC_OK;
+  err->text[0] = '\0';
+  pc_status_t st = scan_postings(txn, NULL, 0, NULL, 0, NULL, 0, idx_posting, idx_bad, &r, err);
+  if (st != PC_OK && k->failed) return PC_OK; /* the writing failed: run_check says so */
+  return st;
 }
 
 /* Compares the members, canonical and indexed cells of cluster have (NULL:
@@ -715,14 +867,9 @@ static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
       st = oom(err);
       goto out;
     }
-    size_t hl = strlen(want.v[i].hash), cap = DD_MAX_TERM + 2 + u->n + hl;
-    char *row = malloc(cap);
-    if (!row) rc = -1;
-    for (size_t j = 0; j < t.n && rc == 0; j++) {
-      int rl = dd_idx_row(row, cap, t.v[j].term, t.v[j].len, u->p, u->n, want.v[i].hash, hl);
-      rc = rl < 0 ? -1 : entry_add(&wi, row, (size_t)rl, DD_IDX_COUNT, 1, t.v[j].count);
-    }
-    free(row);
+    for (size_t j = 0; j < t.n && rc == 0; j++)
+      rc = posting_entry(&wi, t.v[j].term, t.v[j].len, u->p, u->n, want.v[i].hash,
+                         t.v[j].count);
     dd_terms_free(&t);
     if (rc != 0) {
       st = oom(err);
@@ -730,7 +877,8 @@ static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
     }
   }
   if (wi.n) qsort(wi.v, wi.n, sizeof *wi.v, entry_cmp);
-  if ((st = read_idx(txn, &hi, err)) != PC_OK) goto out;
+  if ((st = read_idx(txn, k, &hi, err)) != PC_OK) goto out;
+  if (hi.n) qsort(hi.v, hi.n, sizeof *hi.v, entry_cmp);
   for (size_t a = 0, b = 0; a < hi.n || b < wi.n;) {
     int r = a == hi.n ? 1 : b == wi.n ? -1 : entry_cmp(&hi.v[a], &wi.v[b]);
     const entry_t *e = r <= 0 ? &hi.v[a] : &wi.v[b];
@@ -758,7 +906,7 @@ out:
 
 static int run_check(cli_ctx_t *ctx, int argc, char **argv) {
   int json = 0, code;
-  if (parse_json_only(ctx, argc, argv, &json, NULL, &code) != 0) return code;
+  if (parse_options(ctx, argc, argv, &json, NULL, NULL, &code) != 0) return code;
   if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   pc_db_t *db;
   pc_txn_t *txn = begin(ctx, &db);

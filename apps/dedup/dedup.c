@@ -11,18 +11,19 @@
  *                                 the membership
  *                   indexed       the canonical whose terms idx holds (index)
  *                   terms         those terms, newline-separated (index)
- *   idx   row TERM 0 URL 0 HASH
- *                   n             the term's count in the canonical document URL of
- *                                 cluster HASH: one row per posting, so index
- *                                 runs of different documents share no row (a
- *                                 row per term would be written by every run that
- *                                 indexes a common word, and runs writing one row
- *                                 commit one after another). The hash keeps two
- *                                 clusters that name the same URL in turn apart:
- *                                 a document that moves to a new cluster as its
- *                                 canonical is indexed there before its old
- *                                 cluster, re-indexed in another run, drops it.
- *                                 A search for TERM scans the rows TERM 0 ...
+ *   idx   row TERM    p<8 bytes> a chunk of postings of TERM: what one index
+ *                                 run (one transaction, over one cluster or
+ *                                 many) changed of them, '+' (URL, HASH,
+ *                                 count) or '-' (URL, HASH) per cluster; the
+ *                                 term's postings are its chunks applied in
+ *                                 column order (apps/dedup/dedup_index.h). A
+ *                                 posting names its cluster's hash as well, so
+ *                                 that two clusters that name the same URL in
+ *                                 turn keep apart: a document that moves to a
+ *                                 new cluster as its canonical is indexed
+ *                                 there before its old cluster, re-indexed in
+ *                                 another run, drops it. A search for TERM
+ *                                 reads the one row TERM.
  *
  * Observers (each idempotent per notification: it derives what to write from
  * what it reads):
@@ -34,10 +35,13 @@
  *                     this one observer and its one ack); recomputes each
  *                     touched cluster's canonical from its members (a scan
  *                     of the dups row), deletes an emptied cluster's cells.
- *   dedup.index       strong, dups canonical: when a cluster's canonical
- *                     differs from the one it indexed, removes the old one's
- *                     terms from idx and adds the new one's; a cluster that
- *                     disappeared (its canonical deleted) loses its index.
+ *   dedup.index       strong, dups canonical (apps/dedup/index.c): when a
+ *                     cluster's canonical differs from the one it indexed,
+ *                     removes the old one's postings and adds the new one's;
+ *                     a cluster that disappeared (its canonical deleted)
+ *                     loses its index. It runs over many clusters at once
+ *                     when the worker finds many notified (a batch), writing
+ *                     one chunk per term for all of them.
  *   dedup.index.weak  weak, dups canonical: the same, when dedup asks for a
  *                     retry (below).
  *
@@ -53,9 +57,11 @@
  * cluster indexed under another URL, notifies the canonical cell weakly.
  *
  * Limits: a URL is at most PC_MAX_COLUMN - 2 bytes (it is the qualifier of
- * m:<URL>); re-indexing a cluster writes two cells per distinct term in one
- * transaction, so a document has fewer than PC_MAX_TXN_MUTATIONS / 2 distinct
- * terms (else its index run fails and is parked, `percolator failures`).
+ * m:<URL>); re-indexing a cluster writes a cell per distinct term of its old
+ * and new canonical in one transaction, so a document has fewer than
+ * PC_MAX_TXN_MUTATIONS / 2 distinct terms (else its index run fails and is
+ * parked, `percolator failures`; a batch that would exceed the limits runs
+ * its clusters one by one).
  *
  * `percolator check` recomputes all of this from the docs table. */
 #include <percolator/observer.h>
@@ -64,20 +70,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dedup_internal.h"
 #include "dedup_text.h"
 
 PC_PLUGIN_DECLARE("dedup", "1.0.0");
 
 #define DOCS "docs"
 #define DUPS "dups"
-#define IDX "idx"
 #define C_CONTENTS "doc:contents"
 #define C_HASH "doc:hash"
 #define C_CANON "canonical"
 #define C_REV "rev"
 #define C_INDEXED "indexed"
-#define C_TERMS "terms"
-#define C_COUNT DD_IDX_COUNT
 #define MEMBER_MAX (PC_MAX_COLUMN - 2)
 
 #define S(lit) lit, (sizeof lit - 1)
@@ -242,100 +246,14 @@ static pc_status_t observe_doc(void *state, pc_txn_t *txn, const pc_notified_cel
   return st;
 }
 
-/* ---- the index ------------------------------------------------------------- */
-
-/* Removes the posting of url in cluster hash from the index of every term
- * in list (newline-separated). */
-static pc_status_t unindex(pc_txn_t *txn, const val_t *list, const char *url, size_t ulen,
-                           const char *hash, size_t hl, pc_error_t *err) {
-  char row[PC_MAX_ROW];
-  size_t i = 0;
-  while (list->p && i < list->n) {
-    const char *t = list->p + i;
-    const char *nl = memchr(t, '\n', list->n - i);
-    size_t tl = nl ? (size_t)(nl - t) : list->n - i;
-    if (tl) {
-      int rl = dd_idx_row(row, sizeof row, t, tl, url, ulen, hash, hl);
-      if (rl < 0) return fail(err, PC_INVALID, "url too long for the index");
-      pc_status_t st = host->txn_delete(txn, IDX, row, (size_t)rl, S(C_COUNT), err);
-      if (st != PC_OK) return st;
-    }
-    i += tl + 1;
-  }
-  return PC_OK;
-}
-
-static pc_status_t observe_canonical(void *state, pc_txn_t *txn, const pc_notified_cell_t *cell,
-                                     pc_error_t *err) {
-  (void)state;
-  const char *hash = cell->row;
-  size_t hl = cell->row_len;
-  val_t canon, indexed = {0}, terms = {0}, contents = {0};
-  dd_terms_t tv = {0};
-  char *list = NULL;
-  pc_status_t st = get(txn, DUPS, hash, hl, S(C_CANON), &canon, err);
-  if (st == PC_OK) st = get(txn, DUPS, hash, hl, S(C_INDEXED), &indexed, err);
-  if (st != PC_OK || (canon.p && same(&indexed, canon.p, canon.n))) goto out; /* up to date */
-  if (canon.p) {
-    st = get(txn, DOCS, canon.p, canon.n, S(C_CONTENTS), &contents, err);
-    if (st != PC_OK) goto out;
-    char h[DD_HASH_HEX];
-    if (contents.p) dd_sha256_hex(contents.p, contents.n, h);
-    if (!contents.p || hl != DD_HASH_HEX - 1 || memcmp(h, hash, hl) != 0) {
-      /* its change is committed and its dedup run pending: that run fixes it */
-      host->log(host->host_ctx, PC_PLUGIN_LOG_DEBUG,
-                "cluster %.*s: canonical changed since; indexing later", (int)hl, hash);
-      goto out;
-    }
-    if (dd_terms(contents.p, contents.n, &tv) != 0) {
-      st = fail(err, PC_NOMEM, "out of memory");
-      goto out;
-    }
-  }
-  if (indexed.p) {
-    if ((st = get(txn, DUPS, hash, hl, S(C_TERMS), &terms, err)) != PC_OK) goto out;
-    if ((st = unindex(txn, &terms, indexed.p, indexed.n, hash, hl, err)) != PC_OK) goto out;
-  }
-  if (!canon.p) { /* the cluster is gone */
-    if (indexed.p) st = host->txn_delete(txn, DUPS, hash, hl, S(C_INDEXED), err);
-    if (st == PC_OK && terms.p) st = host->txn_delete(txn, DUPS, hash, hl, S(C_TERMS), err);
-    goto out;
-  }
-  size_t total = 0;
-  for (size_t k = 0; k < tv.n; k++) total += tv.v[k].len + 1u;
-  if (total && !(list = malloc(total))) {
-    st = fail(err, PC_NOMEM, "out of memory");
-    goto out;
-  }
-  size_t at = 0;
-  char row[PC_MAX_ROW];
-  for (size_t k = 0; k < tv.n && st == PC_OK; k++) {
-    char num[24];
-    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)tv.v[k].count);
-    int rl = dd_idx_row(row, sizeof row, tv.v[k].term, tv.v[k].len, canon.p, canon.n, hash, hl);
-    if (rl < 0) {
-      st = fail(err, PC_INVALID, "url too long for the index");
-      break;
-    }
-    st = host->txn_set(txn, IDX, row, (size_t)rl, S(C_COUNT), num, (size_t)n, err);
-    memcpy(list + at, tv.v[k].term, tv.v[k].len);
-    at += tv.v[k].len;
-    list[at++] = '\n';
-  }
-  if (st == PC_OK) st = host->txn_set(txn, DUPS, hash, hl, S(C_INDEXED), canon.p, canon.n, err);
-  if (st == PC_OK) {
-    if (at > 1)
-      st = host->txn_set(txn, DUPS, hash, hl, S(C_TERMS), list, at - 1, err);
-    else if (terms.p)
-      st = host->txn_delete(txn, DUPS, hash, hl, S(C_TERMS), err);
-  }
-out:
-  free(list);
-  dd_terms_free(&tv);
-  host->free(canon.p);
-  host->free(indexed.p);
-  host->free(terms.p);
-  host->free(contents.p);
+/* The dedup observer over many documents in one transaction: each in turn,
+ * as observe_doc alone would (the transaction's own writes are visible to
+ * its later reads and scans, so documents of one cluster in one batch see
+ * each other), with one commit for all. */
+static pc_status_t observe_docs(void *state, pc_txn_t *txn, const pc_notified_cell_t *cells,
+                                size_t n, pc_error_t *err) {
+  pc_status_t st = PC_OK;
+  for (size_t i = 0; i < n && st == PC_OK; i++) st = observe_doc(state, txn, &cells[i], err);
   return st;
 }
 
@@ -344,15 +262,23 @@ out:
 pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const char *config_json,
                            pc_error_t *err) {
   (void)config_json;
+  if (!PC_HOST_HAS(api, txn_get_many)) {
+    snprintf(err->text, sizeof err->text,
+             "this host implements observer ABI %d.%d; dedup needs 1.1 (txn_get_many)",
+             api->abi_major, api->abi_minor);
+    return err->code = PC_INVALID;
+  }
   host = api;
+  dd_index_set_host(api);
   static const struct {
     const char *name, *table, *column;
     pc_observer_kind_t kind;
     pc_observe_fn fn;
+    pc_observe_batch_fn batch; /* many cells in one transaction (index: one chunk per term) */
   } defs[] = {
-      {"dedup", DOCS, C_CONTENTS, PC_OBSERVER_STRONG, observe_doc},
-      {"dedup.index", DUPS, C_CANON, PC_OBSERVER_STRONG, observe_canonical},
-      {"dedup.index.weak", DUPS, C_CANON, PC_OBSERVER_WEAK, observe_canonical},
+      {"dedup", DOCS, C_CONTENTS, PC_OBSERVER_STRONG, observe_doc, observe_docs},
+      {"dedup.index", DUPS, C_CANON, PC_OBSERVER_STRONG, dd_index_one, dd_index_run},
+      {"dedup.index.weak", DUPS, C_CANON, PC_OBSERVER_WEAK, dd_index_one, NULL},
   };
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
     pc_observer_def_t def = {.name = defs[i].name,
@@ -360,7 +286,8 @@ pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const
                              .column = defs[i].column,
                              .column_len = strlen(defs[i].column),
                              .kind = defs[i].kind,
-                             .observe = defs[i].fn};
+                             .observe = defs[i].fn,
+                             .observe_batch = defs[i].batch};
     pc_status_t st = api->register_observer(reg, &def, err);
     if (st != PC_OK) return st;
   }

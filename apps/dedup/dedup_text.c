@@ -54,7 +54,8 @@ static int term_cmp(const void *a, const void *b) {
 int dd_terms(const char *p, size_t n, dd_terms_t *out) {
   out->v = NULL;
   out->n = 0;
-  size_t cap = 0, slots = 0;
+  out->mem = NULL;
+  size_t cap = 0, slots = 0, used = 0, room = 0;
   size_t *table = NULL; /* open addressing: index + 1 into out->v, 0 = empty */
   char t[DD_MAX_TERM + 1];
   size_t pos = 0, len;
@@ -64,7 +65,8 @@ int dd_terms(const char *p, size_t n, dd_terms_t *out) {
       size_t *nt = calloc(ns, sizeof *nt);
       if (!nt) goto oom;
       for (size_t k = 0; k < out->n; k++) {
-        size_t s = term_hash(out->v[k].term, out->v[k].len) & (ns - 1);
+        const dd_term_t *e = &out->v[k];
+        size_t s = term_hash(out->mem + e->off, e->len) & (ns - 1);
         while (nt[s]) s = (s + 1) & (ns - 1);
         nt[s] = k + 1;
       }
@@ -75,7 +77,7 @@ int dd_terms(const char *p, size_t n, dd_terms_t *out) {
     size_t s = term_hash(t, len) & (slots - 1);
     for (; table[s]; s = (s + 1) & (slots - 1)) {
       dd_term_t *e = &out->v[table[s] - 1];
-      if (e->len == len && memcmp(e->term, t, len) == 0) break;
+      if (e->len == len && memcmp(out->mem + e->off, t, len) == 0) break;
     }
     if (table[s]) {
       out->v[table[s] - 1].count++;
@@ -88,13 +90,24 @@ int dd_terms(const char *p, size_t n, dd_terms_t *out) {
       out->v = nv;
       cap = nc;
     }
+    if (used + len + 1 > room) {
+      size_t nr = room ? room * 2 : 1024;
+      while (nr < used + len + 1) nr *= 2;
+      char *nm = realloc(out->mem, nr);
+      if (!nm) goto oom;
+      out->mem = nm;
+      room = nr;
+    }
     dd_term_t *e = &out->v[out->n++];
-    memcpy(e->term, t, len + 1);
+    memcpy(out->mem + used, t, len + 1);
+    e->off = (uint32_t)used;
     e->len = (uint8_t)len;
     e->count = 1;
+    used += len + 1;
     table[s] = out->n;
   }
   free(table);
+  for (size_t k = 0; k < out->n; k++) out->v[k].term = out->mem + out->v[k].off;
   if (out->n) qsort(out->v, out->n, sizeof *out->v, term_cmp);
   return 0;
 oom:
@@ -105,17 +118,8 @@ oom:
 
 void dd_terms_free(dd_terms_t *t) {
   free(t->v);
+  free(t->mem);
   t->v = NULL;
+  t->mem = NULL;
   t->n = 0;
-}
-
-int dd_idx_row(char *out, size_t cap, const char *term, size_t tl, const char *url, size_t ulen,
-               const char *hash, size_t hl) {
-  if (tl + 1 + ulen + 1 + hl > cap || tl + 2 + ulen + hl > (size_t)INT32_MAX) return -1;
-  memcpy(out, term, tl);
-  out[tl] = '\0';
-  memcpy(out + tl + 1, url, ulen);
-  out[tl + 1 + ulen] = '\0';
-  memcpy(out + tl + 2 + ulen, hash, hl);
-  return (int)(tl + 2 + ulen + hl);
 }

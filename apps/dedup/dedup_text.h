@@ -1,7 +1,8 @@
 /* dedup_text.h — what the dedup plugin (apps/dedup/dedup.c) and the CLI's
  * dedup verbs (apps/cli/verb_dedup.c) must compute identically: a document's
- * content hash, its terms, and the index rows they are filed under. The file is compiled into both (the plugin does
- * not link libpercolator); it depends on libc and nettle only.
+ * content hash and its terms (the index's layout is dedup_index.h). The
+ * file is compiled into both (the plugin does not link libpercolator); it
+ * depends on libc and nettle only.
  *
  * The tokeniser's rule: bytes 'A'..'Z' are folded to 'a'..'z' (ASCII only;
  * other bytes are left alone); a term is a maximal run of [a-z0-9] after
@@ -28,7 +29,8 @@ size_t dd_next_term(const char *p, size_t n, size_t *pos, char out[DD_MAX_TERM +
 
 /* A document's distinct terms with their counts, sorted by term (bytewise). */
 typedef struct dd_term {
-  char term[DD_MAX_TERM + 1];
+  const char *term; /* NUL-terminated after len bytes; owned by the dd_terms_t */
+  uint32_t off;     /* (where term is in the dd_terms_t's memory) */
   uint8_t len;
   uint64_t count;
 } dd_term_t;
@@ -36,21 +38,12 @@ typedef struct dd_term {
 typedef struct dd_terms {
   dd_term_t *v;
   size_t n;
+  char *mem; /* the terms' bytes */
 } dd_terms_t;
 
 /* Tokenises p[0..n) into *out (released with dd_terms_free). 0, or -1 when
  * out of memory. */
 int dd_terms(const char *p, size_t n, dd_terms_t *out);
 void dd_terms_free(dd_terms_t *t);
-
-/* The column of an index row: the term's count in the document. */
-#define DD_IDX_COUNT "n"
-
-/* The index row of term in the posting of canonical url in cluster hash,
- * term 0x00 url 0x00 hash, into out (cap bytes); its length, or -1 when it
- * does not fit. Terms hold no NUL byte, so a term's rows are the range
- * [term 0x00, term 0x01). */
-int dd_idx_row(char *out, size_t cap, const char *term, size_t tl, const char *url, size_t ulen,
-               const char *hash, size_t hl);
 
 #endif

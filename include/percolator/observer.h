@@ -61,7 +61,7 @@ extern "C" {
 #endif
 
 #define PC_OBSERVER_ABI_MAJOR 1
-#define PC_OBSERVER_ABI_MINOR 0
+#define PC_OBSERVER_ABI_MINOR 1
 
 /* pc_plugin_magic_t.magic: the bytes "PCPB" (PerColator Plugin Binary). */
 #define PC_PLUGIN_MAGIC 0x50435042u
@@ -142,8 +142,8 @@ typedef struct pc_notified_cell {
  *   - The host begins txn (a fresh start_ts, after the notification), and
  *     commits or aborts and destroys it after the callback returns. The
  *     callback reads and writes only through txn (api->txn_get, txn_set,
- *     txn_delete, txn_scan, notify_weak) and never commits, aborts or
- *     destroys it, nor keeps it after returning.
+ *     txn_delete, txn_scan, notify_weak, and the calls of ABI 1.1) and
+ *     never commits, aborts or destroys it, nor keeps it after returning.
  *   - PC_OK asks the host to commit txn. Any other status aborts it (nothing
  *     it wrote is applied) and counts as a failure of this observer on this
  *     notification, with err's text as the reason: the run is retried later
@@ -163,6 +163,28 @@ typedef struct pc_notified_cell {
 typedef pc_status_t (*pc_observe_fn)(void *state, pc_txn_t *txn, const pc_notified_cell_t *cell,
                                      pc_error_t *err);
 
+/* The batch callback (ABI 1.1, optional, strong observers only): one run
+ * over n >= 1 notified cells of the observer's column, each a change this
+ * observer has not yet acknowledged, in one transaction. It does what
+ * observe would do for each cell in turn inside that one transaction (its
+ * own writes are visible to its later reads), and its result is theirs:
+ * PC_OK commits the run of every cell (the host writes each cell's ack),
+ * any other status aborts all of them. The host hands the observer a batch
+ * when it finds several of its cells notified at once, at most batch_max;
+ * after a batch fails, it runs those cells one by one through observe, so
+ * that a cell that fails is retried and parked on its own. A batch pays one
+ * commit for many cells, and lets the observer combine their writes (many
+ * documents' postings of one term in one cell, say); it also makes a
+ * conflict on any one cell abort them all, so it suits observers whose
+ * cells seldom meet. The cells are distinct; every pointer is valid only
+ * during the call. */
+typedef pc_status_t (*pc_observe_batch_fn)(void *state, pc_txn_t *txn,
+                                           const pc_notified_cell_t *cells, size_t n,
+                                           pc_error_t *err);
+
+/* The most cells a batch may hold (pc_observer_def_t.batch_max). */
+#define PC_MAX_OBSERVER_BATCH 4096
+
 /* What a plugin registers. The host copies the strings; the definition itself
  * may live on the stack. */
 typedef struct pc_observer_def {
@@ -178,6 +200,14 @@ typedef struct pc_observer_def {
    * is unloaded, or the load fails after this registration (rollback). When
    * register_observer fails, state stays the plugin's. */
   void (*state_free)(void *state);
+
+  /* ---- ABI 1.1 ---- */
+
+  /* Optional: see pc_observe_batch_fn (NULL: every cell runs alone). Only
+   * for a strong observer (PC_INVALID otherwise); observe stays required. */
+  pc_observe_batch_fn observe_batch;
+  /* The most cells of one batch, 1..PC_MAX_OBSERVER_BATCH (0: 64). */
+  size_t batch_max;
 } pc_observer_def_t;
 
 /* ---- the host's functions -------------------------------------------------- */
@@ -252,6 +282,30 @@ typedef struct pc_host_api {
    * the host owns def->state (see pc_observer_def_t.state_free). */
   pc_status_t (*register_observer)(pc_plugin_reg_t *reg, const pc_observer_def_t *def,
                                    pc_error_t *err);
+
+  /* ---- ABI 1.1: what observers need to read and write much at once ---- */
+
+  /* pc_txn_get_many: reads n cells (any rows, columns and tables) in one
+   * call — on a cluster one request per tablet, every tablet at once.
+   * values[i].value is a malloc'd copy (release each with api->free) or NULL
+   * when cells[i] has no value. */
+  pc_status_t (*txn_get_many)(pc_txn_t *txn, const pc_cell_ref_t *cells, size_t n,
+                              pc_value_t *values, pc_error_t *err);
+  /* pc_txn_set_many: buffers n writes (a NULL value: a delete). Writes
+   * never cost a round trip each: the commit sends one request per tablet
+   * and stage. */
+  pc_status_t (*txn_set_many)(pc_txn_t *txn, const pc_cell_ref_t *cells,
+                              const pc_value_t *values, size_t n, pc_error_t *err);
+  /* pc_txn_scan_row: the cells of one row whose column begins with
+   * col_prefix, read from the first such column to the last. Release with
+   * scan_destroy, as txn_scan's. */
+  pc_scan_t *(*txn_scan_row)(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
+                             const char *col_prefix, size_t cplen, pc_error_t *err);
+  /* pc_txn_scan_prefix: the cells of the rows that begin with prefix whose
+   * column begins with col_prefix. Release with scan_destroy. */
+  pc_scan_t *(*txn_scan_prefix)(pc_txn_t *txn, const char *table, const char *prefix,
+                                size_t plen, const char *col_prefix, size_t cplen,
+                                pc_error_t *err);
 
   /* ---- later minors append their members here, never above ---- */
 } pc_host_api_t;

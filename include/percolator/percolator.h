@@ -275,6 +275,39 @@ PC_EXPORT pc_status_t pc_txn_notify_weak(pc_txn_t *txn, const char *table, const
                                          size_t rlen, const char *col, size_t clen,
                                          pc_error_t *err);
 
+/* ---- many cells in one call -------------------------------------------- */
+
+/* A cell named in a call on many cells. */
+typedef struct pc_cell_ref {
+  const char *table;
+  const char *row;    size_t row_len;
+  const char *column; size_t column_len;
+} pc_cell_ref_t;
+
+/* What pc_txn_get_many read of one cell: value NULL (vlen 0) when the cell
+ * has no value at the snapshot. */
+typedef struct pc_value {
+  char *value;
+  size_t vlen;
+} pc_value_t;
+
+/* Reads n cells at the snapshot, each as pc_txn_get would (this
+ * transaction's own writes included), into values[0..n), in one call: on a
+ * cluster one request per tablet, every tablet at once, so that the call
+ * costs one round trip whatever n is. On PC_OK each values[i].value is a
+ * malloc'd copy (release each with pc_free) or NULL when cells[i] has no
+ * value; on any other status (PC_LOCKED, PC_INVALID naming the cell, ...)
+ * every values[i].value is NULL. A cell may be named more than once. */
+PC_EXPORT pc_status_t pc_txn_get_many(pc_txn_t *txn, const pc_cell_ref_t *cells, size_t n,
+                                      pc_value_t *values, pc_error_t *err);
+
+/* Buffers n writes, values[i] into cells[i] as pc_txn_set would, or a delete
+ * where values[i].value is NULL. Stops at the first cell refused (its error);
+ * the writes before it stay buffered. Writes never cost a round trip: they
+ * reach the store at commit, one request per tablet and stage. */
+PC_EXPORT pc_status_t pc_txn_set_many(pc_txn_t *txn, const pc_cell_ref_t *cells,
+                                      const pc_value_t *values, size_t n, pc_error_t *err);
+
 /* Commits the buffered writes: prewrite with a primary lock, commit of the
  * primary (the commit point), then the secondaries. A transaction without
  * writes commits trivially. PC_OK: the commit stands (failures after the
@@ -311,6 +344,20 @@ typedef struct pc_scan pc_scan_t;
  * with pc_scan_destroy before the transaction. */
 PC_EXPORT pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size_t slen,
                        const char *end, size_t elen, pc_error_t *err);
+
+/* Like pc_txn_scan, over the rows of table that begin with prefix (plen 0:
+ * every row), returning only the cells whose column begins with col_prefix
+ * (cplen 0: every column). */
+PC_EXPORT pc_scan_t *pc_txn_scan_prefix(pc_txn_t *txn, const char *table, const char *prefix,
+                                        size_t plen, const char *col_prefix, size_t cplen,
+                                        pc_error_t *err);
+
+/* Like pc_txn_scan, over the one row `row` of table, returning only the
+ * cells whose column begins with col_prefix (cplen 0: every column): reading
+ * starts at the first such column and stops after the last. */
+PC_EXPORT pc_scan_t *pc_txn_scan_row(pc_txn_t *txn, const char *table, const char *row,
+                                     size_t rlen, const char *col_prefix, size_t cplen,
+                                     pc_error_t *err);
 
 /* Advances to the next cell: PC_OK when there is one, PC_NOT_FOUND at the end,
  * another status on error (PC_LOCKED, PC_IO_ERROR, ...). A scan reads only

@@ -69,6 +69,42 @@ static pc_status_t observe_strong(void *state, pc_txn_t *txn, const pc_notified_
   m = snprintf(buf, sizeof buf, "%s", host->status_name(st));
   if ((st = put(txn, cell, "out:late", buf, (size_t)m, err)) != PC_OK) return st;
 
+  /* ABI 1.1: the notified cell, in:del and a cell without a value in one
+   * read; two writes in one call; the row's in: columns; rows with its prefix */
+  if (PC_HOST_HAS(host, txn_scan_prefix)) {
+    pc_cell_ref_t refs[3] = {{cell->table, cell->row, cell->row_len, cell->column, cell->column_len},
+                             {cell->table, cell->row, cell->row_len, "in:del", 6},
+                             {cell->table, cell->row, cell->row_len, "in:none", 7}};
+    pc_value_t v[3];
+    if ((st = host->txn_get_many(txn, refs, 3, v, err)) != PC_OK) return st;
+    m = snprintf(buf, sizeof buf, "%.*s|%.*s|%s", (int)v[0].vlen, v[0].value ? v[0].value : "",
+                 (int)v[1].vlen, v[1].value ? v[1].value : "", v[2].value ? "?" : "-");
+    for (int i = 0; i < 3; i++) host->free(v[i].value);
+    if ((st = put(txn, cell, "out:many", buf, (size_t)m, err)) != PC_OK) return st;
+    pc_cell_ref_t w[2] = {{cell->table, cell->row, cell->row_len, "out:set1", 8},
+                          {cell->table, cell->row, cell->row_len, "out:set2", 8}};
+    pc_value_t wv[2] = {{(char *)"one", 3}, {NULL, 0}};
+    if ((st = host->txn_set_many(txn, w, wv, 2, err)) != PC_OK) return st;
+    pc_scan_t *sc = host->txn_scan_row(txn, cell->table, cell->row, cell->row_len, "in:", 3, err);
+    if (!sc) return err->code;
+    size_t at = 0;
+    while ((st = host->scan_next(sc, err)) == PC_OK) {
+      const char *c = host->scan_column(sc, &n);
+      at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%.*s", at ? "," : "", (int)n, c);
+    }
+    host->scan_destroy(sc);
+    if (st != PC_NOT_FOUND) return st;
+    if ((st = put(txn, cell, "out:row", buf, at, err)) != PC_OK) return st;
+    sc = host->txn_scan_prefix(txn, cell->table, cell->row, cell->row_len, "in:x", 4, err);
+    if (!sc) return err->code;
+    int rows = 0;
+    while ((st = host->scan_next(sc, err)) == PC_OK) rows++;
+    host->scan_destroy(sc);
+    if (st != PC_NOT_FOUND) return st;
+    m = snprintf(buf, sizeof buf, "%d", rows);
+    if ((st = put(txn, cell, "out:prefix", buf, (size_t)m, err)) != PC_OK) return st;
+  }
+
   if ((st = host->txn_delete(txn, cell->table, cell->row, cell->row_len, "in:del", 6, err)) !=
       PC_OK)
     return st;

@@ -1,0 +1,187 @@
+/* dedup_index.c — the chunks of the dedup index: their columns, their
+ * entries, and the postings a term's chunks leave (the layout is in
+ * dedup_index.h). */
+#include "dedup_index.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void dd_chunk_col(char out[DD_CHUNK_COL], uint64_t id) {
+  out[0] = DD_CHUNK_PREFIX;
+  for (int i = 0; i < 8; i++) out[1 + i] = (char)(id >> (56 - 8 * i));
+}
+
+int dd_chunk_id(const char *col, size_t clen, uint64_t *id) {
+  if (clen != DD_CHUNK_COL || col[0] != DD_CHUNK_PREFIX) return -1;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | (unsigned char)col[1 + i];
+  *id = v;
+  return 0;
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+int dd_hash_raw(const char *hex, size_t hl, uint8_t out[DD_HASH_RAW]) {
+  if (hl != 2 * DD_HASH_RAW) return -1;
+  for (size_t i = 0; i < DD_HASH_RAW; i++) {
+    int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    out[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return 0;
+}
+
+void dd_hash_hex(const uint8_t raw[DD_HASH_RAW], char out[DD_HASH_HEX]) {
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < DD_HASH_RAW; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[2 * DD_HASH_RAW] = '\0';
+}
+
+int dd_buf_put(dd_buf_t *b, const void *p, size_t n) {
+  if (b->n + n > b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 256;
+    while (nc < b->n + n) nc *= 2;
+    char *np = realloc(b->p, nc);
+    if (!np) return -1;
+    b->p = np;
+    b->cap = nc;
+  }
+  if (n) memcpy(b->p + b->n, p, n);
+  b->n += n;
+  return 0;
+}
+
+void dd_buf_free(dd_buf_t *b) {
+  free(b->p);
+  b->p = NULL;
+  b->n = b->cap = 0;
+}
+
+static int put_varint(dd_buf_t *b, uint64_t v) {
+  unsigned char tmp[10];
+  size_t n = 0;
+  do {
+    tmp[n] = (unsigned char)(v & 0x7F);
+    v >>= 7;
+    if (v) tmp[n] |= 0x80;
+    n++;
+  } while (v);
+  return dd_buf_put(b, tmp, n);
+}
+
+static int get_varint(const char *p, size_t n, size_t *pos, uint64_t *v) {
+  uint64_t r = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*pos >= n) return -1;
+    unsigned char c = (unsigned char)p[(*pos)++];
+    r |= (uint64_t)(c & 0x7F) << shift;
+    if (!(c & 0x80)) {
+      *v = r;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+int dd_chunk_add(dd_buf_t *chunk, char op, const uint8_t hash[DD_HASH_RAW], const char *url,
+                 size_t ulen, uint64_t count) {
+  if (op != '+' && op != '-') return -1;
+  if (dd_buf_put(chunk, &op, 1) || dd_buf_put(chunk, hash, DD_HASH_RAW) ||
+      put_varint(chunk, ulen) || dd_buf_put(chunk, url, ulen))
+    return -1;
+  return op == '+' ? put_varint(chunk, count) : 0;
+}
+
+int dd_chunk_next(const char *p, size_t n, size_t *pos, dd_entry_t *e) {
+  if (*pos == n) return 0;
+  if (*pos > n) return -1;
+  e->op = p[(*pos)++];
+  if (e->op != '+' && e->op != '-') return -1;
+  if (n - *pos < DD_HASH_RAW) return -1;
+  e->hash = (const uint8_t *)p + *pos;
+  *pos += DD_HASH_RAW;
+  uint64_t ul;
+  if (get_varint(p, n, pos, &ul) || ul > n - *pos) return -1;
+  e->url = p + *pos;
+  e->ulen = (size_t)ul;
+  *pos += e->ulen;
+  e->count = 0;
+  if (e->op == '+' && get_varint(p, n, pos, &e->count)) return -1;
+  return 1;
+}
+
+int dd_postings_apply(dd_postings_t *ps, const char *chunk, size_t n) {
+  size_t pos = 0;
+  dd_entry_t e;
+  int rc;
+  while ((rc = dd_chunk_next(chunk, n, &pos, &e)) == 1) {
+    if (ps->n == ps->cap) {
+      size_t nc = ps->cap ? ps->cap * 2 : 64;
+      dd_posting_t *nv = realloc(ps->v, nc * sizeof *nv);
+      if (!nv) return -2;
+      ps->v = nv;
+      ps->cap = nc;
+    }
+    dd_posting_t *p = &ps->v[ps->n];
+    if (!(p->url = malloc(e.ulen + 1))) return -2;
+    memcpy(p->url, e.url, e.ulen);
+    p->url[e.ulen] = '\0';
+    p->ulen = e.ulen;
+    memcpy(p->hash, e.hash, DD_HASH_RAW);
+    p->count = e.count;
+    p->op = e.op;
+    p->seq = ps->seq++;
+    ps->n++;
+  }
+  return rc < 0 ? -1 : 0;
+}
+
+static int posting_key_cmp(const dd_posting_t *x, const dd_posting_t *y) {
+  size_t m = x->ulen < y->ulen ? x->ulen : y->ulen;
+  int r = m ? memcmp(x->url, y->url, m) : 0;
+  if (r) return r;
+  if (x->ulen != y->ulen) return x->ulen < y->ulen ? -1 : 1;
+  return memcmp(x->hash, y->hash, DD_HASH_RAW);
+}
+
+static int posting_seq_cmp(const void *a, const void *b) {
+  const dd_posting_t *x = a, *y = b;
+  int r = posting_key_cmp(x, y);
+  if (r) return r;
+  return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+int dd_postings_settle(dd_postings_t *ps) {
+  if (ps->n) qsort(ps->v, ps->n, sizeof *ps->v, posting_seq_cmp);
+  size_t k = 0;
+  for (size_t i = 0; i < ps->n; i++) {
+    int last = i + 1 == ps->n || posting_key_cmp(&ps->v[i], &ps->v[i + 1]) != 0;
+    if (last && ps->v[i].op == '+') {
+      ps->v[k++] = ps->v[i];
+    } else {
+      free(ps->v[i].url);
+    }
+  }
+  ps->n = k;
+  return 0;
+}
+
+void dd_postings_clear(dd_postings_t *ps) {
+  for (size_t i = 0; i < ps->n; i++) free(ps->v[i].url);
+  ps->n = 0;
+  ps->seq = 0;
+}
+
+void dd_postings_free(dd_postings_t *ps) {
+  dd_postings_clear(ps);
+  free(ps->v);
+  ps->v = NULL;
+  ps->cap = 0;
+}

@@ -1,0 +1,95 @@
+/* dedup_index.h — the inverted index of the dedup application as the plugin
+ * (apps/dedup/dedup.c) writes it and the CLI's search and check
+ * (apps/cli/verb_dedup.c) read it. Compiled into both; libc only.
+ *
+ * Table idx, one row per term (the term's bytes). Each index run (one
+ * transaction, over one or many clusters) writes at most one cell in the
+ * row of each term it touches, a chunk:
+ *   column  DD_CHUNK_PREFIX then the run's start_ts, 8 bytes big-endian
+ *           (so a row's chunks sort in the order of their runs);
+ *   value   entries, each: u8 op ('+' the posting is set, '-' it is
+ *           removed), the cluster's SHA-256 (32 bytes), varint length and
+ *           bytes of the canonical URL, and for '+' the varint count of the
+ *           term in that document.
+ * A posting is (term, URL, cluster hash). The postings of a term at a
+ * snapshot are its chunks applied in column order: for each (URL, hash) the
+ * last entry wins, and a '-' removes it. Why the order of columns is the
+ * order of the changes, and what a reader at any snapshot sees, is argued in
+ * docs/ARCHITECTURE.md ("The dedup index"). */
+#ifndef PC_DEDUP_INDEX_H
+#define PC_DEDUP_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dedup_text.h"
+
+#define DD_CHUNK_PREFIX 'p'
+#define DD_CHUNK_COL 9 /* bytes of a chunk's column */
+#define DD_HASH_RAW 32
+
+/* The column of the chunk of the run that started at id. */
+void dd_chunk_col(char out[DD_CHUNK_COL], uint64_t id);
+/* 0 with *id set when col is a chunk's column, else -1. */
+int dd_chunk_id(const char *col, size_t clen, uint64_t *id);
+
+/* The 32 bytes of a lower-case hex SHA-256 (64 digits): 0, or -1 when hex is
+ * not one. And back, NUL-terminated. */
+int dd_hash_raw(const char *hex, size_t hl, uint8_t out[DD_HASH_RAW]);
+void dd_hash_hex(const uint8_t raw[DD_HASH_RAW], char out[DD_HASH_HEX]);
+
+/* A growable byte buffer. */
+typedef struct dd_buf {
+  char *p;
+  size_t n, cap;
+} dd_buf_t;
+/* 0, or -1 when out of memory. */
+int dd_buf_put(dd_buf_t *b, const void *p, size_t n);
+void dd_buf_free(dd_buf_t *b);
+
+/* Appends an entry to a chunk: op '+' (with count) or '-'. 0, or -1 when out
+ * of memory (or op is neither). */
+int dd_chunk_add(dd_buf_t *chunk, char op, const uint8_t hash[DD_HASH_RAW], const char *url,
+                 size_t ulen, uint64_t count);
+
+/* One entry of a chunk; the pointers point into the chunk. */
+typedef struct dd_entry {
+  char op;
+  const uint8_t *hash;
+  const char *url;
+  size_t ulen;
+  uint64_t count; /* 0 for '-' */
+} dd_entry_t;
+
+/* The entry of chunk p[0..n) at *pos, *pos moved past it: 1, or 0 at the
+ * end, or -1 when the chunk is malformed. */
+int dd_chunk_next(const char *p, size_t n, size_t *pos, dd_entry_t *e);
+
+/* A posting as a term's chunks leave it. */
+typedef struct dd_posting {
+  char *url; /* malloc'd, NUL-terminated after ulen bytes */
+  size_t ulen;
+  uint8_t hash[DD_HASH_RAW];
+  uint64_t count;
+  uint64_t seq; /* (the order of the entry it came from) */
+  char op;
+} dd_posting_t;
+
+/* The postings of one term, built from its chunks in column order. */
+typedef struct dd_postings {
+  dd_posting_t *v;
+  size_t n, cap;
+  uint64_t seq;
+} dd_postings_t;
+
+/* Applies a chunk (the next in column order). 0, -1 when it is malformed,
+ * -2 when out of memory. */
+int dd_postings_apply(dd_postings_t *ps, const char *chunk, size_t n);
+/* Settles what the chunks applied so far leave: the postings, in (URL,
+ * hash) order. 0, or -2 when out of memory. */
+int dd_postings_settle(dd_postings_t *ps);
+/* Empties ps for the next term (keeping its memory). */
+void dd_postings_clear(dd_postings_t *ps);
+void dd_postings_free(dd_postings_t *ps);
+
+#endif

@@ -1,0 +1,235 @@
+/* index.c — the index observer of the dedup plugin (dedup.c registers it):
+ * keeps table idx (dedup_index.h) holding the postings of every cluster's
+ * canonical document. It runs on a change of a cluster's canonical cell, for
+ * one cluster (observe) or, handed many at once by the worker, for many in
+ * one transaction (observe_batch): the run reads each cluster's canonical,
+ * indexed and terms cells and its canonical's contents (two get_many calls),
+ * and writes, per term it touches, one chunk holding every cluster's entry
+ * for that term ('-' for the URL the cluster was indexed under, '+' for its
+ * canonical now) — so a term common to many of the run's documents costs one
+ * cell, not one per document — then each cluster's indexed and terms cells.
+ *
+ * Per cluster, as before batches: nothing to do when its canonical is the
+ * URL it is indexed under; when the canonical's contents do not hash to the
+ * cluster (a change of that document is committed and its dedup run
+ * pending), nothing is written for the cluster, and that dedup run either
+ * changes the canonical or notifies the canonical cell weakly; a cluster
+ * that disappeared (no canonical) loses its postings and its indexed and
+ * terms cells. */
+#include <percolator/observer.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dedup_index.h"
+#include "dedup_internal.h"
+
+static const pc_host_api_t *host;
+
+void dd_index_set_host(const pc_host_api_t *api) { host = api; }
+
+/* ---- the chunks of one run, by term ------------------------------------------ */
+
+typedef struct tchunk {
+  char term[DD_MAX_TERM];
+  uint8_t len; /* 0: an empty slot */
+  dd_buf_t chunk;
+} tchunk_t;
+
+typedef struct tmap {
+  tchunk_t *slot;
+  size_t cap, n;
+} tmap_t;
+
+static uint64_t term_hash(const char *t, size_t len) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The chunk of term (made empty when new), or NULL when out of memory. */
+static dd_buf_t *tmap_chunk(tmap_t *m, const char *t, size_t len) {
+  if ((m->n + 1) * 2 > m->cap) { /* grow at half full */
+    size_t nc = m->cap ? m->cap * 2 : 1024;
+    tchunk_t *ns = calloc(nc, sizeof *ns);
+    if (!ns) return NULL;
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->slot[i].len) continue;
+      size_t s = term_hash(m->slot[i].term, m->slot[i].len) & (nc - 1);
+      while (ns[s].len) s = (s + 1) & (nc - 1);
+      ns[s] = m->slot[i];
+    }
+    free(m->slot);
+    m->slot = ns;
+    m->cap = nc;
+  }
+  size_t s = term_hash(t, len) & (m->cap - 1);
+  for (; m->slot[s].len; s = (s + 1) & (m->cap - 1))
+    if (m->slot[s].len == len && memcmp(m->slot[s].term, t, len) == 0) return &m->slot[s].chunk;
+  memcpy(m->slot[s].term, t, len);
+  m->slot[s].len = (uint8_t)len;
+  m->n++;
+  return &m->slot[s].chunk;
+}
+
+static void tmap_free(tmap_t *m) {
+  for (size_t i = 0; i < m->cap; i++) dd_buf_free(&m->slot[i].chunk);
+  free(m->slot);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- one run ------------------------------------------------------------------------ */
+
+/* What the run reads of a cluster: its canonical, indexed and terms cells. */
+enum { V_CANON, V_INDEXED, V_TERMS, NV };
+
+static pc_status_t fail(pc_error_t *err, pc_status_t st, const char *what) {
+  snprintf(err->text, sizeof err->text, "%s", what);
+  return err->code = st;
+}
+
+static int same(const pc_value_t *v, const char *p, size_t n) {
+  return v->value && v->vlen == n && memcmp(v->value, p, n) == 0;
+}
+
+/* Adds the entries of one cluster (raw hash h) to the run's chunks: '-' for
+ * each term of the list of the URL it was indexed under, '+' for each term
+ * of its canonical now (tv, when canon). */
+static int add_entries(tmap_t *m, const uint8_t h[DD_HASH_RAW], const pc_value_t *indexed,
+                       const pc_value_t *terms, const pc_value_t *canon, const dd_terms_t *tv) {
+  if (indexed->value && terms->value) {
+    const char *p = terms->value;
+    size_t i = 0, n = terms->vlen;
+    while (i < n) {
+      const char *nl = memchr(p + i, '\n', n - i);
+      size_t tl = nl ? (size_t)(nl - (p + i)) : n - i;
+      if (tl > 0 && tl <= DD_MAX_TERM) {
+        dd_buf_t *c = tmap_chunk(m, p + i, tl);
+        if (!c || dd_chunk_add(c, '-', h, indexed->value, indexed->vlen, 0) != 0) return -1;
+      }
+      i += tl + 1;
+    }
+  }
+  for (size_t k = 0; canon && k < tv->n; k++) {
+    dd_buf_t *c = tmap_chunk(m, tv->v[k].term, tv->v[k].len);
+    if (!c || dd_chunk_add(c, '+', h, canon->value, canon->vlen, tv->v[k].count) != 0) return -1;
+  }
+  return 0;
+}
+
+/* The newline-separated list of tv's terms into out. */
+static int term_list(const dd_terms_t *tv, dd_buf_t *out) {
+  out->n = 0;
+  for (size_t k = 0; k < tv->n; k++)
+    if ((k && dd_buf_put(out, "\n", 1)) || dd_buf_put(out, tv->v[k].term, tv->v[k].len)) return -1;
+  return 0;
+}
+
+pc_status_t dd_index_run(void *state, pc_txn_t *txn, const pc_notified_cell_t *cells, size_t n,
+                         pc_error_t *err) {
+  (void)state;
+  pc_cell_ref_t *refs = calloc(n * NV, sizeof *refs);
+  pc_value_t *vals = calloc(n * NV, sizeof *vals), *docs = calloc(n, sizeof *docs);
+  dd_terms_t *tv = calloc(n, sizeof *tv);
+  size_t *which = calloc(n, sizeof *which); /* the clusters whose canonical is read */
+  uint8_t (*raw)[DD_HASH_RAW] = calloc(n, sizeof *raw);
+  tmap_t m = {0};
+  dd_buf_t list = {0};
+  pc_status_t st = PC_OK;
+  size_t nd = 0;
+  if (!refs || !vals || !docs || !tv || !which || !raw) {
+    st = fail(err, PC_NOMEM, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const pc_notified_cell_t *c = &cells[i];
+    static const char *const cols[NV] = {DD_C_CANON, DD_C_INDEXED, DD_C_TERMS};
+    for (int v = 0; v < NV; v++)
+      refs[i * NV + v] = (pc_cell_ref_t){DD_DUPS, c->row, c->row_len, cols[v], strlen(cols[v])};
+  }
+  if ((st = host->txn_get_many(txn, refs, n * NV, vals, err)) != PC_OK) goto out;
+  /* the canonical documents of the clusters not indexed under them */
+  for (size_t i = 0; i < n; i++) {
+    const pc_value_t *canon = &vals[i * NV + V_CANON], *indexed = &vals[i * NV + V_INDEXED];
+    if (!canon->value || same(indexed, canon->value, canon->vlen)) continue;
+    refs[nd] = (pc_cell_ref_t){DD_DOCS, canon->value, canon->vlen, DD_C_CONTENTS,
+                               strlen(DD_C_CONTENTS)};
+    which[nd++] = i;
+  }
+  if (nd && (st = host->txn_get_many(txn, refs, nd, docs, err)) != PC_OK) goto out;
+  char col[DD_CHUNK_COL];
+  dd_chunk_col(col, host->txn_start_ts(txn));
+  size_t d = 0;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    const pc_notified_cell_t *c = &cells[i];
+    pc_value_t *canon = &vals[i * NV + V_CANON], *indexed = &vals[i * NV + V_INDEXED],
+               *terms = &vals[i * NV + V_TERMS];
+    int has_doc = d < nd && which[d] == i;
+    const pc_value_t *doc = has_doc ? &docs[d++] : NULL;
+    if (canon->value && !has_doc) continue; /* indexed under its canonical already */
+    if (dd_hash_raw(c->row, c->row_len, raw[i]) != 0) {
+      host->log(host->host_ctx, PC_PLUGIN_LOG_WARN, "dups row of %zu bytes is not a SHA-256",
+                c->row_len);
+      continue;
+    }
+    if (canon->value) {
+      char h[DD_HASH_HEX];
+      if (doc->value) dd_sha256_hex(doc->value, doc->vlen, h);
+      if (!doc->value || memcmp(h, c->row, c->row_len) != 0) {
+        /* its change is committed and its dedup run pending: that run fixes it */
+        host->log(host->host_ctx, PC_PLUGIN_LOG_DEBUG,
+                  "cluster %.*s: canonical changed since; indexing later", (int)c->row_len, c->row);
+        continue;
+      }
+      if (dd_terms(doc->value, doc->vlen, &tv[i]) != 0) {
+        st = fail(err, PC_NOMEM, "out of memory");
+        break;
+      }
+    } else if (!indexed->value && !terms->value) {
+      continue; /* gone, and never indexed */
+    }
+    if (add_entries(&m, raw[i], indexed, terms, canon->value ? canon : NULL, &tv[i]) != 0) {
+      st = fail(err, PC_NOMEM, "out of memory");
+      break;
+    }
+    if (!canon->value) { /* the cluster is gone */
+      if (indexed->value)
+        st = host->txn_delete(txn, DD_DUPS, c->row, c->row_len, DD_S(DD_C_INDEXED), err);
+      if (st == PC_OK && terms->value)
+        st = host->txn_delete(txn, DD_DUPS, c->row, c->row_len, DD_S(DD_C_TERMS), err);
+      continue;
+    }
+    st = host->txn_set(txn, DD_DUPS, c->row, c->row_len, DD_S(DD_C_INDEXED), canon->value,
+                       canon->vlen, err);
+    if (st == PC_OK && term_list(&tv[i], &list) != 0) st = fail(err, PC_NOMEM, "out of memory");
+    if (st == PC_OK && list.n)
+      st = host->txn_set(txn, DD_DUPS, c->row, c->row_len, DD_S(DD_C_TERMS), list.p, list.n, err);
+    else if (st == PC_OK && terms->value)
+      st = host->txn_delete(txn, DD_DUPS, c->row, c->row_len, DD_S(DD_C_TERMS), err);
+  }
+  /* one chunk per term the run touched */
+  for (size_t s = 0; s < m.cap && st == PC_OK; s++) {
+    tchunk_t *t = &m.slot[s];
+    if (!t->len) continue;
+    st = host->txn_set(txn, DD_IDX, t->term, t->len, col, sizeof col, t->chunk.p, t->chunk.n, err);
+  }
+out:
+  for (size_t i = 0; vals && i < n * NV; i++) host->free(vals[i].value);
+  for (size_t i = 0; docs && i < nd; i++) host->free(docs[i].value);
+  for (size_t i = 0; tv && i < n; i++) dd_terms_free(&tv[i]);
+  free(refs);
+  free(vals);
+  free(docs);
+  free(tv);
+  free(which);
+  free(raw);
+  tmap_free(&m);
+  dd_buf_free(&list);
+  return st;
+}
+
+pc_status_t dd_index_one(void *state, pc_txn_t *txn, const pc_notified_cell_t *cell,
+                         pc_error_t *err) {
+  return dd_index_run(state, txn, cell, 1, err);
+}
