@@ -1212,6 +1212,7 @@ static void test_batches(void **state) {
   bad.batch_max = PC_MAX_OBSERVER_BATCH + 1;
   assert_int_equal(pc_registry_add(reg, &bad, NULL, "test", &err), PC_INVALID);
   register_observed(db, "copyb", "bt", "v:c", PC_OBSERVER_STRONG);
+  backfill_done(db, "copyb"); /* the column is empty: the notifications alone present the cells */
 
   /* 200 notified cells before the worker starts: it finds them in pages.
    * Written 20 rows a transaction, and batches of at most 16 cells (32
