@@ -538,11 +538,16 @@ fail:
 
 /* Asks every thread to stop and joins the keeper (after which no thread is
  * started). */
-static void signal_stop(pc_worker_t *w) {
+/* Tells every thread to stop; returns at once. */
+static void set_stop(pc_worker_t *w) {
   pthread_mutex_lock(&w->mu);
   atomic_store(&w->stop, 1);
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
+}
+
+static void signal_stop(pc_worker_t *w) {
+  set_stop(w);
   if (w->keeper_started) pthread_join(w->keeper, NULL);
   w->keeper_started = 0;
 }
@@ -577,7 +582,7 @@ void pc_worker_stop(pc_worker_t *w) {
 }
 
 void pc_worker_stop_begin(pc_worker_t *w) {
-  if (w) signal_stop(w);
+  if (w) set_stop(w);
 }
 
 pc_status_t pc_worker_stop_within(pc_worker_t *w, uint32_t ms, pc_error_t *err) {

@@ -1090,7 +1090,14 @@ static void test_resources(void **state) {
           metric(http, "percolator_rpc_auth_failures_total"));
   if (cm.failed) fail_msg("the client failed %d times: %s", cm.failed, cm.failure);
   assert_true(most > 0);
+#if defined(__SANITIZE_ADDRESS__)
+  /* AddressSanitizer keeps freed memory in quarantine and adds its shadow:
+   * the daemon's RSS is not its own memory there, so the bound is checked by
+   * the plain build alone */
+  (void)bound;
+#else
   if (most > bound) fail_msg("the tablet used %ld KiB, over the bound of %ld KiB", most, bound);
+#endif
   /* it still serves, and its last values are there */
   pc_txn_t *t = pc_txn_begin(db, &err);
   assert_non_null(t);

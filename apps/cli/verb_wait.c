@@ -137,7 +137,15 @@ static int run_wait(cli_ctx_t *ctx, int argc, char **argv) {
   waiter_t w = {ctx, json, !json && isatty(STDERR_FILENO), pc_now_mono_ms(), {0}, 0, 0};
   uint64_t deadline = wait_ms ? w.t0 + wait_ms : UINT64_MAX;
   uint64_t stall_since = 0, round_ms = ROUND_MS;
+  uint32_t given_ms = ctx->timeout_ms; /* --timeout, or 0: the store's own */
   for (;;) {
+    /* every call of a round ends by the deadline, or soon after it: a store
+     * that stopped answering (its worker died) holds the wait no longer */
+    if (deadline != UINT64_MAX) {
+      uint64_t now0 = pc_now_mono_ms(), rest = deadline > now0 ? deadline - now0 : 0;
+      uint64_t cap = given_ms ? given_ms : 10000;
+      ctx->timeout_ms = (uint32_t)(rest < 1000 ? 1000 : rest < cap ? rest : cap);
+    }
     pc_db_t *db = cli_open_db(ctx, 0);
     if (!db) return finish(&w, "error", CLI_EXIT_ERROR, NULL);
     int held = db->dir != NULL; /* the embedded store itself: no worker runs meanwhile */
