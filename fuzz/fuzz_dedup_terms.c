@@ -50,12 +50,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t ulen = size < 64 ? size : 64;
     dd_buf_t chunk = {0};
     FUZZ_CHECK(dd_chunk_add(&chunk, '+', hash, p, ulen, t.v[0].count) == 0);
-    size_t pos = 0;
+    size_t cpos = 0;
     dd_entry_t e;
-    FUZZ_CHECK(dd_chunk_next(chunk.p, chunk.n, &pos, &e) == 1);
+    FUZZ_CHECK(dd_chunk_next(chunk.p, chunk.n, &cpos, &e) == 1);
     FUZZ_CHECK(e.op == '+' && e.ulen == ulen && memcmp(e.url, p, ulen) == 0);
     FUZZ_CHECK(memcmp(e.hash, hash, DD_HASH_RAW) == 0 && e.count == t.v[0].count);
-    FUZZ_CHECK(dd_chunk_next(chunk.p, chunk.n, &pos, &e) == 0);
+    FUZZ_CHECK(dd_chunk_next(chunk.p, chunk.n, &cpos, &e) == 0);
     dd_postings_t ps = {0};
     FUZZ_CHECK(dd_postings_apply(&ps, chunk.p, chunk.n) == 0 && dd_postings_settle(&ps) == 0);
     FUZZ_CHECK(ps.n == 1 && ps.v[0].ulen == ulen && ps.v[0].count == t.v[0].count);

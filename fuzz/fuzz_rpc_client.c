@@ -129,7 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pthread_mutex_unlock(&mu);
 
   pc_error_t err;
-  pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", port, (data[0] & 1) ? "fuzz" : NULL, &err);
+  pc_rpc_auth_t auth = {.secret = "fuzz"};
+  pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", port, (data[0] & 1) ? &auth : NULL, &err);
   FUZZ_CHECK(c != NULL);
   pc_buf_t reply = {0};
   pc_status_t st = pc_rpc_call(c, 0x10, "request", 7, 5000, &reply, &err);

@@ -48,7 +48,8 @@ static void start_servers(void) {
     pc_rpc_server_options_t o = {0};
     o.name = i ? "fuzz-secret" : "fuzz";
     o.host = "127.0.0.1";
-    o.secret = i ? "fuzz" : NULL;
+    static const pc_rpc_auth_t secret = {.secret = "fuzz"};
+    o.auth = i ? &secret : NULL;
     o.workers = 2;
     o.max_frame = MAX_FRAME;
     o.max_inflight = 4;
