@@ -38,10 +38,12 @@ workers_of() { # workers_of SET: the workers section running set SET of the plug
   printf '"workers": {"threads": 2, "backoff_ms": 50, "scan": {"idle_ms": 20}, "plugins": [{"path": "%s", "config": {"set": "%s"}}]}' \
     "$PLUGIN" "$1"
 }
-start_worker() { # start_worker TAG CONFIG: pid in W
-  "$CLI" --config "$2" worker 2>>"$WORK/worker-$1.log" &
+start_worker() { # start_worker TAG CONFIG: pid in W, once its observers are registered
+  rm -f "$WORK/ready-$1.json"
+  "$CLI" --config "$2" worker --ready-file "$WORK/ready-$1.json" 2>>"$WORK/worker-$1.log" &
   W=$!
   PIDS+=("$W")
+  wait_file "$WORK/ready-$1.json" "$W"
 }
 txn() { # txn TAG < commands: one `txn` session
   timeout -k 5 120 "$CLI" "${AT[@]}" txn >"$WORK/txn-$1.out" 2>"$WORK/txn-$1.err" ||
