@@ -250,7 +250,8 @@ start_poison() { # the worker serving $P: pid in $WP (its segfaults are meant: n
   wait_file "$P/serving.json" "$WP"
 }
 restart_poison() { # the same, but the worker may die on the poison before it serves
-  "$CLI" --config "$WORK/poison.json" worker 2>>"$WORK/poison-worker.log" &
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:handle_segv=0" \
+    "$CLI" --config "$WORK/poison.json" worker 2>>"$WORK/poison-worker.log" &
   WP=$!
   PIDS+=("$WP")
   for _ in $(seq 600); do
