@@ -1277,6 +1277,89 @@ static void test_batches(void **state) {
   tu_rmtree(dir);
 }
 
+/* workers.scan.batch_wait_ms: a batch that is not full waits for more cells
+ * (its notifications stay, scan after scan) until it fills or its oldest
+ * notification is batch_wait_ms old; 60 s is far longer than this test
+ * waits in its first part, so there nothing may run until the batch fills. */
+static void copy_rows(pc_db_t *db, int from, int to) {
+  pc_txn_t *t = begin(db);
+  char row[32], val[32];
+  for (int i = from; i < to; i++) {
+    snprintf(row, sizeof row, "w%03d", i);
+    snprintf(val, sizeof val, "v%d", i);
+    tu_set(t, "bt", row, "v:c", val);
+  }
+  commit(t);
+}
+
+static void assert_copied(pc_db_t *db, int from, int to) {
+  char row[32], val[32];
+  for (int i = from; i < to; i++) {
+    snprintf(row, sizeof row, "w%03d", i);
+    snprintf(val, sizeof val, "v%d", i);
+    char *v = get(db, "btout", row, "done:v");
+    if (!v || strcmp(v, val) != 0) fail_msg("%s: done:v is %s, want %s", row, v ? v : "absent", val);
+    free(v);
+  }
+}
+
+static void test_batch_wait(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-batchwait");
+  pc_db_t *db = tu_open(dir, 0);
+  batching_t b;
+  memset(&b, 0, sizeof b);
+  pc_observer_registry_t *reg = pc_registry_create();
+  pc_observer_def_t d = {.name = "copyb", .table = "bt", .column = "v:c", .column_len = 3,
+                         .kind = PC_OBSERVER_STRONG, .observe = obs_copy_one, .state = &b,
+                         .observe_batch = obs_copy_batch, .batch_max = 8};
+  pc_error_t err;
+  assert_int_equal(pc_registry_add(reg, &d, NULL, "test", &err), PC_OK);
+  register_observed(db, "copyb", "bt", "v:c", PC_OBSERVER_STRONG);
+  backfill_done(db, "copyb");
+
+  /* 5 of 8: one claim covers every bucket, so each scan sees all five and
+   * leaves them, young, for the next */
+  copy_rows(db, 0, 5);
+  pc_worker_options_t o = quick_options(1);
+  o.buckets_per_claim = PC_NOTIFY_BUCKETS;
+  o.batch_wait_ms = 60000;
+  pc_worker_t *w = start(db, reg, &o);
+  pc_worker_stats_t ws;
+  for (int i = 0; i < 60000; i++) {
+    assert_int_equal(pc_worker_stats(w, &ws, &err), PC_OK);
+    pc_free(ws.observers);
+    if (ws.notifications_seen >= 15) break; /* three scans saw them */
+    sleep_ms(1);
+  }
+  assert_true(ws.notifications_seen >= 15);
+  assert_int_equal(atomic_load(&b.batches), 0);
+  assert_int_equal(atomic_load(&b.calls), 0);
+  assert_int_equal(stats_of(w, "copyb").runs, 0);
+  assert_int_equal(pending(db), 5);
+
+  /* 3 more fill the batch: the eight run together */
+  copy_rows(db, 5, 8);
+  wait_idle(db);
+  assert_copied(db, 0, 8);
+  assert_int_equal(runs_of(w, "copyb", 8).runs, 8);
+  assert_int_equal(atomic_load(&b.largest), 8);
+  assert_int_equal(atomic_load(&b.calls), 0);
+  pc_worker_stop(w);
+
+  /* a short wait ends: two cells, never a full batch, still run */
+  copy_rows(db, 8, 10);
+  o.batch_wait_ms = 1;
+  w = start(db, reg, &o);
+  wait_idle(db);
+  assert_copied(db, 8, 10);
+  assert_int_equal(runs_of(w, "copyb", 2).runs, 2); /* a new worker counts from 0 */
+  pc_worker_stop(w);
+  pc_registry_free(reg);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
 /* ---- 6b. backoff waits: the healthy observers of a cell run once per change -- */
 
 /* A failing observer next to healthy ones on the same column: while the
@@ -1975,6 +2058,7 @@ int main(void) {
       cmocka_unit_test(test_workers_with_different_observers),
       cmocka_unit_test(test_registration_misses_nothing),
       cmocka_unit_test(test_batches),
+      cmocka_unit_test(test_batch_wait),
       cmocka_unit_test(test_backoff_waits),
       cmocka_unit_test(test_crash_parked),
       cmocka_unit_test(test_hung_observer_given_up),

@@ -196,7 +196,8 @@ static const cli_verb_t *find_verb(const char *name) {
 
 static const char *verb_name(const cli_ctx_t *ctx) { return ctx->verb ? ctx->verb->name : NULL; }
 
-static void vreport(const cli_ctx_t *ctx, const char *fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) static void vreport(const cli_ctx_t *ctx, const char *fmt,
+                                                         va_list ap) {
   fputs("percolator: ", stderr);
   if (verb_name(ctx)) fprintf(stderr, "%s: ", verb_name(ctx));
   vfprintf(stderr, fmt, ap);
