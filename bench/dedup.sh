@@ -35,18 +35,24 @@
 #               from the raw view: during the unthrottled generated load, and
 #               during a steady feed (--rate documents/s) of the first 20,000;
 #   update      one document updated at the end of the generated embedded run:
-#               seconds from its load to its index (load, then wait).
+#               seconds from its load to its index (load, then wait);
+#   ceiling     pc_bench_dedup_ceiling on each corpus file: raw LevelDB taking
+#               the indexer's cells, synced, with no transaction, no lock and
+#               no notification, in one write per document and in one write
+#               per stage (load, dedup, index) — what no implementation on this
+#               store and disk passes; ours is reported as a fraction of it.
 # Usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N]
 #          [--loaders N] [--rate R] [--procs 1,2,4] [--real-max-bytes B]
 #          [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy]
+#          [--skip-ceiling]
 # Runs as root (PostgreSQL's server runs as the postgres system user).
 set -euo pipefail
 export LC_ALL=C # sort, join and comm agree on the order
-usage="usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N] [--loaders N] [--rate R] [--procs LIST] [--real-max-bytes B] [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy]"
+usage="usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N] [--loaders N] [--rate R] [--procs LIST] [--real-max-bytes B] [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy] [--skip-ceiling]"
 build=${1:?$usage}
 shift
 docs=100000 seed=42 threads=16 loaders=16 feed=600 procs=1,2,4 real_max=65536
-skip_pg=0 skip_cluster=0 skip_real=0 skip_legacy=0
+skip_pg=0 skip_cluster=0 skip_real=0 skip_legacy=0 skip_ceiling=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --docs) docs=$2; shift 2 ;;
@@ -60,6 +66,7 @@ while [ $# -gt 0 ]; do
     --skip-cluster) skip_cluster=1; shift ;;
     --skip-real) skip_real=1; shift ;;
     --skip-legacy) skip_legacy=1; shift ;;
+    --skip-ceiling) skip_ceiling=1; shift ;;
     *) echo "dedup.sh: unexpected argument '$1'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -68,7 +75,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 cli="$build/apps/cli/percolator"
 plugin="$build/apps/dedup/dedup.so"
 corpus="$build/bench/pc_bench_corpus"
-[ -x "$cli" ] && [ -f "$plugin" ] && [ -x "$corpus" ] || { echo "dedup.sh: build $build first" >&2; exit 1; }
+ceiling="$build/bench/pc_bench_dedup_ceiling"
+[ -x "$cli" ] && [ -f "$plugin" ] && [ -x "$corpus" ] && [ -x "$ceiling" ] || { echo "dedup.sh: build $build first" >&2; exit 1; }
 work=$(mktemp -d /tmp/pc-bench-dedup.XXXXXX)
 chmod 755 "$work" # PostgreSQL's server (user postgres) reads nothing here, psql does
 pids=()
@@ -106,6 +114,17 @@ if [ "$skip_pg" = 0 ]; then
       pg_json[$c.$k]=$(bash "$here/pg_dedup.sh" run "$work/$c.pg" "$k" "$work/pg-$c-$k")
       pg_rate[$c.$k]=$(sed 's/.*"documents_s": \([0-9.]*\).*/\1/' <<<"${pg_json[$c.$k]}")
     done
+  done
+fi
+
+# ---- the ceiling: raw LevelDB, the same cells ------------------------------------------
+declare -A ceil_one ceil_stage
+if [ "$skip_ceiling" = 0 ]; then
+  for c in "${corpora[@]}"; do
+    log "ceiling: $c, raw LevelDB"
+    j=$("$ceiling" --jsonl "$work/$c.jsonl" --threads "$loaders" --dir "$work")
+    ceil_one[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"one_write":{"documents_s":\([0-9.e+]*\).*/\1/')
+    ceil_stage[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"per_stage":{"documents_s":\([0-9.e+]*\).*/\1/')
   done
 fi
 
@@ -309,7 +328,7 @@ fi
 
 # ---- the answer ------------------------------------------------------------------------
 join_lines() { local IFS=$'\n'; local s="$*"; printf '%s' "${s//$'\n'/,$'\n'    }"; }
-headline=() ingest_lines=() pg_lines=()
+headline=() ingest_lines=() pg_lines=() ceiling_lines=()
 i=0
 for c in "${corpora[@]}"; do
   n=$(count "$c")
@@ -322,6 +341,10 @@ for c in "${corpora[@]}"; do
       "$name" "$r" "${pg_rate[$c.2]}" "$(ratio "$r" "${pg_rate[$c.2]}")" "${pg_rate[$c.8]}" "$(ratio "$r" "${pg_rate[$c.8]}")")")
     pg_lines+=("$(sed "s/^{/{\"corpus\": \"$name\", \"same_as_2_clients\": ${pg_same_8[$i]}, /" <<<"${pg_json[$c.8]}")")
     pg_lines+=("$(sed "s/^{/{\"corpus\": \"$name\", /" <<<"${pg_json[$c.2]}")")
+  fi
+  if [ "$skip_ceiling" = 0 ]; then
+    ceiling_lines+=("$(printf '{"corpus": "%s", "raw_one_write_documents_s": %s, "raw_per_stage_documents_s": %s, "ours_of_per_stage": %s}' \
+      "$name" "${ceil_one[$c]}" "${ceil_stage[$c]}" "$(ratio "$r" "${ceil_stage[$c]}")")")
   fi
   i=$((i + 1))
 done
@@ -339,6 +362,9 @@ cat <<JSON
               "real": "$real_stats"},
   "ours": [
     $(join_lines "${ingest_lines[@]}")
+  ],
+  "ceiling": [
+    $(join_lines "${ceiling_lines[@]}")
   ],
   "cluster": [
     $(join_lines "${cluster_lines[@]}")

@@ -1,0 +1,360 @@
+/* dedup_ceiling.c — pc_bench_dedup_ceiling: how fast raw LevelDB takes the
+ * dedup indexer's writes, with no transaction, no lock, no notification and
+ * no read: the ceiling any implementation of the indexer on this store and
+ * this disk stays under.
+ *
+ * It reads a corpus as `percolator load` does (JSON lines {"url", "contents"},
+ * bench/corpus.c writes them), hashes and tokenises each document with the
+ * dedup plugin's own code (apps/dedup/dedup_text.c), and writes the cells the
+ * indexer ends with, named as the plugin names them (apps/dedup/dedup.c):
+ *   docs URL doc:contents, doc:hash;  dups HASH m:URL;
+ *   for the first document of each hash (the cluster's canonical here):
+ *   dups HASH canonical, indexed, terms, and one postings cell idx TERM
+ *   p<8 bytes> per distinct term ("+URL\tHASH\tCOUNT").
+ * Each key is "table\0row\0column" and an 8-byte timestamp, each value the
+ * cell's bytes; LevelDB is opened with the store's options (bloom filter,
+ * 64 MiB write buffer, 8 MiB tables, snappy) and every write is synced, as
+ * the store's are with sync on.
+ *
+ * Two modes, one after the other, each on a fresh LevelDB, --threads writer
+ * threads taking documents in turn:
+ *   one_write   a document's cells in one synced batch: the floor of any
+ *               system that makes each document durable once;
+ *   per_stage   the same cells in three synced batches, one per stage of the
+ *               indexer (load: contents; dedup: hash, member, canonical;
+ *               index: indexed, terms, postings): the floor of a system that
+ *               commits each stage as its own transaction, as Percolator's
+ *               observers do.
+ * Ours runs in bench/dedup.sh on the same corpus file; it divides ours by
+ * these figures.
+ *
+ * Usage: pc_bench_dedup_ceiling --jsonl FILE [--threads N] [--dir PARENT]
+ * Prints one JSON document. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/dedup/dedup_text.h"
+#include "benchutil.h"
+
+#define WHO "pc_bench_dedup_ceiling"
+
+typedef struct doc {
+  char *url, *contents;
+  size_t ulen, clen;
+} doc_t;
+
+typedef struct corpus {
+  doc_t *v;
+  size_t n, cap;
+} corpus_t;
+
+static int read_corpus(const char *path, corpus_t *c) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    perror(path);
+    return -1;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  size_t lineno = 0;
+  int rc = 0;
+  while ((len = getline(&line, &cap, f)) > 0) {
+    lineno++;
+    json_error_t je;
+    json_t *o = json_loadb(line, (size_t)len, 0, &je);
+    const char *url = NULL, *contents = NULL;
+    size_t ulen = 0, clen = 0;
+    if (!o || json_unpack(o, "{s:s%, s:s%}", "url", &url, &ulen, "contents", &contents,
+                          &clen) != 0) {
+      fprintf(stderr, WHO ": %s:%zu: not a {\"url\", \"contents\"} line\n", path, lineno);
+      json_decref(o);
+      rc = -1;
+      break;
+    }
+    if (c->n == c->cap) {
+      c->cap = c->cap ? c->cap * 2 : 1024;
+      c->v = realloc(c->v, c->cap * sizeof *c->v);
+      if (!c->v) abort();
+    }
+    doc_t *d = &c->v[c->n++];
+    d->url = malloc(ulen + 1);
+    d->contents = malloc(clen + 1);
+    if (!d->url || !d->contents) abort();
+    memcpy(d->url, url, ulen + 1);
+    memcpy(d->contents, contents, clen + 1);
+    d->ulen = ulen;
+    d->clen = clen;
+    json_decref(o);
+  }
+  free(line);
+  fclose(f);
+  return rc;
+}
+
+/* ---- the cells ---------------------------------------------------------------- */
+
+/* Appends the cell (table, row, column) = value to b, with timestamp ts. */
+static void put(leveldb_writebatch_t *b, const char *table, const char *row, size_t rlen,
+                const char *col, size_t clen, const char *val, size_t vlen, uint64_t ts,
+                uint64_t *bytes) {
+  size_t tl = strlen(table), kl = tl + 1 + rlen + 1 + clen + 8;
+  char stack[512], *k = kl <= sizeof stack ? stack : malloc(kl);
+  if (!k) abort();
+  memcpy(k, table, tl);
+  k[tl] = 0;
+  memcpy(k + tl + 1, row, rlen);
+  k[tl + 1 + rlen] = 0;
+  memcpy(k + tl + 2 + rlen, col, clen);
+  for (int i = 0; i < 8; i++) k[kl - 8 + i] = (char)(ts >> (56 - 8 * i));
+  leveldb_writebatch_put(b, k, kl, val, vlen);
+  *bytes += kl + vlen;
+  if (k != stack) free(k);
+}
+
+typedef struct seen { /* the hashes met so far: the first document of each is canonical */
+  pthread_mutex_t mu;
+  char **v;
+  size_t cap, n;
+} seen_t;
+
+static uint64_t fnv(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* 1 when hash is new (and records it), 0 when seen before. */
+static int first_of(seen_t *s, const char *hash) {
+  pthread_mutex_lock(&s->mu);
+  size_t i = fnv(hash) & (s->cap - 1);
+  for (; s->v[i]; i = (i + 1) & (s->cap - 1))
+    if (strcmp(s->v[i], hash) == 0) {
+      pthread_mutex_unlock(&s->mu);
+      return 0;
+    }
+  s->v[i] = strdup(hash);
+  if (!s->v[i]) abort();
+  s->n++;
+  pthread_mutex_unlock(&s->mu);
+  return 1;
+}
+
+typedef struct run {
+  leveldb_t *db;
+  leveldb_writeoptions_t *wo;
+  const corpus_t *c;
+  seen_t *seen;
+  int per_stage;
+  atomic_size_t next;
+  atomic_uint_fast64_t keys, bytes, writes;
+  atomic_int failed;
+} run_t;
+
+typedef struct writer {
+  run_t *r;
+  pthread_t tid;
+} writer_t;
+
+static void flush(run_t *r, leveldb_writebatch_t *b, uint64_t *writes) {
+  char *e = NULL;
+  leveldb_write(r->db, r->wo, b, &e);
+  if (e) {
+    fprintf(stderr, WHO ": LevelDB write: %s\n", e);
+    leveldb_free(e);
+    atomic_store(&r->failed, 1);
+  }
+  leveldb_writebatch_clear(b);
+  (*writes)++;
+}
+
+static void *writer_main(void *arg) {
+  writer_t *w = arg;
+  run_t *r = w->r;
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  uint64_t keys = 0, bytes = 0, writes = 0;
+  char *text = NULL, *posting = NULL;
+  size_t text_cap = 0, posting_cap = 0;
+  size_t i;
+  while ((i = atomic_fetch_add(&r->next, 1)) < r->c->n && !atomic_load(&r->failed)) {
+    const doc_t *d = &r->c->v[i];
+    uint64_t ts = (uint64_t)(i + 1) << 18;
+    char hash[DD_HASH_HEX];
+    dd_sha256_hex(d->contents, d->clen, hash);
+    /* load */
+    put(b, "docs", d->url, d->ulen, "doc:contents", 12, d->contents, d->clen, ts, &bytes);
+    keys++;
+    if (r->per_stage) flush(r, b, &writes);
+    /* dedup */
+    char member[2 + 4096];
+    size_t ml = d->ulen < 4096 ? d->ulen : 4096;
+    memcpy(member, "m:", 2);
+    memcpy(member + 2, d->url, ml);
+    put(b, "docs", d->url, d->ulen, "doc:hash", 8, hash, 64, ts + 1, &bytes);
+    put(b, "dups", hash, 64, member, 2 + ml, "1", 1, ts + 1, &bytes);
+    keys += 2;
+    int canonical = first_of(r->seen, hash);
+    if (canonical) {
+      put(b, "dups", hash, 64, "canonical", 9, d->url, d->ulen, ts + 1, &bytes);
+      keys++;
+    }
+    if (r->per_stage) flush(r, b, &writes);
+    /* index: the canonical's terms, one postings cell each */
+    if (canonical) {
+      dd_terms_t t;
+      if (dd_terms(d->contents, d->clen, &t) != 0) abort();
+      size_t tl = 0;
+      for (size_t k = 0; k < t.n; k++) tl += t.v[k].len + 1u;
+      if (tl + 1 > text_cap && !(text = realloc(text, text_cap = tl + 1))) abort();
+      size_t at = 0;
+      for (size_t k = 0; k < t.n; k++) {
+        memcpy(text + at, t.v[k].term, t.v[k].len);
+        at += t.v[k].len;
+        text[at++] = '\n';
+      }
+      put(b, "dups", hash, 64, "indexed", 7, d->url, d->ulen, ts + 2, &bytes);
+      put(b, "dups", hash, 64, "terms", 5, text, at, ts + 2, &bytes);
+      keys += 2;
+      if (d->ulen + 100 > posting_cap && !(posting = realloc(posting, posting_cap = d->ulen + 100)))
+        abort();
+      char col[9] = "p";
+      for (int k = 0; k < 8; k++) col[1 + k] = (char)((ts + 2) >> (56 - 8 * k));
+      for (size_t k = 0; k < t.n; k++) {
+        int pl = snprintf(posting, posting_cap, "+%s\t%s\t%llu", d->url, hash,
+                          (unsigned long long)t.v[k].count);
+        put(b, "idx", t.v[k].term, t.v[k].len, col, sizeof col, posting, (size_t)pl, ts + 2,
+            &bytes);
+        keys++;
+      }
+      dd_terms_free(&t);
+    }
+    flush(r, b, &writes);
+  }
+  atomic_fetch_add(&r->keys, keys);
+  atomic_fetch_add(&r->bytes, bytes);
+  atomic_fetch_add(&r->writes, writes);
+  free(text);
+  free(posting);
+  leveldb_writebatch_destroy(b);
+  return NULL;
+}
+
+/* One mode on a fresh LevelDB under parent; its figures go into out. */
+static int run_mode(const corpus_t *c, int threads, int per_stage, const char *parent,
+                    json_t *out) {
+  char dir[4096];
+  if (bu_make_temp_dir(dir, sizeof dir, parent, "dedup-ceiling", WHO) != 0) return -1;
+  leveldb_options_t *o = leveldb_options_create();
+  leveldb_filterpolicy_t *fp = leveldb_filterpolicy_create_bloom(10);
+  leveldb_cache_t *cache = leveldb_cache_create_lru(32u << 20);
+  leveldb_options_set_create_if_missing(o, 1);
+  leveldb_options_set_filter_policy(o, fp);
+  leveldb_options_set_cache(o, cache);
+  leveldb_options_set_write_buffer_size(o, 64u << 20);
+  leveldb_options_set_max_file_size(o, 8u << 20);
+  char *e = NULL;
+  leveldb_t *db = leveldb_open(o, dir, &e);
+  int rc = 0;
+  if (e) {
+    fprintf(stderr, WHO ": LevelDB %s: %s\n", dir, e);
+    leveldb_free(e);
+    rc = -1;
+  } else {
+    seen_t seen = {.cap = 1};
+    while (seen.cap < 2 * c->n + 2) seen.cap *= 2;
+    seen.v = calloc(seen.cap, sizeof *seen.v);
+    if (!seen.v) abort();
+    pthread_mutex_init(&seen.mu, NULL);
+    run_t r = {.db = db, .wo = leveldb_writeoptions_create(), .c = c, .seen = &seen,
+               .per_stage = per_stage};
+    leveldb_writeoptions_set_sync(r.wo, 1);
+    writer_t *w = calloc((size_t)threads, sizeof *w);
+    if (!w) abort();
+    for (int i = 0; i < threads; i++) w[i].r = &r;
+    bu_meter_t m0, dm;
+    bu_meter_start(&m0);
+    double t0 = bu_now_s();
+    int started = bu_start_threads(w, threads, sizeof *w, offsetof(writer_t, tid), writer_main);
+    bu_join_threads(w, started, sizeof *w, offsetof(writer_t, tid));
+    double secs = bu_now_s() - t0;
+    bu_meter_read(&m0, &dm);
+    if (started < threads || atomic_load(&r.failed)) rc = -1;
+    json_object_set_new(out, "documents_s", json_real((double)c->n / secs));
+    json_object_set_new(out, "seconds", json_real(secs));
+    json_object_set_new(out, "clusters", json_integer((json_int_t)seen.n));
+    json_object_set_new(out, "synced_writes", json_integer((json_int_t)atomic_load(&r.writes)));
+    json_object_set_new(out, "keys", json_integer((json_int_t)atomic_load(&r.keys)));
+    json_object_set_new(out, "bytes", json_integer((json_int_t)atomic_load(&r.bytes)));
+    json_object_set_new(out, "cpu_s", json_real(dm.cpu_s));
+    free(w);
+    leveldb_writeoptions_destroy(r.wo);
+    for (size_t i = 0; i < seen.cap; i++) free(seen.v[i]);
+    free(seen.v);
+    pthread_mutex_destroy(&seen.mu);
+    leveldb_close(db);
+  }
+  leveldb_options_destroy(o);
+  leveldb_cache_destroy(cache);
+  leveldb_filterpolicy_destroy(fp);
+  bu_remove_tree(dir);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {{"jsonl", required_argument, NULL, 'j'},
+                                       {"threads", required_argument, NULL, 't'},
+                                       {"dir", required_argument, NULL, 'd'},
+                                       {NULL, 0, NULL, 0}};
+  const char *jsonl = NULL, *parent = "/tmp";
+  uint64_t threads = 16;
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (ch) {
+      case 'j': jsonl = optarg; break;
+      case 't':
+        if (bu_parse_u64(optarg, 1, 256, &threads) != 0) {
+          bu_bad_value(WHO, "--threads", optarg);
+          return 2;
+        }
+        break;
+      case 'd': parent = optarg; break;
+      default:
+        fprintf(stderr, "usage: " WHO " --jsonl FILE [--threads N] [--dir PARENT]\n");
+        return 2;
+    }
+  }
+  if (bu_no_operands(WHO, argc, argv, optind) != 0) return 2;
+  if (!jsonl) {
+    fprintf(stderr, WHO ": --jsonl FILE is required\n");
+    return 2;
+  }
+  corpus_t c = {0};
+  json_t *doc = json_object();
+  bu_json_head(doc, "dedup_ceiling");
+  json_object_set_new(doc, "loadavg_at_start", bu_json_loadavg());
+  json_object_set_new(doc, "cpus_online", bu_json_cpus_online());
+  json_object_set_new(doc, "corpus", json_string(jsonl));
+  json_object_set_new(doc, "threads", json_integer((json_int_t)threads));
+  int rc = read_corpus(jsonl, &c);
+  json_object_set_new(doc, "documents", json_integer((json_int_t)c.n));
+  if (rc == 0 && c.n) {
+    json_t *one = json_object(), *stage = json_object();
+    rc = run_mode(&c, (int)threads, 0, parent, one);
+    if (rc == 0) rc = run_mode(&c, (int)threads, 1, parent, stage);
+    json_object_set_new(doc, "one_write", one);
+    json_object_set_new(doc, "per_stage", stage);
+  } else if (rc == 0) {
+    fprintf(stderr, WHO ": %s holds no document\n", jsonl);
+    rc = -1;
+  }
+  for (size_t i = 0; i < c.n; i++) {
+    free(c.v[i].url);
+    free(c.v[i].contents);
+  }
+  free(c.v);
+  return bu_json_finish(doc, rc ? 1 : 0);
+}
