@@ -1,7 +1,7 @@
 /* dedup_ceiling.c — pc_bench_dedup_ceiling: how fast raw LevelDB takes the
  * dedup indexer's writes, with no transaction, no lock, no notification and
- * no read: the ceiling any implementation of the indexer on this store and
- * this disk stays under.
+ * no read: a reference for what this store and this disk allow the
+ * indexer.
  *
  * It reads a corpus as `percolator load` does (JSON lines {"url", "contents"},
  * bench/corpus.c writes them), hashes and tokenises each document with the
@@ -25,8 +25,11 @@
  *               index: indexed, terms, postings): the floor of a system that
  *               commits each stage as its own transaction, as Percolator's
  *               observers do.
- * Ours runs in bench/dedup.sh on the same corpus file; it divides ours by
- * these figures.
+ * It is a reference, not a strict bound: ours writes one postings cell per
+ * term for a whole batch of clusters (apps/dedup/index.c), fewer cells than
+ * one per term and document as here (and as PostgreSQL's index rows).
+ * bench/dedup.sh runs it on the same corpus file as ours and divides ours
+ * by it.
  *
  * Usage: pc_bench_dedup_ceiling --jsonl FILE [--threads N] [--dir PARENT]
  * Prints one JSON document. */
