@@ -48,11 +48,17 @@ LIBDIR=$(pkg-config --variable=libdir percolator)
 ln -s "$BUILD" build
 ln -s "$SRC/observers" observers
 
-# a free range for the README's ports: 200 ports at BASE, none of them in use
+# a free range for the README's ports: 200 ports at BASE, none of them in
+# use, below the kernel's ephemeral ports (where any connection's local port,
+# ZooKeeper's or another test's, could take one between this check and the
+# daemons' start)
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+eph_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+ranges=$(((eph_low - 10200) / 200))
+[ "$ranges" -ge 1 ] || ranges=1
 BASE=
 for _ in $(seq 50); do
-  b=$((20000 + (RANDOM % 200) * 200))
+  b=$((10000 + (RANDOM % ranges) * 200))
   busy=0
   for k in 0 1 10 11 12 100 101 110 111 112; do in_use $((b + k)) && busy=1; done
   [ $busy = 0 ] && { BASE=$b; break; }

@@ -6,11 +6,15 @@
 
 ZK_JAR=/usr/share/java/zookeeper.jar
 
-# zk_free_port: prints a port of 127.0.0.1 that nothing listens on.
+# zk_free_port: prints a port of 127.0.0.1 that nothing listens on, below the
+# kernel's ephemeral ports (there a connection's local port could take it
+# before the server binds it).
 zk_free_port() {
-  local p
+  local p low
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$low" -gt 10100 ] || low=32768
   for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + RANDOM % (low - 10000)))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
   done
   fail "no free port found"
