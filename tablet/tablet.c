@@ -591,6 +591,13 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       if (!r->ok || r->pos != r->len || add > 1 || !pc_obs_name_ok(name, nl) ||
           (add && pc_obs_record_decode(rec, rl, &d) != 0))
         return malformed("observer", e);
+      /* the set decides which commits write notifications: adding to it
+       * floods a column with notifications no worker clears, removing from
+       * it makes a registered observer miss changes */
+      if ((st = need_system(t, add ? "adding an observer to the tablet's set"
+                                   : "removing an observer from the tablet's set",
+                            e)) != PC_OK)
+        return st;
       memcpy(nm, name, nl);
       nm[nl] = '\0';
       pc_store_observer_t o = {nm, add ? d.table : NULL, add ? d.col : NULL, add ? d.clen : 0,
