@@ -1942,6 +1942,17 @@ static void refused_by(struct pc_rpc_client *c, const char *why) {
   snprintf(c->refused, sizeof c->refused, "credentials refused: %.130s", why);
 }
 
+/* mu held, loop thread: the server answered something this client asked
+ * (a call it sent, the secret's exchange): attempts after the next failure
+ * start again from the shortest wait. A frame that answers nothing asked
+ * (a reply to an id never sent) is no such sign: a server that sends one
+ * and closes is retried with a growing wait, not every BACKOFF_MIN_MS. */
+static void link_works(struct pc_rpc_client *c) {
+  c->backoff_ms = BACKOFF_MIN_MS;
+  c->next_attempt_ms = 0;
+  c->refused[0] = '\0';
+}
+
 /* mu held, loop thread: the link is ready for calls. */
 static void link_up(struct pc_rpc_client *c) {
   evtimer_del(c->connect_ev);
@@ -2065,11 +2076,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
     uint64_t id = f.id;
     pthread_mutex_lock(&c->mu);
     c->answered = 1;
-    if ((status == PC_OK && c->link == LINK_UP) || id != 0) { /* the link works */
-      c->backoff_ms = BACKOFF_MIN_MS;
-      c->next_attempt_ms = 0;
-      c->refused[0] = '\0';
-    }
+    if (status == PC_OK && c->link == LINK_UP && id == 0) link_works(c);
     char unauthenticated[160] = ""; /* the server's refusal of a call sent unauthenticated */
     if (id != 0 && status != PC_OK && strncmp(body, AUTH_REQUIRED, strlen(AUTH_REQUIRED)) == 0)
       snprintf(unauthenticated, sizeof unauthenticated, "%.150s", body);
@@ -2083,6 +2090,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
     } else {
       call_t *k = map_find(c, id);
       if (k && k->state == CALL_SENT) {
+        link_works(c);
         map_remove(c, k);
         k->status = status <= PC_STATUS_MAX ? (pc_status_t)status : PC_INTERNAL;
         k->body = body;
