@@ -168,6 +168,10 @@ def tablet_requests():
           chunk(0x21, u64(200) + u32(4) + cell(t, b"row", b"col") + cell(t, b"row2", b"col") +
                 cell(t, b"row3", b"col") + cell(t, b"absent", b"col")) +
           chunk(0x21, u64(200) + u32(0)))
+    # a deletion whose list of observers lacks its last NUL: malformed (fuzz_tablet's crash)
+    write("tablet", "clear-unterminated-list",
+          chunk(0x1E, cell(t, b"n", b"c") + u64(1 << 40) + s(b"obs.a\x00obs.b")) +
+          chunk(0x15, u64(700) + u32(1) + mut + cell(t, b"row", b"col") + u64(650) + s(b"obs.a")))
     write("tablet", "raw-gc-info",
           chunk(0x15, u64(500) + u32(1) + mut) + chunk(0x17, opt(None) + opt(None) + opt(None)) +
           chunk(0x17, opt(t) + opt(b"a") + opt(b"z")) + chunk(0x1C, u64(450) + u32(0)) +
