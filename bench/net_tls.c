@@ -21,8 +21,17 @@
  * Figures are medians over rounds; tls_ratio is the median of the
  * per-round ratios TLS/plain and tls_cost = 1 - tls_ratio (the goal: under
  * 0.15 at 8 threads). Every phase also reports the process's CPU per
- * transaction (servers and clients share this process) and the CPU other
- * processes used meanwhile (others_cores: machine noise).
+ * transaction (servers and clients share this process), the CPU other
+ * processes used meanwhile (others_cores: machine noise), and the frames
+ * and bytes per transaction the servers received and sent.
+ *
+ * The ceiling: what encrypting and decrypting those bytes alone costs, as
+ * TLS 1.3 records of AES-256-GCM (the suite the links negotiate), one
+ * record per frame (an upper bound: frames queued together share a
+ * record), timed here on one thread with OpenSSL's EVP interface:
+ * record_crypto_us_per_txn, and ceiling_ratio = plain CPU per transaction
+ * / (that + record_crypto_us_per_txn), the TLS/plain ratio of a CPU-bound
+ * run if TLS added nothing but the records' cryptography.
  * Output: one JSON document on stdout.
  */
 #include <errno.h>
@@ -35,7 +44,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <percolator/percolator.h>
 
 #include "benchutil.h"
@@ -115,8 +127,22 @@ static void *run_worker(void *arg) {
   return NULL;
 }
 
-/* One phase on db with n threads: transactions per second into out. */
-static int phase(bench_t *b, pc_db_t *db, int n, uint64_t seed, json_t *out) {
+/* Requests and bytes in and out of the servers of links k. */
+static void traffic(const bench_t *b, int k, uint64_t *requests, uint64_t *bytes) {
+  *requests = *bytes = 0;
+  for (int r = 0; r < 2; r++) {
+    pc_rpc_server_stats_t st;
+    pc_rpc_server_stats(b->srv[k][r], &st);
+    *requests += st.requests;
+    *bytes += st.bytes_in + st.bytes_out;
+  }
+}
+
+/* One phase on links k with n threads: transactions per second into out. */
+static int phase(bench_t *b, int k, int n, uint64_t seed, json_t *out) {
+  pc_db_t *db = b->db[k];
+  uint64_t req0, bytes0, req1, bytes1;
+  traffic(b, k, &req0, &bytes0);
   static worker_t w[MAX_THREADS];
   bu_gate_t gate;
   atomic_int stop = 0;
@@ -131,6 +157,7 @@ static int phase(bench_t *b, pc_db_t *db, int n, uint64_t seed, json_t *out) {
   atomic_store(&stop, 1);
   bu_join_threads(w, started, sizeof w[0], offsetof(worker_t, tid));
   bu_meter_read(&m0, &d);
+  traffic(b, k, &req1, &bytes1);
   bu_gate_destroy(&gate);
   uint64_t ok = 0, conflicts = 0, failed = 0;
   for (int i = 0; i < started; i++) {
@@ -146,7 +173,56 @@ static int phase(bench_t *b, pc_db_t *db, int n, uint64_t seed, json_t *out) {
   json_object_set_new(out, "cpu_us_per_txn", json_real(bu_per(d.cpu_s * 1e6, ok)));
   json_object_set_new(out, "others_cores",
                       json_real(bu_others_cores(d.busy_s, d.cpu_s, secs)));
+  /* a request and its reply: two frames */
+  json_object_set_new(out, "frames_per_txn", json_real(bu_per(2.0 * (double)(req1 - req0), ok)));
+  json_object_set_new(out, "bytes_per_txn", json_real(bu_per((double)(bytes1 - bytes0), ok)));
   return started == n && failed == 0 ? 0 : -1;
+}
+
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU microseconds to seal and open one TLS 1.3 record of AES-256-GCM
+ * holding len bytes of a frame (plus its content-type byte, the 5-byte
+ * record header as associated data, a 16-byte tag), or -1. */
+static double record_crypto_us(size_t len) {
+  enum { ROUNDS = 20000 };
+  unsigned char key[32], iv[12], aad[5] = {23, 3, 3, 0, 0}, tag[16];
+  size_t n = len + 1;
+  unsigned char *plain = calloc(1, n), *sealed = malloc(n), *opened = malloc(n);
+  EVP_CIPHER_CTX *enc = EVP_CIPHER_CTX_new(), *dec = EVP_CIPHER_CTX_new();
+  double us = -1;
+  int ok = plain && sealed && opened && enc && dec && RAND_bytes(key, sizeof key) == 1 &&
+           RAND_bytes(iv, sizeof iv) == 1 &&
+           EVP_EncryptInit_ex(enc, EVP_aes_256_gcm(), NULL, key, NULL) == 1 &&
+           EVP_DecryptInit_ex(dec, EVP_aes_256_gcm(), NULL, key, NULL) == 1;
+  aad[3] = (unsigned char)((n + 16) >> 8);
+  aad[4] = (unsigned char)(n + 16);
+  double t0 = thread_cpu_s();
+  for (int i = 0; ok && i < ROUNDS; i++) {
+    int l = 0, f = 0;
+    iv[11] = (unsigned char)i; /* a record's nonce: the sequence number into the IV */
+    ok = EVP_EncryptInit_ex(enc, NULL, NULL, NULL, iv) == 1 &&
+         EVP_EncryptUpdate(enc, NULL, &l, aad, sizeof aad) == 1 &&
+         EVP_EncryptUpdate(enc, sealed, &l, plain, (int)n) == 1 &&
+         EVP_EncryptFinal_ex(enc, sealed + l, &f) == 1 &&
+         EVP_CIPHER_CTX_ctrl(enc, EVP_CTRL_GCM_GET_TAG, 16, tag) == 1 &&
+         EVP_DecryptInit_ex(dec, NULL, NULL, NULL, iv) == 1 &&
+         EVP_DecryptUpdate(dec, NULL, &l, aad, sizeof aad) == 1 &&
+         EVP_DecryptUpdate(dec, opened, &l, sealed, (int)n) == 1 &&
+         EVP_CIPHER_CTX_ctrl(dec, EVP_CTRL_GCM_SET_TAG, 16, tag) == 1 &&
+         EVP_DecryptFinal_ex(dec, opened + l, &f) == 1;
+  }
+  if (ok) us = (thread_cpu_s() - t0) * 1e6 / ROUNDS;
+  EVP_CIPHER_CTX_free(enc);
+  EVP_CIPHER_CTX_free(dec);
+  free(plain);
+  free(sealed);
+  free(opened);
+  return us;
 }
 
 /* ---- setup ------------------------------------------------------------------- */
@@ -345,16 +421,20 @@ int main(int argc, char **argv) {
   json_t *results = json_array();
   for (int ti = 0; rc == 0 && ti < b.p.nthreads; ti++) {
     int n = b.p.threads[ti];
-    double rate[2][BU_MAX_ROUNDS], ratio[BU_MAX_ROUNDS];
+    double rate[2][BU_MAX_ROUNDS], ratio[BU_MAX_ROUNDS], cpu[BU_MAX_ROUNDS],
+        frames[BU_MAX_ROUNDS], bytes[BU_MAX_ROUNDS];
     json_t *rounds = json_array();
     for (int r = 0; rc == 0 && r < b.p.rounds; r++) {
       json_t *ph[2] = {json_object(), json_object()};
       for (int j = 0; j < 2 && rc == 0; j++) {
         int k = (r % 2) ? 1 - j : j; /* plain first in even rounds */
-        rc = phase(&b, b.db[k], n, b.p.seed + (uint64_t)(r * 1000 + k * 100), ph[k]);
+        rc = phase(&b, k, n, b.p.seed + (uint64_t)(r * 1000 + k * 100), ph[k]);
         rate[k][r] = json_real_value(json_object_get(ph[k], "txn_per_s"));
       }
       ratio[r] = rate[0][r] > 0 ? rate[1][r] / rate[0][r] : 0;
+      cpu[r] = json_real_value(json_object_get(ph[0], "cpu_us_per_txn"));
+      frames[r] = json_real_value(json_object_get(ph[1], "frames_per_txn"));
+      bytes[r] = json_real_value(json_object_get(ph[1], "bytes_per_txn"));
       json_t *ro = json_object();
       json_object_set_new(ro, "plain", ph[0]);
       json_object_set_new(ro, "tls", ph[1]);
@@ -371,6 +451,13 @@ int main(int argc, char **argv) {
     double med = bu_median(ratio, b.p.rounds);
     json_object_set_new(res, "tls_ratio", json_real(med));
     json_object_set_new(res, "tls_cost", json_real(1 - med));
+    /* the ceiling, from the medians of the rounds */
+    double nf = bu_median(frames, b.p.rounds), nb = bu_median(bytes, b.p.rounds);
+    double per = nf > 0 ? record_crypto_us((size_t)(nb / nf + 0.5)) : -1;
+    double crypto = per >= 0 ? nf * per : -1, plain_cpu = bu_median(cpu, b.p.rounds);
+    json_object_set_new(res, "record_crypto_us_per_txn", json_real(crypto));
+    json_object_set_new(res, "ceiling_ratio",
+                        json_real(crypto >= 0 ? plain_cpu / (plain_cpu + crypto) : 0));
     json_object_set_new(res, "rounds", rounds);
     json_array_append_new(results, res);
   }

@@ -1,8 +1,8 @@
 /* fuzz_rpc_client.c — the rpc client's reader of reply frames (net/rpc.c)
  * against any bytes a server can send back. For each input a new client
  * calls op 0x10 on a peer of this process, a plain TCP socket that reads
- * the request (after HELLO when the client has a secret), answers with the
- * input's bytes and half-closes. The call must return a pc_status_t and,
+ * the client's first frame (the request, or HELLO when the client has a
+ * secret), answers with the input's bytes and half-closes. The call must return a pc_status_t and,
  * when it succeeds, exactly the body of a reply frame for its id; nothing
  * crashes, leaks or hangs. First byte: bit 0 gives the client a secret. A
  * fresh client numbers its first call 1. */
@@ -32,18 +32,16 @@ static uint32_t be32(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Reads frames until a complete one that is not HELLO: 0, or -1 when the
- * client went away first. */
+/* Reads until the client's first frame is complete (HELLO when it has a
+ * secret, else its request): 0, or -1 when the client went away first. The
+ * script answers from there on, the server's side of the secret's exchange
+ * included (a client with a secret waits for HELLO's answer before it sends
+ * anything else). */
 static int read_request(int fd) {
   unsigned char buf[65536];
   size_t n = 0;
   for (;;) {
-    while (n >= 4 && n - 4 >= be32(buf)) {
-      uint32_t flen = be32(buf);
-      if (flen >= PC_RPC_HEADER && buf[5] != PC_RPC_OP_HELLO) return 0;
-      memmove(buf, buf + 4 + flen, n - 4 - flen);
-      n -= 4 + flen;
-    }
+    if (n >= 4 && n - 4 >= be32(buf)) return 0;
     if (n == sizeof buf) return -1;
     ssize_t r = recv(fd, buf + n, sizeof buf - n, 0);
     if (r <= 0) return -1;

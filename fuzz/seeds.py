@@ -152,6 +152,26 @@ def tablet_requests():
           chunk(0x1D, u32(0) + u32(1024) + u8(0) + u32(100)) +
           chunk(0x1D, u32(0) + u32(1024) + u8(1) + cell(t, b"n", b"c") + u64(1) + u8(0) + u32(5)) +
           chunk(0x1E, cell(t, b"n", b"c") + u64(1 << 40)))
+    record = u8(1) + u8(0) + s(t) + s(b"col")      # keys.h's observer record: strong
+    weak = u8(1) + u8(1) + s(t) + s(b"other")
+    write("tablet", "observer-add-commit-list-remove",
+          chunk(0x1F, u8(1) + s(b"obs.strong-1") + s(record)) +
+          chunk(0x1F, u8(1) + s(b"obs_weak") + s(weak)) + chunk(0x20, b"") +
+          chunk(0x15, u64(600) + u32(1) + mut + cell(t, b"row", b"col") + u64(550)) +
+          chunk(0x1D, u32(0) + u32(1024) + u8(0) + u32(100)) +
+          chunk(0x1F, u8(0) + s(b"obs.strong-1")) + chunk(0x1F, u8(0) + s(b"never-added")) +
+          chunk(0x20, b""))
+    write("tablet", "get-many",
+          chunk(0x11, prewrite) + chunk(0x12, commit) +
+          chunk(0x11, cell(t, b"row3", b"col") + u64(150) + u32(3000) + u64(8) + u32(1) +
+                cell(t, b"row3", b"col") + u8(0) + u8(1) + s(b"held")) +
+          chunk(0x21, u64(200) + u32(4) + cell(t, b"row", b"col") + cell(t, b"row2", b"col") +
+                cell(t, b"row3", b"col") + cell(t, b"absent", b"col")) +
+          chunk(0x21, u64(200) + u32(0)))
+    # a deletion whose list of observers lacks its last NUL: malformed (fuzz_tablet's crash)
+    write("tablet", "clear-unterminated-list",
+          chunk(0x1E, cell(t, b"n", b"c") + u64(1 << 40) + s(b"obs.a\x00obs.b")) +
+          chunk(0x15, u64(700) + u32(1) + mut + cell(t, b"row", b"col") + u64(650) + s(b"obs.a")))
     write("tablet", "raw-gc-info",
           chunk(0x15, u64(500) + u32(1) + mut) + chunk(0x17, opt(None) + opt(None) + opt(None)) +
           chunk(0x17, opt(t) + opt(b"a") + opt(b"z")) + chunk(0x1C, u64(450) + u32(0)) +
@@ -221,7 +241,34 @@ def frame(op, body, id_, status=0, version=1):
     return u32(11 + len(body)) + u8(version) + u8(op) + u8(status) + u64(id_) + body
 
 
+def frame2(op, body, id_, budget=0, status=0):
+    """A version-2 frame: the 15-byte header ends with the caller's budget in ms."""
+    return u32(15 + len(body)) + u8(2) + u8(op) + u8(status) + u64(id_) + u32(budget) + body
+
+
 def rpc():
+    write("rpc_server", "v2-pipelined", u8(0) + frame2(0x10, b"a", 1, 5000) +
+          frame2(0x11, b"bb", 2, 0) + frame2(0x12, b"c", 3, 1) + frame2(0x41, b"x", 4, 100) +
+          frame2(0x05, b"", 5, 2**32 - 1))
+    write("rpc_server", "mixed-versions", u8(0) + frame(0x10, b"v1", 1) + frame2(0x10, b"v2", 2, 250) +
+          frame(0x11, b"", 3) + frame2(0x11, b"", 4))
+    write("rpc_server", "v2-hello-echo", u8(1) + frame2(0x01, b"\x00" * 32, 0, 1000) +
+          frame2(0x03, b"\x11" * 32, 0, 1000) + frame2(0x10, b"abc", 1, 1000))
+    write("rpc_server", "v2-half-frame", u8(0) + frame2(0x10, b"abcdef", 1, 50)[:17])
+    write("rpc_server", "v2-short-length", u8(0) + u32(11) + u8(2) + u8(0x10) + u8(0) + u64(1))
+    write("rpc_frames", "requests-v2", u8(0) + frame2(0x01, b"nonce", 0, 0) +
+          frame2(0x10, b"abc", 1, 5000) + frame(0x10, b"old", 2) + frame2(0x7f, b"", 2**64 - 1, 2**32 - 1))
+    write("rpc_frames", "replies-v2", u8(1) + frame2(0x81, b"", 0) + frame2(0x90, b"reply", 1, status=3) +
+          frame(0x90, b"v1", 2))
+    write("rpc_frames", "cut-v2", u8(1) + frame2(0x90, b"abcdef", 9, 0)[:17])
+    write("rpc_frames", "v2-short-length", u8(0) + u32(12) + u8(2) + u8(0x10) + u8(0) + u64(1) + b"x")
+    write("rpc_frames", "small-limit-v2", u8(2) + frame2(0x10, b"x" * 49, 1, 7) + frame2(0x10, b"y", 2))
+    write("rpc_client", "ok-v2", u8(0) + frame2(0x90, b"reply", 1))
+    write("rpc_client", "hello-then-ok-v2", u8(1) + frame2(0x81, b"\x22" * 32, 0) + frame2(0x83, b"\x33" * 32, 0) +
+          frame2(0x90, b"r", 1))
+    write("rpc_client", "error-v2", u8(0) + frame2(0x90, b"bad request", 1, status=3))
+    write("rpc_client", "mixed-versions", u8(0) + frame2(0x90, b"x", 7) + frame(0x90, b"y", 1))
+
     write("rpc_server", "hello-echo", u8(1) + frame(0x01, b"fuzz", 0) + frame(0x10, b"abc", 1))
     write("rpc_server", "pipelined", u8(0) + frame(0x10, b"a", 1) + frame(0x11, b"bb", 2) +
           frame(0x02, b"", 3) + frame(0x41, b"x", 4) + frame(0x05, b"", 5))

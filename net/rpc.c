@@ -175,6 +175,26 @@ static void free_reference(const void *data, size_t len, void *arg) {
   free((void *)data);
 }
 
+/* Frames (or reply bodies) up to COPY_MAX bytes are copied into a
+ * connection's output buffer, where they join what is queued before them;
+ * larger ones are handed over without a copy. A TLS link encrypts each
+ * chunk of the buffer as a record of its own and writes each record with a
+ * system call of its own (bufferevent_openssl writes chunk by chunk), so a
+ * reply whose header and body were separate chunks cost two records, and
+ * pipelined frames one each; copied, the frames queued together go out as
+ * one record. 16 KiB is a TLS record's most plaintext. */
+#define COPY_MAX (16u << 10)
+
+/* Appends frame p[0..len) to out, which then owns p (malloc'd): copied and
+ * freed when small, else by reference. 0, or -1 (out of memory; p still the
+ * caller's). */
+static int out_add_owned(struct evbuffer *out, void *p, size_t len) {
+  if (len > COPY_MAX) return evbuffer_add_reference(out, p, len, free_reference, NULL);
+  if (evbuffer_add(out, p, len) != 0) return -1;
+  free(p);
+  return 0;
+}
+
 /* ==== server ============================================================== */
 
 enum { PEER_DONE = 1, CLOSED = 2 }; /* conn_t.gone */
@@ -1263,7 +1283,9 @@ static void done_cb(evutil_socket_t fd, short what, void *arg) {
                      j->id, 0);
       struct evbuffer *out = bufferevent_get_output(c->bev);
       int rc = evbuffer_add(out, h, hl);
-      if (rc == 0 && j->reply.len) {
+      if (rc == 0 && j->reply.len && j->reply.len <= COPY_MAX) {
+        rc = evbuffer_add(out, j->reply.p, j->reply.len);
+      } else if (rc == 0 && j->reply.len) {
         rc = evbuffer_add_reference(out, j->reply.p, j->reply.len, free_reference, NULL);
         if (rc == 0) j->reply.p = NULL; /* the evbuffer owns it now */
       }
@@ -1772,7 +1794,7 @@ static void flush_queue(struct pc_rpc_client *c) {
   struct evbuffer *out = bufferevent_get_output(c->bev);
   while (c->sq_head) {
     call_t *k = c->sq_head;
-    if (evbuffer_add_reference(out, k->frame, k->frame_len, free_reference, NULL) != 0) {
+    if (out_add_owned(out, k->frame, k->frame_len) != 0) {
       call_fail(c, k, PC_NOMEM, "out of memory sending to %s", c->endpoint);
       continue;
     }
@@ -1942,6 +1964,17 @@ static void refused_by(struct pc_rpc_client *c, const char *why) {
   snprintf(c->refused, sizeof c->refused, "credentials refused: %.130s", why);
 }
 
+/* mu held, loop thread: the server answered something this client asked
+ * (a call it sent, the secret's exchange): attempts after the next failure
+ * start again from the shortest wait. A frame that answers nothing asked
+ * (a reply to an id never sent) is no such sign: a server that sends one
+ * and closes is retried with a growing wait, not every BACKOFF_MIN_MS. */
+static void link_works(struct pc_rpc_client *c) {
+  c->backoff_ms = BACKOFF_MIN_MS;
+  c->next_attempt_ms = 0;
+  c->refused[0] = '\0';
+}
+
 /* mu held, loop thread: the link is ready for calls. */
 static void link_up(struct pc_rpc_client *c) {
   evtimer_del(c->connect_ev);
@@ -2065,11 +2098,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
     uint64_t id = f.id;
     pthread_mutex_lock(&c->mu);
     c->answered = 1;
-    if ((status == PC_OK && c->link == LINK_UP) || id != 0) { /* the link works */
-      c->backoff_ms = BACKOFF_MIN_MS;
-      c->next_attempt_ms = 0;
-      c->refused[0] = '\0';
-    }
+    if (status == PC_OK && c->link == LINK_UP && id == 0) link_works(c);
     char unauthenticated[160] = ""; /* the server's refusal of a call sent unauthenticated */
     if (id != 0 && status != PC_OK && strncmp(body, AUTH_REQUIRED, strlen(AUTH_REQUIRED)) == 0)
       snprintf(unauthenticated, sizeof unauthenticated, "%.150s", body);
@@ -2083,6 +2112,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
     } else {
       call_t *k = map_find(c, id);
       if (k && k->state == CALL_SENT) {
+        link_works(c);
         map_remove(c, k);
         k->status = status <= PC_STATUS_MAX ? (pc_status_t)status : PC_INTERNAL;
         k->body = body;

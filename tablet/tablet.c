@@ -107,6 +107,10 @@ static pc_status_t malformed(const char *op, pc_error_t *err) {
   return pc_error_set(err, PC_INVALID, "malformed %s request body", op);
 }
 
+/* A deletion's observers (store.h's pc_notify_clear_t): names each
+ * followed by a NUL byte, so the last byte of a list is one. */
+static int observers_ok(const char *list, size_t n) { return n == 0 || list[n - 1] == '\0'; }
+
 /* ---- what a client is not trusted with ------------------------------------ */
 
 /* Only the system identity may run op (what), e.g. set a GC safe point. */
@@ -384,7 +388,8 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
         if (pc_wire_get_cell(r, a, &clear.cell)) st = malformed(name, e);
         clear.below = pc_rd_u64(r);
         clear.observers = pc_rd_str(r, &clear.olen);
-        if (st == PC_OK && !r->ok) st = malformed(name, e);
+        if (st == PC_OK && (!r->ok || !observers_ok(clear.observers, clear.olen)))
+          st = malformed(name, e);
         cl = &clear;
       }
       if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
@@ -574,7 +579,8 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       if (pc_wire_get_cell(r, a, &clear.cell)) return malformed("clear notify", e);
       clear.below = pc_rd_u64(r);
       clear.observers = pc_rd_str(r, &clear.olen);
-      if (!r->ok || r->pos != r->len) return malformed("clear notify", e);
+      if (!r->ok || r->pos != r->len || !observers_ok(clear.observers, clear.olen))
+        return malformed("clear notify", e);
       if ((st = check_row(t, &clear.cell, e)) != PC_OK) return st;
       st = s->ops->clear_notify(s, &clear, e);
       if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)clear.done) ||
@@ -591,6 +597,13 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       if (!r->ok || r->pos != r->len || add > 1 || !pc_obs_name_ok(name, nl) ||
           (add && pc_obs_record_decode(rec, rl, &d) != 0))
         return malformed("observer", e);
+      /* the set decides which commits write notifications: adding to it
+       * floods a column with notifications no worker clears, removing from
+       * it makes a registered observer miss changes */
+      if ((st = need_system(t, add ? "adding an observer to the tablet's set"
+                                   : "removing an observer from the tablet's set",
+                            e)) != PC_OK)
+        return st;
       memcpy(nm, name, nl);
       nm[nl] = '\0';
       pc_store_observer_t o = {nm, add ? d.table : NULL, add ? d.col : NULL, add ? d.clen : 0,

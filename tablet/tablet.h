@@ -126,8 +126,9 @@ pc_tablet_t *pc_tablet_create(const char *name, pc_store_t *store, const pc_row_
  *     refused); 0: no cap;
  *   - a reply (SCAN, RAW_SCAN, SCAN_LOCKS) holds at most max_reply bytes
  *     (a scan past it is refused, a lock scan truncated); 0: their own caps.
- * Besides, whatever the limits: GC and writes to the system table need the
- * system identity (net/rpc.h's roles; PC_DENIED for a data client), and a
+ * Besides, whatever the limits: GC, OBSERVER and writes to the system table
+ * need the system identity (net/rpc.h's roles; PC_DENIED for a data client;
+ * OBSERVERS and GET_MANY are reads, open to both), and a
  * GC safe point beyond a fresh timestamp from ts_source is refused. */
 void pc_tablet_set_limits(pc_tablet_t *t, uint32_t lock_ttl_ms, size_t max_reply);
 void pc_tablet_destroy(pc_tablet_t *t);

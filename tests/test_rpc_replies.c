@@ -25,6 +25,8 @@ typedef struct peer {
   uint16_t port;
   const unsigned char *answer;
   size_t len;
+  int every;          /* answer every connection until stopped, not only the first */
+  int connections;    /* accepted */
   pthread_t thread;
 } peer_t;
 
@@ -32,12 +34,22 @@ static uint32_t be32(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Accepts one connection, reads one whole frame, answers, half-closes and
- * waits for the client to close. */
+static void answer_one(peer_t *p, int fd);
+
+/* Accepts one connection (or each, with every), reads one whole frame,
+ * answers, half-closes and waits for the client to close. */
 static void *peer_main(void *arg) {
   peer_t *p = arg;
-  int fd = accept(p->listener, NULL, NULL);
-  if (fd < 0) return NULL;
+  do {
+    int fd = accept(p->listener, NULL, NULL);
+    if (fd < 0) return NULL;
+    p->connections++;
+    answer_one(p, fd);
+  } while (p->every);
+  return NULL;
+}
+
+static void answer_one(peer_t *p, int fd) {
   unsigned char buf[4096];
   size_t n = 0;
   while (n < 4 || n - 4 < be32(buf)) {
@@ -47,18 +59,18 @@ static void *peer_main(void *arg) {
   }
   if (send(fd, p->answer, p->len, MSG_NOSIGNAL) < 0) {
     close(fd);
-    return NULL;
+    return;
   }
   shutdown(fd, SHUT_WR);
   while (recv(fd, buf, sizeof buf, 0) > 0) {
   }
   close(fd);
-  return NULL;
 }
 
 static void peer_start(peer_t *p, const unsigned char *answer, size_t len) {
   p->answer = answer;
   p->len = len;
+  p->connections = 0;
   p->listener = socket(AF_INET, SOCK_STREAM, 0);
   assert_true(p->listener >= 0);
   struct sockaddr_in sa = {0};
@@ -73,6 +85,7 @@ static void peer_start(peer_t *p, const unsigned char *answer, size_t len) {
 }
 
 static void peer_stop(peer_t *p) {
+  if (p->every) shutdown(p->listener, SHUT_RDWR); /* wakes its accept */
   pthread_join(p->thread, NULL);
   close(p->listener);
 }
@@ -132,10 +145,36 @@ static void test_frame_that_is_not_a_reply(void **state) {
   peer_stop(&p);
 }
 
+/* A server that answers the secret's HELLO with a reply to an id the client
+ * never sent, then closes, every time: a frame that answers nothing asked is
+ * no sign the link works, so the client waits longer and longer between its
+ * attempts (it took it for one and retried every 10 ms until the call's
+ * deadline: 150 connections in 2 s). */
+static void test_stray_reply_is_no_sign_of_life(void **state) {
+  (void)state;
+  unsigned char answer[64];
+  size_t n = frame(answer, PC_RPC_OP_HELLO | PC_RPC_OP_REPLY, PC_OK, 12, "", 0);
+  peer_t p = {.every = 1};
+  peer_start(&p, answer, n);
+  pc_error_t err;
+  pc_rpc_auth_t auth = {.secret = "s3cret"};
+  pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", p.port, &auth, &err);
+  assert_non_null(c);
+  pc_buf_t reply = {0};
+  pc_status_t st = pc_rpc_call(c, 0x10, "q", 1, 2000, &reply, &err);
+  assert_int_not_equal(st, PC_OK);
+  assert_true(err.text[0] != '\0');
+  pc_rpc_client_destroy(c);
+  peer_stop(&p);
+  /* backoff from 10 ms doubling to 1 s: about 8 attempts in 2 s */
+  if (p.connections > 20) fail_msg("%d connections in the call's 2 s", p.connections);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_error_reply_without_message),
       cmocka_unit_test(test_frame_that_is_not_a_reply),
+      cmocka_unit_test(test_stray_reply_is_no_sign_of_life),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,10 @@
  *     store.lock_ttl_ms; a safe point of 2^64-1 is refused; a reader's
  *     snapshot is not rewritten by frames with older timestamps from
  *     unauthorised peers;
- *   - secrets: the same roles from a data secret and a system secret;
+ *   - secrets: the same roles from a data secret and a system secret; a
+ *     data client's OBSERVER frames (add to and remove from a tablet's
+ *     observer set) are refused, the system's are served, and both may list
+ *     the set (OBSERVERS);
  *   - private by default: a served embedded store's files are its user's
  *     (directories 0700, files 0600, LevelDB's too), its serving.json holds
  *     a secret, and a client without it is refused;
@@ -60,6 +63,7 @@
 #include "config/config.h"
 #include "core/db.h"
 #include "core/error.h"
+#include "core/keys.h"
 #include "net/rpc.h"
 #include "tablet/tablet.h"
 #include "tablet/tablet_wire.h"
@@ -608,6 +612,62 @@ static void test_certificates(void **state) {
 
 /* ---- 2. secrets ------------------------------------------------------------------ */
 
+/* A tablet's OBSERVER request (add, with its record, or remove) sent by
+ * the client of configuration cfg; returns the tablet's status. */
+static pc_status_t observer_frame(const char *cfg, uint16_t port, int add, const char *name,
+                                  char *msg, size_t cap) {
+  pc_error_t err;
+  pc_config_t *c = pc_config_load(cfg, &err);
+  assert_non_null(c);
+  pc_rpc_client_t *cl = pc_config_rpc_client(c, "127.0.0.1", port, &err);
+  assert_non_null(cl);
+  pc_buf_t body = {0}, rec = {0}, reply = {0};
+  assert_int_equal(pc_buf_u8(&body, (uint8_t)add) || pc_buf_str(&body, name, strlen(name)), 0);
+  if (add)
+    assert_int_equal(pc_obs_record_encode(&rec, 0, "t", "c", 1) ||
+                         pc_buf_str(&body, rec.p, rec.len),
+                     0);
+  assert_int_equal(pc_rpc_call(cl, PC_TABLET_OP_OBSERVER, body.p, body.len, 5000, &reply, &err),
+                   PC_OK);
+  pc_rd_t r = {reply.p, reply.len, 0, 1};
+  pc_status_t st = (pc_status_t)pc_rd_u8(&r);
+  size_t ml = 0;
+  const char *m = pc_rd_str(&r, &ml);
+  snprintf(msg, cap, "%.*s", m ? (int)ml : 0, m ? m : "");
+  pc_buf_free(&body);
+  pc_buf_free(&rec);
+  pc_buf_free(&reply);
+  pc_rpc_client_destroy(cl);
+  pc_config_free(c);
+  return st;
+}
+
+/* How many observers the tablet's set names, as the client of cfg lists them. */
+static int observers_named(const char *cfg, uint16_t port, const char *name) {
+  pc_error_t err;
+  pc_config_t *c = pc_config_load(cfg, &err);
+  assert_non_null(c);
+  pc_rpc_client_t *cl = pc_config_rpc_client(c, "127.0.0.1", port, &err);
+  assert_non_null(cl);
+  pc_buf_t reply = {0};
+  assert_int_equal(pc_rpc_call(cl, PC_TABLET_OP_OBSERVERS, NULL, 0, 5000, &reply, &err), PC_OK);
+  pc_rd_t r = {reply.p, reply.len, 0, 1};
+  assert_int_equal(pc_rd_u8(&r), PC_OK);
+  uint32_t n = pc_rd_u32(&r);
+  int named = 0;
+  for (uint32_t i = 0; i < n && r.ok; i++) {
+    size_t nl, rl;
+    const char *nm = pc_rd_str(&r, &nl);
+    (void)pc_rd_str(&r, &rl);
+    if (r.ok && nl == strlen(name) && memcmp(nm, name, nl) == 0) named++;
+  }
+  assert_true(r.ok);
+  pc_buf_free(&reply);
+  pc_rpc_client_destroy(cl);
+  pc_config_free(c);
+  return named;
+}
+
 static void test_secrets(void **state) {
   fixture_t *fx = *state;
   NEED_CLI(fx);
@@ -638,6 +698,20 @@ static void test_secrets(void **state) {
   assert_null(pc_txn_begin(wrong, &err));
   assert_int_equal(err.code, PC_DENIED);
   if (!strstr(err.text, "wrong secret")) fail_msg("unexpected: %s", err.text);
+  /* a tablet's observer set: a data client may list it, not change it */
+  uint16_t port_a = port_of(endpoint(ready, NULL, "a", "listen"));
+  char msg[512];
+  assert_int_equal(observer_frame(data_cfg, port_a, 1, "flood", msg, sizeof msg), PC_DENIED);
+  fprintf(stderr, "data client's OBSERVER add: %s\n", msg);
+  if (!strstr(msg, "system identity")) fail_msg("unexpected: %s", msg);
+  assert_int_equal(observers_named(data_cfg, port_a, "flood"), 0);
+  assert_int_equal(observer_frame(sys_cfg, port_a, 1, "flood", msg, sizeof msg), PC_OK);
+  assert_int_equal(observers_named(data_cfg, port_a, "flood"), 1);
+  assert_int_equal(observer_frame(data_cfg, port_a, 0, "flood", msg, sizeof msg), PC_DENIED);
+  fprintf(stderr, "data client's OBSERVER remove: %s\n", msg);
+  assert_int_equal(observers_named(sys_cfg, port_a, "flood"), 1);
+  assert_int_equal(observer_frame(sys_cfg, port_a, 0, "flood", msg, sizeof msg), PC_OK);
+  assert_int_equal(observers_named(sys_cfg, port_a, "flood"), 0);
   /* a frame without the exchange is refused, before it is served */
   int fd = tcp_connect_from(port_of(endpoint(ready, NULL, "a", "listen")), NULL);
   pc_buf_t b = {0};

@@ -1833,6 +1833,15 @@ static void test_notify_ops(void **state) {
   assert_memory_equal(a.payload + 5, "obs.x", 5);
   answer_free(&a);
   assert_int_equal(scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more), 6);
+  /* a list of observers whose last name has no NUL after it breaks
+   * store.h's contract: refused as malformed before the store sees it, and
+   * nothing goes (fuzz_tablet found it passed through) */
+  b.len = 0;
+  assert_int_equal(pc_wire_put_cell(&b, &ox) || pc_buf_u64(&b, cts + 1) ||
+                       pc_buf_str(&b, CLEAR_FOR, sizeof CLEAR_FOR - 2),
+                   0);
+  expect_op(f, PC_TABLET_OP_CLEAR_NOTIFY, &b, PC_INVALID, "clear with an unterminated list");
+  assert_int_equal(scan_notes(f, 0, PC_NOTIFY_BUCKETS, NULL, 100, v, 16, &more), 6);
   /* CLEAR_NOTIFY below the commit keeps it; above it, both halves go */
   b.len = 0;
   enc_clear_notify(&b, &ox, cts);
