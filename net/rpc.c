@@ -1472,7 +1472,13 @@ static void server_free(struct pc_rpc_server *s) {
   if (s->stop_ev) event_free(s->stop_ev);
   if (s->grace_ev) event_free(s->grace_ev);
   if (s->accept_retry_ev) event_free(s->accept_retry_ev);
-  if (s->base) event_base_free(s->base);
+  /* a TLS bufferevent's last reference goes in a deferred callback or a
+   * finalizer of the loop: run them (no thread runs the loop any more),
+   * or its SSL object and buffers outlive the base */
+  if (s->base) {
+    event_base_loop(s->base, EVLOOP_NONBLOCK);
+    event_base_free(s->base);
+  }
   pthread_mutex_destroy(&s->qmu);
   pthread_cond_destroy(&s->qcv);
   pthread_mutex_destroy(&s->cmu);
@@ -2163,7 +2169,10 @@ static void client_free(struct pc_rpc_client *c) {
   if (c->retry_ev) event_free(c->retry_ev);
   if (c->connect_ev) event_free(c->connect_ev);
   if (c->stop_ev) event_free(c->stop_ev);
-  if (c->base) event_base_free(c->base);
+  if (c->base) { /* the TLS bufferevent's deferred release (see server_free) */
+    event_base_loop(c->base, EVLOOP_NONBLOCK);
+    event_base_free(c->base);
+  }
   pthread_condattr_destroy(&c->cattr);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->idle_cv);
