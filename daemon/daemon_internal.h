@@ -16,6 +16,7 @@
 #include "net/rpc.h"
 #include "notify/worker.h"
 #include "observers/plugin.h"
+#include "lockservice/coord.h"
 #include "lockservice/lockservice.h"
 #include "tablet/tablet.h"
 #include "tso/oracle.h"
@@ -75,6 +76,7 @@ struct pc_daemon {
   role_t roles[64];
   size_t nroles;
   ts_provider_t ts;
+  pc_coord_t *coord; /* with "zookeeper": this process's session (no client node) */
   gc_loop_t gc;
   workers_t w;
   int has_workers;

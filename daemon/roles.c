@@ -255,10 +255,12 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
     return PC_OK;
   }
   if (cfg->zookeeper.set) { /* whichever oracle leads, this process's own included */
-    d->ts.locator =
-        pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
-                              cfg->zookeeper.session_timeout_ms, cfg->secret,
-                              cfg->store.timeout_ms, err);
+    if (!d->coord &&
+        !(d->coord = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
+                                   cfg->zookeeper.session_timeout_ms, 0, cfg->store.timeout_ms,
+                                   err)))
+      return err->code;
+    d->ts.locator = pc_tso_locator_on(d->coord, cfg->secret, err);
     if (!d->ts.locator) return err->code;
     d->ts.batcher = pc_ts_batcher_create(pc_tso_locator_fetch, d->ts.locator);
     return d->ts.batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
@@ -291,6 +293,8 @@ void pc_daemon_stop_roles(pc_daemon_t *d) {
   if (d->ts.remote) pc_rpc_client_destroy(d->ts.remote);
   pc_tso_locator_destroy(d->ts.locator);
   memset(&d->ts, 0, sizeof d->ts);
+  pc_coord_close(d->coord); /* after its users: the locator, the tablets */
+  d->coord = NULL;
   for (size_t i = 0; i < d->nroles; i++)
     if (d->roles[i].node) pc_tso_node_stop(d->roles[i].node); /* a standby takes over now */
   for (size_t i = 0; i < d->nroles; i++)

@@ -29,8 +29,8 @@ typedef struct coord {
 static void cluster_close(pc_db_t *db) {
   coord_t *c = db->coord;
   if (c) {
-    pc_coord_close(c->clients); /* closing the session ends this client's liveness */
-    pc_tso_locator_destroy(c->tso);
+    pc_tso_locator_destroy(c->tso); /* it follows the election on the session */
+    pc_coord_close(c->clients);     /* closing the session ends this client's liveness */
     free(c);
     db->coord = NULL;
   }
@@ -126,13 +126,13 @@ static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const p
   coord_t *c = calloc(1, sizeof *c);
   if (!c) return pc_error_set(err, PC_NOMEM, "out of memory");
   db->coord = c;
-  c->tso = pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
-                                 cfg->zookeeper.session_timeout_ms, cfg->secret, o->timeout_ms,
-                                 err);
-  if (!c->tso) return err->code;
+  /* one session per client handle: its node, and the oracle's election */
   c->clients = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
-                             cfg->zookeeper.session_timeout_ms, o->timeout_ms, err);
+                             cfg->zookeeper.session_timeout_ms, PC_COORD_CLIENT, o->timeout_ms,
+                             err);
   if (!c->clients) return err->code;
+  c->tso = pc_tso_locator_on(c->clients, cfg->secret, err);
+  if (!c->tso) return err->code;
   pc_coord_set_reporter(c->clients, oldest_open, db);
   db->oracle_info = coord_oracle_info;
   db->batcher = pc_ts_batcher_create(pc_tso_locator_fetch, c->tso);
