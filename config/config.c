@@ -698,17 +698,6 @@ static pc_status_t tso_field(vctx_t *c, void *dst, int which, const json_t *v, i
   }
 }
 
-static const char *const lockservice_keys[] = {"listen", "http", "session_ttl_ms"};
-
-static pc_status_t lockservice_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
-  pc_config_t *cfg = dst;
-  switch (which) {
-    case 0: return get_endpoint(c, v, n, &cfg->lockservice.listen);
-    case 1: return get_endpoint(c, v, n, &cfg->lockservice.http);
-    default: return get_uint(c, v, n, 100, 600000, &cfg->lockservice.session_ttl_ms);
-  }
-}
-
 /* An ensemble: "host:port[,host:port]..." with every endpoint well formed. */
 static pc_status_t get_ensemble(vctx_t *c, const json_t *v, int32_t n, char **out) {
   pc_status_t st = get_str(c, v, n, out);
@@ -950,12 +939,13 @@ static pc_status_t parse_tablets(vctx_t *c, pc_config_t *cfg, const json_t *arr,
   return st;
 }
 
-static const char *const scan_keys[] = {"buckets_per_claim", "idle_ms"};
+static const char *const scan_keys[] = {"buckets_per_claim", "idle_ms", "stable_ms"};
 
 static pc_status_t scan_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
   if (which == 0) return get_uint(c, v, n, 1, 1024, &cfg->workers.scan.buckets_per_claim);
-  return get_uint(c, v, n, 1, 60000, &cfg->workers.scan.idle_ms);
+  if (which == 1) return get_uint(c, v, n, 1, 60000, &cfg->workers.scan.idle_ms);
+  return get_uint(c, v, n, 0, 600000, &cfg->workers.scan.stable_ms);
 }
 
 static const char *const plugin_keys[] = {"path", "config"};
@@ -1020,7 +1010,7 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
 
 static const char *const root_keys[] = {"data_dir", "secret",      "log",     "store",
                                         "tso",      "lockservice", "tablets", "workers",
-                                        "zookeeper"};
+                                        "zookeeper", "served"};
 
 static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -1039,14 +1029,17 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       cfg->tso.set = 1;
       return walk(c, v, n, tso_keys, NKEYS(tso_keys), tso_field, cfg);
     case 5:
-      if ((st = want_object(c, v, n)) != PC_OK) return st;
-      cfg->lockservice.set = 1;
-      return walk(c, v, n, lockservice_keys, NKEYS(lockservice_keys), lockservice_field, cfg);
+      return fail_at(c, node_off(c, n),
+                     "the lock service daemon (\"lockd\") is retired: a cluster coordinates "
+                     "through ZooKeeper; remove this section and write \"zookeeper\": "
+                     "{\"connect\": \"host:port,...\", \"root\": \"/percolator/NAME\"} "
+                     "(docs/CONFIG.md)");
     case 6: return parse_tablets(c, cfg, v, n);
     case 7:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->workers.set = 1;
       return walk(c, v, n, workers_keys, NKEYS(workers_keys), workers_field, cfg);
+    case 9: return get_str(c, v, n, &cfg->served);
     default:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       cfg->zookeeper.set = 1;
@@ -1081,7 +1074,7 @@ pc_config_t *pc_config_default(void) {
   cfg->store.timeout_ms = 10000;
   cfg->store.one_phase_commit = 1;
   cfg->tso.window_ms = 3000;
-  cfg->lockservice.session_ttl_ms = 10000;
+  cfg->workers.scan.stable_ms = 3000;
   cfg->zookeeper.session_timeout_ms = 10000;
   cfg->workers.threads = 4;
   cfg->workers.scan.buckets_per_claim = 16;
@@ -1109,6 +1102,7 @@ void pc_config_free(pc_config_t *cfg) {
   free(cfg->tso.data_dir);
   free(cfg->zookeeper.connect);
   free(cfg->zookeeper.root);
+  free(cfg->served);
   free(cfg->secret);
   free(cfg->data_dir);
   free(cfg->source);
@@ -1214,14 +1208,16 @@ pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_
     goto fail;
   }
   if (walk(&c, root, 0, root_keys, NKEYS(root_keys), root_field, cfg) != PC_OK) goto fail;
-  if (cfg->zookeeper.set && cfg->lockservice.set) {
-    /* one coordination engine: in a cluster on ZooKeeper the lock service's
-     * sessions are ZooKeeper's */
+  if (cfg->ntablets && !cfg->zookeeper.set && !cfg->served) {
+    /* a cluster has one coordination engine, ZooKeeper; only the client
+     * configuration a worker writes for the embedded directory it serves
+     * (one process, one machine) runs without one */
     path_pop(&c, 0);
-    path_key(&c, "lockservice", 11);
-    fail_at(&c, node_off(&c, member_node(&c, 0, "lockservice", 11)),
-            "the lock service daemon is not used with \"zookeeper\": clients' sessions and "
-            "liveness live in ZooKeeper (remove this section)");
+    path_key(&c, "tablets", 7);
+    fail_at(&c, node_off(&c, member_node(&c, 0, "tablets", 7)),
+            "a cluster needs a \"zookeeper\" section ({\"connect\": \"host:port,...\", "
+            "\"root\": \"/percolator/NAME\"}): its oracles, clients and workers coordinate "
+            "through ZooKeeper (docs/CONFIG.md)");
     goto fail;
   }
   json_decref(root);

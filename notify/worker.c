@@ -15,7 +15,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "lockservice/lockservice.h"
 
 static const uint64_t latency_bounds_ms[12] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
 
@@ -26,6 +25,7 @@ void pc_worker_options_default(pc_worker_options_t *o) {
   o->max_failures = 5;
   o->backoff_ms = 100;
   o->sweep_ms = 1000;
+  o->stable_ms = 3000;
 }
 
 void pc_worker_nap(pc_worker_t *w, uint32_t ms) {
@@ -92,11 +92,6 @@ static void *worker_main(void *arg) {
     return NULL;
   }
   while (!pc_worker_stopping(w)) {
-    /* without a lockd session, claims cannot be taken: wait for one */
-    if (w->db->ls && pc_ls_client_session(w->db->ls) == 0) {
-      pc_worker_nap(w, w->o.idle_ms);
-      continue;
-    }
     /* look before taking claims: an idle worker costs a scan, not a lock per claim */
     if (!pc_scan_anything(w)) {
       pc_worker_nap(w, w->o.idle_ms);
@@ -112,6 +107,7 @@ static void *worker_main(void *arg) {
     int did = 0;
     for (uint32_t i = 0; i < w->nclaims && !pc_worker_stopping(w); i++) {
       int got = pc_claim_take(t, order[i]);
+      if (got == PC_CLAIM_NOT_MINE) continue; /* another worker's share */
       if (got < 0) break; /* no session: the round ends here */
       if (got == 0) {
         atomic_fetch_add(&w->claims_busy, 1);
@@ -175,6 +171,8 @@ static pc_status_t check_options(const pc_worker_options_t *o, pc_error_t *err) 
                         o->backoff_ms);
   if (o->sweep_ms > 3600000)
     return pc_error_set(err, PC_INVALID, "worker: sweep_ms is %u, want 0..3600000", o->sweep_ms);
+  if (o->stable_ms > 600000)
+    return pc_error_set(err, PC_INVALID, "worker: stable_ms is %u, want 0..600000", o->stable_ms);
   return PC_OK;
 }
 
@@ -230,6 +228,10 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
     pc_error_set(err, PC_NOMEM, "out of memory");
     goto fail;
   }
+  if (pc_claims_start(w, err) != PC_OK) {
+    pc_error_prefix(err, "worker");
+    goto fail;
+  }
 
   wthread_t *ts = calloc(opts.threads, sizeof *ts);
   w->threads = calloc(opts.threads, sizeof *w->threads);
@@ -277,6 +279,7 @@ void pc_worker_stop(pc_worker_t *w) {
   pthread_mutex_unlock(&w->mu);
   for (size_t i = 0; i < w->nthreads; i++) pthread_join(w->threads[i], NULL);
   if (w->sweeper_started) pthread_join(w->sweeper, NULL);
+  pc_claims_stop(w);
   pc_backoff_destroy(w->backoff);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);

@@ -30,10 +30,10 @@ static const cli_verb_t verb_help = {
 };
 
 /* The verbs, in the order 'percolator --help' lists them. Later verbs (run,
- * tablet, tso, lockd, worker, status, wait, failures, bench) are added here. */
+ * tablet, tso, worker, status, wait, failures, bench) are added here. */
 static const cli_verb_t *const verbs[] = {
     &cli_verb_init, &cli_verb_get,   &cli_verb_set,    &cli_verb_delete, &cli_verb_scan,
-    &cli_verb_txn,  &cli_verb_run,   &cli_verb_tablet, &cli_verb_tso,    &cli_verb_lockd,
+    &cli_verb_txn,  &cli_verb_run,   &cli_verb_tablet, &cli_verb_tso,
     &cli_verb_worker, &cli_verb_observers, &cli_verb_wait, &cli_verb_failures,
     &cli_verb_status, &cli_verb_gc, &cli_verb_load, &cli_verb_clusters,
     &cli_verb_search, &cli_verb_doc, &cli_verb_check, &verb_help,
@@ -83,6 +83,15 @@ static void print_global_help(FILE *out) {
   for (size_t i = 0; i < NVERBS; i++)
     fprintf(out, "  %-8s %s\n", verbs[i]->name, verbs[i]->summary);
   fputs(global_tail, out);
+}
+
+/* A verb that is not one, and the retired ones said as such. */
+static int unknown_verb(const cli_ctx_t *ctx, const char *name) {
+  if (strcmp(name, "lockd") == 0)
+    return cli_usage_error(ctx,
+                           "'lockd' is retired: a cluster coordinates through ZooKeeper (a "
+                           "\"zookeeper\" section in the configuration; docs/CONFIG.md)");
+  return cli_usage_error(ctx, "unknown verb '%s'", name);
 }
 
 static const cli_verb_t *find_verb(const char *name) {
@@ -277,7 +286,7 @@ static int run_help(cli_ctx_t *ctx, int argc, char **argv) {
     print_global_help(stdout);
   } else {
     const cli_verb_t *v = find_verb(argv[optind]);
-    if (!v) return cli_usage_error(ctx, "unknown verb '%s'", argv[optind]);
+    if (!v) return unknown_verb(ctx, argv[optind]);
     fputs(v->help, stdout);
   }
   return cli_finish_output(ctx);
@@ -331,7 +340,7 @@ int main(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   ctx.verb = find_verb(argv[optind]);
-  if (!ctx.verb) return cli_usage_error(&ctx, "unknown verb '%s'", argv[optind]);
+  if (!ctx.verb) return unknown_verb(&ctx, argv[optind]);
   int vargc = argc - optind;
   char **vargv = argv + optind;
   optind = 0; /* re-initialise getopt for the verb's own parse */

@@ -1,4 +1,4 @@
-/* verb_daemons.c — the daemon verbs: `tso`, `lockd`, `tablet` run one role
+/* verb_daemons.c — the daemon verbs: `tso`, `tablet` run one role
  * of the cluster in the foreground; `run` runs every role the configuration
  * names in one process (the single-machine server), and its workers when it
  * has a "workers" section; `worker` runs the configured observers against a
@@ -50,7 +50,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
   char served[4200] = ""; /* data_dir/serving.json while this process serves data_dir */
   pc_status_t st;
   if (worker && cfg->ntablets == 0) {
-    /* hold the embedded store and serve it: tso, lock service and one tablet */
+    /* hold the embedded store and serve it: an oracle and one tablet */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", config ? cfg->data_dir : ctx->data_dir);
     pc_config_free(cfg);
@@ -61,7 +61,6 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
     snprintf(served, sizeof served, "%s/" CLI_SERVING_FILE, dir);
     st = pc_daemon_config_serving(config, dir, &dc, &err);
     spec.tso = 1;
-    spec.lockd = PC_DAEMON_REQUIRED;
     spec.tablets = 2;
     spec.serving_file = served;
   } else {
@@ -105,16 +104,12 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
 static int run_tso(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.tso = 1});
 }
-static int run_lockd(cli_ctx_t *ctx, int argc, char **argv) {
-  return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.lockd = PC_DAEMON_REQUIRED});
-}
 static int run_tablet(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.tablets = 1});
 }
 static int run_all(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv,
-                    (pc_daemon_spec_t){.tso = 1, .lockd = PC_DAEMON_IF_CONFIGURED, .tablets = 2,
-                                       .workers = PC_DAEMON_IF_CONFIGURED});
+                    (pc_daemon_spec_t){.tso = 1, .tablets = 2, .workers = PC_DAEMON_IF_CONFIGURED});
 }
 static int run_worker(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.workers = PC_DAEMON_REQUIRED});
@@ -135,32 +130,22 @@ const cli_verb_t cli_verb_tso = {
     "Usage: percolator tso --config FILE [--ready-file FILE]\n"
     "\n"
     "Serves strictly increasing timestamps on the configuration's tso.listen\n"
-    "endpoint and /health, /metrics on tso.http. The oracle's persisted bound\n"
-    "lives in tso.data_dir. With a \"zookeeper\" section, any number of tso\n"
-    "processes run: they elect one leader in ZooKeeper, where the bound then\n"
-    "lives, the others stand by, and clients follow the leader.\n" COMMON_DAEMON_HELP
+    "endpoint and /health, /metrics on tso.http. Any number of tso processes\n"
+    "run: they elect one leader in ZooKeeper (the \"zookeeper\" section), where\n"
+    "its bound lives, the others stand by, and clients follow the leader.\n" COMMON_DAEMON_HELP
     "\n"
     "Example:\n"
     "  percolator tso --config cluster.json\n",
     run_tso};
-
-const cli_verb_t cli_verb_lockd = {
-    "lockd", "run the lock service daemon",
-    "Usage: percolator lockd --config FILE [--ready-file FILE]\n"
-    "\n"
-    "Serves client sessions and leased named locks on lockservice.listen.\n" COMMON_DAEMON_HELP
-    "\n"
-    "Example:\n"
-    "  percolator lockd --config cluster.json\n",
-    run_lockd};
 
 const cli_verb_t cli_verb_tablet = {
     "tablet", "run one tablet server",
     "Usage: percolator tablet --config FILE --name TABLET [--ready-file FILE]\n"
     "\n"
     "Serves the rows of tablet TABLET from its own LevelDB (tablets[].data_dir),\n"
-    "taking commit timestamps from the tso daemon. --name TABLET picks the entry\n"
-    "of \"tablets\".\n" COMMON_DAEMON_HELP
+    "taking commit timestamps from the oracle that leads in ZooKeeper. --name\n"
+    "TABLET picks the entry of \"tablets\". When it starts it raises the rows'\n"
+    "garbage-collection safe point to the one published in ZooKeeper.\n" COMMON_DAEMON_HELP
     "\n"
     "Example:\n"
     "  percolator tablet --config cluster.json --name t1\n",
@@ -170,9 +155,10 @@ const cli_verb_t cli_verb_run = {
     "run", "run every role of the configuration in one process",
     "Usage: percolator run --config FILE [--ready-file FILE]\n"
     "\n"
-    "Runs the oracle, the lock service (when configured) and every tablet in\n"
-    "this process, listening where the configuration says, so that many client\n"
-    "processes on this machine can share one store.\n" COMMON_DAEMON_HELP
+    "Runs an oracle (elected in ZooKeeper) and every tablet in this process,\n"
+    "listening where the configuration says, so that many client processes on\n"
+    "this machine can share one store; and the workers of its \"workers\"\n"
+    "section.\n" COMMON_DAEMON_HELP
     "\n"
     "Example:\n"
     "  percolator run --config cluster.json --ready-file /tmp/ready.json\n",
@@ -185,14 +171,15 @@ const cli_verb_t cli_verb_worker = {
     "Loads the observer plugins of the configuration's \"workers\" section\n"
     "(docs/OBSERVERS.md), records their observed columns in the store, and runs\n"
     "them: workers.threads threads find notifications, claim buckets of them\n"
-    "through the lock service and run each observer in a transaction, retrying\n"
-    "a failing one with backoff and parking it after workers.max_failures\n"
-    "('percolator failures'). Any number of worker processes can run against a\n"
-    "cluster. Without a cluster (an embedded data directory) the worker holds\n"
-    "the store and serves it: an oracle, a lock service and one tablet on\n"
-    "ephemeral ports of 127.0.0.1, whose client configuration it writes to\n"
-    "DIR/serving.json, through which the other verbs given --data DIR reach the\n"
-    "store meanwhile. workers.http serves /health and /metrics. On SIGTERM or\n"
+    "and run each observer in a transaction, retrying a failing one with\n"
+    "backoff and parking it after workers.max_failures ('percolator\n"
+    "failures'). Any number of worker processes can run against a cluster:\n"
+    "each registers in ZooKeeper and scans its share of the buckets, which\n"
+    "moves when workers join or leave. Without a cluster (an embedded data\n"
+    "directory) the worker holds the store and serves it: an oracle and one\n"
+    "tablet on ephemeral ports of 127.0.0.1, whose client configuration it\n"
+    "writes to DIR/serving.json, through which the other verbs given --data DIR\n"
+    "reach the store meanwhile. workers.http serves /health and /metrics. On SIGTERM or\n"
     "SIGINT it stops taking work, lets the observer transactions in flight\n"
     "finish, and exits 0.\n" COMMON_DAEMON_HELP
     "\n"
