@@ -213,10 +213,14 @@ static int sc_string(scan_t *s, int keep) {
   return -1;
 }
 
+/* The decoded key at offset at of the key arena. The arena stays NULL while
+ * every key so far is empty, and NULL + 0 (or memcmp on NULL) is undefined. */
+static const char *pt_key(const ptree_t *pt, size_t at) { return pt->keys ? pt->keys + at : ""; }
+
 static int sc_same_key(const ptree_t *pt, int32_t a, int32_t b) {
   const pnode_t *x = &pt->nodes[a], *y = &pt->nodes[b];
   return x->key_len == y->key_len &&
-         memcmp(pt->keys + x->key_at, pt->keys + y->key_at, x->key_len) == 0;
+         memcmp(pt_key(pt, x->key_at), pt_key(pt, y->key_at), x->key_len) == 0;
 }
 
 /* Scans the value starting at s->i into node id (already created at s->i).
@@ -322,7 +326,7 @@ static int32_t pt_member(const ptree_t *pt, int32_t obj, const char *key, size_t
   if (obj < 0 || (size_t)obj >= pt->n) return -1;
   for (int32_t k = pt->nodes[obj].first; k >= 0; k = pt->nodes[k].next) {
     const pnode_t *nd = &pt->nodes[k];
-    if (nd->member && nd->key_len == klen && memcmp(pt->keys + nd->key_at, key, klen) == 0)
+    if (nd->member && nd->key_len == klen && memcmp(pt_key(pt, nd->key_at), key, klen) == 0)
       return k;
   }
   return -1;
@@ -990,8 +994,8 @@ static pc_status_t parse_plugins(vctx_t *c, pc_config_t *cfg, const json_t *arr,
   return PC_OK;
 }
 
-static const char *const workers_keys[] = {"threads", "scan", "max_failures", "backoff_ms",
-                                           "plugins", "http"};
+static const char *const workers_keys[] = {"threads", "scan",   "max_failures", "backoff_ms",
+                                           "plugins", "http",   "hang_ms",      "journal_dir"};
 
 static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -1004,7 +1008,9 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
     case 2: return get_uint(c, v, n, 1, 1000, &cfg->workers.max_failures);
     case 3: return get_uint(c, v, n, 1, 600000, &cfg->workers.backoff_ms);
     case 4: return parse_plugins(c, cfg, v, n);
-    default: return get_endpoint(c, v, n, &cfg->workers.http);
+    case 5: return get_endpoint(c, v, n, &cfg->workers.http);
+    case 6: return get_uint(c, v, n, 0, 86400000, &cfg->workers.hang_ms);
+    default: return get_str(c, v, n, &cfg->workers.journal_dir);
   }
 }
 
@@ -1081,6 +1087,7 @@ pc_config_t *pc_config_default(void) {
   cfg->workers.scan.idle_ms = 100;
   cfg->workers.max_failures = 5;
   cfg->workers.backoff_ms = 100;
+  cfg->workers.hang_ms = 60000;
   return cfg;
 }
 
@@ -1105,6 +1112,7 @@ void pc_config_free(pc_config_t *cfg) {
   free(cfg->served);
   free(cfg->secret);
   free(cfg->data_dir);
+  free(cfg->workers.journal_dir);
   free(cfg->source);
   free(cfg);
 }
@@ -1132,7 +1140,7 @@ static void syntax_error(vctx_t *c, const json_error_t *je) {
         for (d = 0; d < depth; d++) {
           const pnode_t *nd = &pt.nodes[chain[d]];
           if (nd->member) {
-            path_key(c, pt.keys + nd->key_at, nd->key_len);
+            path_key(c, pt_key(&pt, nd->key_at), nd->key_len);
           } else {
             size_t idx = 0;
             for (int32_t s = pt.nodes[nd->parent].first; s >= 0 && s != chain[d];
@@ -1145,7 +1153,7 @@ static void syntax_error(vctx_t *c, const json_error_t *je) {
       }
       char shown[SHOW_CAP];
       size_t fl, fc;
-      show(shown, pt.keys + pt.nodes[dup].key_at, pt.nodes[dup].key_len);
+      show(shown, pt_key(&pt, pt.nodes[dup].key_at), pt.nodes[dup].key_len);
       linecol(c->text, c->len, pt.nodes[first].key_off, &fl, &fc);
       fail_at(c, pt.nodes[dup].key_off, "duplicate key '%s' (first at %zu:%zu)", shown, fl, fc);
       c->pt = saved;

@@ -33,7 +33,10 @@
  *                  "max_failures": int 1..1000 [5], "backoff_ms": int 1..600000 [100],
  *                  "plugins": [ { "path": string (required),
  *                                 "config": object [{}] } ... ] (at most 256),
- *                  "http": "host:port" (a worker's /health and /metrics) }
+ *                  "http": "host:port" (a worker's /health and /metrics),
+ *                  "hang_ms": int 0..86400000 [60000] (a run given up after it; 0: never),
+ *                  "journal_dir": string (the in-flight journal; [<data_dir>/worker-journal]
+ *                                 for the workers of a process serving its store) }
  *   "served":    string (written by a worker into DIR/serving.json: the
  *                  embedded directory it serves; see below)
  * }
@@ -141,6 +144,8 @@ typedef struct pc_config {
     pc_config_plugin_t *plugins; /* in file order */
     size_t nplugins;
     pc_endpoint_t http; /* a worker's /health and /metrics (unset: none) */
+    uint32_t hang_ms;
+    char *journal_dir; /* NULL: the default (daemon/workers.c) */
   } workers;
 } pc_config_t;
 

@@ -78,12 +78,14 @@ struct pc_db {
    * open, then the one the last GC pass took */
   _Atomic uint64_t ts_floor;
 
-  /* background work (core/gc.c): the heartbeat of committing transactions,
-   * and, embedded, periodic garbage collection */
+  /* background work (core/gc.c): the lease thread renews the leases of
+   * committing transactions; the background thread refreshes the observed
+   * columns and, embedded, runs periodic garbage collection */
   pthread_mutex_t bg_mu;
   pthread_cond_t bg_cv;
   pthread_t bg_thread;
-  int bg_running, bg_stop;
+  pthread_t lease_thread; /* renews leases only (gc.c): never behind a pass or a refresh */
+  int bg_running, lease_running, bg_stop;
   uint64_t next_gc_ms;
   /* cluster: the highest safe point other clients allow, given a fresh
    * timestamp now (NULL: now) */

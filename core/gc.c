@@ -1,14 +1,16 @@
 /* gc.c — the database's background work and garbage collection.
  *
- * One thread per database handle does three jobs:
- *   - the heartbeat: every third of lock_ttl_ms it renews the lease of the
- *     primary lock of each transaction of this process that is committing
- *     (store.h's heartbeat), so that a live owner's transaction is never
- *     rolled back for being slow; a dead process renews nothing, and its
- *     locks expire lock_ttl_ms after their last renewal;
- *   - the observed columns: when it starts, and every
- *     PC_OBSERVED_REFRESH_MS, it reads them from the store (observed.c);
- *   - embedded, every gc_interval_ms, a garbage-collection pass (pc_db_gc).
+ * Two threads per database handle:
+ *   - the lease thread, the heartbeat alone: every third of lock_ttl_ms it
+ *     renews the lease of the primary lock of each transaction of this
+ *     process that is committing (store.h's heartbeat), so that a live
+ *     owner's transaction is never rolled back for being slow; a dead
+ *     process renews nothing, and its locks expire lock_ttl_ms after their
+ *     last renewal. It has a thread of its own because a renewal that waits
+ *     behind a garbage-collection pass or a slow refresh comes too late;
+ *   - the background thread: the observed columns, read from the store when
+ *     it starts and every PC_OBSERVED_REFRESH_MS (observed.c), and,
+ *     embedded, a garbage-collection pass every gc_interval_ms (pc_db_gc).
  *
  * A pass first finds the safe point: a fresh timestamp, lowered to the
  * start_ts of every open transaction of this process (db.c's list). In a
@@ -165,13 +167,31 @@ pc_status_t pc_db_gc(pc_db_t *db, pc_gc_stats_t *stats, pc_error_t *err) {
 
 /* ---- the thread --------------------------------------------------------- */
 
-static void *background_main(void *arg) {
+/* Sleeps ms or until the handle closes; 0 once it closes. */
+static int bg_wait(pc_db_t *db, uint32_t ms) {
+  pthread_mutex_lock(&db->bg_mu);
+  if (!db->bg_stop) {
+    struct timespec until = pc_mono_after_ms(ms);
+    pthread_cond_timedwait(&db->bg_cv, &db->bg_mu, &until);
+  }
+  int go = !db->bg_stop;
+  pthread_mutex_unlock(&db->bg_mu);
+  return go;
+}
+
+static void *lease_main(void *arg) {
   pc_db_t *db = arg;
   uint32_t beat_ms = db->opts.lock_ttl_ms / 3 + 1;
+  do heartbeat(db);
+  while (bg_wait(db, beat_ms));
+  return NULL;
+}
+
+static void *background_main(void *arg) {
+  pc_db_t *db = arg;
   pthread_mutex_lock(&db->bg_mu);
   while (!db->bg_stop) {
     pthread_mutex_unlock(&db->bg_mu);
-    heartbeat(db);
     uint64_t now = pc_now_mono_ms();
     if (now >= db->next_observed_ms) {
       /* bounded by the period, so that closing never waits long on a store
@@ -187,13 +207,16 @@ static void *background_main(void *arg) {
       (void)pc_db_gc(db, NULL, &ignored);
       db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
     }
-    uint32_t wait_ms = beat_ms;
+    uint64_t wait_ms = PC_OBSERVED_REFRESH_MS;
     now = pc_now_mono_ms();
     if (db->next_observed_ms > now && db->next_observed_ms - now < wait_ms)
-      wait_ms = (uint32_t)(db->next_observed_ms - now);
+      wait_ms = db->next_observed_ms - now;
+    if (db->opts.gc_interval_ms && db->oracle && db->next_gc_ms > now &&
+        db->next_gc_ms - now < wait_ms)
+      wait_ms = db->next_gc_ms - now;
     pthread_mutex_lock(&db->bg_mu);
     if (!db->bg_stop) {
-      struct timespec until = pc_mono_after_ms(wait_ms);
+      struct timespec until = pc_mono_after_ms((uint32_t)wait_ms + 1);
       pthread_cond_timedwait(&db->bg_cv, &db->bg_mu, &until);
     }
   }
@@ -212,18 +235,24 @@ pc_status_t pc_db_start_background(pc_db_t *db, pc_error_t *err) {
     atomic_store(&db->ts_floor, floor);
   db->next_gc_ms = pc_now_mono_ms() + db->opts.gc_interval_ms;
   db->next_observed_ms = 0; /* at once */
-  if (pthread_create(&db->bg_thread, NULL, background_main, db) != 0)
+  if (pthread_create(&db->lease_thread, NULL, lease_main, db) != 0)
+    return pc_error_set(err, PC_INTERNAL, "cannot start the database's lease thread");
+  db->lease_running = 1;
+  if (pthread_create(&db->bg_thread, NULL, background_main, db) != 0) {
+    pc_db_stop_background(db);
     return pc_error_set(err, PC_INTERNAL, "cannot start the database's background thread");
+  }
   db->bg_running = 1;
   return PC_OK;
 }
 
 void pc_db_stop_background(pc_db_t *db) {
-  if (!db->bg_running) return;
+  if (!db->bg_running && !db->lease_running) return;
   pthread_mutex_lock(&db->bg_mu);
   db->bg_stop = 1;
-  pthread_cond_signal(&db->bg_cv);
+  pthread_cond_broadcast(&db->bg_cv);
   pthread_mutex_unlock(&db->bg_mu);
-  pthread_join(db->bg_thread, NULL);
-  db->bg_running = 0;
+  if (db->bg_running) pthread_join(db->bg_thread, NULL);
+  if (db->lease_running) pthread_join(db->lease_thread, NULL);
+  db->bg_running = db->lease_running = 0;
 }

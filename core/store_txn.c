@@ -309,7 +309,10 @@ pc_status_t local_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t
   if (st == PC_OK && ttl_ms > op.m.lock.ttl_ms) {
     op.m.lock.ttl_ms = ttl_ms;
     st = local_put_meta(op.b, &op.key, &op.m, &op.vb, err);
-    op.writes++;
+    /* not synced, so that a renewal never waits for the disk: one lost
+     * with the machine only shortens the lease, and a reader may then roll
+     * back a transaction whose commit fails (aborted), never a wrong result */
+    if (st == PC_OK) st = local_apply(s, op.b, s->gc_wopts, err);
   }
   return local_rowop_end(&op, st, err);
 }

@@ -7,7 +7,16 @@
  * of the system table, column "state": one JSON object with the wall time,
  * its pid and each observer's counters; it deletes the row when it stops.
  * `status` counts a worker live when its record is younger than three
- * periods. */
+ * periods (the counters it sums outlive workers: notify/counters.c).
+ *
+ * The journal: the workers of a process that serves its store (`run`, a
+ * `worker` of an embedded directory) keep it in <data_dir>/worker-journal
+ * unless workers.journal_dir says otherwise; a worker of another cluster
+ * only where workers.journal_dir says.
+ *
+ * Stopping waits WORKER_STOP_MS at most for the observers in flight; one
+ * that has not returned by then is left running, and so are the database
+ * handle and the plugins it uses: the process exits around it. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +29,7 @@
 #include "daemon/daemon_internal.h"
 
 #define WORKER_REPORT_MS 1000
+#define WORKER_STOP_MS 10000 /* the most a stop waits for observers in flight */
 
 static int worker_health(void *ctx, pc_buf_t *out) {
   (void)ctx;
@@ -183,7 +193,19 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path, pc
   o.stable_ms = cfg->workers.scan.stable_ms;
   o.max_failures = cfg->workers.max_failures;
   o.backoff_ms = cfg->workers.backoff_ms;
-  if (!(w->worker = pc_worker_start(w->db, w->registry, &o, err))) return err->code;
+  o.hang_ms = cfg->workers.hang_ms;
+  char journal[4096];
+  o.journal_dir = cfg->workers.journal_dir;
+  if (!o.journal_dir && !cluster_path) {
+    snprintf(journal, sizeof journal, "%s/worker-journal", cfg->data_dir);
+    o.journal_dir = journal;
+  }
+  if (!o.journal_dir)
+    pc_log(PC_LOG_WARN, "workers: no workers.journal_dir: an observer that kills this process "
+                        "is not counted across restarts, and counters since the last second "
+                        "die with it");
+  w->worker = pc_worker_start(w->db, w->registry, &o, err);
+  if (!w->worker) return err->code;
   if (cfg->workers.http.set) {
     w->http = pc_http_start(cfg->workers.http.host, cfg->workers.http.port, worker_health,
                             worker_metrics, w, err);
@@ -217,7 +239,14 @@ void pc_daemon_workers_stop(pc_daemon_t *d) {
     pthread_cond_destroy(&w->cv);
   }
   if (w->http) pc_http_stop(w->http);
-  pc_worker_stop(w->worker);
+  pc_error_t err;
+  if (pc_worker_stop_within(w->worker, WORKER_STOP_MS, &err) != PC_OK) {
+    /* those observers still run the plugins' code on the database handle:
+     * both stay, and the process exits around them */
+    pc_log(PC_LOG_WARN, "workers: %s; leaving them", err.text);
+    memset(w, 0, sizeof *w);
+    return;
+  }
   pc_db_close(w->db);
   pc_plugins_unload(w->plugins, w->nplugins);
   pc_registry_free(w->registry);

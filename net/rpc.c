@@ -31,6 +31,7 @@
  * instead of killing the process with SIGPIPE.
  */
 #include "net/rpc.h"
+#include "net/rpc_frame.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -96,16 +97,6 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg) {
   int rc = pthread_create(t, NULL, fn, arg);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   return rc;
-}
-
-static uint32_t get_be32(const unsigned char *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t get_be64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-  return v;
 }
 
 /* Writes the 15 bytes before a payload of plen bytes. */
@@ -636,25 +627,19 @@ static void conn_process_held(conn_t *c) {
     size_t avail = evbuffer_get_length(in);
     if (avail < PREFIX) break;
     unsigned char h[HDR];
-    size_t got = avail < HDR ? avail : HDR;
-    evbuffer_copyout(in, h, got);
-    uint32_t flen = get_be32(h);
-    uint8_t op = got > 5 ? h[5] : 0;
-    uint64_t id = got >= HDR ? get_be64(h + 7) : 0;
-    if (flen < PC_RPC_HEADER || flen > s->max_frame) {
-      conn_fault(c, op, id, "bad frame length %u (must be %u..%u)", flen, PC_RPC_HEADER,
-                 s->max_frame);
+    evbuffer_copyout(in, h, avail < HDR ? avail : HDR);
+    pc_rpc_frame_t f;
+    pc_rpc_frame_state_t fs = pc_rpc_frame_read(h, avail, s->max_frame, 0, &f);
+    if (fs == PC_RPC_FRAME_BAD) {
+      conn_fault(c, f.op, f.id, "%s", f.fault);
       return;
     }
-    if (got > 4 && h[4] != PC_RPC_VERSION) {
-      conn_fault(c, op, id, "unsupported protocol version %u (this server speaks %u)", h[4],
-                 PC_RPC_VERSION);
-      return;
-    }
-    if (avail - PREFIX < flen) break;
+    if (fs == PC_RPC_FRAME_MORE) break;
     /* a complete frame */
+    uint8_t op = f.op;
+    uint64_t id = f.id;
     evbuffer_drain(in, HDR);
-    size_t blen = flen - PC_RPC_HEADER;
+    size_t blen = f.len - PC_RPC_HEADER;
     char *body = NULL;
     if (blen) {
       body = malloc(blen);
@@ -1521,27 +1506,23 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
   struct evbuffer *in = bufferevent_get_input(bev);
   for (;;) {
     size_t avail = evbuffer_get_length(in);
-    if (avail < HDR) return;
+    if (avail < PREFIX) return;
     unsigned char h[HDR];
-    evbuffer_copyout(in, h, HDR);
-    uint32_t flen = get_be32(h);
-    const char *fault = NULL;
-    if (flen < PC_RPC_HEADER || flen > CLIENT_MAX_FRAME)
-      fault = "protocol error: bad reply length";
-    else if (h[4] != PC_RPC_VERSION)
-      fault = "protocol error: unsupported protocol version";
-    else if (!(h[5] & PC_RPC_OP_REPLY))
-      fault = "protocol error: a frame that is not a reply";
-    if (fault) {
+    evbuffer_copyout(in, h, avail < HDR ? avail : HDR);
+    pc_rpc_frame_t f;
+    pc_rpc_frame_state_t fs = pc_rpc_frame_read(h, avail, CLIENT_MAX_FRAME, 1, &f);
+    if (fs == PC_RPC_FRAME_BAD) {
+      char fault[128];
+      snprintf(fault, sizeof fault, "protocol error: %s", f.fault);
       pc_log(PC_LOG_WARN, "rpc client: %s from %s", fault, c->endpoint);
       pthread_mutex_lock(&c->mu);
       link_lost(c, fault);
       pthread_mutex_unlock(&c->mu);
       return;
     }
-    if (avail - PREFIX < flen) return;
+    if (fs == PC_RPC_FRAME_MORE) return;
     evbuffer_drain(in, HDR);
-    size_t blen = flen - PC_RPC_HEADER;
+    size_t blen = f.len - PC_RPC_HEADER;
     char *body = malloc(blen + 1);
     if (!body) {
       pthread_mutex_lock(&c->mu);
@@ -1551,8 +1532,8 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
     }
     evbuffer_remove(in, body, blen);
     body[blen] = '\0';
-    uint8_t status = h[6];
-    uint64_t id = get_be64(h + 7);
+    uint8_t status = f.status;
+    uint64_t id = f.id;
     pthread_mutex_lock(&c->mu);
     if (status == PC_OK || id != 0) { /* the link works: forget the backoff */
       c->backoff_ms = BACKOFF_MIN_MS;
@@ -1752,7 +1733,8 @@ pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t
     if (k.body) {
       rbody = k.body;
       rlen = k.blen;
-      if (st != PC_OK) pc_error_set(err, st, "%s", rbody);
+      /* an error reply without a message still says what failed, as local_call's */
+      if (st != PC_OK) pc_error_set(err, st, "%s", rbody[0] ? rbody : pc_status_name(st));
     } else {
       pc_error_set(err, st, "%s", k.msg);
     }

@@ -2,8 +2,15 @@
  * Each file of notify/ does one job (Apache Fluo's finder, processor and
  * work task, split further):
  *
- *   worker.c   the worker: options, start, stop, counters, and the loop of
- *              each observer thread (look, then a round over the claims)
+ *   worker.c   the worker: options, start, stop (bounded), and its threads:
+ *              the observer threads' loop (look, then a round over the
+ *              claims) and the keeper (the sweeper's turn, the watchdog of
+ *              runs that do not return, the counters' flush)
+ *   journal.c  the in-flight journal and the counters, in a file mapped
+ *              shared that outlives the process
+ *   crashes.c  runs the process died in: counted in the store, parked at
+ *              max_failures
+ *   counters.c the observers' counters, written to the store
  *   claims.c   which buckets a thread scans: the worker's share of them
  *              (its place among the workers in ZooKeeper) and claims of
  *              the share, locked in-process so that threads spread out
@@ -16,7 +23,7 @@
  *   backoff.c  setbacks of (cell, observer) in memory: when to try again,
  *              and how many times the callback failed
  *   parked.c   parked notifications: the failure records, their listing,
- *              and re-queueing them (retry marks)
+ *              and the retries asked for
  *   sweeper.c  the sweeper, which settles old locks on cells nobody reads
  *   wait.c     for any client: the pending count and pc_notify_wait
  *
@@ -42,12 +49,19 @@ static inline uint64_t pc_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b
 
 /* ---- the worker (worker.c) ------------------------------------------------ */
 
+/* An observer's counters, in the journal (journal.c). */
+enum { PC_C_RUNS, PC_C_SKIPPED, PC_C_CONFLICTS, PC_C_FAILURES, PC_C_PARKED, PC_NCOUNTERS };
+
 typedef struct obs_slot {
   const pc_observer_t *obs;
-  _Atomic uint64_t runs, skipped, conflicts, failures, parked;
+  _Atomic uint64_t *n; /* PC_NCOUNTERS counters */
 } obs_slot_t;
 
+static inline void pc_count(obs_slot_t *s, int which) { atomic_fetch_add(&s->n[which], 1); }
+
 typedef struct backoff backoff_t; /* backoff.c */
+typedef struct keyset keyset_t;   /* backoff.c */
+typedef struct journal journal_t; /* journal.c */
 
 struct pc_worker {
   pc_db_t *db;
@@ -60,16 +74,27 @@ struct pc_worker {
   uint32_t nclaims;
 
   atomic_int stop;
-  pthread_mutex_t mu; /* sleeps */
+  atomic_int abandoned; /* a bounded stop gave up on runs still going */
+  pthread_mutex_t mu;   /* sleeps, and the threads' exits */
   pthread_cond_t cv;
-  pthread_t *threads;
-  struct wthread *threads_ctx;
-  size_t nthreads;
-  pthread_t sweeper;
-  int sweeper_started;
+  pthread_t *threads;          /* room for 2 * threads: the replacements of hung ones */
+  struct wthread *threads_ctx; /* as many */
+  size_t nthreads, maxthreads; /* started, room */
+  size_t nlive;                /* observer threads not yet out of their loop (under mu) */
+  pthread_t keeper;
+  int keeper_started;
+  uint64_t next_sweep_ms, next_flush_ms; /* the keeper's */
 
   backoff_t *backoff;
+  journal_t *journal;
+  char *journal_dir; /* o.journal_dir's copy */
+  /* (cell, observer) keys: parked (not to run until a retry), and with deaths counted (crashes.c);
+   * rebuilt from the store by pc_parked_retry, added to as they happen; under sets_mu */
+  pthread_mutex_t sets_mu;
+  keyset_t *held, *suspects;
+  uint64_t (*flushed)[PC_NCOUNTERS]; /* per slot: the counters last written (counters.c) */
 
+  _Atomic uint64_t next_retry_scan_ms; /* parked.c */
   _Atomic uint64_t seen, claims_taken, claims_busy;
   _Atomic uint64_t lat_le[13], lat_sum_ms, lat_count;
 };
@@ -77,10 +102,15 @@ struct pc_worker {
 /* One observer thread. */
 typedef struct wthread {
   pc_worker_t *w;
-  uint32_t idx;
-  uint64_t session; /* in w->local */
+  uint32_t idx;         /* also its journal slot */
+  uint64_t session;     /* in w->local */
   uint64_t rng;
+  _Atomic int64_t claim; /* the claim it holds, -1: none */
+  int given_up;          /* its run was given up by the watchdog: the thread leaves */
 } wthread_t;
+
+/* The observer thread calling, or NULL (another thread). */
+wthread_t *pc_worker_self(void);
 
 static inline int pc_worker_stopping(pc_worker_t *w) { return atomic_load(&w->stop); }
 /* Sleeps ms or until the worker stops. */
@@ -167,19 +197,25 @@ typedef enum run_result {
   RUN_DEFERRED /* failed, conflicted or waits out a backoff: keep the notifications */
 } run_result_t;
 
-/* Whether observer o has something to do for group g: a strong one is
- * notified by a strong notification or, through a retry mark, by a weak one. */
+/* Whether observer o has something to do for group g: a notification of
+ * its kind. */
 int pc_run_acts_on(const pc_observer_t *o, const group_t *g);
 
 /* Runs slot's observer for group g in a transaction begun for the cell.
  * pass (NULL: none) asks its commit to delete the cell's notifications too,
- * below pc_pass_clear_below(pass, what the run covers); *cleared says
- * whether they went. */
+ * below pc_pass_clear_below(pass, what the run covers); *cleared is set
+ * when they went. RUN_DEFERRED sets *retry_at, when to try again. */
 run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pass_t *pass,
-                    uint64_t *cover, int *cleared);
+                    uint64_t *cover, int *cleared, uint64_t *retry_at);
+
+/* Calls observer o on nc in t, with the run in the calling thread's
+ * journal slot. An error also when the watchdog gave the run up meanwhile
+ * (the thread's given_up is set then) or the worker was abandoned. */
+pc_status_t pc_run_callback(pc_worker_t *w, const pc_observer_t *o, pc_txn_t *t,
+                            const pc_notified_cell_t *nc, pc_error_t *err);
 
 /* Reads / writes the timestamp in system column col of the cell's row (an
- * ack or a retry mark: 8 bytes big-endian; 0 when absent). */
+ * ack: 8 bytes big-endian; 0 when absent). */
 pc_status_t pc_run_read_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col, uint64_t *ts,
                            pc_error_t *err);
 pc_status_t pc_run_write_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col, uint64_t ts,
@@ -189,29 +225,138 @@ pc_status_t pc_run_write_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col
 
 backoff_t *pc_backoff_create(void);
 void pc_backoff_destroy(backoff_t *b);
-/* The key of (cell, observer); 0, or -1 when memory runs out. */
+/* The key of (cell, observer), or of the cell alone (observer NULL); 0, or
+ * -1 when memory runs out. */
 int pc_backoff_key(pc_buf_t *b, const pc_cell_t *c, const char *observer);
 /* Defers key after a setback (callback_failed: a failure of the callback,
- * counted toward parking), remembering when to try again. Returns the
- * callback failures so far (0 when the entry could not be kept). */
-uint32_t pc_backoff_defer(pc_worker_t *w, const pc_buf_t *key, int callback_failed);
-/* Whether key waits out a backoff now. */
-int pc_backoff_waiting(pc_worker_t *w, const pc_buf_t *key);
-/* Forgets key (after a success or once parked). */
+ * counted toward parking), remembering when to try again (*retry_at, NULL:
+ * not wanted). Returns the callback failures so far (0 when the entry could
+ * not be kept). */
+uint32_t pc_backoff_defer(pc_worker_t *w, const pc_buf_t *key, int callback_failed,
+                          uint64_t *retry_at);
+/* Whether key waits out a backoff now (*retry_at then says until when). */
+int pc_backoff_waiting(pc_worker_t *w, const pc_buf_t *key, uint64_t *retry_at);
+/* Forgets key, of (cell, observer) or of a cell (after a success, once
+ * parked, once a pass is complete). */
 void pc_backoff_forget(pc_worker_t *w, const pc_buf_t *key);
+/* Whether a pass over the cell (its key) that found notifications up to
+ * newest must wait: a pass that saw them already ended with observers that
+ * are still waiting. When not, and the cell had waited, *covers is a
+ * malloc'd copy of what its weak observers' runs covered (per slot; else
+ * NULL). */
+int pc_backoff_cell_check(pc_worker_t *w, const pc_buf_t *cell, uint64_t newest,
+                          uint64_t **covers);
+/* A pass over the cell that saw notifications up to newest ended with
+ * observers waiting until until_ms at the earliest; covers (per slot) is
+ * what weak runs covered. */
+void pc_backoff_cell_defer(pc_worker_t *w, const pc_buf_t *cell, uint64_t newest,
+                           uint64_t until_ms, const uint64_t *covers);
 /* Drops entries whose retry time passed long ago. */
 void pc_backoff_prune(pc_worker_t *w);
 
 /* ---- parked notifications (parked.c) ----------------------------------------- */
 
-/* Writes the failure record of (cell, obs) in a transaction of its own. */
+/* The row of the record of (cell, observer) with prefix ("failure/", or
+ * "crash/" for a count of deaths); 0, or -1 when memory runs out. */
+int pc_record_row(pc_buf_t *out, const char *prefix, const pc_cell_t *c, const char *observer);
+/* Writes the failure record of (cell, observer) in t. */
+pc_status_t pc_park_record(pc_txn_t *t, const pc_cell_t *c, const char *observer, int weak,
+                           uint64_t ts, uint32_t failures, const char *error, pc_error_t *err);
+/* Writes the failure record of (cell, obs) in a transaction of its own, and
+ * holds the pair back (pc_parked_holds). */
 pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs, uint64_t ts,
                     uint32_t failures, const char *error, pc_error_t *err);
-/* The retry mark of observer for column col; 0, or -1 when memory runs out. */
-int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
+/* Runs the retries asked for of this worker's observers, at most once every
+ * RETRY_SCAN_MS across its threads (parked.c). */
+void pc_parked_retry(pc_worker_t *w);
+
+/* Whether (cell, observer) is parked here, so that it does not run until
+ * a retry is asked for (key: pc_backoff_key's). */
+int pc_parked_holds(pc_worker_t *w, const pc_buf_t *key);
+/* Adds key to the parked ones (it was just parked). */
+void pc_parked_hold(pc_worker_t *w, const pc_buf_t *key);
 
 /* ---- the sweeper (sweeper.c) ------------------------------------------------- */
 
-void *pc_sweeper_main(void *arg);
+/* Settles every lock older than the lock TTL. */
+void pc_sweep_once(pc_worker_t *w);
+
+/* ---- the journal (journal.c) --------------------------------------------------- */
+
+/* A run found in flight in a dead holder's journal. */
+typedef struct pc_journal_run {
+  pc_cell_t cell;
+  const char *observer;
+  uint64_t ts;
+} pc_journal_run_t;
+
+typedef void (*pc_journal_fn)(void *ctx, const pc_journal_run_t *run);
+typedef void (*pc_journal_counts_fn)(void *ctx, const char *observer, const uint64_t *values);
+
+/* Opens the journal: a file of dir that no live process holds (dir NULL:
+ * memory only), with nslots run slots and the counters of observers
+ * names[0..nnames), which continue from the file's previous holder's.
+ * Calls found for each run that holder died in, and counts for each of its
+ * counters (before they continue here). Release with pc_journal_close. */
+journal_t *pc_journal_open(const char *dir, uint32_t nslots, const char *const *names,
+                           size_t nnames, pc_journal_fn found, pc_journal_counts_fn counts,
+                           void *ctx, pc_error_t *err);
+void pc_journal_close(journal_t *j);
+/* "host:dirhash:k" for a file, "host:pidN" in memory: a name of its own. */
+const char *pc_journal_id(const journal_t *j);
+int pc_journal_durable(const journal_t *j);
+/* The PC_NCOUNTERS counters of names[i]. */
+_Atomic uint64_t *pc_journal_counters(journal_t *j, size_t i);
+/* A run starts in slot / returns. pc_journal_end returns 1 when the
+ * watchdog gave the run up meanwhile (pc_journal_give_up). */
+void pc_journal_begin(journal_t *j, uint32_t slot, const pc_cell_t *c, const char *observer,
+                      uint64_t ts);
+int pc_journal_end(journal_t *j, uint32_t slot);
+
+/* A copy of the run in a slot. */
+typedef struct pc_journal_copy {
+  pc_cell_t cell;
+  char table[PC_MAX_TABLE + 1], observer[PC_MAX_OBSERVER_NAME + 1];
+  char row[PC_MAX_ROW], col[PC_MAX_COLUMN];
+  uint64_t ts, since_mono_ms, gen;
+} pc_journal_copy_t;
+
+/* 1 with *out when slot's run started before older_than_ms (monotonic) and
+ * has not been given up (or given_up_too). */
+int pc_journal_peek(journal_t *j, uint32_t slot, uint64_t older_than_ms, int given_up_too,
+                    pc_journal_copy_t *out);
+/* Gives up the run gen of slot if it is still going: 1 then. */
+int pc_journal_give_up(journal_t *j, uint32_t slot, uint64_t gen);
+
+/* ---- runs the process died in (crashes.c) ------------------------------------------ */
+
+/* Counts the death of run in the store; parks it at max_failures (worker
+ * start, before the threads). */
+void pc_crash_count(pc_worker_t *w, const pc_journal_run_t *run);
+/* A run of (cell, observer) completed: its deaths no longer count. */
+void pc_crash_forget(pc_worker_t *w, const pc_cell_t *c, const char *observer,
+                     const pc_buf_t *key);
+/* The (cell, observer) keys with deaths counted, read from the store into
+ * set (the observers of this worker only). */
+pc_status_t pc_crash_suspects(pc_worker_t *w, keyset_t *set, pc_error_t *err);
+
+/* ---- the counters (counters.c) ----------------------------------------------------- */
+
+/* Writes the counters that changed since the last flush (the keeper, and
+ * the worker as it stops). */
+void pc_counters_flush(pc_worker_t *w);
+/* Writes the counters of observer (one this worker no longer has) as its
+ * journal left them. */
+void pc_counters_write_left(pc_worker_t *w, const char *observer, const uint64_t *values);
+
+/* ---- sets of keys (backoff.c) ------------------------------------------------------- */
+
+keyset_t *pc_keyset_create(void);
+void pc_keyset_destroy(keyset_t *s);
+/* 0, or -1 when memory runs out. */
+int pc_keyset_add(keyset_t *s, const char *key, size_t len);
+int pc_keyset_has(const keyset_t *s, const char *key, size_t len);
+int pc_keyset_del(keyset_t *s, const char *key, size_t len);
+size_t pc_keyset_size(const keyset_t *s);
 
 #endif

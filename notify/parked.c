@@ -2,17 +2,21 @@
  * callback, a notification is parked: a record in PC_SYSTEM_TABLE (row
  * "failure/<observer>/<table>/<XXH3-128 of row and column>", columns table,
  * row, column, observer, kind, error, failures and ts, the numbers in
- * decimal), written with pc_txn_set_system since the table is read-only to
- * users; the observer then counts as done on that cell. pc_worker_failures
- * lists the records.
+ * decimal, and retry), written with pc_txn_set_system since the table is
+ * read-only to users; the observer then counts as done on that cell, and
+ * the cell's other observers go on. pc_worker_failures lists the records.
  *
- * Re-queueing (pc_worker_retry_failures) deletes a record and notifies its
- * cell again in one transaction. A weak one: pc_txn_notify_weak on the cell.
- * A strong one cannot be re-created without writing the cell again (which
- * would make every other strong observer of the column see a new change),
- * so the transaction writes a retry mark, the system column 0xFF "try" 0x00
- * O 0x00 col = ts of the parked change, together with a weak notification
- * of the cell; run.c reads the mark.
+ * Retrying (pc_worker_retry_failures, `percolator failures --retry`) sets a
+ * record's retry column to "1" and nothing else: no notification is
+ * written, so no other observer of the column runs. Each worker looks for
+ * such records every RETRY_SCAN_MS (pc_parked_retry) and runs the parked
+ * observer, if it has it, on the parked change alone, in a transaction
+ * that also deletes the record, so that of two workers at most one
+ * commits: a strong observer reads its ack first (a change it observed
+ * since is not run again) and writes it; a weak one just runs. A retry that
+ * fails is deferred with backoff like any run, and parked again (retry "0")
+ * after max_failures more failures. pc_notify_wait waits for requested
+ * retries (wait.c).
  */
 #include "notify/engine.h"
 
@@ -45,10 +49,11 @@ static int parse_u64(const char *s, size_t n, uint64_t *out) {
 
 /* ---- parking ---------------------------------------------------------------- */
 
-/* The row of the failure record of (cell, observer). The cell itself is in
- * the record's columns; the row needs only to be unique and bounded, so the
- * row and column are hashed (XXH3, 128 bits, over their escaped forms). */
-static int failure_row(pc_buf_t *out, const pc_cell_t *c, const char *observer) {
+/* The row of the failure record of (cell, observer) ("failure/", or with
+ * another prefix, the crash record's). The cell itself is in the record's
+ * columns; the row needs only to be unique and bounded, so the row and
+ * column are hashed (XXH3, 128 bits, over their escaped forms). */
+int pc_record_row(pc_buf_t *out, const char *prefix, const pc_cell_t *c, const char *observer) {
   pc_buf_t e = {0};
   if (pc_key_escape(&e, c->row, c->rlen) || pc_key_escape(&e, c->col, c->clen)) {
     pc_buf_free(&e);
@@ -59,7 +64,7 @@ static int failure_row(pc_buf_t *out, const pc_cell_t *c, const char *observer) 
   char hex[40];
   snprintf(hex, sizeof hex, "%016" PRIx64 "%016" PRIx64, (uint64_t)h.high64, (uint64_t)h.low64);
   out->len = 0;
-  return pc_buf_append(out, FAILURE_PREFIX, strlen(FAILURE_PREFIX)) ||
+  return pc_buf_append(out, prefix, strlen(prefix)) ||
          pc_buf_append(out, observer, strlen(observer)) || pc_buf_append(out, "/", 1) ||
          pc_buf_append(out, c->table, strlen(c->table)) || pc_buf_append(out, "/", 1) ||
          pc_buf_append(out, hex, 32);
@@ -74,9 +79,12 @@ static int failure_row(pc_buf_t *out, const pc_cell_t *c, const char *observer) 
 #define FC_ERROR "error"
 #define FC_FAILURES "failures"
 #define FC_TS "ts"
-static const char *const failure_columns[] = {FC_TABLE, FC_ROW,      FC_COLUMN, FC_OBSERVER,
-                                              FC_KIND,  FC_ERROR,    FC_FAILURES, FC_TS};
+#define FC_RETRY "retry" /* "1": a retry is asked for; absent or "0": parked */
+static const char *const failure_columns[] = {FC_TABLE, FC_ROW,      FC_COLUMN, FC_OBSERVER, FC_KIND,
+                                              FC_ERROR, FC_FAILURES, FC_TS,     FC_RETRY};
 #define NFAILURE_COLUMNS (sizeof failure_columns / sizeof *failure_columns)
+#define NREQUIRED_COLUMNS 8 /* all but FC_RETRY */
+#define RETRY_SCAN_MS 1000u /* how often a worker looks for retries asked for */
 
 /* PC_SYSTEM_TABLE is read-only to the user calls: the records go through
  * the system's. */
@@ -85,10 +93,31 @@ static pc_status_t set_str(pc_txn_t *t, const pc_buf_t *row, const char *col, co
   return pc_txn_set_system(t, PC_SYSTEM_TABLE, row->p, row->len, col, strlen(col), v, n, err);
 }
 
+pc_status_t pc_park_record(pc_txn_t *t, const pc_cell_t *c, const char *observer, int weak,
+                           uint64_t ts, uint32_t failures, const char *error, pc_error_t *err) {
+  pc_buf_t row = {0};
+  if (pc_record_row(&row, FAILURE_PREFIX, c, observer) != 0)
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  char num[24], tsb[24];
+  snprintf(num, sizeof num, "%" PRIu32, failures);
+  snprintf(tsb, sizeof tsb, "%" PRIu64, ts);
+  const char *kind = weak ? "weak" : "strong";
+  const char *e = error && *error ? error : "failed";
+  pc_status_t st = set_str(t, &row, FC_TABLE, c->table, strlen(c->table), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_ROW, c->row, c->rlen, err);
+  if (st == PC_OK) st = set_str(t, &row, FC_COLUMN, c->col, c->clen, err);
+  if (st == PC_OK) st = set_str(t, &row, FC_OBSERVER, observer, strlen(observer), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_KIND, kind, strlen(kind), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_ERROR, e, strlen(e), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_FAILURES, num, strlen(num), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_TS, tsb, strlen(tsb), err);
+  if (st == PC_OK) st = set_str(t, &row, FC_RETRY, "0", 1, err);
+  pc_buf_free(&row);
+  return st;
+}
+
 pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs, uint64_t ts,
                     uint32_t failures, const char *error, pc_error_t *err) {
-  pc_buf_t row = {0};
-  if (failure_row(&row, c, obs->name) != 0) return pc_error_set(err, PC_NOMEM, "out of memory");
   pc_status_t st = PC_OK;
   for (int attempt = 0; attempt < PC_NOTIFY_RETRY_ATTEMPTS; attempt++) {
     pc_txn_t *t = pc_txn_begin(w->db, err);
@@ -96,39 +125,34 @@ pc_status_t pc_park(pc_worker_t *w, const pc_cell_t *c, const pc_observer_t *obs
       st = err ? err->code : PC_INTERNAL;
       break;
     }
-    char num[24], tsb[24];
-    snprintf(num, sizeof num, "%" PRIu32, failures);
-    snprintf(tsb, sizeof tsb, "%" PRIu64, ts);
-    const char *kind = obs->kind == PC_OBSERVER_WEAK ? "weak" : "strong";
-    const char *e = error && *error ? error : "failed";
-    st = set_str(t, &row, FC_TABLE, c->table, strlen(c->table), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_ROW, c->row, c->rlen, err);
-    if (st == PC_OK) st = set_str(t, &row, FC_COLUMN, c->col, c->clen, err);
-    if (st == PC_OK) st = set_str(t, &row, FC_OBSERVER, obs->name, strlen(obs->name), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_KIND, kind, strlen(kind), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_ERROR, e, strlen(e), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_FAILURES, num, strlen(num), err);
-    if (st == PC_OK) st = set_str(t, &row, FC_TS, tsb, strlen(tsb), err);
+    st = pc_park_record(t, c, obs->name, obs->kind == PC_OBSERVER_WEAK, ts, failures, error, err);
     if (st == PC_OK) st = pc_txn_commit(t, err);
     pc_txn_destroy(t);
     if (st != PC_CONFLICT && st != PC_LOCKED) break;
   }
-  pc_buf_free(&row);
-  if (st != PC_OK) pc_error_prefix(err, "parking");
-  return st;
+  if (st != PC_OK) {
+    pc_error_prefix(err, "parking");
+    return st;
+  }
+  pc_buf_t key = {0};
+  if (pc_backoff_key(&key, c, obs->name) == 0) pc_parked_hold(w, &key);
+  pc_buf_free(&key);
+  return PC_OK;
 }
 
-/* ---- retry marks ------------------------------------------------------------ */
+/* ---- (cell, observer) pairs held back while parked --------------------------- */
 
-/* The retry mark of observer for column col: RETRY_PREFIX observer 0x00 col,
- * as long as an ack column, so that it fits wherever one does. */
-#define RETRY_PREFIX "\xff" "try" /* and its 0x00 */
-_Static_assert(sizeof RETRY_PREFIX == PC_ACK_PREFIX_LEN, "a retry mark is as long as an ack");
-int pc_retry_column(pc_buf_t *out, const char *observer, const char *col, size_t clen) {
-  out->len = 0;
-  return pc_buf_append(out, RETRY_PREFIX, sizeof RETRY_PREFIX) ||
-         pc_buf_append(out, observer, strlen(observer)) || pc_buf_u8(out, 0) ||
-         pc_buf_append(out, col, clen);
+int pc_parked_holds(pc_worker_t *w, const pc_buf_t *key) {
+  pthread_mutex_lock(&w->sets_mu);
+  int held = pc_keyset_has(w->held, key->p, key->len);
+  pthread_mutex_unlock(&w->sets_mu);
+  return held;
+}
+
+void pc_parked_hold(pc_worker_t *w, const pc_buf_t *key) {
+  pthread_mutex_lock(&w->sets_mu);
+  (void)pc_keyset_add(w->held, key->p, key->len); /* out of memory: the next look adds it */
+  pthread_mutex_unlock(&w->sets_mu);
 }
 
 /* ---- the records, listed and re-queued ------------------------------------------ */
@@ -156,7 +180,7 @@ static void record_free(record_t *r) {
  * lacks a column or holds a bad number. */
 static int record_parked(record_t *r, pc_parked_t *p) {
   for (size_t i = 0; i < NFAILURE_COLUMNS; i++)
-    if (!r->have[i] || pc_buf_u8(&r->v[i], 0) != 0) return -1;
+    if ((i < NREQUIRED_COLUMNS && !r->have[i]) || pc_buf_u8(&r->v[i], 0) != 0) return -1;
   uint64_t failures, ts;
   if (parse_u64(r->v[6].p, r->v[6].len - 1, &failures) != 0 || failures > UINT32_MAX ||
       parse_u64(r->v[7].p, r->v[7].len - 1, &ts) != 0)
@@ -171,6 +195,7 @@ static int record_parked(record_t *r, pc_parked_t *p) {
   p->error = r->v[5].p;
   p->failures = (uint32_t)failures;
   p->ts = ts;
+  p->retrying = r->have[8] && strcmp(r->v[8].p, "1") == 0;
   return 0;
 }
 
@@ -239,8 +264,10 @@ typedef struct list_ctx {
 } list_ctx_t;
 
 static int list_one(void *ctx, const pc_parked_t *p, int weak, const pc_buf_t *row) {
+  (void)weak;
+  (void)row;
   list_ctx_t *l = ctx;
-  return l->fn(l->ctx, p);
+  return p->retrying ? 0 : l->fn(l->ctx, p); /* queued again: no longer parked */
 }
 
 pc_status_t pc_worker_failures(pc_db_t *db, int (*fn)(void *ctx, const pc_parked_t *p),
@@ -251,7 +278,7 @@ pc_status_t pc_worker_failures(pc_db_t *db, int (*fn)(void *ctx, const pc_parked
   return scan_records(db, list_one, &l, err);
 }
 
-/* A parked notification, copied for re-queueing after the scan. */
+/* A record, copied for acting on it after the scan. */
 typedef struct requeue {
   pc_buf_t row, table, crow, col, observer;
   uint64_t ts;
@@ -262,10 +289,12 @@ typedef struct requeue_list {
   requeue_t *v;
   size_t n, cap;
   int oom;
+  int retrying; /* which records to take: those parked (0), or those to retry (1) */
 } requeue_list_t;
 
 static int requeue_add(void *ctx, const pc_parked_t *p, int weak, const pc_buf_t *row) {
   requeue_list_t *l = ctx;
+  if (p->retrying != l->retrying) return 0;
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 16;
     requeue_t *v = realloc(l->v, cap * sizeof *v);
@@ -291,27 +320,25 @@ static int requeue_add(void *ctx, const pc_parked_t *p, int weak, const pc_buf_t
   return 0;
 }
 
-/* One transaction: the notification again (see the top of this file) and
- * the record deleted. */
-static pc_status_t requeue_one(pc_db_t *db, const requeue_t *q, pc_error_t *err) {
+static void requeue_free(requeue_list_t *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    requeue_t *q = &l->v[i];
+    pc_buf_free(&q->row);
+    pc_buf_free(&q->table);
+    pc_buf_free(&q->crow);
+    pc_buf_free(&q->col);
+    pc_buf_free(&q->observer);
+  }
+  free(l->v);
+}
+
+/* Asks for a retry of q: its retry column set to "1". */
+static pc_status_t ask_retry(pc_db_t *db, const requeue_t *q, pc_error_t *err) {
   pc_status_t st = PC_OK;
-  pc_cell_t c = {q->table.p, q->crow.p, q->crow.len, q->col.p, q->col.len};
   for (int attempt = 0; attempt < PC_NOTIFY_RETRY_ATTEMPTS; attempt++) {
     pc_txn_t *t = pc_txn_begin(db, err);
     if (!t) return err ? err->code : PC_INTERNAL;
-    st = PC_OK;
-    if (!q->weak) {
-      pc_buf_t mark = {0};
-      if (pc_retry_column(&mark, q->observer.p, c.col, c.clen) != 0)
-        st = pc_error_set(err, PC_NOMEM, "out of memory");
-      else
-        st = pc_run_write_ts(t, &c, &mark, q->ts, err);
-      pc_buf_free(&mark);
-    }
-    if (st == PC_OK) st = pc_txn_notify_weak(t, c.table, c.row, c.rlen, c.col, c.clen, err);
-    for (size_t i = 0; i < NFAILURE_COLUMNS && st == PC_OK; i++)
-      st = pc_txn_delete_system(t, PC_SYSTEM_TABLE, q->row.p, q->row.len, failure_columns[i],
-                                strlen(failure_columns[i]), err);
+    st = set_str(t, &q->row, FC_RETRY, "1", 1, err);
     if (st == PC_OK) st = pc_txn_commit(t, err);
     pc_txn_destroy(t);
     if (st != PC_CONFLICT && st != PC_LOCKED) break;
@@ -327,20 +354,147 @@ pc_status_t pc_worker_retry_failures(pc_db_t *db, uint64_t *n, pc_error_t *err) 
   pc_status_t st = scan_records(db, requeue_add, &l, err);
   if (st == PC_OK && l.oom) st = pc_error_set(err, PC_NOMEM, "out of memory");
   for (size_t i = 0; i < l.n && st == PC_OK; i++) {
-    st = requeue_one(db, &l.v[i], err);
+    st = ask_retry(db, &l.v[i], err);
     if (st == PC_OK && n) (*n)++;
     else if (st != PC_OK)
       pc_error_prefix(err, "re-queueing observer '%s' on %s", (const char *)l.v[i].observer.p,
                       (const char *)l.v[i].table.p);
   }
-  for (size_t i = 0; i < l.n; i++) {
-    requeue_t *q = &l.v[i];
-    pc_buf_free(&q->row);
-    pc_buf_free(&q->table);
-    pc_buf_free(&q->crow);
-    pc_buf_free(&q->col);
-    pc_buf_free(&q->observer);
-  }
-  free(l.v);
+  requeue_free(&l);
   return st;
+}
+
+/* ---- running the retries asked for ------------------------------------------ */
+
+static obs_slot_t *slot_named(pc_worker_t *w, const char *name) {
+  for (size_t i = 0; i < w->nslots; i++)
+    if (strcmp(w->slots[i].obs->name, name) == 0) return &w->slots[i];
+  return NULL;
+}
+
+/* Deletes q's record in t. */
+static pc_status_t delete_record(pc_txn_t *t, const requeue_t *q, pc_error_t *err) {
+  pc_status_t st = PC_OK;
+  for (size_t i = 0; i < NFAILURE_COLUMNS && st == PC_OK; i++)
+    st = pc_txn_delete_system(t, PC_SYSTEM_TABLE, q->row.p, q->row.len, failure_columns[i],
+                              strlen(failure_columns[i]), err);
+  return st;
+}
+
+/* Runs slot's observer on q's change alone, in one transaction with the
+ * deletion of the record (see the top of this file). */
+static void retry_one(pc_worker_t *w, obs_slot_t *slot, const requeue_t *q) {
+  const pc_observer_t *o = slot->obs;
+  pc_cell_t c = {q->table.p, q->crow.p, q->crow.len, q->col.p, q->col.len};
+  int strong = o->kind == PC_OBSERVER_STRONG;
+  pc_buf_t key = {0}, ack_col = {0};
+  pc_txn_t *t = NULL;
+  pc_error_t err;
+  pc_error_clear(&err);
+  char name[200];
+  pc_cell_name(c.table, c.row, c.rlen, c.col, c.clen, name, sizeof name);
+  if (pc_backoff_key(&key, &c, o->name) != 0 || pc_backoff_waiting(w, &key, NULL)) goto out;
+  if (strong && pc_ack_column(&ack_col, o->name, c.col, c.clen) != 0) goto out;
+  if (!(t = pc_txn_begin_for(w->db, &c, &err))) goto setback;
+  uint64_t ack = 0, start = 0;
+  pc_status_t st = PC_OK;
+  if (strong) {
+    if ((st = pc_run_read_ts(t, &c, &ack_col, &ack, &err)) != PC_OK) goto setback;
+    start = pc_txn_start_ts(t);
+    if (ack >= q->ts) { /* observed since it was parked */
+      if ((st = delete_record(t, q, &err)) == PC_OK) st = pc_txn_commit(t, &err);
+      if (st != PC_OK) goto setback;
+      pc_count(slot, PC_C_SKIPPED);
+      pc_backoff_forget(w, &key);
+      goto out;
+    }
+  }
+  pc_notified_cell_t nc = {c.table, c.row, c.rlen, c.col, c.clen, q->ts};
+  st = pc_run_callback(w, o, t, &nc, &err);
+  if (pc_worker_self() && pc_worker_self()->given_up) goto out; /* counted by the watchdog */
+  if (st != PC_OK) {
+    pc_count(slot, PC_C_FAILURES);
+    uint32_t n = pc_backoff_defer(w, &key, 1, NULL);
+    if (n >= w->o.max_failures) {
+      pc_error_t perr;
+      if (pc_park(w, &c, o, q->ts, n, err.text, &perr) == PC_OK) {
+        pc_count(slot, PC_C_PARKED);
+        pc_backoff_forget(w, &key);
+        pc_log(PC_LOG_WARN, "worker: observer '%s' on %s parked again after %u failures: %s",
+               o->name, name, n, err.text);
+      }
+    }
+    goto out;
+  }
+  if (strong) st = pc_run_write_ts(t, &c, &ack_col, start, &err);
+  if (st == PC_OK) st = delete_record(t, q, &err);
+  if (st == PC_OK) st = pc_txn_commit(t, &err);
+  if (st != PC_OK) goto setback;
+  pc_count(slot, PC_C_RUNS);
+  pc_backoff_forget(w, &key);
+  pc_crash_forget(w, &c, o->name, &key);
+  pc_log(PC_LOG_INFO, "worker: observer '%s' on %s ran again, as asked", o->name, name);
+  goto out;
+setback:
+  (void)pc_backoff_defer(w, &key, 0, NULL);
+  pc_log(PC_LOG_DEBUG, "worker: retrying observer '%s' on %s: %s", o->name, name, err.text);
+out:
+  pc_txn_destroy(t);
+  pc_buf_free(&key);
+  pc_buf_free(&ack_col);
+}
+
+/* Collects, for pc_parked_retry, the records to retry and the keys of the
+ * parked ones. */
+typedef struct look {
+  pc_worker_t *w;
+  requeue_list_t retry;
+  keyset_t *held;
+  int oom;
+} look_t;
+
+static int look_add(void *ctx, const pc_parked_t *p, int weak, const pc_buf_t *row) {
+  look_t *l = ctx;
+  if (p->retrying) return requeue_add(&l->retry, p, weak, row);
+  if (!slot_named(l->w, p->observer)) return 0;
+  pc_buf_t key = {0};
+  pc_cell_t c = {p->table, p->row, p->rlen, p->col, p->clen};
+  if (pc_backoff_key(&key, &c, p->observer) != 0 || pc_keyset_add(l->held, key.p, key.len) != 0)
+    l->oom = 1;
+  pc_buf_free(&key);
+  return l->oom;
+}
+
+void pc_parked_retry(pc_worker_t *w) {
+  uint64_t now = pc_now_mono_ms(), due = atomic_load(&w->next_retry_scan_ms);
+  if (now < due ||
+      !atomic_compare_exchange_strong(&w->next_retry_scan_ms, &due, now + RETRY_SCAN_MS))
+    return; /* not yet, or another thread of this worker looks */
+  look_t l = {w, {.retrying = 1}, pc_keyset_create(), 0};
+  keyset_t *suspects = pc_keyset_create();
+  pc_error_t err;
+  pc_status_t st = l.held && suspects ? scan_records(w->db, look_add, &l, &err)
+                                      : pc_error_set(&err, PC_NOMEM, "out of memory");
+  if (st == PC_OK && l.oom) st = pc_error_set(&err, PC_NOMEM, "out of memory");
+  if (st == PC_OK) st = pc_crash_suspects(w, suspects, &err);
+  if (st == PC_OK) { /* what the store says now */
+    pthread_mutex_lock(&w->sets_mu);
+    keyset_t *old_held = w->held, *old_suspects = w->suspects;
+    w->held = l.held;
+    w->suspects = suspects;
+    pthread_mutex_unlock(&w->sets_mu);
+    pc_keyset_destroy(old_held);
+    pc_keyset_destroy(old_suspects);
+    l.held = suspects = NULL;
+  } else {
+    pc_log(PC_LOG_DEBUG, "worker: looking at the parked notifications: %s", err.text);
+  }
+  pc_keyset_destroy(l.held);
+  pc_keyset_destroy(suspects);
+  wthread_t *self = pc_worker_self();
+  for (size_t i = 0; i < l.retry.n && !pc_worker_stopping(w) && !(self && self->given_up); i++) {
+    obs_slot_t *slot = slot_named(w, l.retry.v[i].observer.p);
+    if (slot) retry_one(w, slot, &l.retry.v[i]);
+  }
+  requeue_free(&l.retry);
 }

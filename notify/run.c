@@ -1,15 +1,11 @@
 /* run.c — one observer on one cell (Fluo's work task). The run is a
  * transaction begun for the notified cell (pc_txn_begin_for), start_ts S:
  *   strong  it reads ack(c, O) = A; when A is past the newest strong
- *           notification found (or the retry mark, below), the change was
- *           observed already and the run is skipped; otherwise O's callback
- *           runs, the transaction writes ack = S and commits. Two runs for
- *           one change both write the ack, so at most one of them commits;
+ *           notification found, the change was observed already and the
+ *           run is skipped; otherwise O's callback runs, the transaction
+ *           writes ack = S and commits. Two runs for one change both write
+ *           the ack, so at most one of them commits;
  *   weak    O's callback runs and the transaction commits; there is no ack.
- * A weak notification may carry a retry of a parked strong notification
- * (parked.c): a strong observer then reads its retry mark too, treats it as
- * a strong notification at the mark's ts, and overwrites it with 0 in the
- * same commit.
  *
  * Setbacks. A callback that fails, or an ack that is not 8 bytes, is a
  * failure of (cell, observer): deferred with backoff (backoff.c), and at
@@ -57,54 +53,65 @@ static int is_conflict(pc_status_t st) {
   return st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED;
 }
 
+pc_status_t pc_run_callback(pc_worker_t *w, const pc_observer_t *o, pc_txn_t *t,
+                            const pc_notified_cell_t *nc, pc_error_t *err) {
+  wthread_t *self = pc_worker_self();
+  pc_cell_t c = {nc->table, nc->row, nc->row_len, nc->column, nc->column_len};
+  if (self) pc_journal_begin(w->journal, self->idx, &c, o->name, nc->notify_ts);
+  pc_status_t st = pc_observer_run(o, t, nc, err);
+  if (self && pc_journal_end(w->journal, self->idx)) {
+    /* the watchdog gave this run up (worker.c): it counted it, released the
+     * claim and started another thread; this one commits nothing and leaves */
+    self->given_up = 1;
+    return pc_error_set(err, PC_TIMEOUT, "observer '%s' returned after it was given up", o->name);
+  }
+  if (st == PC_OK && atomic_load(&w->abandoned))
+    return pc_error_set(err, PC_TIMEOUT, "observer '%s' returned after the worker stopped",
+                        o->name);
+  return st;
+}
+
 int pc_run_acts_on(const pc_observer_t *o, const group_t *g) {
-  return o->kind == PC_OBSERVER_STRONG ? g->strong_ts != 0 || g->weak_ts != 0 : g->weak_ts != 0;
+  return o->kind == PC_OBSERVER_STRONG ? g->strong_ts != 0 : g->weak_ts != 0;
 }
 
 run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pass_t *pass,
-                    uint64_t *cover, int *cleared) {
+                    uint64_t *cover, int *cleared, uint64_t *retry_at) {
   const pc_observer_t *o = slot->obs;
   const pc_cell_t *c = &g->cell.n.cell;
   int strong = o->kind == PC_OBSERVER_STRONG;
   uint64_t target = strong ? g->strong_ts : g->weak_ts;
-  int check_mark = strong && g->weak_ts != 0; /* a weak notification may carry a retry */
   if (!pc_run_acts_on(o, g)) return RUN_IDLE;
 
-  pc_buf_t key = {0}, ack_col = {0}, mark_col = {0};
+  pc_buf_t key = {0}, ack_col = {0};
   run_result_t res = RUN_DEFERRED;
   pc_txn_t *t = NULL;
   pc_error_t err;
   pc_error_clear(&err);
   char name[200];
+  *retry_at = pc_now_mono_ms() + w->o.backoff_ms;
   if (pc_backoff_key(&key, c, o->name) != 0) goto out; /* out of memory: try again later */
-  if (pc_backoff_waiting(w, &key)) goto out;
-  if (strong && (pc_ack_column(&ack_col, o->name, c->col, c->clen) != 0 ||
-                 (check_mark && pc_retry_column(&mark_col, o->name, c->col, c->clen) != 0)))
-    goto setback;
+  if (pc_parked_holds(w, &key)) { /* parked: nothing runs it until a retry is asked for */
+    *cover = UINT64_MAX;
+    res = RUN_DONE;
+    goto out;
+  }
+  if (pc_backoff_waiting(w, &key, retry_at)) goto out;
+  if (strong && pc_ack_column(&ack_col, o->name, c->col, c->clen) != 0) goto setback;
 
   t = pc_txn_begin_for(w->db, c, &err);
   if (!t) goto setback;
-  uint64_t start = 0, ack = 0, mark = 0;
+  uint64_t start = 0, ack = 0;
   pc_status_t st = PC_OK;
   if (strong) {
     st = pc_run_read_ts(t, c, &ack_col, &ack, &err);
-    if (st == PC_OK && check_mark) st = pc_run_read_ts(t, c, &mark_col, &mark, &err);
     if (st == PC_CORRUPTION) goto failed;
     if (st != PC_OK) goto setback;
     start = pc_txn_start_ts(t); /* taken by now, lazy_start or not */
-    target = pc_max_u64(target, mark);
-    if (target == 0) { /* the weak notification carried nothing for this observer */
-      res = RUN_IDLE;
-      goto out;
-    }
     if (ack >= target) { /* observed already: this observer covers everything below ack */
-      if (mark) {
-        st = pc_run_write_ts(t, c, &mark_col, 0, &err);
-        if (st == PC_OK) st = pc_txn_commit(t, &err);
-        if (st != PC_OK) goto setback_st;
-      }
-      atomic_fetch_add(&slot->skipped, 1);
+      pc_count(slot, PC_C_SKIPPED);
       pc_backoff_forget(w, &key);
+      pc_crash_forget(w, c, o->name, &key);
       *cover = ack;
       res = RUN_DONE;
       goto out;
@@ -112,13 +119,10 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
   }
 
   pc_notified_cell_t nc = {c->table, c->row, c->rlen, c->col, c->clen, target};
-  st = pc_observer_run(o, t, &nc, &err);
+  st = pc_run_callback(w, o, t, &nc, &err);
+  if (pc_worker_self() && pc_worker_self()->given_up) goto out; /* counted by the watchdog */
   if (st != PC_OK) goto failed;
-  if (strong) {
-    st = pc_run_write_ts(t, c, &ack_col, start, &err);
-    if (st == PC_OK && mark) st = pc_run_write_ts(t, c, &mark_col, 0, &err);
-    if (st != PC_OK) goto setback_st;
-  }
+  if (strong && (st = pc_run_write_ts(t, c, &ack_col, start, &err)) != PC_OK) goto setback_st;
   /* the run covers below its start_ts: with the others' covers, what the
    * commit may delete (a weak run's start_ts is 0 here when, with
    * lazy_start, it read nothing yet) */
@@ -127,9 +131,10 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
   st = pc_txn_commit(t, &err);
   if (st != PC_OK) goto setback_st;
   if (pc_txn_trigger_cleared(t)) *cleared = 1;
-  atomic_fetch_add(&slot->runs, 1);
+  pc_count(slot, PC_C_RUNS);
   pc_worker_latency(w, target, pc_txn_commit_ts(t));
   pc_backoff_forget(w, &key);
+  pc_crash_forget(w, c, o->name, &key);
   /* weak: the snapshot's timestamp (0 when, with lazy_start, the run read
    * and wrote nothing: then it covers only what the scan saw) */
   *cover = strong ? start : pc_txn_start_ts(t);
@@ -137,17 +142,17 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
   goto out;
 
 failed: {
-  atomic_fetch_add(&slot->failures, 1);
-  uint32_t n = pc_backoff_defer(w, &key, 1);
+  pc_count(slot, PC_C_FAILURES);
+  uint32_t n = pc_backoff_defer(w, &key, 1, retry_at);
   pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name);
   if (n >= w->o.max_failures) {
     pc_error_t perr;
     if (pc_park(w, c, o, target, n, err.text, &perr) == PC_OK) {
-      atomic_fetch_add(&slot->parked, 1);
+      pc_count(slot, PC_C_PARKED);
       pc_backoff_forget(w, &key);
       pc_log(PC_LOG_WARN, "worker: observer '%s' on %s parked after %u failures: %s", o->name,
              name, n, err.text);
-      *cover = UINT64_MAX; /* its notifications go: the record re-queues them */
+      *cover = UINT64_MAX; /* its notifications go: the record keeps the change for a retry */
       res = RUN_DONE;
     } else {
       pc_log(PC_LOG_WARN, "worker: observer '%s' on %s: %s", o->name, name, perr.text);
@@ -160,9 +165,9 @@ failed: {
 }
 
 setback_st:
-  if (is_conflict(st)) atomic_fetch_add(&slot->conflicts, 1);
+  if (is_conflict(st)) pc_count(slot, PC_C_CONFLICTS);
 setback:
-  (void)pc_backoff_defer(w, &key, 0);
+  (void)pc_backoff_defer(w, &key, 0, retry_at);
   if (!is_conflict(err.code))
     pc_log(PC_LOG_DEBUG, "worker: observer '%s' on %s: %s, retrying later", o->name,
            pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name), err.text);
@@ -170,6 +175,5 @@ out:
   pc_txn_destroy(t);
   pc_buf_free(&key);
   pc_buf_free(&ack_col);
-  pc_buf_free(&mark_col);
   return res;
 }

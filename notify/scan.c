@@ -94,7 +94,8 @@ int pc_scan_claim(pc_worker_t *w, uint32_t k) {
   note_t after = {0};
   group_t g = {0};
   int have_g = 0, have_after = 0, did = 0, more = 1, broken = 0;
-  while (more && !pc_worker_stopping(w)) {
+  wthread_t *self = pc_worker_self();
+  while (more && !pc_worker_stopping(w) && !(self && self->given_up)) {
     pc_error_t err;
     if (scan_page(w->db, lo, hi, have_after ? &after : NULL, &p, &more, &err) != PC_OK) {
       pc_log(PC_LOG_DEBUG, "worker: scanning buckets %u..%u: %s", lo, hi - 1, err.text);
@@ -102,7 +103,7 @@ int pc_scan_claim(pc_worker_t *w, uint32_t k) {
       break;
     }
     atomic_fetch_add(&w->seen, p.n);
-    for (size_t i = 0; i < p.n && !pc_worker_stopping(w); i++) {
+    for (size_t i = 0; i < p.n && !pc_worker_stopping(w) && !(self && self->given_up); i++) {
       const pc_notification_t *n = &p.v[i].n;
       if (have_g && same_cell(&g.cell.n.cell, &n->cell)) {
         group_add(&g, n);
@@ -131,7 +132,8 @@ int pc_scan_claim(pc_worker_t *w, uint32_t k) {
     }
   }
   /* the last group is complete once the range is exhausted */
-  if (have_g && !more && !broken && !pc_worker_stopping(w)) did |= pc_pass(w, &g);
+  if (have_g && !more && !broken && !pc_worker_stopping(w) && !(self && self->given_up))
+    did |= pc_pass(w, &g);
   if (have_g) pc_note_free(&g.cell);
   page_clear(&p);
   free(p.v);

@@ -2,7 +2,7 @@
  * the lock TTL (scan_locks, then pc_txn_resolve_lock; a lock whose owner is
  * alive is left alone), so that a writer that died after its commit point
  * has its secondaries rolled forward, and their notifications appear, even
- * when nobody reads those cells. It also prunes the backoff entries.
+ * when nobody reads those cells. The keeper thread (worker.c) runs it.
  */
 #include "notify/engine.h"
 
@@ -29,7 +29,7 @@ static int sweep_lock(void *ctx, const pc_lock_info_t *lock) {
 
 /* Settles every lock older than the lock TTL: a crashed writer's secondaries
  * are rolled forward (their notifications appear) or back. */
-static void sweep_once(pc_worker_t *w) {
+void pc_sweep_once(pc_worker_t *w) {
   pc_db_t *db = w->db;
   uint64_t now;
   pc_error_t err;
@@ -47,15 +47,3 @@ static void sweep_once(pc_worker_t *w) {
     pc_log(PC_LOG_INFO, "worker: sweeper settled %" PRIu64 " abandoned lock%s", s.resolved,
            s.resolved == 1 ? "" : "s");
 }
-
-void *pc_sweeper_main(void *arg) {
-  pc_worker_t *w = arg;
-  while (!pc_worker_stopping(w)) {
-    pc_worker_nap(w, w->o.sweep_ms);
-    if (pc_worker_stopping(w)) break;
-    sweep_once(w);
-    pc_backoff_prune(w);
-  }
-  return NULL;
-}
-

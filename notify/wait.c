@@ -161,6 +161,60 @@ static pc_status_t oracle_last(pc_db_t *db, uint32_t timeout_ms, uint64_t *last,
   return pc_error_set(err, PC_INVALID, "wait: the database has no timestamp oracle to ask");
 }
 
+/* A failure record whose retry was asked for (parked.c), met by a scan. */
+typedef struct retry_seen {
+  int found;
+  pc_buf_t row, col; /* the last cell delivered, where the next page starts */
+  size_t n;
+  char name[200];
+  int oom;
+} retry_seen_t;
+
+static int any_retry(void *ctx, const pc_cell_t *c, const char *v, size_t vlen) {
+  retry_seen_t *r = ctx;
+  r->n++;
+  r->row.len = r->col.len = 0;
+  if (pc_buf_append(&r->row, c->row, c->rlen) || pc_buf_append(&r->col, c->col, c->clen)) {
+    r->oom = 1;
+    return 1;
+  }
+  if (c->clen == 5 && memcmp(c->col, "retry", 5) == 0 && vlen == 1 && v[0] == '1') {
+    r->found = 1;
+    pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, r->name, sizeof r->name);
+    return 1;
+  }
+  return 0;
+}
+
+/* Whether a retry of a parked notification was asked for and has not run,
+ * read at read_ts (no timestamp is taken). */
+static pc_status_t retry_pending(pc_db_t *db, uint64_t read_ts, retry_seen_t *r,
+                                 pc_error_t *err) {
+  static const char lo[] = "failure/", hi[] = "failure0";
+  const size_t page = 1024;
+  pc_status_t st;
+  do {
+    size_t before = r->n;
+    int resume = r->row.len > 0;
+    pc_lock_info_t lock = {0};
+    st = db->store->ops->scan(db->store, PC_SYSTEM_TABLE, resume ? r->row.p : lo,
+                              resume ? r->row.len : sizeof lo - 1, resume ? r->col.p : NULL,
+                              r->col.len, hi, sizeof hi - 1, read_ts, page, any_retry, r, &lock,
+                              err);
+    pc_lock_info_free(&lock);
+    if (st == PC_LOCKED) { /* a record being written: not idle */
+      pc_error_clear(err);
+      r->found = 1;
+      snprintf(r->name, sizeof r->name, "a failure record being written");
+      return PC_OK;
+    }
+    if (st == PC_OK && r->oom) st = pc_error_set(err, PC_NOMEM, "out of memory");
+    if (st != PC_OK || r->found || r->n - before < page) break;
+    r->n--; /* the next page starts at the last cell, delivered again */
+  } while (1);
+  return st;
+}
+
 /* One look (see pc_notify_wait). PC_OK when idle, PC_BUSY with why's text
  * saying what is still going on, or an error. */
 static pc_status_t idle_once(pc_db_t *db, uint32_t timeout_ms, pc_error_t *why, pc_error_t *err) {
@@ -183,6 +237,14 @@ static pc_status_t idle_once(pc_db_t *db, uint32_t timeout_ms, pc_error_t *why, 
   if (note.found)
     return pc_error_set(why, PC_BUSY, "%s has a notification (%s, %" PRIu64 ")", note.name,
                         note.weak ? "weak" : "strong", note.ts);
+  retry_seen_t retry = {0};
+  st = retry_pending(db, before, &retry, err);
+  pc_buf_free(&retry.row);
+  pc_buf_free(&retry.col);
+  if (st != PC_OK) return st;
+  if (retry.found)
+    return pc_error_set(why, PC_BUSY, "a retry of a parked notification was asked for (%s)",
+                        retry.name);
   if ((st = PC_FAILPOINT("worker.wait_scanned", err)) != PC_OK) return st;
   if ((st = oracle_last(db, timeout_ms, &last, err)) != PC_OK) return st;
   if (last != before)
@@ -194,7 +256,9 @@ static pc_status_t idle_once(pc_db_t *db, uint32_t timeout_ms, pc_error_t *why, 
 /* What a successful wait guarantees (the order of the steps matters):
  *   1. before = a fresh timestamp;
  *   2. no lock anywhere (scan_locks);
- *   3. no notification anywhere (a full scan_notify);
+ *   3. no notification anywhere (a full scan_notify), and no retry of a
+ *      parked notification asked for and not yet run (the failure records
+ *      read at `before`, which takes no timestamp);
  *   4. the oracle's last issued timestamp is still `before`: nobody, this
  *      client included, took a timestamp during steps 2 and 3. This asks the
  *      oracle what it issued (pc_oracle_last, or the daemon's INFO) rather

@@ -1,9 +1,24 @@
 /* worker.c — the worker (worker.h; the other jobs are listed in engine.h):
- * its options, start and stop, its counters, and the loop of each observer
- * thread. A thread looks for any notification first (an idle worker then
+ * its options, start and stop, its counters, and its threads.
+ *
+ * An observer thread looks for any notification first (an idle worker then
  * costs one scan, not a lock per claim); when there is one it makes a round
  * over every claim in a random order (claims.c), scanning each claim it
  * takes (scan.c) and passing over each cell found (pass.c).
+ *
+ * The keeper thread does the periodic work: the sweeper's turn
+ * (sweeper.c), the counters' flush (counters.c), and the watchdog. A run
+ * whose observer has not returned after hang_ms is given up: it counts as
+ * a failure of (cell, observer) (parked at max_failures), its thread's
+ * claim is released so that the claim's buckets are scanned again, and a
+ * new thread takes its place, up to as many replacements as threads. The
+ * thread itself, if its observer ever returns, commits nothing and ends.
+ *
+ * Starting, the worker opens its journal (journal.c) and counts the runs
+ * its predecessor died in (crashes.c) before any thread runs. Stopping
+ * waits for the observers in flight, without bound (pc_worker_stop) or
+ * for a bounded time (pc_worker_stop_within), after which the process is
+ * expected to exit.
  */
 #include "notify/engine.h"
 
@@ -18,6 +33,8 @@
 
 static const uint64_t latency_bounds_ms[12] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
 
+#define FLUSH_MS 1000u /* how often the keeper writes the counters that changed */
+
 void pc_worker_options_default(pc_worker_options_t *o) {
   o->threads = 4;
   o->buckets_per_claim = 16;
@@ -26,7 +43,13 @@ void pc_worker_options_default(pc_worker_options_t *o) {
   o->backoff_ms = 100;
   o->sweep_ms = 1000;
   o->stable_ms = 3000;
+  o->hang_ms = 60000;
+  o->journal_dir = NULL;
 }
+
+static _Thread_local wthread_t *self_;
+
+wthread_t *pc_worker_self(void) { return self_; }
 
 void pc_worker_nap(pc_worker_t *w, uint32_t ms) {
   pthread_mutex_lock(&w->mu);
@@ -83,15 +106,27 @@ static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
   return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* The thread leaves its loop (pc_worker_stop_within waits for that). */
+static void thread_out(pc_worker_t *w) {
+  pthread_mutex_lock(&w->mu);
+  w->nlive--;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
 static void *worker_main(void *arg) {
   wthread_t *t = arg;
   pc_worker_t *w = t->w;
+  self_ = t;
   uint32_t *order = malloc(w->nclaims * sizeof *order);
   if (!order) {
     pc_log(PC_LOG_ERROR, "worker: thread %u: out of memory", t->idx);
+    thread_out(w);
     return NULL;
   }
-  while (!pc_worker_stopping(w)) {
+  while (!pc_worker_stopping(w) && !t->given_up) {
+    pc_parked_retry(w); /* now and then: the retries asked for */
+    if (t->given_up) break;
     /* look before taking claims: an idle worker costs a scan, not a lock per claim */
     if (!pc_scan_anything(w)) {
       pc_worker_nap(w, w->o.idle_ms);
@@ -114,13 +149,111 @@ static void *worker_main(void *arg) {
         continue;
       }
       atomic_fetch_add(&w->claims_taken, 1);
+      atomic_store(&t->claim, (int64_t)order[i]);
       did |= pc_scan_claim(w, order[i]);
+      if (t->given_up) break; /* the watchdog released the claim */
+      atomic_store(&t->claim, -1);
       pc_claim_release(t, order[i]);
     }
-    if (!did) pc_worker_nap(w, w->o.idle_ms);
+    if (!did && !t->given_up) pc_worker_nap(w, w->o.idle_ms);
   }
   free(order);
   pc_claims_end(t);
+  thread_out(w);
+  return NULL;
+}
+
+/* Starts observer thread i (< maxthreads); 0, or -1. */
+static int start_thread(pc_worker_t *w, uint32_t i, uint64_t seed) {
+  wthread_t *t = &w->threads_ctx[i];
+  memset(t, 0, sizeof *t);
+  t->w = w;
+  t->idx = i;
+  t->rng = XXH3_64bits_withSeed(&i, sizeof i, seed) | 1;
+  atomic_init(&t->claim, -1);
+  pthread_mutex_lock(&w->mu);
+  w->nlive++;
+  pthread_mutex_unlock(&w->mu);
+  if (pthread_create(&w->threads[i], NULL, worker_main, t) != 0) {
+    thread_out(w);
+    return -1;
+  }
+  w->nthreads++;
+  return 0;
+}
+
+/* ---- the keeper: sweeps, the watchdog, the counters ---------------------------- */
+
+/* The run of t (copied in cp) has not returned after hang_ms: it was given
+ * up (pc_journal_give_up); count it, free its claim, replace its thread. */
+static void give_up(pc_worker_t *w, wthread_t *t, const pc_journal_copy_t *cp) {
+  int64_t k = atomic_exchange(&t->claim, -1);
+  if (k >= 0) pc_claim_release(t, (uint32_t)k);
+  char name[200], why[128];
+  pc_cell_name(cp->cell.table, cp->cell.row, cp->cell.rlen, cp->cell.col, cp->cell.clen, name,
+               sizeof name);
+  snprintf(why, sizeof why, "the observer did not return within %u ms", w->o.hang_ms);
+  obs_slot_t *slot = NULL;
+  for (size_t i = 0; i < w->nslots && !slot; i++)
+    if (strcmp(w->slots[i].obs->name, cp->observer) == 0) slot = &w->slots[i];
+  pc_buf_t key = {0};
+  if (slot && pc_backoff_key(&key, &cp->cell, cp->observer) == 0) {
+    pc_count(slot, PC_C_FAILURES);
+    uint32_t n = pc_backoff_defer(w, &key, 1, NULL);
+    pc_error_t perr;
+    if (n >= w->o.max_failures &&
+        pc_park(w, &cp->cell, slot->obs, cp->ts, n, why, &perr) == PC_OK) {
+      pc_count(slot, PC_C_PARKED);
+      pc_backoff_forget(w, &key);
+      pc_log(PC_LOG_WARN, "worker: observer '%s' on %s parked: %s, %u times", cp->observer, name,
+             why, n);
+    } else {
+      pc_log(PC_LOG_WARN, "worker: observer '%s' on %s given up (%u of %u): %s", cp->observer,
+             name, n, w->o.max_failures, why);
+    }
+  }
+  pc_buf_free(&key);
+  if (w->nthreads < w->maxthreads &&
+      start_thread(w, (uint32_t)w->nthreads, pc_now_mono_ms() ^ (uint64_t)(uintptr_t)t) == 0)
+    return;
+  pc_log(PC_LOG_WARN, "worker: no thread replaces the one running observer '%s' (%zu given up "
+                      "already)", cp->observer, w->nthreads - w->o.threads + 1);
+}
+
+static void watch(pc_worker_t *w, pc_journal_copy_t *cp) {
+  uint64_t now = pc_now_mono_ms();
+  if (now < w->o.hang_ms) return;
+  for (size_t i = 0; i < w->nthreads && !pc_worker_stopping(w); i++) {
+    wthread_t *t = &w->threads_ctx[i];
+    if (pc_journal_peek(w->journal, t->idx, now - w->o.hang_ms, 0, cp) &&
+        pc_journal_give_up(w->journal, t->idx, cp->gen))
+      give_up(w, t, cp);
+  }
+}
+
+static void *keeper_main(void *arg) {
+  pc_worker_t *w = arg;
+  uint32_t period = 1000;
+  if (w->o.sweep_ms && w->o.sweep_ms < period) period = w->o.sweep_ms;
+  if (w->o.hang_ms && w->o.hang_ms / 4 < period) period = w->o.hang_ms / 4;
+  if (period < 5) period = 5;
+  pc_journal_copy_t *cp = malloc(sizeof *cp);
+  while (!pc_worker_stopping(w)) {
+    pc_worker_nap(w, period);
+    if (pc_worker_stopping(w)) break;
+    uint64_t now = pc_now_mono_ms();
+    if (w->o.hang_ms && cp) watch(w, cp);
+    if (w->o.sweep_ms && now >= w->next_sweep_ms) {
+      pc_sweep_once(w);
+      w->next_sweep_ms = pc_now_mono_ms() + w->o.sweep_ms;
+    }
+    if (now >= w->next_flush_ms) {
+      pc_counters_flush(w);
+      pc_backoff_prune(w);
+      w->next_flush_ms = pc_now_mono_ms() + FLUSH_MS;
+    }
+  }
+  free(cp);
   return NULL;
 }
 
@@ -173,11 +306,98 @@ static pc_status_t check_options(const pc_worker_options_t *o, pc_error_t *err) 
     return pc_error_set(err, PC_INVALID, "worker: sweep_ms is %u, want 0..3600000", o->sweep_ms);
   if (o->stable_ms > 600000)
     return pc_error_set(err, PC_INVALID, "worker: stable_ms is %u, want 0..600000", o->stable_ms);
+  if (o->hang_ms && (o->hang_ms < 10 || o->hang_ms > 86400000))
+    return pc_error_set(err, PC_INVALID, "worker: hang_ms is %u, want 0 or 10..86400000",
+                        o->hang_ms);
   return PC_OK;
+}
+
+/* What the journal's previous holder left, gathered while it opens. */
+typedef struct left {
+  pc_worker_t *w;
+  pc_journal_run_t *runs; /* the strings in mem */
+  char **mem;
+  size_t nruns;
+  struct {
+    char name[PC_MAX_OBSERVER_NAME + 1];
+    uint64_t v[PC_NCOUNTERS];
+  } * counts;
+  size_t ncounts;
+  int oom;
+} left_t;
+
+static void left_run(void *ctx, const pc_journal_run_t *run) {
+  left_t *l = ctx;
+  pc_journal_run_t *r = realloc(l->runs, (l->nruns + 1) * sizeof *r);
+  char **m = realloc(l->mem, (l->nruns + 1) * sizeof *m);
+  if (r) l->runs = r;
+  if (m) l->mem = m;
+  size_t tl = strlen(run->cell.table), ol = strlen(run->observer);
+  char *s = r && m ? malloc(tl + ol + 2 + run->cell.rlen + run->cell.clen + 1) : NULL;
+  if (!s) {
+    l->oom = 1;
+    return;
+  }
+  memcpy(s, run->cell.table, tl + 1);
+  memcpy(s + tl + 1, run->observer, ol + 1);
+  char *row = s + tl + ol + 2;
+  memcpy(row, run->cell.row, run->cell.rlen);
+  memcpy(row + run->cell.rlen, run->cell.col, run->cell.clen);
+  l->mem[l->nruns] = s;
+  l->runs[l->nruns++] = (pc_journal_run_t){
+      {s, row, run->cell.rlen, row + run->cell.rlen, run->cell.clen}, s + tl + 1, run->ts};
+}
+
+static void left_counts(void *ctx, const char *observer, const uint64_t *v) {
+  left_t *l = ctx;
+  void *c = realloc(l->counts, (l->ncounts + 1) * sizeof *l->counts);
+  if (!c) {
+    l->oom = 1;
+    return;
+  }
+  l->counts = c;
+  snprintf(l->counts[l->ncounts].name, sizeof l->counts[0].name, "%s", observer);
+  memcpy(l->counts[l->ncounts].v, v, sizeof l->counts[0].v);
+  l->ncounts++;
+}
+
+/* Opens the journal: the counters continue from the previous holder's, its
+ * observers this worker lacks have theirs written once, and every run it
+ * died in is counted (crashes.c). */
+static pc_status_t open_journal(pc_worker_t *w, pc_error_t *err) {
+  const char **names = calloc(w->nslots, sizeof *names);
+  if (!names) return pc_error_set(err, PC_NOMEM, "out of memory");
+  for (size_t i = 0; i < w->nslots; i++) names[i] = w->slots[i].obs->name;
+  left_t l = {w, NULL, NULL, 0, NULL, 0, 0};
+  w->journal = pc_journal_open(w->journal_dir, (uint32_t)w->maxthreads, names, w->nslots,
+                               left_run, left_counts, &l, err);
+  free(names);
+  if (w->journal) {
+    for (size_t i = 0; i < w->nslots; i++) w->slots[i].n = pc_journal_counters(w->journal, i);
+    for (size_t k = 0; k < l.ncounts; k++) {
+      obs_slot_t *slot = NULL;
+      for (size_t i = 0; i < w->nslots && !slot; i++)
+        if (strcmp(w->slots[i].obs->name, l.counts[k].name) == 0) slot = &w->slots[i];
+      if (slot)
+        for (int c = 0; c < PC_NCOUNTERS; c++) atomic_store(&slot->n[c], l.counts[k].v[c]);
+      else
+        pc_counters_write_left(w, l.counts[k].name, l.counts[k].v);
+    }
+    for (size_t i = 0; i < l.nruns; i++) pc_crash_count(w, &l.runs[i]);
+    if (l.oom)
+      pc_log(PC_LOG_WARN, "worker: out of memory reading the journal: some deaths not counted");
+  }
+  for (size_t i = 0; i < l.nruns; i++) free(l.mem[i]);
+  free(l.runs);
+  free(l.mem);
+  free(l.counts);
+  return w->journal ? PC_OK : err->code;
 }
 
 pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
                              const pc_worker_options_t *o, pc_error_t *err) {
+  pc_error_t local_err;
+  if (!err) err = &local_err;
   pc_error_clear(err);
   if (!db || !registry) {
     pc_error_set(err, PC_INVALID, "worker: %s is NULL", !db ? "database" : "registry");
@@ -195,14 +415,21 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
   w->db = db;
   w->reg = registry;
   w->o = opts;
+  w->o.journal_dir = NULL; /* w->journal_dir holds the copy */
   w->nclaims = (PC_NOTIFY_BUCKETS + opts.buckets_per_claim - 1) / opts.buckets_per_claim;
+  w->maxthreads = (size_t)opts.threads * 2;
   atomic_init(&w->stop, 0);
+  atomic_init(&w->abandoned, 0);
   pthread_mutex_init(&w->mu, NULL);
+  pthread_mutex_init(&w->sets_mu, NULL);
   pc_cond_init_mono(&w->cv);
 
   collect_t c = {w, 0, 0};
   pc_registry_foreach(registry, collect_observer, &c);
-  if (c.oom || !(w->backoff = pc_backoff_create())) {
+  if (c.oom || !(w->backoff = pc_backoff_create()) || !(w->held = pc_keyset_create()) ||
+      !(w->suspects = pc_keyset_create()) ||
+      (opts.journal_dir && !(w->journal_dir = strdup(opts.journal_dir))) ||
+      !(w->flushed = calloc(w->nslots ? w->nslots : 1, sizeof *w->flushed))) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     goto fail;
   }
@@ -228,65 +455,105 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
     pc_error_set(err, PC_NOMEM, "out of memory");
     goto fail;
   }
+  if (open_journal(w, err) != PC_OK) goto fail;
   if (pc_claims_start(w, err) != PC_OK) {
     pc_error_prefix(err, "worker");
     goto fail;
   }
 
-  wthread_t *ts = calloc(opts.threads, sizeof *ts);
-  w->threads = calloc(opts.threads, sizeof *w->threads);
-  if (!ts || !w->threads) {
-    free(ts);
+  w->threads_ctx = calloc(w->maxthreads, sizeof *w->threads_ctx);
+  w->threads = calloc(w->maxthreads, sizeof *w->threads);
+  if (!w->threads_ctx || !w->threads) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     goto fail;
   }
   uint64_t seed = pc_now_mono_ms() ^ (uint64_t)(uintptr_t)w;
   for (uint32_t i = 0; i < opts.threads; i++) {
-    ts[i].w = w;
-    ts[i].idx = i;
-    ts[i].rng = XXH3_64bits_withSeed(&i, sizeof i, seed) | 1;
-    if (pthread_create(&w->threads[i], NULL, worker_main, &ts[i]) != 0) {
+    if (start_thread(w, i, seed) != 0) {
       pc_error_set(err, PC_INTERNAL, "worker: cannot start thread %u", i);
-      atomic_store(&w->stop, 1);
-      for (uint32_t j = 0; j < i; j++) pthread_join(w->threads[j], NULL);
-      free(ts);
       goto fail;
     }
-    w->nthreads++;
   }
-  w->threads_ctx = ts;
-  if (opts.sweep_ms) {
-    if (pthread_create(&w->sweeper, NULL, pc_sweeper_main, w) != 0) {
-      pc_error_set(err, PC_INTERNAL, "worker: cannot start the sweeper");
-      pc_worker_stop(w);
-      return NULL;
-    }
-    w->sweeper_started = 1;
+  w->next_sweep_ms = pc_now_mono_ms() + opts.sweep_ms;
+  w->next_flush_ms = pc_now_mono_ms() + FLUSH_MS;
+  if (pthread_create(&w->keeper, NULL, keeper_main, w) != 0) {
+    pc_error_set(err, PC_INTERNAL, "worker: cannot start its keeper thread");
+    goto fail;
   }
+  w->keeper_started = 1;
   return w;
 
 fail:
-  w->nthreads = 0;
   pc_worker_stop(w);
   return NULL;
 }
 
-void pc_worker_stop(pc_worker_t *w) {
-  if (!w) return;
+/* Asks every thread to stop and joins the keeper (after which no thread is
+ * started). */
+static void signal_stop(pc_worker_t *w) {
   pthread_mutex_lock(&w->mu);
   atomic_store(&w->stop, 1);
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
+  if (w->keeper_started) pthread_join(w->keeper, NULL);
+  w->keeper_started = 0;
+}
+
+/* Joins the threads (all out of their loops, or waited for) and releases w. */
+static void release(pc_worker_t *w) {
   for (size_t i = 0; i < w->nthreads; i++) pthread_join(w->threads[i], NULL);
-  if (w->sweeper_started) pthread_join(w->sweeper, NULL);
   pc_claims_stop(w);
+  if (w->journal && w->nslots) pc_counters_flush(w); /* what the keeper had not written */
+  pc_journal_close(w->journal);
   pc_backoff_destroy(w->backoff);
+  pc_keyset_destroy(w->held);
+  pc_keyset_destroy(w->suspects);
   pthread_mutex_destroy(&w->mu);
+  pthread_mutex_destroy(&w->sets_mu);
   pthread_cond_destroy(&w->cv);
+  free(w->journal_dir);
+  free(w->flushed);
   free(w->threads_ctx);
   free(w->threads);
   free(w->slots);
   free(w);
+}
+
+void pc_worker_stop(pc_worker_t *w) {
+  if (!w) return;
+  signal_stop(w);
+  release(w);
+}
+
+pc_status_t pc_worker_stop_within(pc_worker_t *w, uint32_t ms, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!w) return PC_OK;
+  signal_stop(w);
+  struct timespec until = pc_mono_after_ms(ms);
+  pthread_mutex_lock(&w->mu);
+  while (w->nlive > 0 && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0) {
+  }
+  size_t live = w->nlive;
+  pthread_mutex_unlock(&w->mu);
+  if (live == 0) {
+    release(w);
+    return PC_OK;
+  }
+  atomic_store(&w->abandoned, 1); /* what they do commits nothing now */
+  char what[512] = "";
+  size_t len = 0;
+  pc_journal_copy_t *cp = malloc(sizeof *cp);
+  for (size_t i = 0; cp && i < w->nthreads && len < sizeof what - 1; i++) {
+    if (!pc_journal_peek(w->journal, w->threads_ctx[i].idx, UINT64_MAX, 1, cp)) continue;
+    char name[200];
+    int n = snprintf(what + len, sizeof what - len, "%s'%s' on %s", len ? ", " : "", cp->observer,
+                     pc_cell_name(cp->cell.table, cp->cell.row, cp->cell.rlen, cp->cell.col,
+                                  cp->cell.clen, name, sizeof name));
+    len = n > 0 && (size_t)n < sizeof what - len ? len + (size_t)n : sizeof what - 1;
+  }
+  free(cp);
+  return pc_error_set(err, PC_TIMEOUT, "worker: %zu observer run%s still going after %u ms%s%s",
+                      live, live == 1 ? "" : "s", ms, len ? ": " : "", what);
 }
 
 pc_status_t pc_worker_stats(pc_worker_t *w, pc_worker_stats_t *out, pc_error_t *err) {
@@ -306,11 +573,11 @@ pc_status_t pc_worker_stats(pc_worker_t *w, pc_worker_stats_t *out, pc_error_t *
     obs_slot_t *s = &w->slots[i];
     pc_observer_stats_t *d = &out->observers[i];
     snprintf(d->name, sizeof d->name, "%s", s->obs->name);
-    d->runs = atomic_load(&s->runs);
-    d->skipped = atomic_load(&s->skipped);
-    d->conflicts = atomic_load(&s->conflicts);
-    d->failures = atomic_load(&s->failures);
-    d->parked = atomic_load(&s->parked);
+    d->runs = atomic_load(&s->n[PC_C_RUNS]);
+    d->skipped = atomic_load(&s->n[PC_C_SKIPPED]);
+    d->conflicts = atomic_load(&s->n[PC_C_CONFLICTS]);
+    d->failures = atomic_load(&s->n[PC_C_FAILURES]);
+    d->parked = atomic_load(&s->n[PC_C_PARKED]);
   }
   return PC_OK;
 }

@@ -20,15 +20,23 @@
  * the skip), c's notifications older than T.start_ts are deleted; newer ones
  * stay. A weak notification runs the weak observers the same way without
  * an ack. An observer that fails (an error, or a conflict) is retried with
- * backoff; after max_failures failures of its callback its notification is
- * parked: recorded in the system table with the error, and removed from
- * scanning (pc_worker_failures lists them, pc_worker_retry_failures
- * re-queues them). Conflicts are retried but never parked: another
- * transaction committed, so the cell made progress.
+ * backoff, and while it waits nothing runs the cell's pass again; after
+ * max_failures failures of its callback its notification is parked:
+ * recorded in the system table with the error, and removed from scanning
+ * (pc_worker_failures lists them, pc_worker_retry_failures asks for a
+ * retry). Conflicts are retried but never parked: another transaction
+ * committed, so the cell made progress.
  *
- * A sweeper thread settles locks older than the lock TTL on cells nobody
- * reads, so that a crashed writer's notifications appear (roll-forward
- * writes them) and its other locks go.
+ * An observer that kills the worker process is counted across restarts
+ * through the in-flight journal (journal_dir) and parked after
+ * max_failures deaths in a row; one that does not return within hang_ms is
+ * given up (a failure), and its thread's share of the scanning goes to a
+ * new thread. A parked (cell, observer) does not run again until a retry.
+ *
+ * A keeper thread settles locks older than the lock TTL on cells nobody
+ * reads (the sweeper), so that a crashed writer's notifications appear
+ * (roll-forward writes them) and its other locks go; it also writes the
+ * observers' counters to the store and watches for runs that do not return.
  */
 #ifndef PC_NOTIFY_WORKER_H
 #define PC_NOTIFY_WORKER_H
@@ -50,6 +58,14 @@ typedef struct pc_worker_options {
   uint32_t backoff_ms;        /* first wait before a retry, doubling [100] */
   uint32_t sweep_ms;          /* how often the sweeper runs (0: none) [1000] */
   uint32_t stable_ms;         /* a membership change is used once stable this long [3000] */
+  /* a run whose observer has not returned after hang_ms is given up: it
+   * counts as a failure of (cell, observer), its claim is released, and
+   * another thread takes its place (0: never) [60000] */
+  uint32_t hang_ms;
+  /* the directory of the in-flight journal, so that the deaths of the
+   * process during a run are counted across restarts and the counters
+   * survive it (NULL: none; the string is copied) [NULL] */
+  const char *journal_dir;
 } pc_worker_options_t;
 
 /* The defaults above. */
@@ -66,8 +82,19 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
                              const pc_worker_options_t *o, pc_error_t *err);
 
 /* Stops taking work, lets in-flight observer transactions finish or abort,
- * joins the threads and releases the worker. NULL is a no-op. */
+ * joins the threads and releases the worker. NULL is a no-op. Waits as long
+ * as an observer takes to return. */
 void pc_worker_stop(pc_worker_t *w);
+
+/* Like pc_worker_stop, but waits at most ms for the observers in flight:
+ * PC_OK once everything stopped and w is released; PC_TIMEOUT (naming the
+ * observers still running) when some have not returned, and then w is not
+ * released: their threads go on using it, the database and the observers'
+ * code, so the caller must not close or unload those. Nothing those
+ * observers do commits any more; their runs count as deaths of the process
+ * at the next start with the same journal. A process that gets PC_TIMEOUT
+ * exits; pc_worker_stop(w) waits for the rest and releases w. */
+pc_status_t pc_worker_stop_within(pc_worker_t *w, uint32_t ms, pc_error_t *err);
 
 /* Counters of one observer (added up since start). */
 typedef struct pc_observer_stats {
@@ -102,8 +129,18 @@ typedef struct pc_worker_stats {
 void pc_worker_share(pc_worker_t *w, uint32_t *lo, uint32_t *hi, uint32_t *index,
                      uint32_t *count);
 
-/* A snapshot of the counters. *out's observers array is malloc'd. */
+/* A snapshot of the counters. *out's observers array is malloc'd. With a
+ * journal file, an observer's counters continue from those its previous
+ * holder left. */
 pc_status_t pc_worker_stats(pc_worker_t *w, pc_worker_stats_t *out, pc_error_t *err);
+
+/* Calls fn with each observer's counters summed over every worker that
+ * ever ran it on this store, dead or alive (written by each worker every
+ * second; a dead worker's last second of counts reaches the store when
+ * another takes its journal file, or never without one). */
+pc_status_t pc_worker_totals(pc_db_t *db,
+                             int (*fn)(void *ctx, const pc_observer_stats_t *totals), void *ctx,
+                             pc_error_t *err);
 
 /* ---- for any client (the CLI's wait, status and failures) ------------------ */
 
@@ -132,13 +169,18 @@ typedef struct pc_parked {
   size_t rlen, clen;
   uint64_t ts;
   uint32_t failures;
+  int retrying; /* a retry was asked for (pc_worker_retry_failures), not yet run */
 } pc_parked_t;
 
-/* Calls fn for each parked notification; pointers valid during the call. */
+/* Calls fn for each parked notification (not those whose retry was asked
+ * for and has not run yet); pointers valid during the call. */
 pc_status_t pc_worker_failures(pc_db_t *db, int (*fn)(void *ctx, const pc_parked_t *p),
                                void *ctx, pc_error_t *err);
-/* Re-queues every parked notification (its failure count starts again);
- * *n receives how many. */
+/* Asks for a retry of every parked notification: a worker that runs its
+ * observer runs that observer alone, on the parked change, once more (its
+ * failure count starts again; after max_failures it is parked again), and
+ * pc_notify_wait waits for it. No notification is written, so the other
+ * observers of the cell do not run. *n receives how many. */
 pc_status_t pc_worker_retry_failures(pc_db_t *db, uint64_t *n, pc_error_t *err);
 
 #endif

@@ -42,6 +42,47 @@ static size_t route(const remote_t *s, const char *row, size_t rlen) {
 
 static pc_status_t nomem(pc_error_t *err) { return pc_error_set(err, PC_NOMEM, "out of memory"); }
 
+/* A failed call's status, as the remote store reports it. The rpc layer
+ * fails a call with its own statuses (unreachable, timed out, a request
+ * refused, out of memory, an internal error), while a tablet puts the
+ * store's verdicts (not found, locked, aborted, ...) inside its reply body.
+ * A verdict that comes as the call's status is from a peer that is not a
+ * tablet, or a broken one; believed, it would be a PC_LOCKED without its
+ * lock or a PC_NOT_FOUND without a snapshot. It is a protocol error, and as
+ * with the rpc layer's own protocol errors the call's outcome is unknown:
+ * PC_UNAVAILABLE. */
+static pc_status_t rpc_failure(const remote_t *s, size_t i, pc_status_t st, pc_error_t *err) {
+  switch (st) {
+    case PC_TIMEOUT:
+    case PC_INVALID:
+    case PC_BUSY:
+    case PC_UNAVAILABLE:
+    case PC_NOMEM:
+    case PC_INTERNAL:
+      pc_error_prefix(err, "tablet %s", s->t[i].name);
+      return st;
+    default:
+      return pc_error_set(err, PC_UNAVAILABLE,
+                          "tablet %s: protocol error: a call failed with status %s, which a "
+                          "tablet sends only inside a reply",
+                          s->t[i].name, pc_status_name(st));
+  }
+}
+
+/* The store status that starts a reply. A byte that is not a pc_status_t
+ * makes the reply malformed (r->ok = 0): passed on, callers would meet a
+ * status outside the one set percolator.h documents. */
+static pc_status_t reply_status(const remote_t *s, size_t i, pc_rd_t *r, pc_error_t *err) {
+  uint8_t status = pc_rd_u8(r);
+  if (!r->ok) return pc_error_set(err, PC_CORRUPTION, "tablet %s: empty reply", s->t[i].name);
+  if (status > PC_UNKNOWN) {
+    r->ok = 0;
+    return pc_error_set(err, PC_CORRUPTION, "tablet %s: reply with unknown status %u",
+                        s->t[i].name, status);
+  }
+  return (pc_status_t)status;
+}
+
 /* Sends body to tablet i. On transport success, *r reads the reply after its
  * status byte, *status is the store status and err holds its message. */
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
@@ -50,13 +91,11 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
   pc_status_t st =
       pc_rpc_call(s->t[i].rpc, op, body->p, body->len, pc_deadline_bound(s->timeout_ms), reply, err);
   if (st != PC_OK) {
-    pc_error_prefix(err, "tablet %s", s->t[i].name);
-    return st;
+    reply->len = 0;
+    return rpc_failure(s, i, st, err);
   }
   *r = (pc_rd_t){reply->p, reply->len, 0, 1};
-  pc_status_t status = (pc_status_t)pc_rd_u8(r);
-  if (!r->ok) return pc_error_set(err, PC_CORRUPTION, "tablet %s: empty reply", s->t[i].name);
-  return status;
+  return reply_status(s, i, r, err);
 }
 
 /* Reads the trailing message of a reply into err (for non-OK statuses). */
@@ -94,6 +133,8 @@ static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uin
   pc_buf_t body = {0}, reply = {0};
   pc_rd_t r = {NULL, 0, 0, 1};
   pc_status_t st = PC_OK;
+  int oom = 0; /* here, not the tablet's PC_NOMEM, whose message the reply carries */
+  int got_lock = 0;
   if (pc_wire_put_cell(&body, c) || (!fresh && pc_buf_u64(&body, read_ts))) st = nomem(err);
   if (st == PC_OK)
     st = call(s, i, fresh ? PC_TABLET_OP_GET_FRESH : PC_TABLET_OP_GET, &body, &reply, &r, err);
@@ -104,16 +145,20 @@ static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uin
   if (r.ok && st == PC_OK) { /* (a malformed reply is reported below) */
     size_t n;
     const char *v = pc_rd_str(&r, &n);
-    if (r.ok && !(*value = malloc(n ? n : 1))) st = nomem(err);
-    else if (r.ok) {
+    if (r.ok && !(*value = malloc(n ? n : 1))) {
+      st = nomem(err);
+      oom = 1;
+    } else if (r.ok) {
       memcpy(*value, v, n);
       *vlen = n;
     }
-  } else if (r.ok && st == PC_LOCKED && pc_wire_get_lock(&r, lock)) {
-    r.ok = 0;
+  } else if (r.ok && st == PC_LOCKED) {
+    if (pc_wire_get_lock(&r, lock)) r.ok = 0;
+    else got_lock = 1;
   }
-  if (reply.len && r.ok && st != PC_NOMEM) st = take_message(s, i, &r, st, err);
+  if (reply.len && r.ok && !oom) st = take_message(s, i, &r, st, err);
   else if (reply.len && !r.ok) st = pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed get reply", s->t[i].name);
+  if (got_lock && st != PC_LOCKED) pc_lock_info_free(lock); /* the message after it was bad */
   if (st != PC_OK) {
     free(*value);
     *value = NULL;
@@ -161,9 +206,14 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) {
     if (st == PC_OK && op != PC_TABLET_OP_PREWRITE) *commit_ts = pc_rd_u64(&r);
-    if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) r.ok = 0;
+    int got_lock = 0;
+    if (st == PC_LOCKED) {
+      if (pc_wire_get_lock(&r, lock)) r.ok = 0;
+      else got_lock = 1;
+    }
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed reply", s->t[i].name);
+    if (got_lock && st != PC_LOCKED) pc_lock_info_free(lock); /* the message after it was bad */
   }
   pc_buf_free(&body);
   pc_buf_free(&reply);
@@ -319,11 +369,12 @@ static pc_status_t r_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
     st = pc_rpc_call(s->t[i].rpc, PC_TABLET_OP_GC, body.p, body.len, pc_deadline_bound(GC_CALL_MS),
                      &reply, err);
     if (st != PC_OK) {
-      pc_error_prefix(err, "tablet %s", s->t[i].name);
+      st = rpc_failure(s, i, st, err);
       break;
     }
     r = (pc_rd_t){reply.p, reply.len, 0, 1};
-    st = (pc_status_t)pc_rd_u8(&r);
+    st = reply_status(s, i, &r, err);
+    if (st == PC_CORRUPTION && !r.ok) break;
     if (st == PC_OK) {
       stats->cells += pc_rd_u64(&r);
       stats->versions += pc_rd_u64(&r);
@@ -374,10 +425,12 @@ static pc_status_t r_scan(pc_store_t *base, const char *table, const char *start
       break;
     }
     pc_rd_t r = {0};
+    int got_lock = 0;
     st = call(s, i, PC_TABLET_OP_SCAN, &body, &reply, &r, err);
     if (!reply.len) break;
     if (st == PC_OK || st == PC_LOCKED) {
       uint32_t n = pc_rd_u32(&r);
+      if (n > want) r.ok = 0; /* more than asked for: the caller's limit holds */
       pc_cell_t c = {table, NULL, 0, NULL, 0};
       for (uint32_t k = 0; k < n && r.ok && !stop; k++) {
         size_t vl;
@@ -389,11 +442,18 @@ static pc_status_t r_scan(pc_store_t *base, const char *table, const char *start
           stop = fn(ctx, &c, v, vl);
         }
       }
-      if (stop) break; /* the caller stopped: the rest of the reply is not read */
-      if (st == PC_LOCKED && pc_wire_get_lock(&r, lock)) r.ok = 0;
+      if (stop) { /* the caller stopped: the rest of the reply is not read, nor a lock that */
+        st = PC_OK; /* follows the cells (PC_LOCKED would promise it in *lock) */
+        break;
+      }
+      if (st == PC_LOCKED) {
+        if (pc_wire_get_lock(&r, lock)) r.ok = 0;
+        else got_lock = 1;
+      }
     }
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed scan reply", t->name);
+    if (got_lock && st != PC_LOCKED) pc_lock_info_free(lock); /* the message after it was bad */
     /* a tablet that filled the page may hold more: the loop ends (delivered == limit)
      * and the caller resumes after the last cell; otherwise go on to the next tablet */
   }
@@ -623,7 +683,9 @@ pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms
     return st;
   }
   pc_rd_t r = {reply.p, reply.len, 0, 1};
-  st = (pc_status_t)pc_rd_u8(&r);
+  uint8_t status = pc_rd_u8(&r);
+  if (status > PC_UNKNOWN) r.ok = 0; /* not a pc_status_t: malformed */
+  st = (pc_status_t)status;
   size_t n = 0, mlen;
   const char *p = NULL;
   if (st == PC_OK) {

@@ -738,6 +738,19 @@ static void test_duplicate_keys(void **state) {
                SRC ":1:13: log: duplicate key 'log' (first at 1:2)");
 }
 
+/* Keys that are all empty: the locator then stores no key byte at all, and
+ * looking a key up, comparing two of them or naming a duplicate must not do
+ * arithmetic on its empty (NULL) arena — UndefinedBehaviorSanitizer stops
+ * there (gcc's on the memcmp, clang's on NULL + 0 as well). */
+static void test_empty_keys(void **state) {
+  (void)state;
+  expect_error("{\"\": 1}", PC_INVALID, SRC ":1:2: unknown key ''");
+  expect_error("{\"\": {\"\": \"\"}}", PC_INVALID, SRC ":1:2: unknown key ''");
+  expect_error("{\"\": 1, \"\": 2}", PC_INVALID, SRC ":1:9: duplicate key '' (first at 1:2)");
+  expect_error("{\"tablets\": [{\"\": 1}]}", PC_INVALID,
+               SRC ":1:15: tablets[0].: unknown key ''");
+}
+
 static void test_syntax_and_top_level(void **state) {
   (void)state;
   expect_error("{\n  \"store\": {\"sync\": tru}\n}", PC_INVALID,
@@ -967,6 +980,7 @@ int main(void) {
       cmocka_unit_test(test_workers),
       cmocka_unit_test(test_zookeeper),
       cmocka_unit_test(test_duplicate_keys),
+      cmocka_unit_test(test_empty_keys),
       cmocka_unit_test(test_syntax_and_top_level),
       cmocka_unit_test(test_load),
       cmocka_unit_test(test_sync_on_by_default),

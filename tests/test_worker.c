@@ -13,7 +13,10 @@
  *   - weak notifications coalesce, and one that arrives while its observer
  *     runs makes it run again;
  *   - an observer that always fails is parked with its error, listed, and
- *     re-queued by pc_worker_retry_failures (strong and weak).
+ *     run again by pc_worker_retry_failures (strong and weak), alone: the
+ *     other observers of its column do not run again;
+ *   - while an observer of a cell waits out its backoff, the healthy ones
+ *     run once per change.
  * No assertion is on elapsed time; every wait is a bounded poll. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +26,9 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -941,6 +947,16 @@ static pc_status_t obs_maybe_fail(void *state, pc_txn_t *t, const pc_notified_ce
   return oset(t, "fxout", c->row, c->row_len, col, "yes", err);
 }
 
+/* Counts its calls and writes fxnext/<row> done:<column>. */
+static pc_status_t obs_neighbour(void *state, pc_txn_t *t, const pc_notified_cell_t *c,
+                                 pc_error_t *err) {
+  failing_t *f = state;
+  atomic_fetch_add(&f->calls, 1);
+  char col[64];
+  snprintf(col, sizeof col, "done:%.*s", (int)c->column_len, c->column);
+  return oset(t, "fxnext", c->row, c->row_len, col, "yes", err);
+}
+
 typedef struct listed {
   int n;
   char observer[8][72], error[8][256], row[8][16], col[8][16];
@@ -975,16 +991,21 @@ static void test_failures_parked_and_retried(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("worker-fail");
   pc_db_t *db = tu_open(dir, 0);
-  failing_t bad, badweak, good;
+  failing_t bad, badweak, good, nextbad, nextweak;
   memset(&bad, 0, sizeof bad);
   memset(&badweak, 0, sizeof badweak);
   memset(&good, 0, sizeof good);
+  memset(&nextbad, 0, sizeof nextbad);
+  memset(&nextweak, 0, sizeof nextweak);
   atomic_store(&bad.broken, 1);
   atomic_store(&badweak.broken, 1);
   pc_observer_registry_t *reg = pc_registry_create();
   add_observer(reg, "bad", "fx", "f:c", PC_OBSERVER_STRONG, obs_maybe_fail, &bad);
   add_observer(reg, "badweak", "fx", "w:c", PC_OBSERVER_WEAK, obs_maybe_fail, &badweak);
   add_observer(reg, "good", "fx", "g:c", PC_OBSERVER_STRONG, obs_maybe_fail, &good);
+  /* healthy neighbours of the failing ones, on their columns */
+  add_observer(reg, "nextbad", "fx", "f:c", PC_OBSERVER_STRONG, obs_neighbour, &nextbad);
+  add_observer(reg, "nextweak", "fx", "w:c", PC_OBSERVER_WEAK, obs_neighbour, &nextweak);
   pc_worker_options_t o = quick_options(2);
   o.max_failures = 3;
   o.backoff_ms = 2;
@@ -1026,8 +1047,11 @@ static void test_failures_parked_and_retried(void **state) {
     assert_int_equal(l.ts[i], strong ? strong_ts : weak_ts);
   }
   assert_null(get(db, "fxout", "r1", "done:f:c"));
+  assert_int_equal(atomic_load(&nextbad.calls), 1);
+  assert_int_equal(atomic_load(&nextweak.calls), 1);
 
-  /* fixed, then re-queued: both run, and the records are gone */
+  /* fixed, then re-queued: both run, and the records are gone; their
+   * neighbours on the same columns do not run again */
   atomic_store(&bad.broken, 0);
   atomic_store(&badweak.broken, 0);
   uint64_t n = 0;
@@ -1035,7 +1059,7 @@ static void test_failures_parked_and_retried(void **state) {
   assert_int_equal(pc_worker_retry_failures(db, &n, &err), PC_OK);
   assert_int_equal(n, 2);
   assert_int_equal(parked(db).n, 0);
-  wait_idle(db);
+  wait_idle(db); /* returns once the retries ran */
   char *f = get(db, "fxout", "r1", "done:f:c"), *fw = get(db, "fxout", "r2", "done:w:c");
   assert_non_null(f);
   assert_non_null(fw);
@@ -1043,13 +1067,350 @@ static void test_failures_parked_and_retried(void **state) {
   free(fw);
   assert_int_equal(runs_of(w, "bad", 1).runs, 1);
   assert_int_equal(runs_of(w, "badweak", 1).runs, 1);
-  /* the re-queued strong notification is observed once: another pass skips it */
+  assert_int_equal(atomic_load(&nextbad.calls), 1);
+  assert_int_equal(atomic_load(&nextweak.calls), 1);
+  assert_int_equal(stats_of(w, "nextweak").runs, 1);
+  /* nothing is left to retry, and a weak notification of the strong
+   * observer's column does not make it run */
+  assert_int_equal(pc_worker_retry_failures(db, &n, &err), PC_OK);
+  assert_int_equal(n, 0);
   notify_weak(db, "fx", "r1", "f:c");
   wait_idle(db);
   assert_int_equal(stats_of(w, "bad").runs, 1);
   assert_int_equal(parked(db).n, 0);
   pc_worker_stop(w);
   pc_registry_free(reg);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
+/* ---- 6b. backoff waits: the healthy observers of a cell run once per change -- */
+
+/* A failing observer next to healthy ones on the same column: while the
+ * failing ones wait out their backoff, nothing re-runs the cell's pass, so
+ * the healthy strong observer runs once per change and skips (reads its
+ * ack) only when a failing one retries, and the healthy weak observer,
+ * which has no ack, runs once for its weak notification. A new change is
+ * seen by the healthy observers at once, whatever the backoff. */
+static void test_backoff_waits(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-backoff");
+  pc_db_t *db = tu_open(dir, 0);
+  failing_t bad, badweak, good, goodweak;
+  memset(&bad, 0, sizeof bad);
+  memset(&badweak, 0, sizeof badweak);
+  memset(&good, 0, sizeof good);
+  memset(&goodweak, 0, sizeof goodweak);
+  atomic_store(&bad.broken, 1);
+  atomic_store(&badweak.broken, 1);
+  pc_observer_registry_t *reg = pc_registry_create();
+  add_observer(reg, "bad", "bk", "b:c", PC_OBSERVER_STRONG, obs_maybe_fail, &bad);
+  add_observer(reg, "badweak", "bk", "b:c", PC_OBSERVER_WEAK, obs_maybe_fail, &badweak);
+  add_observer(reg, "good", "bk", "b:c", PC_OBSERVER_STRONG, obs_maybe_fail, &good);
+  add_observer(reg, "goodweak", "bk", "b:c", PC_OBSERVER_WEAK, obs_maybe_fail, &goodweak);
+  pc_worker_options_t o = quick_options(2);
+  o.max_failures = 1000; /* never parked here */
+  o.backoff_ms = 10;
+  pc_worker_t *w = start(db, reg, &o);
+  put(db, "bk", "r1", "b:c", "v1");
+  notify_weak(db, "bk", "r1", "b:c");
+  /* the failing ones retry a few times (10, 20, 40, 80 ms, ...) */
+  for (int i = 0; i < 60000 && (stats_of(w, "bad").failures < 6 ||
+                                stats_of(w, "badweak").failures < 6);
+       i++)
+    sleep_ms(1);
+  pc_observer_stats_t sb = stats_of(w, "bad"), sbw = stats_of(w, "badweak");
+  pc_observer_stats_t sg = runs_of(w, "good", 1), sgw = runs_of(w, "goodweak", 1);
+  assert_true(sb.failures >= 6 && sbw.failures >= 6);
+  assert_int_equal(sb.parked + sbw.parked, 0);
+  assert_int_equal(atomic_load(&good.calls), 1);
+  assert_int_equal(sg.runs, 1);
+  assert_int_equal(atomic_load(&goodweak.calls), 1);
+  assert_int_equal(sgw.runs, 1);
+  /* a pass runs only when a failing observer may retry (and once at first) */
+  pc_observer_stats_t s2 = stats_of(w, "good");
+  if (s2.skipped > stats_of(w, "bad").failures + stats_of(w, "badweak").failures + 2)
+    fail_msg("the healthy observer skipped %" PRIu64 " times while the failing ones failed %" PRIu64
+             " and %" PRIu64 " times: the cell's pass ran again and again",
+             s2.skipped, stats_of(w, "bad").failures, stats_of(w, "badweak").failures);
+  /* a new change: the healthy strong observer runs for it once, at once */
+  put(db, "bk", "r1", "b:c", "v2");
+  sg = runs_of(w, "good", 2);
+  assert_int_equal(sg.runs, 2);
+  assert_int_equal(atomic_load(&good.calls), 2);
+  assert_int_equal(atomic_load(&goodweak.calls), 1);
+  assert_int_equal(atomic_load(&bad.calls), (int)stats_of(w, "bad").failures);
+  pc_worker_stop(w);
+  pc_registry_free(reg);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
+/* ---- 6c. an observer that kills the worker process, or never returns --------- */
+
+#define NCRASH 6 /* rows of table cr: r0.. r4, and "poison" */
+
+/* Writes cr/<row> out:c = the value, or kills the process on row "poison". */
+static pc_status_t obs_crashy(void *state, pc_txn_t *t, const pc_notified_cell_t *c,
+                              pc_error_t *err) {
+  (void)state;
+  if (c->row_len == 6 && memcmp(c->row, "poison", 6) == 0) raise(SIGSEGV);
+  char *v;
+  pc_status_t st = oget(t, c->table, c->row, c->row_len, "in:c", &v, err);
+  if (st != PC_OK) return st == PC_NOT_FOUND ? PC_OK : st;
+  st = oset(t, c->table, c->row, c->row_len, "out:c", v, err);
+  free(v);
+  return st;
+}
+
+static pc_worker_options_t crash_options(const char *journal) {
+  pc_worker_options_t o = quick_options(2);
+  o.max_failures = 3;
+  o.journal_dir = journal;
+  return o;
+}
+
+/* A worker process: runs the worker until nothing is pending, then exits
+ * 0 (or 2 on an error); dies when the observer kills it. */
+static void crash_child(const char *dir, const char *journal) {
+  signal(SIGSEGV, SIG_DFL); /* cmocka's handler would catch it */
+  pc_db_t *db = tu_open(dir, 0);
+  pc_observer_registry_t *reg = pc_registry_create();
+  pc_observer_def_t d = {.name = "crashy", .table = "cr", .column = "in:c", .column_len = 4,
+                         .kind = PC_OBSERVER_STRONG, .observe = obs_crashy};
+  pc_error_t err;
+  if (!reg || pc_registry_add(reg, &d, NULL, "test", &err) != PC_OK) _exit(2);
+  pc_worker_options_t o = crash_options(journal);
+  pc_worker_t *w = pc_worker_start(db, reg, &o, &err);
+  if (!w) _exit(2);
+  pc_status_t st = pc_notify_wait(db, WAIT_MS, &err);
+  pc_worker_stop(w);
+  pc_registry_free(reg);
+  pc_db_close(db);
+  _exit(st == PC_OK ? 0 : 2);
+}
+
+/* An observer that kills its worker process on one cell (a segfault): the
+ * test restarts the worker each time, as a supervisor would; each start
+ * counts the death of the run in flight (the journal), and after
+ * max_failures deaths the cell is parked with the reason, while every other
+ * cell is processed. */
+static void test_crash_parked(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-crash");
+  char journal[4096];
+  snprintf(journal, sizeof journal, "%s/journal", dir);
+  pc_db_t *db = tu_open(dir, 0);
+  register_observed(db, "crashy", "cr", "in:c", PC_OBSERVER_STRONG);
+  pc_txn_t *t = begin(db);
+  for (int i = 0; i < NCRASH; i++) {
+    char row[16];
+    if (i == NCRASH - 1) snprintf(row, sizeof row, "poison");
+    else snprintf(row, sizeof row, "r%d", i);
+    tu_set(t, "cr", row, "in:c", row);
+  }
+  uint64_t cts = commit(t);
+  pc_db_close(db);
+  int starts = 0, deaths = 0, done = 0;
+  while (!done && starts < 10) {
+    starts++;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) crash_child(dir, journal);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status)) deaths++;
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) done = 1;
+    else fail_msg("the worker process exited %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  if (!done) fail_msg("the worker died %d times and never finished: the cell is never parked", deaths);
+  assert_int_equal(deaths, 3);
+  db = tu_open(dir, 0);
+  listed_t l = parked(db);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.observer[0], "crashy");
+  assert_string_equal(l.row[0], "poison");
+  assert_string_equal(l.col[0], "in:c");
+  assert_int_equal(l.ts[0], cts);
+  assert_int_equal(l.failures[0], 3);
+  assert_non_null(strstr(l.error[0], "died"));
+  for (int i = 0; i < NCRASH - 1; i++) {
+    char row[16];
+    snprintf(row, sizeof row, "r%d", i);
+    char *v = get(db, "cr", row, "out:c");
+    assert_non_null(v);
+    assert_string_equal(v, row);
+    free(v);
+  }
+  assert_null(get(db, "cr", "poison", "out:c"));
+  assert_int_equal(pending(db), 0);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
+/* A run that never returns (until the test lets it): released with a flag. */
+typedef struct hang {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int release, waiting;
+} hang_t;
+
+static pc_status_t obs_hangs(void *state, pc_txn_t *t, const pc_notified_cell_t *c,
+                             pc_error_t *err) {
+  hang_t *h = state;
+  if (c->row_len == 5 && memcmp(c->row, "stuck", 5) == 0) {
+    pthread_mutex_lock(&h->mu);
+    h->waiting++;
+    while (!h->release) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+  }
+  return oset(t, c->table, c->row, c->row_len, "out:c", "ran", err);
+}
+
+/* An observer that never returns on one cell, with one thread and one
+ * claim for the whole store: after hang_ms the run is given up (a failure,
+ * here the last before parking), its claim released and its thread
+ * replaced, so every other cell is processed; a bounded stop then ends
+ * within its bound, naming the observer still running, and what that run
+ * does when it finally returns commits nothing. */
+static void test_hung_observer_given_up(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-hang");
+  pc_db_t *db = tu_open(dir, 0);
+  hang_t h;
+  memset(&h, 0, sizeof h);
+  pthread_mutex_init(&h.mu, NULL);
+  pthread_cond_init(&h.cv, NULL);
+  pc_observer_registry_t *reg = pc_registry_create();
+  add_observer(reg, "hangs", "hg", "in:c", PC_OBSERVER_STRONG, obs_hangs, &h);
+  pc_worker_options_t o = quick_options(1);
+  o.buckets_per_claim = PC_NOTIFY_BUCKETS;
+  o.hang_ms = 200;
+  o.max_failures = 1;
+  pc_worker_t *w = start(db, reg, &o);
+  put(db, "hg", "stuck", "in:c", "x");
+  int seen = 0;
+  for (int i = 0; i < 60000 && !seen; i++) {
+    pthread_mutex_lock(&h.mu);
+    seen = h.waiting;
+    pthread_mutex_unlock(&h.mu);
+    if (!seen) sleep_ms(1);
+  }
+  assert_true(seen);
+  const char *rows[] = {"a", "b", "c", "d"};
+  for (size_t i = 0; i < 4; i++) put(db, "hg", rows[i], "in:c", "y");
+  wait_idle(db); /* the others ran, and the stuck one was parked */
+  for (size_t i = 0; i < 4; i++) {
+    char *v = get(db, "hg", rows[i], "out:c");
+    assert_non_null(v);
+    free(v);
+  }
+  listed_t l = parked(db);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.row[0], "stuck");
+  assert_non_null(strstr(l.error[0], "did not return"));
+  pc_observer_stats_t s = stats_of(w, "hangs");
+  assert_int_equal(s.parked, 1);
+  assert_int_equal(s.runs, 4);
+  pc_error_t err;
+  assert_int_equal(pc_worker_stop_within(w, 300, &err), PC_TIMEOUT);
+  assert_non_null(strstr(err.text, "'hangs' on hg/stuck/in:c"));
+  pthread_mutex_lock(&h.mu);
+  h.release = 1;
+  pthread_cond_broadcast(&h.cv);
+  pthread_mutex_unlock(&h.mu);
+  pc_worker_stop(w);
+  assert_null(get(db, "hg", "stuck", "out:c"));
+  pc_registry_free(reg);
+  pc_db_close(db);
+  pthread_mutex_destroy(&h.mu);
+  pthread_cond_destroy(&h.cv);
+  tu_rmtree(dir);
+}
+
+/* Totals of observer name over every worker (pc_worker_totals). */
+typedef struct total_of {
+  const char *name;
+  pc_observer_stats_t s;
+} total_of_t;
+
+static int total_one(void *ctx, const pc_observer_stats_t *t) {
+  total_of_t *x = ctx;
+  if (strcmp(t->name, x->name) == 0) x->s = *t;
+  return 0;
+}
+
+static pc_observer_stats_t totals(pc_db_t *db, const char *name) {
+  total_of_t x;
+  memset(&x, 0, sizeof x);
+  x.name = name;
+  pc_error_t err;
+  if (pc_worker_totals(db, total_one, &x, &err) != PC_OK) fail_msg("totals: %s", err.text);
+  return x.s;
+}
+
+/* The counters of a worker killed with SIGKILL are not lost: those it had
+ * written are in the store, and the rest in its journal, which the next
+ * worker with that journal takes over, counting on from them. */
+static void test_counters_survive_kill(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-counters");
+  char journal[4096];
+  snprintf(journal, sizeof journal, "%s/journal", dir);
+  pc_db_t *db = tu_open(dir, 0);
+  register_observed(db, "crashy", "cr", "in:c", PC_OBSERVER_STRONG);
+  for (int i = 0; i < 5; i++) {
+    char row[16];
+    snprintf(row, sizeof row, "r%d", i);
+    put(db, "cr", row, "in:c", "v");
+  }
+  pc_db_close(db);
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) { /* a worker that processes them, says so, and is killed */
+    close(ready[0]);
+    pc_db_t *cdb = tu_open(dir, 0);
+    pc_observer_registry_t *reg = pc_registry_create();
+    pc_observer_def_t d = {.name = "crashy", .table = "cr", .column = "in:c", .column_len = 4,
+                           .kind = PC_OBSERVER_STRONG, .observe = obs_crashy};
+    pc_error_t err;
+    pc_worker_options_t o = crash_options(journal);
+    pc_worker_t *w = reg && pc_registry_add(reg, &d, NULL, "test", &err) == PC_OK
+                         ? pc_worker_start(cdb, reg, &o, &err)
+                         : NULL;
+    if (!w || pc_notify_wait(cdb, WAIT_MS, &err) != PC_OK) _exit(2);
+    pc_worker_stats_t s;
+    while (pc_worker_stats(w, &s, &err) == PC_OK && s.observers[0].runs < 5) {
+      pc_free(s.observers);
+      sleep_ms(1);
+    }
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char c;
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  kill(pid, SIGKILL);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status));
+  /* a new worker on the same journal, with one more change to count */
+  db = tu_open(dir, 0);
+  pc_observer_registry_t *reg = pc_registry_create();
+  add_observer(reg, "crashy", "cr", "in:c", PC_OBSERVER_STRONG, obs_crashy, NULL);
+  pc_worker_options_t o = crash_options(journal);
+  pc_worker_t *w = start(db, reg, &o);
+  assert_int_equal(stats_of(w, "crashy").runs, 5);
+  put(db, "cr", "r9", "in:c", "v");
+  wait_idle(db);
+  assert_int_equal(runs_of(w, "crashy", 6).runs, 6);
+  pc_worker_stop(w); /* writes what it counted */
+  pc_registry_free(reg);
+  assert_int_equal(totals(db, "crashy").runs, 6);
   pc_db_close(db);
   tu_rmtree(dir);
 }
@@ -1097,6 +1458,10 @@ int main(void) {
       cmocka_unit_test(test_crashed_writer_rolled_forward),
       cmocka_unit_test(test_weak_coalesce_and_rerun),
       cmocka_unit_test(test_failures_parked_and_retried),
+      cmocka_unit_test(test_backoff_waits),
+      cmocka_unit_test(test_crash_parked),
+      cmocka_unit_test(test_hung_observer_given_up),
+      cmocka_unit_test(test_counters_survive_kill),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

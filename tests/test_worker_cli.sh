@@ -16,6 +16,13 @@
 #   4. the embedded default: `percolator worker --data DIR` holds the store
 #      and serves it; other verbs given --data DIR reach it meanwhile; after
 #      SIGTERM the directory opens directly again.
+#   5. an observer that kills its worker process (SIGSEGV) on one cell, the
+#      worker restarted after each death as a supervisor would: the cell is
+#      parked after workers.max_failures deaths, with the reason, and the
+#      other cells are processed; the observers' counters in `status` survive
+#      a SIGKILL of the worker; an observer that never returns is given up
+#      after workers.hang_ms, and SIGTERM still ends its worker (exit 0)
+#      within the bound.
 # Every wait is bounded, every CLI call runs under `timeout`, and a trap kills
 # and reaps every process started here.
 set -u
@@ -119,7 +126,11 @@ DUP=$(cut -f2 <<<"$LOG" | sed 's/@[0-9]*$//' | sort | uniq -d)
 [ -z "$DUP" ] || fail "notifications observed by two committed transactions: $DUP"
 RUNS=$(wc -l <<<"$LOG")
 pass "after wait: every hot cell's latest value observed; $RUNS runs, none twice for one notification"
-run_cli 30 --config "$C" status --json
+for _ in $(seq 50); do # the counters reach the store within a second
+  run_cli 30 --config "$C" status --json
+  [[ "$OUT" =~ \"hotlog\":\{\"runs\":[1-9] ]] && break
+  sleep 0.1
+done
 [ "$RC" = 0 ] || fail "status exited $RC: $OUT"
 [[ "$OUT" == *'"notifications":{"pending":0,'* ]] || fail "status: notifications pending after wait: $OUT"
 LIVE=$(grep -o '"workers":\[[^]]*\]' <<<"$OUT" | grep -o '"[^"]*:[0-9]*"' | wc -l)
@@ -189,6 +200,104 @@ wait_exit "$WE" 30
 run_cli 10 --data "$D" get hot e seen:v
 [ "$OUT" = one ] || fail "embedded after the worker: '$OUT'"
 pass "an embedded worker serves its store to the other verbs and leaves it as it was"
+
+# ---- 5. a poison cell, counters after SIGKILL, an observer that never returns --
+
+P="$WORK/poison"
+run_cli 10 --data "$P" init
+[ "$RC" = 0 ] || fail "init $P"
+printf '{"data_dir": "%s", "workers": {"threads": 2, "max_failures": 2, "hang_ms": 1500, "scan": {"idle_ms": 20}, "plugins": [{"path": "%s"}]}}\n' \
+  "$P" "$PLUGIN" >"$WORK/poison.json"
+start_poison() { # the worker serving $P: pid in $WP
+  "$CLI" --config "$WORK/poison.json" worker 2>>"$WORK/poison-worker.log" &
+  WP=$!
+  PIDS+=("$WP")
+  wait_file "$P/serving.json" "$WP"
+}
+start_poison
+for r in p1 p2 p3; do
+  run_cli 10 --data "$P" set hot "$r" c:v "fine-$r"
+  [ "$RC" = 0 ] || fail "set $r: $(cat "$WORK/last.err")"
+done
+run_cli 60 --data "$P" wait --timeout-s 50
+[ "$RC" = 0 ] || fail "wait before the poison: $(cat "$WORK/last.err")"
+run_cli 10 --data "$P" set hot bad c:v segv
+run_cli 10 --data "$P" set hot p4 c:v fine-p4
+DEATHS=0
+for _ in $(seq 6); do # restart the worker each time it dies, until wait says it is all done
+  for _ in $(seq 400); do
+    kill -0 "$WP" 2>/dev/null || break
+    run_cli 10 --data "$P" wait --timeout-s 1
+    [ "$RC" = 0 ] && break
+  done
+  kill -0 "$WP" 2>/dev/null && break
+  wait "$WP"
+  RC=$?
+  [ "$RC" -gt 128 ] || fail "the worker exited $RC, not by a signal"
+  DEATHS=$((DEATHS + 1))
+  rm -f "$P/serving.json"
+  start_poison
+done
+kill -0 "$WP" 2>/dev/null || fail "the worker kept dying ($DEATHS deaths)"
+run_cli 60 --data "$P" wait --timeout-s 50
+[ "$RC" = 0 ] || fail "wait after the poison was parked: $(cat "$WORK/last.err")"
+[ "$DEATHS" = 2 ] || fail "the worker died $DEATHS times, want workers.max_failures = 2"
+run_cli 10 --data "$P" failures
+[[ "$OUT" == *$'crashes\thot\tbad\tc:v\t2\t'*died* ]] || fail "failures: $OUT"
+for r in p1 p2 p3 p4; do
+  run_cli 10 --data "$P" get hot "$r" done:c
+  [ "$OUT" = "fine-$r" ] || fail "$r was not processed: '$OUT'"
+done
+pass "a segfaulting observer: the worker died $DEATHS times, then the cell was parked; the others were processed"
+
+runs_shown() { # the runs of observer crashes that status shows, in $RUNS
+  run_cli 10 --data "$P" status --json
+  RUNS=$(grep -o '"crashes":{"runs":[0-9]*' <<<"$OUT" | grep -o '[0-9]*$')
+  RUNS=${RUNS:-0}
+}
+PREV=-1 # a run counts when its commit returns, a moment after wait sees it: let them settle
+for _ in $(seq 60); do
+  runs_shown
+  [ "$RUNS" = "$PREV" ] && break
+  PREV=$RUNS
+  sleep 1.2
+done
+BEFORE=$RUNS
+# p1..p3 at least; p4's run may have committed as the worker died, uncounted
+[ "$BEFORE" -ge 3 ] || fail "status shows $BEFORE runs of crashes, want at least 3: $OUT"
+for r in p6 p7 p8; do run_cli 10 --data "$P" set hot "$r" c:v "fine-$r"; done
+run_cli 60 --data "$P" wait --timeout-s 50
+kill -9 "$WP"
+wait "$WP" 2>/dev/null
+rm -f "$P/serving.json"
+runs_shown # what the killed worker had written (each second) is still there
+[ "$RUNS" -ge "$BEFORE" ] || fail "status after SIGKILL shows $RUNS runs, before it $BEFORE: $OUT"
+start_poison # the rest is in its journal, which the next worker takes over
+for _ in $(seq 100); do
+  runs_shown
+  [ "$RUNS" = $((BEFORE + 3)) ] && break
+  sleep 0.1
+done
+[ "$RUNS" = $((BEFORE + 3)) ] || fail "status shows $RUNS runs after the restart, want $((BEFORE + 3))"
+pass "the observers' counters in status survive a SIGKILL of the worker ($RUNS runs)"
+
+run_cli 10 --data "$P" set hot stuck c:v hang
+run_cli 10 --data "$P" set hot p5 c:v fine-p5
+for _ in $(seq 300); do # hang_ms 1500, and max_failures 2: parked after two give-ups
+  run_cli 10 --data "$P" failures
+  [[ "$OUT" == *stuck* ]] && break
+  sleep 0.1
+done
+[[ "$OUT" == *$'crashes\thot\tstuck\tc:v\t2\t'*"did not return"* ]] || fail "failures: $OUT"
+run_cli 60 --data "$P" wait --timeout-s 50
+[ "$RC" = 0 ] || fail "wait with an observer that never returns: $(cat "$WORK/last.err")"
+run_cli 10 --data "$P" get hot p5 done:c
+[ "$OUT" = fine-p5 ] || fail "p5 was not processed next to the hung observer: '$OUT'"
+kill -TERM "$WP"
+wait_exit "$WP" 30 # the bound: 10 s for the observers in flight, then the roles' own
+[ "$RC" = 0 ] || fail "the worker exited $RC on SIGTERM with an observer that never returns"
+grep -q "still going after" "$WORK/poison-worker.log" || fail "the worker did not say what it left running"
+pass "an observer that never returns: given up and parked, the others go on, SIGTERM ends its worker"
 
 if grep -l -E 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' \
   "$WORK"/*.log "$WORK"/*.err >/dev/null 2>&1; then

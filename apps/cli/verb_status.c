@@ -302,9 +302,21 @@ static void report_parked(report_t *r, pc_db_t *db) {
   fmt_json_u64(r->root, "parked", n);
 }
 
+/* Adds one observer's totals to the object sums. */
+static int add_totals(void *ctx, const pc_observer_stats_t *t) {
+  json_t *sums = ctx, *c = json_object();
+  fmt_json_u64(c, "runs", t->runs);
+  fmt_json_u64(c, "skipped", t->skipped);
+  fmt_json_u64(c, "conflicts", t->conflicts);
+  fmt_json_u64(c, "failures", t->failures);
+  fmt_json_u64(c, "parked", t->parked);
+  json_object_set_new(sums, t->name, c);
+  return 0;
+}
+
 /* Live workers (their records in the system table, written every second by
  * `percolator worker`; live: younger than 3 s) and each observer's counters
- * summed over them. */
+ * summed over every worker that ran it, live or dead (pc_worker_totals). */
 static void report_workers(report_t *r, pc_db_t *db) {
   pc_error_t err;
   pc_txn_t *t = pc_txn_begin(db, &err);
@@ -320,25 +332,13 @@ static void report_workers(report_t *r, pc_db_t *db) {
     const char *row = pc_scan_row(sc, &rl), *val = pc_scan_value(sc, &vl);
     json_t *st = json_loadb(val, vl, 0, NULL);
     json_int_t seen = json_integer_value(json_object_get(st, "seen_ms"));
-    if (st && seen > 0 && now - (uint64_t)seen < 3000) {
+    if (st && seen > 0 && now - (uint64_t)seen < 3000)
       json_array_append_new(live, json_stringn(row + 7, rl - 7));
-      const char *name;
-      json_t *c;
-      json_object_foreach(json_object_get(st, "observers"), name, c) {
-        json_t *sum = json_object_get(sums, name);
-        if (!sum) json_object_set_new(sums, name, sum = json_object());
-        const char *k;
-        json_t *v;
-        json_object_foreach(c, k, v) {
-          json_int_t prev = json_integer_value(json_object_get(sum, k));
-          json_object_set_new(sum, k, json_integer(prev + json_integer_value(v)));
-        }
-      }
-    }
     json_decref(st);
   }
   pc_scan_destroy(sc);
   pc_txn_destroy(t);
+  (void)pc_worker_totals(db, add_totals, sums, &err); /* none read: none shown */
   if (!r->json) {
     printf("workers          %zu live", json_array_size(live));
     size_t i;
@@ -441,8 +441,8 @@ const cli_verb_t cli_verb_status = {
     "shows the embedded store. Then counts the pending notifications per\n"
     "observed column and the parked ones, lists the live workers, and sums each\n"
     "observer's runs, skips, conflicts, failures and parked notifications over\n"
-    "them (each worker also serves its own on workers.http /metrics, with the\n"
-    "latency histogram).\n"
+    "every worker that ran it, live or dead (each worker also serves its own on\n"
+    "workers.http /metrics, with the latency histogram).\n"
     "Exits 0 when every daemon answered, 3 when any is down.\n"
     "\n"
     "Options:\n"

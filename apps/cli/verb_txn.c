@@ -6,29 +6,23 @@
  * A line may start with "@NAME" to address one of several transactions open
  * at once in the session (the embedded store admits one process per data
  * directory, so this is how concurrent transactions meet on one store).
- * Malformed lines get error answers; EOF or quit aborts what is still open. */
+ * Malformed lines get error answers; EOF or quit aborts what is still open.
+ * The grammar of a line is txn_line.c's. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "txn_line.h"
 
-#define MAX_TOKENS 8
-#define MAX_LINE (48u * 1024u * 1024u) /* an 8 MiB value written as \xHH fits */
 #define MAX_NAMED 1024
-#define MAX_NAME 32
 
-/* A token decoded from a line: bytes, NUL-terminated for table names. */
-typedef struct token {
-  char *p;
-  size_t n;
-  int quoted;
-} token_t;
+typedef txn_token_t token_t;
 
 /* A transaction slot: "" is the default, "@NAME" lines use named ones. */
 typedef struct slot {
-  char name[MAX_NAME + 1];
+  char name[TXN_MAX_NAME + 1];
   pc_txn_t *txn;
 } slot_t;
 
@@ -47,66 +41,6 @@ typedef struct request {
   size_t oplen;
   const char *name; /* the @NAME without '@', or NULL */
 } request_t;
-
-/* ---- tokenizing ----------------------------------------------------------------- */
-
-/* Splits line[0..n) into at most MAX_TOKENS tokens decoded into buf (n + MAX_TOKENS
- * bytes). Tokens are separated by spaces or tabs; a token is bare (taken as
- * is, no '"') or quoted with C escapes. Returns the count, or -1 with a message. */
-static int tokenize(const char *line, size_t n, char *buf, token_t *tok, const char **msg) {
-  size_t i = 0;
-  int nt = 0;
-  char *w = buf;
-  for (;;) {
-    while (i < n && (line[i] == ' ' || line[i] == '\t')) i++;
-    if (i == n) return nt;
-    if (nt == MAX_TOKENS) {
-      *msg = "too many arguments";
-      return -1;
-    }
-    tok[nt].p = w;
-    tok[nt].quoted = line[i] == '"';
-    if (tok[nt].quoted) {
-      i++;
-      for (;;) {
-        if (i == n) {
-          *msg = "unbalanced quote";
-          return -1;
-        }
-        if (line[i] == '"') break;
-        if (line[i] == '\\') {
-          size_t k = fmt_unescape_one(line + i, n - i, w);
-          if (k == 0) {
-            *msg = i + 1 < n && line[i + 1] == 'x'
-                       ? "bad escape: \\x needs two hex digits"
-                       : "bad escape (use \\\" \\\\ \\n \\t \\r \\0 \\xHH)";
-            return -1;
-          }
-          w++;
-          i += k;
-        } else {
-          *w++ = line[i++];
-        }
-      }
-      i++; /* the closing quote */
-      if (i < n && line[i] != ' ' && line[i] != '\t') {
-        *msg = "text right after a closing quote (separate tokens with spaces)";
-        return -1;
-      }
-    } else {
-      while (i < n && line[i] != ' ' && line[i] != '\t') {
-        if (line[i] == '"') {
-          *msg = "a quote inside an unquoted token (quote the whole token)";
-          return -1;
-        }
-        *w++ = line[i++];
-      }
-    }
-    tok[nt].n = (size_t)(w - tok[nt].p);
-    *w++ = '\0';
-    nt++;
-  }
-}
 
 /* ---- answers ------------------------------------------------------------------------ */
 
@@ -400,114 +334,31 @@ static void cmd_help(session_t *s, const request_t *rq) {
   answer_ok(s, rq, NULL, 0);
 }
 
-/* The commands: name, operand count range, and how to run them. */
-typedef struct command {
-  const char *name;
-  int min_args, max_args;
-  const char *usage;
-} command_t;
-
-static const command_t commands[] = {
-    {"begin", 0, 0, "begin"},
-    {"get", 3, 3, "get TABLE ROW COLUMN"},
-    {"set", 4, 4, "set TABLE ROW COLUMN VALUE"},
-    {"delete", 3, 3, "delete TABLE ROW COLUMN"},
-    {"scan", 1, 3, "scan TABLE [START [END]]"},
-    {"commit", 0, 0, "commit"},
-    {"abort", 0, 0, "abort"},
-    {"help", 0, 0, "help"},
-    {"quit", 0, 0, "quit"},
-};
-#define NCOMMANDS (sizeof commands / sizeof commands[0])
-
-static int valid_name(const char *p, size_t n) {
-  if (n == 0 || n > MAX_NAME) return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = p[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-          c == '.' || c == '-'))
-      return 0;
-  }
-  return 1;
-}
-
 /* Answers one line (without its newline). */
 static void handle_line(session_t *s, const char *line, size_t n) {
-  request_t rq = {NULL, 0, NULL};
-  if (n > MAX_LINE) {
-    answer_error(s, &rq, PC_INVALID, "line too long");
-    return;
-  }
-  char *buf = malloc(n + MAX_TOKENS + 1);
-  if (!buf) {
-    answer_error(s, &rq, PC_NOMEM, "out of memory");
-    return;
-  }
-  token_t tok[MAX_TOKENS];
-  const char *msg = NULL;
-  int nt = tokenize(line, n, buf, tok, &msg);
-  token_t *t = tok;
-  if (nt > 0 && !t[0].quoted && t[0].n > 0 && t[0].p[0] == '@') {
-    if (!valid_name(t[0].p + 1, t[0].n - 1)) {
-      answer_error(s, &rq, PC_INVALID, "bad transaction name after '@' (1-32 of [A-Za-z0-9_.-])");
-      free(buf);
-      return;
-    }
-    rq.name = t[0].p + 1;
-    t++;
-    nt--;
-  }
-  if (nt < 0) {
-    answer_error(s, &rq, PC_INVALID, msg);
-  } else if (nt == 0) {
-    answer_error(s, &rq, PC_INVALID, "no command after the transaction name");
+  txn_line_t l;
+  pc_status_t st = txn_line_parse(line, n, &l);
+  request_t rq = {l.op, l.oplen, l.name};
+  token_t *a = l.args;
+  if (st != PC_OK) {
+    answer_error(s, &rq, st, l.msg);
   } else {
-    rq.op = t[0].p;
-    rq.oplen = t[0].n;
-    const command_t *cmd = NULL;
-    for (size_t i = 0; i < NCOMMANDS && !cmd; i++)
-      if (strlen(commands[i].name) == t[0].n && strcmp(commands[i].name, t[0].p) == 0)
-        cmd = &commands[i];
-    int nargs = nt - 1;
-    token_t *a = t + 1;
-    if (!cmd) {
-      char m[96];
-      snprintf(m, sizeof m, "unknown command '%.40s' (try 'help')", t[0].p);
-      answer_error(s, &rq, PC_INVALID, m);
-    } else if (nargs < cmd->min_args || nargs > cmd->max_args) {
-      char m[96];
-      snprintf(m, sizeof m, "%s arguments; usage: %s",
-               nargs < cmd->min_args ? "missing" : "too many", cmd->usage);
-      answer_error(s, &rq, PC_INVALID, m);
-    } else if (!strcmp(cmd->name, "begin")) {
-      cmd_begin(s, &rq);
-    } else if (!strcmp(cmd->name, "get")) {
-      cmd_get(s, &rq, a);
-    } else if (!strcmp(cmd->name, "set")) {
-      cmd_write(s, &rq, a, 1);
-    } else if (!strcmp(cmd->name, "delete")) {
-      cmd_write(s, &rq, a, 0);
-    } else if (!strcmp(cmd->name, "scan")) {
-      cmd_scan(s, &rq, a, nargs);
-    } else if (!strcmp(cmd->name, "commit")) {
-      cmd_commit(s, &rq);
-    } else if (!strcmp(cmd->name, "abort")) {
-      cmd_abort(s, &rq);
-    } else if (!strcmp(cmd->name, "help")) {
-      cmd_help(s, &rq);
-    } else { /* quit */
-      answer_ok(s, &rq, NULL, 0);
-      s->quit = 1;
+    switch (l.cmd) {
+      case TXN_BEGIN: cmd_begin(s, &rq); break;
+      case TXN_GET: cmd_get(s, &rq, a); break;
+      case TXN_SET: cmd_write(s, &rq, a, 1); break;
+      case TXN_DELETE: cmd_write(s, &rq, a, 0); break;
+      case TXN_SCAN: cmd_scan(s, &rq, a, l.nargs); break;
+      case TXN_COMMIT: cmd_commit(s, &rq); break;
+      case TXN_ABORT: cmd_abort(s, &rq); break;
+      case TXN_HELP: cmd_help(s, &rq); break;
+      case TXN_QUIT:
+        answer_ok(s, &rq, NULL, 0);
+        s->quit = 1;
+        break;
     }
   }
-  free(buf);
-}
-
-/* Whether the line holds only blanks, or is a comment ('#' first). */
-static int ignorable(const char *line, size_t n) {
-  size_t i = 0;
-  while (i < n && (line[i] == ' ' || line[i] == '\t')) i++;
-  return i == n || line[i] == '#';
+  txn_line_free(&l);
 }
 
 static int run_txn(cli_ctx_t *ctx, int argc, char **argv) {
@@ -545,7 +396,7 @@ static int run_txn(cli_ctx_t *ctx, int argc, char **argv) {
     size_t n = (size_t)got;
     if (n && line[n - 1] == '\n') n--;
     if (n && line[n - 1] == '\r') n--;
-    if (ignorable(line, n)) continue;
+    if (txn_line_ignorable(line, n)) continue;
     handle_line(&s, line, n);
     if (fflush(stdout) != 0 || ferror(stdout)) {
       code = cli_error(ctx, "writing the standard output: %s", strerror(errno));

@@ -8,9 +8,13 @@
  * With "sleep_ms" in its config it sleeps that long inside every run, so
  * that a worker killed meanwhile dies with observer transactions in flight.
  * Its observer "fails" on column f:v of table "hot" fails every run unless
- * the row's ok:v cell says "yes", for the failures/retry path. */
+ * the row's ok:v cell says "yes", for the failures/retry path. Its observer
+ * "crashes" on column c:v kills the process (SIGSEGV) when the value is
+ * "segv", never returns when it is "hang", and otherwise copies the value
+ * to done:c. */
 #include <percolator/observer.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +65,26 @@ static pc_status_t observe_fails(void *state, pc_txn_t *txn, const pc_notified_c
   return host->txn_set(txn, cell->table, cell->row, cell->row_len, "done:v", 6, "1", 1, err);
 }
 
+static pc_status_t observe_crashes(void *state, pc_txn_t *txn, const pc_notified_cell_t *cell,
+                                   pc_error_t *err) {
+  (void)state;
+  char *v = NULL;
+  size_t vlen = 0;
+  pc_status_t st = host->txn_get(txn, cell->table, cell->row, cell->row_len, cell->column,
+                                 cell->column_len, &v, &vlen, err);
+  if (st == PC_NOT_FOUND) return PC_OK;
+  if (st != PC_OK) return st;
+  if (vlen == 4 && memcmp(v, "segv", 4) == 0) raise(SIGSEGV);
+  if (vlen == 4 && memcmp(v, "hang", 4) == 0)
+    for (;;) {
+      struct timespec d = {1, 0};
+      nanosleep(&d, NULL);
+    }
+  st = host->txn_set(txn, cell->table, cell->row, cell->row_len, "done:c", 6, v, vlen, err);
+  host->free(v);
+  return st;
+}
+
 pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const char *config_json,
                            pc_error_t *err) {
   host = api;
@@ -72,5 +96,8 @@ pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const
   if (st != PC_OK) return st;
   def = (pc_observer_def_t){.name = "fails", .table = "hot", .column = "f:v", .column_len = 3,
                             .kind = PC_OBSERVER_STRONG, .observe = observe_fails};
+  if ((st = api->register_observer(reg, &def, err)) != PC_OK) return st;
+  def = (pc_observer_def_t){.name = "crashes", .table = "hot", .column = "c:v", .column_len = 3,
+                            .kind = PC_OBSERVER_STRONG, .observe = observe_crashes};
   return api->register_observer(reg, &def, err);
 }

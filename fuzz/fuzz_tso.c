@@ -1,0 +1,77 @@
+/* fuzz_tso.c — the timestamp oracle's request handler (tso/tso_rpc.c)
+ * against any sequence of requests (chunks of fuzz_util.h: tag = op, bytes =
+ * body), on a real oracle whose bound file is in the scratch directory. A
+ * request is answered or refused with a message; the timestamps it hands
+ * out strictly increase across every request of the oracle, and INFO never
+ * reports less than the last one handed out.
+ *
+ * Batches of up to a million timestamps move the oracle ahead of the clock
+ * (2^PC_TS_LOGICAL_BITS timestamps a millisecond); once it is further ahead
+ * than its window, every request waits for the bound file. So the window is long, and the
+ * oracle is replaced by a new one on a new file when it gets half a window
+ * ahead, to keep the run fast. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/keys.h"
+#include "fuzz/fuzz.h"
+#include "fuzz/fuzz_util.h"
+#include "tso/tso_rpc.h"
+
+#define MAX_REQUESTS 16
+
+#define WINDOW_MS 600000u
+
+static pc_oracle_t *oracle;
+static uint64_t last_issued;
+static unsigned generation;
+
+static void close_oracle(void) {
+  pc_oracle_close(oracle);
+  oracle = NULL;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (oracle && pc_oracle_last(oracle) >> PC_TS_LOGICAL_BITS > pc_now_wall_ms() + WINDOW_MS / 2)
+    close_oracle();
+  if (!oracle) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tso-%u.bound", fuzz_scratch_dir(), generation++);
+    pc_error_t err;
+    oracle = pc_oracle_open(path, WINDOW_MS, &err);
+    if (!oracle) fprintf(stderr, "pc_oracle_open: %s\n", err.text);
+    FUZZ_CHECK(oracle != NULL);
+    last_issued = 0;
+    if (generation == 1) atexit(close_oracle);
+  }
+  fuzz_chunks_t in = {data, size, 0};
+  uint8_t op;
+  const char *body;
+  size_t len;
+  for (int k = 0; k < MAX_REQUESTS && fuzz_next_chunk(&in, &op, &body, &len); k++) {
+    pc_buf_t reply = {0};
+    pc_error_t err;
+    pc_error_clear(&err);
+    pc_status_t st = pc_tso_rpc_handler(oracle, op, body, len, &reply, &err);
+    if (st != PC_OK) {
+      FUZZ_CHECK(st <= PC_UNKNOWN && err.code == st && err.text[0]);
+      FUZZ_CHECK(reply.len == 0);
+    } else {
+      FUZZ_CHECK(reply.len == 8);
+      pc_rd_t r = {reply.p, reply.len, 0, 1};
+      uint64_t v = pc_rd_u64(&r);
+      if (op == PC_TSO_OP_TIMESTAMPS) {
+        pc_rd_t q = {body, len, 0, 1};
+        uint32_t count = pc_rd_u32(&q);
+        FUZZ_CHECK(count >= 1 && count <= PC_TSO_MAX_BATCH);
+        FUZZ_CHECK(v > last_issued);
+        last_issued = v + count - 1;
+      } else {
+        FUZZ_CHECK(op == PC_TSO_OP_INFO && v >= last_issued);
+      }
+    }
+    pc_buf_free(&reply);
+  }
+  return 0;
+}
