@@ -150,20 +150,30 @@ static int bank_main(const char *config, const char *shared_path, int id) {
 
 /* A client that prewrites two accounts and exits before its commit point:
  * its locks stay, and only its session's end can let readers past them
- * before their lease (a minute here) runs out. */
+ * before their lease (a minute here) runs out. The bank clients still run,
+ * so an attempt may meet their locks or lose a conflict to them: it tries
+ * again (at most 100 times), saying why on stderr. */
 static int crash_main(const char *config) {
   pc_error_t err;
   if (pc_failpoints_configure("txn.commit.before_primary=exit(7)", &err) != PC_OK) return 1;
   pc_db_t *db = pc_db_open_config(config, &err);
-  if (!db) return 1;
-  pc_txn_t *t = pc_txn_begin(db, &err);
-  long va, vb;
-  if (!t || get_int(t, "bank", "acct00", &va, &err) != PC_OK ||
-      get_int(t, "bank", "acct19", &vb, &err) != PC_OK ||
-      set_int(t, "bank", "acct00", va - 5, &err) != PC_OK ||
-      set_int(t, "bank", "acct19", vb + 5, &err) != PC_OK)
+  if (!db) {
+    fprintf(stderr, "crash: open: %s\n", err.text);
     return 1;
-  pc_txn_commit(t, &err); /* exits at the failpoint */
+  }
+  for (int attempt = 0; attempt < 100; attempt++) {
+    pc_txn_t *t = pc_txn_begin(db, &err);
+    long va, vb;
+    pc_status_t st = PC_OK;
+    if (!t || (st = get_int(t, "bank", "acct00", &va, &err)) != PC_OK ||
+        (st = get_int(t, "bank", "acct19", &vb, &err)) != PC_OK ||
+        (st = set_int(t, "bank", "acct00", va - 5, &err)) != PC_OK ||
+        (st = set_int(t, "bank", "acct19", vb + 5, &err)) != PC_OK ||
+        (st = pc_txn_commit(t, &err)) != PC_OK) /* exits at the failpoint */
+      fprintf(stderr, "crash: attempt %d: %s: %s\n", attempt, pc_status_name(st), err.text);
+    pc_txn_destroy(t);
+    sleep_ms(50);
+  }
   return 2;
 }
 
