@@ -16,14 +16,12 @@
 /* Checks that the configuration has what spec requires; clears the
  * optional roles it lacks in *spec. */
 static pc_status_t check_spec(const pc_config_t *cfg, pc_daemon_spec_t *spec, pc_error_t *err) {
+  if ((spec->tso || spec->tablets) && !cfg->zookeeper.set && !cfg->served)
+    return pc_error_set(err, PC_INVALID,
+                        "%s: the cluster's roles need a \"zookeeper\" section (docs/CONFIG.md)",
+                        cfg->source);
   if (spec->tso && !(cfg->tso.set && cfg->tso.listen.set))
     return pc_error_set(err, PC_INVALID, "%s: no \"tso\" section with \"listen\"", cfg->source);
-  if (spec->lockd && !(cfg->lockservice.set && cfg->lockservice.listen.set)) {
-    if (spec->lockd == PC_DAEMON_REQUIRED)
-      return pc_error_set(err, PC_INVALID, "%s: no \"lockservice\" section with \"listen\"",
-                          cfg->source);
-    spec->lockd = PC_DAEMON_NONE; /* without a lock service: lock TTLs only */
-  }
   if (spec->tablets && cfg->ntablets == 0)
     return pc_error_set(err, PC_INVALID, "%s: no \"tablets\"", cfg->source);
   if (spec->tablets == 1 && !spec->tablet_name)
@@ -38,7 +36,6 @@ static pc_status_t start_roles(pc_daemon_t *d, const pc_daemon_spec_t *spec, pc_
   pc_status_t st = PC_OK;
   if (spec->tso) st = pc_daemon_start_tso(d, err);
   if (st == PC_OK && spec->tablets) st = pc_daemon_ts_setup(d, err);
-  if (st == PC_OK && spec->lockd) st = pc_daemon_start_lockd(d, err);
   size_t before = d->nroles;
   for (size_t i = 0; st == PC_OK && spec->tablets && i < cfg->ntablets; i++) {
     if (spec->tablets == 1 && strcmp(spec->tablet_name, cfg->tablets[i].name) != 0) continue;
@@ -127,7 +124,7 @@ pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, p
     if (r->kind == ROLE_TABLET)
       json_object_set_new(tablets, pc_daemon_tablet_name(r), o);
     else
-      json_object_set_new(root, r->kind == ROLE_TSO ? "tso" : "lockservice", o);
+      json_object_set_new(root, "tso", o);
   }
   json_object_set_new(root, "tablets", tablets);
   if (d->has_workers) {

@@ -180,6 +180,7 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
   o.buckets_per_claim = cfg->workers.scan.buckets_per_claim;
   o.idle_ms = cfg->workers.scan.idle_ms;
   o.batch_wait_ms = cfg->workers.scan.batch_wait_ms;
+  o.stable_ms = cfg->workers.scan.stable_ms;
   o.max_failures = cfg->workers.max_failures;
   o.backoff_ms = cfg->workers.backoff_ms;
   o.hang_ms = cfg->workers.hang_ms;

@@ -164,15 +164,6 @@ def tso():
     write("tso", "large-batch", chunk(0x10, u32(1000000)) + chunk(0x11, b""))
 
 
-def lockd():
-    sid = (0 << 32) | 1
-    write("lockd", "session-locks", u8(0) + chunk(0x10, u32(5000)) + chunk(0x11, u64(sid) + u64(99)) +
-          chunk(0x13, u64(sid)) + chunk(0x14, u64(sid) + s(b"bucket/7")) +
-          chunk(0x16, s(b"bucket/7")) + chunk(0x15, u64(sid) + s(b"bucket/7")) +
-          chunk(0x17, b"") + chunk(0x18, b"") + chunk(0x12, u64(sid)))
-    write("lockd", "info-reply", u8(1) + chunk(0, u32(0x1234) + u64(3)))
-
-
 # ---- the client's decoders --------------------------------------------------
 
 def lock_wire(value=b"v"):
@@ -247,7 +238,6 @@ def main():
     dedup_terms()
     tablet()
     tso()
-    lockd()
     replies()
     rpc()
     return 0
