@@ -24,7 +24,7 @@
 
 #define CLIENTS "clients"
 #define WORKERS "workers"
-#define MEMBER WORKERS "/m-"
+#define MEMBER WORKERS "/m-" /* then "<group>-", and ZooKeeper's sequence number */
 #define SAFE_POINT "gc/safe_point"
 #define DEAD_CACHE 64 /* sessions confirmed dead: session ids are never reused */
 
@@ -33,6 +33,7 @@ struct pc_member {
   pc_member_t *next; /* in c->members (under c->mu) */
   uint32_t stable_ms;
   char token[40];       /* in the node's data: finds a node whose create answer was lost */
+  char prefix[48];      /* "m-<group>-": its group's nodes' names begin so */
   /* under c->mu */
   char name[64];        /* "m-<seq>" of its node, "" while it has none */
   uint64_t node_session; /* the session its node belongs to */
@@ -267,9 +268,11 @@ static pc_status_t ensure_member_node(pc_coord_t *c, pc_member_t *m, uint32_t ti
   if (!name[0]) {
     int len = member_data(m, data, sizeof data);
     char created[64] = "";
+    char path[80];
+    snprintf(path, sizeof path, WORKERS "/%s", m->prefix);
     st = pc_zk_ensure(c->zk, WORKERS, timeout_ms, err);
     if (st == PC_OK)
-      st = pc_zk_create(c->zk, MEMBER, data, (size_t)len, PC_ZK_EPHEMERAL | PC_ZK_SEQUENCE,
+      st = pc_zk_create(c->zk, path, data, (size_t)len, PC_ZK_EPHEMERAL | PC_ZK_SEQUENCE,
                         created, sizeof created, timeout_ms, err);
     if (st == PC_OK) memcpy(name, created + strlen(WORKERS) + 1, sizeof name - strlen(WORKERS) - 1);
   }
@@ -591,14 +594,21 @@ size_t pc_coord_client_count(pc_coord_t *c) {
 
 /* ---- the workers' membership ------------------------------------------------------ */
 
-pc_member_t *pc_member_join(pc_coord_t *c, uint32_t stable_ms, uint32_t timeout_ms,
-                            pc_error_t *err) {
+pc_member_t *pc_member_join(pc_coord_t *c, const char *group, uint32_t stable_ms,
+                            uint32_t timeout_ms, pc_error_t *err) {
+  size_t gl = group ? strlen(group) : 0;
+  if (gl == 0 || gl > 32 || strspn(group, "0123456789abcdefghijklmnopqrstuvwxyz"
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != gl) {
+    pc_error_set(err, PC_INVALID, "joining the workers: bad group '%s'", group ? group : "");
+    return NULL;
+  }
   pc_member_t *m = calloc(1, sizeof *m);
   if (!m) {
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
   m->c = c;
+  snprintf(m->prefix, sizeof m->prefix, "m-%s-", group);
   m->stable_ms = stable_ms;
   snprintf(m->token, sizeof m->token, "%016" PRIx64 "%016" PRIx64, pc_now_mono_ms(),
            (uint64_t)(uintptr_t)m ^ ((uint64_t)getpid() << 32));
@@ -656,11 +666,17 @@ int pc_member_partition(pc_member_t *m, uint32_t *index, uint32_t *count) {
   uint32_t oi = m->index, oc = m->count;
   if (m->used_gen != c->mview_gen &&
       (!m->had || pc_now_mono_ms() - c->mview_changed_ms >= m->stable_ms)) {
-    size_t k = 0;
-    while (k < c->nmview && (!m->name[0] || strcmp(c->mview[k], m->name) != 0)) k++;
-    if (k < c->nmview) {
-      m->index = (uint32_t)k;
-      m->count = (uint32_t)c->nmview;
+    /* its place among its group's members (sorted: a group's are contiguous) */
+    size_t pl = strlen(m->prefix), at = 0, in_group = 0;
+    int found = 0;
+    for (size_t k = 0; k < c->nmview; k++) {
+      if (strncmp(c->mview[k], m->prefix, pl) != 0) continue;
+      if (m->name[0] && strcmp(c->mview[k], m->name) == 0) found = 1, at = in_group;
+      in_group++;
+    }
+    if (found) {
+      m->index = (uint32_t)at;
+      m->count = (uint32_t)in_group;
       m->had = 1;
       m->used_gen = c->mview_gen;
     } else if (m->had) {
@@ -676,6 +692,13 @@ int pc_member_partition(pc_member_t *m, uint32_t *index, uint32_t *count) {
   int changed = m->index != oi || m->count != oc;
   pthread_mutex_unlock(&c->mu);
   return changed;
+}
+
+int pc_member_group(const char *name, char *out, size_t cap) {
+  const char *dash = strrchr(name, '-');
+  if (strncmp(name, "m-", 2) != 0 || !dash || dash < name + 3 || !cap) return 0;
+  snprintf(out, cap, "%.*s", (int)(dash - name - 2), name + 2);
+  return 1;
 }
 
 /* ---- the safe point ------------------------------------------------------------------ */

@@ -10,9 +10,10 @@
  *       open (18446744073709551615 when none), rewritten when it changes, at
  *       most every third of the session timeout: ZooKeeper's writes follow
  *       time, not transactions.
- *   workers/m-<seq>   ephemeral, sequential: one per running notification
- *       worker; data "<host>:<pid>". The buckets of notifications are divided
- *       over the members sorted by name (pc_member_partition).
+ *   workers/m-<group>-<seq>   ephemeral, sequential: one per running
+ *       notification worker; data "<host>:<pid>". Workers of one group run
+ *       the same observers; the buckets of notifications are divided over
+ *       the members of each group sorted by name (pc_member_partition).
  *   gc/safe_point     persistent: the garbage collector's safe point, decimal
  *       text; it only rises (pc_coord_publish_safe_point).
  *   locks/<name>      ephemeral: a cluster-wide lock, data the holder's session.
@@ -119,14 +120,17 @@ pc_status_t pc_coord_list(pc_coord_t *c, const char *group, uint32_t timeout_ms,
 
 typedef struct pc_member pc_member_t;
 
-/* Registers a notification worker: the ephemeral sequential node
- * workers/m-<seq> (made again under a new session after an expiry). The
- * buckets of notifications are divided over the members sorted by name;
+/* Registers a notification worker of group `group` (1..32 letters and
+ * digits: workers run the same observers exactly when their groups are
+ * equal): the ephemeral sequential node workers/m-<group>-<seq> (made again
+ * under a new session after an expiry). The buckets of notifications are
+ * divided over the members of its group sorted by name, so that every
+ * group, which alone runs its observers, scans every bucket;
  * pc_member_partition says which share this one takes. Returns NULL on error
  * (waiting at most timeout_ms); release with pc_member_leave (its node goes
  * at once). */
-pc_member_t *pc_member_join(pc_coord_t *c, uint32_t stable_ms, uint32_t timeout_ms,
-                            pc_error_t *err);
+pc_member_t *pc_member_join(pc_coord_t *c, const char *group, uint32_t stable_ms,
+                            uint32_t timeout_ms, pc_error_t *err);
 void pc_member_leave(pc_member_t *m);
 
 /* The share this member works on: index of count (count 0: none yet). It
@@ -136,6 +140,9 @@ void pc_member_leave(pc_member_t *m);
  * is kept. A member's first share is used at once. Never waits on
  * ZooKeeper. Returns 1 when the share changed since the last call. */
 int pc_member_partition(pc_member_t *m, uint32_t *index, uint32_t *count);
+/* The group of member node `name` ("m-<group>-<seq>") into out; 0 when name
+ * is not a member's. */
+int pc_member_group(const char *name, char *out, size_t cap);
 
 /* The buckets [*lo, *hi) of share index of count, of nbuckets buckets
  * (count > 0): contiguous ranges, in the members' order. */

@@ -2,8 +2,11 @@
  *
  * The worker's share. In a cluster coordinated through ZooKeeper each worker
  * is a member (lockservice/coord.h: an ephemeral sequential node under
- * workers/), and the buckets are divided over the members sorted by name,
- * a contiguous range each (Apache Fluo's scheme). A change of membership is
+ * workers/), and the buckets are divided over the members that run the same
+ * observers (its group), sorted by name, a contiguous range each (Apache
+ * Fluo's scheme, for each set of observers: a worker leaves the notifications
+ * of observers it does not run to their workers, so each group scans every
+ * bucket). A change of membership is
  * used once it has been stable for stable_ms, and meanwhile every worker
  * keeps the share it has, so a worker joining or leaving shifts the shares
  * without stopping the others; it costs no ZooKeeper write per claim or per
@@ -30,6 +33,8 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -52,10 +57,33 @@ pc_ls_t *pc_claims_local(pc_db_t *db) {
   return ls;
 }
 
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The worker's group in the membership: 16 hex digits of a hash (FNV-1a) of
+ * its observers' names, sorted. Workers that run the same observers share
+ * the buckets; workers that run other observers scan every bucket for them. */
+static void member_group(const pc_worker_t *w, char out[17]) {
+  const char **names = calloc(w->nslots ? w->nslots : 1, sizeof *names);
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; names && i < w->nslots; i++) names[i] = w->slots[i].obs->name;
+  if (names) qsort(names, w->nslots, sizeof *names, name_cmp);
+  for (size_t i = 0; names && i < w->nslots; i++)
+    for (const unsigned char *p = (const unsigned char *)names[i];; p++) {
+      h = (h ^ *p) * 1099511628211ull; /* the NUL too: it separates the names */
+      if (!*p) break;
+    }
+  free(names);
+  snprintf(out, 17, "%016" PRIx64, h);
+}
+
 pc_status_t pc_claims_start(pc_worker_t *w, pc_error_t *err) {
   if (!w->db->coordination) return PC_OK;
   uint32_t t = w->db->opts.timeout_ms < JOIN_TIMEOUT_MS ? JOIN_TIMEOUT_MS : w->db->opts.timeout_ms;
-  w->member = pc_member_join(w->db->coordination, w->o.stable_ms, t, err);
+  char group[17];
+  member_group(w, group);
+  w->member = pc_member_join(w->db->coordination, group, w->o.stable_ms, t, err);
   return w->member ? PC_OK : err->code;
 }
 

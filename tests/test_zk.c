@@ -288,12 +288,12 @@ static void test_membership_partition(void **state) {
   pc_coord_t *b = pc_coord_open(tu_zk_connect(server), root, 4000, 0, 20000, &err);
   assert_non_null(a);
   assert_non_null(b);
-  pc_member_t *ma = pc_member_join(a, 1500, 5000, &err);
+  pc_member_t *ma = pc_member_join(a, "g", 1500, 5000, &err);
   assert_non_null(ma);
   uint32_t count = 0;
   for (int i = 0; i < 500 && (share_of(ma, &count), count) == 0; i++) usleep(10000);
   assert_int_equal(count, 1); /* alone: every bucket, at once */
-  pc_member_t *mb = pc_member_join(b, 1500, 5000, &err);
+  pc_member_t *mb = pc_member_join(b, "g", 1500, 5000, &err);
   assert_non_null(mb);
   for (int i = 0; i < 500 && (share_of(mb, &count), count) == 0; i++) usleep(10000);
   assert_int_equal(count, 2); /* its first share at once: the second half */
@@ -319,6 +319,23 @@ static void test_membership_partition(void **state) {
   assert_true(strncmp(nodes[0].name, "m-", 2) == 0 && strcmp(nodes[0].name, nodes[1].name) < 0);
   assert_non_null(strchr(nodes[0].data, ':'));
   free(nodes);
+  /* a worker running other observers (another group) scans every bucket for
+   * them, and the first group's shares stay as they are */
+  pc_member_t *mh = pc_member_join(b, "h", 1500, 5000, &err);
+  assert_non_null(mh);
+  for (int i = 0; i < 500 && (share_of(mh, &count), count) == 0; i++) usleep(10000);
+  assert_int_equal(count, 1);
+  assert_int_equal(share_of(mh, &count), 0);
+  usleep(1600 * 1000); /* past the delay: the new membership is in use */
+  assert_int_equal(share_of(ma, &count), 0);
+  assert_int_equal(count, 2);
+  assert_int_equal(share_of(mb, &count), 1);
+  assert_int_equal(count, 2);
+  char group[64];
+  assert_int_equal(pc_member_group("m-h-0000000007", group, sizeof group), 1);
+  assert_string_equal(group, "h");
+  assert_int_equal(pc_member_group("x-0000000007", group, sizeof group), 0);
+  pc_member_leave(mh);
   /* a's session ends: b takes every bucket once the membership is stable */
   pc_member_leave(ma);
   pc_coord_close(a);

@@ -98,7 +98,9 @@ static void report_tso_elected(report_t *r, pc_coord_t *coord, const pc_config_t
                             ? NULL
                             : pc_tso_locator_on(coord, &auth, &err);
   if (coord) pc_config_auth_release(&auth);
-  pc_status_t st = l ? pc_tso_locator_info(l, STATUS_TIMEOUT_MS, &last, &err) : err.code;
+  pc_status_t st = l ? pc_tso_locator_info(l, STATUS_TIMEOUT_MS, &last, &err)
+                 : coord ? err.code
+                         : pc_error_set(&err, PC_UNAVAILABLE, "no ZooKeeper session to find it");
   if (l) pc_tso_locator_members(l, leader, sizeof leader, all, sizeof all);
   pc_tso_locator_destroy(l);
   const char *e = st == PC_OK ? NULL : err.text;
@@ -182,8 +184,17 @@ static void report_coordination(report_t *r, pc_coord_t *coord, const pc_config_
   if (pc_coord_list(coord, "workers", STATUS_TIMEOUT_MS, &v, &n, &err) == PC_OK) {
     if (!r->json) printf("%-18s %zu registered\n", "members", n);
     for (size_t i = 0; i < n; i++) {
-      uint32_t lo, hi;
-      pc_member_buckets((uint32_t)i, (uint32_t)n, PC_NOTIFY_BUCKETS, &lo, &hi);
+      /* its share among the members of its group (those running the same
+       * observers; the names are sorted, so a group's are contiguous) */
+      char group[64] = "", g[64];
+      uint32_t index = 0, count = 0, lo = 0, hi = 0;
+      pc_member_group(v[i].name, group, sizeof group);
+      for (size_t k = 0; k < n; k++) {
+        if (!pc_member_group(v[k].name, g, sizeof g) || strcmp(g, group) != 0) continue;
+        if (k < i) index++;
+        count++;
+      }
+      if (count) pc_member_buckets(index, count, PC_NOTIFY_BUCKETS, &lo, &hi);
       char who[256];
       snprintf(who, sizeof who, "%s", v[i].data);
       char *sp = strchr(who, ' '); /* the process, without the member's token */
@@ -191,6 +202,7 @@ static void report_coordination(report_t *r, pc_coord_t *coord, const pc_config_
       if (!r->json) printf("  member %s  %s  buckets [%u, %u)\n", v[i].name, who, lo, hi);
       json_t *o = json_object();
       json_object_set_new(o, "node", json_string(v[i].name));
+      json_object_set_new(o, "group", json_string(group));
       json_object_set_new(o, "process", json_string(who));
       json_object_set_new(o, "buckets", json_pack("[i, i]", (json_int_t)lo, (json_int_t)hi));
       json_array_append_new(arr, o);
