@@ -156,8 +156,9 @@ int pc_daemon_has_workers(const pc_daemon_t *d) {
 
 static void stage(pc_daemon_t *d, const char *what) { atomic_store(&d->stage, what); }
 
-void pc_daemon_stop(pc_daemon_t *d) {
-  if (!d) return;
+/* pc_daemon_stop but the release of d, which the shutdown's watchdog may
+ * still be reading. */
+static void stop_all(pc_daemon_t *d) {
   uint64_t t0 = pc_now_mono_ms();
   /* other processes' requests stop now: every server stops accepting and
    * reading, and the graces of the requests in flight run together */
@@ -180,6 +181,11 @@ void pc_daemon_stop(pc_daemon_t *d) {
     pc_log(PC_LOG_INFO, "stopped in %llu ms (collector %llu ms, workers %llu ms, servers and "
            "stores %llu ms)", (unsigned long long)(t3 - t0), (unsigned long long)(t1 - t0),
            (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
+}
+
+void pc_daemon_stop(pc_daemon_t *d) {
+  if (!d) return;
+  stop_all(d);
   free(d);
 }
 
@@ -190,17 +196,19 @@ uint32_t pc_daemon_stop_bound_ms(const pc_daemon_t *d) {
 }
 
 typedef struct watchdog {
-  pc_daemon_t *d;
+  pc_daemon_t *d; /* released only once the watchdog is joined */
   const sigset_t *sigs;
   int forced_status;
+  uint32_t bound_ms;
+  uint64_t until_ms; /* the stop's deadline, counted from the signal */
   _Atomic int done;
 } watchdog_t;
 
 /* Ends the process when the stop outlasts its bound or a second signal comes. */
 static void *watchdog_main(void *arg) {
   watchdog_t *w = arg;
-  uint32_t bound = pc_daemon_stop_bound_ms(w->d);
-  uint64_t until = pc_now_mono_ms() + bound;
+  uint32_t bound = w->bound_ms;
+  uint64_t until = w->until_ms;
   while (!atomic_load(&w->done)) {
     struct timespec slice = {0, 100 * 1000000L};
     int sig = sigtimedwait(w->sigs, NULL, &slice);
@@ -220,11 +228,14 @@ static void *watchdog_main(void *arg) {
 
 void pc_daemon_shutdown(pc_daemon_t *d, const sigset_t *sigs, int forced_status) {
   if (!d) return;
-  watchdog_t w = {d, sigs, forced_status, 0};
+  /* the bound is counted from now, however late the watchdog starts */
+  uint32_t bound = pc_daemon_stop_bound_ms(d);
+  watchdog_t w = {d, sigs, forced_status, bound, pc_now_mono_ms() + bound, 0};
   pthread_t t;
   int watching = pthread_create(&t, NULL, watchdog_main, &w) == 0;
   if (!watching) pc_log(PC_LOG_WARN, "cannot start the shutdown watchdog; stopping unbounded");
-  pc_daemon_stop(d);
+  stop_all(d);
   atomic_store(&w.done, 1);
   if (watching) pthread_join(t, NULL);
+  free(d);
 }
