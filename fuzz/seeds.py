@@ -79,13 +79,14 @@ def config():
             "write_buffer_mb": 16, "lazy_start": true},
   "tso": {"listen": "127.0.0.1:7000", "http": "127.0.0.1:7001", "data_dir": "/var/tso",
           "window_ms": 1000},
-  "lockservice": {"listen": "[::1]:7200", "http": "localhost:7201", "session_ttl_ms": 5000},
+  "zookeeper": {"connect": "[::1]:2181,zk2:2181", "root": "/percolator/fuzz",
+                "session_timeout_ms": 5000},
   "tablets": [
     {"name": "t1", "listen": "10.0.0.1:7100", "http": "10.0.0.1:7101", "end": "m\\u0000x"},
     {"name": "t2", "listen": "10.0.0.2:7100", "start": "m\\u0000x", "end": "q"},
     {"name": "t3", "listen": "10.0.0.3:7100", "start": "q", "data_dir": "/data/t3"}
   ],
-  "workers": {"threads": 8, "scan": {"buckets_per_claim": 32, "idle_ms": 250},
+  "workers": {"threads": 8, "scan": {"buckets_per_claim": 32, "idle_ms": 250, "stable_ms": 500},
               "max_failures": 3, "backoff_ms": 500, "http": "127.0.0.1:0",
               "plugins": [{"path": "/opt/p/a.so"},
                           {"path": "b.so", "config": {"table": "docs", "n": [1, 2.5, null]}}]}

@@ -131,18 +131,14 @@ static int local_session(pc_worker_t *w, uint64_t *session) {
   return pc_ls_session_open(w->local, LOCAL_SESSION_TTL_MS, session, &err) == PC_OK;
 }
 
-/* The cluster-wide lock for name: the ZooKeeper lock (coord.h) named by the
- * hex digits of name, as a lock's name may hold only letters, digits and a
- * few signs. Returns 0 when name is too long for one. */
+/* The cluster-wide lock for name: the ZooKeeper lock (coord.h) named by a
+ * hash (FNV-1a, 64 bits) of name, as a lock's name may hold only letters,
+ * digits and a few signs, and is short. Two names of one hash would only
+ * take turns. */
 static int cluster_lock_name(const char *name, size_t nl, char *out, size_t cap) {
-  static const char hex[] = "0123456789abcdef";
-  if (2 * nl + 1 > cap) return 0;
-  for (size_t i = 0; i < nl; i++) {
-    out[2 * i] = hex[(unsigned char)name[i] >> 4];
-    out[2 * i + 1] = hex[(unsigned char)name[i] & 15];
-  }
-  out[2 * nl] = 0;
-  return 1;
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < nl; i++) h = (h ^ (unsigned char)name[i]) * 1099511628211ull;
+  return snprintf(out, cap, "named-%016" PRIx64, h) < (int)cap;
 }
 
 int pc_lock_take(pc_worker_t *w, uint64_t *session, const char *name, size_t nl) {
