@@ -90,6 +90,10 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                         "Rollback records deleted by GC", g.deleted.rollbacks);
       pc_metric_counter(out, "percolator_gc_data_deleted_total",
                         "Data cells of large values deleted by GC", g.deleted.data);
+      if (r->coord)
+        pc_metric_gauge(out, "percolator_zookeeper_session_state",
+                        "ZooKeeper session: 0 connecting, 1 connected, 2 expired, -1 none",
+                        pc_coord_zk_state(r->coord));
       break;
     }
   }
@@ -241,10 +245,25 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     else if (st == PC_OK) st = err ? err->code : PC_IO_ERROR;
   }
   free(dir);
+  if (st == PC_OK && d->coord) {
+    /* a pass this tablet missed (down, or partitioned) may have published a
+     * higher safe point, below which the other tablets deleted: refuse the
+     * reads they refuse before serving any */
+    uint64_t safe = 0;
+    st = pc_coord_safe_point(d->coord, d->cfg->store.timeout_ms, &safe, err);
+    if (st != PC_OK) pc_error_prefix(err, "reading the published safe point");
+    else if (safe > store->ops->gc_safe_point(store))
+      st = pc_local_store_raise_gc_safe_point(store, safe, err);
+    if (st != PC_OK) {
+      store->ops->close(store);
+      store = NULL;
+    }
+  }
   if (st != PC_OK) {
     pc_error_prefix(err, "tablet %s", t->name);
     return st;
   }
+  r->coord = d->coord;
   pc_row_range_t range = {t->start, t->start_len, t->end, t->end_len};
   r->tablet = pc_tablet_create(t->name, store, &range, ts_from_provider, &d->ts);
   if (!r->tablet) {

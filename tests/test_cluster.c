@@ -15,6 +15,8 @@
  *   - a tablet server killed and restarted under a bank workload loses no
  *     acknowledged transfer and breaks no total;
  *   - the oracle killed and restarted under load never goes back;
+ *   - a tablet server down while a garbage-collection pass publishes its
+ *     safe point starts again with that safe point (from ZooKeeper);
  *   - hostile bytes to every daemon (truncated frames, absurd lengths, bad
  *     versions, unknown ops, random bytes, malformed bodies of every op, slow
  *     senders) leave every daemon alive, serving and small, while a normal
@@ -57,6 +59,10 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/keys.h"
+#include "config/config.h"
+#include "lockservice/coord.h"
+#include "net/rpc.h"
+#include "tablet/tablet.h"
 #include "tests/testutil.h"
 
 /* ---- small utilities ---------------------------------------------------- */
@@ -1032,6 +1038,54 @@ static int min_count(ts_worker_t *w, int n, int after) {
   return m;
 }
 
+/* A tablet server that was down while a garbage-collection pass published
+ * its safe point (the pass could not reach it, while the other tablets
+ * deleted below it) starts with that safe point, read from ZooKeeper: it
+ * refuses the reads the others refuse. */
+static void test_tablet_loads_published_safe_point(void **state) {
+  fixture_t *fx = *state;
+  NEED_CLUSTER(fx);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/cluster.json", fx->dir);
+  pc_error_t err;
+  pc_config_t *cfg = pc_config_load(path, &err);
+  if (!cfg) fail_msg("%s: %s", path, err.text);
+  pc_db_t *db = open_config(path);
+  uint64_t ts = 0;
+  if (pc_db_timestamp(db, 20000, &ts, &err) != PC_OK) fail_msg("timestamp: %s", err.text);
+  pc_db_close(db);
+  pid_t t1 = tu_cluster_pid(fx->dir, 2);
+  assert_true(t1 > 0);
+  assert_int_equal(kill(t1, SIGKILL), 0);
+  assert_true(wait_dead_unreaped(t1, 10000));
+  /* the pass that t1 misses: its safe point published, as pc_db_gc does first */
+  pc_coord_t *c = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
+                                cfg->zookeeper.session_timeout_ms, 0, 20000, &err);
+  if (!c) fail_msg("coordination: %s", err.text);
+  uint64_t published = 0;
+  if (pc_coord_publish_safe_point(c, ts, 20000, &published, &err) != PC_OK)
+    fail_msg("publish: %s", err.text);
+  pc_coord_close(c);
+  assert_true(published >= ts);
+  tu_cluster_restart(fx->dir, 2);
+  assert_int_equal(waitpid(t1, NULL, 0), t1);
+  pc_rpc_client_t *rc = pc_config_rpc_client(cfg, cfg->tablets[0].listen.host,
+                                             cfg->tablets[0].listen.port, &err);
+  if (!rc) fail_msg("client of t1: %s", err.text);
+  pc_buf_t name = {0};
+  uint64_t ops = 0;
+  pc_tablet_gc_t gc;
+  memset(&gc, 0, sizeof gc);
+  if (pc_tablet_remote_info(rc, 20000, &name, &ops, &gc, &err) != PC_OK)
+    fail_msg("info of t1: %s", err.text);
+  pc_rpc_client_destroy(rc);
+  pc_buf_free(&name);
+  if (gc.safe_point < published)
+    fail_msg("restarted t1's safe point %llu is below the published %llu",
+             (unsigned long long)gc.safe_point, (unsigned long long)published);
+  pc_config_free(cfg);
+}
+
 static void test_oracle_kill_restart(void **state) {
   fixture_t *fx = *state;
   NEED_CLUSTER(fx);
@@ -1765,6 +1819,8 @@ int main(int argc, char **argv) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_tablet_kill_restart, setup_cluster, teardown),
       cmocka_unit_test_setup_teardown(test_oracle_kill_restart, setup_cluster, teardown),
+      cmocka_unit_test_setup_teardown(test_tablet_loads_published_safe_point, setup_cluster,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_hostile_input, setup_cluster, teardown),
       cmocka_unit_test_setup_teardown(test_wrong_secret, setup_plain, teardown),
   };
