@@ -34,6 +34,7 @@ typedef struct role {
   pc_tso_node_t *node;   /* ROLE_TSO elected in ZooKeeper ("zookeeper" configured) */
   pc_tablet_t *tablet;   /* ROLE_TABLET */
   int dir_lock;          /* ROLE_TABLET: its data directory's lock (core/db.h), or -1 */
+  pc_coord_t *coord;     /* ROLE_TABLET in a cluster: the process's ZooKeeper session */
 } role_t;
 
 /* Where tablets get commit timestamps for one-phase commits. */

@@ -50,6 +50,10 @@ static void worker_metrics(void *ctx, pc_buf_t *out) {
   pc_metric_counter(out, "percolator_worker_claims_total", "Bucket claims taken", s.claims_taken);
   pc_metric_counter(out, "percolator_worker_claims_busy_total",
                     "Bucket claims skipped (held by another worker)", s.claims_busy);
+  if (w->db->coordination)
+    pc_metric_gauge(out, "percolator_zookeeper_session_state",
+                    "ZooKeeper session: 0 connecting, 1 connected, 2 expired, -1 none",
+                    pc_coord_zk_state(w->db->coordination));
   /* one family per counter, one sample per observer */
   static const struct {
     const char *name, *help;

@@ -10,7 +10,8 @@
 #      a worker running PLUGIN (an observer of docs
 #      raw:text, observers/examples/normalize_count.c) with workers.http; after
 #      writes that the observer processes, every endpoint's /metrics passes,
-#      and the worker's holds its latency histogram with observations.
+#      the worker's holds its latency histogram with observations, and every
+#      role reports its ZooKeeper session as connected.
 set -u
 CLI=${1:?usage: test_metrics.sh PERCOLATOR PROM_CHECK PLUGIN}
 CHECK=${2:?usage: test_metrics.sh PERCOLATOR PROM_CHECK PLUGIN}
@@ -127,6 +128,11 @@ ep=$(grep -o '"http": *"[^"]*"' wready.json | head -1 | sed 's/.*"\([^"]*\)"$/\1
 [ -n "$ep" ] || fail "no workers.http endpoint in the worker's ready file: $(cat wready.json)"
 metrics "$ep" >worker.prom
 "$CHECK" worker <worker.prom 2>worker.err || fail "worker /metrics: $(cat worker.err)"
+# every role of the cluster reports its ZooKeeper session, connected
+for role in tso t1 t2 worker; do
+  grep -qx 'percolator_zookeeper_session_state 1' "$role.prom" ||
+    fail "$role /metrics has no connected ZooKeeper session: $(grep zookeeper "$role.prom")"
+done
 grep -qE '^percolator_notification_latency_ms_count [1-9]' worker.prom ||
   fail "the worker's histogram counts no observation: $(grep latency worker.prom)"
 grep -qE '^percolator_observer_runs_total\{observer="[^"]+"\} [1-9]' worker.prom ||
