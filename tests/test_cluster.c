@@ -61,8 +61,6 @@
 #include "core/keys.h"
 #include "config/config.h"
 #include "lockservice/coord.h"
-#include "net/rpc.h"
-#include "tablet/tablet.h"
 #include "tests/testutil.h"
 
 /* ---- small utilities ---------------------------------------------------- */
@@ -1041,7 +1039,8 @@ static int min_count(ts_worker_t *w, int n, int after) {
 /* A tablet server that was down while a garbage-collection pass published
  * its safe point (the pass could not reach it, while the other tablets
  * deleted below it) starts with that safe point, read from ZooKeeper: it
- * refuses the reads the others refuse. */
+ * refuses the reads the others refuse, here a read of a snapshot taken
+ * before the safe point. */
 static void test_tablet_loads_published_safe_point(void **state) {
   fixture_t *fx = *state;
   NEED_CLUSTER(fx);
@@ -1051,9 +1050,12 @@ static void test_tablet_loads_published_safe_point(void **state) {
   pc_config_t *cfg = pc_config_load(path, &err);
   if (!cfg) fail_msg("%s: %s", path, err.text);
   pc_db_t *db = open_config(path);
+  pc_txn_t *old = pc_txn_begin(db, &err); /* its snapshot: below the safe point */
+  if (!old) fail_msg("begin: %s", err.text);
+  pc_txn_set_timeout_ms(old, 20000);
   uint64_t ts = 0;
   if (pc_db_timestamp(db, 20000, &ts, &err) != PC_OK) fail_msg("timestamp: %s", err.text);
-  pc_db_close(db);
+  assert_true(ts > pc_txn_start_ts(old));
   pid_t t1 = tu_cluster_pid(fx->dir, 2);
   assert_true(t1 > 0);
   assert_int_equal(kill(t1, SIGKILL), 0);
@@ -1069,20 +1071,17 @@ static void test_tablet_loads_published_safe_point(void **state) {
   assert_true(published >= ts);
   tu_cluster_restart(fx->dir, 2);
   assert_int_equal(waitpid(t1, NULL, 0), t1);
-  pc_rpc_client_t *rc = pc_config_rpc_client(cfg, cfg->tablets[0].listen.host,
-                                             cfg->tablets[0].listen.port, &err);
-  if (!rc) fail_msg("client of t1: %s", err.text);
-  pc_buf_t name = {0};
-  uint64_t ops = 0;
-  pc_tablet_gc_t gc;
-  memset(&gc, 0, sizeof gc);
-  if (pc_tablet_remote_info(rc, 20000, &name, &ops, &gc, &err) != PC_OK)
-    fail_msg("info of t1: %s", err.text);
-  pc_rpc_client_destroy(rc);
-  pc_buf_free(&name);
-  if (gc.safe_point < published)
-    fail_msg("restarted t1's safe point %llu is below the published %llu",
-             (unsigned long long)gc.safe_point, (unsigned long long)published);
+  /* row "a" is t1's ("" .. "acct25") */
+  char *v = NULL;
+  size_t n = 0;
+  pc_status_t st = pc_txn_get(old, "bank", "a", 1, "bal", 3, &v, &n, &err);
+  pc_free(v);
+  if (st != PC_ABORTED || !strstr(err.text, "safe point"))
+    fail_msg("a read of snapshot %llu on the restarted t1 (published safe point %llu): %s: %s",
+             (unsigned long long)pc_txn_start_ts(old), (unsigned long long)published,
+             pc_status_name(st), st == PC_OK ? "" : err.text);
+  pc_txn_destroy(old);
+  pc_db_close(db);
   pc_config_free(cfg);
 }
 
