@@ -26,7 +26,10 @@
 #               threads); documents/s from the start of the load until
 #               `percolator wait` returns (every notification acknowledged);
 #   cluster     `percolator run` with two tablets on this machine and 1, 2, 4
-#               worker processes (--procs), generated corpus (and real with 2);
+#               worker processes (--procs), generated corpus (and real with 2),
+#               coordinated through a private ZooKeeper server (tests/zk_lib.sh:
+#               Debian's zookeeper package on 127.0.0.1, started once, stopped
+#               at the end);
 #   check       each of our runs' clusters, canonical URLs, members and
 #               postings (`clusters`, `search --all`) against PostgreSQL's,
 #               line for line;
@@ -88,6 +91,7 @@ pids=()
 cleanup() { # (a pid already gone must not stop it: errexit applies here too)
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ -n "${ZK_PID:-}" ]; then kill -9 "$ZK_PID" 2>/dev/null || true; wait "$ZK_PID" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -152,14 +156,28 @@ stop() { kill -TERM "$1"; wait "$1" || true; }
 # then do the timestamps' milliseconds tell the time, as freshness needs.
 clock_caught_up() { sleep 3.5; }
 
+# zookeeper: the clusters' private ZooKeeper server, started on first use
+# (zk_lib.sh's checks fail softly: errexit is off while it starts); sets ZK_CONNECT
+zookeeper() {
+  [ -n "${ZK_CONNECT:-}" ] && return 0
+  WORK=$work PIDS=()
+  fail() { echo "dedup.sh: $*" >&2; exit 1; }
+  . "$(dirname "$0")/../tests/zk_lib.sh"
+  set +e
+  zk_start
+  set -e
+}
+
 # cluster TAG NPROCS SPLIT: `percolator run` (two tablets split at row SPLIT)
 # and NPROCS worker processes; client config in $C
 cluster() {
-  local d="$work/$1" k
+  local d="$work/$1" k zk
   mkdir -p "$d"
+  zookeeper
+  zk="\"zookeeper\": {\"connect\": \"$ZK_CONNECT\", \"root\": \"/percolator/$1\"}"
   cat >"$d/run.json" <<JSON
-{"data_dir": "$d/data", "log": {"level": "warn"}, "store": {"gc_interval_ms": 0},
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+{"data_dir": "$d/data", "log": {"level": "warn"}, "store": {"gc_interval_ms": 0}, $zk,
+ "tso": {"listen": "127.0.0.1:0"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$3"},
              {"name": "t2", "listen": "127.0.0.1:0", "start": "$3"}]}
 JSON
@@ -169,7 +187,7 @@ JSON
   ep() { grep -o "\"$1\": *{[^}]*}" "$d/ready.json" | grep -o '"listen": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/'; }
   C="$d/client.json"
   cat >"$C" <<JSON
-{"store": {"gc_interval_ms": 0}, "tso": {"listen": "$(ep tso)"}, "lockservice": {"listen": "$(ep lockservice)"},
+{"store": {"gc_interval_ms": 0}, $zk, "tso": {"listen": "$(ep tso)"},
  "tablets": [{"name": "t1", "listen": "$(ep t1)", "end": "$3"},
              {"name": "t2", "listen": "$(ep t2)", "start": "$3"}],
  "workers": {"threads": $threads, "scan": {"idle_ms": 10, "buckets_per_claim": 64}, "plugins": [{"path": "$plugin"}]}}

@@ -22,7 +22,11 @@
  *           --sync
  * Clients: a database opened with pc_db_open_config on a client configuration
  * naming the tso and the tablet (so timestamps go through the process's
- * batcher over the network), and a pc_rpc_client of the raw server.
+ * batcher over the network), and a pc_rpc_client of the raw server. The
+ * configuration is a served directory's (marked "served": one process serves
+ * the data, its oracle at tso.listen, without coordination), the shape these
+ * in-process servers have; ZooKeeper is on neither measured path, as a
+ * cluster's timestamps also come from the oracle's memory.
  *
  *   transactional read  = pc_txn_begin + pc_txn_get + pc_txn_commit (read-only)
  *                         + pc_txn_destroy: two round trips (tso, tablet GET);
@@ -479,12 +483,12 @@ static int setup(bench_t *b, json_t *info) {
     return -1;
   }
   fprintf(f,
-          "{\"data_dir\": \"%s/client\", \"log\": {\"level\": \"warn\"},\n"
+          "{\"data_dir\": \"%s/client\", \"served\": \"%s\", \"log\": {\"level\": \"warn\"},\n"
           " \"store\": {\"sync\": %s, \"lazy_start\": %s},\n"
           " \"tso\": {\"listen\": \"127.0.0.1:%u\"},\n"
           " \"tablets\": [{\"name\": \"t1\", \"listen\": \"127.0.0.1:%u\", \"start\": \"\", "
           "\"end\": \"\"}]}\n",
-          b->dir, b->p.sync ? "true" : "false", b->p.lazy_start ? "true" : "false",
+          b->dir, b->dir, b->p.sync ? "true" : "false", b->p.lazy_start ? "true" : "false",
           (unsigned)pc_rpc_server_port(b->tso_srv),
           (unsigned)pc_rpc_server_port(b->tablet_srv));
   if (fclose(f) != 0) return -1;

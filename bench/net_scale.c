@@ -2,8 +2,9 @@
  *
  * For each tablet count of --tablets (default 1,3) this starts a real daemon,
  * `percolator --config C run --ready-file R` (every role in one process: the
- * oracle, the lock service and the tablets, on 127.0.0.1 with ephemeral
- * ports; the binary is --cli, by default apps/cli/percolator of the build
+ * oracle and the tablets, on 127.0.0.1 with ephemeral ports, coordinated
+ * through a private standalone ZooKeeper server that this program starts
+ * once, tests/zkharness.c; the binary is --cli, by default apps/cli/percolator of the build
  * directory this benchmark was built in), writes a client configuration from
  * the ports in R, preloads --keys accounts ("acct000000".., balance 1000)
  * whose rows are split evenly over the tablets' ranges, and then, for each
@@ -54,6 +55,7 @@
 #include <percolator/percolator.h>
 
 #include "benchutil.h"
+#include "tests/zkharness.h"
 
 #define TABLE "bank"
 #define COLUMN "bal"
@@ -74,7 +76,7 @@ typedef struct params {
   uint64_t keys;
   int read_pct;
   int sync;
-  int lockd;
+  const char *zk_connect; /* the private ZooKeeper server */
   uint64_t seed;
   const char *parent;
 } params_t;
@@ -461,11 +463,9 @@ static json_t *make_config(const params_t *p, const char *dir, int n, json_t *re
   ep = ready ? json_string_value(json_object_get(json_object_get(ready, "tso"), "listen"))
              : "127.0.0.1:0";
   json_object_set_new(c, "tso", json_pack("{s:s}", "listen", ep ? ep : "?"));
-  if (p->lockd) {
-    ep = ready ? json_string_value(json_object_get(json_object_get(ready, "lockservice"), "listen"))
-               : "127.0.0.1:0";
-    json_object_set_new(c, "lockservice", json_pack("{s:s}", "listen", ep ? ep : "?"));
-  }
+  snprintf(buf, sizeof buf, "/percolator/net-scale-%d", n);
+  json_object_set_new(c, "zookeeper",
+                      json_pack("{s:s, s:s}", "connect", p->zk_connect, "root", buf));
   for (int i = 0; i < n; i++) {
     char name[16], start[32] = "", end[32] = "";
     snprintf(name, sizeof name, "t%d", i + 1);
@@ -689,7 +689,6 @@ static void usage(FILE *f) {
           "  --keys N          accounts (default 10000)\n"
           "  --read-pct P      percent of read-only transactions (default 20)\n"
           "  --sync 0|1        the tablets fsync every write (default 0)\n"
-          "  --lockd 0|1       run the lock service too (default 1)\n"
           "  --seed N          (default 42)\n"
           "  --dir D           parent of the temporary directory (default /tmp)\n"
           "Prints one JSON document on stdout.\n",
@@ -702,11 +701,11 @@ static int parse_args(int argc, char **argv, params_t *p, char *cli_buf, size_t 
       {"procs", required_argument, NULL, 'P'},    {"threads", required_argument, NULL, 't'},
       {"seconds", required_argument, NULL, 's'},  {"ops", required_argument, NULL, 'o'},
       {"keys", required_argument, NULL, 'k'},     {"read-pct", required_argument, NULL, 'R'},
-      {"sync", required_argument, NULL, 'y'},     {"lockd", required_argument, NULL, 'L'},
+      {"sync", required_argument, NULL, 'y'},
       {"seed", required_argument, NULL, 'e'},     {"dir", required_argument, NULL, 'd'},
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   *p = (params_t){.tablets = {1, 3}, .ntablets = 2, .procs = {1, 2, 4}, .nprocs = 3,
-                  .threads = 1, .seconds = 3, .keys = 10000, .read_pct = 20, .lockd = 1,
+                  .threads = 1, .seconds = 3, .keys = 10000, .read_pct = 20,
                   .seed = 42, .parent = "/tmp"};
   int c;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -735,10 +734,6 @@ static int parse_args(int argc, char **argv, params_t *p, char *cli_buf, size_t 
       case 'y':
         if (bu_parse_u64(optarg, 0, 1, &v)) bad = "--sync";
         else p->sync = (int)v;
-        break;
-      case 'L':
-        if (bu_parse_u64(optarg, 0, 1, &v)) bad = "--lockd";
-        else p->lockd = (int)v;
         break;
       case 'e': if (bu_parse_u64(optarg, 0, INT64_MAX, &p->seed)) bad = "--seed"; break;
       case 'd': p->parent = optarg; break;
@@ -798,6 +793,9 @@ int main(int argc, char **argv) {
 
   char dir[4096];
   if (bu_make_temp_dir(dir, sizeof dir, p.parent, "net-scale", "net_scale") != 0) return 1;
+  /* the daemons' coordination; a child of this process (it dies with it) */
+  tu_zk_t *zk = tu_zk_start(1);
+  p.zk_connect = tu_zk_connect(zk);
   json_t *doc = json_object();
   bu_json_head(doc, "net_scale");
   json_object_set_new(doc, "cli", json_string(p.cli));
@@ -810,7 +808,6 @@ int main(int argc, char **argv) {
   json_object_set_new(par, "keys", json_integer((json_int_t)p.keys));
   json_object_set_new(par, "read_pct", json_integer(p.read_pct));
   json_object_set_new(par, "sync", json_integer(p.sync));
-  json_object_set_new(par, "lockd", json_integer(p.lockd));
   json_object_set_new(par, "seed", json_integer((json_int_t)p.seed));
   json_object_set_new(doc, "params", par);
   json_object_set_new(doc, "cpus_online", bu_json_cpus_online());
@@ -934,6 +931,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nchild; i++) reap(child_pids[i], 5000, NULL);
   nchild = 0;
   stop_daemon(NULL);
+  tu_zk_stop(zk);
   bu_remove_tree(dir);
   return bu_json_finish(doc, rc);
 }

@@ -13,7 +13,9 @@
  *                rows (two-phase commit across two tablets) for --seconds
  *                against a daemon of this process (an oracle and two tablets,
  *                daemon/daemon.h) configured with "zookeeper", and against the
- *                same daemon without it; ratio = zookeeper / plain
+ *                same daemon without coordination (the configuration of a
+ *                served directory, the one cluster shape without ZooKeeper);
+ *                ratio = zookeeper / plain
  *   failover     --kills times: two oracle processes (this program run again
  *                as `node`), a client fetching timestamps from one thread; the
  *                leader is SIGKILLed and the time from the kill to the next
@@ -182,7 +184,8 @@ static int free_port(void) {
 }
 
 /* Writes a cluster configuration (an oracle, tablets t1 ["", "k") and t2
- * ["k", "")), with "zookeeper" under root when root is not NULL. */
+ * ["k", "")), with "zookeeper" under root when root is not NULL, else marked
+ * "served" (one process serves the data, without coordination). */
 static void write_config(const char *path, const char *sub, const char *root, long lock_ttl) {
   FILE *f = fopen(path, "w");
   if (!f) die(path, NULL);
@@ -191,6 +194,8 @@ static void write_config(const char *path, const char *sub, const char *root, lo
   if (root)
     fprintf(f, "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"%s\",\"session_timeout_ms\":%u},",
             tu_zk_connect(zk), root, opt.session_ms);
+  else
+    fprintf(f, "\"served\":\"%s/%s\",", dir, sub);
   fprintf(f,
           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"tablets\":["
           "{\"name\":\"t1\",\"listen\":\"127.0.0.1:%d\",\"start\":\"\",\"end\":\"k\"},"

@@ -702,17 +702,6 @@ static pc_status_t tso_field(vctx_t *c, void *dst, int which, const json_t *v, i
   }
 }
 
-static const char *const lockservice_keys[] = {"listen", "http", "session_ttl_ms"};
-
-static pc_status_t lockservice_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
-  pc_config_t *cfg = dst;
-  switch (which) {
-    case 0: return get_endpoint(c, v, n, &cfg->lockservice.listen);
-    case 1: return get_endpoint(c, v, n, &cfg->lockservice.http);
-    default: return get_uint(c, v, n, 100, 600000, &cfg->lockservice.session_ttl_ms);
-  }
-}
-
 /* An ensemble: "host:port[,host:port]..." with every endpoint well formed. */
 static pc_status_t get_ensemble(vctx_t *c, const json_t *v, int32_t n, char **out) {
   pc_status_t st = get_str(c, v, n, out);
@@ -954,13 +943,15 @@ static pc_status_t parse_tablets(vctx_t *c, pc_config_t *cfg, const json_t *arr,
   return st;
 }
 
-static const char *const scan_keys[] = {"buckets_per_claim", "idle_ms", "batch_wait_ms"};
+static const char *const scan_keys[] = {"buckets_per_claim", "idle_ms", "batch_wait_ms",
+                                        "stable_ms"};
 
 static pc_status_t scan_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
   if (which == 0) return get_uint(c, v, n, 1, 1024, &cfg->workers.scan.buckets_per_claim);
+  if (which == 1) return get_uint(c, v, n, 1, 60000, &cfg->workers.scan.idle_ms);
   if (which == 2) return get_uint(c, v, n, 0, 60000, &cfg->workers.scan.batch_wait_ms);
-  return get_uint(c, v, n, 1, 60000, &cfg->workers.scan.idle_ms);
+  return get_uint(c, v, n, 0, 600000, &cfg->workers.scan.stable_ms);
 }
 
 static const char *const plugin_keys[] = {"path", "config"};
@@ -1133,7 +1124,8 @@ static pc_status_t limits_field(vctx_t *c, void *dst, int which, const json_t *v
 
 static const char *const root_keys[] = {"data_dir", "secret",      "log",     "store",
                                         "tso",      "lockservice", "tablets", "workers",
-                                        "zookeeper", "system_secret", "tls", "limits"};
+                                        "zookeeper", "system_secret", "tls", "limits",
+                                        "served"};
 
 static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -1152,9 +1144,11 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
       cfg->tso.set = 1;
       return walk(c, v, n, tso_keys, NKEYS(tso_keys), tso_field, cfg);
     case 5:
-      if ((st = want_object(c, v, n)) != PC_OK) return st;
-      cfg->lockservice.set = 1;
-      return walk(c, v, n, lockservice_keys, NKEYS(lockservice_keys), lockservice_field, cfg);
+      return fail_at(c, node_off(c, n),
+                     "the lock service daemon (\"lockd\") is retired: a cluster coordinates "
+                     "through ZooKeeper; remove this section and write \"zookeeper\": "
+                     "{\"connect\": \"host:port,...\", \"root\": \"/percolator/NAME\"} "
+                     "(docs/CONFIG.md)");
     case 6: return parse_tablets(c, cfg, v, n);
     case 7:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
@@ -1171,9 +1165,10 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
     }
     case 9: return get_str(c, v, n, &cfg->system_secret);
     case 10: return parse_tls(c, cfg, v, n);
-    default:
+    case 11:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       return walk(c, v, n, limits_keys, NKEYS(limits_keys), limits_field, cfg);
+    default: return get_str(c, v, n, &cfg->served);
   }
 }
 
@@ -1210,7 +1205,7 @@ pc_config_t *pc_config_default(void) {
   cfg->store.timeout_ms = 10000;
   cfg->store.one_phase_commit = 1;
   cfg->tso.window_ms = 3000;
-  cfg->lockservice.session_ttl_ms = 10000;
+  cfg->workers.scan.stable_ms = 3000;
   cfg->zookeeper.session_timeout_ms = 10000;
   cfg->workers.threads = 4;
   cfg->workers.scan.buckets_per_claim = 16;
@@ -1263,6 +1258,7 @@ void pc_config_free(pc_config_t *cfg) {
   for (size_t k = 0; k < t->nsystem_cn; k++) free(t->system_cn[k]);
   free(t->system_cn);
   free(cfg->system_secret);
+  free(cfg->served);
   free(cfg->secret);
   free(cfg->data_dir);
   free(cfg->workers.journal_dir);
@@ -1369,14 +1365,16 @@ pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_
     goto fail;
   }
   if (walk(&c, root, 0, root_keys, NKEYS(root_keys), root_field, cfg) != PC_OK) goto fail;
-  if (cfg->zookeeper.set && cfg->lockservice.set) {
-    /* one coordination engine: in a cluster on ZooKeeper the lock service's
-     * sessions are ZooKeeper's */
+  if (cfg->ntablets && !cfg->zookeeper.set && !cfg->served) {
+    /* a cluster has one coordination engine, ZooKeeper; only the client
+     * configuration a worker writes for the embedded directory it serves
+     * (one process, one machine) runs without one */
     path_pop(&c, 0);
-    path_key(&c, "lockservice", 11);
-    fail_at(&c, node_off(&c, member_node(&c, 0, "lockservice", 11)),
-            "the lock service daemon is not used with \"zookeeper\": clients' sessions and "
-            "liveness live in ZooKeeper (remove this section)");
+    path_key(&c, "tablets", 7);
+    fail_at(&c, node_off(&c, member_node(&c, 0, "tablets", 7)),
+            "a cluster needs a \"zookeeper\" section ({\"connect\": \"host:port,...\", "
+            "\"root\": \"/percolator/NAME\"}): its oracles, clients and workers coordinate "
+            "through ZooKeeper (docs/CONFIG.md)");
     goto fail;
   }
   if (check_security(&c, cfg) != PC_OK) goto fail;

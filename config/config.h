@@ -33,11 +33,9 @@
  *                  "gc_rate": int 0..100000000 [100000] (keys deleted per second; 0: no bound),
  *                  "gc_lifetime_ms": int 1000..86400000 [60000] (cluster: the safe
  *                  point stays this far behind the oracle, besides the oldest
- *                  snapshot clients report; keep it above lockservice.session_ttl_ms) }
+ *                  snapshot clients report; keep it above zookeeper.session_timeout_ms) }
  *   "tso":       { "listen": "host:port", "http": "host:port",
  *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
- *   "lockservice": { "listen": "host:port", "http": "host:port",
- *                  "session_ttl_ms": int 100..600000 [10000] }
  *   "zookeeper": { "connect": "host:port[,host:port]..." (required),
  *                  "root": "/percolator/NAME" (required),
  *                  "session_timeout_ms": int 1000..60000 [10000] }
@@ -47,7 +45,8 @@
  *   "workers":   { "threads": int 1..256 [4],
  *                  "scan": { "buckets_per_claim": int 1..1024 [16],
  *                            "idle_ms": int 1..60000 [100],
- *                            "batch_wait_ms": int 0..60000 [0] },
+ *                            "batch_wait_ms": int 0..60000 [0],
+ *                            "stable_ms": int 0..600000 [3000] },
  *                  "max_failures": int 1..1000 [5], "backoff_ms": int 1..600000 [100],
  *                  "plugins": [ { "path": string (required),
  *                                 "config": object [{}] } ... ] (at most 256),
@@ -55,6 +54,8 @@
  *                  "hang_ms": int 0..86400000 [60000] (a run given up after it; 0: never),
  *                  "journal_dir": string (the in-flight journal; [<data_dir>/worker-journal]
  *                                 for the workers of a process serving its store) }
+ *   "served":    string (written by a worker into DIR/serving.json: the
+ *                  embedded directory it serves; see below)
  * }
  * store.sync (fsync every row operation before acknowledging it) applies to
  * the embedded store and to every tablet server. Turn it off only for data
@@ -67,8 +68,16 @@
  * (sorted by start, the first starts at "", each starts where the previous
  * ends, the last ends at ""). "listen" is where a daemon binds and where
  * clients connect; port 0 lets a daemon pick a free port (it logs it and
- * writes it to its --ready-file), for tests and scripts. When "tso" or
- * "tablets" is absent, clients use the embedded store in data_dir.
+ * writes it to its --ready-file), for tests and scripts. When "tablets" is
+ * absent, clients use the embedded store in data_dir. A configuration with
+ * "tablets" is a cluster's and needs "zookeeper" (the one coordination
+ * engine of clusters: the oracle's election, clients' liveness, workers'
+ * membership, the safe point); "lockservice" (the retired lock service
+ * daemon) is refused, saying what to write instead. The one exception is
+ * the configuration with "served" that a `percolator worker` writes for the
+ * embedded directory it serves: one process on one machine, its oracle at
+ * tso.listen, no coordination service (clients' locks are resolved by
+ * their leases).
  * "workers" configures the processes that run observers: each plugin is a
  * shared object (docs/OBSERVERS.md) loaded in the order listed, its "config"
  * object handed to its init as compact JSON text.
@@ -165,11 +174,9 @@ typedef struct pc_config {
     char *data_dir; /* NULL: <data_dir>/tso */
     uint32_t window_ms;
   } tso;
-  struct {
-    int set;
-    pc_endpoint_t listen, http;
-    uint32_t session_ttl_ms;
-  } lockservice;
+  /* the embedded data directory whose serving worker this configuration
+   * reaches (DIR/serving.json, written by that worker), or NULL */
+  char *served;
   struct {
     int set;       /* 0 when "zookeeper" is absent: no cluster coordination */
     char *connect; /* the ensemble, "host:port,host:port,..." */
@@ -185,6 +192,7 @@ typedef struct pc_config {
       uint32_t buckets_per_claim;
       uint32_t idle_ms;
       uint32_t batch_wait_ms;
+      uint32_t stable_ms; /* a membership change is used once stable this long */
     } scan;
     uint32_t max_failures;
     uint32_t backoff_ms;

@@ -13,8 +13,8 @@
 
 /* Whether the owner session of a lock is alive. The embedded database knows
  * only itself: any other session belongs to a process that has exited,
- * because a data directory is held by one process at a time. The lock
- * service implements this for cluster mode. */
+ * because a data directory is held by one process at a time. ZooKeeper
+ * sessions implement this for cluster mode (tablet/db_cluster.c). */
 typedef struct pc_liveness {
   int (*is_alive)(void *ctx, uint64_t session);
   void *ctx;
@@ -62,7 +62,9 @@ struct pc_db {
    * oracle elected in ZooKeeper) */
   pc_status_t (*oracle_info)(pc_db_t *db, uint32_t timeout_ms, uint64_t *last, pc_error_t *err);
   void *coord;               /* cluster: the coordination client (tablet/db_cluster.c) */
-  struct pc_ls_client *ls;   /* the lock service (NULL: TTLs only) */
+  /* cluster: the handle's ZooKeeper session (lockservice/coord.h), for the
+   * workers' membership; NULL embedded and without coordination */
+  struct pc_coord *coordination;
   void (*cluster_close)(pc_db_t *db);
   uint64_t (*cluster_session)(const pc_db_t *db);
   pc_ts_batcher_t *batcher;  /* cluster: timestamps from the daemon, one request in flight */
@@ -89,6 +91,9 @@ struct pc_db {
   /* cluster: the highest safe point other clients allow, given a fresh
    * timestamp now (NULL: now) */
   uint64_t (*gc_bound)(pc_db_t *db, uint64_t now);
+  /* cluster: publishes the safe point before a pass deletes below it; a
+   * failure stops the pass (NULL: nothing to publish) */
+  pc_status_t (*gc_publish)(pc_db_t *db, uint64_t safe, pc_error_t *err);
   pthread_mutex_t gc_mu;     /* one pass at a time */
   pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
   uint64_t gc_passes;

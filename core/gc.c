@@ -13,13 +13,15 @@
  *
  * A pass first finds the safe point: a fresh timestamp, lowered to the
  * start_ts of every open transaction of this process (db.c's list). In a
- * cluster it is also bounded by what other clients may read (see
- * cluster_safe_point). It then settles every lock older than the safe point
- * (their transactions are over: roll forward or back, by the primary), since
- * a lock's resolution asks for its primary's commit record, which the pass
- * may delete; a lock still owned by a live transaction lowers the safe point
- * to below it instead. Last, the store deletes what no snapshot at or above
- * the safe point can read (store_gc.c).
+ * cluster it is also bounded by what other clients may read (gc_bound:
+ * cluster_gc_bound in tablet/db_cluster.c). It then settles every lock older
+ * than the safe point (their transactions are over: roll forward or back,
+ * by the primary), since a lock's resolution asks for its primary's commit
+ * record, which the pass may delete; a lock still owned by a live
+ * transaction lowers the safe point to below it instead. A cluster then
+ * publishes the safe point (gc_publish: in ZooKeeper, where it only rises).
+ * Last, the store deletes what no snapshot at or above the safe point can
+ * read (store_gc.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +145,8 @@ pc_status_t pc_db_gc(pc_db_t *db, pc_gc_stats_t *stats, pc_error_t *err) {
   out.safe_point = safe;
   out.locks_resolved = s.resolved;
   out.locks_left = s.left;
+  /* a cluster publishes the safe point before any tablet deletes below it */
+  if (st == PC_OK && safe > 0 && db->gc_publish) st = db->gc_publish(db, safe, err);
   if (st == PC_OK && safe > 0) {
     pc_store_gc_stats_t g;
     st = db->store->ops->gc(db->store, safe, db->opts.gc_rate, &g, err);

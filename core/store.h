@@ -337,6 +337,13 @@ typedef struct pc_local_options {
  * error; release with s->ops->close(s). */
 pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *opts,
                                 pc_error_t *err);
+/* Raises the garbage-collection safe point of a store pc_local_store_open
+ * opened to safe (persisted, synced), unless it is at or above it already,
+ * without deleting anything: reads below it are refused from now on, as
+ * after a pass at safe. A tablet server starting in a cluster raises its
+ * store's to the safe point published in ZooKeeper, which a pass it missed
+ * may have raised. */
+pc_status_t pc_local_store_raise_gc_safe_point(pc_store_t *s, uint64_t safe, pc_error_t *err);
 
 /* For tests and benchmarks: the stores this process opens from now on (on)
  * have LevelDB compare keys through a comparator of the store's own that

@@ -146,6 +146,10 @@ static pc_status_t publish_safe_point(local_t *s, uint64_t safe_point, pc_error_
   return PC_OK;
 }
 
+pc_status_t pc_local_store_raise_gc_safe_point(pc_store_t *base, uint64_t safe, pc_error_t *err) {
+  return publish_safe_point((local_t *)base, safe, err);
+}
+
 pc_status_t local_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
                      pc_store_gc_stats_t *stats, pc_error_t *err) {
   local_t *s = (local_t *)base;

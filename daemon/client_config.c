@@ -80,10 +80,9 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
   char prev_path[4200];
   snprintf(prev_path, sizeof prev_path, "%s/serving.json", data_dir);
   json_t *prev = json_load_file(prev_path, 0, &je); /* NULL: none, or unreadable */
-  json_t *tso = json_object(), *ls = json_object(), *t = json_object(), *ts = json_array();
+  json_t *tso = json_object(), *t = json_object(), *ts = json_array();
   json_object_set_new(tso, "listen", serving_endpoint(json_object_get(prev, "tso")));
   json_object_set_new(tso, "data_dir", json_string(data_dir));
-  json_object_set_new(ls, "listen", serving_endpoint(json_object_get(prev, "lockservice")));
   json_object_set_new(t, "name", json_string("local"));
   json_object_set_new(
       t, "listen",
@@ -110,8 +109,10 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
   }
   json_decref(prev);
   json_object_set_new(root, "tso", tso);
-  json_object_set_new(root, "lockservice", ls);
   json_object_set_new(root, "tablets", ts);
+  /* no cluster: one process serves the directory, without coordination */
+  json_object_del(root, "zookeeper");
+  json_object_set_new(root, "served", json_string(data_dir));
   char *text = json_dumps(root, JSON_INDENT(1));
   char name[4200];
   snprintf(name, sizeof name, "%s (serving %s)", path ? path : "(defaults)", data_dir);
@@ -155,9 +156,8 @@ char *pc_daemon_client_text(const pc_daemon_t *d, pc_error_t *err) {
     const role_t *r = &d->roles[i];
     char ep[64];
     pc_daemon_role_endpoint(r, ep, sizeof ep);
-    json_t *o = r->kind == ROLE_TSO     ? json_object_get(root, "tso")
-                : r->kind == ROLE_LOCKD ? json_object_get(root, "lockservice")
-                                        : tablet_entry(root, pc_daemon_tablet_name(r));
+    json_t *o = r->kind == ROLE_TSO ? json_object_get(root, "tso")
+                                    : tablet_entry(root, pc_daemon_tablet_name(r));
     if (o) json_object_set_new(o, "listen", json_string(ep));
   }
   char *text = json_dumps(root, 0);

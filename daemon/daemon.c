@@ -16,14 +16,12 @@
 /* Checks that the configuration has what spec requires; clears the
  * optional roles it lacks in *spec. */
 static pc_status_t check_spec(const pc_config_t *cfg, pc_daemon_spec_t *spec, pc_error_t *err) {
+  if ((spec->tso || spec->tablets) && !cfg->zookeeper.set && !cfg->served)
+    return pc_error_set(err, PC_INVALID,
+                        "%s: the cluster's roles need a \"zookeeper\" section (docs/CONFIG.md)",
+                        cfg->source);
   if (spec->tso && !(cfg->tso.set && cfg->tso.listen.set))
     return pc_error_set(err, PC_INVALID, "%s: no \"tso\" section with \"listen\"", cfg->source);
-  if (spec->lockd && !(cfg->lockservice.set && cfg->lockservice.listen.set)) {
-    if (spec->lockd == PC_DAEMON_REQUIRED)
-      return pc_error_set(err, PC_INVALID, "%s: no \"lockservice\" section with \"listen\"",
-                          cfg->source);
-    spec->lockd = PC_DAEMON_NONE; /* without a lock service: lock TTLs only */
-  }
   if (spec->tablets && cfg->ntablets == 0)
     return pc_error_set(err, PC_INVALID, "%s: no \"tablets\"", cfg->source);
   if (spec->tablets == 1 && !spec->tablet_name)
@@ -38,7 +36,6 @@ static pc_status_t start_roles(pc_daemon_t *d, const pc_daemon_spec_t *spec, pc_
   pc_status_t st = PC_OK;
   if (spec->tso) st = pc_daemon_start_tso(d, err);
   if (st == PC_OK && spec->tablets) st = pc_daemon_ts_setup(d, err);
-  if (st == PC_OK && spec->lockd) st = pc_daemon_start_lockd(d, err);
   size_t before = d->nroles;
   for (size_t i = 0; st == PC_OK && spec->tablets && i < cfg->ntablets; i++) {
     if (spec->tablets == 1 && strcmp(spec->tablet_name, cfg->tablets[i].name) != 0) continue;
@@ -127,7 +124,7 @@ pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, p
     if (r->kind == ROLE_TABLET)
       json_object_set_new(tablets, pc_daemon_tablet_name(r), o);
     else
-      json_object_set_new(root, r->kind == ROLE_TSO ? "tso" : "lockservice", o);
+      json_object_set_new(root, "tso", o);
   }
   json_object_set_new(root, "tablets", tablets);
   if (d->has_workers) {
@@ -159,8 +156,9 @@ int pc_daemon_has_workers(const pc_daemon_t *d) {
 
 static void stage(pc_daemon_t *d, const char *what) { atomic_store(&d->stage, what); }
 
-void pc_daemon_stop(pc_daemon_t *d) {
-  if (!d) return;
+/* pc_daemon_stop but the release of d, which the shutdown's watchdog may
+ * still be reading. */
+static void stop_all(pc_daemon_t *d) {
   uint64_t t0 = pc_now_mono_ms();
   /* other processes' requests stop now: every server stops accepting and
    * reading, and the graces of the requests in flight run together */
@@ -183,6 +181,11 @@ void pc_daemon_stop(pc_daemon_t *d) {
     pc_log(PC_LOG_INFO, "stopped in %llu ms (collector %llu ms, workers %llu ms, servers and "
            "stores %llu ms)", (unsigned long long)(t3 - t0), (unsigned long long)(t1 - t0),
            (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
+}
+
+void pc_daemon_stop(pc_daemon_t *d) {
+  if (!d) return;
+  stop_all(d);
   free(d);
 }
 
@@ -193,17 +196,19 @@ uint32_t pc_daemon_stop_bound_ms(const pc_daemon_t *d) {
 }
 
 typedef struct watchdog {
-  pc_daemon_t *d;
+  pc_daemon_t *d; /* released only once the watchdog is joined */
   const sigset_t *sigs;
   int forced_status;
+  uint32_t bound_ms;
+  uint64_t until_ms; /* the stop's deadline, counted from the signal */
   _Atomic int done;
 } watchdog_t;
 
 /* Ends the process when the stop outlasts its bound or a second signal comes. */
 static void *watchdog_main(void *arg) {
   watchdog_t *w = arg;
-  uint32_t bound = pc_daemon_stop_bound_ms(w->d);
-  uint64_t until = pc_now_mono_ms() + bound;
+  uint32_t bound = w->bound_ms;
+  uint64_t until = w->until_ms;
   while (!atomic_load(&w->done)) {
     struct timespec slice = {0, 100 * 1000000L};
     int sig = sigtimedwait(w->sigs, NULL, &slice);
@@ -223,11 +228,14 @@ static void *watchdog_main(void *arg) {
 
 void pc_daemon_shutdown(pc_daemon_t *d, const sigset_t *sigs, int forced_status) {
   if (!d) return;
-  watchdog_t w = {d, sigs, forced_status, 0};
+  /* the bound is counted from now, however late the watchdog starts */
+  uint32_t bound = pc_daemon_stop_bound_ms(d);
+  watchdog_t w = {d, sigs, forced_status, bound, pc_now_mono_ms() + bound, 0};
   pthread_t t;
   int watching = pthread_create(&t, NULL, watchdog_main, &w) == 0;
   if (!watching) pc_log(PC_LOG_WARN, "cannot start the shutdown watchdog; stopping unbounded");
-  pc_daemon_stop(d);
+  stop_all(d);
   atomic_store(&w.done, 1);
   if (watching) pthread_join(t, NULL);
+  free(d);
 }

@@ -1,12 +1,12 @@
 /* daemon.h — a process that serves roles of the cluster: the timestamp
- * oracle, the lock service and tablet servers (each on its rpc.h endpoint,
+ * oracle and tablet servers (each on its rpc.h endpoint,
  * with /health and /metrics on its http endpoint), the cluster's background
  * garbage collector when it serves tablets, and observer workers. The CLI's
- * daemon verbs (`run`, `tso`, `lockd`, `tablet`, `worker`) parse their
+ * daemon verbs (`run`, `tso`, `tablet`, `worker`) parse their
  * options and call this; tests and embedding programs can too.
  *
  * Starting is all or nothing: pc_daemon_start starts the roles in order
- * (oracle, lock service, tablets, then the workers, which are clients of
+ * (oracle, tablets, then the workers, which are clients of
  * them) and on any error stops what it started. pc_daemon_stop stops in
  * reverse: the workers first (their transactions finish or abort), then the
  * collector, then every server drains its requests in flight before the
@@ -39,14 +39,16 @@ typedef struct pc_daemon_config {
 pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_error_t *err);
 
 /* The configuration a `worker` serves an embedded data directory with: the
- * file at path (NULL: the defaults), with an oracle, a lock service and one
- * tablet of every row on 127.0.0.1, whose directories are data_dir itself
- * (its LevelDB is data_dir/store and its oracle data_dir/oracle, as the
- * embedded store keeps them), and, when the file names no credentials, a
- * random secret (so that only the processes that can read its serving.json
- * reach it). Their ports, and the secret, are those of data_dir/serving.json
- * (the worker that served data_dir before) when the ports are free, else
- * ephemeral ports and a new secret. Release with pc_daemon_config_free. */
+ * file at path (NULL: the defaults), with an oracle and one tablet of every
+ * row on 127.0.0.1, whose directories are data_dir itself (its LevelDB is
+ * data_dir/store and its oracle data_dir/oracle, as the embedded store
+ * keeps them), marked "served": data_dir (one process on one machine serves
+ * it, without a coordination service), and, when the file names no
+ * credentials, a random secret (so that only the processes that can read
+ * its serving.json reach it). Their ports, and the secret, are those of
+ * data_dir/serving.json (the worker that served data_dir before) when the
+ * ports are free, else ephemeral ports and a new secret. Release with
+ * pc_daemon_config_free. */
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
                                      pc_daemon_config_t *out, pc_error_t *err);
 
@@ -60,7 +62,6 @@ typedef enum pc_daemon_need {
 
 typedef struct pc_daemon_spec {
   int tso;                 /* run the oracle ("tso" section with "listen" required) */
-  pc_daemon_need_t lockd;  /* the lock service ("lockservice" with "listen") */
   int tablets;             /* 0 none, 1 the one named tablet_name, 2 every tablet */
   const char *tablet_name; /* with tablets == 1 */
   pc_daemon_need_t workers; /* the observers of the "workers" section */
@@ -95,9 +96,9 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
                              pc_error_t *err);
 
 /* Writes the bound endpoints as JSON to path ({"tso": {"listen", "http"},
- * "lockservice": ..., "tablets": {NAME: ...}, "workers": {"http"} when
- * workers run, "pid"}), atomically. Written once everything started: the
- * servers listen and the workers have registered their observers. */
+ * "tablets": {NAME: ...}, "workers": {"http"} when workers run, "pid"}),
+ * atomically. Written once everything started: the servers listen and the
+ * workers have registered their observers. */
 pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, pc_error_t *err);
 
 /* The number of server roles running, and whether workers run. */

@@ -2,7 +2,7 @@
  * daemon process and the functions each file gives the others.
  *
  *   daemon.c         starting and stopping in order, the ready file
- *   roles.c          the server roles (oracle, lock service, tablets) and their metrics
+ *   roles.c          the server roles (oracle, tablets) and their metrics
  *   client_config.c  configurations: loading, serving an embedded store, clients of own roles
  *   gc_loop.c        the cluster's background garbage collector
  *   workers.c        the observer workers, their metrics and their record for `status` */
@@ -17,13 +17,13 @@
 #include "net/rpc.h"
 #include "notify/worker.h"
 #include "observers/plugin.h"
-#include "lockservice/lockservice.h"
+#include "lockservice/coord.h"
 #include "tablet/tablet.h"
 #include "tso/oracle.h"
 #include "tso/tso_rpc.h"
 #include "tso/tso_zk.h"
 
-typedef enum role_kind { ROLE_TSO, ROLE_LOCKD, ROLE_TABLET } role_kind_t;
+typedef enum role_kind { ROLE_TSO, ROLE_TABLET } role_kind_t;
 
 typedef struct role {
   role_kind_t kind;
@@ -32,9 +32,9 @@ typedef struct role {
   pc_http_t *http;
   pc_oracle_t *oracle;   /* ROLE_TSO with its bound in a file */
   pc_tso_node_t *node;   /* ROLE_TSO elected in ZooKeeper ("zookeeper" configured) */
-  pc_ls_t *ls;           /* ROLE_LOCKD */
   pc_tablet_t *tablet;   /* ROLE_TABLET */
   int dir_lock;          /* ROLE_TABLET: its data directory's lock (core/db.h), or -1 */
+  pc_coord_t *coord;     /* ROLE_TABLET in a cluster: the process's ZooKeeper session */
 } role_t;
 
 /* Where tablets get commit timestamps for one-phase commits. */
@@ -82,6 +82,7 @@ struct pc_daemon {
   role_t roles[64];
   size_t nroles;
   ts_provider_t ts;
+  pc_coord_t *coord; /* with "zookeeper": this process's session (no client node) */
   gc_loop_t gc;
   workers_t w;
   int has_workers;
@@ -92,7 +93,6 @@ struct pc_daemon {
 
 /* roles.c */
 pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err);
-pc_status_t pc_daemon_start_lockd(pc_daemon_t *d, pc_error_t *err);
 pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err);
 /* The timestamp source of this process's tablets: its own oracle or the tso daemon's. */
 pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err);

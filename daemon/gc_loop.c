@@ -1,9 +1,10 @@
 /* gc_loop.c — the cluster's background garbage collector. Every process
  * that serves tablets runs one: every store.gc_interval_ms it opens (once) a
- * client of its own roles, takes the cluster lock "gc" (in the lock service,
- * or in ZooKeeper as locks/gc) so that one process collects at a time
- * (without either, each does: passes are idempotent), and runs pc_db_gc, which settles old locks and
- * then collects on every tablet. */
+ * client of its own roles, takes the cluster lock "gc" (in ZooKeeper, as
+ * locks/gc) so that one process collects at a time (without coordination,
+ * as for a served directory, each does: passes are idempotent), and runs
+ * pc_db_gc, which settles old locks, publishes the safe point and then
+ * collects on every tablet. */
 #include <string.h>
 
 #include "core/db.h"
@@ -40,7 +41,7 @@ static void *gc_main(void *arg) {
       pc_log(PC_LOG_WARN, "gc: cannot open a client of the cluster: %s", err.text);
     } else {
       int mine = 1;
-      /* the lock (in the lock service, or in ZooKeeper) only spares work:
+      /* the lock (in ZooKeeper) only spares work:
        * when it cannot be asked, collect anyway */
       if (pc_db_cluster_lock(db, GC_LOCK, 2000, &mine, &err) != PC_OK) mine = 1;
       pc_gc_stats_t s;

@@ -1,5 +1,5 @@
-/* roles.c — the server roles a daemon process runs: the timestamp oracle,
- * the lock service and tablet servers. Each serves the rpc.h protocol on its
+/* roles.c — the server roles a daemon process runs: the timestamp oracle
+ * and tablet servers. Each serves the rpc.h protocol on its
  * "listen" endpoint (in_process, so this process's own clients call it
  * without a socket) and /health and /metrics on its "http" endpoint. */
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
 
-static const char *const kind_names[] = {"tso", "lockd", "tablet"};
+static const char *const kind_names[] = {"tso", "tablet"};
 
 static pc_status_t ts_from_provider(void *ctx, uint64_t *ts, pc_error_t *err) {
   ts_provider_t *p = ctx;
@@ -76,19 +76,6 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                         (double)pc_oracle_last(r->oracle));
       }
       break;
-    case ROLE_LOCKD: {
-      pc_metric_gauge(out, "percolator_lockd_sessions", "Live sessions",
-                      (double)pc_ls_session_count(r->ls));
-      size_t unreported = 0;
-      uint64_t oldest = pc_ls_oldest_reported(r->ls, &unreported);
-      if (oldest != UINT64_MAX)
-        pc_metric_gauge(out, "percolator_lockd_oldest_reported_ts",
-                        "Oldest start_ts reported open by a live session", (double)oldest);
-      pc_metric_gauge(out, "percolator_lockd_sessions_unreported",
-                      "Live sessions that have not reported their oldest start_ts",
-                      (double)unreported);
-      break;
-    }
     case ROLE_TABLET: {
       pc_metric_counter(out, "percolator_tablet_operations_total", "Store operations served",
                         pc_tablet_ops(r->tablet));
@@ -103,6 +90,10 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                         "Rollback records deleted by GC", g.deleted.rollbacks);
       pc_metric_counter(out, "percolator_gc_data_deleted_total",
                         "Data cells of large values deleted by GC", g.deleted.data);
+      if (r->coord)
+        pc_metric_gauge(out, "percolator_zookeeper_session_state",
+                        "ZooKeeper session: 0 connecting, 1 connected, 2 expired, -1 none",
+                        pc_coord_zk_state(r->coord));
       break;
     }
   }
@@ -112,7 +103,6 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
                                  const pc_endpoint_t *http, pc_rpc_handler_fn handler,
                                  void *hctx, pc_error_t *err) {
   pc_rpc_server_options_t o = {0};
-  if (r->kind == ROLE_LOCKD) o.on_close = pc_ls_rpc_on_close; /* sessions die with their client */
   if (r->kind == ROLE_TSO) o.runs_inline = pc_tso_rpc_runs_inline; /* no worker hand-off */
   const pc_config_limits_t *l = &d->cfg->limits;
   o.name = r->name;
@@ -229,16 +219,6 @@ pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err) {
   return st;
 }
 
-pc_status_t pc_daemon_start_lockd(pc_daemon_t *d, pc_error_t *err) {
-  role_t *r = new_role(d, ROLE_LOCKD, NULL, err);
-  if (!r) return PC_INVALID;
-  r->ls = pc_ls_create();
-  if (!r->ls) return pc_error_set(err, PC_NOMEM, "out of memory");
-  pc_log(PC_LOG_INFO, "lockd: epoch %08x", pc_ls_epoch(r->ls));
-  return start_servers(d, r, &d->cfg->lockservice.listen, &d->cfg->lockservice.http,
-                       pc_ls_rpc_handler, r->ls, err);
-}
-
 pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err) {
   role_t *r = new_role(d, ROLE_TABLET, t->name, err);
   if (!r) return PC_INVALID;
@@ -265,10 +245,25 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     else if (st == PC_OK) st = err ? err->code : PC_IO_ERROR;
   }
   free(dir);
+  if (st == PC_OK && d->coord) {
+    /* a pass this tablet missed (down, or partitioned) may have published a
+     * higher safe point, below which the other tablets deleted: refuse the
+     * reads they refuse before serving any */
+    uint64_t safe = 0;
+    st = pc_coord_safe_point(d->coord, d->cfg->store.timeout_ms, &safe, err);
+    if (st != PC_OK) pc_error_prefix(err, "reading the published safe point");
+    else if (safe > store->ops->gc_safe_point(store))
+      st = pc_local_store_raise_gc_safe_point(store, safe, err);
+    if (st != PC_OK) {
+      store->ops->close(store);
+      store = NULL;
+    }
+  }
   if (st != PC_OK) {
     pc_error_prefix(err, "tablet %s", t->name);
     return st;
   }
+  r->coord = d->coord;
   pc_row_range_t range = {t->start, t->start_len, t->end, t->end_len};
   r->tablet = pc_tablet_create(t->name, store, &range, ts_from_provider, &d->ts);
   if (!r->tablet) {
@@ -288,10 +283,12 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
     return PC_OK;
   }
   if (cfg->zookeeper.set) { /* whichever oracle leads, this process's own included */
-    d->ts.locator =
-        pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
-                              cfg->zookeeper.session_timeout_ms, &d->auth,
-                              cfg->store.timeout_ms, err);
+    if (!d->coord &&
+        !(d->coord = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
+                                   cfg->zookeeper.session_timeout_ms, 0, cfg->store.timeout_ms,
+                                   err)))
+      return err->code;
+    d->ts.locator = pc_tso_locator_on(d->coord, &d->auth, err);
     if (!d->ts.locator) return err->code;
     d->ts.batcher = pc_ts_batcher_create(pc_tso_locator_fetch, d->ts.locator);
     return d->ts.batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
@@ -322,13 +319,14 @@ void pc_daemon_stop_roles(pc_daemon_t *d) {
   for (size_t i = 0; i < d->nroles; i++) {
     role_t *r = &d->roles[i];
     if (r->tablet) pc_tablet_destroy(r->tablet); /* closes its LevelDB */
-    if (r->ls) pc_ls_destroy(r->ls);
     pc_data_dir_unlock(r->dir_lock);
   }
   if (d->ts.batcher) pc_ts_batcher_destroy(d->ts.batcher);
   if (d->ts.remote) pc_rpc_client_destroy(d->ts.remote);
   pc_tso_locator_destroy(d->ts.locator);
   memset(&d->ts, 0, sizeof d->ts);
+  pc_coord_close(d->coord); /* after its users: the locator, the tablets */
+  d->coord = NULL;
   for (size_t i = 0; i < d->nroles; i++)
     if (d->roles[i].node) pc_tso_node_stop(d->roles[i].node); /* a standby takes over now */
   for (size_t i = 0; i < d->nroles; i++)

@@ -50,6 +50,10 @@ static void worker_metrics(void *ctx, pc_buf_t *out) {
   pc_metric_counter(out, "percolator_worker_claims_total", "Bucket claims taken", s.claims_taken);
   pc_metric_counter(out, "percolator_worker_claims_busy_total",
                     "Bucket claims skipped (held by another worker)", s.claims_busy);
+  if (w->db->coordination)
+    pc_metric_gauge(out, "percolator_zookeeper_session_state",
+                    "ZooKeeper session: 0 connecting, 1 connected, 2 expired, -1 none",
+                    pc_coord_zk_state(w->db->coordination));
   /* one family per counter, one sample per observer */
   static const struct {
     const char *name, *help;
@@ -180,6 +184,7 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
   o.buckets_per_claim = cfg->workers.scan.buckets_per_claim;
   o.idle_ms = cfg->workers.scan.idle_ms;
   o.batch_wait_ms = cfg->workers.scan.batch_wait_ms;
+  o.stable_ms = cfg->workers.scan.stable_ms;
   o.max_failures = cfg->workers.max_failures;
   o.backoff_ms = cfg->workers.backoff_ms;
   o.hang_ms = cfg->workers.hang_ms;

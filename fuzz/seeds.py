@@ -79,13 +79,14 @@ def config():
             "write_buffer_mb": 16, "lazy_start": true},
   "tso": {"listen": "127.0.0.1:7000", "http": "127.0.0.1:7001", "data_dir": "/var/tso",
           "window_ms": 1000},
-  "lockservice": {"listen": "[::1]:7200", "http": "localhost:7201", "session_ttl_ms": 5000},
+  "zookeeper": {"connect": "[::1]:2181,zk2:2181", "root": "/percolator/fuzz",
+                "session_timeout_ms": 5000},
   "tablets": [
     {"name": "t1", "listen": "10.0.0.1:7100", "http": "10.0.0.1:7101", "end": "m\\u0000x"},
     {"name": "t2", "listen": "10.0.0.2:7100", "start": "m\\u0000x", "end": "q"},
     {"name": "t3", "listen": "10.0.0.3:7100", "start": "q", "data_dir": "/data/t3"}
   ],
-  "workers": {"threads": 8, "scan": {"buckets_per_claim": 32, "idle_ms": 250},
+  "workers": {"threads": 8, "scan": {"buckets_per_claim": 32, "idle_ms": 250, "stable_ms": 500},
               "max_failures": 3, "backoff_ms": 500, "http": "127.0.0.1:0",
               "plugins": [{"path": "/opt/p/a.so"},
                           {"path": "b.so", "config": {"table": "docs", "n": [1, 2.5, null]}}]}
@@ -182,15 +183,6 @@ def tablet_requests():
 def tso():
     write("tso", "timestamps-info", chunk(0x10, u32(1)) + chunk(0x10, u32(1000)) + chunk(0x11, b""))
     write("tso", "large-batch", chunk(0x10, u32(1000000)) + chunk(0x11, b""))
-
-
-def lockd():
-    sid = (0 << 32) | 1
-    write("lockd", "session-locks", u8(0) + chunk(0x10, u32(5000)) + chunk(0x11, u64(sid) + u64(99)) +
-          chunk(0x13, u64(sid)) + chunk(0x14, u64(sid) + s(b"bucket/7")) +
-          chunk(0x16, s(b"bucket/7")) + chunk(0x15, u64(sid) + s(b"bucket/7")) +
-          chunk(0x17, b"") + chunk(0x18, b"") + chunk(0x12, u64(sid)))
-    write("lockd", "info-reply", u8(1) + chunk(0, u32(0x1234) + u64(3)))
 
 
 # ---- the client's decoders --------------------------------------------------
@@ -294,7 +286,6 @@ def main():
     dedup_terms()
     tablet()
     tso()
-    lockd()
     replies()
     rpc()
     return 0

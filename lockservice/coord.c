@@ -1,14 +1,18 @@
-/* coord.c — a cluster client's session, its node under clients/, the
- * watched view of the other clients, and its report for garbage collection
- * (coord.h). A background thread keeps the session (a new one, with a new
- * node, after an expiry), the view (a child watch wakes it) and the report;
- * callers of pc_coord_liveness and pc_coord_oldest use the session under a
- * read lock, so that the thread can replace it. */
+/* coord.c — a process's ZooKeeper session and what it coordinates (coord.h):
+ * the client's node under clients/ and the watched view of the other
+ * clients, the report for garbage collection, the workers' members under
+ * workers/ and the share of each, the published safe point, and locks.
+ *
+ * A background thread keeps the session (a new one after an expiry, then the
+ * client's and the members' nodes again), the two views (child watches wake
+ * it) and the report. Other users of the session (the oracle's follower, the
+ * callers of pc_coord_liveness and pc_coord_oldest) use the handle under a
+ * read lock, so that the thread can replace it; the listeners hear of every
+ * watch event and of each new session. */
 #include "lockservice/coord.h"
 
 #include "core/error.h"
 #include "core/log.h"
-#include "lockservice/zk.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -19,11 +23,35 @@
 #include <unistd.h>
 
 #define CLIENTS "clients"
+#define WORKERS "workers"
+#define MEMBER WORKERS "/m-" /* then "<group>-", and ZooKeeper's sequence number */
+#define SAFE_POINT "gc/safe_point"
 #define DEAD_CACHE 64 /* sessions confirmed dead: session ids are never reused */
+
+struct pc_member {
+  pc_coord_t *c;
+  pc_member_t *next; /* in c->members (under c->mu) */
+  uint32_t stable_ms;
+  char token[40];       /* in the node's data: finds a node whose create answer was lost */
+  char prefix[48];      /* "m-<group>-": its group's nodes' names begin so */
+  /* under c->mu */
+  char name[64];        /* "m-<seq>" of its node, "" while it has none */
+  uint64_t node_session; /* the session its node belongs to */
+  int lost_create;      /* a create may have made a node without saying so */
+  uint64_t used_gen;    /* the membership generation of the share in use */
+  uint32_t index, count;
+  int had;              /* it has used a share */
+};
+
+typedef struct listener {
+  void (*fn)(void *ctx);
+  void *ctx;
+} listener_t;
 
 struct pc_coord {
   char *connect, *root;
   uint32_t asked_timeout_ms;
+  int flags;
   pthread_t thread;
   int running;
   pthread_mutex_t mu;
@@ -32,20 +60,41 @@ struct pc_coord {
   pthread_rwlock_t zk_lk; /* zk may be replaced by the thread (write lock) */
   pc_zk_t *zk;
   pc_zk_watch_t watch;
-  _Atomic uint64_t session; /* whose node exists, or 0 */
-  uint64_t *view;           /* sorted live sessions (under mu) */
+  _Atomic uint64_t session;  /* whose client node exists, or 0 */
+  _Atomic uint64_t expiries; /* sessions replaced after they expired */
+  pthread_mutex_t lmu;       /* the listeners; held while one runs */
+  listener_t listeners[PC_COORD_MAX_LISTENERS];
+  /* under mu: */
+  uint64_t *view; /* sorted live client sessions */
   size_t nview;
-  uint64_t dead[DEAD_CACHE]; /* under mu: the last ones confirmed */
+  uint64_t dead[DEAD_CACHE]; /* the last ones confirmed */
   size_t ndead, dead_next;
-  uint64_t (*oldest)(void *ctx); /* under mu */
+  uint64_t (*oldest)(void *ctx);
   void *oldest_ctx;
-  uint64_t reported; /* the value the node holds */
+  pc_member_t *members;
+  char **mview; /* sorted member names */
+  size_t nmview;
+  uint64_t mview_gen, mview_changed_ms;
+  /* the thread's own */
+  uint64_t reported; /* the value the client node holds */
   uint64_t reported_at_ms;
 };
 
+static uint32_t session_ms(pc_coord_t *c) {
+  return c->zk ? pc_zk_session_timeout(c->zk) : c->asked_timeout_ms;
+}
+
+/* How long one ZooKeeper call of the background thread may take. */
 static uint32_t call_ms(pc_coord_t *c) {
-  uint32_t t = (c->zk ? pc_zk_session_timeout(c->zk) : c->asked_timeout_ms) / 3;
+  uint32_t t = session_ms(c) / 3;
   return t < 200 ? 200 : t;
+}
+
+static void tell_listeners(pc_coord_t *c) {
+  pthread_mutex_lock(&c->lmu);
+  for (size_t i = 0; i < PC_COORD_MAX_LISTENERS; i++)
+    if (c->listeners[i].fn) c->listeners[i].fn(c->listeners[i].ctx);
+  pthread_mutex_unlock(&c->lmu);
 }
 
 static void coord_event(void *ctx, int event, const char *path) {
@@ -56,6 +105,7 @@ static void coord_event(void *ctx, int event, const char *path) {
   c->changed = 1;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
+  tell_listeners(c);
 }
 
 static int u64_cmp(const void *a, const void *b) {
@@ -63,16 +113,22 @@ static int u64_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void node_name(uint64_t session, char *out, size_t cap) {
+static void client_node(uint64_t session, char *out, size_t cap) {
   snprintf(out, cap, CLIENTS "/%016" PRIx64, session);
 }
 
-/* The node's data: the report and who this is. */
-static int node_data(uint64_t oldest, char *out, size_t cap) {
+static void whoami(char *out, size_t cap) {
   char host[128] = "localhost";
   gethostname(host, sizeof host - 1);
   host[sizeof host - 1] = '\0';
-  return snprintf(out, cap, "%" PRIu64 " %s:%d", oldest, host, (int)getpid());
+  snprintf(out, cap, "%s:%d", host, (int)getpid());
+}
+
+/* The client node's data: the report and who this is. */
+static int client_data(uint64_t oldest, char *out, size_t cap) {
+  char me[160];
+  whoami(me, sizeof me);
+  return snprintf(out, cap, "%" PRIu64 " %s", oldest, me);
 }
 
 static uint64_t current_report(pc_coord_t *c) {
@@ -82,7 +138,9 @@ static uint64_t current_report(pc_coord_t *c) {
   return v;
 }
 
-/* A session and this client's node, when there are none. */
+/* ---- the session -------------------------------------------------------------- */
+
+/* A session, replacing an expired one. */
 static pc_status_t ensure_session(pc_coord_t *c, uint32_t timeout_ms, pc_error_t *err) {
   if (c->zk && pc_zk_state(c->zk) == PC_ZK_EXPIRED) {
     pthread_rwlock_wrlock(&c->zk_lk);
@@ -91,20 +149,26 @@ static pc_status_t ensure_session(pc_coord_t *c, uint32_t timeout_ms, pc_error_t
     atomic_store(&c->session, 0);
     pthread_rwlock_unlock(&c->zk_lk);
     pc_zk_close(old);
+    atomic_fetch_add(&c->expiries, 1);
     pc_log(PC_LOG_WARN, "coordination: session expired; opening a new one");
   }
-  if (!c->zk) {
-    pc_zk_t *zk = pc_zk_open(c->connect, c->root, c->asked_timeout_ms, timeout_ms, &c->watch, err);
-    if (!zk) return err->code;
-    pthread_rwlock_wrlock(&c->zk_lk);
-    c->zk = zk;
-    pthread_rwlock_unlock(&c->zk_lk);
-  }
-  if (atomic_load(&c->session)) return PC_OK;
+  if (c->zk) return PC_OK;
+  pc_zk_t *zk = pc_zk_open(c->connect, c->root, c->asked_timeout_ms, timeout_ms, &c->watch, err);
+  if (!zk) return err->code;
+  pthread_rwlock_wrlock(&c->zk_lk);
+  c->zk = zk;
+  pthread_rwlock_unlock(&c->zk_lk);
+  tell_listeners(c); /* their watches went with the old session */
+  return PC_OK;
+}
+
+/* This client's node, when it has none in the current session. */
+static pc_status_t ensure_client_node(pc_coord_t *c, uint32_t timeout_ms, pc_error_t *err) {
+  if (!(c->flags & PC_COORD_CLIENT) || atomic_load(&c->session)) return PC_OK;
   uint64_t id = pc_zk_session_id(c->zk), oldest = current_report(c);
   char name[64], data[256];
-  node_name(id, name, sizeof name);
-  int len = node_data(oldest, data, sizeof data);
+  client_node(id, name, sizeof name);
+  int len = client_data(oldest, data, sizeof data);
   pc_status_t st = pc_zk_ensure(c->zk, CLIENTS, timeout_ms, err);
   if (st == PC_OK)
     st = pc_zk_create(c->zk, name, data, (size_t)len, PC_ZK_EPHEMERAL, NULL, 0, timeout_ms, err);
@@ -117,7 +181,7 @@ static pc_status_t ensure_session(pc_coord_t *c, uint32_t timeout_ms, pc_error_t
 }
 
 /* Reads clients/ with a watch into the view. */
-static void refresh_view(pc_coord_t *c) {
+static void refresh_clients(pc_coord_t *c) {
   pc_error_t err;
   char **names = NULL;
   size_t n = 0;
@@ -139,20 +203,142 @@ static void refresh_view(pc_coord_t *c) {
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Rewrites the node's report when it changed, at most every third of the
- * session timeout. */
+/* Rewrites the client node's report when it changed, at most every third of
+ * the session timeout. */
 static void report(pc_coord_t *c) {
+  uint64_t session = atomic_load(&c->session);
+  if (!session) return;
   uint64_t v = current_report(c), now = pc_now_mono_ms();
-  if (v == c->reported || now - c->reported_at_ms < pc_zk_session_timeout(c->zk) / 3) return;
+  if (v == c->reported || now - c->reported_at_ms < session_ms(c) / 3) return;
   char name[64], data[256];
-  node_name(atomic_load(&c->session), name, sizeof name);
-  int len = node_data(v, data, sizeof data);
+  client_node(session, name, sizeof name);
+  int len = client_data(v, data, sizeof data);
   pc_error_t err;
   if (pc_zk_set(c->zk, name, data, (size_t)len, -1, NULL, call_ms(c), &err) == PC_OK) {
     c->reported = v;
     c->reported_at_ms = now;
   }
 }
+
+/* ---- members -------------------------------------------------------------------- */
+
+static int any_member(pc_coord_t *c) {
+  pthread_mutex_lock(&c->mu);
+  int any = c->members != NULL;
+  pthread_mutex_unlock(&c->mu);
+  return any;
+}
+
+static int member_data(const pc_member_t *m, char *out, size_t cap) {
+  char me[160];
+  whoami(me, sizeof me);
+  return snprintf(out, cap, "%s %s", me, m->token);
+}
+
+/* The name of a node of workers/ whose data carries token, or "". */
+static void find_token(pc_coord_t *c, const char *token, char *out, size_t cap) {
+  pc_error_t err;
+  char **names = NULL;
+  size_t n = 0;
+  out[0] = '\0';
+  if (pc_zk_children(c->zk, WORKERS, NULL, &names, &n, call_ms(c), &err) != PC_OK) return;
+  for (size_t i = 0; i < n && !out[0]; i++) {
+    char rel[128], *data = NULL;
+    size_t len;
+    snprintf(rel, sizeof rel, WORKERS "/%s", names[i]);
+    if (pc_zk_get(c->zk, rel, NULL, &data, &len, NULL, call_ms(c), &err) != PC_OK) continue;
+    const char *sp = strrchr(data, ' ');
+    if (sp && strcmp(sp + 1, token) == 0) snprintf(out, cap, "%s", names[i]);
+    free(data);
+  }
+  pc_zk_free_names(names, n);
+}
+
+/* A node for member m in the current session, when it has none. */
+static pc_status_t ensure_member_node(pc_coord_t *c, pc_member_t *m, uint32_t timeout_ms,
+                                      pc_error_t *err) {
+  uint64_t id = pc_zk_session_id(c->zk);
+  pthread_mutex_lock(&c->mu);
+  int have = m->name[0] && m->node_session == id, lost = m->lost_create;
+  pthread_mutex_unlock(&c->mu);
+  if (have) return PC_OK;
+  char name[64] = "", data[256];
+  if (lost) find_token(c, m->token, name, sizeof name); /* made by the create that timed out */
+  pc_status_t st = PC_OK;
+  if (!name[0]) {
+    int len = member_data(m, data, sizeof data);
+    char created[64] = "";
+    char path[80];
+    snprintf(path, sizeof path, WORKERS "/%s", m->prefix);
+    st = pc_zk_ensure(c->zk, WORKERS, timeout_ms, err);
+    if (st == PC_OK)
+      st = pc_zk_create(c->zk, path, data, (size_t)len, PC_ZK_EPHEMERAL | PC_ZK_SEQUENCE,
+                        created, sizeof created, timeout_ms, err);
+    if (st == PC_OK) memcpy(name, created + strlen(WORKERS) + 1, sizeof name - strlen(WORKERS) - 1);
+  }
+  pthread_mutex_lock(&c->mu);
+  if (st == PC_OK) {
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->node_session = id;
+    m->lost_create = 0;
+  } else if (st == PC_TIMEOUT || st == PC_UNAVAILABLE) {
+    m->lost_create = 1;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+static void ensure_member_nodes(pc_coord_t *c) {
+  pthread_mutex_lock(&c->mu);
+  size_t n = 0;
+  for (pc_member_t *m = c->members; m; m = m->next) n++;
+  pc_member_t **all = n ? calloc(n, sizeof *all) : NULL;
+  size_t k = 0;
+  for (pc_member_t *m = c->members; m && all; m = m->next) all[k++] = m;
+  pthread_mutex_unlock(&c->mu);
+  /* members leave only under the thread's feet through pc_member_leave,
+   * which waits for this pass (it holds members_lk) */
+  for (size_t i = 0; i < k; i++) {
+    pc_error_t err;
+    if (ensure_member_node(c, all[i], call_ms(c), &err) != PC_OK)
+      pc_log(PC_LOG_WARN, "coordination: worker membership: %s", err.text);
+  }
+  free(all);
+}
+
+static void free_strings(char **v, size_t n) {
+  for (size_t i = 0; v && i < n; i++) free(v[i]);
+  free(v);
+}
+
+/* Reads workers/ with a watch into the membership view. */
+static void refresh_members(pc_coord_t *c) {
+  pc_error_t err;
+  char **names = NULL;
+  size_t n = 0;
+  pc_status_t st = pc_zk_children(c->zk, WORKERS, &c->watch, &names, &n, call_ms(c), &err);
+  if (st == PC_NOT_FOUND) st = PC_OK; /* no member yet */
+  if (st != PC_OK) return;
+  pthread_mutex_lock(&c->mu);
+  int same = n == c->nmview;
+  for (size_t i = 0; same && i < n; i++) same = strcmp(names[i], c->mview[i]) == 0;
+  if (same) {
+    pthread_mutex_unlock(&c->mu);
+    pc_zk_free_names(names, n);
+    return;
+  }
+  char **old = c->mview;
+  size_t nold = c->nmview;
+  c->mview = names; /* sorted by pc_zk_children */
+  c->nmview = n;
+  c->mview_gen++;
+  c->mview_changed_ms = pc_now_mono_ms();
+  pthread_mutex_unlock(&c->mu);
+  free_strings(old, nold);
+  pc_log(PC_LOG_INFO, "coordination: %zu worker%s in the membership", n, n == 1 ? "" : "s");
+}
+
+/* ---- the thread ------------------------------------------------------------------ */
 
 static void *coord_main(void *arg) {
   pc_coord_t *c = arg;
@@ -162,9 +348,19 @@ static void *coord_main(void *arg) {
     pc_error_t err;
     uint32_t wait = 500;
     if (ensure_session(c, c->asked_timeout_ms, &err) == PC_OK) {
-      refresh_view(c);
-      report(c);
-      wait = pc_zk_session_timeout(c->zk) / 3;
+      pthread_rwlock_rdlock(&c->zk_lk);
+      if (c->flags & PC_COORD_CLIENT) {
+        if (ensure_client_node(c, call_ms(c), &err) != PC_OK)
+          pc_log(PC_LOG_WARN, "coordination: %s", err.text);
+        refresh_clients(c);
+        report(c);
+      }
+      if (any_member(c)) {
+        ensure_member_nodes(c);
+        refresh_members(c);
+      }
+      wait = session_ms(c) / 3;
+      pthread_rwlock_unlock(&c->zk_lk);
     } else {
       pc_log(PC_LOG_WARN, "coordination: %s", err.text);
     }
@@ -178,6 +374,13 @@ static void *coord_main(void *arg) {
   return NULL;
 }
 
+static void wake(pc_coord_t *c) {
+  pthread_mutex_lock(&c->mu);
+  c->changed = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
 void pc_coord_close(pc_coord_t *c) {
   if (!c) return;
   if (c->running) {
@@ -187,18 +390,20 @@ void pc_coord_close(pc_coord_t *c) {
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
   }
-  pc_zk_close(c->zk); /* the node goes with the session */
+  pc_zk_close(c->zk); /* the session's nodes go with it */
   pthread_rwlock_destroy(&c->zk_lk);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
+  pthread_mutex_destroy(&c->lmu);
   free(c->view);
+  free_strings(c->mview, c->nmview);
   free(c->connect);
   free(c->root);
   free(c);
 }
 
 pc_coord_t *pc_coord_open(const char *connect, const char *root, uint32_t session_timeout_ms,
-                          uint32_t timeout_ms, pc_error_t *err) {
+                          int flags, uint32_t timeout_ms, pc_error_t *err) {
   pc_coord_t *c = calloc(1, sizeof *c);
   if (!c || !(c->connect = strdup(connect)) || !(c->root = strdup(root))) {
     if (c) free(c->connect);
@@ -207,16 +412,19 @@ pc_coord_t *pc_coord_open(const char *connect, const char *root, uint32_t sessio
     return NULL;
   }
   c->asked_timeout_ms = session_timeout_ms;
+  c->flags = flags;
   c->watch = (pc_zk_watch_t){coord_event, c};
   pthread_mutex_init(&c->mu, NULL);
+  pthread_mutex_init(&c->lmu, NULL);
   pc_cond_init_mono(&c->cv);
   pthread_rwlock_init(&c->zk_lk, NULL);
-  if (ensure_session(c, timeout_ms, err) != PC_OK) {
+  if (ensure_session(c, timeout_ms, err) != PC_OK ||
+      ensure_client_node(c, timeout_ms, err) != PC_OK) {
     pc_error_prefix(err, "coordination");
     pc_coord_close(c);
     return NULL;
   }
-  refresh_view(c);
+  if (flags & PC_COORD_CLIENT) refresh_clients(c);
   if (pthread_create(&c->thread, NULL, coord_main, c) != 0) {
     pc_coord_close(c);
     pc_error_set(err, PC_NOMEM, "coordination: cannot start its thread");
@@ -225,6 +433,52 @@ pc_coord_t *pc_coord_open(const char *connect, const char *root, uint32_t sessio
   c->running = 1;
   return c;
 }
+
+pc_zk_t *pc_coord_acquire(pc_coord_t *c) {
+  pthread_rwlock_rdlock(&c->zk_lk);
+  return c->zk;
+}
+
+void pc_coord_release(pc_coord_t *c) { pthread_rwlock_unlock(&c->zk_lk); }
+
+pc_zk_watch_t *pc_coord_watch(pc_coord_t *c) { return &c->watch; }
+
+int pc_coord_listen(pc_coord_t *c, void (*fn)(void *ctx), void *ctx) {
+  pthread_mutex_lock(&c->lmu);
+  int id = -1;
+  for (int i = 0; i < PC_COORD_MAX_LISTENERS && id < 0; i++)
+    if (!c->listeners[i].fn) {
+      c->listeners[i] = (listener_t){fn, ctx};
+      id = i;
+    }
+  pthread_mutex_unlock(&c->lmu);
+  return id;
+}
+
+void pc_coord_unlisten(pc_coord_t *c, int id) {
+  if (id < 0 || id >= PC_COORD_MAX_LISTENERS) return;
+  pthread_mutex_lock(&c->lmu);
+  c->listeners[id] = (listener_t){NULL, NULL};
+  pthread_mutex_unlock(&c->lmu);
+}
+
+uint32_t pc_coord_session_timeout(pc_coord_t *c) {
+  pthread_rwlock_rdlock(&c->zk_lk);
+  uint32_t t = session_ms(c);
+  pthread_rwlock_unlock(&c->zk_lk);
+  return t;
+}
+
+int pc_coord_zk_state(pc_coord_t *c) {
+  pthread_rwlock_rdlock(&c->zk_lk);
+  int st = c->zk ? (int)pc_zk_state(c->zk) : -1;
+  pthread_rwlock_unlock(&c->zk_lk);
+  return st;
+}
+
+uint64_t pc_coord_expiries(pc_coord_t *c) { return atomic_load(&c->expiries); }
+
+/* ---- clients -------------------------------------------------------------------- */
 
 uint64_t pc_coord_session(pc_coord_t *c) { return atomic_load(&c->session); }
 
@@ -245,7 +499,7 @@ pc_ls_liveness_t pc_coord_liveness(pc_coord_t *c, uint64_t session, uint32_t tim
    * only ZooKeeper's own answer, after a sync, says the node is gone */
   pc_ls_liveness_t out = PC_LS_UNKNOWN;
   char name[64];
-  node_name(session, name, sizeof name);
+  client_node(session, name, sizeof name);
   pc_error_t err;
   int exists = 1;
   pthread_rwlock_rdlock(&c->zk_lk);
@@ -272,51 +526,277 @@ void pc_coord_set_reporter(pc_coord_t *c, uint64_t (*oldest)(void *ctx), void *c
   pthread_mutex_unlock(&c->mu);
 }
 
-pc_status_t pc_coord_oldest(pc_coord_t *c, uint32_t timeout_ms, uint64_t *oldest,
-                            size_t *unreported, pc_error_t *err) {
-  uint64_t min = UINT64_MAX;
-  size_t missing = 0;
+pc_status_t pc_coord_list(pc_coord_t *c, const char *group, uint32_t timeout_ms,
+                          pc_coord_node_t **out, size_t *n, pc_error_t *err) {
+  *out = NULL;
+  *n = 0;
   char **names = NULL;
-  size_t n = 0;
+  size_t count = 0;
   pthread_rwlock_rdlock(&c->zk_lk);
-  pc_status_t st = c->zk ? pc_zk_children(c->zk, CLIENTS, NULL, &names, &n, timeout_ms, err)
+  pc_status_t st = c->zk ? pc_zk_children(c->zk, group, NULL, &names, &count, timeout_ms, err)
                          : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
-  for (size_t i = 0; st == PC_OK && i < n; i++) {
+  if (st == PC_NOT_FOUND) st = PC_OK; /* nobody has made the group yet */
+  pc_coord_node_t *v = st == PC_OK && count ? calloc(count, sizeof *v) : NULL;
+  if (st == PC_OK && count && !v) st = pc_error_set(err, PC_NOMEM, "out of memory");
+  size_t k = 0;
+  for (size_t i = 0; st == PC_OK && i < count; i++) {
     char rel[128], *data = NULL;
     size_t len;
-    snprintf(rel, sizeof rel, CLIENTS "/%s", names[i]);
+    snprintf(rel, sizeof rel, "%s/%s", group, names[i]);
     pc_status_t g = pc_zk_get(c->zk, rel, NULL, &data, &len, NULL, timeout_ms, err);
-    if (g == PC_NOT_FOUND) continue; /* gone meanwhile: it holds nothing */
+    if (g == PC_NOT_FOUND) continue; /* gone meanwhile */
     if (g != PC_OK) {
       st = g;
       break;
     }
-    char *end;
-    uint64_t v = strtoull(data, &end, 10);
-    if (end == data) missing++;
-    else if (v < min) min = v;
+    snprintf(v[k].name, sizeof v[k].name, "%s", names[i]);
+    snprintf(v[k].data, sizeof v[k].data, "%s", data);
     free(data);
+    k++;
   }
   pthread_rwlock_unlock(&c->zk_lk);
-  pc_zk_free_names(names, n);
+  pc_zk_free_names(names, count);
+  if (st != PC_OK) {
+    free(v);
+    return st;
+  }
+  *out = v;
+  *n = k;
+  return PC_OK;
+}
+
+pc_status_t pc_coord_oldest(pc_coord_t *c, uint32_t timeout_ms, uint64_t *oldest,
+                            size_t *unreported, pc_error_t *err) {
+  pc_coord_node_t *v;
+  size_t n;
+  pc_status_t st = pc_coord_list(c, CLIENTS, timeout_ms, &v, &n, err);
   if (st != PC_OK) return st;
+  uint64_t min = UINT64_MAX;
+  size_t missing = 0;
+  for (size_t i = 0; i < n; i++) {
+    char *end;
+    uint64_t t = strtoull(v[i].data, &end, 10);
+    if (end == v[i].data) missing++;
+    else if (t < min) min = t;
+  }
+  free(v);
   if (oldest) *oldest = min;
   if (unreported) *unreported = missing;
   return PC_OK;
 }
 
+size_t pc_coord_client_count(pc_coord_t *c) {
+  pthread_mutex_lock(&c->mu);
+  size_t n = c->nview;
+  pthread_mutex_unlock(&c->mu);
+  return n;
+}
+
+/* ---- the workers' membership ------------------------------------------------------ */
+
+pc_member_t *pc_member_join(pc_coord_t *c, const char *group, uint32_t stable_ms,
+                            uint32_t timeout_ms, pc_error_t *err) {
+  size_t gl = group ? strlen(group) : 0;
+  if (gl == 0 || gl > 32 || strspn(group, "0123456789abcdefghijklmnopqrstuvwxyz"
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != gl) {
+    pc_error_set(err, PC_INVALID, "joining the workers: bad group '%s'", group ? group : "");
+    return NULL;
+  }
+  pc_member_t *m = calloc(1, sizeof *m);
+  if (!m) {
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  m->c = c;
+  snprintf(m->prefix, sizeof m->prefix, "m-%s-", group);
+  m->stable_ms = stable_ms;
+  snprintf(m->token, sizeof m->token, "%016" PRIx64 "%016" PRIx64, pc_now_mono_ms(),
+           (uint64_t)(uintptr_t)m ^ ((uint64_t)getpid() << 32));
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? ensure_member_node(c, m, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  pthread_rwlock_unlock(&c->zk_lk);
+  if (st != PC_OK) {
+    pc_error_prefix(err, "joining the workers");
+    free(m);
+    return NULL;
+  }
+  pthread_mutex_lock(&c->mu);
+  m->next = c->members;
+  c->members = m;
+  c->changed = 1; /* the thread reads the membership with a watch */
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  return m;
+}
+
+void pc_member_leave(pc_member_t *m) {
+  if (!m) return;
+  pc_coord_t *c = m->c;
+  /* the thread makes nodes for members under the read lock: with the write
+   * lock held, it is not making one for m */
+  pthread_rwlock_wrlock(&c->zk_lk);
+  pthread_mutex_lock(&c->mu);
+  for (pc_member_t **p = &c->members; *p; p = &(*p)->next)
+    if (*p == m) {
+      *p = m->next;
+      break;
+    }
+  char rel[128] = "";
+  if (m->name[0] && c->zk && m->node_session == pc_zk_session_id(c->zk))
+    snprintf(rel, sizeof rel, WORKERS "/%s", m->name);
+  pthread_mutex_unlock(&c->mu);
+  pc_error_t err;
+  if (rel[0] && pc_zk_delete(c->zk, rel, -1, call_ms(c), &err) != PC_OK)
+    pc_log(PC_LOG_DEBUG, "coordination: leaving the workers: %s", err.text);
+  pthread_rwlock_unlock(&c->zk_lk);
+  wake(c);
+  free(m);
+}
+
+void pc_member_buckets(uint32_t index, uint32_t count, uint32_t nbuckets, uint32_t *lo,
+                       uint32_t *hi) {
+  *lo = (uint32_t)((uint64_t)nbuckets * index / count);
+  *hi = (uint32_t)((uint64_t)nbuckets * (index + 1) / count);
+}
+
+int pc_member_partition(pc_member_t *m, uint32_t *index, uint32_t *count) {
+  pc_coord_t *c = m->c;
+  pthread_mutex_lock(&c->mu);
+  uint32_t oi = m->index, oc = m->count;
+  if (m->used_gen != c->mview_gen &&
+      (!m->had || pc_now_mono_ms() - c->mview_changed_ms >= m->stable_ms)) {
+    /* its place among its group's members (sorted: a group's are contiguous) */
+    size_t pl = strlen(m->prefix), at = 0, in_group = 0;
+    int found = 0;
+    for (size_t k = 0; k < c->nmview; k++) {
+      if (strncmp(c->mview[k], m->prefix, pl) != 0) continue;
+      if (m->name[0] && strcmp(c->mview[k], m->name) == 0) found = 1, at = in_group;
+      in_group++;
+    }
+    if (found) {
+      m->index = (uint32_t)at;
+      m->count = (uint32_t)in_group;
+      m->had = 1;
+      m->used_gen = c->mview_gen;
+    } else if (m->had) {
+      /* a stable membership without this member (its node went with a
+       * session): the others take its share; it takes none until its new
+       * node is in a stable membership */
+      m->index = m->count = 0;
+      m->used_gen = c->mview_gen;
+    }
+  }
+  *index = m->index;
+  *count = m->count;
+  int changed = m->index != oi || m->count != oc;
+  pthread_mutex_unlock(&c->mu);
+  return changed;
+}
+
+int pc_member_group(const char *name, char *out, size_t cap) {
+  const char *dash = strrchr(name, '-');
+  if (strncmp(name, "m-", 2) != 0 || !dash || dash < name + 3 || !cap) return 0;
+  snprintf(out, cap, "%.*s", (int)(dash - name - 2), name + 2);
+  return 1;
+}
+
+/* ---- the safe point ------------------------------------------------------------------ */
+
+static pc_status_t parse_safe(const char *data, uint64_t *out, pc_error_t *err) {
+  char *end;
+  *out = strtoull(data, &end, 10);
+  if (end == data || (*end && *end != '\n'))
+    return pc_error_set(err, PC_CORRUPTION, "zookeeper " SAFE_POINT ": not a timestamp: '%.32s'",
+                        data);
+  return PC_OK;
+}
+
+pc_status_t pc_coord_safe_point(pc_coord_t *c, uint32_t timeout_ms, uint64_t *safe,
+                                pc_error_t *err) {
+  *safe = 0;
+  char *data = NULL;
+  size_t len;
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? pc_zk_get(c->zk, SAFE_POINT, NULL, &data, &len, NULL, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  pthread_rwlock_unlock(&c->zk_lk);
+  if (st == PC_NOT_FOUND) return PC_OK; /* never published */
+  if (st == PC_OK) st = parse_safe(data, safe, err);
+  free(data);
+  return st;
+}
+
+pc_status_t pc_coord_publish_safe_point(pc_coord_t *c, uint64_t safe, uint32_t timeout_ms,
+                                        uint64_t *published, pc_error_t *err) {
+  char text[32];
+  int tl = snprintf(text, sizeof text, "%" PRIu64, safe);
+  uint64_t deadline = pc_now_mono_ms() + timeout_ms;
+  pc_status_t st;
+  pthread_rwlock_rdlock(&c->zk_lk);
+  if (!c->zk) {
+    pthread_rwlock_unlock(&c->zk_lk);
+    return pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  }
+  for (;;) {
+    uint64_t now = pc_now_mono_ms();
+    if (now >= deadline) {
+      st = pc_error_set(err, PC_TIMEOUT, "zookeeper " SAFE_POINT ": not raised in %u ms",
+                        timeout_ms);
+      break;
+    }
+    uint32_t left = (uint32_t)(deadline - now);
+    char *data = NULL;
+    size_t len;
+    int32_t version = -1;
+    uint64_t cur = 0;
+    st = pc_zk_get(c->zk, SAFE_POINT, NULL, &data, &len, &version, left, err);
+    if (st == PC_NOT_FOUND) {
+      st = pc_zk_ensure(c->zk, "gc", left, err);
+      if (st == PC_OK)
+        st = pc_zk_create(c->zk, SAFE_POINT, text, (size_t)tl, 0, NULL, 0, left, err);
+      if (st == PC_OK) {
+        cur = safe;
+        if (published) *published = cur;
+        break;
+      }
+      if (st == PC_BUSY) continue; /* another publisher made it first: read it */
+      break;
+    }
+    if (st == PC_OK) st = parse_safe(data, &cur, err);
+    free(data);
+    if (st != PC_OK) break;
+    if (cur >= safe) { /* it only rises */
+      if (published) *published = cur;
+      break;
+    }
+    /* a stale read only makes the version check fail: read again */
+    st = pc_zk_set(c->zk, SAFE_POINT, text, (size_t)tl, version, NULL, left, err);
+    if (st == PC_OK) {
+      if (published) *published = safe;
+      break;
+    }
+    if (st != PC_CONFLICT) break;
+  }
+  pthread_rwlock_unlock(&c->zk_lk);
+  return st;
+}
+
+/* ---- locks --------------------------------------------------------------------------- */
+
 pc_status_t pc_coord_lock(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *mine,
                           pc_error_t *err) {
   *mine = 0;
-  uint64_t me = atomic_load(&c->session);
-  if (!me) return pc_error_set(err, PC_UNAVAILABLE, "coordination: no session yet");
   char rel[160], data[32];
   if (snprintf(rel, sizeof rel, "locks/%s", name) >= (int)sizeof rel)
     return pc_error_set(err, PC_INVALID, "coordination: lock name too long");
-  int len = snprintf(data, sizeof data, "%016" PRIx64, me);
   pthread_rwlock_rdlock(&c->zk_lk);
-  pc_status_t st = c->zk ? pc_zk_ensure(c->zk, "locks", timeout_ms, err)
-                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (!c->zk || pc_zk_state(c->zk) == PC_ZK_EXPIRED) {
+    pthread_rwlock_unlock(&c->zk_lk);
+    return pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  }
+  int len = snprintf(data, sizeof data, "%016" PRIx64, pc_zk_session_id(c->zk));
+  pc_status_t st = pc_zk_ensure(c->zk, "locks", timeout_ms, err);
   if (st == PC_OK)
     st = pc_zk_create(c->zk, rel, data, (size_t)len, PC_ZK_EPHEMERAL, NULL, 0, timeout_ms, err);
   if (st == PC_OK) {
@@ -333,16 +813,25 @@ pc_status_t pc_coord_lock(pc_coord_t *c, const char *name, uint32_t timeout_ms, 
   return st;
 }
 
-size_t pc_coord_client_count(pc_coord_t *c) {
-  pthread_mutex_lock(&c->mu);
-  size_t n = c->nview;
-  pthread_mutex_unlock(&c->mu);
-  return n;
-}
-
-int pc_coord_zk_state(pc_coord_t *c) {
+pc_status_t pc_coord_unlock(pc_coord_t *c, const char *name, uint32_t timeout_ms,
+                            pc_error_t *err) {
+  char rel[160], data[32];
+  if (snprintf(rel, sizeof rel, "locks/%s", name) >= (int)sizeof rel)
+    return pc_error_set(err, PC_INVALID, "coordination: lock name too long");
   pthread_rwlock_rdlock(&c->zk_lk);
-  int st = c->zk ? (int)pc_zk_state(c->zk) : -1;
+  if (!c->zk || pc_zk_state(c->zk) == PC_ZK_EXPIRED) { /* it went with the session */
+    pthread_rwlock_unlock(&c->zk_lk);
+    return PC_OK;
+  }
+  int len = snprintf(data, sizeof data, "%016" PRIx64, pc_zk_session_id(c->zk));
+  char *holder = NULL;
+  size_t hl = 0;
+  int32_t version = 0;
+  pc_status_t st = pc_zk_get(c->zk, rel, NULL, &holder, &hl, &version, timeout_ms, err);
+  if (st == PC_OK && hl == (size_t)len && memcmp(holder, data, hl) == 0)
+    st = pc_zk_delete(c->zk, rel, version, timeout_ms, err); /* only the node it read */
+  if (st == PC_NOT_FOUND) st = PC_OK;
+  free(holder);
   pthread_rwlock_unlock(&c->zk_lk);
   return st;
 }

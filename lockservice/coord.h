@@ -1,15 +1,22 @@
-/* coord.h — the ZooKeeper side of a cluster client: its session, the
- * ephemeral node that says it is alive, the liveness of other clients, and
- * the oldest snapshot it holds open, for garbage collection. The lock
- * service's job in a cluster (lockservice.h is the in-process one of the
- * embedded store and the workers' claims).
+/* coord.h — a process's ZooKeeper session in a cluster, and what the
+ * cluster coordinates through it: the liveness of clients, the oldest
+ * snapshot each one holds open, the membership of the notification workers,
+ * the garbage collector's safe point and cluster-wide locks. One session
+ * per client handle: the oracle's follower (tso/tso_zk.h) borrows it too.
  *
- * Nodes under the cluster's root:
+ * Nodes under the cluster's root (docs/ARCHITECTURE.md lays them all out):
  *   clients/<session, 16 hex digits>   ephemeral, one per client handle; data
  *       "<oldest start_ts> <host>:<pid>", the oldest start_ts the client holds
  *       open (18446744073709551615 when none), rewritten when it changes, at
  *       most every third of the session timeout: ZooKeeper's writes follow
  *       time, not transactions.
+ *   workers/m-<group>-<seq>   ephemeral, sequential: one per running
+ *       notification worker; data "<host>:<pid>". Workers of one group run
+ *       the same observers; the buckets of notifications are divided over
+ *       the members of each group sorted by name (pc_member_partition).
+ *   gc/safe_point     persistent: the garbage collector's safe point, decimal
+ *       text; it only rises (pc_coord_publish_safe_point).
+ *   locks/<name>      ephemeral: a cluster-wide lock, data the holder's session.
  *
  * A lock names its owner's session. A resolver asks pc_coord_liveness: a
  * session in the watched view of clients/ is alive; one missing from it is
@@ -18,7 +25,12 @@
  * does when the session ends: closed, or expired one session timeout after
  * the client was last heard from. ZooKeeper unreachable: PC_LS_UNKNOWN, and
  * resolution falls back to lock leases, as it never needs liveness for
- * safety. */
+ * safety.
+ *
+ * A background thread keeps the session (a new one after an expiry, with the
+ * client's node and the members' nodes made again: locks written under the
+ * old session are then dead owners'), the watched views and the report. No
+ * call of this interface waits longer than its timeout. */
 #ifndef PC_LOCKSERVICE_COORD_H
 #define PC_LOCKSERVICE_COORD_H
 
@@ -28,20 +40,51 @@
 #include <percolator/percolator.h>
 
 #include "lockservice/lockservice.h"
+#include "lockservice/zk.h"
 
 typedef struct pc_coord pc_coord_t;
 
-/* Opens a session on the ensemble under root and creates this client's node
- * (waiting at most timeout_ms: PC_UNAVAILABLE otherwise), then keeps both
- * from a background thread: a session that expires is replaced by a new one
- * with a new node (locks written under the old one are then dead owners').
- * Returns NULL on error; release with pc_coord_close (its node goes at once). */
+/* pc_coord_open's flags. */
+enum {
+  PC_COORD_CLIENT = 1 /* a client handle: its node clients/<session> says it is alive */
+};
+
+/* Opens a session on the ensemble under root, with this client's node when
+ * flags has PC_COORD_CLIENT (waiting at most timeout_ms: PC_UNAVAILABLE
+ * otherwise), then keeps them from a background thread. Returns NULL on
+ * error; release with pc_coord_close (the session's nodes go at once). */
 pc_coord_t *pc_coord_open(const char *connect, const char *root, uint32_t session_timeout_ms,
-                          uint32_t timeout_ms, pc_error_t *err);
+                          int flags, uint32_t timeout_ms, pc_error_t *err);
 void pc_coord_close(pc_coord_t *c);
 
+/* ---- the session, for other users of it ------------------------------------ */
+
+/* The current session's handle, NULL while there is none (between an expiry
+ * and the next session); the handle stays valid until pc_coord_release,
+ * which the caller must call either way, after a bounded number of calls. */
+pc_zk_t *pc_coord_acquire(pc_coord_t *c);
+void pc_coord_release(pc_coord_t *c);
+/* The watch to give pc_zk_* calls made on the session: it wakes every
+ * listener, as does any change of the session's state or its replacement.
+ * fn is called on ZooKeeper's or the coordinator's thread: it must only
+ * note that something changed. Returns an id for pc_coord_unlisten, or -1
+ * when PC_COORD_MAX_LISTENERS listen already. After pc_coord_unlisten
+ * returns, fn is not running and is never called again. */
+#define PC_COORD_MAX_LISTENERS 8
+pc_zk_watch_t *pc_coord_watch(pc_coord_t *c);
+int pc_coord_listen(pc_coord_t *c, void (*fn)(void *ctx), void *ctx);
+void pc_coord_unlisten(pc_coord_t *c, int id);
+/* The session timeout granted (or asked, before the first session). */
+uint32_t pc_coord_session_timeout(pc_coord_t *c);
+/* The session's state (pc_zk_state_t; -1 without a session) and how many
+ * times a session was replaced after it expired, for /metrics. */
+int pc_coord_zk_state(pc_coord_t *c);
+uint64_t pc_coord_expiries(pc_coord_t *c);
+
+/* ---- clients -------------------------------------------------------------- */
+
 /* The session that this client's node names, 0 while it has none (between
- * an expiry and the new node). */
+ * an expiry and the new node, or without PC_COORD_CLIENT). */
 uint64_t pc_coord_session(pc_coord_t *c);
 
 /* Whether session's client is alive; ZooKeeper is asked (within
@@ -59,16 +102,74 @@ void pc_coord_set_reporter(pc_coord_t *c, uint64_t (*oldest)(void *ctx), void *c
 pc_status_t pc_coord_oldest(pc_coord_t *c, uint32_t timeout_ms, uint64_t *oldest,
                             size_t *unreported, pc_error_t *err);
 
-/* Takes lock `name` (letters, digits, '.', '_', '-') for this client's
- * session: the ephemeral node locks/<name> holding the session. *mine = 1
- * when this session holds it, 0 when another does. It goes with the
- * session. */
+/* The live clients as the view last saw them, for /metrics. */
+size_t pc_coord_client_count(pc_coord_t *c);
+
+/* One node of clients/ or workers/ as read now (pc_coord_list). */
+typedef struct pc_coord_node {
+  char name[64]; /* the node's name: a session in hex, or m-<seq> */
+  char data[256];
+} pc_coord_node_t;
+
+/* Reads the nodes of group ("clients" or "workers") with their data, sorted
+ * by name: *out (malloc'd, free with free()), *n. */
+pc_status_t pc_coord_list(pc_coord_t *c, const char *group, uint32_t timeout_ms,
+                          pc_coord_node_t **out, size_t *n, pc_error_t *err);
+
+/* ---- the workers' membership ------------------------------------------------ */
+
+typedef struct pc_member pc_member_t;
+
+/* Registers a notification worker of group `group` (1..32 letters and
+ * digits: workers run the same observers exactly when their groups are
+ * equal): the ephemeral sequential node workers/m-<group>-<seq> (made again
+ * under a new session after an expiry). The buckets of notifications are
+ * divided over the members of its group sorted by name, so that every
+ * group, which alone runs its observers, scans every bucket;
+ * pc_member_partition says which share this one takes. Returns NULL on error
+ * (waiting at most timeout_ms); release with pc_member_leave (its node goes
+ * at once). */
+pc_member_t *pc_member_join(pc_coord_t *c, const char *group, uint32_t stable_ms,
+                            uint32_t timeout_ms, pc_error_t *err);
+void pc_member_leave(pc_member_t *m);
+
+/* The share this member works on: index of count (count 0: none yet). It
+ * follows the watched membership, but a change is used only once the
+ * membership has stayed the same for stable_ms, so that members joining or
+ * leaving in a burst move the partition once; meanwhile the previous share
+ * is kept. A member's first share is used at once. Never waits on
+ * ZooKeeper. Returns 1 when the share changed since the last call. */
+int pc_member_partition(pc_member_t *m, uint32_t *index, uint32_t *count);
+/* The group of member node `name` ("m-<group>-<seq>") into out; 0 when name
+ * is not a member's. */
+int pc_member_group(const char *name, char *out, size_t cap);
+
+/* The buckets [*lo, *hi) of share index of count, of nbuckets buckets
+ * (count > 0): contiguous ranges, in the members' order. */
+void pc_member_buckets(uint32_t index, uint32_t count, uint32_t nbuckets, uint32_t *lo,
+                       uint32_t *hi);
+
+/* ---- garbage collection's safe point ---------------------------------------- */
+
+/* The published safe point (0 when none was ever published). */
+pc_status_t pc_coord_safe_point(pc_coord_t *c, uint32_t timeout_ms, uint64_t *safe,
+                                pc_error_t *err);
+/* Raises the published safe point to safe, unless it is higher already
+ * (version-checked, so concurrent publishers never lower it). *published
+ * (may be NULL) receives the value now published: at least safe. */
+pc_status_t pc_coord_publish_safe_point(pc_coord_t *c, uint64_t safe, uint32_t timeout_ms,
+                                        uint64_t *published, pc_error_t *err);
+
+/* ---- locks ------------------------------------------------------------------ */
+
+/* Takes lock `name` (letters, digits, '.', '_', '-') for this session: the
+ * ephemeral node locks/<name> holding the session. *mine = 1 when this
+ * session holds it, 0 when another does. It goes with the session. */
 pc_status_t pc_coord_lock(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *mine,
                           pc_error_t *err);
-
-/* The live clients as the view last saw them: their count, and the session
- * state (pc_zk_state_t, -1 without a session), for status and /metrics. */
-size_t pc_coord_client_count(pc_coord_t *c);
-int pc_coord_zk_state(pc_coord_t *c);
+/* Gives up lock `name` if this session holds it (another holder's is left
+ * alone; PC_OK when none holds it). */
+pc_status_t pc_coord_unlock(pc_coord_t *c, const char *name, uint32_t timeout_ms,
+                            pc_error_t *err);
 
 #endif

@@ -15,12 +15,6 @@
  * limit reap every expired session. Memory is bounded by the limits of
  * ls_internal.h.
  *
- * Each session also keeps the latest report of its client for garbage
- * collection (the oldest start_ts it holds open); the minimum over live
- * sessions is computed on demand by one pass over the table, which also reaps
- * the expired ones, so a report leaves with its session and nothing else
- * needs to track it.
- *
  * Session ids are epoch << 32 | counter, with a random non-zero epoch and a
  * counter from 1 that is never reused, so an id this service issued and no
  * longer knows is certainly dead, and any other id is unknown.
@@ -49,12 +43,9 @@ typedef struct ls_session {
   uint64_t id;
   uint64_t deadline_ms; /* monotonic; expired when now >= deadline */
   uint32_t ttl_ms;
-  uint64_t conn;            /* the client connection it dies with (0: none) */
   struct ls_session *hnext; /* hash chain */
   ls_lock_t *locks;         /* this session's locks (doubly linked) */
   size_t nlocks;
-  uint64_t oldest_ts; /* its latest GC report (valid when reported) */
-  int reported;
 } ls_session_t;
 
 struct ls_lock {
@@ -369,46 +360,6 @@ pc_status_t pc_ls_session_close(pc_ls_t *ls, uint64_t session, pc_error_t *err) 
   return PC_OK;
 }
 
-pc_status_t pc_ls_session_bind(pc_ls_t *ls, uint64_t session, uint64_t connection,
-                               pc_error_t *err) {
-  if (!ls || connection == 0) return pc_error_set(err, PC_INVALID, "lockservice: bad argument");
-  uint64_t now = enter(ls);
-  ls_session_t *s = session_live(ls, session, now);
-  if (s) s->conn = connection;
-  leave(ls);
-  if (!s) return not_alive(err, session);
-  pc_error_clear(err);
-  return PC_OK;
-}
-
-int pc_ls_session_usable_by(pc_ls_t *ls, uint64_t session, uint64_t connection) {
-  if (!ls) return 0;
-  uint64_t now = enter(ls);
-  ls_session_t *s = session_live(ls, session, now);
-  int ok = !s || s->conn == 0 || s->conn == connection; /* unknown ids fail later, as before */
-  leave(ls);
-  return ok;
-}
-
-size_t pc_ls_connection_closed(pc_ls_t *ls, uint64_t connection) {
-  if (!ls || connection == 0) return 0;
-  size_t closed = 0;
-  (void)enter(ls);
-  for (size_t b = 0; b <= ls->smask; b++) {
-    ls_session_t *s = ls->sbuckets[b];
-    while (s) {
-      ls_session_t *next = s->hnext;
-      if (s->conn == connection) {
-        session_free(ls, s);
-        closed++;
-      }
-      s = next;
-    }
-  }
-  leave(ls);
-  return closed;
-}
-
 pc_ls_liveness_t pc_ls_session_liveness(pc_ls_t *ls, uint64_t session) {
   if (!ls || session == 0 || (uint32_t)(session >> 32) != ls->epoch) return PC_LS_UNKNOWN;
   uint32_t counter = (uint32_t)session;
@@ -429,44 +380,6 @@ size_t pc_ls_session_count(pc_ls_t *ls) {
   size_t n = ls->nsessions;
   leave(ls);
   return n;
-}
-
-pc_status_t pc_ls_session_report(pc_ls_t *ls, uint64_t session, uint64_t oldest_ts,
-                                 pc_error_t *err) {
-  if (!ls) return pc_error_set(err, PC_INVALID, "lockservice: NULL argument");
-  uint64_t now = enter(ls);
-  ls_session_t *s = session_live(ls, session, now);
-  if (s) {
-    s->oldest_ts = oldest_ts;
-    s->reported = 1;
-  }
-  leave(ls);
-  if (!s) return not_alive(err, session);
-  pc_error_clear(err);
-  return PC_OK;
-}
-
-uint64_t pc_ls_oldest_reported(pc_ls_t *ls, size_t *unreported) {
-  if (unreported) *unreported = 0;
-  if (!ls) return UINT64_MAX;
-  uint64_t now = enter(ls), oldest = UINT64_MAX;
-  size_t silent = 0;
-  for (size_t i = 0; i <= ls->smask; i++) {
-    ls_session_t *s = ls->sbuckets[i];
-    while (s) {
-      ls_session_t *next = s->hnext;
-      if (expired(s, now))
-        reap_expired(ls, s);
-      else if (!s->reported)
-        silent++;
-      else if (s->oldest_ts < oldest)
-        oldest = s->oldest_ts;
-      s = next;
-    }
-  }
-  leave(ls);
-  if (unreported) *unreported = silent;
-  return oldest;
 }
 
 pc_status_t pc_ls_lock_try(pc_ls_t *ls, uint64_t session, const char *name, size_t nlen,

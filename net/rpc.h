@@ -1,5 +1,5 @@
-/* rpc.h — the one request/response protocol of every daemon (tablet, tso,
- * lockd), on libevent bufferevents, over TCP or TLS (net/tls.h).
+/* rpc.h — the one request/response protocol of every daemon (tablet, tso),
+ * on libevent bufferevents, over TCP or TLS (net/tls.h).
  *
  * Wire format; every integer big-endian:
  *
@@ -159,7 +159,7 @@ typedef struct pc_rpc_server_options {
 
 /* Inside a handler: the id of the connection the request came on (ids are
  * unique per server, from 1). 0 outside a handler. Lets a service tie state
- * to a client's connection, as lockd ties sessions. */
+ * to a client's connection. */
 uint64_t pc_rpc_current_connection(void);
 
 /* Inside a handler: the role of the connection the request came on.

@@ -10,7 +10,7 @@
  * up again later. No notification is written, so the column's other
  * observers do not run again. A backfill is kept to one worker at a time by
  * the named lock "percolator/backfill/<observer>" (claims.c's, in-process
- * and in lockd), which a worker that dies gives up with its session; the
+ * and in ZooKeeper), which a worker that dies gives up with its session; the
  * next worker of that observer goes on from the last page committed. Only a
  * worker that runs the observer backfills it.
  */

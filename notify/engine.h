@@ -12,8 +12,9 @@
  *   crashes.c  runs the process died in: counted in the store, parked at
  *              max_failures
  *   counters.c the observers' counters, written to the store
- *   claims.c   claims: which buckets a thread scans, locked in the lock
- *              service so that threads and workers spread out
+ *   claims.c   which buckets a thread scans: the worker's share of them
+ *              (its place among the workers in ZooKeeper) and claims of
+ *              the share, locked in-process so that threads spread out
  *   scan.c     the scan of one claim, page by page, grouping what it finds
  *              by cell; copies of notifications
  *   pass.c     one pass over a cell: every observer of its column, then
@@ -80,6 +81,7 @@ struct pc_worker {
   pc_observer_registry_t *reg;
   pc_worker_options_t o;
   struct pc_ls *local; /* the db's in-process lock service (claims.c) */
+  struct pc_member *member; /* its membership of the cluster's workers, or NULL */
   obs_slot_t *slots;   /* sorted by observer pointer */
   size_t nslots;
   uint32_t nclaims;
@@ -149,15 +151,25 @@ const char *pc_cell_name(const char *table, const char *row, size_t rlen, const 
 
 /* The db's in-process lock service, created by its first worker. */
 struct pc_ls *pc_claims_local(pc_db_t *db);
+/* Joins the cluster's workers when the db is coordinated through
+ * ZooKeeper (the share then follows the membership); leaves. */
+pc_status_t pc_claims_start(pc_worker_t *w, pc_error_t *err);
+void pc_claims_stop(pc_worker_t *w);
+/* The buckets [*lo, *hi) of claim k within the worker's share now; 0 when
+ * none of them is in the share. */
+int pc_claim_buckets(pc_worker_t *w, uint32_t k, uint32_t *lo, uint32_t *hi);
 /* 1 when claim k is now thread t's, 0 when another holds it, -1 when it
- * cannot be asked (no session). */
+ * cannot be asked (no session), PC_CLAIM_NOT_MINE when it lies outside the
+ * worker's share. */
+#define PC_CLAIM_NOT_MINE 2
 int pc_claim_take(wthread_t *t, uint32_t k);
 void pc_claim_release(wthread_t *t, uint32_t k);
 /* Closes the thread's session in the in-process lock service. */
 void pc_claims_end(wthread_t *t);
 /* The named lock behind claims: 1 when name is now held by *session (in the
  * in-process lock service, opened or renewed as needed) and, in a cluster,
- * by this client in lockd; 0 when another holds it; -1 when it cannot be
+ * by this client's ZooKeeper session (coord.h's locks/); 0 when another
+ * holds it; -1 when it cannot be
  * asked. Release with pc_lock_release; close the session with
  * pc_lock_session_end. */
 int pc_lock_take(pc_worker_t *w, uint64_t *session, const char *name, size_t nl);

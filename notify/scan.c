@@ -88,9 +88,8 @@ static void group_add(group_t *g, const pc_notification_t *n) {
 }
 
 int pc_scan_claim(pc_worker_t *w, uint32_t k) {
-  uint32_t lo = k * w->o.buckets_per_claim;
-  uint32_t hi = lo + w->o.buckets_per_claim;
-  if (hi > PC_NOTIFY_BUCKETS) hi = PC_NOTIFY_BUCKETS;
+  uint32_t lo, hi;
+  if (!pc_claim_buckets(w, k, &lo, &hi)) return 0; /* the share moved away */
   page_t p = {0};
   note_t after = {0};
   group_t g = {0};
@@ -151,12 +150,15 @@ static int probe_one(void *ctx, const pc_notification_t *n) {
   return 1;
 }
 
-/* One scan of every bucket for the first notification (a request per
+/* One scan of the worker's share for the first notification (a request per
  * tablet), so that a worker with nothing to do takes no claim. */
 int pc_scan_anything(pc_worker_t *w) {
   int found = 0;
+  uint32_t lo, hi;
+  pc_worker_share(w, &lo, &hi, NULL, NULL);
+  if (lo == hi) return 0;
   pc_error_t err;
-  pc_status_t st = w->db->store->ops->scan_notify(w->db->store, 0, PC_NOTIFY_BUCKETS, NULL, 1,
-                                                  probe_one, &found, &err);
+  pc_status_t st =
+      w->db->store->ops->scan_notify(w->db->store, lo, hi, NULL, 1, probe_one, &found, &err);
   return st != PC_OK || found;
 }

@@ -33,7 +33,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "lockservice/lockservice.h"
 
 static const uint64_t latency_bounds_ms[12] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
 
@@ -47,6 +46,7 @@ void pc_worker_options_default(pc_worker_options_t *o) {
   o->backoff_ms = 100;
   o->sweep_ms = 1000;
   o->batch_wait_ms = 0;
+  o->stable_ms = 3000;
   o->hang_ms = 60000;
   o->journal_dir = NULL;
 }
@@ -131,11 +131,6 @@ static void *worker_main(void *arg) {
   while (!pc_worker_stopping(w) && !t->given_up) {
     pc_parked_retry(w); /* now and then: the retries asked for */
     if (t->given_up) break;
-    /* without a lockd session, claims cannot be taken: wait for one */
-    if (w->db->ls && pc_ls_client_session(w->db->ls) == 0) {
-      pc_worker_nap(w, w->o.idle_ms);
-      continue;
-    }
     /* look before taking claims: an idle worker costs a scan, not a lock per claim */
     if (!pc_scan_anything(w)) {
       pc_worker_nap(w, w->o.idle_ms);
@@ -151,6 +146,7 @@ static void *worker_main(void *arg) {
     int did = 0;
     for (uint32_t i = 0; i < w->nclaims && !pc_worker_stopping(w); i++) {
       int got = pc_claim_take(t, order[i]);
+      if (got == PC_CLAIM_NOT_MINE) continue; /* another worker's share */
       if (got < 0) break; /* no session: the round ends here */
       if (got == 0) {
         atomic_fetch_add(&w->claims_busy, 1);
@@ -342,6 +338,8 @@ static pc_status_t check_options(const pc_worker_options_t *o, pc_error_t *err) 
                         o->backoff_ms);
   if (o->sweep_ms > 3600000)
     return pc_error_set(err, PC_INVALID, "worker: sweep_ms is %u, want 0..3600000", o->sweep_ms);
+  if (o->stable_ms > 600000)
+    return pc_error_set(err, PC_INVALID, "worker: stable_ms is %u, want 0..600000", o->stable_ms);
   if (o->hang_ms && (o->hang_ms < 10 || o->hang_ms > 86400000))
     return pc_error_set(err, PC_INVALID, "worker: hang_ms is %u, want 0 or 10..86400000",
                         o->hang_ms);
@@ -504,6 +502,10 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
     goto fail;
   }
   if (open_journal(w, err) != PC_OK) goto fail;
+  if (pc_claims_start(w, err) != PC_OK) {
+    pc_error_prefix(err, "worker");
+    goto fail;
+  }
 
   w->threads_ctx = calloc(w->maxthreads + 1, sizeof *w->threads_ctx); /* + the backfiller's */
   w->threads = calloc(w->maxthreads, sizeof *w->threads);
@@ -556,6 +558,7 @@ static void signal_stop(pc_worker_t *w) {
 static void release(pc_worker_t *w) {
   for (size_t i = 0; i < w->nthreads; i++) pthread_join(w->threads[i], NULL);
   if (w->backfiller_started) pthread_join(w->backfiller, NULL);
+  pc_claims_stop(w);
   if (w->journal && w->nslots) pc_counters_flush(w); /* what the keeper had not written */
   pc_journal_close(w->journal);
   pc_view_release(w);

@@ -2,15 +2,16 @@
  * notifications and run the observers registered for them, in transactions.
  *
  * Scanning. Notifications live in their own key space, in PC_NOTIFY_BUCKETS
- * hash buckets of the row. The buckets are cut into claims of
- * buckets_per_claim; a thread picks a claim at random, takes its lock in the
- * lock service ("percolator/notify/<first bucket>": the cluster's lockd, or
- * an in-process one for the embedded store), skips it when another worker
- * holds it, scans it, releases it, and picks again — so workers spread out
- * instead of clumping behind each other. A worker whose lock-service
- * session is lost stops claiming until it has a new one. Safety never
- * depends on claims: the ack cells make two runs for the same change
- * conflict, and at most one commits.
+ * hash buckets of the row. In a cluster coordinated through ZooKeeper each
+ * worker takes a share of the buckets, a contiguous range, by its place
+ * among the workers registered there (a change of membership is used once
+ * it has been stable for stable_ms; pc_worker_share). The share is cut into
+ * claims of buckets_per_claim; a thread visits the claims in a random
+ * order, takes each one's lock in the process ("percolator/notify/<first
+ * bucket>"), skips it when another thread holds it, scans it, and releases
+ * it — so threads spread out instead of clumping behind each other. Safety
+ * never depends on shares or claims: the ack cells make two runs for the
+ * same change conflict, and at most one commits.
  *
  * A strong notification of cell c at ts runs each strong observer O of c's
  * column in a transaction T with a fresh start_ts: T reads ack(c, O); if it
@@ -66,6 +67,7 @@ typedef struct pc_worker_options {
    * until its oldest notification is this old before it runs: later scans
    * find more cells to run with it (batch.c) [0: runs at once] */
   uint32_t batch_wait_ms;
+  uint32_t stable_ms; /* a membership change is used once stable this long [3000] */
   /* a run whose observer has not returned after hang_ms is given up: it
    * counts as a failure of (cell, observer), its claim is released, and
    * another thread takes its place (0: never) [60000] */
@@ -138,6 +140,12 @@ typedef struct pc_worker_stats {
   size_t nobservers;
   pc_observer_stats_t *observers; /* malloc'd; release with pc_free */
 } pc_worker_stats_t;
+
+/* The buckets [*lo, *hi) the worker scans now (lo == hi: none), its place
+ * *index among *count workers (0 of 1 without coordination); index and
+ * count may be NULL. */
+void pc_worker_share(pc_worker_t *w, uint32_t *lo, uint32_t *hi, uint32_t *index,
+                     uint32_t *count);
 
 /* A snapshot of the counters. *out's observers array is malloc'd. With a
  * journal file, an observer's counters continue from those its previous

@@ -1,8 +1,12 @@
 /* db_cluster.c — opening a database from a JSON configuration file: the
  * embedded store in its data_dir, or, when it lists tablets, a client of the
  * cluster: the remote store routing rows to tablet servers, timestamps from
- * the oracle daemon through this process's batcher, and liveness from the
- * lock service. */
+ * the oracle that leads in ZooKeeper through this process's batcher, and
+ * liveness, reports and locks through the client's one ZooKeeper session
+ * (lockservice/coord.h). A configuration a worker wrote for the embedded
+ * directory it serves ("served") reaches that worker's oracle at
+ * tso.listen and has no coordination service: locks are resolved by their
+ * leases alone. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -17,48 +21,45 @@
 #include "net/tls.h"
 #include "tablet/tablet.h"
 #include "lockservice/coord.h"
-#include "lockservice/lockservice.h"
 #include "tso/tso_rpc.h"
 #include "tso/tso_zk.h"
 
 /* What a client of a cluster coordinated through ZooKeeper holds. */
 typedef struct coord {
-  pc_tso_locator_t *tso; /* follows the elected oracle */
-  pc_coord_t *clients;   /* this client's session and node; the others' liveness */
+  pc_coord_t *session;   /* this client's session and node; the others' liveness */
+  pc_tso_locator_t *tso; /* follows the elected oracle on that session */
 } coord_t;
 
 static void cluster_close(pc_db_t *db) {
   coord_t *c = db->coord;
   if (c) {
-    pc_coord_close(c->clients); /* closing the session ends this client's liveness */
-    pc_tso_locator_destroy(c->tso);
+    pc_tso_locator_destroy(c->tso); /* it follows the election on the session */
+    pc_coord_close(c->session);     /* closing the session ends this client's liveness */
     free(c);
     db->coord = NULL;
+    db->coordination = NULL;
   }
   if (db->tso) pc_rpc_client_destroy(db->tso);
-  if (db->ls) pc_ls_client_destroy(db->ls);
   db->tso = NULL;
-  db->ls = NULL;
 }
 
 static uint64_t cluster_session(const pc_db_t *db) {
   const coord_t *c = db->coord;
-  if (c) return pc_coord_session(c->clients);
-  return db->ls ? pc_ls_client_session(db->ls) : 0;
+  return c ? pc_coord_session(c->session) : 0;
 }
 
-/* Cluster liveness: only a session the lock service knows to be gone is dead;
- * an unreachable service or another epoch's session falls back to the TTL. */
+/* Cluster liveness: only a session ZooKeeper no longer has is dead; when it
+ * cannot be asked, or without coordination (a served directory), the lock's
+ * lease decides. */
 static int cluster_alive(void *ctx, uint64_t session) {
   pc_db_t *db = ctx;
   coord_t *c = db->coord;
-  if (c) return pc_coord_liveness(c->clients, session, 1000) != PC_LS_DEAD;
-  if (!db->ls || session == 0) return 1;
-  return pc_ls_client_liveness(db->ls, session, 1000) != PC_LS_DEAD;
+  if (!c || session == 0) return 1;
+  return pc_coord_liveness(c->session, session, 1000) != PC_LS_DEAD;
 }
 
 /* The oldest start_ts this process's open transactions hold (UINT64_MAX:
- * none), which its lock-service session reports with every keepalive. */
+ * none), which its ZooKeeper node reports. */
 static uint64_t oldest_open(void *ctx) {
   pc_db_t *db = ctx;
   uint64_t oldest = UINT64_MAX;
@@ -72,13 +73,12 @@ static uint64_t oldest_open(void *ctx) {
 }
 
 /* Other clients' transactions bound the safe point twice: by the oldest
- * start_ts that live clients report through their lock-service sessions,
- * and by gc_lifetime_ms behind the oracle, which covers what reports have
- * not carried yet (a transaction begun since its client's last keepalive, a
- * client whose session is being renewed, a lock service that cannot be
- * asked). Tablets refuse reads below the safe point of their last pass, so
- * a transaction that outlives both bounds fails rather than reads a wrong
- * value. */
+ * start_ts that live clients report in their ZooKeeper nodes, and by
+ * gc_lifetime_ms behind the oracle, which covers what reports have not
+ * carried yet (a transaction begun since its client's last report, a client
+ * whose session is being renewed, ZooKeeper that cannot be asked). Tablets
+ * refuse reads below the safe point of their last pass, so a transaction
+ * that outlives both bounds fails rather than reads a wrong value. */
 static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
   uint64_t behind = (uint64_t)db->opts.gc_lifetime_ms << PC_TS_LOGICAL_BITS;
   uint64_t bound = now > behind ? now - behind : 0;
@@ -86,13 +86,21 @@ static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
   size_t unreported;
   pc_error_t err;
   coord_t *c = db->coord;
-  pc_status_t st = c ? pc_coord_oldest(c->clients, db->opts.timeout_ms, &reported, &unreported,
-                                       &err)
-               : db->ls ? pc_ls_client_oldest(db->ls, db->opts.timeout_ms, &reported,
-                                              &unreported, &err)
-                        : PC_UNAVAILABLE;
-  if (st == PC_OK && reported < bound) bound = reported;
+  if (c && pc_coord_oldest(c->session, db->opts.timeout_ms, &reported, &unreported, &err) ==
+               PC_OK &&
+      reported < bound)
+    bound = reported;
   return bound;
+}
+
+/* Publishes the safe point in ZooKeeper before a pass deletes below it: it
+ * only rises, and tablets load it when they start. */
+static pc_status_t cluster_gc_publish(pc_db_t *db, uint64_t safe, pc_error_t *err) {
+  coord_t *c = db->coord;
+  if (!c) return PC_OK;
+  pc_status_t st = pc_coord_publish_safe_point(c->session, safe, db->opts.timeout_ms, NULL, err);
+  if (st != PC_OK) pc_error_prefix(err, "gc: publishing the safe point");
+  return st;
 }
 
 static void options_from_config(const pc_config_t *cfg, int create, pc_options_t *o) {
@@ -121,30 +129,42 @@ static pc_status_t coord_oracle_info(pc_db_t *db, uint32_t timeout_ms, uint64_t 
   return pc_tso_locator_info(c->tso, timeout_ms, last, err);
 }
 
-/* Timestamps from the oracle that leads in ZooKeeper. */
+/* Timestamps from the oracle that leads in ZooKeeper, and everything else
+ * coordinated there, on one session. */
 static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const pc_options_t *o,
                                     const pc_rpc_auth_t *auth, pc_error_t *err) {
   coord_t *c = calloc(1, sizeof *c);
   if (!c) return pc_error_set(err, PC_NOMEM, "out of memory");
   db->coord = c;
-  c->tso = pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
-                                 cfg->zookeeper.session_timeout_ms, auth, o->timeout_ms,
-                                 err);
+  c->session = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
+                             cfg->zookeeper.session_timeout_ms, PC_COORD_CLIENT, o->timeout_ms,
+                             err);
+  if (!c->session) return err->code;
+  db->coordination = c->session;
+  c->tso = pc_tso_locator_on(c->session, auth, err);
   if (!c->tso) return err->code;
-  c->clients = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
-                             cfg->zookeeper.session_timeout_ms, o->timeout_ms, err);
-  if (!c->clients) return err->code;
-  pc_coord_set_reporter(c->clients, oldest_open, db);
+  pc_coord_set_reporter(c->session, oldest_open, db);
   db->oracle_info = coord_oracle_info;
+  db->gc_publish = cluster_gc_publish;
   db->batcher = pc_ts_batcher_create(pc_tso_locator_fetch, c->tso);
   return db->batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
 }
 
+/* A served directory's client: its worker's oracle at tso.listen. */
+static pc_status_t open_served(pc_db_t *db, const pc_config_t *cfg, const pc_rpc_auth_t *auth,
+                               pc_error_t *err) {
+  if (!cfg->tso.set || !cfg->tso.listen.set)
+    return pc_error_set(err, PC_INVALID, "%s: \"served\" needs \"tso\" with \"listen\"",
+                        cfg->source);
+  db->tso = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, auth, err);
+  if (!db->tso) return err->code;
+  db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso);
+  return db->batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
+}
+
 static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_error_t *err) {
-  if (!cfg->zookeeper.set && (!cfg->tso.set || !cfg->tso.listen.set)) {
-    pc_error_set(err, PC_INVALID,
-                 "%s: \"tablets\" need a \"tso\" section with \"listen\", or \"zookeeper\"",
-                 cfg->source);
+  if (!cfg->zookeeper.set && !cfg->served) { /* pc_config_parse refuses these */
+    pc_error_set(err, PC_INVALID, "%s: \"tablets\" need a \"zookeeper\" section", cfg->source);
     return NULL;
   }
   pc_db_t *db = pc_db_alloc(o);
@@ -173,22 +193,8 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
     pc_config_auth_release(&auth);
     goto fail;
   }
-  pc_status_t st;
-  if (cfg->zookeeper.set) {
-    st = open_coordinated(db, cfg, o, &auth, err);
-  } else {
-    db->tso = pc_rpc_client_create(cfg->tso.listen.host, cfg->tso.listen.port, &auth, err);
-    st = !db->tso ? err->code
-         : !(db->batcher = pc_ts_batcher_create(pc_tso_remote_fetch, db->tso))
-             ? pc_error_set(err, PC_NOMEM, "out of memory")
-             : PC_OK;
-  }
-  if (st == PC_OK && cfg->lockservice.set && cfg->lockservice.listen.set) {
-    db->ls = pc_ls_client_create(cfg->lockservice.listen.host, cfg->lockservice.listen.port,
-                                 &auth, cfg->lockservice.session_ttl_ms, err);
-    if (db->ls) pc_ls_client_set_reporter(db->ls, oldest_open, db);
-    else st = err->code;
-  }
+  pc_status_t st = cfg->zookeeper.set ? open_coordinated(db, cfg, o, &auth, err)
+                                      : open_served(db, cfg, &auth, err);
   pc_config_auth_release(&auth);
   if (st != PC_OK) goto fail;
   db->liveness.is_alive = cluster_alive;
@@ -265,10 +271,8 @@ static pc_status_t check_data_dir(const pc_config_t *cfg, pc_error_t *err) {
 pc_status_t pc_db_cluster_lock(pc_db_t *db, const char *name, uint32_t timeout_ms, int *mine,
                                pc_error_t *err) {
   coord_t *c = db->coord;
-  uint64_t holder = 0;
   *mine = 1;
-  if (c) return pc_coord_lock(c->clients, name, timeout_ms, mine, err);
-  if (db->ls) return pc_ls_client_lock_try(db->ls, name, strlen(name), timeout_ms, mine, &holder, err);
+  if (c) return pc_coord_lock(c->session, name, timeout_ms, mine, err);
   return PC_OK;
 }
 

@@ -172,13 +172,13 @@ pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms
 struct pc_config;
 pc_db_t *pc_db_open_parsed_config(const struct pc_config *cfg, int create, pc_error_t *err);
 
-/* Takes the cluster-wide lock `name` for this client's session, in the lock
- * service or, with "zookeeper", in ZooKeeper: *mine = 1 when it holds it (now
- * or already), 0 when another live client does. It is released when the
- * client's session ends. PC_UNAVAILABLE (or another error) when it cannot be
- * asked; a client with neither service gets *mine = 1 (it is alone, as far
- * as it can tell). For work that one process at a time should do, never
- * for safety. */
+/* Takes the cluster-wide lock `name` for this client's ZooKeeper session
+ * (locks/<name>): *mine = 1 when it holds it (now or already), 0 when another
+ * live client does. It is released when the client's session ends.
+ * PC_UNAVAILABLE (or another error) when it cannot be asked; a client
+ * without coordination (a served directory's) gets *mine = 1 (it is alone,
+ * as far as it can tell). For work that one process at a time should do,
+ * never for safety. */
 pc_status_t pc_db_cluster_lock(pc_db_t *db, const char *name, uint32_t timeout_ms, int *mine,
                                pc_error_t *err);
 

@@ -65,8 +65,8 @@ wait_exit() {
 }
 
 # endpoint FILE ROLE [KEY]: "host:port" of ROLE's KEY (listen/http) in a ready
-# file, which looks like {"lockservice": {"listen": "127.0.0.1:1234"}, ...,
-# "tablets": {"t1": {"http": "...", "listen": "..."}}, "tso": {...}}.
+# file, which looks like {"tso": {"listen": "127.0.0.1:1234"}, ...,
+# "tablets": {"t1": {"http": "...", "listen": "..."}}}.
 endpoint() {
   local key=${3:-listen}
   grep -o "\"$2\": *{[^}]*}" "$1" | grep -o "\"$key\": *\"[^\"]*\"" | sed 's/.*"\([^"]*\)"$/\1/'

@@ -22,6 +22,7 @@ case "$FAIL_PLUGIN" in /*) ;; *) FAIL_PLUGIN="$PWD/$FAIL_PLUGIN" ;; esac
 case "$GOOD_PLUGIN" in /*) ;; *) GOOD_PLUGIN="$PWD/$GOOD_PLUGIN" ;; esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-clierr-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
@@ -83,36 +84,45 @@ printf '{"data_dir": "%s/good", "workers": {"plugins": [{"path": "%s"}]}}\n' \
   "$WORK" "$FAIL_PLUGIN" >failplugin.json
 printf '{"data_dir": "%s/good", "workers": {"plugins": [{"path": "%s"}]}}\n' \
   "$WORK" "$GOOD_PLUGIN" >embedded.json
-# a cluster nobody serves (port 1 refuses), and daemons' configurations
-printf '{"tso": {"listen": "127.0.0.1:1"}, "tablets": [{"name": "t1", "listen": "127.0.0.1:1"}],
+# a cluster nobody serves (port 1 refuses, ZooKeeper's too), and daemons' configurations
+printf '{"zookeeper": {"connect": "127.0.0.1:1", "root": "/percolator/down"},
+ "tso": {"listen": "127.0.0.1:1"}, "tablets": [{"name": "t1", "listen": "127.0.0.1:1"}],
  "workers": {"plugins": [{"path": "%s"}]}}\n' "$GOOD_PLUGIN" >down.json
 # a port in use: held by a tso of this test
-printf '{"data_dir": "%s/busy", "tso": {"listen": "127.0.0.1:0"}}\n' "$WORK" >busy.json
+# the clusters' coordination: a private ZooKeeper server
+zk_start 7>&- # (the holder below waits for every copy of fd 7 to close)
+ZK='"zookeeper": {"connect": "'$ZK_CONNECT'", "root": "/percolator/errors", "session_timeout_ms": 3000}'
+printf '{"data_dir": "%s/busy", %s, "tso": {"listen": "127.0.0.1:0"}}\n' "$WORK" "$ZK" >busy.json
 "$CLI" tso --config busy.json --ready-file busy.ready 2>busy.log 7>&- &
 BUSY=$!
 PIDS+=("$BUSY")
 wait_file busy.ready "$BUSY"
 PORT=$(endpoint busy.ready tso)
 cat >inuse.json <<JSON
-{"data_dir": "$WORK/inuse",
- "tso": {"listen": "$PORT"}, "lockservice": {"listen": "$PORT"},
+{"data_dir": "$WORK/inuse", $ZK,
+ "tso": {"listen": "$PORT"},
  "tablets": [{"name": "t1", "listen": "$PORT"}]}
 JSON
 cat >inuse_http.json <<JSON
-{"data_dir": "$WORK/inuse2", "tso": {"listen": "127.0.0.1:0", "http": "$PORT"}}
+{"data_dir": "$WORK/inuse2", $ZK, "tso": {"listen": "127.0.0.1:0", "http": "$PORT"}}
 JSON
 # a data directory that cannot be created (its parent is a file; root or not)
 cat >unwritable.json <<JSON
-{"data_dir": "$WORK/afile/sub",
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+{"data_dir": "$WORK/afile/sub", $ZK,
+ "tso": {"listen": "127.0.0.1:0"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0"}]}
 JSON
 cat >unwritable_t.json <<JSON
-{"data_dir": "$WORK/afile/sub", "tso": {"listen": "$PORT"},
+{"data_dir": "$WORK/afile/sub", $ZK, "tso": {"listen": "$PORT"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0"}]}
 JSON
+printf '{"data_dir": "%s/x", %s, "store": {"sync": false}}\n' "$WORK" "$ZK" >no_tso.json
+# the retired lock service daemon's section, and a cluster without coordination
 printf '{"data_dir": "%s/x", "lockservice": {"listen": "127.0.0.1:0"}}\n' "$WORK" >lockd_only.json
-printf '{"data_dir": "%s/x", "tso": {"listen": "127.0.0.1:0"}}\n' "$WORK" >tso_only.json
+cat >no_zk.json <<JSON
+{"data_dir": "$WORK/nozk", "tso": {"listen": "127.0.0.1:0"},
+ "tablets": [{"name": "t1", "listen": "127.0.0.1:0"}]}
+JSON
 
 D=(--data "$WORK/good")
 MISSING="data directory '$WORK/nowhere' does not exist"
@@ -153,12 +163,12 @@ t "delete: too many arguments" 2 "expected TABLE ROW COLUMN, got 4" "${D[@]}" de
 # scan, txn, gc, status
 t "scan: --since without --raw" 2 "--since needs --raw" "${D[@]}" scan --since 1 t
 t "scan: unknown option, suggested" 2 "unknown option '--jsn'.*did you mean '--json'" "${D[@]}" scan --jsn t
-t "scan: cluster down" 3 "cannot reach 127.0.0.1:1" --config down.json --timeout 1s scan t
+t "scan: cluster down" 3 "zookeeper 127.0.0.1:1: no server answered" --config down.json --timeout 1s scan t
 t "txn: data directory missing" 3 "$MISSING" --data "$WORK/nowhere" txn
 t "txn: extra argument" 2 "unexpected argument" "${D[@]}" txn now
 t "gc: held by another process" 3 "in use by another process" --data "$WORK/held" gc
 t "gc: extra argument" 2 "unexpected argument 'now'" "${D[@]}" gc now
-t "status: cluster down" 3 "status: 2 daemons? down" --config down.json --timeout 1s status
+t "status: cluster down" 3 "status: 3 daemons down" --config down.json --timeout 1s status
 t "status: not a directory" 3 "is not a directory" --data "$WORK/afile" status
 
 # observers, wait, failures
@@ -190,19 +200,16 @@ t "run: no --config" 2 "--config FILE is required" run
 t "run: ports in use" 3 "cannot listen on $PORT.*[Aa]ddress already in use" run --config inuse.json
 t "run: data directory cannot be created" 3 "cannot create $WORK/afile/sub" run --config unwritable.json
 t "run: malformed configuration" 3 "malformed.json:2:[0-9]+" run --config malformed.json
-t "tso: no tso section" 3 "no \"tso\" section with \"listen\"" tso --config lockd_only.json
+t "tso: no tso section" 3 "no \"tso\" section with \"listen\"" tso --config no_tso.json
+t "run: the retired lockservice section" 3 "lockservice.*\"lockd\"\\) is retired" run --config lockd_only.json
+t "run: a cluster without zookeeper" 3 "tablets.*needs a \"zookeeper\" section" run --config no_zk.json
+t "lockd: retired" 2 "'lockd' is retired: a cluster coordinates through ZooKeeper" lockd --config no_zk.json
 t "tso: port in use" 3 "tso: .*cannot listen on $PORT" tso --config inuse.json
 t "tso: http port in use" 3 "tso: http: cannot listen on $PORT for HTTP" tso --config inuse_http.json
-t "tso: data directory cannot be created" 3 "cannot create $WORK/afile/sub" tso --config unwritable.json
-t "tso: oracle held by another process" 3 "timestamp oracle .*busy/tso/oracle is in use by another process" \
-  tso --config busy.json
-t "lockd: no lockservice section" 3 "no \"lockservice\" section with \"listen\"" lockd --config tso_only.json
-t "lockd: port in use" 3 "lockd: .*cannot listen on $PORT" lockd --config inuse.json
 t "tablet: no --name" 2 "--name TABLET is required" tablet --config inuse.json
 t "tablet: no such tablet" 3 "no tablet named 'tx'" tablet --config inuse.json --name tx
 t "tablet: port in use" 3 "tablet t1: .*cannot listen on $PORT" tablet --config inuse.json --name t1
 t "tablet: data directory cannot be created" 3 "cannot create $WORK/afile/sub" tablet --config unwritable_t.json --name t1
-t "tablet: the oracle's port is 0" 3 "tso.listen .*port 0" tablet --config unwritable.json --name t1
 t "worker: data_dir missing (named exactly)" 3 "^percolator: worker: $MISSING \(create it with 'percolator init'\)$" \
   --config nodir.json worker
 t "worker: --data missing" 3 "$MISSING" --data "$WORK/nowhere" worker
@@ -212,7 +219,7 @@ t "worker: plugin init fails" 3 "workers.plugins\[0\]: .*fail_init.so: init fail
 t "worker: configuration with a bad value" 3 "store.sync: expected a boolean" --config badvalue.json worker
 t "worker: held by a client past --timeout" 3 "'$WORK/held' is in use by another process \(client" \
   --data "$WORK/held" --timeout 500ms worker
-t "worker: cluster down" 3 "cannot reach 127.0.0.1:1" --config down.json --timeout 1s worker
+t "worker: cluster down" 3 "zookeeper 127.0.0.1:1: no server answered" --config down.json --timeout 1s worker
 
 # a second worker leaves the first one's files alone
 "$CLI" --config embedded.json worker --ready-file w1.ready 2>w1.log 7>&- &
@@ -271,8 +278,8 @@ shutdown_with_clients "worker: shutdown with clients" "$W1" --data good
 grep -qE 'Sanitizer|runtime error:' w1.log && fail "worker: a sanitizer report: $(cat w1.log)"
 
 cat >cluster.json <<JSON
-{"data_dir": "$WORK/cluster", "log": {"level": "warn"},
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+{"data_dir": "$WORK/cluster", "log": {"level": "warn"}, $ZK,
+ "tso": {"listen": "127.0.0.1:0"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0"}]}
 JSON
 "$CLI" run --config cluster.json --ready-file run.ready 2>run.log 7>&- &
@@ -280,8 +287,7 @@ RUN=$!
 PIDS+=("$RUN")
 wait_file run.ready "$RUN"
 cat >client.json <<JSON
-{"tso": {"listen": "$(endpoint run.ready tso)"},
- "lockservice": {"listen": "$(endpoint run.ready lockservice)"},
+{"tso": {"listen": "$(endpoint run.ready tso)"}, $ZK,
  "tablets": [{"name": "t1", "listen": "$(endpoint run.ready t1)"}]}
 JSON
 shutdown_with_clients "run: shutdown with clients" "$RUN" --config client.json

@@ -1,18 +1,22 @@
-/* test_cluster.c — behaviour of the cluster itself: real daemons (one oracle,
- * one lock service, three tablet servers, each a `percolator` process started
- * by testutil on 127.0.0.1 with ephemeral ports) and real client processes.
+/* test_cluster.c — behaviour of the cluster itself: real daemons (an oracle
+ * and a standby elected in ZooKeeper, three tablet servers, each a
+ * `percolator` process started by testutil on 127.0.0.1 with ephemeral
+ * ports; one private ZooKeeper server for the program) and real client
+ * processes.
  *
  *   - three client processes run bank transfers at once while the parent
  *     checks, through snapshot scans and gets, that the total never changes;
  *   - a client killed (SIGKILL) in the middle of its commit — after the
  *     primary's prewrite, after the secondaries', with commit_ts in hand, or
  *     just after the primary commit (failpoints stop it there) — is resolved
- *     by the next reader at once through its dead lock-service session (its
- *     locks' TTL is 10 minutes, the reader's timeout 4 s): rolled back, or
- *     rolled forward once the primary had committed;
+ *     by the next reader through its dead ZooKeeper session once the session
+ *     has expired (its locks' TTL is 10 minutes, the reader waits at most
+ *     20 s): rolled back, or rolled forward once the primary had committed;
  *   - a tablet server killed and restarted under a bank workload loses no
  *     acknowledged transfer and breaks no total;
  *   - the oracle killed and restarted under load never goes back;
+ *   - a tablet server down while a garbage-collection pass publishes its
+ *     safe point starts again with that safe point (from ZooKeeper);
  *   - hostile bytes to every daemon (truncated frames, absurd lengths, bad
  *     versions, unknown ops, random bytes, malformed bodies of every op, slow
  *     senders) leave every daemon alive, serving and small, while a normal
@@ -55,6 +59,8 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/keys.h"
+#include "config/config.h"
+#include "lockservice/coord.h"
 #include "tests/testutil.h"
 
 /* ---- small utilities ---------------------------------------------------- */
@@ -247,7 +253,8 @@ static int daemon_alive(pid_t pid) {
 }
 /* Fails when a daemon log in dir holds a sanitizer report. */
 static void check_logs_clean(const char *dir) {
-  static const char *const logs[] = {"tso", "lockd", "tablet-t1", "tablet-t2", "tablet-t3", "run"};
+  static const char *const logs[] = {"tso",       "tso-standby", "tablet-t1",
+                                     "tablet-t2", "tablet-t3",   "run"};
   static const char *const marks[] = {"AddressSanitizer", "LeakSanitizer", "runtime error:",
                                       "ThreadSanitizer", "UndefinedBehaviorSanitizer"};
   for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++) {
@@ -270,7 +277,8 @@ static void check_logs_clean(const char *dir) {
  * hold a sanitizer report. The daemons are then gone, so teardown has
  * nothing to stop. */
 static void stop_cluster_checked(fixture_t *fx) {
-  static const char *const names[5] = {"tso", "lockd", "tablet-t1", "tablet-t2", "tablet-t3"};
+  static const char *const names[5] = {"tso", "tso-standby", "tablet-t1", "tablet-t2",
+                                       "tablet-t3"};
   pid_t pids[5];
   for (int i = 0; i < 5; i++) {
     pids[i] = tu_cluster_pid(fx->dir, i);
@@ -690,9 +698,10 @@ static char *read_value(pc_txn_t *t, const char *table, const char *row, pc_stat
  * them and stops at failpoint (which sleeps a minute), waits until the store
  * shows the child there (want_locks locks of its transaction, and its
  * primary's commit record when committed), kills it with SIGKILL, and reads
- * the rows with a 4 s timeout while its locks live 10 minutes: they must be
- * resolved at once through the dead session — to "new" everywhere when the
- * primary had committed (rolled forward), else to "old" (rolled back). */
+ * the rows with a 20 s timeout while its locks live 10 minutes: they must be
+ * resolved through the dead session once ZooKeeper has expired it (4 s) —
+ * to "new" everywhere when the primary had committed (rolled forward), else
+ * to "old" (rolled back). */
 static void kill_case(fixture_t *fx, const char *table, const char *failpoint, int want_locks,
                       int committed) {
   char *cfg = client_config(fx->dir, "crash-client", 600000, 10000);
@@ -724,7 +733,7 @@ static void kill_case(fixture_t *fx, const char *table, const char *failpoint, i
   pc_txn_t *t = pc_txn_begin(db, &err);
   assert_non_null(t);
   assert_true(pc_txn_start_ts(t) > run.start_ts);
-  pc_txn_set_timeout_ms(t, 4000);
+  pc_txn_set_timeout_ms(t, 20000);
   const char *want = committed ? "new" : "old";
   for (int i = 0; i < CRASH_ROWS; i++) {
     pc_status_t st;
@@ -1027,6 +1036,55 @@ static int min_count(ts_worker_t *w, int n, int after) {
   return m;
 }
 
+/* A tablet server that was down while a garbage-collection pass published
+ * its safe point (the pass could not reach it, while the other tablets
+ * deleted below it) starts with that safe point, read from ZooKeeper: it
+ * refuses the reads the others refuse, here a read of a snapshot taken
+ * before the safe point. */
+static void test_tablet_loads_published_safe_point(void **state) {
+  fixture_t *fx = *state;
+  NEED_CLUSTER(fx);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/cluster.json", fx->dir);
+  pc_error_t err;
+  pc_config_t *cfg = pc_config_load(path, &err);
+  if (!cfg) fail_msg("%s: %s", path, err.text);
+  pc_db_t *db = open_config(path);
+  pc_txn_t *old = pc_txn_begin(db, &err); /* its snapshot: below the safe point */
+  if (!old) fail_msg("begin: %s", err.text);
+  pc_txn_set_timeout_ms(old, 20000);
+  uint64_t ts = 0;
+  if (pc_db_timestamp(db, 20000, &ts, &err) != PC_OK) fail_msg("timestamp: %s", err.text);
+  assert_true(ts > pc_txn_start_ts(old));
+  pid_t t1 = tu_cluster_pid(fx->dir, 2);
+  assert_true(t1 > 0);
+  assert_int_equal(kill(t1, SIGKILL), 0);
+  assert_true(wait_dead_unreaped(t1, 10000));
+  /* the pass that t1 misses: its safe point published, as pc_db_gc does first */
+  pc_coord_t *c = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
+                                cfg->zookeeper.session_timeout_ms, 0, 20000, &err);
+  if (!c) fail_msg("coordination: %s", err.text);
+  uint64_t published = 0;
+  if (pc_coord_publish_safe_point(c, ts, 20000, &published, &err) != PC_OK)
+    fail_msg("publish: %s", err.text);
+  pc_coord_close(c);
+  assert_true(published >= ts);
+  tu_cluster_restart(fx->dir, 2);
+  assert_int_equal(waitpid(t1, NULL, 0), t1);
+  /* row "a" is t1's ("" .. "acct25") */
+  char *v = NULL;
+  size_t n = 0;
+  pc_status_t st = pc_txn_get(old, "bank", "a", 1, "bal", 3, &v, &n, &err);
+  pc_free(v);
+  if (st != PC_ABORTED || !strstr(err.text, "safe point"))
+    fail_msg("a read of snapshot %llu on the restarted t1 (published safe point %llu): %s: %s",
+             (unsigned long long)pc_txn_start_ts(old), (unsigned long long)published,
+             pc_status_name(st), st == PC_OK ? "" : err.text);
+  pc_txn_destroy(old);
+  pc_db_close(db);
+  pc_config_free(cfg);
+}
+
 static void test_oracle_kill_restart(void **state) {
   fixture_t *fx = *state;
   NEED_CLUSTER(fx);
@@ -1046,12 +1104,15 @@ static void test_oracle_kill_restart(void **state) {
   while (min_count(w, NT, 0) < 200 && now_ms() < deadline) sleep_ms(10);
 
   atomic_store(&s.phase, 1);
-  pid_t tso = tu_cluster_pid(fx->dir, 0);
+  /* the leader: the standby takes over, then the killed one comes back as a standby */
+  int leader = tu_cluster_tso_leader(fx->dir);
+  assert_true(leader == 0 || leader == 1);
+  pid_t tso = tu_cluster_pid(fx->dir, leader);
   assert_true(tso > 0);
   assert_int_equal(kill(tso, SIGKILL), 0);
   assert_true(wait_dead_unreaped(tso, 10000));
   sleep_ms(200); /* let the clients find it gone (not asserted) */
-  tu_cluster_restart(fx->dir, 0);
+  tu_cluster_restart(fx->dir, leader);
   assert_int_equal(waitpid(tso, NULL, 0), tso);
   atomic_store(&s.phase, 2);
   deadline = now_ms() + 60000;
@@ -1104,14 +1165,24 @@ static int endpoint_port(json_t *o) {
   return colon ? atoi(colon + 1) : -1;
 }
 
+static int ready_file_port(const char *dir, const char *log) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.ready", dir, log);
+  json_t *j = json_load_file(path, 0, NULL);
+  assert_non_null(j);
+  int port = endpoint_port(json_object_get(j, "tso"));
+  json_decref(j);
+  return port;
+}
+
 static int load_daemons(const char *dir, daemon_ep_t d[5]) {
   char path[4200];
   snprintf(path, sizeof path, "%s/cluster.json", dir);
   json_t *j = json_load_file(path, 0, NULL);
   assert_non_null(j);
   d[0] = (daemon_ep_t){"tso", endpoint_port(json_object_get(j, "tso")), 0, 0x10, 0x11, 0x11};
-  d[1] = (daemon_ep_t){"lockd", endpoint_port(json_object_get(j, "lockservice")), 1, 0x10, 0x17,
-                       0x17};
+  /* the standby answers every op, as unavailable */
+  d[1] = (daemon_ep_t){"tso (standby)", ready_file_port(dir, "tso-standby"), 1, 0x10, 0x11, 0x11};
   json_t *tablets = json_object_get(j, "tablets");
   static const char *const names[3] = {"tablet t1", "tablet t2", "tablet t3"};
   for (int i = 0; i < 3; i++)
@@ -1599,11 +1670,12 @@ static char *secret_client_config(const char *dir, const char *ready, const char
   int rc = asprintf(
       &text,
       "{%s\"store\":{\"timeout_ms\":3000},"
-      "\"tso\":{\"listen\":\"%s\"},\"lockservice\":{\"listen\":\"%s\"},"
+      "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"/percolator/secret\"},"
+      "\"tso\":{\"listen\":\"%s\"},"
       "\"tablets\":[{\"name\":\"a\",\"listen\":\"%s\",\"end\":\"m\"},"
       "{\"name\":\"b\",\"listen\":\"%s\",\"start\":\"m\"}]}\n",
-      secret_kv, json_string_value(json_object_get(json_object_get(r, "tso"), "listen")),
-      json_string_value(json_object_get(json_object_get(r, "lockservice"), "listen")),
+      secret_kv, tu_zk_shared(),
+      json_string_value(json_object_get(json_object_get(r, "tso"), "listen")),
       json_string_value(json_object_get(json_object_get(tab, "a"), "listen")),
       json_string_value(json_object_get(json_object_get(tab, "b"), "listen")));
   assert_true(rc > 0);
@@ -1623,10 +1695,11 @@ static void test_wrong_secret(void **state) {
   snprintf(logp, sizeof logp, "%s/run.log", fx->dir);
   snprintf(text, sizeof text,
            "{\"data_dir\":\"%s/data\",\"secret\":\"s3cret\",\"log\":{\"level\":\"warn\"},"
-           "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"lockservice\":{\"listen\":\"127.0.0.1:0\"},"
+           "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"/percolator/secret\"},"
+           "\"tso\":{\"listen\":\"127.0.0.1:0\"},"
            "\"tablets\":[{\"name\":\"a\",\"listen\":\"127.0.0.1:0\",\"end\":\"m\"},"
            "{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
-           fx->dir);
+           fx->dir, tu_zk_shared());
   write_text(cfg, text);
   pid_t parent = getpid();
   pid_t pid = fork();
@@ -1686,7 +1759,6 @@ static void test_wrong_secret(void **state) {
     fail_msg("the error does not name the secret: %s", err.text);
   uint64_t ts;
   assert_int_not_equal(pc_db_timestamp(db, 2000, &ts, &err), PC_OK);
-  assert_int_equal(pc_db_session(db), 0);
   pc_db_close(db);
 
   /* no secret at all fails too, naming HELLO */
@@ -1746,6 +1818,8 @@ int main(int argc, char **argv) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_tablet_kill_restart, setup_cluster, teardown),
       cmocka_unit_test_setup_teardown(test_oracle_kill_restart, setup_cluster, teardown),
+      cmocka_unit_test_setup_teardown(test_tablet_loads_published_safe_point, setup_cluster,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_hostile_input, setup_cluster, teardown),
       cmocka_unit_test_setup_teardown(test_wrong_secret, setup_plain, teardown),
   };

@@ -2,8 +2,9 @@
 # test_cluster_cli.sh PERCOLATOR — the cluster through the command line, the
 # way a user checks it by hand:
 #   1. `percolator run --config R --ready-file F` (port 0 everywhere, two
-#      tablets, a lock service, /health and /metrics endpoints); the client
-#      configuration is built from the ready file;
+#      tablets, /health and /metrics endpoints), coordinated through a
+#      private ZooKeeper server (zk_lib.sh); the client configuration is
+#      built from the ready file;
 #   2. two interactive `percolator txn` sessions, driven line by line through
 #      fifos, show snapshot isolation: A begins, B begins, B sets x and
 #      commits, A still reads the old x, A's own write of x conflicts;
@@ -11,7 +12,7 @@
 #      and /metrics answer (bash /dev/tcp, no curl needed);
 #   4. SIGTERM stops `run` with exit 0 and a new `run` on the same data still
 #      has the committed data;
-#   5. the same roles as separate daemons (`tso`, `lockd`, `tablet --name`):
+#   5. the same roles as separate daemons (`tso`, `tablet --name`):
 #      status exits 0, and 3 after one tablet is killed, naming it down, while
 #      the other tablet still serves.
 # Every wait is bounded, every CLI call runs under `timeout`, and a trap kills
@@ -45,16 +46,18 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 . "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/zk_lib.sh"
 
 # client_config READY OUT: the client configuration of the daemons in READY.
 client_config() {
-  local tso lockd t1 t2
-  tso=$(endpoint "$1" tso) && lockd=$(endpoint "$1" lockservice) &&
-    t1=$(endpoint "$1" t1) && t2=$(endpoint "$1" t2) || fail "cannot parse $1"
-  [ -n "$tso" ] && [ -n "$lockd" ] && [ -n "$t1" ] && [ -n "$t2" ] || fail "incomplete $1"
+  local tso t1 t2
+  tso=$(endpoint "$1" tso) && t1=$(endpoint "$1" t1) && t2=$(endpoint "$1" t2) ||
+    fail "cannot parse $1"
+  [ -n "$tso" ] && [ -n "$t1" ] && [ -n "$t2" ] || fail "incomplete $1"
   cat >"$2" <<EOF
 {"store": {"timeout_ms": 5000},
- "tso": {"listen": "$tso"}, "lockservice": {"listen": "$lockd"},
+ "tso": {"listen": "$tso"},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "$ZK_ROOT", "session_timeout_ms": 3000},
  "tablets": [{"name": "t1", "listen": "$t1", "end": "m"},
              {"name": "t2", "listen": "$t2", "start": "m"}]}
 EOF
@@ -71,10 +74,12 @@ http_get() {
 
 # ---- 1. percolator run ------------------------------------------------------
 
+zk_start
+ZK_ROOT=/percolator/cli-run
 cat >"$WORK/run.json" <<EOF
 {"data_dir": "$WORK/data", "log": {"level": "info"},
  "tso": {"listen": "127.0.0.1:0", "http": "127.0.0.1:0"},
- "lockservice": {"listen": "127.0.0.1:0", "http": "127.0.0.1:0"},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "$ZK_ROOT", "session_timeout_ms": 3000},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "end": "m"},
              {"name": "t2", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "start": "m"}]}
 EOF
@@ -166,8 +171,8 @@ pass "two txn sessions: A keeps its snapshot, B's commit wins, A's commit confli
 run_cli 30 --config "$C" status
 [ "$RC" = 0 ] || fail "status exited $RC: $OUT"
 echo "$OUT" | sed 's/^/  /'
-for role in tso lockservice "tablet t1" "tablet t2"; do
-  echo "$OUT" | grep -q "^$role .* up " || fail "status does not show $role up"
+for role in "tso (elected)" zookeeper "tablet t1" "tablet t2"; do
+  echo "$OUT" | grep -q "^$role .* up" || fail "status does not show $role up"
 done
 run_cli 30 --config "$C" status --json
 [ "$RC" = 0 ] || fail "status --json exited $RC"
@@ -175,7 +180,7 @@ run_cli 30 --config "$C" status --json
 [ "$(grep -o '"up":true' <<<"$OUT" | wc -l)" = 4 ] || fail "status --json: not 4 roles up: $OUT"
 ! grep -q '"up":false' <<<"$OUT" || fail "status --json shows a role down: $OUT"
 
-for role in tso lockservice t1 t2; do
+for role in tso t1 t2; do
   ep=$(endpoint "$WORK/ready-1.json" "$role" http)
   [ -n "$ep" ] || fail "no http endpoint for $role in the ready file"
   http_get "$ep" /health
@@ -256,22 +261,20 @@ pass "a restarted run on the same data has the committed data and takes new comm
 
 # ---- 5. separate daemons; status after a tablet is killed --------------------
 
+ZK_ROOT=/percolator/cli-daemons
+
 cat >"$WORK/d0.json" <<EOF
 {"data_dir": "$WORK/data2",
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+ "tso": {"listen": "127.0.0.1:0"},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "$ZK_ROOT", "session_timeout_ms": 3000},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "m"},
              {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
 EOF
 "$CLI" tso --config "$WORK/d0.json" --ready-file "$WORK/r-tso.json" 2>"$WORK/tso.log" &
 TSO=$!
 PIDS+=("$TSO")
-"$CLI" lockd --config "$WORK/d0.json" --ready-file "$WORK/r-lockd.json" 2>"$WORK/lockd.log" &
-LOCKD=$!
-PIDS+=("$LOCKD")
 wait_file "$WORK/r-tso.json" "$TSO"
-wait_file "$WORK/r-lockd.json" "$LOCKD"
 TSO_EP=$(endpoint "$WORK/r-tso.json" tso)
-LOCKD_EP=$(endpoint "$WORK/r-lockd.json" lockservice)
 # the tablets need the oracle's real address (one-phase commits take timestamps from it)
 sed "s/\"tso\": {\"listen\": \"127.0.0.1:0\"}/\"tso\": {\"listen\": \"$TSO_EP\"}/" \
   "$WORK/d0.json" >"$WORK/d1.json"
@@ -285,8 +288,8 @@ PIDS+=("$T2")
 wait_file "$WORK/r-t1.json" "$T1"
 wait_file "$WORK/r-t2.json" "$T2"
 # one ready file with every role, for client_config
-printf '{"lockservice": {"listen": "%s"}, "tablets": {"t1": {"listen": "%s"}, "t2": {"listen": "%s"}}, "tso": {"listen": "%s"}}\n' \
-  "$LOCKD_EP" "$(endpoint "$WORK/r-t1.json" t1)" "$(endpoint "$WORK/r-t2.json" t2)" "$TSO_EP" \
+printf '{"tablets": {"t1": {"listen": "%s"}, "t2": {"listen": "%s"}}, "tso": {"listen": "%s"}}\n' \
+  "$(endpoint "$WORK/r-t1.json" t1)" "$(endpoint "$WORK/r-t2.json" t2)" "$TSO_EP" \
   >"$WORK/r-all.json"
 client_config "$WORK/r-all.json" "$WORK/client-3.json"
 C="$WORK/client-3.json"
@@ -305,8 +308,8 @@ run_cli 30 --config "$C" --timeout 3s status
 echo "$OUT" | sed 's/^/  /'
 [ "$RC" = 3 ] || fail "status with tablet t2 killed exited $RC (want 3)"
 echo "$OUT" | grep -q "^tablet t2 .* down" || fail "status does not show t2 down"
-for role in tso lockservice "tablet t1"; do
-  echo "$OUT" | grep -q "^$role .* up " || fail "status does not show $role up with t2 down"
+for role in "tso (elected)" zookeeper "tablet t1"; do
+  echo "$OUT" | grep -q "^$role .* up" || fail "status does not show $role up with t2 down"
 done
 run_cli 30 --config "$C" --timeout 3s status --json
 [ "$RC" = 3 ] || fail "status --json with t2 killed exited $RC (want 3)"
@@ -321,7 +324,7 @@ run_cli 30 --config "$C" --timeout 3s get acct z bal
 grep -q "${T2_EP##*:}" "$WORK/last.err" || fail "the error does not name t2's address: $(cat "$WORK/last.err")"
 pass "status exits 3 with one tablet killed, naming it down; the other tablet serves"
 
-for p in "$T1" "$LOCKD" "$TSO"; do
+for p in "$T1" "$TSO"; do
   kill "$p"
   wait_exit "$p" 30
   [ "$RC" = 0 ] || fail "daemon $p exited $RC on SIGTERM"

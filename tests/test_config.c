@@ -36,8 +36,8 @@ static const char full_text[] =
     "            \"write_buffer_mb\": 16},\n"
     "  \"tso\": {\"listen\": \"127.0.0.1:7000\", \"http\": \"127.0.0.1:7001\",\n"
     "          \"data_dir\": \"/var/lib/tso\", \"window_ms\": 1000},\n"
-    "  \"lockservice\": {\"listen\": \"[::1]:7200\", \"http\": \"localhost:7201\",\n"
-    "                  \"session_ttl_ms\": 5000},\n"
+    "  \"zookeeper\": {\"connect\": \"[::1]:2181,zk2:2181\", \"root\": \"/percolator/a\",\n"
+    "                \"session_timeout_ms\": 5000},\n"
     "  \"tablets\": [\n"
     "    {\"name\": \"t3\", \"listen\": \"10.0.0.3:7100\", \"start\": \"q\"},\n"
     "    {\"name\": \"t2\", \"listen\": \"10.0.0.2:7100\", \"start\": \"m\\u0000x\", \"end\": "
@@ -45,7 +45,8 @@ static const char full_text[] =
     "    {\"name\": \"t1\", \"listen\": \"10.0.0.1:7100\", \"http\": \"10.0.0.1:7101\",\n"
     "     \"data_dir\": \"/data/t1\", \"start\": \"\", \"end\": \"m\\u0000x\"}\n"
     "  ],\n"
-    "  \"workers\": {\"threads\": 8, \"scan\": {\"buckets_per_claim\": 32, \"idle_ms\": 250},\n"
+    "  \"workers\": {\"threads\": 8, \"scan\": {\"buckets_per_claim\": 32, \"idle_ms\": 250,\n"
+    "                                     \"stable_ms\": 1500},\n"
     "              \"max_failures\": 3, \"backoff_ms\": 500,\n"
     "              \"plugins\": [{\"path\": \"/opt/p/a.so\"},\n"
     "                          {\"config\": {\"table\": \"docs\", \"n\": [1, 2.5, null],\n"
@@ -121,11 +122,27 @@ static void test_zookeeper(void **state) {
                SRC ":1:70: zookeeper.session_timeout_ms: expected an integer in 1000..60000, got 999");
   expect_error("{\"zookeeper\": {\"conect\": \"h:1\"}}", PC_INVALID,
                SRC ":1:16: zookeeper.conect: unknown key 'conect' (did you mean 'connect'?)");
+  /* the retired lock service, and a cluster without ZooKeeper, say what to write */
   expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/a\"},\n"
                " \"lockservice\": {\"listen\": \"127.0.0.1:1\"}}",
                PC_INVALID,
-               SRC ":2:17: lockservice: the lock service daemon is not used with \"zookeeper\": "
-               "clients' sessions and liveness live in ZooKeeper (remove this section)");
+               SRC ":2:17: lockservice: the lock service daemon (\"lockd\") is retired: a cluster "
+               "coordinates through ZooKeeper; remove this section and write \"zookeeper\": "
+               "{\"connect\": \"host:port,...\", \"root\": \"/percolator/NAME\"} (docs/CONFIG.md)");
+  expect_error("{\"tso\": {\"listen\": \"127.0.0.1:1\"},\n"
+               " \"tablets\": [{\"name\": \"t\", \"listen\": \"127.0.0.1:2\"}]}",
+               PC_INVALID,
+               SRC ":2:13: tablets: a cluster needs a \"zookeeper\" section ({\"connect\": "
+               "\"host:port,...\", \"root\": \"/percolator/NAME\"}): its oracles, clients and "
+               "workers coordinate through ZooKeeper (docs/CONFIG.md)");
+  /* a served directory's configuration (written by its worker) needs none */
+  cfg = parse("{\"served\": \"/d\", \"tso\": {\"listen\": \"127.0.0.1:1\"},\n"
+              " \"tablets\": [{\"name\": \"t\", \"listen\": \"127.0.0.1:2\"}]}",
+              &err);
+  if (!cfg) fail_msg("%s", err.text);
+  assert_string_equal(cfg->served, "/d");
+  assert_int_equal(cfg->zookeeper.set, 0);
+  pc_config_free(cfg);
   expect_error("{\"zookeeper\": \"h:1\"}", PC_INVALID,
                SRC ":1:15: zookeeper: expected an object, got a string");
 }
@@ -156,12 +173,11 @@ static void test_full(void **state) {
   assert_int_equal(cfg->tso.http.port, 7001);
   assert_string_equal(cfg->tso.data_dir, "/var/lib/tso");
   assert_int_equal(cfg->tso.window_ms, 1000);
-  assert_int_equal(cfg->lockservice.set, 1);
-  assert_string_equal(cfg->lockservice.listen.host, "::1");
-  assert_int_equal(cfg->lockservice.listen.port, 7200);
-  assert_string_equal(cfg->lockservice.http.host, "localhost");
-  assert_int_equal(cfg->lockservice.http.port, 7201);
-  assert_int_equal(cfg->lockservice.session_ttl_ms, 5000);
+  assert_int_equal(cfg->zookeeper.set, 1);
+  assert_string_equal(cfg->zookeeper.connect, "[::1]:2181,zk2:2181");
+  assert_string_equal(cfg->zookeeper.root, "/percolator/a");
+  assert_int_equal(cfg->zookeeper.session_timeout_ms, 5000);
+  assert_null(cfg->served);
 
   assert_int_equal(cfg->ntablets, 3);
   const pc_config_tablet_t *t = cfg->tablets;
@@ -193,6 +209,7 @@ static void test_full(void **state) {
   assert_int_equal(cfg->workers.threads, 8);
   assert_int_equal(cfg->workers.scan.buckets_per_claim, 32);
   assert_int_equal(cfg->workers.scan.idle_ms, 250);
+  assert_int_equal(cfg->workers.scan.stable_ms, 1500);
   assert_int_equal(cfg->workers.max_failures, 3);
   assert_int_equal(cfg->workers.backoff_ms, 500);
   assert_int_equal(cfg->workers.nplugins, 2);
@@ -222,14 +239,15 @@ static void check_defaults(const pc_config_t *cfg) {
   assert_int_equal(cfg->tso.listen.set, 0);
   assert_null(cfg->tso.data_dir);
   assert_int_equal(cfg->tso.window_ms, 3000);
-  assert_int_equal(cfg->lockservice.set, 0);
-  assert_int_equal(cfg->lockservice.session_ttl_ms, 10000);
+  assert_int_equal(cfg->zookeeper.set, 0);
+  assert_null(cfg->served);
   assert_null(cfg->tablets);
   assert_int_equal(cfg->ntablets, 0);
   assert_int_equal(cfg->workers.set, 0);
   assert_int_equal(cfg->workers.threads, 4);
   assert_int_equal(cfg->workers.scan.buckets_per_claim, 16);
   assert_int_equal(cfg->workers.scan.idle_ms, 100);
+  assert_int_equal(cfg->workers.scan.stable_ms, 3000);
   assert_int_equal(cfg->workers.max_failures, 5);
   assert_int_equal(cfg->workers.backoff_ms, 100);
   assert_null(cfg->workers.plugins);
@@ -250,12 +268,11 @@ static void test_defaults(void **state) {
   pc_config_free(cfg);
 
   /* sections present but empty: set, with the defaults inside */
-  cfg = parse("{\"tso\": {}, \"lockservice\": {}, \"store\": {}, \"log\": {}}", &err);
+  cfg = parse("{\"tso\": {}, \"store\": {}, \"log\": {}}", &err);
   assert_non_null(cfg);
   assert_int_equal(cfg->tso.set, 1);
   assert_int_equal(cfg->tso.listen.set, 0);
   assert_int_equal(cfg->tso.window_ms, 3000);
-  assert_int_equal(cfg->lockservice.set, 1);
   assert_int_equal(cfg->store.cache_mb, 32);
   pc_config_free(cfg);
   pc_config_free(NULL);
@@ -487,9 +504,8 @@ static void test_ranges_of_integers(void **state) {
                SRC ":1:27: store.lock_ttl_ms: expected an integer in 1..3600000, got 0");
   expect_error("{\"tso\": {\"window_ms\": 99}}", PC_INVALID,
                SRC ":1:23: tso.window_ms: expected an integer in 100..600000, got 99");
-  expect_error("{\"lockservice\": {\"session_ttl_ms\": 600001}}", PC_INVALID,
-               SRC
-               ":1:36: lockservice.session_ttl_ms: expected an integer in 100..600000, got 600001");
+  expect_error("{\"workers\": {\"scan\": {\"stable_ms\": 600001}}}", PC_INVALID,
+               SRC ":1:36: workers.scan.stable_ms: expected an integer in 0..600000, got 600001");
   expect_error("{\"store\": {\"cache_mb\": 9223372036854775807}}", PC_INVALID,
                SRC
                ":1:24: store.cache_mb: expected an integer in 0..65536, got 9223372036854775807");
@@ -566,8 +582,8 @@ static void test_endpoints(void **state) {
       "  ]\n"
       "}",
       PC_INVALID, SRC ":4:29: tablets[1].listen: expected \"host:port\", got 42");
-  expect_error("{\"lockservice\": {\"http\": [\"h\", 1]}}", PC_INVALID,
-               SRC ":1:26: lockservice.http: expected \"host:port\", got an array");
+  expect_error("{\"tso\": {\"http\": [\"h\", 1]}}", PC_INVALID,
+               SRC ":1:18: tso.http: expected \"host:port\", got an array");
 
   pc_error_t err;
   pc_config_t *cfg = parse(
@@ -649,7 +665,8 @@ static void test_nul_bytes(void **state) {
       "{\"tablets\": [{\"name\": \"a\", \"listen\": \"h:1\", \"end\": \"\\u0000\"},\n"
       "  {\"name\": \"b\", \"listen\": \"h:2\", \"start\": \"\\u0000\", \"end\": "
       "\"\\u0000\\u0000\\u00ff\"},\n"
-      "  {\"name\": \"c\", \"listen\": \"h:3\", \"start\": \"\\u0000\\u0000\\u00ff\"}]}",
+      "  {\"name\": \"c\", \"listen\": \"h:3\", \"start\": \"\\u0000\\u0000\\u00ff\"}],\n"
+      " \"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/p\"}}",
       &err);
   if (!cfg) fprintf(stderr, "%s\n", err.text);
   assert_non_null(cfg);
@@ -672,7 +689,7 @@ static void tablets_text(char *out, size_t cap, const char *const (*t)[3], size_
         out + o, cap - o,
         " {\"name\": \"%s\", \"listen\": \"h:1\", \"start\": \"%s\", \"end\": \"%s\"}%s\n", t[k][0],
         t[k][1], t[k][2], k + 1 < n ? "," : "");
-  snprintf(out + o, cap - o, "]}");
+  snprintf(out + o, cap - o, "], \"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/p\"}}");
 }
 
 static void expect_tablets_error(const char *const (*t)[3], size_t n, const char *want) {
@@ -764,7 +781,9 @@ static void test_tablet_ranges(void **state) {
   {
     /* one tablet serving everything; an absent start/end is "" */
     pc_error_t err;
-    pc_config_t *cfg = parse("{\"tablets\": [{\"name\": \"all\", \"listen\": \"h:1\"}]}", &err);
+    pc_config_t *cfg = parse("{\"tablets\": [{\"name\": \"all\", \"listen\": \"h:1\"}],"
+                             " \"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/p\"}}",
+                             &err);
     assert_non_null(cfg);
     assert_int_equal(cfg->ntablets, 1);
     assert_string_equal(cfg->tablets[0].start, "");

@@ -3,8 +3,9 @@
 # dedup application (apps/dedup/) under concurrent loaders, while workers run:
 #   embedded: one `percolator worker --config` holds the data directory and
 #             serves it; the loaders reach it through DIR/serving.json.
-#   cluster:  `percolator run` (an oracle, a lock service, two tablets) and
-#             two `percolator worker` processes running the plugin.
+#   cluster:  `percolator run` (an oracle, two tablets, coordinated through
+#             a private ZooKeeper server started by zk_lib.sh) and two
+#             `percolator worker` processes running the plugin.
 # Three `load` processes at once write the same 200 URLs, each from its own
 # JSON-lines file, with contents drawn from five texts (so clusters form,
 # grow, lose members and change canonical while observers run). Then deletes
@@ -27,6 +28,7 @@ export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-conc-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
@@ -45,10 +47,12 @@ case "$MODE" in
     AT=(--data "$D")
     ;;
   cluster)
+    zk_start
     cat >"$WORK/run.json" <<JSON
 {"data_dir": "$WORK/data", "log": {"level": "warn"},
  "store": {"lock_ttl_ms": 1000},
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+ "tso": {"listen": "127.0.0.1:0"},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "/percolator/dedup-conc", "session_timeout_ms": 3000},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "m"},
              {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
 JSON
@@ -59,7 +63,7 @@ JSON
     cat >"$WORK/client.json" <<JSON
 {"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
  "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
- "lockservice": {"listen": "$(endpoint "$WORK/ready.json" lockservice)", "session_ttl_ms": 1000},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "/percolator/dedup-conc", "session_timeout_ms": 3000},
  "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "m"},
              {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "m"}],
  "workers": {"threads": 2, "backoff_ms": 50, "scan": {"idle_ms": 20},

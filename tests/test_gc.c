@@ -1284,13 +1284,18 @@ static void *lease_reader(void *arg) {
   return NULL;
 }
 
-/* A commit held between its primary's prewrite and its commit for five
+/* The lease of the heartbeat test: long enough that a loaded machine (a
+ * sanitizer, a cluster's round trips, other processes) runs each renewal,
+ * due every third of it, well before the lease it renews runs out. */
+#define HEARTBEAT_TTL 2000
+
+/* A commit held between its primary's prewrite and its commit for three
  * leases, while readers keep meeting its primary lock: the heartbeat renews
  * the lease, so no reader rolls it back, and the commit stands. */
 static void test_heartbeat_keeps_slow_commit_alive(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("gc-heartbeat");
-  pc_db_t *db = open_db(dir, TTL, 0);
+  pc_db_t *db = open_db(dir, HEARTBEAT_TTL, 0);
   static const char *const ax[] = {"a", "x", NULL};
   put_rows(db, ax, "v0", 0);
   lease_readers_t l = {.db = db};
@@ -1301,7 +1306,7 @@ static void test_heartbeat_keeps_slow_commit_alive(void **state) {
   set(t, "a", "v1", 0);
   set(t, "x", "v1", 0);
   char spec[64];
-  snprintf(spec, sizeof spec, "txn.prewrite.after_primary=1*sleep(%d)", 5 * TTL);
+  snprintf(spec, sizeof spec, "txn.prewrite.after_primary=1*sleep(%d)", 3 * HEARTBEAT_TTL);
   arm(spec);
   pc_error_t err;
   pc_status_t st = pc_txn_commit(t, &err);

@@ -19,8 +19,9 @@
 #   Ctrl-C (SIGINT) during a load    stops cleanly, summary printed; exit 130
 # and --timeout against a daemon that stops answering (SIGSTOP): every verb's
 # request gives up at its bound (exit 3), a cluster scan included.
-# The cluster is one `percolator run` (oracle, lock service, one tablet) on
-# ephemeral ports of 127.0.0.1; every process is bounded in time and killed
+# The cluster is one `percolator run` (oracle, one tablet) on ephemeral ports
+# of 127.0.0.1, coordinated through a private ZooKeeper server (zk_lib.sh,
+# started once the embedded cases are done); every process is bounded in time and killed
 # by the trap.
 set -u
 CLI=${1:?usage: test_load_faults.sh /path/to/percolator [FAILMALLOC_SO]}
@@ -29,6 +30,7 @@ case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
 case "$FAILMALLOC" in /* | "") ;; *) FAILMALLOC="$PWD/$FAILMALLOC" ;; esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-loadfaults-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
@@ -127,10 +129,14 @@ pass "SIGINT during a load: exit 130, and the summary's count is what the store 
 
 # ---- a cluster ----------------------------------------------------------------------
 
+# (a session timeout that outlasts the daemons' SIGSTOP below: their
+# sessions, and the oracle's leadership, survive it)
 start_cluster() {
+  [ -n "${ZK_PID:-}" ] || zk_start
+  ZK='"zookeeper": {"connect": "'$ZK_CONNECT'", "root": "/percolator/load", "session_timeout_ms": 30000}'
   cat >run.json <<JSON
-{"data_dir": "$WORK/cluster", "log": {"level": "warn"},
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+{"data_dir": "$WORK/cluster", "log": {"level": "warn"}, $ZK,
+ "tso": {"listen": "127.0.0.1:0"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0"}]}
 JSON
   rm -f ready.json
@@ -143,9 +149,8 @@ JSON
     local one=true
     [ $mode = 2 ] && one=false
     cat >client$mode.json <<JSON
-{"store": {"one_phase_commit": $one, "lock_ttl_ms": 30000, "timeout_ms": 60000},
+{"store": {"one_phase_commit": $one, "lock_ttl_ms": 30000, "timeout_ms": 60000}, $ZK,
  "tso": {"listen": "$(endpoint ready.json tso)"},
- "lockservice": {"listen": "$(endpoint ready.json lockservice)"},
  "tablets": [{"name": "t1", "listen": "$(endpoint ready.json t1)"}]}
 JSON
   done

@@ -5,17 +5,20 @@
 # +Inf equal to _count):
 #   1. the checker itself refuses what it must (each bad fixture below names
 #      its fault), so that a pass below means something;
-#   2. a cluster (`percolator run`: oracle, lock service, two tablets, each with
-#      its http endpoint) and a worker running PLUGIN (an observer of docs
+#   2. a cluster (`percolator run`: oracle and two tablets, each with its http
+#      endpoint, coordinated through a private ZooKeeper server, zk_lib.sh) and
+#      a worker running PLUGIN (an observer of docs
 #      raw:text, observers/examples/normalize_count.c) with workers.http; after
 #      writes that the observer processes, every endpoint's /metrics passes,
-#      and the worker's holds its latency histogram with observations.
+#      the worker's holds its latency histogram with observations, and every
+#      role reports its ZooKeeper session as connected.
 set -u
 CLI=${1:?usage: test_metrics.sh PERCOLATOR PROM_CHECK PLUGIN}
 CHECK=${2:?usage: test_metrics.sh PERCOLATOR PROM_CHECK PLUGIN}
 PLUGIN=${3:?usage: test_metrics.sh PERCOLATOR PROM_CHECK PLUGIN}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-metrics-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
@@ -74,10 +77,11 @@ pass "the checker accepts a valid text and names each fault of 12 invalid ones"
 
 # ---- 2. every role's endpoint ---------------------------------------------------------
 
+zk_start
+ZK='"zookeeper": {"connect": "'$ZK_CONNECT'", "root": "/percolator/metrics", "session_timeout_ms": 3000}'
 cat >run.json <<JSON
-{"data_dir": "$WORK/cluster", "log": {"level": "warn"},
+{"data_dir": "$WORK/cluster", "log": {"level": "warn"}, $ZK,
  "tso": {"listen": "127.0.0.1:0", "http": "127.0.0.1:0"},
- "lockservice": {"listen": "127.0.0.1:0", "http": "127.0.0.1:0"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "end": "m"},
              {"name": "t2", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "start": "m"}]}
 JSON
@@ -86,9 +90,8 @@ RUN=$!
 PIDS+=("$RUN")
 wait_file ready.json "$RUN"
 cat >client.json <<JSON
-{"log": {"level": "warn"},
+{"log": {"level": "warn"}, $ZK,
  "tso": {"listen": "$(endpoint ready.json tso)"},
- "lockservice": {"listen": "$(endpoint ready.json lockservice)"},
  "tablets": [{"name": "t1", "listen": "$(endpoint ready.json t1)", "end": "m"},
              {"name": "t2", "listen": "$(endpoint ready.json t2)", "start": "m"}],
  "workers": {"threads": 2, "http": "127.0.0.1:0", "scan": {"idle_ms": 20},
@@ -115,7 +118,7 @@ metrics() {
   [[ "$resp" == "HTTP/1."?" 200 "* ]] || fail "GET $1/metrics: $(head -1 <<<"$resp")"
   sed '1,/^\r$/d' <<<"$resp" | tr -d '\r'
 }
-for role in tso lockservice t1 t2; do
+for role in tso t1 t2; do
   ep=$(endpoint ready.json "$role" http)
   [ -n "$ep" ] || fail "no http endpoint for $role in the ready file: $(cat ready.json)"
   metrics "$ep" >"$role.prom"
@@ -125,6 +128,11 @@ ep=$(grep -o '"http": *"[^"]*"' wready.json | head -1 | sed 's/.*"\([^"]*\)"$/\1
 [ -n "$ep" ] || fail "no workers.http endpoint in the worker's ready file: $(cat wready.json)"
 metrics "$ep" >worker.prom
 "$CHECK" worker <worker.prom 2>worker.err || fail "worker /metrics: $(cat worker.err)"
+# every role of the cluster reports its ZooKeeper session, connected
+for role in tso t1 t2 worker; do
+  grep -qx 'percolator_zookeeper_session_state 1' "$role.prom" ||
+    fail "$role /metrics has no connected ZooKeeper session: $(grep zookeeper "$role.prom")"
+done
 grep -qE '^percolator_notification_latency_ms_count [1-9]' worker.prom ||
   fail "the worker's histogram counts no observation: $(grep latency worker.prom)"
 grep -qE '^percolator_observer_runs_total\{observer="[^"]+"\} [1-9]' worker.prom ||

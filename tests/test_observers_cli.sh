@@ -6,8 +6,9 @@
 # sees to seen:<observer>):
 #   embedded: worker A holds the data directory and serves it; worker B is a
 #             client of it (its configuration made from DIR/serving.json).
-#   cluster:  `percolator run` (an oracle, a lock service, two tablets) and
-#             the two workers as its clients.
+#   cluster:  `percolator run` (an oracle, two tablets, coordinated through a
+#             private ZooKeeper server, zk_lib.sh) and the two workers as its
+#             clients.
 #   1. cells written before any worker ran are observed by every observer
 #      (the registrations' backfills), the weak one included;
 #   2. two writers change the cells while both workers run: after `wait`,
@@ -30,12 +31,13 @@ export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-observers-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
 ROWS=8
 workers_of() { # workers_of SET: the workers section running set SET of the plugin
-  printf '"workers": {"threads": 2, "backoff_ms": 50, "scan": {"idle_ms": 20}, "plugins": [{"path": "%s", "config": {"set": "%s"}}]}' \
+  printf '"workers": {"threads": 2, "backoff_ms": 50, "scan": {"idle_ms": 20, "stable_ms": 300}, "plugins": [{"path": "%s", "config": {"set": "%s"}}]}' \
     "$PLUGIN" "$1"
 }
 start_worker() { # start_worker TAG CONFIG: pid in W, once its observers are registered
@@ -63,10 +65,12 @@ case "$MODE" in
     AT=(--data "$D")
     ;;
   cluster)
+    zk_start
+    ZK="\"zookeeper\": {\"connect\": \"$ZK_CONNECT\", \"root\": \"/percolator/observers\", \"session_timeout_ms\": 2000}"
     cat >"$WORK/run.json" <<JSON
-{"data_dir": "$WORK/data", "log": {"level": "warn"},
+{"data_dir": "$WORK/data", "log": {"level": "warn"}, $ZK,
  "store": {"lock_ttl_ms": 1000},
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+ "tso": {"listen": "127.0.0.1:0"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "r4"},
              {"name": "t2", "listen": "127.0.0.1:0", "start": "r4"}]}
 JSON
@@ -74,8 +78,7 @@ JSON
     RUN=$!
     PIDS+=("$RUN")
     wait_file "$WORK/ready.json" "$RUN"
-    CLIENT="\"store\": {\"lock_ttl_ms\": 1000}, \"tso\": {\"listen\": \"$(endpoint "$WORK/ready.json" tso)\"},
- \"lockservice\": {\"listen\": \"$(endpoint "$WORK/ready.json" lockservice)\", \"session_ttl_ms\": 1000},
+    CLIENT="\"store\": {\"lock_ttl_ms\": 1000}, \"tso\": {\"listen\": \"$(endpoint "$WORK/ready.json" tso)\"}, $ZK,
  \"tablets\": [{\"name\": \"t1\", \"listen\": \"$(endpoint "$WORK/ready.json" t1)\", \"end\": \"r4\"},
              {\"name\": \"t2\", \"listen\": \"$(endpoint "$WORK/ready.json" t2)\", \"start\": \"r4\"}]"
     printf '{%s}\n' "$CLIENT" >"$WORK/client.json"
@@ -98,7 +101,7 @@ case "$MODE" in
     pick() { sed -n "s/.*\"$1\": *\[*{[^}]*\"listen\": \"\([^\"]*\)\".*/\1/p" <<<"$S"; }
     SECRET=$(sed -n 's/.*"secret": *"\([0-9a-f]*\)".*/\1/p' <<<"$S")
     [ -n "$SECRET" ] || fail "no secret in $D/serving.json"
-    CLIENT="\"secret\": \"$SECRET\", \"tso\": {\"listen\": \"$(pick tso)\"}, \"lockservice\": {\"listen\": \"$(pick lockservice)\"},
+    CLIENT="\"secret\": \"$SECRET\", \"served\": \"$D\", \"tso\": {\"listen\": \"$(pick tso)\"},
  \"tablets\": [{\"name\": \"local\", \"listen\": \"$(pick tablets)\"}]"
     printf '{%s, %s}\n' "$CLIENT" "$(workers_of b)" >"$WORK/b.json"
     ;;

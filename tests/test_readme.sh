@@ -25,8 +25,9 @@
 # runs apart from each other and from other users of the machine, the
 # commands run in a temporary directory where build/ and observers/ are links
 # to the build and the sources, /tmp/pc becomes a directory of this run, and
-# the fixed ports 74NN and 75NN become ports of a free range; nothing else is
-# changed.
+# the fixed ports 74NN and 75NN become ports of a free range, and the
+# README's ZooKeeper (127.0.0.1:2181) a private server of this run started by
+# tests/zk_lib.sh; nothing else is changed.
 set -u
 SRC=${1:?usage: test_readme.sh SOURCE_DIR BUILD_DIR CC [EXTRA_CFLAGS]}
 BUILD=${2:?usage: test_readme.sh SOURCE_DIR BUILD_DIR CC [EXTRA_CFLAGS]}
@@ -35,7 +36,9 @@ EXTRA=${4:-}
 WALKS=${5:-0}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-readme-XXXXXX") || exit 1
 CLI=unused
+PIDS=()
 . "$SRC/tests/cli_lib.sh"
+. "$SRC/tests/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
@@ -64,10 +67,12 @@ for _ in $(seq 50); do
   [ $busy = 0 ] && { BASE=$b; break; }
 done
 [ -n "$BASE" ] || fail "no free range of ports"
-adapt() { # the README's text, with this run's directory and ports
+zk_start
+adapt() { # the README's text, with this run's directory, ports and ZooKeeper
   local line off
   while IFS= read -r line || [ -n "$line" ]; do
     line=${line//\/tmp\/pc/$WORK\/pc}
+    line=${line//127.0.0.1:2181/$ZK_CONNECT}
     while [[ "$line" =~ 127\.0\.0\.1:7([45])([0-9][0-9]) ]]; do
       off=$(((BASH_REMATCH[1] - 4) * 100 + 10#${BASH_REMATCH[2]}))
       line=${line/"${BASH_REMATCH[0]}"/127.0.0.1:$((BASE + off))}

@@ -359,6 +359,19 @@ static double metric(const char *ep, const char *name) {
   return p ? strtod(p + strlen(want), NULL) : -1;
 }
 
+/* The "zookeeper" member (ending in a comma) of the configurations of the
+ * cluster in dir: this program's private server (testutil), a root of dir's
+ * own. */
+static const char *zk_member(const char *dir) {
+  static char buf[1024];
+  const char *base = strrchr(dir, '/');
+  snprintf(buf, sizeof buf,
+           "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"/percolator/%s\","
+           "\"session_timeout_ms\":5000},",
+           tu_zk_shared(), base ? base + 1 : dir);
+  return buf;
+}
+
 /* ---- clients ---------------------------------------------------------------- */
 
 /* Writes DIR/NAME.json, a client configuration of the `run` daemon whose
@@ -367,12 +380,11 @@ static double metric(const char *ep, const char *name) {
 static char *client_config(const char *dir, json_t *ready, const char *name, const char *extra) {
   char *text = NULL, *path = NULL;
   int rc = asprintf(&text,
-                    "{%s\"store\":{\"timeout_ms\":5000},"
-                    "\"tso\":{\"listen\":\"%s\"},\"lockservice\":{\"listen\":\"%s\"},"
+                    "{%s%s\"store\":{\"timeout_ms\":5000},"
+                    "\"tso\":{\"listen\":\"%s\"},"
                     "\"tablets\":[{\"name\":\"a\",\"listen\":\"%s\",\"end\":\"m\"},"
                     "{\"name\":\"b\",\"listen\":\"%s\",\"start\":\"m\"}]}\n",
-                    extra, endpoint(ready, "tso", NULL, "listen"),
-                    endpoint(ready, "lockservice", NULL, "listen"),
+                    extra, zk_member(dir), endpoint(ready, "tso", NULL, "listen"),
                     endpoint(ready, NULL, "a", "listen"), endpoint(ready, NULL, "b", "listen"));
   assert_true(rc > 0);
   if (asprintf(&path, "%s/%s.json", dir, name) < 0) abort();
@@ -427,11 +439,11 @@ static void test_certificates(void **state) {
            "\"store\":{\"lock_ttl_ms\":2000},"
            "\"tls\":{\"ca_file\":\"%s/ca.pem\",\"cert_file\":\"%s/node.pem\","
            "\"key_file\":\"%s/node.key\",\"allowed_cn\":[\"app\"],"
-           "\"system_cn\":[\"node\",\"ops\"]},"
-           "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"lockservice\":{\"listen\":\"127.0.0.1:0\"},"
+           "\"system_cn\":[\"node\",\"ops\"]},%s"
+           "\"tso\":{\"listen\":\"127.0.0.1:0\"},"
            "\"tablets\":[{\"name\":\"a\",\"listen\":\"127.0.0.1:0\",\"http\":\"127.0.0.1:0\","
            "\"end\":\"m\"},{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
-           d, d, d, d);
+           d, d, d, d, zk_member(d));
   write_text(cfg, text);
   pid_t run;
   json_t *ready = start_daemon(fx, cfg, "run", NULL, "run", &run);
@@ -676,11 +688,11 @@ static void test_secrets(void **state) {
   snprintf(cfg, sizeof cfg, "%s/run.json", d);
   snprintf(text, sizeof text,
            "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
-           "\"secret\":\"data-s3cret\",\"system_secret\":\"system-s3cret\","
-           "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"lockservice\":{\"listen\":\"127.0.0.1:0\"},"
+           "\"secret\":\"data-s3cret\",\"system_secret\":\"system-s3cret\",%s"
+           "\"tso\":{\"listen\":\"127.0.0.1:0\"},"
            "\"tablets\":[{\"name\":\"a\",\"listen\":\"127.0.0.1:0\",\"end\":\"m\"},"
            "{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
-           d);
+           d, zk_member(d));
   write_text(cfg, text);
   pid_t run;
   json_t *ready = start_daemon(fx, cfg, "run", NULL, "run", &run);
@@ -1009,9 +1021,9 @@ static void test_resources(void **state) {
            "\"limits\":{\"max_connections\":%d,\"max_connections_per_peer\":200,"
            "\"max_unauthenticated\":32,\"auth_timeout_ms\":2000,\"frame_timeout_ms\":3000,"
            "\"max_frame_mb\":%d,\"request_memory_mb\":%d,\"reply_memory_mb\":%d,"
-           "\"reply_timeout_ms\":3000,\"http_max_connections\":%d,\"http_timeout_ms\":2000},",
+           "\"reply_timeout_ms\":3000,\"http_max_connections\":%d,\"http_timeout_ms\":2000},%s",
            d, T_CACHE_MB, T_WRITE_BUFFER_MB, T_META_CACHE_MB, T_MAX_CONNECTIONS, T_FRAME_MB,
-           T_REQUEST_MB, T_REPLY_MB, T_HTTP_CONNECTIONS);
+           T_REQUEST_MB, T_REPLY_MB, T_HTTP_CONNECTIONS, zk_member(d));
   snprintf(cfg0, sizeof cfg0, "%s/tso.json", d);
   snprintf(text, sizeof text,
            "{%s\"tso\":{\"listen\":\"127.0.0.1:0\"},"
@@ -1033,9 +1045,9 @@ static void test_resources(void **state) {
   char client[4200];
   snprintf(client, sizeof client, "%s/client.json", d);
   snprintf(text, sizeof text,
-           "{\"secret\":\"data-s3cret\",\"store\":{\"timeout_ms\":20000},"
+           "{\"secret\":\"data-s3cret\",\"store\":{\"timeout_ms\":20000},%s"
            "\"tso\":{\"listen\":\"%s\"},\"tablets\":[{\"name\":\"t1\",\"listen\":\"%s\"}]}\n",
-           endpoint(tso_ready, "tso", NULL, "listen"), listen);
+           zk_member(d), endpoint(tso_ready, "tso", NULL, "listen"), listen);
   write_text(client, text);
   long base_kib = rss_kib(tab_pid);
 

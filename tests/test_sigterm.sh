@@ -9,7 +9,7 @@
 #      SIGTERM; run exits 0 within the bound, its log shows the scan
 #      cancelled after the grace; a new run on the same data has the
 #      documents;
-#   2. the same roles as separate daemons (`tso`, `lockd`, `tablet`) and a
+#   2. the same roles as separate daemons (`tso`, `tablet`) and a
 #      `percolator worker` against them, the same scan on a tablet and the
 #      same stream of clients; SIGTERM to all at once; each exits 0 within
 #      the bound.
@@ -25,7 +25,13 @@ case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-sigterm-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
+zk_start # the clusters' coordination, one private server for both
+zk_json() { # zk_json ROOT: the configurations' "zookeeper" member
+  printf '"zookeeper": {"connect": "%s", "root": "%s", "session_timeout_ms": 3000}' "$ZK_CONNECT" "$1"
+}
+ZK=$(zk_json /percolator/sigterm-run)
 
 BOUND=30         # pc_daemon_stop_bound_ms with the default store.timeout_ms
 MARGIN=30        # for a loaded machine: the test waits BOUND + MARGIN
@@ -44,13 +50,13 @@ big_rows() {
 # default a long timeout, so that the scan's client is still waiting when the
 # daemons stop).
 client_config() {
-  local tso lockd t1 t2
-  tso=$(endpoint "$1" tso) && lockd=$(endpoint "$1" lockservice) &&
-    t1=$(endpoint "$1" t1) && t2=$(endpoint "$1" t2) || fail "cannot parse $1"
-  [ -n "$tso" ] && [ -n "$lockd" ] && [ -n "$t1" ] && [ -n "$t2" ] || fail "incomplete $1"
+  local tso t1 t2
+  tso=$(endpoint "$1" tso) && t1=$(endpoint "$1" t1) && t2=$(endpoint "$1" t2) ||
+    fail "cannot parse $1"
+  [ -n "$tso" ] && [ -n "$t1" ] && [ -n "$t2" ] || fail "incomplete $1"
   cat >"$2" <<EOF
-{"store": {"timeout_ms": ${3:-120000}},
- "tso": {"listen": "$tso"}, "lockservice": {"listen": "$lockd"},
+{"store": {"timeout_ms": ${3:-120000}}, $ZK,
+ "tso": {"listen": "$tso"},
  "tablets": [{"name": "t1", "listen": "$t1", "end": "m"},
              {"name": "t2", "listen": "$t2", "start": "m"}]}
 EOF
@@ -131,9 +137,8 @@ in_service() {
 # ---- 1. percolator run ------------------------------------------------------
 
 cat >"$WORK/run.json" <<EOF
-{"data_dir": "$WORK/data", "log": {"level": "info"},
+{"data_dir": "$WORK/data", "log": {"level": "info"}, $ZK,
  "tso": {"listen": "127.0.0.1:0"},
- "lockservice": {"listen": "127.0.0.1:0"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "end": "m"},
              {"name": "t2", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "start": "m"}],
  "workers": {"threads": 2, "plugins": [{"path": "$PLUGIN"}]}}
@@ -178,22 +183,18 @@ pass "a new run on the same data has what was committed before the signal"
 
 # ---- 2. separate daemons and a worker -----------------------------------------
 
+ZK=$(zk_json /percolator/sigterm-daemons)
 cat >"$WORK/d0.json" <<EOF
-{"data_dir": "$WORK/data2", "log": {"level": "info"},
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+{"data_dir": "$WORK/data2", "log": {"level": "info"}, $ZK,
+ "tso": {"listen": "127.0.0.1:0"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "end": "m"},
              {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
 EOF
 "$CLI" tso --config "$WORK/d0.json" --ready-file "$WORK/r-tso.json" 2>"$WORK/tso.log" &
 TSO=$!
 PIDS+=("$TSO")
-"$CLI" lockd --config "$WORK/d0.json" --ready-file "$WORK/r-lockd.json" 2>"$WORK/lockd.log" &
-LOCKD=$!
-PIDS+=("$LOCKD")
 wait_file "$WORK/r-tso.json" "$TSO"
-wait_file "$WORK/r-lockd.json" "$LOCKD"
 TSO_EP=$(endpoint "$WORK/r-tso.json" tso)
-LOCKD_EP=$(endpoint "$WORK/r-lockd.json" lockservice)
 sed "s/\"tso\": {\"listen\": \"127.0.0.1:0\"}/\"tso\": {\"listen\": \"$TSO_EP\"}/" \
   "$WORK/d0.json" >"$WORK/d1.json"
 for t in t1 t2; do
@@ -204,8 +205,8 @@ for t in t1 t2; do
 done
 wait_file "$WORK/r-t1.json" "$T_t1"
 wait_file "$WORK/r-t2.json" "$T_t2"
-printf '{"lockservice": {"listen": "%s"}, "tablets": {"t1": {"listen": "%s"}, "t2": {"listen": "%s"}}, "tso": {"listen": "%s"}}\n' \
-  "$LOCKD_EP" "$(endpoint "$WORK/r-t1.json" t1)" "$(endpoint "$WORK/r-t2.json" t2)" "$TSO_EP" \
+printf '{"tablets": {"t1": {"listen": "%s"}, "t2": {"listen": "%s"}}, "tso": {"listen": "%s"}}\n' \
+  "$(endpoint "$WORK/r-t1.json" t1)" "$(endpoint "$WORK/r-t2.json" t2)" "$TSO_EP" \
   >"$WORK/r-all.json"
 client_config "$WORK/r-all.json" "$WORK/client-3.json"
 C="$WORK/client-3.json"
@@ -223,8 +224,8 @@ start_clients "$C" daemons
 sleep 1
 grep -q "workers:" "$WORK/worker.log" || fail "the worker did not start: $(tail -3 "$WORK/worker.log")"
 t0=$(date +%s%N)
-kill -TERM "$WORKER" "$T_t1" "$T_t2" "$LOCKD" "$TSO"
-for p in "$WORKER" "$T_t1" "$T_t2" "$LOCKD" "$TSO"; do
+kill -TERM "$WORKER" "$T_t1" "$T_t2" "$TSO"
+for p in "$WORKER" "$T_t1" "$T_t2" "$TSO"; do
   wait_exit "$p" $((BOUND + MARGIN))
   [ "$RC" = 0 ] || fail "daemon $p exited $RC on SIGTERM"
 done
@@ -233,4 +234,4 @@ echo "  every daemon stopped within ${took} ms after SIGTERM (bound ${BOUND} s)"
 grep -q "cancelling them" "$WORK/t1.log" || fail "tablet t1 did not cancel the scan after its grace"
 stop_clients
 scan_cancelled daemons
-pass "SIGTERM stops tso, lockd, each tablet and a worker within the bound, exit 0, during a long scan and a stream of clients"
+pass "SIGTERM stops tso, each tablet and a worker within the bound, exit 0, during a long scan and a stream of clients"

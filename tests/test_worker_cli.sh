@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_worker_cli.sh PERCOLATOR HOTLOG_PLUGIN — worker processes through the
 # command line:
-#   1. a cluster (`percolator run`: an oracle, a lock service, two tablets)
+#   1. a cluster (`percolator run`: an oracle, two tablets, coordinated
+#      through a private ZooKeeper server started by zk_lib.sh)
 #      and three `percolator worker` processes running the hotlog test plugin
 #      (tests/plugins/hotlog.c, whose observer sleeps inside each run); two
 #      writers hammer three hot cells; one worker is killed with SIGKILL in
@@ -37,15 +38,18 @@ case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-worker-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 
 
 # ---- 1. three workers, two writers, a SIGKILL -------------------------------
 
+zk_start
 cat >"$WORK/run.json" <<JSON
 {"data_dir": "$WORK/data", "log": {"level": "warn"},
  "store": {"lock_ttl_ms": 1000},
- "tso": {"listen": "127.0.0.1:0"}, "lockservice": {"listen": "127.0.0.1:0"},
+ "tso": {"listen": "127.0.0.1:0"},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "/percolator/worker-cli", "session_timeout_ms": 3000},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "m"},
              {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
 JSON
@@ -57,7 +61,7 @@ C="$WORK/client.json"
 cat >"$C" <<JSON
 {"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
  "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
- "lockservice": {"listen": "$(endpoint "$WORK/ready.json" lockservice)", "session_ttl_ms": 1000},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "/percolator/worker-cli", "session_timeout_ms": 3000},
  "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "m"},
              {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "m"}],
  "workers": {"threads": 3, "max_failures": 2, "backoff_ms": 50,

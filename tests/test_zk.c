@@ -2,7 +2,10 @@
  * ZooKeeper server: nodes under the root, ephemeral nodes that go with their
  * session, sequence nodes in order, watches, the fenced write (check one
  * node, set another at an expected version) refused when either condition
- * fails, and every call bounded by its timeout once the server is gone.
+ * fails, and every call bounded by its timeout once the server is gone; the
+ * coordination built on it (lockservice/coord.h): clients' liveness and
+ * reports, one session per client handle, the workers' membership and
+ * shares, the safe point that only rises.
  * One server serves every case; the last case stops it. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,8 @@
 #include "lockservice/coord.h"
 #include "lockservice/zk.h"
 #include "tests/zkharness.h"
+
+#include <percolator/percolator.h>
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -176,9 +181,11 @@ static uint64_t report_42(void *ctx) {
 static void test_client_liveness_and_reports(void **state) {
   (void)state;
   pc_error_t err;
-  pc_coord_t *a = pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, 20000, &err);
+  pc_coord_t *a =
+      pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, PC_COORD_CLIENT, 20000, &err);
   assert_non_null(a);
-  pc_coord_t *b = pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, 20000, &err);
+  pc_coord_t *b =
+      pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, PC_COORD_CLIENT, 20000, &err);
   assert_non_null(b);
   uint64_t sa = pc_coord_session(a), sb = pc_coord_session(b);
   assert_true(sa != 0 && sb != 0 && sa != sb);
@@ -225,6 +232,146 @@ static void test_client_liveness_and_reports(void **state) {
   pc_coord_close(b);
 }
 
+/* Waits (bounded) until the server counts want connections; returns the count. */
+static int connections_become(int want) {
+  int n = -1;
+  for (int i = 0; i < 500 && (n = tu_zk_connections(server, 0)) != want; i++) usleep(10000);
+  return n;
+}
+
+/* A client handle of a cluster holds one ZooKeeper session: its node under
+ * clients/ and the oracle's election are followed on the same one. */
+static void test_one_session_per_client(void **state) {
+  (void)state;
+  char dir[] = "/tmp/pc-zk-client-XXXXXX", path[128];
+  if (!mkdtemp(dir)) fail_msg("mkdtemp");
+  snprintf(path, sizeof path, "%s/client.json", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f,
+          "{\"zookeeper\":{\"connect\":\"%s\",\"root\":\"/percolator/t6\","
+          "\"session_timeout_ms\":4000},\"store\":{\"timeout_ms\":500},"
+          "\"tso\":{\"listen\":\"127.0.0.1:0\"},"
+          "\"tablets\":[{\"name\":\"t\",\"listen\":\"127.0.0.1:1\"}]}\n",
+          tu_zk_connect(server));
+  fclose(f);
+  int before = tu_zk_connections(server, 0);
+  assert_true(before >= 0);
+  pc_error_t err;
+  pc_db_t *db = pc_db_open_config(path, &err);
+  if (!db) fail_msg("pc_db_open_config: %s", err.text);
+  assert_int_equal(connections_become(before + 1), before + 1);
+  usleep(300000); /* a second session would have connected by now */
+  assert_int_equal(tu_zk_connections(server, 0), before + 1);
+  assert_true(pc_db_session(db) != 0);
+  pc_db_close(db);
+  assert_int_equal(connections_become(before), before);
+  remove(path);
+  rmdir(dir);
+}
+
+static uint32_t share_of(pc_member_t *m, uint32_t *count) {
+  uint32_t index = 0;
+  pc_member_partition(m, &index, count);
+  return index;
+}
+
+/* Workers' members: each takes a contiguous share of the buckets, in the
+ * order of their nodes; a member's first share is used at once, a change
+ * only once the membership has been stable for the delay; a member that
+ * leaves (or whose session ends) gives its share to the others. */
+static void test_membership_partition(void **state) {
+  (void)state;
+  pc_error_t err;
+  const char *root = "/percolator/t7";
+  pc_coord_t *a = pc_coord_open(tu_zk_connect(server), root, 4000, 0, 20000, &err);
+  pc_coord_t *b = pc_coord_open(tu_zk_connect(server), root, 4000, 0, 20000, &err);
+  assert_non_null(a);
+  assert_non_null(b);
+  pc_member_t *ma = pc_member_join(a, "g", 1500, 5000, &err);
+  assert_non_null(ma);
+  uint32_t count = 0;
+  for (int i = 0; i < 500 && (share_of(ma, &count), count) == 0; i++) usleep(10000);
+  assert_int_equal(count, 1); /* alone: every bucket, at once */
+  pc_member_t *mb = pc_member_join(b, "g", 1500, 5000, &err);
+  assert_non_null(mb);
+  for (int i = 0; i < 500 && (share_of(mb, &count), count) == 0; i++) usleep(10000);
+  assert_int_equal(count, 2); /* its first share at once: the second half */
+  assert_int_equal(share_of(mb, &count), 1);
+  /* a keeps the whole range until the membership has been stable */
+  assert_int_equal(share_of(ma, &count), 0);
+  assert_int_equal(count, 1);
+  for (int i = 0; i < 500 && (share_of(ma, &count), count) != 2; i++) usleep(10000);
+  assert_int_equal(count, 2);
+  assert_int_equal(share_of(ma, &count), 0);
+  uint32_t lo, hi;
+  pc_member_buckets(0, 2, 1024, &lo, &hi);
+  assert_true(lo == 0 && hi == 512);
+  pc_member_buckets(1, 2, 1024, &lo, &hi);
+  assert_true(lo == 512 && hi == 1024);
+  pc_member_buckets(2, 3, 1024, &lo, &hi);
+  assert_true(lo == 682 && hi == 1024);
+  /* the list that `status` shows */
+  pc_coord_node_t *nodes = NULL;
+  size_t n = 0;
+  assert_int_equal(pc_coord_list(a, "workers", 5000, &nodes, &n, &err), PC_OK);
+  assert_int_equal(n, 2);
+  assert_true(strncmp(nodes[0].name, "m-", 2) == 0 && strcmp(nodes[0].name, nodes[1].name) < 0);
+  assert_non_null(strchr(nodes[0].data, ':'));
+  free(nodes);
+  /* a worker running other observers (another group) scans every bucket for
+   * them, and the first group's shares stay as they are */
+  pc_member_t *mh = pc_member_join(b, "h", 1500, 5000, &err);
+  assert_non_null(mh);
+  for (int i = 0; i < 500 && (share_of(mh, &count), count) == 0; i++) usleep(10000);
+  assert_int_equal(count, 1);
+  assert_int_equal(share_of(mh, &count), 0);
+  usleep(1600 * 1000); /* past the delay: the new membership is in use */
+  assert_int_equal(share_of(ma, &count), 0);
+  assert_int_equal(count, 2);
+  assert_int_equal(share_of(mb, &count), 1);
+  assert_int_equal(count, 2);
+  char group[64];
+  assert_int_equal(pc_member_group("m-h-0000000007", group, sizeof group), 1);
+  assert_string_equal(group, "h");
+  assert_int_equal(pc_member_group("x-0000000007", group, sizeof group), 0);
+  pc_member_leave(mh);
+  /* a's session ends: b takes every bucket once the membership is stable */
+  pc_member_leave(ma);
+  pc_coord_close(a);
+  for (int i = 0; i < 500 && (share_of(mb, &count), count) != 1; i++) usleep(10000);
+  assert_int_equal(count, 1);
+  assert_int_equal(share_of(mb, &count), 0);
+  pc_member_leave(mb);
+  assert_int_equal(pc_coord_list(b, "workers", 5000, &nodes, &n, &err), PC_OK);
+  assert_int_equal(n, 0);
+  free(nodes);
+  pc_coord_close(b);
+}
+
+/* The safe point only rises, whoever publishes it. */
+static void test_safe_point_rises(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_coord_t *a = pc_coord_open(tu_zk_connect(server), "/percolator/t8", 4000, 0, 20000, &err);
+  pc_coord_t *b = pc_coord_open(tu_zk_connect(server), "/percolator/t8", 4000, 0, 20000, &err);
+  assert_non_null(a);
+  assert_non_null(b);
+  uint64_t safe = 1, published = 0;
+  assert_int_equal(pc_coord_safe_point(a, 5000, &safe, &err), PC_OK);
+  assert_true(safe == 0); /* never published */
+  assert_int_equal(pc_coord_publish_safe_point(a, 100, 5000, &published, &err), PC_OK);
+  assert_true(published == 100);
+  assert_int_equal(pc_coord_publish_safe_point(b, 50, 5000, &published, &err), PC_OK);
+  assert_true(published == 100);
+  assert_int_equal(pc_coord_publish_safe_point(b, 250, 5000, &published, &err), PC_OK);
+  assert_true(published == 250);
+  assert_int_equal(pc_coord_safe_point(a, 5000, &safe, &err), PC_OK);
+  assert_true(safe == 250);
+  pc_coord_close(a);
+  pc_coord_close(b);
+}
+
 static void test_unreachable(void **state) {
   (void)state;
   pc_error_t err;
@@ -247,7 +394,8 @@ static void test_calls_bounded_when_server_gone(void **state) {
   pc_zk_watch_t w = {count_event, &c};
   pc_zk_t *zk = pc_zk_open(tu_zk_connect(server), "/percolator/t4", 30000, 20000, &w, &err);
   assert_non_null(zk);
-  pc_coord_t *coord = pc_coord_open(tu_zk_connect(server), "/percolator/t4", 30000, 20000, &err);
+  pc_coord_t *coord =
+      pc_coord_open(tu_zk_connect(server), "/percolator/t4", 30000, PC_COORD_CLIENT, 20000, &err);
   assert_non_null(coord);
   tu_zk_kill(server, 0);
   /* liveness that ZooKeeper cannot confirm is unknown, never dead */
@@ -294,6 +442,9 @@ int main(void) {
       cmocka_unit_test(test_ephemeral_sequence_and_watches),
       cmocka_unit_test(test_fenced_write),
       cmocka_unit_test(test_client_liveness_and_reports),
+      cmocka_unit_test(test_one_session_per_client),
+      cmocka_unit_test(test_membership_partition),
+      cmocka_unit_test(test_safe_point_rises),
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_calls_bounded_when_server_gone),
   };

@@ -2,8 +2,8 @@
 # test_zk_cli.sh PERCOLATOR — a cluster coordinated through ZooKeeper, from
 # the command line: a private ZooKeeper server (zk_lib.sh), two `percolator
 # tso` processes (one leads, one stands by), one `percolator tablet`, and the
-# data verbs as clients. It checks that a configuration naming both a lock
-# service and ZooKeeper is refused with its file:line:column, that each
+# data verbs as clients. It checks that a configuration naming the retired lock
+# service is refused with its file:line:column, and the lockd verb too, that each
 # oracle's /metrics says which one leads, and that after the leader is
 # SIGKILLed the standby leads and the verbs commit and read again. Every wait
 # is bounded; the cleanup kills every process it started by its pid.
@@ -41,9 +41,13 @@ cat >"$WORK/both.json" <<EOF2
 EOF2
 run_cli 20 --config "$WORK/both.json" status
 [ "$RC" != 0 ] || fail "a lock service beside ZooKeeper was accepted"
-grep -q "both.json:3:18: lockservice: the lock service daemon is not used" "$WORK/last.err" ||
+grep -q 'both.json:3:18: lockservice: the lock service daemon ("lockd") is retired' "$WORK/last.err" ||
   fail "unexpected refusal: $(cat "$WORK/last.err")"
-pass "a lock service beside ZooKeeper is refused with file:line:column"
+pass "a lock service section is refused with file:line:column"
+run_cli 20 lockd
+[ "$RC" = 2 ] || fail "the retired lockd verb exited $RC (want 2)"
+grep -q "'lockd' is retired" "$WORK/last.err" || fail "lockd: $(cat "$WORK/last.err")"
+pass "the retired lockd verb says so"
 
 TPORT=$(zk_free_port)
 cat >"$WORK/zk.json" <<EOF2

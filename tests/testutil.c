@@ -2,6 +2,7 @@
  * test programs (see testutil.h). */
 #include "tests/testutil.h"
 #include "tests/zkharness.h"
+#include "tso/tso_zk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,14 +28,18 @@ static void die(const char *what, const pc_error_t *err) {
 /* ---- cluster mode --------------------------------------------------------
  * With PERCOLATOR_TEST_CLUSTER=/path/to/percolator in the environment, every
  * test directory gets its own cluster of real daemons on 127.0.0.1 with
- * ephemeral ports — one oracle, one lock service and three tablet servers,
- * each a separate process — started by tu_mkdtemp and stopped by tu_rmtree;
- * tu_open then connects to it through a client configuration instead of
- * opening the embedded store, so the same tests run unchanged against it.
+ * ephemeral ports — an oracle and a standby, elected in ZooKeeper, and
+ * three tablet servers, each a separate process — started by tu_mkdtemp and
+ * stopped by tu_rmtree; tu_open then connects to it through a client
+ * configuration instead of opening the embedded store, so the same tests run
+ * unchanged against it. One private ZooKeeper server (tests/zkharness.c)
+ * serves every test directory of the program, each cluster under a root of
+ * its own (/percolator/<directory name>), so a program pays one server start.
  * The tablets split rows at "acct25" and "r2", so the rows the tests use
  * ("a", "acct00".."acct49", "b", "k0".., "r0".."r3", "x", "y") spread over all three. */
 
 #define CLUSTER_MAX_PIDS 8
+#define ZK_SESSION_MS 4000
 
 static const char *forced_cli; /* set by tu_cluster_mkdtemp */
 
@@ -84,11 +89,13 @@ static pid_t spawn_daemon(const char *dir, const char *cfg, const char *verb, co
   return pid;
 }
 
-/* Waits (bounded) for dir/LOG.ready and returns the port of its `key` role's listen. */
-static int ready_port(const char *dir, const char *log, const char *key, const char *tablet) {
+/* Waits (bounded) for dir/LOG.ready and returns the port of its `key` role's
+ * listen; a daemon that exits meanwhile fails at once, naming its log. */
+static int ready_port(const char *dir, const char *log, const char *key, const char *tablet,
+                      pid_t pid) {
   char path[4200];
   snprintf(path, sizeof path, "%s/%s.ready", dir, log);
-  for (int i = 0; i < 2000; i++) { /* up to ~20 s */
+  for (int i = 0; i < 6000; i++) { /* up to ~60 s: ZooKeeper sessions on a loaded machine */
     json_t *j = json_load_file(path, 0, NULL);
     if (j) {
       json_t *o = tablet ? json_object_get(json_object_get(j, "tablets"), tablet)
@@ -98,6 +105,10 @@ static int ready_port(const char *dir, const char *log, const char *key, const c
       int port = colon ? atoi(colon + 1) : -1;
       json_decref(j);
       if (port > 0) return port;
+    }
+    if (pid > 0 && waitpid(pid, NULL, WNOHANG) == pid) {
+      fprintf(stderr, "cluster daemon %s exited while starting; see %s/%s.log\n", log, dir, log);
+      abort();
     }
     struct timespec t = {0, 10 * 1000000L};
     nanosleep(&t, NULL);
@@ -122,10 +133,7 @@ static void tablets_json(char *out, size_t cap, const int ports[3]) {
            ports[0], ports[1], ports[2]);
 }
 
-/* PERCOLATOR_TEST_ZK=1 (with PERCOLATOR_TEST_CLUSTER): the cluster is
- * coordinated through ZooKeeper. One private server serves every test
- * directory of the program, each under its own root; the oracle runs with a
- * standby (pid index 5), and clients and tablets find its leader there. */
+/* The ZooKeeper server of this program's clusters, started at the first. */
 static tu_zk_t *shared_zk;
 
 static void stop_shared_zk(void) {
@@ -133,85 +141,103 @@ static void stop_shared_zk(void) {
   shared_zk = NULL;
 }
 
-int tu_zk_mode(void) {
-  const char *p = getenv("PERCOLATOR_TEST_ZK");
-  return cluster_cli() && p && *p == '1';
-}
-
-/* The "zookeeper" member of dir's configurations ("" outside that mode). */
-static void zk_json(const char *dir, char *out, size_t cap) {
-  out[0] = '\0';
-  if (!tu_zk_mode()) return;
+const char *tu_zk_shared(void) {
   if (!shared_zk) {
     shared_zk = tu_zk_start(1);
     atexit(stop_shared_zk);
   }
+  return tu_zk_connect(shared_zk);
+}
+
+/* The cluster root of test directory dir. */
+static const char *cluster_root(const char *dir, char *out, size_t cap) {
   const char *name = strrchr(dir, '/');
+  snprintf(out, cap, "/percolator/%s", name ? name + 1 : dir);
+  return out;
+}
+
+/* The "zookeeper" member of dir's configurations. */
+static void zk_json(const char *dir, char *out, size_t cap) {
+  char root[300];
   snprintf(out, cap,
-           "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"/percolator/%s\","
-           "\"session_timeout_ms\":4000},",
-           tu_zk_connect(shared_zk), name ? name + 1 : dir);
+           "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"%s\",\"session_timeout_ms\":%d},",
+           tu_zk_shared(), cluster_root(dir, root, sizeof root), ZK_SESSION_MS);
+}
+
+/* The port of the oracle whose ready file is dir/LOG.ready, or -1. */
+static int ready_tso_port(const char *dir, const char *log) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.ready", dir, log);
+  json_t *j = json_load_file(path, 0, NULL);
+  const char *ep = json_string_value(json_object_get(json_object_get(j, "tso"), "listen"));
+  const char *colon = ep ? strrchr(ep, ':') : NULL;
+  int port = colon ? atoi(colon + 1) : -1;
+  json_decref(j);
+  return port;
+}
+
+int tu_cluster_tso_leader(const char *dir) {
+  char root[300];
+  pc_error_t err;
+  pc_tso_locator_t *l = pc_tso_locator_create(tu_zk_shared(), cluster_root(dir, root, sizeof root),
+                                              ZK_SESSION_MS, NULL, 20000, &err);
+  if (!l) die("tu_cluster_tso_leader", &err);
+  int found = -1;
+  for (int i = 0; i < 2000 && found < 0; i++) { /* up to ~20 s */
+    char leader[300] = "";
+    pc_tso_locator_members(l, leader, sizeof leader, NULL, 0);
+    const char *colon = strrchr(leader, ':');
+    int port = colon ? atoi(colon + 1) : -1;
+    if (port > 0 && port == ready_tso_port(dir, "tso")) found = 0;
+    else if (port > 0 && port == ready_tso_port(dir, "tso-standby")) found = 1;
+    else nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+  }
+  pc_tso_locator_destroy(l);
+  if (found < 0) die("tu_cluster_tso_leader: no oracle of the cluster leads", NULL);
+  return found;
 }
 
 static void cluster_start(const char *dir) {
-  char cfg[4200], text[4096], tablets[1024], zk[600];
+  char cfg[4200], text[4096], tablets[1024], zk[600], log[16];
   int zero[3] = {0, 0, 0}, ports[3];
   pid_t pids[CLUSTER_MAX_PIDS];
   int np = 0;
   zk_json(dir, zk, sizeof zk);
-  /* the oracle and the lock service first: the tablets need the oracle's port */
+  /* every role on an ephemeral port, all at once: the tablets find the
+   * oracle's leader in ZooKeeper, not in the file */
   tablets_json(tablets, sizeof tablets, zero);
-  /* with ZooKeeper there is no lock service daemon: its pid is listed as 0 */
-  char ls0[64] = "", ls[64] = "";
-  if (!zk[0]) snprintf(ls0, sizeof ls0, "\"lockservice\":{\"listen\":\"127.0.0.1:0\"},");
   snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
   snprintf(text, sizeof text,
            "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
-           "\"tso\":{\"listen\":\"127.0.0.1:0\"},%s"
-           "\"tablets\":%s}\n",
-           dir, zk, ls0, tablets);
+           "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"tablets\":%s}\n",
+           dir, zk, tablets);
   write_file(cfg, text);
   pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso");
-  pids[np++] = zk[0] ? 0 : spawn_daemon(dir, cfg, "lockd", NULL, "lockd");
-  int tso = ready_port(dir, "tso", "tso", NULL);
-  if (!zk[0])
-    snprintf(ls, sizeof ls, "\"lockservice\":{\"listen\":\"127.0.0.1:%d\"},",
-             ready_port(dir, "lockd", "lockservice", NULL));
-  snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
-  snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
-           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},%s"
-           "\"tablets\":%s}\n",
-           dir, zk, tso, ls, tablets);
-  write_file(cfg, text);
-  char log[16];
+  pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso-standby");
   for (int i = 0; i < 3; i++) {
     snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
     pids[np++] = spawn_daemon(dir, cfg, "tablet", tablet_names[i], log);
   }
-  for (int i = 0; i < 3; i++) {
-    snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
-    ports[i] = ready_port(dir, log, NULL, tablet_names[i]);
-  }
-  tablets_json(tablets, sizeof tablets, ports);
-  /* what clients read, and what a restarted daemon reads to come back on its port */
-  snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
-  snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
-           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},%s"
-           "\"tablets\":%s}\n",
-           dir, zk, tso, ls, tablets);
-  write_file(cfg, text);
-  if (zk[0]) { /* a standby oracle on a port of its own */
-    snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
-    pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso-standby");
-    (void)ready_port(dir, "tso-standby", "tso", NULL);
-  }
+  /* the pids first, so that tu_rmtree stops them whatever happens next */
   snprintf(cfg, sizeof cfg, "%s/cluster.pids", dir);
   FILE *f = fopen(cfg, "w");
   if (!f) die(cfg, NULL);
   for (int i = 0; i < np; i++) fprintf(f, "%d\n", (int)pids[i]);
   fclose(f);
+  int tso = ready_port(dir, "tso", "tso", NULL, pids[0]);
+  (void)ready_port(dir, "tso-standby", "tso", NULL, pids[1]);
+  for (int i = 0; i < 3; i++) {
+    snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
+    ports[i] = ready_port(dir, log, NULL, tablet_names[i], pids[2 + i]);
+  }
+  tablets_json(tablets, sizeof tablets, ports);
+  /* what clients read, and what a restarted tablet reads to come back on its port */
+  snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
+  snprintf(text, sizeof text,
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
+           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"tablets\":%s}\n",
+           dir, zk, tso, tablets);
+  write_file(cfg, text);
 }
 
 /* Stops the daemons of dir's cluster, if it has one: SIGTERM, then a bounded wait. */
@@ -263,22 +289,19 @@ static void set_pid(const char *dir, int index, pid_t pid) {
 }
 
 void tu_cluster_restart(const char *dir, int index) {
-  static const char *const verbs[] = {"tso", "lockd", "tablet", "tablet", "tablet", "tso"};
-  static const char *const logs[] = {"tso",       "lockd",     "tablet-t1",
-                                     "tablet-t2", "tablet-t3", "tso-standby"};
-  if (index < 0 || index > 5 || (index == 1 && tu_zk_mode()) || (index == 5 && !tu_zk_mode()))
-    die("tu_cluster_restart: no such daemon in this cluster", NULL);
+  static const char *const verbs[] = {"tso", "tso", "tablet", "tablet", "tablet"};
+  static const char *const logs[] = {"tso", "tso-standby", "tablet-t1", "tablet-t2", "tablet-t3"};
+  if (index < 0 || index > 4) die("tu_cluster_restart: no such daemon in this cluster", NULL);
   char cfg[4200], ready[4200];
-  /* an elected oracle may come back on any port */
-  snprintf(cfg, sizeof cfg, "%s/%s", dir, index == 5 ? "daemons0.json" : "cluster.json");
+  /* an elected oracle may come back on any port; a tablet on its own */
+  snprintf(cfg, sizeof cfg, "%s/%s", dir, index < 2 ? "daemons0.json" : "cluster.json");
   snprintf(ready, sizeof ready, "%s/%s.ready", dir, logs[index]);
   remove(ready);
   pid_t pid = spawn_daemon(dir, cfg, verbs[index], index >= 2 ? tablet_names[index - 2] : NULL,
                            logs[index]);
-  if (index == 0 || index == 5) (void)ready_port(dir, logs[index], "tso", NULL);
-  else if (index == 1) (void)ready_port(dir, logs[1], "lockservice", NULL);
-  else (void)ready_port(dir, logs[index], NULL, tablet_names[index - 2]);
   set_pid(dir, index, pid);
+  if (index < 2) (void)ready_port(dir, logs[index], "tso", NULL, pid);
+  else (void)ready_port(dir, logs[index], NULL, tablet_names[index - 2], pid);
 }
 
 pid_t tu_cluster_pid(const char *dir, int index) {

@@ -7,9 +7,11 @@
 
 /* Creates a fresh directory under $TMPDIR (or /tmp); returns a malloc'd path.
  * With PERCOLATOR_TEST_CLUSTER=/path/to/percolator set, also starts a cluster
- * of real daemons for it (one oracle, one lock service, three tablets, each a
- * process on 127.0.0.1 with an ephemeral port) that tu_open connects to and
- * tu_rmtree stops. Aborts the test program on failure. */
+ * of real daemons for it (an oracle and a standby elected in ZooKeeper, and
+ * three tablets, each a process on 127.0.0.1 with an ephemeral port; one
+ * private ZooKeeper server serves every directory of the program) that
+ * tu_open connects to and tu_rmtree stops. Aborts the test program on
+ * failure. */
 char *tu_mkdtemp(const char *tag);
 
 /* Stops path's cluster (if any), removes path recursively and frees it. */
@@ -39,19 +41,22 @@ void tu_put_rows(pc_db_t *db, const char *table, const char *const *rows, size_t
                  const char *col, const char *val);
 
 /* A session id that the liveness check of dir's database reports dead: in
- * cluster mode a lock-service session opened and closed for the purpose. */
+ * cluster mode a ZooKeeper session opened and closed for the purpose. */
 uint64_t tu_dead_session(const char *dir);
 
 /* 1 when the tests run against a cluster (PERCOLATOR_TEST_CLUSTER). */
 int tu_cluster_mode(void);
 
-/* 1 when that cluster is coordinated through ZooKeeper (PERCOLATOR_TEST_ZK=1):
- * a private server shared by the program's test directories, each under its
- * own root, and a standby oracle beside the first one. */
-int tu_zk_mode(void);
+/* The ZooKeeper server of this program's clusters ("host:port"), started
+ * on the first call if no cluster started it yet. */
+const char *tu_zk_shared(void);
 
-/* The pid of daemon index of dir's cluster (0 tso, 1 lockd, 2..4 tablets t1..t3,
- * 5 the standby oracle in ZooKeeper mode), or -1. */
+/* Which oracle of dir's cluster leads (0 or 1, its tu_cluster_pid index),
+ * as clients find it in ZooKeeper; waits (bounded) for a leader. */
+int tu_cluster_tso_leader(const char *dir);
+
+/* The pid of daemon index of dir's cluster (0 the first oracle, 1 the
+ * standby oracle, 2..4 tablets t1..t3), or -1. */
 #include <sys/types.h>
 pid_t tu_cluster_pid(const char *dir, int index);
 

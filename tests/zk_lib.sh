@@ -49,7 +49,9 @@ CFG
   ZK_CONNECT="127.0.0.1:$port"
   local reply
   for _ in $(seq 1 900); do
-    reply=$( (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf srvr >&3 && cat <&3) 2>/dev/null)
+    # bounded: a server still starting may accept and not answer yet
+    reply=$(timeout -k 1 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && cat <&3' \
+      _ "$port" 2>/dev/null)
     case "$reply" in *"Mode: "*) return 0 ;; esac
     kill -0 "$ZK_PID" 2>/dev/null || fail "the ZooKeeper server exited while starting"
     sleep 0.1

@@ -170,6 +170,13 @@ int tu_zk_leader(tu_zk_t *zk) {
   return -1;
 }
 
+int tu_zk_connections(tu_zk_t *zk, int i) {
+  char buf[2048];
+  srvr(zk, i, buf, sizeof buf);
+  const char *p = strstr(buf, "Connections: ");
+  return p ? atoi(p + strlen("Connections: ")) : -1;
+}
+
 tu_zk_t *tu_zk_start(int n) {
   if (n < 1 || n > MAX_SERVERS) fail(NULL, -1, "want 1..3 servers");
   if (access(ZK_JAR, R_OK) != 0)

@@ -28,6 +28,8 @@ void tu_zk_restart(tu_zk_t *zk, int i);
 int tu_zk_wait_serving(tu_zk_t *zk, int i, int timeout_ms);
 /* The index of the server that leads (or the standalone one), or -1. */
 int tu_zk_leader(tu_zk_t *zk);
+/* The client connections server i has now (its `srvr` answer), or -1. */
+int tu_zk_connections(tu_zk_t *zk, int i);
 /* The pid of server i (0 when stopped). */
 pid_t tu_zk_pid(const tu_zk_t *zk, int i);
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "lockservice/coord.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "net/tls.h"
@@ -402,11 +403,11 @@ typedef struct holder {
 } holder_t;
 
 struct pc_tso_locator {
-  char *connect, *root, *secret, *system_secret;
+  pc_coord_t *coord; /* the session it follows the election on */
+  int own_coord;     /* opened by pc_tso_locator_create, closed with it */
+  int listener;      /* its id among the coordinator's listeners */
+  char *secret, *system_secret;
   pc_rpc_auth_t auth; /* over secret, system_secret and a reference of the TLS context */
-  uint32_t timeout_ms;
-  pc_zk_t *zk; /* the follower thread's */
-  pc_zk_watch_t watch;
   pthread_t thread;
   int running;
   pthread_mutex_t mu;
@@ -423,9 +424,7 @@ static void holder_unref(holder_t *h) {
   free(h);
 }
 
-static void locator_event(void *ctx, int event, const char *path) {
-  (void)event;
-  (void)path;
+static void locator_event(void *ctx) {
   pc_tso_locator_t *l = ctx;
   pthread_mutex_lock(&l->mu);
   l->changed = 1;
@@ -433,15 +432,17 @@ static void locator_event(void *ctx, int event, const char *path) {
   pthread_mutex_unlock(&l->mu);
 }
 
-/* Reads the election (setting a watch) and installs a client of its leader. */
-static void locator_refresh(pc_tso_locator_t *l) {
+/* Reads the election (setting a watch) on zk and installs a client of its
+ * leader. */
+static void locator_refresh(pc_tso_locator_t *l, pc_zk_t *zk) {
   pc_error_t err;
-  uint32_t t = pc_zk_session_timeout(l->zk) / 3;
+  uint32_t t = pc_zk_session_timeout(zk) / 3;
+  pc_zk_watch_t *watch = pc_coord_watch(l->coord);
   char **names = NULL;
   size_t count = 0;
-  if (pc_zk_children(l->zk, ELECTION, &l->watch, &names, &count, t, &err) != PC_OK) {
+  if (pc_zk_children(zk, ELECTION, watch, &names, &count, t, &err) != PC_OK) {
     if (err.code == PC_NOT_FOUND) /* no oracle yet: watch for the folder */
-      pc_zk_exists(l->zk, ELECTION, &l->watch, &(int){0}, t, &err);
+      pc_zk_exists(zk, ELECTION, watch, &(int){0}, t, &err);
     return;
   }
   char leader[ADDR_CAP] = "", members[1024] = "";
@@ -449,7 +450,7 @@ static void locator_refresh(pc_tso_locator_t *l) {
     char rel[300], *data = NULL;
     size_t len;
     snprintf(rel, sizeof rel, ELECTION "/%s", names[i]);
-    if (pc_zk_get(l->zk, rel, NULL, &data, &len, NULL, t, &err) != PC_OK) continue;
+    if (pc_zk_get(zk, rel, NULL, &data, &len, NULL, t, &err) != PC_OK) continue;
     if (!leader[0]) snprintf(leader, sizeof leader, "%s", data);
     size_t used = strlen(members);
     snprintf(members + used, sizeof members - used, "%s\n", data);
@@ -483,22 +484,23 @@ static void locator_refresh(pc_tso_locator_t *l) {
   pc_log(PC_LOG_DEBUG, "tso: leader %s", leader[0] ? leader : "(none)");
 }
 
+/* One look at the election, on the coordinator's session if it has one. */
+static int locator_look(pc_tso_locator_t *l) {
+  pc_zk_t *zk = pc_coord_acquire(l->coord);
+  if (zk) locator_refresh(l, zk);
+  pc_coord_release(l->coord);
+  return zk != NULL;
+}
+
 static void *locator_main(void *arg) {
   pc_tso_locator_t *l = arg;
-  pc_error_t err;
   pthread_mutex_lock(&l->mu);
   while (!l->stop) {
     pthread_mutex_unlock(&l->mu);
-    if (l->zk && pc_zk_state(l->zk) == PC_ZK_EXPIRED) {
-      pc_zk_close(l->zk);
-      l->zk = NULL;
-    }
-    if (!l->zk)
-      l->zk = pc_zk_open(l->connect, l->root, l->timeout_ms, l->timeout_ms, &l->watch, &err);
-    if (l->zk) locator_refresh(l);
+    int had = locator_look(l);
     pthread_mutex_lock(&l->mu);
     /* the watch wakes it; the period only covers a watch lost with a session */
-    struct timespec until = pc_mono_after_ms(l->zk ? 2000 : 500);
+    struct timespec until = pc_mono_after_ms(had ? 2000 : 500);
     while (!l->stop && !l->changed)
       if (pthread_cond_timedwait(&l->cv, &l->mu, &until) != 0) break;
     l->changed = 0;
@@ -509,6 +511,7 @@ static void *locator_main(void *arg) {
 
 void pc_tso_locator_destroy(pc_tso_locator_t *l) {
   if (!l) return;
+  if (l->listener >= 0) pc_coord_unlisten(l->coord, l->listener);
   if (l->running) {
     pthread_mutex_lock(&l->mu);
     l->stop = 1;
@@ -516,51 +519,57 @@ void pc_tso_locator_destroy(pc_tso_locator_t *l) {
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
   }
-  pc_zk_close(l->zk);
+  if (l->own_coord) pc_coord_close(l->coord);
   holder_unref(l->cur);
   pthread_cond_destroy(&l->cv);
   pthread_mutex_destroy(&l->mu);
-  free(l->connect);
-  free(l->root);
   free(l->secret);
   free(l->system_secret);
   pc_tls_unref(l->auth.tls);
   free(l);
 }
 
-pc_tso_locator_t *pc_tso_locator_create(const char *connect, const char *root,
-                                        uint32_t session_timeout_ms, const pc_rpc_auth_t *auth,
-                                        uint32_t timeout_ms, pc_error_t *err) {
+pc_tso_locator_t *pc_tso_locator_on(pc_coord_t *coord, const pc_rpc_auth_t *auth,
+                                    pc_error_t *err) {
   pc_tso_locator_t *l = calloc(1, sizeof *l);
-  if (!l || !(l->connect = strdup(connect)) || !(l->root = strdup(root)) ||
-      (auth && auth->secret && !(l->secret = strdup(auth->secret))) ||
+  if (!l || (auth && auth->secret && !(l->secret = strdup(auth->secret))) ||
       (auth && auth->system_secret && !(l->system_secret = strdup(auth->system_secret)))) {
-    if (l) {
-      free(l->connect);
-      free(l->root);
-      free(l->secret);
-    }
+    if (l) free(l->secret);
     free(l);
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
   l->auth = (pc_rpc_auth_t){l->secret, l->system_secret, auth ? pc_tls_ref(auth->tls) : NULL};
-  l->timeout_ms = session_timeout_ms;
-  l->watch = (pc_zk_watch_t){locator_event, l};
+  l->coord = coord;
   pthread_mutex_init(&l->mu, NULL);
   pc_cond_init_mono(&l->cv);
-  l->zk = pc_zk_open(connect, root, session_timeout_ms, timeout_ms, &l->watch, err);
-  if (!l->zk) {
+  l->listener = pc_coord_listen(coord, locator_event, l);
+  if (l->listener < 0) {
     pc_tso_locator_destroy(l);
+    pc_error_set(err, PC_INVALID, "tso: too many users of one coordination session");
     return NULL;
   }
-  locator_refresh(l);
+  locator_look(l);
   if (pthread_create(&l->thread, NULL, locator_main, l) != 0) {
     pc_tso_locator_destroy(l);
     pc_error_set(err, PC_NOMEM, "tso: cannot start the leader follower");
     return NULL;
   }
   l->running = 1;
+  return l;
+}
+
+pc_tso_locator_t *pc_tso_locator_create(const char *connect, const char *root,
+                                        uint32_t session_timeout_ms, const pc_rpc_auth_t *auth,
+                                        uint32_t timeout_ms, pc_error_t *err) {
+  pc_coord_t *c = pc_coord_open(connect, root, session_timeout_ms, 0, timeout_ms, err);
+  if (!c) return NULL;
+  pc_tso_locator_t *l = pc_tso_locator_on(c, auth, err);
+  if (!l) {
+    pc_coord_close(c);
+    return NULL;
+  }
+  l->own_coord = 1;
   return l;
 }
 

@@ -22,7 +22,7 @@
  * Clients (pc_tso_locator_*) read the leader's address from the election
  * nodes, keep a watch on them and move to the new leader on their own; a
  * timestamp request never waits on ZooKeeper (a background thread follows
- * the election), only on the oracle. */
+ * the election, on the session of the client handle), only on the oracle. */
 #ifndef PC_TSO_TSO_ZK_H
 #define PC_TSO_TSO_ZK_H
 
@@ -77,12 +77,18 @@ void pc_tso_node_info(pc_tso_node_t *node, pc_tso_node_info_t *out);
 /* ---- the client side ---------------------------------------------------- */
 
 typedef struct pc_tso_locator pc_tso_locator_t;
+struct pc_coord;
 
-/* A client of whichever oracle leads the cluster at root: opens its own
- * ZooKeeper session (waiting at most timeout_ms for it; PC_UNAVAILABLE
- * otherwise) and follows the election from a background thread; auth's
- * credentials (copied; NULL: none) reach each leader. Returns
- * NULL on error; release with pc_tso_locator_destroy. */
+/* A client of whichever oracle leads the cluster, following the election on
+ * coord's session (lockservice/coord.h: the client handle's one session;
+ * coord must outlive the locator) from a background thread; auth's
+ * credentials (copied; NULL: none) reach each leader. Returns NULL on error;
+ * release with pc_tso_locator_destroy. */
+pc_tso_locator_t *pc_tso_locator_on(struct pc_coord *coord, const pc_rpc_auth_t *auth,
+                                    pc_error_t *err);
+/* The same on a session of its own (a coordinator without a client node),
+ * opened on the ensemble under root, waiting at most timeout_ms for it
+ * (PC_UNAVAILABLE otherwise), and closed with the locator. */
 pc_tso_locator_t *pc_tso_locator_create(const char *connect, const char *root,
                                         uint32_t session_timeout_ms, const pc_rpc_auth_t *auth,
                                         uint32_t timeout_ms, pc_error_t *err);

@@ -96,7 +96,6 @@ extern const cli_verb_t cli_verb_run;
 extern const cli_verb_t cli_verb_worker;
 extern const cli_verb_t cli_verb_tablet;
 extern const cli_verb_t cli_verb_tso;
-extern const cli_verb_t cli_verb_lockd;
 /* verb_status.c */
 extern const cli_verb_t cli_verb_status;
 /* verb_gc.c */

@@ -37,7 +37,7 @@ static const cli_verb_t verb_help = {
 /* The verbs, in the order 'percolator --help' lists them. */
 static const cli_verb_t *const verbs[] = {
     &cli_verb_init, &cli_verb_get,   &cli_verb_set,    &cli_verb_delete, &cli_verb_scan,
-    &cli_verb_txn,  &cli_verb_run,   &cli_verb_tablet, &cli_verb_tso,    &cli_verb_lockd,
+    &cli_verb_txn,  &cli_verb_run,   &cli_verb_tablet, &cli_verb_tso,
     &cli_verb_worker, &cli_verb_observers, &cli_verb_wait, &cli_verb_failures,
     &cli_verb_status, &cli_verb_doctor, &cli_verb_gc, &cli_verb_load, &cli_verb_clusters,
     &cli_verb_search, &cli_verb_doc, &cli_verb_check, &verb_help,
@@ -186,6 +186,16 @@ static const char *verb_hint(const char *name, char *buf, size_t cap) {
   if (!s) return "";
   snprintf(buf, cap, "; did you mean '%s'?", s);
   return buf;
+}
+
+/* A verb that is not one, and the retired ones said as such. */
+static int unknown_verb(const cli_ctx_t *ctx, const char *name) {
+  if (strcmp(name, "lockd") == 0)
+    return cli_usage_error(ctx,
+                           "'lockd' is retired: a cluster coordinates through ZooKeeper (a "
+                           "\"zookeeper\" section in the configuration; docs/CONFIG.md)");
+  char hint[96];
+  return cli_usage_error(ctx, "unknown verb '%s'%s", name, verb_hint(name, hint, sizeof hint));
 }
 
 static const cli_verb_t *find_verb(const char *name) {
@@ -484,10 +494,7 @@ static int run_help(cli_ctx_t *ctx, int argc, char **argv) {
     print_exit_table(stdout);
   } else {
     const cli_verb_t *v = find_verb(argv[optind]);
-    char hint[96];
-    if (!v)
-      return cli_usage_error(ctx, "unknown verb '%s'%s", argv[optind],
-                             verb_hint(argv[optind], hint, sizeof hint));
+    if (!v) return unknown_verb(ctx, argv[optind]);
     cli_print_help(v, stdout);
   }
   return cli_finish_output(ctx);
@@ -547,11 +554,7 @@ int main(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   ctx.verb = find_verb(argv[optind]);
-  if (!ctx.verb) {
-    char hint[96];
-    return cli_usage_error(&ctx, "unknown verb '%s'%s", argv[optind],
-                           verb_hint(argv[optind], hint, sizeof hint));
-  }
+  if (!ctx.verb) return unknown_verb(&ctx, argv[optind]);
   int vargc = argc - optind;
   char **vargv = argv + optind;
   optind = 0; /* re-initialise getopt for the verb's own parse */

@@ -1,4 +1,4 @@
-/* verb_daemons.c — the daemon verbs: `tso`, `lockd`, `tablet` run one role
+/* verb_daemons.c — the daemon verbs: `tso`, `tablet` run one role
  * of the cluster in the foreground; `run` runs every role the configuration
  * names in one process (the single-machine server), and its workers when it
  * has a "workers" section; `worker` runs the configured observers against a
@@ -50,7 +50,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
   char served[4200] = "", dir[4096] = ""; /* the embedded data directory a worker serves */
   pc_status_t st;
   if (worker && cfg->ntablets == 0) {
-    /* hold the embedded store and serve it: tso, lock service and one tablet */
+    /* hold the embedded store and serve it: an oracle and one tablet */
     snprintf(dir, sizeof dir, "%s", config ? cfg->data_dir : ctx->data_dir);
     pc_config_free(cfg);
     int fresh;
@@ -58,7 +58,6 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
     snprintf(served, sizeof served, "%s/" CLI_SERVING_FILE, dir);
     st = pc_daemon_config_serving(config, dir, &dc, &err);
     spec.tso = 1;
-    spec.lockd = PC_DAEMON_REQUIRED;
     spec.tablets = 2;
     spec.serving_file = served;
     spec.lock_dir = dir;
@@ -105,16 +104,12 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
 static int run_tso(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.tso = 1});
 }
-static int run_lockd(cli_ctx_t *ctx, int argc, char **argv) {
-  return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.lockd = PC_DAEMON_REQUIRED});
-}
 static int run_tablet(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.tablets = 1});
 }
 static int run_all(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv,
-                    (pc_daemon_spec_t){.tso = 1, .lockd = PC_DAEMON_IF_CONFIGURED, .tablets = 2,
-                                       .workers = PC_DAEMON_IF_CONFIGURED});
+                    (pc_daemon_spec_t){.tso = 1, .tablets = 2, .workers = PC_DAEMON_IF_CONFIGURED});
 }
 static int run_worker(cli_ctx_t *ctx, int argc, char **argv) {
   return run_daemon(ctx, argc, argv, (pc_daemon_spec_t){.workers = PC_DAEMON_REQUIRED});
@@ -122,9 +117,8 @@ static int run_worker(cli_ctx_t *ctx, int argc, char **argv) {
 
 #define DAEMON_OPTIONS \
   "  --ready-file FILE   once started, write the bound endpoints there as JSON:\n" \
-  "                      {\"tso\": {\"listen\", \"http\"}, \"lockservice\": ..., \"tablets\":\n" \
-  "                      {NAME: ...}, \"workers\": {\"http\"}, \"pid\"} (for scripts, and\n" \
-  "                      with port 0)\n"
+  "                      {\"tso\": {\"listen\", \"http\"}, \"tablets\": {NAME: ...},\n" \
+  "                      \"workers\": {\"http\"}, \"pid\"} (for scripts, and with port 0)\n"
 #define DAEMON_ABOUT \
   "\n" \
   "Runs in the foreground and logs to stderr; SIGTERM or SIGINT shuts it down\n" \
@@ -144,25 +138,13 @@ const cli_verb_t cli_verb_tso = {
     .exits = CLI_EXITS_BASIC,
     .about = "Serves strictly increasing timestamps on the configuration's tso.listen\n"
              "endpoint and /health, /metrics on tso.http. The oracle's persisted bound\n"
-             "lives in tso.data_dir (default DATA_DIR/tso). With a \"zookeeper\" section,\n"
-             "any number of tso processes run: they elect one leader in ZooKeeper, where\n"
-             "the bound then lives, the others stand by, and clients follow the leader.\n"
+             "lives in tso.data_dir (default DATA_DIR/tso). In a cluster (a \"zookeeper\"\n"
+             "section) any number of tso processes run: they elect one leader in\n"
+             "ZooKeeper, where the bound then lives, the others stand by, and clients\n"
+             "follow the leader.\n"
              DAEMON_ABOUT,
     .options = DAEMON_OPTIONS,
     .example = "percolator tso --config cluster.json\n",
-};
-
-const cli_verb_t cli_verb_lockd = {
-    .name = "lockd",
-    .summary = "run the lock service daemon",
-    .run = run_lockd,
-    .args = "[--ready-file FILE]",
-    .flags = CLI_NEEDS_CONFIG,
-    .exits = CLI_EXITS_BASIC,
-    .about = "Serves client sessions and leased named locks on lockservice.listen, and\n"
-             "/health, /metrics on lockservice.http.\n" DAEMON_ABOUT,
-    .options = DAEMON_OPTIONS,
-    .example = "percolator lockd --config cluster.json\n",
 };
 
 const cli_verb_t cli_verb_tablet = {
@@ -174,8 +156,9 @@ const cli_verb_t cli_verb_tablet = {
     .exits = CLI_EXITS_BASIC,
     .about = "Serves the rows of tablet TABLET (the entry of \"tablets\" with that name)\n"
              "from its own LevelDB in tablets[].data_dir (default DATA_DIR/tablet-NAME),\n"
-             "taking commit timestamps from the tso daemon; /health and /metrics on\n"
-             "tablets[].http.\n" DAEMON_ABOUT,
+             "taking commit timestamps from the oracle that leads in ZooKeeper; /health\n"
+             "and /metrics on tablets[].http. When it starts it raises the rows'\n"
+             "garbage-collection safe point to the one published in ZooKeeper.\n" DAEMON_ABOUT,
     .options = "  --name TABLET       which entry of \"tablets\" to serve\n" DAEMON_OPTIONS,
     .example = "percolator tablet --config cluster.json --name t1\n",
 };
@@ -187,8 +170,8 @@ const cli_verb_t cli_verb_run = {
     .args = "[--ready-file FILE]",
     .flags = CLI_NEEDS_CONFIG,
     .exits = CLI_EXITS_BASIC,
-    .about = "Runs the oracle, the lock service (when configured) and every tablet in\n"
-             "this process, listening where the configuration says, so that many client\n"
+    .about = "Runs an oracle (elected in ZooKeeper) and every tablet in this process,\n"
+             "listening where the configuration says, so that many client\n"
              "processes on this machine can share one store; and, when the configuration\n"
              "has a \"workers\" section, the observer workers too (as 'percolator worker'\n"
              "would, in this process).\n" DAEMON_ABOUT,
@@ -207,17 +190,20 @@ const cli_verb_t cli_verb_worker = {
         "Loads the observer plugins of the configuration's \"workers\" section\n"
         "(docs/OBSERVERS.md), records their observed columns in the store, and runs\n"
         "them: workers.threads threads find notifications, claim buckets of them\n"
-        "through the lock service and run each observer in a transaction, retrying\n"
-        "a failing one with backoff and parking it after workers.max_failures\n"
-        "('percolator failures'). Any number of worker processes can run against a\n"
-        "cluster. workers.http serves /health and /metrics.\n"
+        "and run each observer in a transaction, retrying a failing one with\n"
+        "backoff and parking it after workers.max_failures ('percolator\n"
+        "failures'). Any number of worker processes can run against a cluster:\n"
+        "each registers in ZooKeeper and scans its share of the buckets, which\n"
+        "moves when workers join or leave (once stable for workers.scan.stable_ms).\n"
+        "workers.http serves /health and /metrics.\n"
         "\n"
         "Without a cluster (--data DIR, or a configuration without \"tablets\") the\n"
-        "worker holds the data directory and serves it: an oracle, a lock service\n"
-        "and one tablet on 127.0.0.1, whose client configuration it writes to\n"
-        "DIR/serving.json once its observers are registered. The other verbs given\n"
-        "--data DIR reach the store through it meanwhile (one that finds the worker\n"
-        "still starting waits for it, up to its --timeout); a worker started again\n"
+        "worker holds the data directory and serves it: an oracle and one tablet\n"
+        "on 127.0.0.1, without a coordination service, whose client configuration\n"
+        "it writes to DIR/serving.json once its observers are registered. The\n"
+        "other verbs given --data DIR reach the store through it meanwhile (one\n"
+        "that finds the worker still starting waits for it, up to its --timeout);\n"
+        "a worker started again\n"
         "takes the same ports when they are free, so that their clients reconnect.\n"
         "A worker that finds DIR held by a short-lived verb waits for it (up to\n"
         "--timeout); held by another worker, it stops at once and leaves that one's\n"

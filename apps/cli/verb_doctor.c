@@ -21,7 +21,6 @@
 #include "config/config.h"
 #include "core/db.h"
 #include "core/error.h"
-#include "lockservice/lockservice.h"
 #include "net/rpc.h"
 #include "notify/worker.h"
 #include "tablet/tablet.h"
@@ -145,15 +144,6 @@ static void check_cluster(doctor_t *d, const pc_config_t *cfg) {
     pc_status_t st = c ? pc_tso_remote_info(c, d->timeout_ms, &last, &err) : err.code;
     pc_rpc_client_destroy(c);
     check_role(d, "tso", &cfg->tso.listen, st, &err, "tso");
-  }
-  if (cfg->lockservice.set && cfg->lockservice.listen.set) {
-    pc_rpc_client_t *c = pc_config_rpc_client(cfg, cfg->lockservice.listen.host,
-                                              cfg->lockservice.listen.port, &err);
-    uint32_t epoch;
-    uint64_t sessions;
-    pc_status_t st = c ? pc_ls_remote_info(c, d->timeout_ms, &epoch, &sessions, &err) : err.code;
-    pc_rpc_client_destroy(c);
-    check_role(d, "lockservice", &cfg->lockservice.listen, st, &err, "lockd");
   }
   for (size_t i = 0; i < cfg->ntablets; i++) {
     const pc_config_tablet_t *t = &cfg->tablets[i];

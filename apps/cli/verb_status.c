@@ -1,9 +1,11 @@
 /* verb_status.c — `percolator status`: what the configuration's daemons say
- * about themselves — the oracle's last timestamp, the lock service's epoch and
- * live sessions, each tablet's row range and operation count — or, without a
- * cluster, the embedded store's directory; then the notifications, the live
- * workers and the registered observers. Exit 0 when every daemon answered,
- * 3 when any did not (the report is printed either way). */
+ * about themselves — the elected oracle and its standbys, each tablet's row
+ * range, operations and garbage collection — and what the cluster keeps in
+ * ZooKeeper: the live clients with the oldest snapshot each holds, the
+ * workers with the share of the notification buckets each takes, the
+ * published safe point; or, without a cluster, the embedded store's
+ * directory. Exit 0 when every daemon answered, 3 when any did not (the
+ * report is printed either way). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,7 @@
 #include "core/error.h"
 #include "net/rpc.h"
 #include "tablet/tablet.h"
-#include "lockservice/lockservice.h"
+#include "lockservice/coord.h"
 #include "tso/tso_rpc.h"
 #include "tso/tso_zk.h"
 
@@ -83,26 +85,26 @@ static void report_tso(report_t *r, const pc_config_t *cfg) {
   json_object_set_new(r->root, "tso", o);
 }
 
-/* With "zookeeper": the elected oracle, found where clients find it, and
- * every candidate in election order (the first leads). */
-static void report_tso_elected(report_t *r, const pc_config_t *cfg) {
+/* With "zookeeper": the elected oracle, found where clients find it (on
+ * the session coord), and every candidate in election order (the first
+ * leads). */
+static void report_tso_elected(report_t *r, pc_coord_t *coord, const pc_config_t *cfg) {
   pc_error_t err;
   pc_error_clear(&err);
   uint64_t last = 0;
   char leader[300] = "", all[1024] = "";
   pc_rpc_auth_t auth;
-  pc_tso_locator_t *l =
-      pc_config_auth(cfg, &auth, &err) != PC_OK
-          ? NULL
-          : pc_tso_locator_create(cfg->zookeeper.connect, cfg->zookeeper.root,
-                                  cfg->zookeeper.session_timeout_ms, &auth, STATUS_TIMEOUT_MS,
-                                  &err);
-  pc_config_auth_release(&auth);
-  pc_status_t st = l ? pc_tso_locator_info(l, STATUS_TIMEOUT_MS, &last, &err) : err.code;
+  pc_tso_locator_t *l = !coord || pc_config_auth(cfg, &auth, &err) != PC_OK
+                            ? NULL
+                            : pc_tso_locator_on(coord, &auth, &err);
+  if (coord) pc_config_auth_release(&auth);
+  pc_status_t st = l ? pc_tso_locator_info(l, STATUS_TIMEOUT_MS, &last, &err)
+                 : coord ? err.code
+                         : pc_error_set(&err, PC_UNAVAILABLE, "no ZooKeeper session to find it");
   if (l) pc_tso_locator_members(l, leader, sizeof leader, all, sizeof all);
   pc_tso_locator_destroy(l);
   const char *e = st == PC_OK ? NULL : err.text;
-  r->down |= st != PC_OK;
+  r->down += st != PC_OK;
   json_t *o = json_object(), *cands = json_array();
   size_t n = 0;
   for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n"), n++)
@@ -121,27 +123,107 @@ static void report_tso_elected(report_t *r, const pc_config_t *cfg) {
   json_object_set_new(r->root, "tso", o);
 }
 
-static void report_lockd(report_t *r, const pc_config_t *cfg) {
-  pc_error_t err;
-  pc_error_clear(&err);
-  uint32_t epoch = 0;
-  uint64_t sessions = 0;
-  pc_rpc_client_t *c = pc_config_rpc_client(cfg, cfg->lockservice.listen.host,
-                                            cfg->lockservice.listen.port, &err);
-  pc_status_t st =
-      c ? pc_ls_remote_info(c, STATUS_TIMEOUT_MS, &epoch, &sessions, &err) : err.code;
-  if (c) pc_rpc_client_destroy(c);
-  const char *e = st == PC_OK ? NULL : err.text;
-  r->down += st != PC_OK;
-  line(r, "lockservice", &cfg->lockservice.listen, e);
-  if (!r->json && !e) printf("epoch=%08x sessions=%llu", epoch, (unsigned long long)sessions);
-  if (!r->json) putchar('\n');
-  json_t *o = endpoint_obj(&cfg->lockservice.listen, e);
-  if (!e) {
-    json_object_set_new(o, "epoch", json_integer(epoch));
-    fmt_json_u64(o, "sessions", sessions);
+/* "<oldest> <host>:<pid>" of a client's node: its fields. */
+static void client_fields(const char *data, uint64_t *oldest, int *reported, const char **who) {
+  char *end;
+  *oldest = strtoull(data, &end, 10);
+  *reported = end != data && *oldest != UINT64_MAX;
+  *who = *end == ' ' ? end + 1 : data;
+}
+
+/* What the cluster keeps in ZooKeeper: the session this report reads it
+ * through, the live clients and what each holds open, the workers and their
+ * shares of the notification buckets, and the published safe point. */
+static void report_coordination(report_t *r, pc_coord_t *coord, const pc_config_t *cfg,
+                                const char *open_error) {
+  json_t *zk = json_object();
+  json_object_set_new(zk, "connect", json_string(cfg->zookeeper.connect));
+  json_object_set_new(zk, "root", json_string(cfg->zookeeper.root));
+  json_object_set_new(zk, "up", json_boolean(coord != NULL));
+  if (!coord) {
+    r->down++;
+    json_object_set_new(zk, "error", json_string(open_error));
+    json_object_set_new(r->root, "zookeeper", zk);
+    if (!r->json) printf("%-18s %s %s  down  %s\n", "zookeeper", cfg->zookeeper.connect,
+                         cfg->zookeeper.root, open_error);
+    return;
   }
-  json_object_set_new(r->root, "lockservice", o);
+  if (!r->json) printf("%-18s %s %s  up\n", "zookeeper", cfg->zookeeper.connect,
+                       cfg->zookeeper.root);
+  json_object_set_new(r->root, "zookeeper", zk);
+  pc_error_t err;
+  pc_coord_node_t *v = NULL;
+  size_t n = 0;
+  json_t *arr = json_array();
+  if (pc_coord_list(coord, "clients", STATUS_TIMEOUT_MS, &v, &n, &err) == PC_OK) {
+    if (!r->json) printf("%-18s %zu live\n", "clients", n);
+    for (size_t i = 0; i < n; i++) {
+      uint64_t oldest;
+      int reported;
+      const char *who;
+      client_fields(v[i].data, &oldest, &reported, &who);
+      if (!r->json) {
+        printf("  client %s  %s", v[i].name, who);
+        if (reported) printf("  oldest_start_ts=%llu", (unsigned long long)oldest);
+        else printf("  no open transaction");
+        putchar('\n');
+      }
+      json_t *o = json_object();
+      json_object_set_new(o, "session", json_string(v[i].name));
+      json_object_set_new(o, "process", json_string(who));
+      if (reported) fmt_json_u64(o, "oldest_start_ts", oldest);
+      json_array_append_new(arr, o);
+    }
+    free(v);
+  } else {
+    r->down++;
+    if (!r->json) printf("%-18s (cannot read: %s)\n", "clients", err.text);
+  }
+  json_object_set_new(r->root, "clients", arr);
+  arr = json_array();
+  if (pc_coord_list(coord, "workers", STATUS_TIMEOUT_MS, &v, &n, &err) == PC_OK) {
+    if (!r->json) printf("%-18s %zu registered\n", "members", n);
+    for (size_t i = 0; i < n; i++) {
+      /* its share among the members of its group (those running the same
+       * observers; the names are sorted, so a group's are contiguous) */
+      char group[64] = "", g[64];
+      uint32_t index = 0, count = 0, lo = 0, hi = 0;
+      pc_member_group(v[i].name, group, sizeof group);
+      for (size_t k = 0; k < n; k++) {
+        if (!pc_member_group(v[k].name, g, sizeof g) || strcmp(g, group) != 0) continue;
+        if (k < i) index++;
+        count++;
+      }
+      if (count) pc_member_buckets(index, count, PC_NOTIFY_BUCKETS, &lo, &hi);
+      char who[256];
+      snprintf(who, sizeof who, "%s", v[i].data);
+      char *sp = strchr(who, ' '); /* the process, without the member's token */
+      if (sp) *sp = '\0';
+      if (!r->json) printf("  member %s  %s  buckets [%u, %u)\n", v[i].name, who, lo, hi);
+      json_t *o = json_object();
+      json_object_set_new(o, "node", json_string(v[i].name));
+      json_object_set_new(o, "group", json_string(group));
+      json_object_set_new(o, "process", json_string(who));
+      json_object_set_new(o, "buckets", json_pack("[i, i]", (json_int_t)lo, (json_int_t)hi));
+      json_array_append_new(arr, o);
+    }
+    free(v);
+  } else {
+    r->down++;
+    if (!r->json) printf("%-18s (cannot read: %s)\n", "members", err.text);
+  }
+  json_object_set_new(r->root, "members", arr);
+  uint64_t safe = 0;
+  if (pc_coord_safe_point(coord, STATUS_TIMEOUT_MS, &safe, &err) == PC_OK) {
+    if (!r->json) {
+      if (safe) printf("%-18s %llu\n", "safe point", (unsigned long long)safe);
+      else printf("%-18s none published yet\n", "safe point");
+    }
+    fmt_json_u64(r->root, "safe_point", safe);
+  } else {
+    r->down++;
+    if (!r->json) printf("%-18s (cannot read: %s)\n", "safe point", err.text);
+  }
 }
 
 static void report_tablets(report_t *r, const pc_config_t *cfg) {
@@ -474,10 +556,18 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     report_workers(&r, db);
     pc_db_close(db);
   } else {
-    json_object_set_new(r.root, "mode", json_string("cluster"));
-    if (cfg->zookeeper.set) report_tso_elected(&r, cfg);
-    else if (cfg->tso.set && cfg->tso.listen.set) report_tso(&r, cfg);
-    if (cfg->lockservice.set && cfg->lockservice.listen.set) report_lockd(&r, cfg);
+    json_object_set_new(r.root, "mode", json_string(cfg->served ? "served" : "cluster"));
+    if (cfg->zookeeper.set) {
+      /* one session, without a client node: status is not a client */
+      pc_coord_t *coord =
+          pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
+                        cfg->zookeeper.session_timeout_ms, 0, STATUS_TIMEOUT_MS, &err);
+      report_tso_elected(&r, coord, cfg);
+      report_coordination(&r, coord, cfg, coord ? NULL : err.text);
+      pc_coord_close(coord);
+    } else if (cfg->tso.set && cfg->tso.listen.set) {
+      report_tso(&r, cfg);
+    }
     report_tablets(&r, cfg);
     if (!r.down) { /* every daemon answered: count the notifications through them */
       pc_db_t *db = pc_db_open_config_timeout(ctx->config, 0, ctx->timeout_ms, &err);
@@ -512,9 +602,13 @@ const cli_verb_t cli_verb_status = {
     .args = "[--json]",
     .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
     .exits = CLI_EXITS_BASIC,
-    .about = "Asks the oracle, the lock service and every tablet of the configuration for\n"
-             "their state: last timestamp, epoch and live sessions, row ranges,\n"
-             "operations served and garbage collection. Without a cluster configuration,\n"
+    .about = "Asks the elected oracle and every tablet of the configuration for their\n"
+             "state: the leader, its last timestamp and the standbys in election order,\n"
+             "row ranges, operations served and garbage collection; and reads what the\n"
+             "cluster keeps in ZooKeeper: the live clients with the oldest start\n"
+             "timestamp each holds open, the registered workers with the share of the\n"
+             "notification buckets each takes once the membership is stable, and the\n"
+             "published garbage-collection safe point. Without a cluster configuration,\n"
              "shows the embedded store. Then counts the pending notifications per\n"
              "observed column and the parked ones, lists the live workers, shows each\n"
              "registered observer with its state (registering, backfill, ready), the\n"

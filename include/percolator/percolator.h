@@ -178,9 +178,9 @@ typedef struct pc_db pc_db_t;
 PC_EXPORT pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err);
 
 /* Opens the database a JSON configuration file describes (see docs/CONFIG.md):
- * when it lists "tablets", a client of the cluster's tablet servers, its
- * timestamp oracle ("tso") and its lock service ("lockservice"), which may run
- * on other machines; otherwise the embedded store in its "data_dir", which
+ * when it lists "tablets", a client of the cluster's tablet servers and its
+ * timestamp oracle ("tso"), coordinated through ZooKeeper ("zookeeper"),
+ * which may run on other machines; otherwise the embedded store in its "data_dir", which
  * must exist and hold a store, as pc_db_open's directory without
  * create_if_missing: a missing or empty one is PC_INVALID naming the file and
  * the directory (`percolator --config FILE init`, or pc_db_open with
@@ -222,7 +222,8 @@ typedef struct pc_gc_stats {
 PC_EXPORT pc_status_t pc_db_gc(pc_db_t *db, pc_gc_stats_t *stats, pc_error_t *err);
 
 /* The liveness session recorded as the owner of this process's locks: the
- * embedded database's own, or the lock service's (0 while it is unreachable). */
+ * embedded database's own, or the handle's ZooKeeper session (0 while it has
+ * none). */
 PC_EXPORT uint64_t pc_db_session(const pc_db_t *db);
 
 /* ---- transactions ------------------------------------------------------- */
