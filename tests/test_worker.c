@@ -1197,6 +1197,25 @@ static pc_status_t obs_copy_batch(void *state, pc_txn_t *t, const pc_notified_ce
   return st;
 }
 
+/* The batch observer "copyb" of bt v:c, counting into b. */
+static pc_observer_def_t copyb_def(batching_t *b, size_t batch_max) {
+  return (pc_observer_def_t){.name = "copyb", .table = "bt", .column = "v:c", .column_len = 3,
+                             .kind = PC_OBSERVER_STRONG, .observe = obs_copy_one, .state = b,
+                             .observe_batch = obs_copy_batch, .batch_max = batch_max};
+}
+
+/* Rows PREFIX<from>..PREFIX<to - 1> (3 digits) hold btout done:v = v<i>. */
+static void assert_copied(pc_db_t *db, const char *prefix, int from, int to) {
+  char row[32], val[32];
+  for (int i = from; i < to; i++) {
+    snprintf(row, sizeof row, "%s%03d", prefix, i);
+    snprintf(val, sizeof val, "v%d", i);
+    char *v = get(db, "btout", row, "done:v");
+    if (!v || strcmp(v, val) != 0) fail_msg("%s: done:v is %s, want %s", row, v ? v : "absent", val);
+    free(v);
+  }
+}
+
 static void test_batches(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("worker-batch");
@@ -1204,9 +1223,7 @@ static void test_batches(void **state) {
   batching_t b;
   memset(&b, 0, sizeof b);
   pc_observer_registry_t *reg = pc_registry_create();
-  pc_observer_def_t d = {.name = "copyb", .table = "bt", .column = "v:c", .column_len = 3,
-                         .kind = PC_OBSERVER_STRONG, .observe = obs_copy_one, .state = &b,
-                         .observe_batch = obs_copy_batch, .batch_max = 16};
+  pc_observer_def_t d = copyb_def(&b, 16);
   pc_error_t err;
   assert_int_equal(pc_registry_add(reg, &d, NULL, "test", &err), PC_OK);
   /* a batch callback on a weak observer, or more than the most cells, is refused */
@@ -1238,13 +1255,7 @@ static void test_batches(void **state) {
   o.backoff_ms = 2;
   pc_worker_t *w = start(db, reg, &o);
   wait_idle(db);
-  for (int i = 0; i < 200; i++) {
-    snprintf(row, sizeof row, "r%03d", i);
-    snprintf(val, sizeof val, "v%d", i);
-    char *v = get(db, "btout", row, "done:v");
-    if (!v || strcmp(v, val) != 0) fail_msg("%s: done:v is %s, want %s", row, v ? v : "absent", val);
-    free(v);
-  }
+  assert_copied(db, "r", 0, 200);
   pc_observer_stats_t st = runs_of(w, "copyb", 200);
   assert_int_equal(st.runs, 200); /* each cell once */
   assert_true(atomic_load(&b.largest) > 1);
@@ -1298,17 +1309,6 @@ static void copy_rows(pc_db_t *db, int from, int to) {
   commit(t);
 }
 
-static void assert_copied(pc_db_t *db, int from, int to) {
-  char row[32], val[32];
-  for (int i = from; i < to; i++) {
-    snprintf(row, sizeof row, "w%03d", i);
-    snprintf(val, sizeof val, "v%d", i);
-    char *v = get(db, "btout", row, "done:v");
-    if (!v || strcmp(v, val) != 0) fail_msg("%s: done:v is %s, want %s", row, v ? v : "absent", val);
-    free(v);
-  }
-}
-
 static void test_batch_wait(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("worker-batchwait");
@@ -1316,9 +1316,7 @@ static void test_batch_wait(void **state) {
   batching_t b;
   memset(&b, 0, sizeof b);
   pc_observer_registry_t *reg = pc_registry_create();
-  pc_observer_def_t d = {.name = "copyb", .table = "bt", .column = "v:c", .column_len = 3,
-                         .kind = PC_OBSERVER_STRONG, .observe = obs_copy_one, .state = &b,
-                         .observe_batch = obs_copy_batch, .batch_max = 8};
+  pc_observer_def_t d = copyb_def(&b, 8);
   pc_error_t err;
   assert_int_equal(pc_registry_add(reg, &d, NULL, "test", &err), PC_OK);
   register_observed(db, "copyb", "bt", "v:c", PC_OBSERVER_STRONG);
@@ -1347,7 +1345,7 @@ static void test_batch_wait(void **state) {
   /* 3 more fill the batch: the eight run together */
   copy_rows(db, 5, 8);
   wait_idle(db);
-  assert_copied(db, 0, 8);
+  assert_copied(db, "w", 0, 8);
   assert_int_equal(runs_of(w, "copyb", 8).runs, 8);
   assert_int_equal(atomic_load(&b.largest), 8);
   assert_int_equal(atomic_load(&b.calls), 0);
@@ -1358,7 +1356,7 @@ static void test_batch_wait(void **state) {
   o.batch_wait_ms = 1;
   w = start(db, reg, &o);
   wait_idle(db);
-  assert_copied(db, 8, 10);
+  assert_copied(db, "w", 8, 10);
   assert_int_equal(runs_of(w, "copyb", 2).runs, 2); /* a new worker counts from 0 */
   pc_worker_stop(w);
   pc_registry_free(reg);
