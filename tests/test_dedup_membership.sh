@@ -10,12 +10,14 @@
 # first line: 30 % exact copies, so clusters form) are loaded in five
 # batches, one after the other: 700 new, 700 new, 300 rewrites of the first
 # 300 URLs with other documents' text, 700 new, and 140 deletes.
-# As each batch starts the membership changes: worker 1 runs before the load
-# (it registers the observers); then worker 2 starts; worker 3 starts and
-# worker 1 gets SIGTERM; worker 4 starts and worker 2 gets SIGKILL (its
-# share waits for its session to end, and its runs in flight are left
-# uncommitted); worker 5 starts and worker 3 gets SIGTERM; worker 6 starts
-# and worker 4 gets SIGTERM. At most three run at once.
+# As each batch starts the membership changes (and the next batch waits
+# for that step, so the changes come while documents are loaded or their
+# notifications processed, however fast or slow the machine): worker 1 runs
+# before the load (it registers the observers); then worker 2 starts;
+# worker 3 starts and worker 1 gets SIGTERM; worker 4 starts and worker 2
+# gets SIGKILL (its share waits for its session to end, and its runs in
+# flight are left uncommitted); worker 5 starts and worker 3 gets SIGTERM;
+# worker 6 starts and worker 4 gets SIGTERM. At most three run at once.
 #
 # Checked, after `wait`:
 #   - the workers stopped by SIGTERM exit 0; while three ran, ZooKeeper
@@ -132,10 +134,19 @@ sed -n '1401,2100p' "$WORK/docs.jsonl" >"$WORK/batch-4.jsonl"
 # 140 deletes: every fifth URL of the first 700 (so among the rewritten too)
 mapfile -t GONE < <(seq 0 5 699 | awk '{ printf "doc/%07d\n", $1 }')
 
-# the loader: the batches one after the other; BATCH-N.started marks each
+# the loader: the batches one after the other; batch-N.started marks each,
+# and batch N + 1 waits for step N of the membership's changes (step-N.done),
+# so that each step is taken while batch N runs or its documents' runs do
 loader() {
   local n rc
   for n in 1 2 3 4 5; do
+    if [ "$n" -gt 1 ]; then
+      for _ in $(seq 2400); do
+        [ -e "$WORK/step-$((n - 1)).done" ] && break
+        sleep 0.05
+      done
+      [ -e "$WORK/step-$((n - 1)).done" ] || return 1
+    fi
     if [ "$n" = 5 ]; then
       timeout -k 5 120 "$CLI" "${AT[@]}" load --delete "${GONE[@]}" >"$WORK/batch-5.out" 2>"$WORK/batch-5.err" &
     else
@@ -162,8 +173,11 @@ await_batch() {
   fail "batch $1 did not start within 120 s"
 }
 
+step_done() { : >"$WORK/step-$1.done"; }
+
 await_batch 1
 start_worker 2
+step_done 1
 await_batch 2
 start_worker 3
 # the three are listed (a member's node is made before it scans)
@@ -177,14 +191,17 @@ done
 pass "three workers are members at once"
 sleep 1 # they scan with three shares
 stop_worker 1 TERM
+step_done 2
 await_batch 3
 start_worker 4
 sleep 1
 stop_worker 2 KILL
+step_done 3
 await_batch 4
 start_worker 5
 sleep 1
 stop_worker 3 TERM
+step_done 4
 await_batch 5
 start_worker 6
 sleep 0.5
