@@ -5,8 +5,10 @@
 # data verbs as clients. It checks that a configuration naming the retired lock
 # service is refused with its file:line:column, and the lockd verb too, that each
 # oracle's /metrics says which one leads, and that after the leader is
-# SIGKILLed the standby leads and the verbs commit and read again. Every wait
-# is bounded; the cleanup kills every process it started by its pid.
+# SIGKILLed the standby leads and the verbs commit and read again; and that
+# `doctor` says when ZooKeeper does not answer, the configured root is
+# missing or no oracle is elected (exit 3). Every wait is bounded; the
+# cleanup kills every process it started by its pid.
 set -u
 CLI=${1:?usage: test_zk_cli.sh /path/to/percolator}
 case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
@@ -109,4 +111,29 @@ run_cli 30 --config "$WORK/zk.json" get acct b v
 [ "$(metric "${TSO_HTTP[$STANDBY]}" percolator_tso_elections_total)" = 1 ] ||
   fail "the standby was not elected once"
 pass "after the leader's SIGKILL the standby leads and commits go on"
+
+# doctor asks ZooKeeper: it answers, the root exists, an oracle is elected
+run_cli 30 --config "$WORK/zk.json" doctor
+[ "$RC" = 0 ] || fail "doctor on a healthy cluster exited $RC: $OUT $(cat "$WORK/last.err")"
+grep -q "^ok       zookeeper $ZK_CONNECT: answers" <<<"$OUT" || fail "doctor's zookeeper line: $OUT"
+grep -q "^ok       zookeeper root /percolator/cli: exists" <<<"$OUT" || fail "doctor's root line: $OUT"
+STANDBY_EP=$(ready_ep "$WORK/tso$STANDBY.ready" tso listen)
+grep -q "^ok       tso (elected): leader $STANDBY_EP answers" <<<"$OUT" || fail "doctor's tso line: $OUT"
+sed 's#"/percolator/cli"#"/percolator/elsewhere"#' "$WORK/zk.json" >"$WORK/elsewhere.json"
+run_cli 30 --config "$WORK/elsewhere.json" doctor
+[ "$RC" = 3 ] || fail "doctor with a root no cluster made exited $RC, want 3: $OUT"
+grep -q "^PROBLEM  zookeeper root /percolator/elsewhere: does not exist" <<<"$OUT" ||
+  fail "doctor does not say the root is missing: $OUT"
+kill -TERM "${TSO_PID[$STANDBY]}"
+wait_exit "${TSO_PID[$STANDBY]}" 30
+run_cli 30 --config "$WORK/zk.json" doctor
+[ "$RC" = 3 ] || fail "doctor with no oracle exited $RC, want 3: $OUT"
+grep -q "^PROBLEM  tso (elected): no oracle is elected under /percolator/cli" <<<"$OUT" ||
+  fail "doctor does not say that no oracle is elected: $OUT"
+zk_stop
+run_cli 30 --config "$WORK/zk.json" --timeout 2s doctor
+[ "$RC" = 3 ] || fail "doctor with ZooKeeper stopped exited $RC, want 3: $OUT"
+grep -q "^PROBLEM  zookeeper $ZK_CONNECT: not reachable within 2000 ms" <<<"$OUT" ||
+  fail "doctor does not say that ZooKeeper is unreachable: $OUT"
+pass "doctor: ZooKeeper reachable, its root present, an oracle elected; each missing one is a problem (exit 3)"
 echo "all passed"

@@ -5,7 +5,9 @@
  *     format; who holds it (a worker serving it, a client, nobody) and
  *     whether that process still lives; a worker's serving.json and whether
  *     its endpoints answer;
- *   - a cluster: each role of the configuration answers;
+ *   - a cluster: ZooKeeper answers within the timeout, the configured
+ *     root node exists and an oracle is elected under it and answers; each
+ *     role of the configuration answers;
  *   - through the store: every registered observer has a live worker that
  *     runs it (else its column's notifications wait), pending notifications
  *     no live worker can process, parked notifications.
@@ -21,10 +23,12 @@
 #include "config/config.h"
 #include "core/db.h"
 #include "core/error.h"
+#include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "notify/worker.h"
 #include "tablet/tablet.h"
 #include "tso/tso_rpc.h"
+#include "tso/tso_zk.h"
 
 typedef struct doctor {
   const cli_ctx_t *ctx;
@@ -135,9 +139,75 @@ static void check_role(doctor_t *d, const char *what, const pc_endpoint_t *ep, p
             d->ctx->config, start);
 }
 
+/* The cluster's ZooKeeper: it answers within the timeout (a session of its
+ * own on the ensemble, under "/" so that nothing is created), the root node
+ * the configuration names exists (a cluster that ran under it made it), and
+ * an oracle is elected under it and answers (found as clients find it). */
+static void check_zookeeper(doctor_t *d, const pc_config_t *cfg) {
+  const char *connect = cfg->zookeeper.connect, *root = cfg->zookeeper.root;
+  char what[600];
+  snprintf(what, sizeof what, "zookeeper %s", connect);
+  pc_error_t err;
+  pc_zk_t *zk = pc_zk_open(connect, "/", cfg->zookeeper.session_timeout_ms, d->timeout_ms, NULL,
+                           &err);
+  if (!zk) {
+    finding(d, 0, what,
+            "not reachable within %u ms (%s): start the ensemble, or correct zookeeper.connect "
+            "in %s",
+            (unsigned)d->timeout_ms, err.text, d->ctx->config);
+    return;
+  }
+  finding(d, 1, what, "answers");
+  int exists = 0;
+  pc_status_t st = pc_zk_exists(zk, root + 1, NULL, &exists, d->timeout_ms, &err);
+  pc_zk_close(zk);
+  snprintf(what, sizeof what, "zookeeper root %s", root);
+  if (st != PC_OK) {
+    finding(d, 0, what, "cannot be read: %s", err.text);
+    return;
+  }
+  if (!exists) {
+    finding(d, 0, what,
+            "does not exist: no cluster has run under it; start its daemons ('percolator "
+            "--config %s run'), or correct zookeeper.root",
+            d->ctx->config);
+    return;
+  }
+  finding(d, 1, what, "exists");
+  pc_rpc_auth_t auth;
+  if (pc_config_auth(cfg, &auth, &err) != PC_OK) {
+    finding(d, 0, "tso (elected)", "%s", err.text);
+    return;
+  }
+  pc_tso_locator_t *l = pc_tso_locator_create(connect, root, cfg->zookeeper.session_timeout_ms,
+                                              &auth, d->timeout_ms, &err);
+  pc_config_auth_release(&auth);
+  uint64_t last = 0;
+  char leader[300] = "", all[1024] = "";
+  st = l ? pc_tso_locator_info(l, d->timeout_ms, &last, &err) : err.code;
+  if (l) pc_tso_locator_members(l, leader, sizeof leader, all, sizeof all);
+  pc_tso_locator_destroy(l);
+  if (st == PC_OK)
+    finding(d, 1, "tso (elected)", "leader %s answers (last timestamp %llu)", leader,
+            (unsigned long long)last);
+  else if (!leader[0])
+    finding(d, 0, "tso (elected)",
+            "no oracle is elected under %s (%s): start one ('percolator --config %s tso', or "
+            "'run')",
+            root, err.text, d->ctx->config);
+  else
+    finding(d, 0, "tso (elected)",
+            "the elected oracle %s does not answer (%s): see its log; a standby takes over "
+            "when its session ends",
+            leader, err.text);
+}
+
+/* Each role at its configured address. With ZooKeeper the oracle is found
+ * through its election (check_zookeeper), not at tso.listen, which is then
+ * the address a `tso` process binds and may be port 0. */
 static void check_cluster(doctor_t *d, const pc_config_t *cfg) {
   pc_error_t err;
-  if (cfg->tso.set && cfg->tso.listen.set) {
+  if (cfg->tso.set && cfg->tso.listen.set && !cfg->zookeeper.set) {
     pc_rpc_client_t *c =
         pc_config_rpc_client(cfg, cfg->tso.listen.host, cfg->tso.listen.port, &err);
     uint64_t last;
@@ -250,6 +320,7 @@ static int run_doctor(cli_ctx_t *ctx, int argc, char **argv) {
     if (usable) check_holder(&d, dir);
   } else if (usable) {
     int before = d.problems;
+    if (cfg->zookeeper.set) check_zookeeper(&d, cfg);
     check_cluster(&d, cfg);
     usable = d.problems == before;
   }
@@ -293,8 +364,9 @@ const cli_verb_t cli_verb_doctor = {
         "    directory of this version; who holds it (nobody, a worker serving it and\n"
         "    whether its serving.json answers, another process) and whether that\n"
         "    process still lives;\n"
-        "  - a cluster's configuration: that each role (oracle, lock service,\n"
-        "    tablets) answers;\n"
+        "  - a cluster's configuration: that ZooKeeper answers within the timeout,\n"
+        "    that the configured root node exists, that an oracle is elected under\n"
+        "    it and answers, and that each role (oracle, tablets) answers;\n"
         "  - through the store: each registered observer and the live workers that\n"
         "    run it (none: its column's notifications wait), pending notifications of\n"
         "    columns no observer is registered for, parked notifications.\n"
