@@ -1163,7 +1163,12 @@ static void test_gc_rolls_back_vanished_prewrite(void **state) {
 
 /* ---- f. the lock lease -------------------------------------------------- */
 
-#define TTL 300
+/* The lease of the prewrite test, and how long its commit is held after the
+ * primary's prewrite (half of it): the prober, a thread that scans without
+ * pause, meets the lock within that hold and reads within the lease on a
+ * loaded machine, where a thread may wait a few hundred ms for a core. */
+#define TTL 1000
+#define HOLD "500"
 
 /* Watches the store for the lock on row, then reads row in a transaction of
  * its own (meeting the lock, it rolls it back if its lease has run out). */
@@ -1230,7 +1235,7 @@ static void test_lease_counts_from_prewrite(void **state) {
   prober_t p = {.db = db, .row = "a"};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, prober_main, &p), 0);
-  arm("txn.prewrite.after_primary=1*sleep(150)");
+  arm("txn.prewrite.after_primary=1*sleep(" HOLD ")");
   pc_error_t err;
   pc_status_t st = pc_txn_commit(t, &err);
   arm(NULL);

@@ -279,7 +279,16 @@ static uint32_t share_of(pc_member_t *m, uint32_t *count) {
 /* Workers' members: each takes a contiguous share of the buckets, in the
  * order of their nodes; a member's first share is used at once, a change
  * only once the membership has been stable for the delay; a member that
- * leaves (or whose session ends) gives its share to the others. */
+ * leaves (or whose session ends) gives its share to the others.
+ *
+ * Nothing here depends on how fast the machine is: each wait polls for the
+ * state it wants (for up to SHARE_WAIT_POLLS * 10 ms), and "a keeps its
+ * share until the membership is stable" is checked as a lower bound: a's
+ * share changes no sooner than STABLE_MS after b joined (a's view changes
+ * after b's node exists), which a busy scheduler can only make later. */
+#define STABLE_MS 1500
+#define SHARE_WAIT_POLLS 3000
+
 static void test_membership_partition(void **state) {
   (void)state;
   pc_error_t err;
@@ -288,22 +297,30 @@ static void test_membership_partition(void **state) {
   pc_coord_t *b = pc_coord_open(tu_zk_connect(server), root, 4000, 0, 20000, &err);
   assert_non_null(a);
   assert_non_null(b);
-  pc_member_t *ma = pc_member_join(a, "g", 1500, 5000, &err);
+  pc_member_t *ma = pc_member_join(a, "g", STABLE_MS, 5000, &err);
   assert_non_null(ma);
   uint32_t count = 0;
-  for (int i = 0; i < 500 && (share_of(ma, &count), count) == 0; i++) usleep(10000);
+  for (int i = 0; i < SHARE_WAIT_POLLS && (share_of(ma, &count), count) == 0; i++) usleep(10000);
   assert_int_equal(count, 1); /* alone: every bucket, at once */
-  pc_member_t *mb = pc_member_join(b, "g", 1500, 5000, &err);
+  uint64_t joined = pc_now_mono_ms();
+  pc_member_t *mb = pc_member_join(b, "g", STABLE_MS, 5000, &err);
   assert_non_null(mb);
-  for (int i = 0; i < 500 && (share_of(mb, &count), count) == 0; i++) usleep(10000);
-  assert_int_equal(count, 2); /* its first share at once: the second half */
+  for (int i = 0; i < SHARE_WAIT_POLLS && (share_of(mb, &count), count) == 0; i++) usleep(10000);
+  assert_int_equal(count, 2); /* its first share: the second half */
   assert_int_equal(share_of(mb, &count), 1);
   /* a keeps the whole range until the membership has been stable */
-  assert_int_equal(share_of(ma, &count), 0);
-  assert_int_equal(count, 1);
-  for (int i = 0; i < 500 && (share_of(ma, &count), count) != 2; i++) usleep(10000);
+  uint32_t index = share_of(ma, &count);
+  for (int i = 0; i < SHARE_WAIT_POLLS && count == 1; i++) {
+    assert_int_equal(index, 0);
+    usleep(10000);
+    index = share_of(ma, &count);
+  }
+  uint64_t moved = pc_now_mono_ms();
   assert_int_equal(count, 2);
-  assert_int_equal(share_of(ma, &count), 0);
+  assert_int_equal(index, 0);
+  if (moved - joined < STABLE_MS)
+    fail_msg("a's share changed %llu ms after b joined, before the membership was stable (%u ms)",
+             (unsigned long long)(moved - joined), STABLE_MS);
   uint32_t lo, hi;
   pc_member_buckets(0, 2, 1024, &lo, &hi);
   assert_true(lo == 0 && hi == 512);
@@ -321,12 +338,12 @@ static void test_membership_partition(void **state) {
   free(nodes);
   /* a worker running other observers (another group) scans every bucket for
    * them, and the first group's shares stay as they are */
-  pc_member_t *mh = pc_member_join(b, "h", 1500, 5000, &err);
+  pc_member_t *mh = pc_member_join(b, "h", STABLE_MS, 5000, &err);
   assert_non_null(mh);
-  for (int i = 0; i < 500 && (share_of(mh, &count), count) == 0; i++) usleep(10000);
+  for (int i = 0; i < SHARE_WAIT_POLLS && (share_of(mh, &count), count) == 0; i++) usleep(10000);
   assert_int_equal(count, 1);
   assert_int_equal(share_of(mh, &count), 0);
-  usleep(1600 * 1000); /* past the delay: the new membership is in use */
+  usleep((STABLE_MS + 100) * 1000); /* past the delay: the new membership is in use */
   assert_int_equal(share_of(ma, &count), 0);
   assert_int_equal(count, 2);
   assert_int_equal(share_of(mb, &count), 1);
@@ -339,7 +356,7 @@ static void test_membership_partition(void **state) {
   /* a's session ends: b takes every bucket once the membership is stable */
   pc_member_leave(ma);
   pc_coord_close(a);
-  for (int i = 0; i < 500 && (share_of(mb, &count), count) != 1; i++) usleep(10000);
+  for (int i = 0; i < SHARE_WAIT_POLLS && (share_of(mb, &count), count) != 1; i++) usleep(10000);
   assert_int_equal(count, 1);
   assert_int_equal(share_of(mb, &count), 0);
   pc_member_leave(mb);
