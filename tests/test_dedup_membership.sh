@@ -59,8 +59,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-members-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
 . "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
-# the loader runs in a subshell: its current `load` process is killed too
-trap 'kill -9 "$(cat "$WORK/loader.pid" 2>/dev/null)" 2>/dev/null; cli_cleanup' EXIT
+# the loader runs in a subshell: its current `timeout` gets SIGTERM too, which
+# it passes on to its `load` process (a SIGKILL would leave that one running)
+trap 'kill -TERM "$(cat "$WORK/loader.pid" 2>/dev/null)" 2>/dev/null; cli_cleanup' EXIT
 cd "$WORK" || exit 1
 
 zk_start
