@@ -657,7 +657,7 @@ static void churn_fail(churn_t *c, const char *what, pc_status_t st, const pc_er
 
 static void *churn_main(void *arg) {
   churn_t *c = arg;
-  char tag[16], big[BIG];
+  char tag[24], big[BIG]; /* "churn" and any int */
   for (int i = 0; i < c->rounds && !atomic_load(&c->failed); i++) {
     pc_error_t err;
     pc_txn_t *t = pc_txn_begin(c->db, &err);
