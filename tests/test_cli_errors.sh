@@ -180,8 +180,8 @@ t "failures: unknown option, suggested" 2 "unknown option '--retyr'.*did you mea
 t "doctor: data directory missing" 3 "doctor: 1 problem found" --data "$WORK/nowhere" doctor
 t "doctor: extra argument" 2 "unexpected argument 'now'" "${D[@]}" doctor now
 t "doctor: cluster down" 3 "doctor: 2 problems found" --config down.json --timeout 1s doctor
-grep -q "^PROBLEM  tso 127.0.0.1:1: does not answer (.*); start it: 'percolator --config down.json tso'" out ||
-  { BAD=$((BAD + 1)); echo "FAIL: doctor: cluster down: no line for the oracle: $(cat out)" >&2; }
+grep -q "^PROBLEM  zookeeper 127.0.0.1:1: not reachable within 1000 ms (.*): start the ensemble, or correct zookeeper.connect in down.json" out ||
+  { BAD=$((BAD + 1)); echo "FAIL: doctor: cluster down: no line for ZooKeeper: $(cat out)" >&2; }
 
 # the dedup verbs
 t "load: file missing" 3 "nosuch.jsonl: cannot read it \(No such file or directory\)" "${D[@]}" load nosuch.jsonl
