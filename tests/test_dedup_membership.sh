@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# test_dedup_membership.sh PERCOLATOR DEDUP_PLUGIN CORPUS — workers join and
-# leave a cluster while the dedup application (apps/dedup/) loads documents.
+# test_dedup_membership.sh PERCOLATOR DEDUP_PLUGIN CORPUS [BATCH] — workers
+# join and leave a cluster while the dedup application (apps/dedup/) loads
+# documents. BATCH (700; a multiple of 10) sizes the load; a sanitizer build
+# passes a smaller one.
 #
 # A cluster (`percolator run`: an oracle, two tablets, a private ZooKeeper
 # server from zk_lib.sh) with workers.scan.stable_ms 500, so the buckets of
 # notifications are divided again over the live workers several times during
-# the load (docs/ARCHITECTURE.md, "Workers' membership"). 2,400 documents of
-# generated English-like text (bench/corpus.c's generator, each cut to its
-# first line: 30 % exact copies, so clusters form) are loaded in five
-# batches, one after the other: 700 new, 700 new, 300 rewrites of the first
-# 300 URLs with other documents' text, 700 new, and 140 deletes.
+# the load (docs/ARCHITECTURE.md, "Workers' membership"). With BATCH 700,
+# 2,400 documents of generated English-like text (bench/corpus.c's
+# generator, each cut to its first line: 30 % exact copies, so clusters
+# form) are loaded in five batches, one after the other: 700 new, 700 new,
+# 300 rewrites of the first 300 URLs with other documents' text, 700 new,
+# and 140 deletes.
 # As each batch starts the membership changes (and the next batch waits
 # for that step, so the changes come while documents are loaded or their
 # notifications processed, however fast or slow the machine): worker 1 runs
@@ -23,7 +26,7 @@
 #   - the workers stopped by SIGTERM exit 0; while three ran, ZooKeeper
 #     listed the three, and at the end it lists exactly workers 5 and 6;
 #   - `check` exits 0 and `clusters` equals the grouping of the final
-#     contents (`scan docs --json`) by sha256sum, 1,960 documents;
+#     contents (`scan docs --json`) by sha256sum (1,960 documents);
 #   - every change observed, at most one committed run per change, read
 #     from the raw view of the docs table (`scan --raw --json docs`). A
 #     change of a document is a commit record (put or delete) of its
@@ -47,6 +50,11 @@ USAGE="usage: test_dedup_membership.sh PERCOLATOR DEDUP_PLUGIN CORPUS"
 CLI=${1:?$USAGE}
 PLUGIN=${2:?$USAGE}
 CORPUS=${3:?$USAGE}
+B=${4:-700}
+[ "$B" -ge 10 ] && [ $((B % 10)) = 0 ] || { echo "BATCH must be a multiple of 10: $B" >&2; exit 1; }
+R=$((B * 3 / 7)) NEW=$((3 * B)) GONE_N=$((B / 5))
+TOTAL=$((NEW + R)) FINAL=$((NEW - GONE_N))
+printf -v SPLIT 'doc/%07d' $((NEW / 2)) # the tablets' boundary
 case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
 case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
 case "$CORPUS" in /*) ;; *) CORPUS="$PWD/$CORPUS" ;; esac
@@ -71,8 +79,8 @@ cat >"$WORK/run.json" <<JSON
  "store": {"lock_ttl_ms": 1000, "gc_interval_ms": 0},
  "tso": {"listen": "127.0.0.1:0"},
  "zookeeper": {"connect": "$ZK_CONNECT", "root": "$ROOT", "session_timeout_ms": 3000},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "doc/0001000"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "doc/0001000"}]}
+ "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$SPLIT"},
+             {"name": "t2", "listen": "127.0.0.1:0", "start": "$SPLIT"}]}
 JSON
 "$CLI" run --config "$WORK/run.json" --ready-file "$WORK/ready.json" 2>"$WORK/run.log" &
 RUN=$!
@@ -82,8 +90,8 @@ cat >"$WORK/client.json" <<JSON
 {"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
  "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
  "zookeeper": {"connect": "$ZK_CONNECT", "root": "$ROOT", "session_timeout_ms": 3000},
- "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "doc/0001000"},
-             {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "doc/0001000"}],
+ "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "$SPLIT"},
+             {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "$SPLIT"}],
  "workers": {"threads": 2, "backoff_ms": 50, "scan": {"idle_ms": 20, "stable_ms": 500},
              "plugins": [{"path": "$PLUGIN"}]}}
 JSON
@@ -113,27 +121,29 @@ members() {
 }
 
 start_worker 1
-for _ in $(seq 300); do
-  run_cli 10 "${AT[@]}" observers
+# (a sanitizer build on a loaded machine takes seconds for one call)
+END=$((SECONDS + 120))
+while [ "$SECONDS" -lt "$END" ]; do
+  run_cli 60 "${AT[@]}" observers
   [[ "$OUT" == *dedup* ]] && break
   sleep 0.1
 done
 [[ "$OUT" == *dedup* ]] || fail "observers does not list dedup: $OUT"
 
-# the documents: 2,400 generated, each cut to its first line
-timeout -k 5 60 "$CORPUS" generate --docs 2400 --seed 17 --jsonl "$WORK/corpus.jsonl" ||
+# the documents: TOTAL generated, each cut to its first line
+timeout -k 5 60 "$CORPUS" generate --docs "$TOTAL" --seed 17 --jsonl "$WORK/corpus.jsonl" ||
   fail "the corpus generator failed"
 sed 's/\\n.*"}$/"}/' "$WORK/corpus.jsonl" >"$WORK/docs.jsonl"
-[ "$(grep -c '^{"url": "doc/[0-9]*", "contents": "[^"\\]*"}$' "$WORK/docs.jsonl")" = 2400 ] ||
+[ "$(grep -c '^{"url": "doc/[0-9]*", "contents": "[^"\\]*"}$' "$WORK/docs.jsonl")" = "$TOTAL" ] ||
   fail "unexpected corpus lines: $(grep -v -m 3 '^{"url": "doc/[0-9]*", "contents": "[^"\\]*"}$' "$WORK/docs.jsonl")"
-sed -n '1,700p' "$WORK/docs.jsonl" >"$WORK/batch-1.jsonl"
-sed -n '701,1400p' "$WORK/docs.jsonl" >"$WORK/batch-2.jsonl"
-# the first 300 URLs get the text of documents 2100..2399
-sed -n '2101,2400p' "$WORK/docs.jsonl" |
+sed -n "1,${B}p" "$WORK/docs.jsonl" >"$WORK/batch-1.jsonl"
+sed -n "$((B + 1)),$((2 * B))p" "$WORK/docs.jsonl" >"$WORK/batch-2.jsonl"
+# the first R URLs get the text of the last R documents
+sed -n "$((NEW + 1)),${TOTAL}p" "$WORK/docs.jsonl" |
   awk '{ sub(/"doc\/[0-9]*"/, sprintf("\"doc/%07d\"", NR - 1)); print }' >"$WORK/batch-3.jsonl"
-sed -n '1401,2100p' "$WORK/docs.jsonl" >"$WORK/batch-4.jsonl"
-# 140 deletes: every fifth URL of the first 700 (so among the rewritten too)
-mapfile -t GONE < <(seq 0 5 699 | awk '{ printf "doc/%07d\n", $1 }')
+sed -n "$((2 * B + 1)),${NEW}p" "$WORK/docs.jsonl" >"$WORK/batch-4.jsonl"
+# B / 5 deletes: every fifth URL of the first B (so among the rewritten too)
+mapfile -t GONE < <(seq 0 5 $((B - 1)) | awk '{ printf "doc/%07d\n", $1 }')
 
 # the loader: the batches one after the other; batch-N.started marks each,
 # and batch N + 1 waits for step N of the membership's changes (step-N.done),
@@ -182,7 +192,8 @@ step_done 1
 await_batch 2
 start_worker 3
 # the three are listed (a member's node is made before it scans)
-for _ in $(seq 200); do
+END=$((SECONDS + 60))
+while [ "$SECONDS" -lt "$END" ]; do
   members
   [ "$OUT" = "$(printf '%s\n' "${W[1]}" "${W[2]}" "${W[3]}" | sort -n | tr '\n' ' ')" ] && break
   sleep 0.1
@@ -215,15 +226,16 @@ for n in 1 2 3 4 5; do
 done
 [ "$RC" = 0 ] || fail "the loader exited $RC"
 for n in 1 2 4; do
-  grep -q "^loaded 700 documents in .*failed 0$" "$WORK/batch-$n.out" || fail "batch $n: $(cat "$WORK/batch-$n.out")"
+  grep -q "^loaded $B documents in .*failed 0$" "$WORK/batch-$n.out" || fail "batch $n: $(cat "$WORK/batch-$n.out")"
 done
-grep -q "^loaded 300 documents in .*failed 0$" "$WORK/batch-3.out" || fail "batch 3: $(cat "$WORK/batch-3.out")"
+grep -q "^loaded $R documents in .*failed 0$" "$WORK/batch-3.out" || fail "batch 3: $(cat "$WORK/batch-3.out")"
 grep -q "failed 0" "$WORK/batch-5.out" || fail "batch 5: $(cat "$WORK/batch-5.out")"
-pass "2,400 documents loaded and 140 deleted in five batches while six workers came and went"
+pass "$TOTAL documents loaded and $GONE_N deleted in five batches while six workers came and went"
 
 run_cli 200 "${AT[@]}" wait --timeout-s 180
 [ "$RC" = 0 ] || fail "wait exited $RC: $(cat "$WORK/last.err")"
-for _ in $(seq 300); do # worker 2's node goes with its session
+END=$((SECONDS + 60))
+while [ "$SECONDS" -lt "$END" ]; do # worker 2's node goes with its session
   members
   [ "$OUT" = "$(printf '%s\n' "${W[5]}" "${W[6]}" | sort -n | tr '\n' ' ')" ] && break
   sleep 0.1
@@ -244,7 +256,7 @@ while IFS=$'\t' read -r u contents; do
   URLS+=("$u")
   n=$((n + 1))
 done < <(sed -n 's/^{"row":"\([^"]*\)","column":"doc:contents","value":"\([^"]*\)"}$/\1\t\2/p' <<<"$OUT")
-[ "$n" = 1960 ] || fail "the docs table holds $n documents, not 1960"
+[ "$n" = "$FINAL" ] || fail "the docs table holds $n documents, not $FINAL"
 (cd "$WORK/final" && sha256sum -- $(seq 0 $((n - 1)))) |
   while read -r h f; do printf '%s\t%s\n' "$h" "${URLS[$f]}"; done |
   sort -t $'\t' -k1,1 -k2,2 |
@@ -257,7 +269,7 @@ run_cli 60 "${AT[@]}" clusters
 sort <<<"$OUT" >"$WORK/clusters.have"
 diff "$WORK/clusters.want" "$WORK/clusters.have" >"$WORK/clusters.diff" ||
   fail "clusters differ from sha256sum's grouping of the final contents: $(head -n 20 "$WORK/clusters.diff")"
-pass "1,960 documents: check finds no difference; clusters equal sha256sum's grouping"
+pass "$FINAL documents: check finds no difference; clusters equal sha256sum's grouping"
 
 # the raw view: per document, its changes ("c TS") and committed dedup runs
 # ("r START_TS"), then the rule of the header
@@ -288,8 +300,8 @@ awk '
 ' "$WORK/events" >"$WORK/runs.out"
 RC=$?
 [ "$RC" = 0 ] || fail "observer runs: $(head -n 20 "$WORK/runs.out")"
-# each of the 2,100 URLs changed at least once
-grep -q "^2100 documents, " "$WORK/runs.out" || fail "observer runs: $(tail -n 1 "$WORK/runs.out")"
+# each of the NEW URLs changed at least once
+grep -q "^$NEW documents, " "$WORK/runs.out" || fail "observer runs: $(tail -n 1 "$WORK/runs.out")"
 pass "every change observed, at most one committed run per change: $(tail -n 1 "$WORK/runs.out")"
 
 for i in 5 6; do stop_worker "$i" TERM; done
