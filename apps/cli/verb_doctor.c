@@ -24,7 +24,7 @@
 #include "net/rpc.h"
 #include "notify/worker.h"
 #include "tablet/tablet.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
 
 typedef struct doctor {
   const cli_ctx_t *ctx;
