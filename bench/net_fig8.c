@@ -74,7 +74,7 @@
 #include "core/store.h"
 #include "tablet/tablet.h"
 #include "tso/oracle.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_server.h"
 
 #define TABLE "bench"
 #define COLUMN "f:v"

@@ -57,7 +57,7 @@
 #include "net/tls.h"
 #include "tablet/tablet.h"
 #include "tso/oracle.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_server.h"
 
 #define WHO "net_tls"
 #define TABLE "bench"

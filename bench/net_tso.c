@@ -53,7 +53,8 @@
 #include "core/error.h"
 #include "net/rpc.h"
 #include "tso/oracle.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
+#include "tso/tso_server.h"
 
 #define MAX_THREADS 1024
 #define MAX_COUNTS 16

@@ -49,7 +49,8 @@
 #include "net/rpc.h"
 #include "tests/zkharness.h"
 #include "tso/oracle.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
+#include "tso/tso_server.h"
 #include "tso/tso_zk.h"
 
 #define MAX_THREADS 256

@@ -13,6 +13,42 @@
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
 
+#define SERVING_FILE "serving.json"
+#define LOCK_WAIT_MS 10000u
+
+pc_status_t pc_daemon_plan(const char *config_path, const char *data_dir,
+                           const pc_daemon_spec_t *spec, uint32_t timeout_ms,
+                           pc_daemon_plan_t *out, pc_error_t *err) {
+  memset(out, 0, sizeof *out);
+  out->spec = *spec;
+  out->spec.workers_timeout_ms = timeout_ms;
+  if (spec->workers != PC_DAEMON_REQUIRED)
+    return pc_daemon_config_load(config_path, &out->config, err);
+  pc_config_t *cfg = config_path ? pc_config_load(config_path, err) : pc_config_default();
+  if (!cfg) return config_path ? err->code : pc_error_set(err, PC_NOMEM, "out of memory");
+  int cluster = cfg->ntablets != 0;
+  if (!cluster)
+    snprintf(out->data_dir, sizeof out->data_dir, "%s", config_path ? cfg->data_dir : data_dir);
+  pc_config_free(cfg);
+  if (cluster) {
+    out->spec.workers_cluster = config_path;
+    return pc_daemon_config_load(config_path, &out->config, err);
+  }
+  /* hold the embedded store and serve it: an oracle and one tablet */
+  int fresh;
+  pc_status_t st = pc_data_dir_prepare(out->data_dir, 0, &fresh, err);
+  if (st != PC_OK) return st;
+  snprintf(out->serving_file, sizeof out->serving_file, "%s/" SERVING_FILE, out->data_dir);
+  out->spec.tso = 1;
+  out->spec.tablets = 2;
+  out->spec.serving_file = out->serving_file;
+  out->spec.lock_dir = out->data_dir;
+  out->spec.lock_wait_ms = timeout_ms ? timeout_ms : LOCK_WAIT_MS;
+  return pc_daemon_config_serving(config_path, out->data_dir, &out->config, err);
+}
+
+void pc_daemon_plan_free(pc_daemon_plan_t *p) { pc_daemon_config_free(&p->config); }
+
 /* Checks that the configuration has what spec requires; clears the
  * optional roles it lacks in *spec. */
 static pc_status_t check_spec(const pc_config_t *cfg, pc_daemon_spec_t *spec, pc_error_t *err) {

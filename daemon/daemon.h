@@ -87,6 +87,31 @@ typedef struct pc_daemon_spec {
   uint32_t lock_wait_ms;
 } pc_daemon_spec_t;
 
+/* What a daemon verb runs, from its options: the configuration file at
+ * config_path (NULL: none) and spec as the verb asks it.
+ *   - A worker (spec.workers == PC_DAEMON_REQUIRED) without a cluster (no
+ *     file, or a file without "tablets") holds an embedded data directory
+ *     and serves it: the file's data_dir (without a file, data_dir), which
+ *     must exist or be creatable, with pc_daemon_config_serving's oracle and
+ *     one tablet, the directory's lock (waiting for a short-lived client up
+ *     to timeout_ms, 10 s when 0) and its serving.json.
+ *   - Any other worker is a client of the cluster the file names.
+ *   - The other roles run from the file.
+ * The calls of a cluster's client are bounded by timeout_ms when not 0
+ * (spec.workers_timeout_ms).
+ * The spec in *out points into *out: do not copy it. Release with
+ * pc_daemon_plan_free (also after an error). */
+typedef struct pc_daemon_plan {
+  pc_daemon_config_t config;
+  pc_daemon_spec_t spec;
+  char data_dir[4096];      /* the embedded directory served ("" none) */
+  char serving_file[4200];  /* its serving.json */
+} pc_daemon_plan_t;
+pc_status_t pc_daemon_plan(const char *config_path, const char *data_dir,
+                           const pc_daemon_spec_t *spec, uint32_t timeout_ms,
+                           pc_daemon_plan_t *out, pc_error_t *err);
+void pc_daemon_plan_free(pc_daemon_plan_t *p);
+
 typedef struct pc_daemon pc_daemon_t;
 
 /* Starts what spec asks of c. c must outlive the daemon. Returns NULL on

@@ -20,7 +20,8 @@
 #include "lockservice/coord.h"
 #include "tablet/tablet.h"
 #include "tso/oracle.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
+#include "tso/tso_server.h"
 #include "tso/tso_zk.h"
 
 typedef enum role_kind { ROLE_TSO, ROLE_TABLET } role_kind_t;

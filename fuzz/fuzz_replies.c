@@ -1,6 +1,6 @@
 /* fuzz_replies.c — the client's decoders of replies: the remote store
  * (tablet/store_remote.c) for every store operation, the oracle's client
- * (tso/tso_rpc.c) and `status`'s tablet INFO (pc_tablet_remote_info),
+ * (tso/tso_client.c) and `status`'s tablet INFO (pc_tablet_remote_info),
  * against any replies a tablet or an oracle could send. The replies come
  * from fuzz_util.h's fake server, which this process's clients call without
  * a socket; the remote store has two tablets, rows [, "m") and ["m", ).
@@ -17,7 +17,7 @@
 #include "fuzz/fuzz_util.h"
 #include "net/rpc.h"
 #include "tablet/tablet.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
 
 #define LIMIT 5
 

@@ -1,4 +1,4 @@
-/* fuzz_tso.c — the timestamp oracle's request handler (tso/tso_rpc.c)
+/* fuzz_tso.c — the timestamp oracle's request handler (tso/tso_server.c)
  * against any sequence of requests (chunks of fuzz_util.h: tag = op, bytes =
  * body), on a real oracle whose bound file is in the scratch directory. A
  * request is answered or refused with a message; the timestamps it hands
@@ -17,7 +17,7 @@
 #include "core/keys.h"
 #include "fuzz/fuzz.h"
 #include "fuzz/fuzz_util.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_server.h"
 
 #define MAX_REQUESTS 16
 

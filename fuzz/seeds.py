@@ -3,7 +3,7 @@
 
 Each seed is a small well-formed input in the target's format (see the
 comment at the top of fuzz_TARGET.c), built here from the wire formats of
-tablet/tablet.h, tso/tso_rpc.h, lockservice/ls_internal.h, net/rpc.h and
+tablet/tablet.h, tso/tso_wire.h, lockservice/ls_internal.h, net/rpc.h and
 core/keys.h, so that the fuzzer starts from inputs that reach deep. Run it
 after a format changes; the seeds are committed.
 """

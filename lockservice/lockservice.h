@@ -3,7 +3,11 @@
  * The notification workers of a database handle share one, so that two of
  * their threads never scan the same claim of buckets at once
  * (notify/claims.c). A cluster's coordination (liveness of lock owners,
- * workers' membership, cluster-wide locks) is ZooKeeper's: coord.h.
+ * workers' membership, cluster-wide locks) is ZooKeeper's: coord.h. The two
+ * are layered, not alternatives: this keeps one handle's threads apart,
+ * ZooKeeper keeps processes apart, and a worker in a cluster takes a named
+ * lock in both (docs/ARCHITECTURE.md, "The in-process lock service beside
+ * ZooKeeper"). pc_ls_liveness_t is shared with coord.h's pc_coord_liveness.
  *
  * Session ids are (epoch << 32 | counter), where epoch is chosen at random
  * when the service starts. A session of another epoch is PC_LS_UNKNOWN, not

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/keys.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
 
 typedef struct pend {
   char *table, *col; /* col: clen bytes */

@@ -21,7 +21,7 @@
 #include "net/tls.h"
 #include "tablet/tablet.h"
 #include "lockservice/coord.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
 #include "tso/tso_zk.h"
 
 /* What a client of a cluster coordinated through ZooKeeper holds. */

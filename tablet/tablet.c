@@ -1,5 +1,6 @@
-/* tablet.c — the tablet server's request handler: decodes a store operation
- * from a tablet-protocol body (tablet.h), refuses rows outside the tablet's
+/* tablet.c — the tablet server's request handler: one handler per op of the
+ * tablet protocol (tablet.h), found in a table by op, decodes a store
+ * operation from the body (tablet_wire.h), refuses rows outside the tablet's
  * range, runs it on the tablet's own store (normally store_local.c), and
  * encodes the outcome. Every body is untrusted: decoding is bounds-checked and
  * a malformed body is PC_INVALID naming the operation, never a crash; what
@@ -286,8 +287,8 @@ static pc_status_t check_snapshot(pc_tablet_t *t, uint64_t read_ts, pc_error_t *
 
 /* GET_MANY: each cell's answer in turn; a cell's lock is an answer, an
  * error of the store fails the whole request. */
-static pc_status_t serve_get_many(pc_tablet_t *t, pc_rd_t *r, pc_arena_t *a, pc_buf_t *payload,
-                                  pc_error_t *e) {
+static pc_status_t op_get_many(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                               pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
   uint64_t ts = pc_rd_u64(r);
   size_t n;
@@ -322,337 +323,403 @@ static pc_status_t serve_get_many(pc_tablet_t *t, pc_rd_t *r, pc_arena_t *a, pc_
   return st;
 }
 
-/* Serves one decoded request; fills payload and e; returns the store status. */
-static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                         pc_buf_t *payload, pc_error_t *e) {
+/* The handlers of the ops, one each (GET and GET_FRESH, PREWRITE and
+ * ONE_PHASE, COMMIT and ROLLBACK share one, told apart by op): each decodes
+ * its request from r, fills payload and e, and returns the store status. */
+typedef pc_status_t (*op_fn)(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                             pc_buf_t *payload, pc_error_t *e);
+
+static pc_status_t op_get(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                          pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  pc_cell_t c;
+  if (pc_wire_get_cell(r, a, &c)) return malformed("get", e);
+  uint64_t ts = op == PC_TABLET_OP_GET ? pc_rd_u64(r) : 0;
+  if (!r->ok || r->pos != r->len) return malformed("get", e);
+  if ((st = check_row(t, &c, e)) != PC_OK) return st;
+  if (op == PC_TABLET_OP_GET && (st = check_snapshot(t, ts, e)) != PC_OK) return st;
+  char *v = NULL;
+  size_t vlen = 0;
+  pc_lock_info_t lock = {0};
+  if (op == PC_TABLET_OP_GET) {
+    st = s->ops->get(s, &c, ts, &v, &vlen, &lock, e);
+  } else {
+    st = s->ops->get_fresh(s, &c, t->ts_source, t->ts_ctx, &ts, &v, &vlen, &lock, e);
+    if (ts && pc_buf_u64(payload, ts)) st = pc_error_set(e, PC_NOMEM, "oom");
+  }
+  if (op == PC_TABLET_OP_GET && st != PC_NOMEM) {
+    pc_status_t again = check_snapshot(t, ts, e);
+    if (again != PC_OK) st = again;
+  }
+  if (st == PC_OK && pc_buf_str(payload, v, vlen)) st = pc_error_set(e, PC_NOMEM, "oom");
+  if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
+  pc_free(v);
+  pc_lock_info_free(&lock);
+  return st;
+}
+
+static pc_status_t op_write(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                            pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
   pc_status_t st;
   size_t n;
-  switch (op) {
-    case PC_TABLET_OP_GET:
-    case PC_TABLET_OP_GET_FRESH: {
-      pc_cell_t c;
-      if (pc_wire_get_cell(r, a, &c)) return malformed("get", e);
-      uint64_t ts = op == PC_TABLET_OP_GET ? pc_rd_u64(r) : 0;
-      if (!r->ok || r->pos != r->len) return malformed("get", e);
-      if ((st = check_row(t, &c, e)) != PC_OK) return st;
-      if (op == PC_TABLET_OP_GET && (st = check_snapshot(t, ts, e)) != PC_OK) return st;
-      char *v = NULL;
-      size_t vlen = 0;
-      pc_lock_info_t lock = {0};
-      if (op == PC_TABLET_OP_GET) {
-        st = s->ops->get(s, &c, ts, &v, &vlen, &lock, e);
-      } else {
-        st = s->ops->get_fresh(s, &c, t->ts_source, t->ts_ctx, &ts, &v, &vlen, &lock, e);
-        if (ts && pc_buf_u64(payload, ts)) st = pc_error_set(e, PC_NOMEM, "oom");
-      }
-      if (op == PC_TABLET_OP_GET && st != PC_NOMEM) {
-        pc_status_t again = check_snapshot(t, ts, e);
-        if (again != PC_OK) st = again;
-      }
-      if (st == PC_OK && pc_buf_str(payload, v, vlen)) st = pc_error_set(e, PC_NOMEM, "oom");
-      if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
-      pc_free(v);
-      pc_lock_info_free(&lock);
-      return st;
-    }
-    case PC_TABLET_OP_GET_MANY:
-      return serve_get_many(t, r, a, payload, e);
-    case PC_TABLET_OP_PREWRITE:
-    case PC_TABLET_OP_ONE_PHASE: {
-      const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite" : "one-phase commit";
-      pc_lock_spec_t spec = {0};
-      uint64_t start = 0;
-      if (op == PC_TABLET_OP_PREWRITE) {
-        if (pc_wire_get_cell(r, a, &spec.primary)) return malformed(name, e);
-        spec.start_ts = pc_rd_u64(r);
-        spec.ttl_ms = pc_rd_u32(r);
-        spec.session = pc_rd_u64(r);
-        start = spec.start_ts;
-      } else {
-        start = pc_rd_u64(r);
-      }
-      if (read_count(r, &n) || n == 0) return malformed(name, e);
-      pc_mutation_t *muts = calloc(n, sizeof *muts);
-      if (!muts) return pc_error_set(e, PC_NOMEM, "out of memory");
-      st = PC_OK;
-      for (size_t i = 0; i < n && st == PC_OK; i++) {
-        if (pc_wire_get_mutation(r, a, &muts[i])) st = malformed(name, e);
-        else st = check_row(t, &muts[i].cell, e);
-      }
-      /* one-phase: optionally, a cell whose notifications below a timestamp
-       * go in the same batch (pc_notify_clear_t; the store refuses a cell
-       * of a row the commit does not write) */
-      pc_notify_clear_t clear = {0}, *cl = NULL;
-      if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE && r->pos < r->len) {
-        if (pc_wire_get_cell(r, a, &clear.cell)) st = malformed(name, e);
-        clear.below = pc_rd_u64(r);
-        clear.observers = pc_rd_str(r, &clear.olen);
-        if (st == PC_OK && (!r->ok || !observers_ok(clear.observers, clear.olen)))
-          st = malformed(name, e);
-        cl = &clear;
-      }
-      if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
-      if (st == PC_OK && start == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
-      if (st == PC_OK) st = check_writes(t, muts, n, e);
-      if (st == PC_OK && op == PC_TABLET_OP_PREWRITE)
-        st = bound_lease(t, spec.start_ts, &spec.ttl_ms, e);
-      pc_lock_info_t lock = {0};
-      uint64_t commit_ts = 0;
-      if (st == PC_OK) {
-        if (op == PC_TABLET_OP_PREWRITE)
-          st = s->ops->prewrite(s, muts, n, &spec, &lock, e);
-        else
-          st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, cl,
-                                        &commit_ts, &lock, e);
-      }
-      if (st == PC_OK && op != PC_TABLET_OP_PREWRITE &&
-          (pc_buf_u64(payload, commit_ts) ||
-           (cl && (pc_buf_u8(payload, (uint8_t)cl->done) ||
-                   pc_buf_str(payload, cl->missing, strlen(cl->missing))))))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
-      pc_lock_info_free(&lock);
-      free(muts);
-      return st;
-    }
-    case PC_TABLET_OP_COMMIT:
-    case PC_TABLET_OP_ROLLBACK: {
-      const char *name = op == PC_TABLET_OP_COMMIT ? "commit" : "rollback";
-      uint64_t start = pc_rd_u64(r);
-      uint64_t commit = op == PC_TABLET_OP_COMMIT ? pc_rd_u64(r) : 0;
-      if (read_count(r, &n) || n == 0) return malformed(name, e);
-      pc_cell_t *cells = calloc(n, sizeof *cells);
-      if (!cells) return pc_error_set(e, PC_NOMEM, "out of memory");
-      st = PC_OK;
-      for (size_t i = 0; i < n && st == PC_OK; i++) {
-        if (pc_wire_get_cell(r, a, &cells[i])) st = malformed(name, e);
-        else st = check_row(t, &cells[i], e);
-      }
-      if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
-      if (st == PC_OK)
-        st = op == PC_TABLET_OP_COMMIT ? s->ops->commit(s, cells, n, start, commit, e)
-                                       : s->ops->rollback(s, cells, n, start, e);
-      free(cells);
-      return st;
-    }
-    case PC_TABLET_OP_CHECK_TXN: {
-      pc_cell_t c;
-      if (pc_wire_get_cell(r, a, &c)) return malformed("check_txn", e);
-      uint64_t start = pc_rd_u64(r), now = pc_rd_u64(r);
-      int dead = pc_rd_u8(r) != 0;
-      if (!r->ok || r->pos != r->len) return malformed("check_txn", e);
-      if ((st = check_row(t, &c, e)) != PC_OK) return st;
-      pc_txn_state_t state = PC_TXN_ALIVE;
-      uint64_t commit_ts = 0;
-      st = s->ops->check_txn(s, &c, start, now, dead, &state, &commit_ts, e);
-      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)state) || pc_buf_u64(payload, commit_ts)))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      return st;
-    }
-    case PC_TABLET_OP_SCAN: {
-      const char *table, *start, *col, *end;
-      size_t tl, sl, cl, el;
-      if (pc_wire_get_opt(r, a, &table, &tl) || !table || pc_wire_get_opt(r, a, &start, &sl) ||
-          !start || pc_wire_get_opt(r, a, &col, &cl) || pc_wire_get_opt(r, a, &end, &el))
-        return malformed("scan", e);
-      uint64_t ts = pc_rd_u64(r);
-      uint32_t limit = pc_rd_u32(r);
-      if (!r->ok || r->pos != r->len || limit == 0 || limit > PC_STORE_SCAN_LIMIT_MAX ||
-          tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))
-        return malformed("scan", e);
-      /* the range must lie inside the tablet */
-      if (pc_bytes_cmp(start, sl, t->start, t->start_len) < 0 ||
-          (t->end_len && (!end || pc_bytes_cmp(end, el, t->end, t->end_len) > 0)))
-        return pc_error_set(e, PC_INVALID, "tablet %s: scan range outside its rows (misrouted)",
-                            t->name);
-      if ((st = check_snapshot(t, ts, e)) != PC_OK) return st;
-      pc_buf_t cells = {0};
-      scan_out_t o = {&cells, 0, 0, 0, t->scan_reply_max};
-      pc_lock_info_t lock = {0};
-      st = s->ops->scan(s, table, start, sl, col, cl, end, el, ts, limit, scan_cell, &o, &lock, e);
-      if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
-      if (o.over)
-        st = pc_error_set(e, PC_INVALID, "scan of tablet %s: a reply of %u cells exceeds %zu "
-                          "bytes: ask for fewer", t->name, limit, t->scan_reply_max);
-      if (st != PC_NOMEM) {
-        pc_status_t again = check_snapshot(t, ts, e);
-        if (again != PC_OK) st = again;
-      }
-      if ((st == PC_OK || st == PC_LOCKED) &&
-          (pc_buf_u32(payload, o.n) || pc_buf_append(payload, cells.p, cells.len)))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
-      pc_lock_info_free(&lock);
-      pc_buf_free(&cells);
-      return st;
-    }
-    case PC_TABLET_OP_RAW_SCAN: {
-      const char *table, *start, *end;
-      size_t tl, sl, el;
-      if (pc_wire_get_opt(r, a, &table, &tl) || pc_wire_get_opt(r, a, &start, &sl) ||
-          pc_wire_get_opt(r, a, &end, &el) || r->pos != r->len ||
-          (table && (tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))))
-        return malformed("raw scan", e);
-      pc_buf_t cells = {0};
-      scan_out_t o = {&cells, 0, 0, 0, t->raw_reply_max};
-      st = s->ops->raw_scan(s, table, start, sl, end, el, raw_cell, &o, e);
-      if (o.oom)
-        st = pc_error_set(e, PC_INVALID, "raw scan of tablet %s exceeds %zu bytes: narrow the "
-                          "range", t->name, t->raw_reply_max);
-      if (st == PC_OK && (pc_buf_u32(payload, o.n) || pc_buf_append(payload, cells.p, cells.len)))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      pc_buf_free(&cells);
-      return st;
-    }
-    case PC_TABLET_OP_HEARTBEAT: {
-      pc_cell_t c;
-      if (pc_wire_get_cell(r, a, &c)) return malformed("heartbeat", e);
-      uint64_t start = pc_rd_u64(r);
-      uint32_t ttl = pc_rd_u32(r);
-      if (!r->ok || r->pos != r->len) return malformed("heartbeat", e);
-      if ((st = check_row(t, &c, e)) != PC_OK) return st;
-      if ((st = bound_lease(t, start, &ttl, e)) != PC_OK) return st;
-      return s->ops->heartbeat(s, &c, start, ttl, e);
-    }
-    case PC_TABLET_OP_SCAN_LOCKS: {
-      uint64_t below = pc_rd_u64(r);
-      if (!r->ok || r->pos != r->len) return malformed("scan locks", e);
-      pc_buf_t locks = {0};
-      locks_out_t o = {&locks, 0, 0, 0, t->locks_reply_max};
-      st = s->ops->scan_locks(s, below, lock_out, &o, e);
-      if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
-      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)o.truncated) || pc_buf_u32(payload, o.n) ||
-                          pc_buf_append(payload, locks.p, locks.len)))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      pc_buf_free(&locks);
-      return st;
-    }
-    case PC_TABLET_OP_GC: {
-      uint64_t safe = pc_rd_u64(r);
-      uint32_t rate = pc_rd_u32(r);
-      if (!r->ok || r->pos != r->len) return malformed("gc", e);
-      if ((st = need_system(t, "setting a GC safe point", e)) != PC_OK ||
-          (st = check_safe_point(t, safe, e)) != PC_OK)
-        return st;
-      /* the store publishes the safe point before it deletes below it, and
-       * readers below it are refused from then on (check_snapshot) */
-      pc_store_gc_stats_t g;
-      pthread_mutex_lock(&t->gc_mu);
-      st = s->ops->gc(s, safe, rate, &g, e);
-      if (st == PC_OK) {
-        if (safe > t->gc.safe_point) t->gc.safe_point = safe;
-        t->gc.passes++;
-        t->gc.deleted.cells += g.cells;
-        t->gc.deleted.versions += g.versions;
-        t->gc.deleted.rollbacks += g.rollbacks;
-        t->gc.deleted.data += g.data;
-      }
-      pthread_mutex_unlock(&t->gc_mu);
-      if (st == PC_OK && (pc_buf_u64(payload, g.cells) || pc_buf_u64(payload, g.versions) ||
-                          pc_buf_u64(payload, g.rollbacks) || pc_buf_u64(payload, g.data)))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      return st;
-    }
-    case PC_TABLET_OP_SCAN_NOTIFY: {
-      uint32_t lo = pc_rd_u32(r), hi = pc_rd_u32(r);
-      uint8_t has_after = pc_rd_u8(r);
-      pc_notification_t after;
-      if (!r->ok || has_after > 1 || (has_after && pc_wire_get_notification(r, a, &after)))
-        return malformed("scan notify", e);
-      uint32_t limit = pc_rd_u32(r);
-      if (!r->ok || r->pos != r->len || lo >= hi || hi > PC_NOTIFY_BUCKETS || limit == 0 ||
-          limit > PC_STORE_SCAN_LIMIT_MAX)
-        return malformed("scan notify", e);
-      pc_buf_t notes = {0};
-      notes_out_t o = {&notes, 0, 0, 0};
-      st = s->ops->scan_notify(s, lo, hi, has_after ? &after : NULL, limit, note_out, &o, e);
-      if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
-      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)o.more) || pc_buf_u32(payload, o.n) ||
-                          pc_buf_append(payload, notes.p, notes.len)))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      pc_buf_free(&notes);
-      return st;
-    }
-    case PC_TABLET_OP_CLEAR_NOTIFY: {
-      pc_notify_clear_t clear = {0};
-      if (pc_wire_get_cell(r, a, &clear.cell)) return malformed("clear notify", e);
-      clear.below = pc_rd_u64(r);
-      clear.observers = pc_rd_str(r, &clear.olen);
-      if (!r->ok || r->pos != r->len || !observers_ok(clear.observers, clear.olen))
-        return malformed("clear notify", e);
-      if ((st = check_row(t, &clear.cell, e)) != PC_OK) return st;
-      st = s->ops->clear_notify(s, &clear, e);
-      if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)clear.done) ||
-                          pc_buf_str(payload, clear.missing, strlen(clear.missing))))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      return st;
-    }
-    case PC_TABLET_OP_OBSERVER: {
-      uint8_t add = pc_rd_u8(r);
-      size_t nl, rl = 0;
-      const char *name = pc_rd_str(r, &nl), *rec = add ? pc_rd_str(r, &rl) : NULL;
-      pc_obs_record_t d;
-      char nm[65];
-      if (!r->ok || r->pos != r->len || add > 1 || !pc_obs_name_ok(name, nl) ||
-          (add && pc_obs_record_decode(rec, rl, &d) != 0))
-        return malformed("observer", e);
-      /* the set decides which commits write notifications: adding to it
-       * floods a column with notifications no worker clears, removing from
-       * it makes a registered observer miss changes */
-      if ((st = need_system(t, add ? "adding an observer to the tablet's set"
-                                   : "removing an observer from the tablet's set",
-                            e)) != PC_OK)
-        return st;
-      memcpy(nm, name, nl);
-      nm[nl] = '\0';
-      pc_store_observer_t o = {nm, add ? d.table : NULL, add ? d.col : NULL, add ? d.clen : 0,
-                               add ? d.kind : 0};
-      return s->ops->observer_update(s, &o, add, e);
-    }
-    case PC_TABLET_OP_OBSERVERS: {
-      if (r->pos != r->len) return malformed("observers", e);
-      pc_buf_t list = {0};
-      obs_out_t o = {&list, 0, 0};
-      st = s->ops->observer_list(s, observer_out, &o, e);
-      if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
-      if (st == PC_OK && (pc_buf_u32(payload, o.n) || pc_buf_append(payload, list.p, list.len)))
-        st = pc_error_set(e, PC_NOMEM, "oom");
-      pc_buf_free(&list);
-      return st;
-    }
-    case PC_TABLET_OP_INFO:
-      if (r->pos != r->len) return malformed("info", e);
-      if (pc_buf_str(payload, t->name, strlen(t->name)) || pc_buf_u32(payload, 1) ||
-          pc_buf_str(payload, t->start, t->start_len) || pc_buf_str(payload, t->end, t->end_len) ||
-          pc_buf_u64(payload, pc_tablet_ops(t)))
-        return pc_error_set(e, PC_NOMEM, "oom");
-      {
-        pc_tablet_gc_t g;
-        pc_tablet_gc_stats(t, &g);
-        if (pc_buf_u64(payload, g.safe_point) || pc_buf_u64(payload, g.passes) ||
-            pc_buf_u64(payload, g.deleted.versions) || pc_buf_u64(payload, g.deleted.rollbacks) ||
-            pc_buf_u64(payload, g.deleted.data))
-          return pc_error_set(e, PC_NOMEM, "oom");
-      }
-      return PC_OK;
-    default:
-      return pc_error_set(e, PC_INVALID, "unknown opcode 0x%02x", op);
+  const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite" : "one-phase commit";
+  pc_lock_spec_t spec = {0};
+  uint64_t start = 0;
+  if (op == PC_TABLET_OP_PREWRITE) {
+    if (pc_wire_get_cell(r, a, &spec.primary)) return malformed(name, e);
+    spec.start_ts = pc_rd_u64(r);
+    spec.ttl_ms = pc_rd_u32(r);
+    spec.session = pc_rd_u64(r);
+    start = spec.start_ts;
+  } else {
+    start = pc_rd_u64(r);
   }
+  if (read_count(r, &n) || n == 0) return malformed(name, e);
+  pc_mutation_t *muts = calloc(n, sizeof *muts);
+  if (!muts) return pc_error_set(e, PC_NOMEM, "out of memory");
+  st = PC_OK;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    if (pc_wire_get_mutation(r, a, &muts[i])) st = malformed(name, e);
+    else st = check_row(t, &muts[i].cell, e);
+  }
+  /* one-phase: optionally, a cell whose notifications below a timestamp
+   * go in the same batch (pc_notify_clear_t; the store refuses a cell
+   * of a row the commit does not write) */
+  pc_notify_clear_t clear = {0}, *cl = NULL;
+  if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE && r->pos < r->len) {
+    if (pc_wire_get_cell(r, a, &clear.cell)) st = malformed(name, e);
+    clear.below = pc_rd_u64(r);
+    clear.observers = pc_rd_str(r, &clear.olen);
+    if (st == PC_OK && (!r->ok || !observers_ok(clear.observers, clear.olen)))
+      st = malformed(name, e);
+    cl = &clear;
+  }
+  if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
+  if (st == PC_OK && start == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
+  if (st == PC_OK) st = check_writes(t, muts, n, e);
+  if (st == PC_OK && op == PC_TABLET_OP_PREWRITE)
+    st = bound_lease(t, spec.start_ts, &spec.ttl_ms, e);
+  pc_lock_info_t lock = {0};
+  uint64_t commit_ts = 0;
+  if (st == PC_OK) {
+    if (op == PC_TABLET_OP_PREWRITE)
+      st = s->ops->prewrite(s, muts, n, &spec, &lock, e);
+    else
+      st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, cl,
+                                    &commit_ts, &lock, e);
+  }
+  if (st == PC_OK && op != PC_TABLET_OP_PREWRITE &&
+      (pc_buf_u64(payload, commit_ts) ||
+       (cl && (pc_buf_u8(payload, (uint8_t)cl->done) ||
+               pc_buf_str(payload, cl->missing, strlen(cl->missing))))))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
+  pc_lock_info_free(&lock);
+  free(muts);
+  return st;
 }
+
+static pc_status_t op_commit(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                             pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  size_t n;
+  const char *name = op == PC_TABLET_OP_COMMIT ? "commit" : "rollback";
+  uint64_t start = pc_rd_u64(r);
+  uint64_t commit = op == PC_TABLET_OP_COMMIT ? pc_rd_u64(r) : 0;
+  if (read_count(r, &n) || n == 0) return malformed(name, e);
+  pc_cell_t *cells = calloc(n, sizeof *cells);
+  if (!cells) return pc_error_set(e, PC_NOMEM, "out of memory");
+  st = PC_OK;
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    if (pc_wire_get_cell(r, a, &cells[i])) st = malformed(name, e);
+    else st = check_row(t, &cells[i], e);
+  }
+  if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
+  if (st == PC_OK)
+    st = op == PC_TABLET_OP_COMMIT ? s->ops->commit(s, cells, n, start, commit, e)
+                                   : s->ops->rollback(s, cells, n, start, e);
+  free(cells);
+  return st;
+}
+
+static pc_status_t op_check_txn(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                                pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  pc_cell_t c;
+  if (pc_wire_get_cell(r, a, &c)) return malformed("check_txn", e);
+  uint64_t start = pc_rd_u64(r), now = pc_rd_u64(r);
+  int dead = pc_rd_u8(r) != 0;
+  if (!r->ok || r->pos != r->len) return malformed("check_txn", e);
+  if ((st = check_row(t, &c, e)) != PC_OK) return st;
+  pc_txn_state_t state = PC_TXN_ALIVE;
+  uint64_t commit_ts = 0;
+  st = s->ops->check_txn(s, &c, start, now, dead, &state, &commit_ts, e);
+  if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)state) || pc_buf_u64(payload, commit_ts)))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  return st;
+}
+
+static pc_status_t op_scan(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                           pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  const char *table, *start, *col, *end;
+  size_t tl, sl, cl, el;
+  if (pc_wire_get_opt(r, a, &table, &tl) || !table || pc_wire_get_opt(r, a, &start, &sl) ||
+      !start || pc_wire_get_opt(r, a, &col, &cl) || pc_wire_get_opt(r, a, &end, &el))
+    return malformed("scan", e);
+  uint64_t ts = pc_rd_u64(r);
+  uint32_t limit = pc_rd_u32(r);
+  if (!r->ok || r->pos != r->len || limit == 0 || limit > PC_STORE_SCAN_LIMIT_MAX ||
+      tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))
+    return malformed("scan", e);
+  /* the range must lie inside the tablet */
+  if (pc_bytes_cmp(start, sl, t->start, t->start_len) < 0 ||
+      (t->end_len && (!end || pc_bytes_cmp(end, el, t->end, t->end_len) > 0)))
+    return pc_error_set(e, PC_INVALID, "tablet %s: scan range outside its rows (misrouted)",
+                        t->name);
+  if ((st = check_snapshot(t, ts, e)) != PC_OK) return st;
+  pc_buf_t cells = {0};
+  scan_out_t o = {&cells, 0, 0, 0, t->scan_reply_max};
+  pc_lock_info_t lock = {0};
+  st = s->ops->scan(s, table, start, sl, col, cl, end, el, ts, limit, scan_cell, &o, &lock, e);
+  if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+  if (o.over)
+    st = pc_error_set(e, PC_INVALID, "scan of tablet %s: a reply of %u cells exceeds %zu "
+                      "bytes: ask for fewer", t->name, limit, t->scan_reply_max);
+  if (st != PC_NOMEM) {
+    pc_status_t again = check_snapshot(t, ts, e);
+    if (again != PC_OK) st = again;
+  }
+  if ((st == PC_OK || st == PC_LOCKED) &&
+      (pc_buf_u32(payload, o.n) || pc_buf_append(payload, cells.p, cells.len)))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
+  pc_lock_info_free(&lock);
+  pc_buf_free(&cells);
+  return st;
+}
+
+static pc_status_t op_raw_scan(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                               pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  const char *table, *start, *end;
+  size_t tl, sl, el;
+  if (pc_wire_get_opt(r, a, &table, &tl) || pc_wire_get_opt(r, a, &start, &sl) ||
+      pc_wire_get_opt(r, a, &end, &el) || r->pos != r->len ||
+      (table && (tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))))
+    return malformed("raw scan", e);
+  pc_buf_t cells = {0};
+  scan_out_t o = {&cells, 0, 0, 0, t->raw_reply_max};
+  st = s->ops->raw_scan(s, table, start, sl, end, el, raw_cell, &o, e);
+  if (o.oom)
+    st = pc_error_set(e, PC_INVALID, "raw scan of tablet %s exceeds %zu bytes: narrow the "
+                      "range", t->name, t->raw_reply_max);
+  if (st == PC_OK && (pc_buf_u32(payload, o.n) || pc_buf_append(payload, cells.p, cells.len)))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  pc_buf_free(&cells);
+  return st;
+}
+
+static pc_status_t op_heartbeat(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                                pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  pc_cell_t c;
+  if (pc_wire_get_cell(r, a, &c)) return malformed("heartbeat", e);
+  uint64_t start = pc_rd_u64(r);
+  uint32_t ttl = pc_rd_u32(r);
+  if (!r->ok || r->pos != r->len) return malformed("heartbeat", e);
+  if ((st = check_row(t, &c, e)) != PC_OK) return st;
+  if ((st = bound_lease(t, start, &ttl, e)) != PC_OK) return st;
+  return s->ops->heartbeat(s, &c, start, ttl, e);
+}
+
+static pc_status_t op_scan_locks(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                                 pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  uint64_t below = pc_rd_u64(r);
+  if (!r->ok || r->pos != r->len) return malformed("scan locks", e);
+  pc_buf_t locks = {0};
+  locks_out_t o = {&locks, 0, 0, 0, t->locks_reply_max};
+  st = s->ops->scan_locks(s, below, lock_out, &o, e);
+  if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+  if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)o.truncated) || pc_buf_u32(payload, o.n) ||
+                      pc_buf_append(payload, locks.p, locks.len)))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  pc_buf_free(&locks);
+  return st;
+}
+
+static pc_status_t op_gc(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                         pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  uint64_t safe = pc_rd_u64(r);
+  uint32_t rate = pc_rd_u32(r);
+  if (!r->ok || r->pos != r->len) return malformed("gc", e);
+  if ((st = need_system(t, "setting a GC safe point", e)) != PC_OK ||
+      (st = check_safe_point(t, safe, e)) != PC_OK)
+    return st;
+  /* the store publishes the safe point before it deletes below it, and
+   * readers below it are refused from then on (check_snapshot) */
+  pc_store_gc_stats_t g;
+  pthread_mutex_lock(&t->gc_mu);
+  st = s->ops->gc(s, safe, rate, &g, e);
+  if (st == PC_OK) {
+    if (safe > t->gc.safe_point) t->gc.safe_point = safe;
+    t->gc.passes++;
+    t->gc.deleted.cells += g.cells;
+    t->gc.deleted.versions += g.versions;
+    t->gc.deleted.rollbacks += g.rollbacks;
+    t->gc.deleted.data += g.data;
+  }
+  pthread_mutex_unlock(&t->gc_mu);
+  if (st == PC_OK && (pc_buf_u64(payload, g.cells) || pc_buf_u64(payload, g.versions) ||
+                      pc_buf_u64(payload, g.rollbacks) || pc_buf_u64(payload, g.data)))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  return st;
+}
+
+static pc_status_t op_scan_notify(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                                  pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  uint32_t lo = pc_rd_u32(r), hi = pc_rd_u32(r);
+  uint8_t has_after = pc_rd_u8(r);
+  pc_notification_t after;
+  if (!r->ok || has_after > 1 || (has_after && pc_wire_get_notification(r, a, &after)))
+    return malformed("scan notify", e);
+  uint32_t limit = pc_rd_u32(r);
+  if (!r->ok || r->pos != r->len || lo >= hi || hi > PC_NOTIFY_BUCKETS || limit == 0 ||
+      limit > PC_STORE_SCAN_LIMIT_MAX)
+    return malformed("scan notify", e);
+  pc_buf_t notes = {0};
+  notes_out_t o = {&notes, 0, 0, 0};
+  st = s->ops->scan_notify(s, lo, hi, has_after ? &after : NULL, limit, note_out, &o, e);
+  if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+  if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)o.more) || pc_buf_u32(payload, o.n) ||
+                      pc_buf_append(payload, notes.p, notes.len)))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  pc_buf_free(&notes);
+  return st;
+}
+
+static pc_status_t op_clear_notify(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                                   pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  pc_notify_clear_t clear = {0};
+  if (pc_wire_get_cell(r, a, &clear.cell)) return malformed("clear notify", e);
+  clear.below = pc_rd_u64(r);
+  clear.observers = pc_rd_str(r, &clear.olen);
+  if (!r->ok || r->pos != r->len || !observers_ok(clear.observers, clear.olen))
+    return malformed("clear notify", e);
+  if ((st = check_row(t, &clear.cell, e)) != PC_OK) return st;
+  st = s->ops->clear_notify(s, &clear, e);
+  if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)clear.done) ||
+                      pc_buf_str(payload, clear.missing, strlen(clear.missing))))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  return st;
+}
+
+static pc_status_t op_observer(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                               pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  uint8_t add = pc_rd_u8(r);
+  size_t nl, rl = 0;
+  const char *name = pc_rd_str(r, &nl), *rec = add ? pc_rd_str(r, &rl) : NULL;
+  pc_obs_record_t d;
+  char nm[65];
+  if (!r->ok || r->pos != r->len || add > 1 || !pc_obs_name_ok(name, nl) ||
+      (add && pc_obs_record_decode(rec, rl, &d) != 0))
+    return malformed("observer", e);
+  /* the set decides which commits write notifications: adding to it
+   * floods a column with notifications no worker clears, removing from
+   * it makes a registered observer miss changes */
+  if ((st = need_system(t, add ? "adding an observer to the tablet's set"
+                               : "removing an observer from the tablet's set",
+                        e)) != PC_OK)
+    return st;
+  memcpy(nm, name, nl);
+  nm[nl] = '\0';
+  pc_store_observer_t o = {nm, add ? d.table : NULL, add ? d.col : NULL, add ? d.clen : 0,
+                           add ? d.kind : 0};
+  return s->ops->observer_update(s, &o, add, e);
+}
+
+static pc_status_t op_observers(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                                pc_buf_t *payload, pc_error_t *e) {
+  pc_store_t *s = t->store;
+  pc_status_t st;
+  if (r->pos != r->len) return malformed("observers", e);
+  pc_buf_t list = {0};
+  obs_out_t o = {&list, 0, 0};
+  st = s->ops->observer_list(s, observer_out, &o, e);
+  if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
+  if (st == PC_OK && (pc_buf_u32(payload, o.n) || pc_buf_append(payload, list.p, list.len)))
+    st = pc_error_set(e, PC_NOMEM, "oom");
+  pc_buf_free(&list);
+  return st;
+}
+
+static pc_status_t op_info(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
+                           pc_buf_t *payload, pc_error_t *e) {
+  if (r->pos != r->len) return malformed("info", e);
+  if (pc_buf_str(payload, t->name, strlen(t->name)) || pc_buf_u32(payload, 1) ||
+      pc_buf_str(payload, t->start, t->start_len) || pc_buf_str(payload, t->end, t->end_len) ||
+      pc_buf_u64(payload, pc_tablet_ops(t)))
+    return pc_error_set(e, PC_NOMEM, "oom");
+  {
+    pc_tablet_gc_t g;
+    pc_tablet_gc_stats(t, &g);
+    if (pc_buf_u64(payload, g.safe_point) || pc_buf_u64(payload, g.passes) ||
+        pc_buf_u64(payload, g.deleted.versions) || pc_buf_u64(payload, g.deleted.rollbacks) ||
+        pc_buf_u64(payload, g.deleted.data))
+      return pc_error_set(e, PC_NOMEM, "oom");
+  }
+  return PC_OK;
+}
+
+static const op_fn ops[256] = {
+    [PC_TABLET_OP_GET] = op_get,
+    [PC_TABLET_OP_GET_FRESH] = op_get,
+    [PC_TABLET_OP_GET_MANY] = op_get_many,
+    [PC_TABLET_OP_PREWRITE] = op_write,
+    [PC_TABLET_OP_ONE_PHASE] = op_write,
+    [PC_TABLET_OP_COMMIT] = op_commit,
+    [PC_TABLET_OP_ROLLBACK] = op_commit,
+    [PC_TABLET_OP_CHECK_TXN] = op_check_txn,
+    [PC_TABLET_OP_SCAN] = op_scan,
+    [PC_TABLET_OP_RAW_SCAN] = op_raw_scan,
+    [PC_TABLET_OP_HEARTBEAT] = op_heartbeat,
+    [PC_TABLET_OP_SCAN_LOCKS] = op_scan_locks,
+    [PC_TABLET_OP_GC] = op_gc,
+    [PC_TABLET_OP_SCAN_NOTIFY] = op_scan_notify,
+    [PC_TABLET_OP_CLEAR_NOTIFY] = op_clear_notify,
+    [PC_TABLET_OP_OBSERVER] = op_observer,
+    [PC_TABLET_OP_OBSERVERS] = op_observers,
+    [PC_TABLET_OP_INFO] = op_info,
+};
 
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   pc_tablet_t *t = ctx;
-  if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_GET_MANY)
-    return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
+  if (!ops[op]) return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   atomic_fetch_add(&t->ops, 1);
   pc_rd_t r = {body, len, 0, 1};
   pc_arena_t a = {0};
   pc_buf_t payload = {0};
   pc_error_t e;
   pc_error_clear(&e);
-  pc_status_t st = serve(t, op, &r, &a, &payload, &e);
+  pc_status_t st = ops[op](t, op, &r, &a, &payload, &e);
   if (st != PC_OK && st != PC_LOCKED && !(st == PC_NOT_FOUND && op == PC_TABLET_OP_GET_FRESH))
     payload.len = 0;
   if (st == PC_LOCKED && e.text[0] == '\0') pc_error_set(&e, PC_LOCKED, "locked");

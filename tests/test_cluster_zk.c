@@ -28,7 +28,7 @@
 #include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "tests/zkharness.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

@@ -68,7 +68,7 @@
 #include "tablet/tablet.h"
 #include "tablet/tablet_wire.h"
 #include "tests/testutil.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
 
 /* ---- processes ------------------------------------------------------------ */
 

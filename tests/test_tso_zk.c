@@ -23,7 +23,8 @@
 #include "net/rpc.h"
 #include "tests/zkharness.h"
 #include "tso/oracle.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
+#include "tso/tso_server.h"
 #include "tso/tso_zk.h"
 
 #include <fcntl.h>

@@ -9,7 +9,8 @@
 #include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "net/tls.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
+#include "tso/tso_server.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -56,7 +56,7 @@ pc_status_t pc_tso_node_join(pc_tso_node_t *node, const char *advertise, pc_erro
 void pc_tso_node_stop(pc_tso_node_t *node);
 
 /* The rpc.h handler of a node (ctx is the pc_tso_node_t *): the ops of
- * tso_rpc.h, answered by the leader only; a standby or a leader without a
+ * tso_wire.h, answered by the leader only; a standby or a leader without a
  * lease answers PC_UNAVAILABLE naming the leader it knows of. */
 pc_status_t pc_tso_node_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                 pc_buf_t *reply, pc_error_t *err);
@@ -99,7 +99,7 @@ void pc_tso_locator_destroy(pc_tso_locator_t *l);
  * one and asks it. */
 pc_status_t pc_tso_locator_fetch(void *ctx, uint32_t count, uint32_t timeout_ms, uint64_t *first,
                                  pc_error_t *err);
-/* The last timestamp the leader issued (tso_rpc.h INFO). */
+/* The last timestamp the leader issued (tso_wire.h INFO). */
 pc_status_t pc_tso_locator_info(pc_tso_locator_t *l, uint32_t timeout_ms, uint64_t *last,
                                 pc_error_t *err);
 /* The leader's address as last read ("" while none is known), and every

@@ -4,7 +4,8 @@
  * has a "workers" section; `worker` runs the configured observers against a
  * cluster, or, without one, holds the embedded store and serves it to
  * other processes while its observers run. This file parses the options,
- * takes the signals and waits; daemon/ starts and stops the roles.
+ * takes the signals and waits; daemon/ decides what a verb runs
+ * (pc_daemon_plan) and starts and stops the roles.
  * `--ready-file F` writes the bound endpoints as JSON once every role
  * listens (for scripts using port 0). */
 #include <signal.h>
@@ -13,7 +14,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "core/db.h"
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/log.h"
@@ -44,32 +44,12 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
   pc_error_t err;
   pc_error_clear(&err);
   if (pc_failpoints_init_from_env(&err) != PC_OK) return cli_pc_error(ctx, &err);
-  pc_daemon_config_t dc;
-  pc_config_t *cfg = config ? pc_config_load(config, &err) : pc_config_default();
-  if (!cfg) return config ? cli_pc_error(ctx, &err) : cli_error(ctx, "out of memory");
-  char served[4200] = "", dir[4096] = ""; /* the embedded data directory a worker serves */
-  pc_status_t st;
-  if (worker && cfg->ntablets == 0) {
-    /* hold the embedded store and serve it: an oracle and one tablet */
-    snprintf(dir, sizeof dir, "%s", config ? cfg->data_dir : ctx->data_dir);
-    pc_config_free(cfg);
-    int fresh;
-    if ((st = pc_data_dir_prepare(dir, 0, &fresh, &err)) != PC_OK) return cli_pc_error(ctx, &err);
-    snprintf(served, sizeof served, "%s/" CLI_SERVING_FILE, dir);
-    st = pc_daemon_config_serving(config, dir, &dc, &err);
-    spec.tso = 1;
-    spec.tablets = 2;
-    spec.serving_file = served;
-    spec.lock_dir = dir;
-    spec.lock_wait_ms = ctx->timeout_ms ? ctx->timeout_ms : 10000;
-  } else {
-    pc_config_free(cfg);
-    st = pc_daemon_config_load(config, &dc, &err);
-    if (worker) spec.workers_cluster = config; /* a cluster's client */
-    spec.workers_timeout_ms = ctx->timeout_ms;
+  pc_daemon_plan_t plan;
+  if (pc_daemon_plan(config, ctx->data_dir, &spec, ctx->timeout_ms, &plan, &err) != PC_OK) {
+    pc_daemon_plan_free(&plan);
+    return cli_pc_error(ctx, &err);
   }
-  if (st != PC_OK) return cli_pc_error(ctx, &err);
-  pc_log_set_level((pc_log_level_t)dc.cfg->log_level);
+  pc_log_set_level((pc_log_level_t)plan.config.cfg->log_level);
 
   /* signals are taken synchronously by this thread only */
   sigset_t sigs;
@@ -80,7 +60,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
   signal(SIGPIPE, SIG_IGN);
 
   int rc = CLI_EXIT_OK;
-  pc_daemon_t *d = pc_daemon_start(&dc, &spec, &err);
+  pc_daemon_t *d = pc_daemon_start(&plan.config, &plan.spec, &err);
   if (d && ready && pc_daemon_write_ready_file(d, ready, &err) != PC_OK) {
     pc_daemon_stop(d);
     d = NULL;
@@ -97,7 +77,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
   } else {
     rc = cli_pc_error(ctx, &err);
   }
-  pc_daemon_config_free(&dc);
+  pc_daemon_plan_free(&plan);
   return rc;
 }
 

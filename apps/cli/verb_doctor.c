@@ -27,7 +27,7 @@
 #include "net/rpc.h"
 #include "notify/worker.h"
 #include "tablet/tablet.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
 #include "tso/tso_zk.h"
 
 typedef struct doctor {

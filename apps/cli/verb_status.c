@@ -20,7 +20,7 @@
 #include "net/rpc.h"
 #include "tablet/tablet.h"
 #include "lockservice/coord.h"
-#include "tso/tso_rpc.h"
+#include "tso/tso_client.h"
 #include "tso/tso_zk.h"
 
 /* The bound of each daemon's answer: --timeout, or 2 s (set by run_status). */

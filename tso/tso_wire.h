@@ -1,0 +1,35 @@
+/* tso_wire.h — the timestamp oracle's protocol over rpc.h: its ops and the
+ * codecs of their request and reply bodies, shared by the server
+ * (tso_server.h) and the clients (tso_client.h, tso_zk.h's locator).
+ *   0x10 TIMESTAMPS  u32 count (1..65536)    -> u64 first   (count consecutive timestamps)
+ * The bound keeps one request from moving the oracle far past its clock: 65536
+ * is a quarter of a millisecond's logical counter.
+ *   0x11 INFO        (empty)                  -> u64 last issued
+ */
+#ifndef PC_TSO_TSO_WIRE_H
+#define PC_TSO_TSO_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/keys.h"
+
+enum { PC_TSO_OP_TIMESTAMPS = 0x10, PC_TSO_OP_INFO = 0x11 };
+#define PC_TSO_MAX_BATCH 65536u
+
+/* TIMESTAMPS' request body; nonzero on allocation failure. */
+int pc_tso_put_timestamps(pc_buf_t *b, uint32_t count);
+/* Decodes TIMESTAMPS' request: PC_INVALID unless it is exactly a count of
+ * 1..PC_TSO_MAX_BATCH. */
+pc_status_t pc_tso_get_timestamps(const char *body, size_t len, uint32_t *count,
+                                  pc_error_t *err);
+/* INFO's request: PC_INVALID unless the body is empty. */
+pc_status_t pc_tso_get_info(const char *body, size_t len, pc_error_t *err);
+
+/* Both replies are one u64 (TIMESTAMPS' first, INFO's last issued); nonzero
+ * on allocation failure. */
+int pc_tso_put_reply(pc_buf_t *b, uint64_t v);
+/* PC_CORRUPTION unless the reply body is exactly one u64. */
+pc_status_t pc_tso_get_reply(const char *body, size_t len, uint64_t *v, pc_error_t *err);
+
+#endif
