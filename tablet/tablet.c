@@ -29,6 +29,8 @@ struct pc_tablet {
   size_t start_len, end_len;
   pc_ts_source_fn ts_source;
   void *ts_ctx;
+  pc_tablet_publish_fn publish; /* pc_tablet_set_gc_publish; NULL: nothing to publish */
+  void *publish_ctx;
   atomic_uint_fast64_t ops;
   pthread_mutex_t gc_mu;    /* one pass at a time; guards gc */
   pc_tablet_gc_t gc;
@@ -72,6 +74,11 @@ void pc_tablet_set_limits(pc_tablet_t *t, uint32_t lock_ttl_ms, size_t max_reply
   t->raw_reply_max = max_reply && max_reply < RAW_REPLY_MAX ? max_reply : RAW_REPLY_MAX;
   t->scan_reply_max = max_reply ? max_reply : SIZE_MAX;
   t->locks_reply_max = max_reply ? max_reply : SIZE_MAX;
+}
+
+void pc_tablet_set_gc_publish(pc_tablet_t *t, pc_tablet_publish_fn publish, void *ctx) {
+  t->publish = publish;
+  t->publish_ctx = ctx;
 }
 
 void pc_tablet_destroy(pc_tablet_t *t) {
@@ -272,9 +279,9 @@ static int observer_out(void *ctx, const pc_store_observer_t *ob) {
 }
 
 /* A read below the last GC's safe point could miss versions it deleted. A
- * read checks before and again after it reads: the pass publishes its safe
- * point before it deletes anything, so a read that still passes the check
- * afterwards read nothing the pass had removed. */
+ * read checks before and again after it reads: the pass records its safe
+ * point in the store before it deletes anything, so a read that still passes
+ * the check afterwards read nothing the pass had removed. */
 static pc_status_t check_snapshot(pc_tablet_t *t, uint64_t read_ts, pc_error_t *e) {
   uint64_t safe = t->store->ops->gc_safe_point(t->store);
   if (read_ts >= safe) return PC_OK;
@@ -535,7 +542,13 @@ static pc_status_t serve(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
       if ((st = need_system(t, "setting a GC safe point", e)) != PC_OK ||
           (st = check_safe_point(t, safe, e)) != PC_OK)
         return st;
-      /* the store publishes the safe point before it deletes below it, and
+      /* published (where tablets that missed this pass adopt it) before
+       * anything below it is deleted, and only once the frame is authorised */
+      if (t->publish && (st = t->publish(t->publish_ctx, safe, e)) != PC_OK) {
+        pc_error_prefix(e, "tablet %s: gc", t->name);
+        return st;
+      }
+      /* the store records the safe point before it deletes below it, and
        * readers below it are refused from then on (check_snapshot) */
       pc_store_gc_stats_t g;
       pthread_mutex_lock(&t->gc_mu);

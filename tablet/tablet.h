@@ -134,6 +134,16 @@ void pc_tablet_set_limits(pc_tablet_t *t, uint32_t lock_ttl_ms, size_t max_reply
 void pc_tablet_destroy(pc_tablet_t *t);
 uint64_t pc_tablet_ops(const pc_tablet_t *t);
 
+/* Where a safe point is published so that tablets which missed a pass adopt
+ * it when they start (a cluster's ZooKeeper: coord.h's gc/safe_point). A
+ * tablet given one publishes the safe point of a GC frame it accepted (from
+ * the system identity, at or below the oracle's timestamps) before it
+ * deletes below it, and deletes nothing when publishing fails. So only a
+ * pass the tablets authorised moves the published safe point: a client
+ * never publishes it (docs/SECURITY.md). Call before the tablet serves. */
+typedef pc_status_t (*pc_tablet_publish_fn)(void *ctx, uint64_t safe, pc_error_t *err);
+void pc_tablet_set_gc_publish(pc_tablet_t *t, pc_tablet_publish_fn publish, void *ctx);
+
 /* What garbage collection did on a tablet since it started. */
 typedef struct pc_tablet_gc {
   uint64_t safe_point; /* the last pass's; reads below it are refused */
