@@ -81,7 +81,8 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                         pc_tablet_ops(r->tablet));
       pc_tablet_gc_t g;
       pc_tablet_gc_stats(r->tablet, &g);
-      pc_metric_gauge(out, "percolator_gc_safe_point", "Safe point of the last GC pass",
+      pc_metric_gauge(out, "percolator_gc_safe_point",
+                      "GC safe point: reads below it are refused (kept across restarts)",
                       (double)g.safe_point);
       pc_metric_counter(out, "percolator_gc_passes_total", "GC passes", g.passes);
       pc_metric_counter(out, "percolator_gc_versions_deleted_total", "Old versions deleted by GC",

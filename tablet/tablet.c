@@ -97,6 +97,10 @@ void pc_tablet_gc_stats(pc_tablet_t *t, pc_tablet_gc_t *out) {
   pthread_mutex_lock(&t->gc_mu);
   *out = t->gc;
   pthread_mutex_unlock(&t->gc_mu);
+  /* a restarted tablet refuses reads below its store's safe point (persisted
+   * by its last pass, or adopted from the published one) before any pass */
+  uint64_t kept = t->store->ops->gc_safe_point(t->store);
+  if (kept > out->safe_point) out->safe_point = kept;
 }
 
 static pc_row_range_t range_of(const pc_tablet_t *t) {

@@ -30,7 +30,8 @@
  *   0x18 INFO       (empty)                           -> status str name u32 n n*(str start
  *                                                        str end) u64 ops gc'
  *                   gc' = u64 safe_point u64 passes u64 versions u64 rollbacks u64 data
- *                   (garbage collection so far: its last safe point, what it deleted)
+ *                   (garbage collection: the safe point the tablet holds, its
+ *                   own across restarts; passes and deletions since it started)
  *   0x19 GET_FRESH  cell                              -> status u64 read_ts [str value | lock]
  *                   (reads at a timestamp the tablet takes from its oracle
  *                   link; read_ts is present when status is ok, not found
@@ -144,9 +145,12 @@ uint64_t pc_tablet_ops(const pc_tablet_t *t);
 typedef pc_status_t (*pc_tablet_publish_fn)(void *ctx, uint64_t safe, pc_error_t *err);
 void pc_tablet_set_gc_publish(pc_tablet_t *t, pc_tablet_publish_fn publish, void *ctx);
 
-/* What garbage collection did on a tablet since it started. */
+/* What garbage collection did on a tablet since it started (passes,
+ * deleted), and the safe point below which it refuses reads. */
 typedef struct pc_tablet_gc {
-  uint64_t safe_point; /* the last pass's; reads below it are refused */
+  uint64_t safe_point; /* the higher of its passes' and its store's (persisted
+                        * by a pass before a restart, or adopted at start from
+                        * the published one): reads below it are refused */
   uint64_t passes;
   pc_store_gc_stats_t deleted; /* added up over the passes (cells: examined) */
 } pc_tablet_gc_t;

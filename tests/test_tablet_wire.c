@@ -1779,6 +1779,63 @@ static void test_gc_publishes_before_deleting(void **state) {
   pc_buf_free(&b);
 }
 
+/* INFO's safe point and passes. */
+static void info_gc(fixture_t *f, uint64_t *safe, uint64_t *passes) {
+  answer_t a = call(f, PC_TABLET_OP_INFO, NULL, 0);
+  expect_status(&a, PC_OK, "info");
+  pc_rd_t rd = {a.payload, a.plen, 0, 1};
+  size_t len;
+  (void)pc_rd_str(&rd, &len);
+  assert_int_equal(pc_rd_u32(&rd), 1);
+  (void)pc_rd_str(&rd, &len);
+  (void)pc_rd_str(&rd, &len);
+  (void)pc_rd_u64(&rd); /* ops */
+  *safe = pc_rd_u64(&rd);
+  *passes = pc_rd_u64(&rd);
+  assert_true(rd.ok);
+  answer_free(&a);
+}
+
+/* A tablet opened again on its store reports (pc_tablet_gc_stats, INFO) the
+ * safe point below which it refuses reads, before any pass of its own: the
+ * one its last pass persisted, or one the store adopted at start
+ * (pc_local_store_raise_gc_safe_point, from the published safe point). */
+static void test_gc_safe_point_after_restart(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = cell("mr", "c:a");
+  commit_cell(f, &c, ts_ms(1000), "old", 3);
+  uint64_t safe = ts_ms(3000), got, passes;
+  pc_buf_t b = {0};
+  enc_gc(&b, safe, 0);
+  expect_op(f, PC_TABLET_OP_GC, &b, PC_OK, "gc");
+  pc_buf_free(&b);
+  pc_tablet_destroy(f->tablet);
+  f->tablet = new_tablet(f->dir, "store");
+  pc_tablet_gc_t g;
+  pc_tablet_gc_stats(f->tablet, &g);
+  assert_int_equal(g.passes, 0);
+  assert_int_equal(g.safe_point, safe);
+  info_gc(f, &got, &passes);
+  assert_int_equal(got, safe);
+  assert_int_equal(passes, 0);
+  expect_get(f, &c, ts_ms(2000), PC_ABORTED, NULL, 0, "a read below the kept safe point");
+  /* a store that adopted a higher safe point before its tablet served */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/adopted", f->dir);
+  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 4u << 20};
+  pc_error_t err;
+  pc_store_t *s = pc_local_store_open(path, &lo, &err);
+  if (!s) fail_msg("pc_local_store_open: %s", err.text);
+  assert_int_equal(pc_local_store_raise_gc_safe_point(s, ts_ms(4000), &err), PC_OK);
+  pc_row_range_t range = {R_START, 1, R_END, 1};
+  pc_tablet_t *t = pc_tablet_create("adopted", s, &range, ts_source, NULL);
+  assert_non_null(t);
+  pc_tablet_gc_stats(t, &g);
+  assert_int_equal(g.safe_point, ts_ms(4000));
+  assert_int_equal(g.passes, 0);
+  pc_tablet_destroy(t);
+}
+
 /* Weak notifications and observed puts through PREWRITE / COMMIT and
  * ONE_PHASE write their notifications; SCAN_NOTIFY finds them by bucket, in
  * key order, resumable after any of them (the strong and the weak half of
@@ -2003,6 +2060,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_notify_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_limits_not_taken_from_clients, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gc_publishes_before_deleting, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gc_safe_point_after_restart, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
