@@ -91,9 +91,6 @@ struct pc_db {
   /* cluster: the highest safe point other clients allow, given a fresh
    * timestamp now (NULL: now) */
   uint64_t (*gc_bound)(pc_db_t *db, uint64_t now);
-  /* cluster: publishes the safe point before a pass deletes below it; a
-   * failure stops the pass (NULL: nothing to publish) */
-  pc_status_t (*gc_publish)(pc_db_t *db, uint64_t safe, pc_error_t *err);
   pthread_mutex_t gc_mu;     /* one pass at a time */
   pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
   uint64_t gc_passes;

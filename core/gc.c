@@ -18,10 +18,12 @@
  * than the safe point (their transactions are over: roll forward or back,
  * by the primary), since a lock's resolution asks for its primary's commit
  * record, which the pass may delete; a lock still owned by a live
- * transaction lowers the safe point to below it instead. A cluster then
- * publishes the safe point (gc_publish: in ZooKeeper, where it only rises).
- * Last, the store deletes what no snapshot at or above the safe point can
- * read (store_gc.c).
+ * transaction lowers the safe point to below it instead. Last, the store
+ * deletes what no snapshot at or above the safe point can read (store_gc.c).
+ * In a cluster each tablet first checks that the pass may set the safe
+ * point (the system identity, at or below the oracle's timestamps) and
+ * publishes it in ZooKeeper before it deletes below it (tablet.c): the
+ * client never publishes, so a client the tablets refuse moves nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -145,8 +147,6 @@ pc_status_t pc_db_gc(pc_db_t *db, pc_gc_stats_t *stats, pc_error_t *err) {
   out.safe_point = safe;
   out.locks_resolved = s.resolved;
   out.locks_left = s.left;
-  /* a cluster publishes the safe point before any tablet deletes below it */
-  if (st == PC_OK && safe > 0 && db->gc_publish) st = db->gc_publish(db, safe, err);
   if (st == PC_OK && safe > 0) {
     pc_store_gc_stats_t g;
     st = db->store->ops->gc(db->store, safe, db->opts.gc_rate, &g, err);

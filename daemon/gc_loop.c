@@ -3,8 +3,9 @@
  * client of its own roles, takes the cluster lock "gc" (in ZooKeeper, as
  * locks/gc) so that one process collects at a time (without coordination,
  * as for a served directory, each does: passes are idempotent), and runs
- * pc_db_gc, which settles old locks, publishes the safe point and then
- * collects on every tablet. */
+ * pc_db_gc, which settles old locks and then collects on every tablet (each
+ * tablet, once it has authorised the pass, publishes its safe point in
+ * ZooKeeper before it deletes: tablet.h's pc_tablet_set_gc_publish). */
 #include <string.h>
 
 #include "core/db.h"

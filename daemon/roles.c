@@ -81,7 +81,8 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                         pc_tablet_ops(r->tablet));
       pc_tablet_gc_t g;
       pc_tablet_gc_stats(r->tablet, &g);
-      pc_metric_gauge(out, "percolator_gc_safe_point", "Safe point of the last GC pass",
+      pc_metric_gauge(out, "percolator_gc_safe_point",
+                      "GC safe point: reads below it are refused (kept across restarts)",
                       (double)g.safe_point);
       pc_metric_counter(out, "percolator_gc_passes_total", "GC passes", g.passes);
       pc_metric_counter(out, "percolator_gc_versions_deleted_total", "Old versions deleted by GC",
@@ -219,6 +220,16 @@ pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err) {
   return st;
 }
 
+/* A GC frame's safe point, which the tablet accepted, goes to ZooKeeper
+ * before the tablet deletes below it (tablet.h's pc_tablet_set_gc_publish). */
+static pc_status_t publish_safe_point(void *ctx, uint64_t safe, pc_error_t *err) {
+  pc_daemon_t *d = ctx;
+  pc_status_t st = pc_coord_publish_safe_point(
+      d->coord, safe, pc_deadline_bound(d->cfg->store.timeout_ms), NULL, err);
+  if (st != PC_OK) pc_error_prefix(err, "publishing the safe point");
+  return st;
+}
+
 pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err) {
   role_t *r = new_role(d, ROLE_TABLET, t->name, err);
   if (!r) return PC_INVALID;
@@ -270,6 +281,7 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     store->ops->close(store);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
+  if (d->coord) pc_tablet_set_gc_publish(r->tablet, publish_safe_point, d);
   /* a reply leaves room in a frame for its status and message */
   pc_tablet_set_limits(r->tablet, d->cfg->store.lock_ttl_ms,
                        ((size_t)d->cfg->limits.max_frame_mb << 20) - (64u << 10));

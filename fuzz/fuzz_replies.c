@@ -1,13 +1,16 @@
 /* fuzz_replies.c — the client's decoders of replies: the remote store
- * (tablet/store_remote.c) for every store operation, the oracle's client
- * (tso/tso_client.c) and `status`'s tablet INFO (pc_tablet_remote_info),
- * against any replies a tablet or an oracle could send. The replies come
+ * (tablet/store_remote.c) for every store operation (GET_MANY across one
+ * tablet or both, and the observer set's OBSERVERS and OBSERVER among them),
+ * the oracle's client (tso/tso_client.c) and `status`'s tablet INFO
+ * (pc_tablet_remote_info), against any replies a tablet or an oracle could
+ * send. The replies come
  * from fuzz_util.h's fake server, which this process's clients call without
  * a socket; the remote store has two tablets, rows [, "m") and ["m", ).
  *
- * Input: u8 which call, then the script of replies. Every call returns a
- * status of pc_status_t, never a crash; PC_LOCKED comes with the lock filled
- * in (store.h's contract); scans deliver at most their limit. */
+ * Input: u8 which call, u8 flags, then the script of replies. Every call
+ * returns a status of pc_status_t, never a crash; PC_LOCKED comes with the
+ * lock filled in (store.h's contract), and so does a GET_MANY cell answered
+ * PC_LOCKED; scans and listings deliver at most their limit. */
 #include <string.h>
 
 #include "core/error.h"
@@ -72,6 +75,12 @@ static int on_note(void *ctx, const pc_notification_t *n) {
   return ++s->n == s->stop_at;
 }
 
+static int on_observer(void *ctx, const pc_store_observer_t *o) {
+  seen_t *s = ctx;
+  FUZZ_CHECK(o->name && strlen(o->name) <= 64 && o->table && (o->clen == 0 || o->col));
+  return ++s->n == s->stop_at;
+}
+
 static pc_status_t ts_unused(void *ctx, uint64_t *ts, pc_error_t *err) {
   (void)ctx;
   *ts = 0;
@@ -94,7 +103,7 @@ static void check_lock(pc_status_t st, pc_lock_info_t *lock) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   if (!store) open_all();
-  uint8_t which = data[0] % 17;
+  uint8_t which = data[0] % 20;
   seen_t seen = {0, (data[1] & 7) ? (size_t)(data[1] & 7) : (size_t)-1};
   fuzz_fake_script(data + 2, size - 2);
   const pc_store_ops_t *ops = store->ops;
@@ -176,7 +185,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       st = pc_tso_remote_info(rpc, 1000, &last, &err);
       break;
     }
-    default: {
+    case 17: { /* cells of both tablets (flag 8), or of the left one */
+      pc_cell_t cells[3] = {a, z, {"t", "b", 1, "d", 1}};
+      size_t n = (data[1] & 8) ? 3 : 1;
+      pc_got_t got[3];
+      memset(got, 0xA5, sizeof got);
+      st = ops->get_many(store, cells, n, 100, got, &lock, &err);
+      int locked = 0;
+      for (size_t k = 0; k < n; k++) {
+        if (st != PC_OK) {
+          FUZZ_CHECK(got[k].value == NULL);
+          continue;
+        }
+        FUZZ_CHECK(got[k].status == PC_OK || got[k].status == PC_NOT_FOUND ||
+                   got[k].status == PC_LOCKED);
+        FUZZ_CHECK((got[k].status == PC_OK) == (got[k].value != NULL));
+        locked |= got[k].status == PC_LOCKED;
+        pc_free(got[k].value);
+      }
+      if (locked) check_lock(PC_LOCKED, &lock);
+      break;
+    }
+    case 18:
+      st = ops->observer_list(store, on_observer, &seen, &err);
+      FUZZ_CHECK(seen.stop_at == (size_t)-1 || seen.n <= seen.stop_at);
+      break;
+    case 19: {
+      pc_store_observer_t o = {"obs", "t", "c", 1, 0};
+      st = ops->observer_update(store, &o, (data[1] & 8) != 0, &err);
+      break;
+    }
+    default: { /* 16 */
       pc_buf_t name = {0};
       uint64_t nops = 0;
       pc_tablet_gc_t g;

@@ -196,9 +196,9 @@ def replies():
     ok, msg = u8(0), s(b"")
     def reply(body): return chunk(0, body)
     write("replies", "get-value", u8(0) + u8(0) + reply(ok + s(b"value") + msg))
-    write("replies", "get-locked", u8(0) + u8(0) + reply(u8(2) + lock_wire() + s(b"locked")))
+    write("replies", "get-locked", u8(0) + u8(0) + reply(u8(3) + lock_wire() + s(b"locked")))
     write("replies", "get-fresh", u8(1) + u8(0) + reply(ok + u64(1 << 20) + s(b"v") + msg))
-    write("replies", "prewrite-locked", u8(2) + u8(0) + reply(u8(2) + lock_wire() + s(b"locked")))
+    write("replies", "prewrite-locked", u8(2) + u8(0) + reply(u8(3) + lock_wire() + s(b"locked")))
     write("replies", "one-phase", u8(3) + u8(8) + reply(ok + u64(300) + u8(1) + msg))
     write("replies", "commit-aborted", u8(4) + u8(0) + reply(u8(7) + s(b"aborted")))
     write("replies", "rollback", u8(5) + u8(0) + reply(ok + msg))
@@ -207,7 +207,7 @@ def replies():
     cells = u32(2) + s(b"a") + s(b"c") + s(b"1") + s(b"b") + s(b"c") + s(b"2")
     write("replies", "scan-two-tablets", u8(8) + u8(0) + reply(ok + cells + msg) +
           reply(ok + u32(1) + s(b"m") + s(b"c") + s(b"3") + msg))
-    write("replies", "scan-locked", u8(8) + u8(0) + reply(u8(2) + u32(0) + lock_wire() + s(b"l")))
+    write("replies", "scan-locked", u8(8) + u8(0) + reply(u8(3) + u32(0) + lock_wire() + s(b"l")))
     raw = (u8(1) + s(b"t") + s(b"a") + s(b"c") + u64(5) + opt(b"v") + u8(0) + u64(4) + opt(b"t") +
            s(b"a") + s(b"c") + u32(3000) + u64(7) + u8(0) + opt(None) + u8(0))
     write("replies", "raw-scan", u8(9) + u8(0) + reply(ok + u32(1) + raw + msg) +
@@ -225,6 +225,20 @@ def replies():
     info = ok + s(b"t1") + u32(1) + s(b"") + s(b"m") + u64(42) + u64(5) + u64(1) + u64(2) + u64(3) + u64(4)
     write("replies", "tablet-info", u8(16) + u8(0) + reply(info + msg))
     write("replies", "rpc-error", u8(0) + u8(0) + chunk(9, b"unknown opcode"))
+    # GET_MANY: cell "a" of the left tablet; or (flag 8) "a" and "b" there and "z" on the right
+    write("replies", "get-many-one", u8(17) + u8(0) + reply(ok + ok + s(b"v") + msg))
+    write("replies", "get-many-both", u8(17) + u8(8) +
+          reply(ok + ok + s(b"1") + u8(3) + lock_wire() + msg) + reply(ok + u8(1) + msg))
+    write("replies", "get-many-failed", u8(17) + u8(8) + reply(ok + ok + s(b"1") + u8(1) + msg) +
+          reply(u8(5) + s(b"snapshot older than the garbage-collection safe point")))
+    # OBSERVERS from each tablet in turn, OBSERVER to each (add with flag 8, else remove)
+    rec = u8(1) + u8(0) + s(b"t") + s(b"c")
+    write("replies", "observers", u8(18) + u8(0) +
+          reply(ok + u32(2) + s(b"o1") + s(rec) + s(b"o2") + s(u8(1) + u8(1) + s(b"u") + s(b"d")) +
+                msg) + reply(ok + u32(0) + msg))
+    write("replies", "observer-add", u8(19) + u8(8) + reply(ok + msg) + reply(ok + msg))
+    write("replies", "observer-remove-denied", u8(19) + u8(0) + reply(ok + msg) +
+          reply(u8(15) + s(b"needs the system identity")))
 
 
 # ---- net/rpc.c --------------------------------------------------------------

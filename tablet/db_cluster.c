@@ -93,16 +93,6 @@ static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
   return bound;
 }
 
-/* Publishes the safe point in ZooKeeper before a pass deletes below it: it
- * only rises, and tablets load it when they start. */
-static pc_status_t cluster_gc_publish(pc_db_t *db, uint64_t safe, pc_error_t *err) {
-  coord_t *c = db->coord;
-  if (!c) return PC_OK;
-  pc_status_t st = pc_coord_publish_safe_point(c->session, safe, db->opts.timeout_ms, NULL, err);
-  if (st != PC_OK) pc_error_prefix(err, "gc: publishing the safe point");
-  return st;
-}
-
 static void options_from_config(const pc_config_t *cfg, int create, pc_options_t *o) {
   pc_options_t *d = pc_options_create();
   if (d) {
@@ -145,7 +135,6 @@ static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const p
   if (!c->tso) return err->code;
   pc_coord_set_reporter(c->session, oldest_open, db);
   db->oracle_info = coord_oracle_info;
-  db->gc_publish = cluster_gc_publish;
   db->batcher = pc_ts_batcher_create(pc_tso_locator_fetch, c->tso);
   return db->batcher ? PC_OK : pc_error_set(err, PC_NOMEM, "out of memory");
 }

@@ -30,6 +30,8 @@ struct pc_tablet {
   size_t start_len, end_len;
   pc_ts_source_fn ts_source;
   void *ts_ctx;
+  pc_tablet_publish_fn publish; /* pc_tablet_set_gc_publish; NULL: nothing to publish */
+  void *publish_ctx;
   atomic_uint_fast64_t ops;
   pthread_mutex_t gc_mu;    /* one pass at a time; guards gc */
   pc_tablet_gc_t gc;
@@ -75,6 +77,11 @@ void pc_tablet_set_limits(pc_tablet_t *t, uint32_t lock_ttl_ms, size_t max_reply
   t->locks_reply_max = max_reply ? max_reply : SIZE_MAX;
 }
 
+void pc_tablet_set_gc_publish(pc_tablet_t *t, pc_tablet_publish_fn publish, void *ctx) {
+  t->publish = publish;
+  t->publish_ctx = ctx;
+}
+
 void pc_tablet_destroy(pc_tablet_t *t) {
   if (!t) return;
   t->store->ops->close(t->store);
@@ -91,6 +98,10 @@ void pc_tablet_gc_stats(pc_tablet_t *t, pc_tablet_gc_t *out) {
   pthread_mutex_lock(&t->gc_mu);
   *out = t->gc;
   pthread_mutex_unlock(&t->gc_mu);
+  /* a restarted tablet refuses reads below its store's safe point (persisted
+   * by its last pass, or adopted from the published one) before any pass */
+  uint64_t kept = t->store->ops->gc_safe_point(t->store);
+  if (kept > out->safe_point) out->safe_point = kept;
 }
 
 static pc_row_range_t range_of(const pc_tablet_t *t) {
@@ -273,9 +284,9 @@ static int observer_out(void *ctx, const pc_store_observer_t *ob) {
 }
 
 /* A read below the last GC's safe point could miss versions it deleted. A
- * read checks before and again after it reads: the pass publishes its safe
- * point before it deletes anything, so a read that still passes the check
- * afterwards read nothing the pass had removed. */
+ * read checks before and again after it reads: the pass records its safe
+ * point in the store before it deletes anything, so a read that still passes
+ * the check afterwards read nothing the pass had removed. */
 static pc_status_t check_snapshot(pc_tablet_t *t, uint64_t read_ts, pc_error_t *e) {
   uint64_t safe = t->store->ops->gc_safe_point(t->store);
   if (read_ts >= safe) return PC_OK;
@@ -567,7 +578,13 @@ static pc_status_t op_gc(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
   if ((st = need_system(t, "setting a GC safe point", e)) != PC_OK ||
       (st = check_safe_point(t, safe, e)) != PC_OK)
     return st;
-  /* the store publishes the safe point before it deletes below it, and
+  /* published (where tablets that missed this pass adopt it) before
+   * anything below it is deleted, and only once the frame is authorised */
+  if (t->publish && (st = t->publish(t->publish_ctx, safe, e)) != PC_OK) {
+    pc_error_prefix(e, "tablet %s: gc", t->name);
+    return st;
+  }
+  /* the store records the safe point before it deletes below it, and
    * readers below it are refused from then on (check_snapshot) */
   pc_store_gc_stats_t g;
   pthread_mutex_lock(&t->gc_mu);

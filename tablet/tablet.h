@@ -30,7 +30,8 @@
  *   0x18 INFO       (empty)                           -> status str name u32 n n*(str start
  *                                                        str end) u64 ops gc'
  *                   gc' = u64 safe_point u64 passes u64 versions u64 rollbacks u64 data
- *                   (garbage collection so far: its last safe point, what it deleted)
+ *                   (garbage collection: the safe point the tablet holds, its
+ *                   own across restarts; passes and deletions since it started)
  *   0x19 GET_FRESH  cell                              -> status u64 read_ts [str value | lock]
  *                   (reads at a timestamp the tablet takes from its oracle
  *                   link; read_ts is present when status is ok, not found
@@ -134,9 +135,22 @@ void pc_tablet_set_limits(pc_tablet_t *t, uint32_t lock_ttl_ms, size_t max_reply
 void pc_tablet_destroy(pc_tablet_t *t);
 uint64_t pc_tablet_ops(const pc_tablet_t *t);
 
-/* What garbage collection did on a tablet since it started. */
+/* Where a safe point is published so that tablets which missed a pass adopt
+ * it when they start (a cluster's ZooKeeper: coord.h's gc/safe_point). A
+ * tablet given one publishes the safe point of a GC frame it accepted (from
+ * the system identity, at or below the oracle's timestamps) before it
+ * deletes below it, and deletes nothing when publishing fails. So only a
+ * pass the tablets authorised moves the published safe point: a client
+ * never publishes it (docs/SECURITY.md). Call before the tablet serves. */
+typedef pc_status_t (*pc_tablet_publish_fn)(void *ctx, uint64_t safe, pc_error_t *err);
+void pc_tablet_set_gc_publish(pc_tablet_t *t, pc_tablet_publish_fn publish, void *ctx);
+
+/* What garbage collection did on a tablet since it started (passes,
+ * deleted), and the safe point below which it refuses reads. */
 typedef struct pc_tablet_gc {
-  uint64_t safe_point; /* the last pass's; reads below it are refused */
+  uint64_t safe_point; /* the higher of its passes' and its store's (persisted
+                        * by a pass before a restart, or adopted at start from
+                        * the published one): reads below it are refused */
   uint64_t passes;
   pc_store_gc_stats_t deleted; /* added up over the passes (cells: examined) */
 } pc_tablet_gc_t;

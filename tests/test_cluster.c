@@ -1060,7 +1060,8 @@ static void test_tablet_loads_published_safe_point(void **state) {
   assert_true(t1 > 0);
   assert_int_equal(kill(t1, SIGKILL), 0);
   assert_true(wait_dead_unreaped(t1, 10000));
-  /* the pass that t1 misses: its safe point published, as pc_db_gc does first */
+  /* the pass that t1 misses: its safe point published, as the other tablets
+   * do before they delete */
   pc_coord_t *c = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
                                 cfg->zookeeper.session_timeout_ms, 0, 20000, &err);
   if (!c) fail_msg("coordination: %s", err.text);

@@ -16,6 +16,9 @@
  *     data client's OBSERVER frames (add to and remove from a tablet's
  *     observer set) are refused, the system's are served, and both may list
  *     the set (OBSERVERS);
+ *   - the GC safe point: a data client's pass leaves the safe point
+ *     published in ZooKeeper where it was, so the tablets, restarted, still
+ *     serve reads below the point it tried; the system's pass publishes;
  *   - private by default: a served embedded store's files are its user's
  *     (directories 0700, files 0600, LevelDB's too), its serving.json holds
  *     a secret, and a client without it is refused;
@@ -64,6 +67,7 @@
 #include "core/db.h"
 #include "core/error.h"
 #include "core/keys.h"
+#include "lockservice/coord.h"
 #include "net/rpc.h"
 #include "tablet/tablet.h"
 #include "tablet/tablet_wire.h"
@@ -746,6 +750,126 @@ static void test_secrets(void **state) {
   free(wrong_cfg);
 }
 
+/* The safe point published in ZooKeeper for the cluster in dir (0: none). */
+static uint64_t published_safe_point(const char *dir) {
+  const char *base = strrchr(dir, '/');
+  char root[1024];
+  snprintf(root, sizeof root, "/percolator/%s", base ? base + 1 : dir);
+  pc_error_t err;
+  pc_coord_t *c = pc_coord_open(tu_zk_shared(), root, 5000, 0, 20000, &err);
+  if (!c) fail_msg("coordination: %s", err.text);
+  uint64_t safe = 0;
+  if (pc_coord_safe_point(c, 20000, &safe, &err) != PC_OK) fail_msg("safe point: %s", err.text);
+  pc_coord_close(c);
+  return safe;
+}
+
+/* A GET of "t"/row/"c" at read_ts, sent by the client of cfg to the tablet at
+ * port; its value (or the refusal's message) goes into out. */
+static pc_status_t get_at(const char *cfg, uint16_t port, const char *row, uint64_t read_ts,
+                          char *out, size_t cap) {
+  pc_error_t err;
+  pc_config_t *c = pc_config_load(cfg, &err);
+  assert_non_null(c);
+  pc_rpc_client_t *cl = pc_config_rpc_client(c, "127.0.0.1", port, &err);
+  assert_non_null(cl);
+  pc_buf_t body = {0}, reply = {0};
+  pc_cell_t cell = {"t", row, strlen(row), "c", 1};
+  assert_int_equal(pc_wire_put_cell(&body, &cell) || pc_buf_u64(&body, read_ts), 0);
+  assert_int_equal(pc_rpc_call(cl, PC_TABLET_OP_GET, body.p, body.len, 5000, &reply, &err), PC_OK);
+  pc_rd_t r = {reply.p, reply.len, 0, 1};
+  pc_status_t st = (pc_status_t)pc_rd_u8(&r);
+  size_t n = 0;
+  const char *v = st != PC_LOCKED ? pc_rd_str(&r, &n) : NULL;
+  snprintf(out, cap, "%.*s", v ? (int)n : 0, v ? v : "");
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  pc_rpc_client_destroy(cl);
+  pc_config_free(c);
+  return st;
+}
+
+/* A data client's garbage-collection pass is refused by the tablets, and it
+ * moves nothing: the safe point published in ZooKeeper stays where it was,
+ * so a tablet server that restarts (and adopts the published point) still
+ * serves reads below the point the data client tried. The system's pass
+ * publishes its safe point. */
+static void test_gc_safe_point_publication(void **state) {
+  fixture_t *fx = *state;
+  NEED_CLI(fx);
+  const char *d = fx->dir;
+  char cfg[4200], text[2048], msg[512];
+  snprintf(cfg, sizeof cfg, "%s/run.json", d);
+  /* no background pass: every pass here is the test's */
+  snprintf(text, sizeof text,
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"},"
+           "\"secret\":\"data-s3cret\",\"system_secret\":\"system-s3cret\",%s"
+           "\"store\":{\"gc_interval_ms\":0},"
+           "\"tso\":{\"listen\":\"127.0.0.1:0\"},"
+           "\"tablets\":[{\"name\":\"a\",\"listen\":\"127.0.0.1:0\",\"end\":\"m\"},"
+           "{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
+           d, zk_member(d));
+  write_text(cfg, text);
+  pid_t run;
+  json_t *ready = start_daemon(fx, cfg, "run", NULL, "run", &run);
+  /* the data client's passes keep at most a second of history */
+  char *data_cfg = client_config(d, ready, "data", "\"secret\":\"data-s3cret\",");
+  json_t *j = json_load_file(data_cfg, 0, NULL);
+  assert_non_null(j);
+  assert_int_equal(json_object_set_new(json_object_get(j, "store"), "gc_lifetime_ms",
+                                       json_integer(1000)),
+                   0);
+  assert_int_equal(json_dump_file(j, data_cfg, 0), 0);
+  json_decref(j);
+  pc_db_t *data = open_db(data_cfg);
+  pc_error_t err;
+  assert_int_equal(put(data, "k1", "v1", &err), PC_OK);
+  uint64_t old = 0; /* a snapshot that sees v1 */
+  assert_int_equal(pc_db_timestamp(data, 5000, &old, &err), PC_OK);
+  uint64_t before = published_safe_point(d);
+  assert_true(before < old);
+  /* passes until one tries a safe point above the snapshot (a second
+   * later, once the client's ZooKeeper node no longer reports its put) */
+  pc_gc_stats_t gs = {0};
+  uint64_t end = now_ms() + 30000;
+  do {
+    pc_sleep_ms(500);
+    assert_int_equal(pc_db_gc(data, &gs, &err), PC_DENIED);
+    if (!strstr(err.text, "system identity")) fail_msg("unexpected: %s", err.text);
+    uint64_t after = published_safe_point(d);
+    if (after != before)
+      fail_msg("a refused pass moved the published safe point from %llu to %llu (it tried %llu)",
+               (unsigned long long)before, (unsigned long long)after,
+               (unsigned long long)gs.safe_point);
+  } while (gs.safe_point <= old && now_ms() < end);
+  fprintf(stderr, "data client's pass (safe point %llu, snapshot %llu): %s\n",
+          (unsigned long long)gs.safe_point, (unsigned long long)old, err.text);
+  if (gs.safe_point <= old)
+    fail_msg("the data client's passes tried no safe point above the snapshot %llu in 30 s",
+             (unsigned long long)old);
+  pc_db_close(data);
+  free(data_cfg);
+  /* the tablets restart and adopt the published safe point */
+  stop_daemon(fx, run);
+  json_decref(ready);
+  ready = start_daemon(fx, cfg, "run", NULL, "run2", &run);
+  char *sys_cfg = client_config(d, ready, "system", "\"system_secret\":\"system-s3cret\",");
+  uint16_t port_a = port_of(endpoint(ready, NULL, "a", "listen"));
+  pc_status_t st = get_at(sys_cfg, port_a, "k1", old, msg, sizeof msg);
+  if (st != PC_OK || strcmp(msg, "v1") != 0)
+    fail_msg("a read at %llu, below the refused safe point %llu, on the restarted tablet: %s: %s",
+             (unsigned long long)old, (unsigned long long)gs.safe_point, pc_status_name(st), msg);
+  /* the system's pass publishes its safe point, before the tablets delete */
+  pc_db_t *sys = open_db(sys_cfg);
+  assert_int_equal(pc_db_gc(sys, &gs, &err), PC_OK);
+  assert_true(gs.safe_point > 0);
+  assert_int_equal(published_safe_point(d), gs.safe_point);
+  pc_db_close(sys);
+  stop_daemon(fx, run);
+  json_decref(ready);
+  free(sys_cfg);
+}
+
 /* ---- 3. private by default ------------------------------------------------------------ */
 
 static int run_cli(const char *const *argv, char *out, size_t cap) {
@@ -1204,6 +1328,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_certificates, setup, teardown),
       cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gc_safe_point_publication, setup, teardown),
       cmocka_unit_test_setup_teardown(test_private_by_default, setup, teardown),
       cmocka_unit_test_setup_teardown(test_resources, setup, teardown),
   };

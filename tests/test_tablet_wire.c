@@ -1704,6 +1704,138 @@ static void test_limits_not_taken_from_clients(void **state) {
   pc_buf_free(&b);
 }
 
+/* What the publish hook of test_gc_publishes_before_deleting saw. */
+typedef struct publish_log {
+  fixture_t *f;
+  int calls;
+  uint64_t safe;
+  pc_status_t answer;     /* what the hook returns */
+  int old_version_seen;   /* the version below the safe point, read while publishing */
+} publish_log_t;
+
+static const pc_cell_t *publish_cell;
+static uint64_t publish_read_ts;
+
+static pc_status_t publish_hook(void *ctx, uint64_t safe, pc_error_t *err) {
+  publish_log_t *p = ctx;
+  p->calls++;
+  p->safe = safe;
+  /* nothing is deleted, nor are reads below it refused, before it is published */
+  pc_buf_t b = {0};
+  enc_get(&b, publish_cell, publish_read_ts);
+  answer_t a = call(p->f, PC_TABLET_OP_GET, b.p, b.len);
+  p->old_version_seen = a.rc == PC_OK && a.well_formed && a.status == PC_OK;
+  answer_free(&a);
+  pc_buf_free(&b);
+  if (p->answer != PC_OK) return pc_error_set(err, p->answer, "zookeeper cannot be reached");
+  return PC_OK;
+}
+
+/* A tablet given a publish hook (the daemon's: ZooKeeper) publishes the
+ * safe point of an accepted GC frame before it deletes or refuses anything
+ * below it; a failure to publish deletes nothing; a refused frame publishes
+ * nothing. */
+static void test_gc_publishes_before_deleting(void **state) {
+  fixture_t *f = *state;
+  publish_log_t log = {f, 0, 0, PC_UNAVAILABLE, 0};
+  pc_tablet_set_gc_publish(f->tablet, publish_hook, &log);
+  pc_cell_t c = cell("mp", "c:a");
+  commit_cell(f, &c, ts_ms(1000), "old", 3);
+  commit_cell(f, &c, ts_ms(2000), "new", 3);
+  publish_cell = &c;
+  publish_read_ts = ts_ms(1500);
+  uint64_t safe = ts_ms(3000);
+  pc_buf_t b = {0};
+  /* refused before publishing: above the oracle's timestamps */
+  enc_gc(&b, UINT64_MAX, 0);
+  answer_t a = call(f, PC_TABLET_OP_GC, b.p, b.len);
+  expect_status(&a, PC_INVALID, "gc at 2^64-1");
+  answer_free(&a);
+  assert_int_equal(log.calls, 0);
+  /* publishing fails: nothing deleted, nothing refused */
+  b.len = 0;
+  enc_gc(&b, safe, 0);
+  a = call(f, PC_TABLET_OP_GC, b.p, b.len);
+  expect_status(&a, PC_UNAVAILABLE, "gc whose safe point cannot be published");
+  if (!strstr(a.msg, "zookeeper cannot be reached")) fail_msg("unexpected: %s", a.msg);
+  answer_free(&a);
+  assert_int_equal(log.calls, 1);
+  assert_int_equal(log.safe, safe);
+  expect_get(f, &c, ts_ms(1500), PC_OK, "old", 3, "the old version after a failed publication");
+  pc_tablet_gc_t g;
+  pc_tablet_gc_stats(f->tablet, &g);
+  assert_int_equal(g.safe_point, 0);
+  assert_int_equal(g.passes, 0);
+  /* published, then collected */
+  log.answer = PC_OK;
+  expect_op(f, PC_TABLET_OP_GC, &b, PC_OK, "gc");
+  assert_int_equal(log.calls, 2);
+  assert_int_equal(log.safe, safe);
+  assert_true(log.old_version_seen);
+  expect_get(f, &c, ts_ms(1500), PC_ABORTED, NULL, 0, "a read below the safe point");
+  pc_tablet_gc_stats(f->tablet, &g);
+  assert_int_equal(g.safe_point, safe);
+  assert_int_equal(g.passes, 1);
+  pc_buf_free(&b);
+}
+
+/* INFO's safe point and passes. */
+static void info_gc(fixture_t *f, uint64_t *safe, uint64_t *passes) {
+  answer_t a = call(f, PC_TABLET_OP_INFO, NULL, 0);
+  expect_status(&a, PC_OK, "info");
+  pc_rd_t rd = {a.payload, a.plen, 0, 1};
+  size_t len;
+  (void)pc_rd_str(&rd, &len);
+  assert_int_equal(pc_rd_u32(&rd), 1);
+  (void)pc_rd_str(&rd, &len);
+  (void)pc_rd_str(&rd, &len);
+  (void)pc_rd_u64(&rd); /* ops */
+  *safe = pc_rd_u64(&rd);
+  *passes = pc_rd_u64(&rd);
+  assert_true(rd.ok);
+  answer_free(&a);
+}
+
+/* A tablet opened again on its store reports (pc_tablet_gc_stats, INFO) the
+ * safe point below which it refuses reads, before any pass of its own: the
+ * one its last pass persisted, or one the store adopted at start
+ * (pc_local_store_raise_gc_safe_point, from the published safe point). */
+static void test_gc_safe_point_after_restart(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = cell("mr", "c:a");
+  commit_cell(f, &c, ts_ms(1000), "old", 3);
+  uint64_t safe = ts_ms(3000), got, passes;
+  pc_buf_t b = {0};
+  enc_gc(&b, safe, 0);
+  expect_op(f, PC_TABLET_OP_GC, &b, PC_OK, "gc");
+  pc_buf_free(&b);
+  pc_tablet_destroy(f->tablet);
+  f->tablet = new_tablet(f->dir, "store");
+  pc_tablet_gc_t g;
+  pc_tablet_gc_stats(f->tablet, &g);
+  assert_int_equal(g.passes, 0);
+  assert_int_equal(g.safe_point, safe);
+  info_gc(f, &got, &passes);
+  assert_int_equal(got, safe);
+  assert_int_equal(passes, 0);
+  expect_get(f, &c, ts_ms(2000), PC_ABORTED, NULL, 0, "a read below the kept safe point");
+  /* a store that adopted a higher safe point before its tablet served */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/adopted", f->dir);
+  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 4u << 20};
+  pc_error_t err;
+  pc_store_t *s = pc_local_store_open(path, &lo, &err);
+  if (!s) fail_msg("pc_local_store_open: %s", err.text);
+  assert_int_equal(pc_local_store_raise_gc_safe_point(s, ts_ms(4000), &err), PC_OK);
+  pc_row_range_t range = {R_START, 1, R_END, 1};
+  pc_tablet_t *t = pc_tablet_create("adopted", s, &range, ts_source, NULL);
+  assert_non_null(t);
+  pc_tablet_gc_stats(t, &g);
+  assert_int_equal(g.safe_point, ts_ms(4000));
+  assert_int_equal(g.passes, 0);
+  pc_tablet_destroy(t);
+}
+
 /* Weak notifications and observed puts through PREWRITE / COMMIT and
  * ONE_PHASE write their notifications; SCAN_NOTIFY finds them by bucket, in
  * key order, resumable after any of them (the strong and the weak half of
@@ -1927,6 +2059,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_random_bodies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_notify_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_limits_not_taken_from_clients, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gc_publishes_before_deleting, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gc_safe_point_after_restart, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
