@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "core/db.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/log.h"
@@ -156,8 +157,10 @@ static void refresh_owner(void *ctx, size_t i) {
   coord_t *c = ctx;
   char addr[300];
   pc_error_t err;
-  if (pc_coord_tablet_owner(c->session, c->tablets[i], 1, c->timeout_ms, addr, sizeof addr, NULL,
-                            &err) == PC_OK)
+  /* within what is left of the caller's deadline */
+  uint32_t ms = pc_deadline_bound(c->timeout_ms);
+  if (ms && pc_coord_tablet_owner(c->session, c->tablets[i], 1, ms, addr, sizeof addr, NULL,
+                                  &err) == PC_OK)
     follow_owner(c, i, addr[0] ? addr : NULL);
 }
 

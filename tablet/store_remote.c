@@ -190,7 +190,7 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
                                       pc_deadline_bound(s->timeout_ms), reply, &sent, err);
     if (st != PC_OK) {
       reply->len = 0;
-      if (st == PC_UNAVAILABLE || st == PC_TIMEOUT) {
+      if (st == PC_UNAVAILABLE) {
         ask_refresh(s, i);
         if (!sent && st == PC_UNAVAILABLE && attempt == 0 && !same_link(s, i, l)) {
           link_put(l);
@@ -531,7 +531,7 @@ static pc_status_t r_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
                      &reply, err);
     link_put(l);
     if (st != PC_OK) {
-      if (st == PC_UNAVAILABLE || st == PC_TIMEOUT) ask_refresh(s, i);
+      if (st == PC_UNAVAILABLE) ask_refresh(s, i);
       st = rpc_failure(s, i, st, err);
       break;
     }
@@ -851,7 +851,7 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     f[k].link = NULL;
     if (!had_link) continue; /* no live server: err says so */
     if (f[k].st != PC_OK) {
-      if (f[k].st == PC_UNAVAILABLE || f[k].st == PC_TIMEOUT) ask_refresh(s, i);
+      if (f[k].st == PC_UNAVAILABLE) ask_refresh(s, i);
       f[k].reply.len = 0;
       f[k].st = rpc_failure(s, i, f[k].st, &f[k].err);
       if (f[k].st == PC_UNAVAILABLE && sent &&
