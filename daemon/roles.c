@@ -175,6 +175,17 @@ static pc_status_t make_dir(const char *path, pc_error_t *err) {
   return PC_OK;
 }
 
+/* "host:port" where clients reach the server listening at host:port: a
+ * wildcard address is no address to reach, so the host's name stands for it. */
+static void advertised(const char *host, uint16_t port, char *out, size_t cap) {
+  char name[PC_HOST_MAX] = "";
+  if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0) {
+    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "localhost");
+    host = name;
+  }
+  snprintf(out, cap, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
+}
+
 /* The oracle with standbys: its place in the election, served, then joined
  * with the address clients reach it at. */
 static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err) {
@@ -185,15 +196,8 @@ static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err)
   pc_status_t st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_node_handler,
                                  r->node, err);
   if (st != PC_OK) return st;
-  /* a wildcard address is no address to reach: advertise the host's name */
-  char host[PC_HOST_MAX] = "", advertise[PC_HOST_MAX + 16];
-  const char *h = cfg->tso.listen.host;
-  if (strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0) {
-    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
-    h = host;
-  }
-  snprintf(advertise, sizeof advertise, strchr(h, ':') ? "[%s]:%u" : "%s:%u", h,
-           (unsigned)pc_rpc_server_port(r->rpc));
+  char advertise[PC_HOST_MAX + 16];
+  advertised(cfg->tso.listen.host, pc_rpc_server_port(r->rpc), advertise, sizeof advertise);
   st = pc_tso_node_join(r->node, advertise, err);
   if (st == PC_OK)
     pc_log(PC_LOG_INFO, "tso: joining the election under %s/tso as %s", cfg->zookeeper.root,
@@ -230,6 +234,24 @@ static pc_status_t publish_safe_point(void *ctx, uint64_t safe, pc_error_t *err)
   return st;
 }
 
+/* Holds tablet t in ZooKeeper for this server, now that it serves at its
+ * port: its owner node names where clients reach it and what this server is
+ * (this host and the tablet's data directory, which one process at a time
+ * can lock), so that a run of this server after a crash waits out its
+ * previous session, while a second server of the tablet is refused. */
+static pc_status_t claim_tablet(pc_daemon_t *d, role_t *r, const pc_config_tablet_t *t,
+                                const char *identity, pc_error_t *err) {
+  char addr[PC_HOST_MAX + 16];
+  advertised(t->listen.host, pc_rpc_server_port(r->rpc), addr, sizeof addr);
+  /* a previous run's session lasts at most its timeout after its death */
+  uint32_t wait_ms = 2 * pc_coord_session_timeout(d->coord) + d->cfg->store.timeout_ms;
+  pc_status_t st = pc_coord_tablet_claim(d->coord, t->name, addr, identity, wait_ms, err);
+  if (st == PC_OK)
+    pc_log(PC_LOG_INFO, "tablet %s: held in ZooKeeper under %s/tablets as %s", t->name,
+           d->cfg->zookeeper.root, addr);
+  return st;
+}
+
 pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err) {
   role_t *r = new_role(d, ROLE_TABLET, t->name, err);
   if (!r) return PC_INVALID;
@@ -237,6 +259,20 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
   snprintf(sub, sizeof sub, "tablet-%s", t->name);
   char *dir = role_dir(d->cfg, t->data_dir, sub);
   pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
+  /* its rows as ZooKeeper records them (the first to find none records them) */
+  if (st == PC_OK && d->coord) {
+    st = pc_coord_tablet_range(d->coord, t->name, t->start, t->start_len, t->end, t->end_len,
+                               d->cfg->store.timeout_ms, err);
+    if (st == PC_INVALID) pc_error_prefix(err, "%s", d->cfg->source);
+  }
+  char identity[PC_HOST_MAX + 4200] = "";
+  if (st == PC_OK) {
+    char host[PC_HOST_MAX] = "localhost", *real = realpath(dir, NULL);
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(identity, sizeof identity, "%s:%s", host, real ? real : dir);
+    free(real);
+  }
   pc_store_t *store = NULL;
   int fresh;
   if (st == PC_OK) st = pc_data_dir_prepare(dir, 1, &fresh, err);
@@ -285,7 +321,9 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
   /* a reply leaves room in a frame for its status and message */
   pc_tablet_set_limits(r->tablet, d->cfg->store.lock_ttl_ms,
                        ((size_t)d->cfg->limits.max_frame_mb << 20) - (64u << 10));
-  return start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
+  st = start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
+  if (st == PC_OK && d->coord) st = claim_tablet(d, r, t, identity, err);
+  return st;
 }
 
 pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {

@@ -1,11 +1,12 @@
 /* coord.c — a process's ZooKeeper session and what it coordinates (coord.h):
  * the client's node under clients/ and the watched view of the other
  * clients, the report for garbage collection, the workers' members under
- * workers/ and the share of each, the published safe point, and locks.
+ * workers/ and the share of each, the published safe point, locks, and the
+ * tablet map: each tablet's rows and the server that holds it.
  *
  * A background thread keeps the session (a new one after an expiry, then the
- * client's and the members' nodes again), the two views (child watches wake
- * it) and the report. Other users of the session (the oracle's follower, the
+ * client's, the members' and the held tablets' nodes again), the two views
+ * and the followed tablet owners (watches wake it) and the report. Other users of the session (the oracle's follower, the
  * callers of pc_coord_liveness and pc_coord_oldest) use the handle under a
  * read lock, so that the thread can replace it; the listeners hear of every
  * watch event and of each new session. */
@@ -27,6 +28,16 @@
 #define MEMBER WORKERS "/m-" /* then "<group>-", and ZooKeeper's sequence number */
 #define SAFE_POINT "gc/safe_point"
 #define DEAD_CACHE 64 /* sessions confirmed dead: session ids are never reused */
+#define TABLETS "tablets"
+
+/* A tablet this session holds (a server's), made again after an expiry. */
+typedef struct owned {
+  struct owned *next;
+  char name[64];
+  char addr[300], identity[400];
+  uint64_t node_session; /* the session its node belongs to */
+  int warned;            /* another server took it while this one had no session */
+} owned_t;
 
 struct pc_member {
   pc_coord_t *c;
@@ -75,6 +86,11 @@ struct pc_coord {
   char **mview; /* sorted member names */
   size_t nmview;
   uint64_t mview_gen, mview_changed_ms;
+  owned_t *owned;            /* tablets this session holds */
+  char **follow;             /* tablets whose owners are followed (a client's map) */
+  size_t nfollow;
+  void (*follow_fn)(void *ctx, size_t i, const char *addr);
+  void *follow_ctx;
   /* the thread's own */
   uint64_t reported; /* the value the client node holds */
   uint64_t reported_at_ms;
@@ -338,6 +354,9 @@ static void refresh_members(pc_coord_t *c) {
   pc_log(PC_LOG_INFO, "coordination: %zu worker%s in the membership", n, n == 1 ? "" : "s");
 }
 
+static void ensure_owned(pc_coord_t *c);
+static void follow_pass(pc_coord_t *c);
+
 /* ---- the thread ------------------------------------------------------------------ */
 
 static void *coord_main(void *arg) {
@@ -359,6 +378,8 @@ static void *coord_main(void *arg) {
         ensure_member_nodes(c);
         refresh_members(c);
       }
+      ensure_owned(c);
+      follow_pass(c);
       wait = session_ms(c) / 3;
       pthread_rwlock_unlock(&c->zk_lk);
     } else {
@@ -397,6 +418,11 @@ void pc_coord_close(pc_coord_t *c) {
   pthread_mutex_destroy(&c->lmu);
   free(c->view);
   free_strings(c->mview, c->nmview);
+  free_strings(c->follow, c->nfollow);
+  for (owned_t *o = c->owned, *next; o; o = next) {
+    next = o->next;
+    free(o);
+  }
   free(c->connect);
   free(c->root);
   free(c);
@@ -834,4 +860,315 @@ pc_status_t pc_coord_unlock(pc_coord_t *c, const char *name, uint32_t timeout_ms
   free(holder);
   pthread_rwlock_unlock(&c->zk_lk);
   return st;
+}
+
+/* ---- the tablet map -------------------------------------------------------------------- */
+
+static void hex_put(char *out, const char *p, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t k = 0; k < n; k++) {
+    out[2 * k] = digits[(unsigned char)p[k] >> 4];
+    out[2 * k + 1] = digits[(unsigned char)p[k] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+/* "[start, end)" for messages, bytes outside printable ASCII escaped; into
+ * out (cap bytes, truncated). */
+static void range_show(char *out, size_t cap, const char *start, size_t sl, const char *end,
+                       size_t el) {
+  size_t k = 0;
+  for (int half = 0; half < 3; half++) {
+    const char *p = half == 0 ? "[" : half == 1 ? start : end;
+    size_t n = half == 0 ? 1 : half == 1 ? sl : el;
+    if (half == 2) k += (size_t)snprintf(out + k, k < cap ? cap - k : 0, ", ");
+    if (half && n == 0) k += (size_t)snprintf(out + k, k < cap ? cap - k : 0, half == 1 ? "\"\"" : "end");
+    for (size_t i = 0; i < n && k < cap; i++) {
+      unsigned char ch = (unsigned char)p[i];
+      if (half && (ch < 0x20 || ch >= 0x7f || ch == '\\'))
+        k += (size_t)snprintf(out + k, cap - k, "\\x%02x", ch);
+      else
+        k += (size_t)snprintf(out + k, cap - k, "%c", ch);
+    }
+  }
+  if (k < cap) snprintf(out + k, cap - k, ")");
+  else if (cap) out[cap - 1] = '\0';
+}
+
+/* Decodes n hex digits into out (n / 2 bytes); -1 when they are not hex. */
+static int hex_get(const char *p, size_t n, char *out) {
+  if (n % 2) return -1;
+  for (size_t k = 0; k < n; k += 2) {
+    int v = 0;
+    for (int j = 0; j < 2; j++) {
+      char ch = p[k + (size_t)j];
+      int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+      if (d < 0) return -1;
+      v = v * 16 + d;
+    }
+    out[k / 2] = (char)v;
+  }
+  return 0;
+}
+
+static int tablet_path(char *out, size_t cap, const char *name, const char *leaf) {
+  size_t nl = strlen(name);
+  if (nl == 0 || nl > 63 || strchr(name, '/') || strcmp(name, ".") == 0 ||
+      strcmp(name, "..") == 0)
+    return -1;
+  int w = leaf ? snprintf(out, cap, TABLETS "/%s/%s", name, leaf)
+               : snprintf(out, cap, TABLETS "/%s", name);
+  return w < 0 || (size_t)w >= cap ? -1 : 0;
+}
+
+pc_status_t pc_coord_tablet_range(pc_coord_t *c, const char *name, const char *start,
+                                  size_t start_len, const char *end, size_t end_len,
+                                  uint32_t timeout_ms, pc_error_t *err) {
+  char dir[128], rel[160];
+  if (tablet_path(dir, sizeof dir, name, NULL) || tablet_path(rel, sizeof rel, name, "range"))
+    return pc_error_set(err, PC_INVALID, "coordination: bad tablet name '%s'", name);
+  size_t dl = 2 * start_len + 1 + 2 * end_len;
+  char *data = malloc(dl + 1);
+  if (!data) return pc_error_set(err, PC_NOMEM, "out of memory");
+  hex_put(data, start, start_len);
+  data[2 * start_len] = ' ';
+  hex_put(data + 2 * start_len + 1, end, end_len);
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? pc_zk_ensure(c->zk, dir, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (st == PC_OK) st = pc_zk_create(c->zk, rel, data, dl, 0, NULL, 0, timeout_ms, err);
+  char *held = NULL;
+  size_t hl = 0;
+  if (st == PC_BUSY) { /* recorded already: it must be the same */
+    st = pc_zk_get(c->zk, rel, NULL, &held, &hl, NULL, timeout_ms, err);
+    if (st == PC_OK && !(hl == dl && memcmp(held, data, dl) == 0)) {
+      const char *sp = memchr(held, ' ', hl);
+      size_t hs = sp ? (size_t)(sp - held) : 0, he = sp ? hl - hs - 1 : 0;
+      char *bytes = malloc(hl / 2 + 2);
+      char want[400], have[400] = "(not a range)";
+      range_show(want, sizeof want, start, start_len, end, end_len);
+      if (bytes && sp && hex_get(held, hs, bytes) == 0 &&
+          hex_get(sp + 1, he, bytes + hs / 2) == 0)
+        range_show(have, sizeof have, bytes, hs / 2, bytes + hs / 2, he / 2);
+      free(bytes);
+      st = pc_error_set(err, PC_INVALID,
+                        "tablet %s: the configuration gives it rows %s, but ZooKeeper (%s/%s) "
+                        "holds %s: a tablet's rows cannot change under its data",
+                        name, want, c->root, rel, have);
+    }
+  }
+  pthread_rwlock_unlock(&c->zk_lk);
+  free(held);
+  free(data);
+  return st;
+}
+
+/* Parses an owner node's data "<addr> <session hex> <identity>". */
+static int parse_owner(const char *data, char *addr, size_t acap, uint64_t *session,
+                       char *identity, size_t icap) {
+  const char *sp1 = strchr(data, ' ');
+  if (!sp1) return -1;
+  char *end;
+  uint64_t s = strtoull(sp1 + 1, &end, 16);
+  if (end == sp1 + 1 || (*end != ' ' && *end != '\0')) return -1;
+  if (addr) snprintf(addr, acap, "%.*s", (int)(sp1 - data), data);
+  if (session) *session = s;
+  if (identity) snprintf(identity, icap, "%s", *end ? end + 1 : "");
+  return 0;
+}
+
+/* Creates owned tablet o's node for the current session (c->zk, read lock
+ * held); *holder gets the owner node's data when another session holds it. */
+static pc_status_t create_owner(pc_coord_t *c, owned_t *o, uint32_t timeout_ms, char *holder,
+                                size_t hcap, pc_error_t *err) {
+  char dir[128], rel[160], data[800];
+  holder[0] = '\0';
+  tablet_path(dir, sizeof dir, o->name, NULL);
+  tablet_path(rel, sizeof rel, o->name, "owner");
+  uint64_t id = pc_zk_session_id(c->zk);
+  int len = snprintf(data, sizeof data, "%s %016" PRIx64 " %s", o->addr, id, o->identity);
+  pc_status_t st = pc_zk_ensure(c->zk, dir, timeout_ms, err);
+  if (st == PC_OK)
+    st = pc_zk_create(c->zk, rel, data, (size_t)len, PC_ZK_EPHEMERAL, NULL, 0, timeout_ms, err);
+  if (st != PC_BUSY) return st;
+  char *held = NULL;
+  size_t hl;
+  st = pc_zk_get(c->zk, rel, NULL, &held, &hl, NULL, timeout_ms, err);
+  if (st == PC_NOT_FOUND) return pc_error_set(err, PC_CONFLICT, "gone meanwhile"); /* try again */
+  if (st != PC_OK) return st;
+  uint64_t s = 0;
+  if (parse_owner(held, NULL, 0, &s, NULL, 0) == 0 && s == id) st = PC_OK; /* made before */
+  else st = PC_BUSY;
+  snprintf(holder, hcap, "%s", held);
+  free(held);
+  return st;
+}
+
+pc_status_t pc_coord_tablet_claim(pc_coord_t *c, const char *name, const char *addr,
+                                  const char *identity, uint32_t timeout_ms, pc_error_t *err) {
+  char rel[160];
+  if (tablet_path(rel, sizeof rel, name, "owner"))
+    return pc_error_set(err, PC_INVALID, "coordination: bad tablet name '%s'", name);
+  owned_t *o = calloc(1, sizeof *o);
+  if (!o) return pc_error_set(err, PC_NOMEM, "out of memory");
+  snprintf(o->name, sizeof o->name, "%s", name);
+  snprintf(o->addr, sizeof o->addr, "%s", addr);
+  snprintf(o->identity, sizeof o->identity, "%s", identity);
+  uint64_t deadline = pc_now_mono_ms() + timeout_ms, waited_for = 0;
+  pc_status_t st;
+  for (;;) {
+    uint64_t now = pc_now_mono_ms();
+    uint32_t left = now < deadline ? (uint32_t)(deadline - now) : 1;
+    char holder[800];
+    pthread_rwlock_rdlock(&c->zk_lk);
+    if (c->zk && pc_zk_state(c->zk) != PC_ZK_EXPIRED) {
+      st = create_owner(c, o, left < 5000 ? left : 5000, holder, sizeof holder, err);
+      if (st == PC_OK) o->node_session = pc_zk_session_id(c->zk);
+    } else {
+      st = pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+    }
+    pthread_rwlock_unlock(&c->zk_lk);
+    if (st == PC_OK) break;
+    if (st == PC_BUSY) {
+      char haddr[300] = "?", hident[400] = "?";
+      uint64_t hs = 0;
+      parse_owner(holder, haddr, sizeof haddr, &hs, hident, sizeof hident);
+      if (strcmp(hident, identity) != 0) {
+        st = pc_error_set(err, PC_BUSY,
+                          "tablet %s is held by the live server at %s (%s, ZooKeeper session "
+                          "%016" PRIx64 "): a second server for it is refused",
+                          name, haddr, hident, hs);
+        break;
+      }
+      if (waited_for != hs) { /* a previous run of this server: its session will expire */
+        waited_for = hs;
+        pc_log(PC_LOG_WARN,
+               "tablet %s: waiting for the session %016" PRIx64
+               " of this server's previous run to expire in ZooKeeper",
+               name, hs);
+      }
+    } else if (st != PC_CONFLICT) {
+      break;
+    }
+    if (pc_now_mono_ms() >= deadline) {
+      st = st == PC_BUSY ? pc_error_set(err, PC_BUSY,
+                                        "tablet %s: the session %016" PRIx64
+                                        " of this server's previous run still holds it after %u ms",
+                                        name, waited_for, timeout_ms)
+                         : st;
+      break;
+    }
+    usleep(100 * 1000);
+  }
+  if (st != PC_OK) {
+    free(o);
+    return st;
+  }
+  pthread_mutex_lock(&c->mu);
+  o->next = c->owned;
+  c->owned = o;
+  pthread_mutex_unlock(&c->mu);
+  return PC_OK;
+}
+
+/* The thread: owned tablets' nodes under a new session. */
+static void ensure_owned(pc_coord_t *c) {
+  uint64_t id = pc_zk_session_id(c->zk);
+  pthread_mutex_lock(&c->mu);
+  owned_t *list = c->owned; /* owned tablets are only ever added at the head */
+  pthread_mutex_unlock(&c->mu);
+  for (owned_t *o = list; o; o = o->next) {
+    if (o->node_session == id) continue;
+    char holder[800];
+    pc_error_t err;
+    pc_status_t st = create_owner(c, o, call_ms(c), holder, sizeof holder, &err);
+    if (st == PC_OK) {
+      o->node_session = id;
+      o->warned = 0;
+      pc_log(PC_LOG_INFO, "tablet %s: held again under a new ZooKeeper session", o->name);
+    } else if (!o->warned) {
+      o->warned = 1;
+      pc_log(PC_LOG_ERROR, "tablet %s: cannot hold it under the new ZooKeeper session: %s",
+             o->name, st == PC_BUSY ? holder : err.text);
+    }
+  }
+}
+
+/* Reads tablet name's owner (with watch, which then also hears its creation
+ * when there is none) into addr ("" when none). */
+static pc_status_t read_owner(pc_coord_t *c, const char *name, pc_zk_watch_t *watch,
+                              uint32_t timeout_ms, char *addr, size_t cap, uint64_t *session,
+                              pc_error_t *err) {
+  char rel[160];
+  if (tablet_path(rel, sizeof rel, name, "owner"))
+    return pc_error_set(err, PC_INVALID, "coordination: bad tablet name '%s'", name);
+  addr[0] = '\0';
+  if (session) *session = 0;
+  char *data = NULL;
+  size_t len;
+  pc_status_t st = pc_zk_get(c->zk, rel, watch, &data, &len, NULL, timeout_ms, err);
+  if (st == PC_NOT_FOUND) {
+    int exists = 0;
+    st = pc_zk_exists(c->zk, rel, watch, &exists, timeout_ms, err);
+    if (st == PC_OK && exists) /* made meanwhile */
+      return read_owner(c, name, watch, timeout_ms, addr, cap, session, err);
+    return st;
+  }
+  if (st != PC_OK) return st;
+  if (parse_owner(data, addr, cap, session, NULL, 0) != 0)
+    st = pc_error_set(err, PC_CORRUPTION, "zookeeper %s: not an owner: '%.40s'", rel, data);
+  free(data);
+  return st;
+}
+
+pc_status_t pc_coord_tablet_owner(pc_coord_t *c, const char *name, int fresh,
+                                  uint32_t timeout_ms, char *addr, size_t cap, uint64_t *session,
+                                  pc_error_t *err) {
+  addr[0] = '\0';
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? PC_OK : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (st == PC_OK && fresh) st = pc_zk_sync(c->zk, TABLETS, timeout_ms, err);
+  if (st == PC_NOT_FOUND) st = PC_OK; /* no tablet recorded yet: none has an owner */
+  if (st == PC_OK) st = read_owner(c, name, NULL, timeout_ms, addr, cap, session, err);
+  pthread_rwlock_unlock(&c->zk_lk);
+  return st;
+}
+
+pc_status_t pc_coord_follow_tablets(pc_coord_t *c, const char *const *names, size_t n,
+                                    void (*fn)(void *ctx, size_t i, const char *addr), void *ctx,
+                                    pc_error_t *err) {
+  char **v = calloc(n ? n : 1, sizeof *v);
+  for (size_t i = 0; v && i < n; i++)
+    if (!(v[i] = strdup(names[i]))) {
+      free_strings(v, i);
+      v = NULL;
+    }
+  if (!v) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pthread_mutex_lock(&c->mu);
+  free_strings(c->follow, c->nfollow);
+  c->follow = v;
+  c->nfollow = n;
+  c->follow_fn = fn;
+  c->follow_ctx = ctx;
+  c->changed = 1; /* the thread reads them with watches */
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  return PC_OK;
+}
+
+/* The thread: the followed owners, read with watches, told to the follower. */
+static void follow_pass(pc_coord_t *c) {
+  pthread_mutex_lock(&c->mu);
+  char **names = c->follow; /* replaced only by pc_coord_follow_tablets, called once */
+  size_t n = c->nfollow;
+  void (*fn)(void *, size_t, const char *) = c->follow_fn;
+  void *ctx = c->follow_ctx;
+  pthread_mutex_unlock(&c->mu);
+  for (size_t i = 0; fn && i < n; i++) {
+    char addr[300];
+    pc_error_t err;
+    if (read_owner(c, names[i], &c->watch, call_ms(c), addr, sizeof addr, NULL, &err) != PC_OK)
+      continue; /* ZooKeeper cannot say: keep what the follower has */
+    fn(ctx, i, addr[0] ? addr : NULL);
+  }
 }

@@ -17,6 +17,13 @@
  *   gc/safe_point     persistent: the garbage collector's safe point, decimal
  *       text; it only rises (pc_coord_publish_safe_point).
  *   locks/<name>      ephemeral: a cluster-wide lock, data the holder's session.
+ *   tablets/<name>/range   persistent: the tablet's rows, "<start> <end>" in
+ *       hex (an empty end: no bound), written once from the configuration
+ *       by whoever first finds it absent; a configuration that disagrees is
+ *       refused (pc_coord_tablet_range).
+ *   tablets/<name>/owner   ephemeral: the server that holds the tablet,
+ *       "<host>:<port> <session, 16 hex digits> <host>:<data directory>"
+ *       (pc_coord_tablet_claim); absent while no live server holds it.
  *
  * A lock names its owner's session. A resolver asks pc_coord_liveness: a
  * session in the watched view of clients/ is alive; one missing from it is
@@ -171,5 +178,42 @@ pc_status_t pc_coord_lock(pc_coord_t *c, const char *name, uint32_t timeout_ms, 
  * alone; PC_OK when none holds it). */
 pc_status_t pc_coord_unlock(pc_coord_t *c, const char *name, uint32_t timeout_ms,
                             pc_error_t *err);
+
+/* ---- the tablet map ---------------------------------------------------------- */
+
+/* Records tablet name's rows [start, end) in tablets/<name>/range when it
+ * has none; when it has, PC_INVALID unless they are the same, naming the
+ * tablet and both ranges (a tablet's rows never change under its data). */
+pc_status_t pc_coord_tablet_range(pc_coord_t *c, const char *name, const char *start,
+                                  size_t start_len, const char *end, size_t end_len,
+                                  uint32_t timeout_ms, pc_error_t *err);
+
+/* Takes tablet name for this session: the ephemeral node
+ * tablets/<name>/owner naming addr ("host:port", where clients reach it)
+ * and identity (what the server is: "<host>:<data directory>"), made again
+ * by the background thread under a new session after an expiry. A node of
+ * another live session with another identity: PC_BUSY naming the tablet and
+ * its owner (a second server for a tablet is refused). One with the same
+ * identity is a previous run of this server whose session ZooKeeper has
+ * not expired yet: waited out, up to timeout_ms (then PC_BUSY). */
+pc_status_t pc_coord_tablet_claim(pc_coord_t *c, const char *name, const char *addr,
+                                  const char *identity, uint32_t timeout_ms, pc_error_t *err);
+
+/* The server holding tablet name, "host:port" into addr (cap bytes), ""
+ * when no live server holds it; *session (may be NULL) its session. fresh:
+ * after a sync, so that it sees every change made before the call. */
+pc_status_t pc_coord_tablet_owner(pc_coord_t *c, const char *name, int fresh,
+                                  uint32_t timeout_ms, char *addr, size_t cap, uint64_t *session,
+                                  pc_error_t *err);
+
+/* From now on the background thread follows the owners of tablets
+ * names[0..n) with watches, and calls fn(ctx, i, addr) with each one's
+ * address (NULL: no live server) after every change it sees (and at each of
+ * its passes: fn must be cheap when nothing changed). fn runs on the
+ * background thread and must not call this interface; ctx must stay valid
+ * until pc_coord_close. Call once. */
+pc_status_t pc_coord_follow_tablets(pc_coord_t *c, const char *const *names, size_t n,
+                                    void (*fn)(void *ctx, size_t i, const char *addr), void *ctx,
+                                    pc_error_t *err);
 
 #endif

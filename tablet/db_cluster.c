@@ -1,7 +1,8 @@
 /* db_cluster.c — opening a database from a JSON configuration file: the
  * embedded store in its data_dir, or, when it lists tablets, a client of the
  * cluster: the remote store routing rows to tablet servers, timestamps from
- * the oracle that leads in ZooKeeper through this process's batcher, and
+ * the oracle that leads in ZooKeeper through this process's batcher, the
+ * tablet map (which server holds each tablet) followed there, and
  * liveness, reports and locks through the client's one ZooKeeper session
  * (lockservice/coord.h). A configuration a worker wrote for the embedded
  * directory it serves ("served") reaches that worker's oracle at
@@ -15,8 +16,10 @@
 
 #include "config/config.h"
 #include "core/db.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/failpoint.h"
+#include "core/log.h"
 #include "net/rpc.h"
 #include "net/tls.h"
 #include "tablet/tablet.h"
@@ -28,6 +31,10 @@
 typedef struct coord {
   pc_coord_t *session;   /* this client's session and node; the others' liveness */
   pc_tso_locator_t *tso; /* follows the elected oracle on that session */
+  pc_store_t *store;     /* the remote store, routed by the tablet map */
+  char **tablets;        /* the tablets' names, in the store's order */
+  size_t ntablets;
+  uint32_t timeout_ms;   /* of a refresh of the map */
 } coord_t;
 
 static void cluster_close(pc_db_t *db) {
@@ -35,6 +42,8 @@ static void cluster_close(pc_db_t *db) {
   if (c) {
     pc_tso_locator_destroy(c->tso); /* it follows the election on the session */
     pc_coord_close(c->session);     /* closing the session ends this client's liveness */
+    for (size_t i = 0; i < c->ntablets; i++) free(c->tablets[i]);
+    free(c->tablets);
     free(c);
     db->coord = NULL;
     db->coordination = NULL;
@@ -119,6 +128,57 @@ static pc_status_t coord_oracle_info(pc_db_t *db, uint32_t timeout_ms, uint64_t 
   return pc_tso_locator_info(c->tso, timeout_ms, last, err);
 }
 
+/* ---- the tablet map ------------------------------------------------------
+ * Each tablet's rows come from the configuration and are checked against
+ * ZooKeeper's record (written by whoever first finds it absent); the server
+ * holding each one is its owner node, followed by the session's thread with
+ * watches and cached in the remote store, so that transactions never wait
+ * on ZooKeeper. A server that cannot be reached, or that refuses a row as
+ * misrouted, makes the caller read that tablet's owner again, after a sync. */
+
+static void follow_owner(void *ctx, size_t i, const char *addr) {
+  coord_t *c = ctx;
+  pc_error_t err;
+  if (pc_remote_store_route(c->store, i, addr, &err) != PC_OK)
+    pc_log(PC_LOG_WARN, "tablet map: %s", err.text);
+}
+
+static void refresh_owner(void *ctx, size_t i) {
+  coord_t *c = ctx;
+  char addr[300];
+  pc_error_t err;
+  /* within what is left of the caller's deadline */
+  uint32_t ms = pc_deadline_bound(c->timeout_ms);
+  if (ms && pc_coord_tablet_owner(c->session, c->tablets[i], 1, ms, addr, sizeof addr, NULL,
+                                  &err) == PC_OK)
+    follow_owner(c, i, addr[0] ? addr : NULL);
+}
+
+static pc_status_t open_tablet_map(coord_t *c, pc_db_t *db, const pc_config_t *cfg,
+                                   const pc_options_t *o, pc_error_t *err) {
+  c->store = db->store;
+  c->timeout_ms = o->timeout_ms < 2000 ? o->timeout_ms : 2000;
+  if (!(c->tablets = calloc(cfg->ntablets, sizeof *c->tablets)))
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  for (size_t i = 0; i < cfg->ntablets; i++) {
+    const pc_config_tablet_t *t = &cfg->tablets[i];
+    if (!(c->tablets[c->ntablets++] = strdup(t->name)))
+      return pc_error_set(err, PC_NOMEM, "out of memory");
+    pc_status_t st = pc_coord_tablet_range(c->session, t->name, t->start, t->start_len, t->end,
+                                           t->end_len, o->timeout_ms, err);
+    if (st == PC_INVALID) pc_error_prefix(err, "%s", cfg->source);
+    if (st != PC_OK) return st;
+    char addr[300];
+    st = pc_coord_tablet_owner(c->session, t->name, i == 0, o->timeout_ms, addr, sizeof addr,
+                               NULL, err); /* the first after a sync: the map as of now */
+    if (st != PC_OK) return st;
+    follow_owner(c, i, addr[0] ? addr : NULL);
+  }
+  pc_remote_store_set_refresh(db->store, refresh_owner, c);
+  return pc_coord_follow_tablets(c->session, (const char *const *)c->tablets, c->ntablets,
+                                 follow_owner, c, err);
+}
+
 /* Timestamps from the oracle that leads in ZooKeeper, and everything else
  * coordinated there, on one session. */
 static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const pc_options_t *o,
@@ -131,6 +191,7 @@ static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const p
                              err);
   if (!c->session) return err->code;
   db->coordination = c->session;
+  if (open_tablet_map(c, db, cfg, o, err) != PC_OK) return err->code;
   c->tso = pc_tso_locator_on(c->session, auth, err);
   if (!c->tso) return err->code;
   pc_coord_set_reporter(c->session, oldest_open, db);
@@ -168,8 +229,9 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
   db->cluster_session = cluster_session;
   for (size_t i = 0; i < cfg->ntablets; i++) {
     const pc_config_tablet_t *t = &cfg->tablets[i];
-    addrs[i] = (pc_tablet_addr_t){t->name, t->listen.host, t->listen.port,
-                                  {t->start, t->start_len, t->end, t->end_len}};
+    /* coordinated: where each tablet is served comes from ZooKeeper */
+    addrs[i] = (pc_tablet_addr_t){t->name, cfg->zookeeper.set ? NULL : t->listen.host,
+                                  t->listen.port, {t->start, t->start_len, t->end, t->end_len}};
   }
   pc_rpc_auth_t auth; /* each client takes what it needs of it */
   if (pc_config_auth(cfg, &auth, err) != PC_OK) {

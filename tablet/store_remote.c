@@ -1,25 +1,46 @@
 /* store_remote.c — the store.h operations carried to tablet servers: each
  * operation is routed by row to the tablet whose range holds it (binary
- * search over the sorted ranges) and sent over rpc.h; scans walk the tablets
- * of their range in order, and notification scans every tablet. A request naming cells of several tablets is
- * refused, because each request must stay atomic: the transaction client
- * sends one row (so one tablet) per request. */
+ * search over the sorted ranges) and sent over rpc.h to the server that
+ * holds the tablet now; scans walk the tablets of their range in order, and
+ * notification scans every tablet. A request naming cells of several
+ * tablets is refused, because each request must stay atomic: the
+ * transaction client sends one row (so one tablet) per request.
+ *
+ * Where each tablet is served can change under the calls (a cluster's
+ * tablet map in ZooKeeper, followed by db_cluster.c): each tablet holds a
+ * counted link to its current server, which a call takes for its duration,
+ * or none, and then the call fails at once naming the tablet and its range.
+ * A call that could not reach its server, or that the server refused as
+ * misrouted, asks the map's owner to look again (pc_remote_store_set_refresh). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/deadline.h"
 #include "core/error.h"
 #include "net/rpc.h"
+#include "net/tls.h"
 #include "tablet/tablet.h"
 #include "tablet/tablet_wire.h"
 
+/* A client of the server holding a tablet, shared by the calls that use it:
+ * the last one to let go of a replaced link destroys it. */
+typedef struct link {
+  pc_rpc_client_t *rpc;
+  atomic_int refs;
+  char addr[300]; /* host:port */
+} link_t;
+
 typedef struct rtablet {
   char *name;
-  char *host;
-  uint16_t port;
   char *start, *end;
   size_t start_len, end_len;
-  pc_rpc_client_t *rpc;
+  char *range_text; /* "[start, end)" for messages */
+  pthread_mutex_t mu;
+  link_t *link; /* under mu; NULL: no live server holds the tablet */
+  uint64_t refresh_ms; /* under mu: when a refresh was last asked */
 } rtablet_t;
 
 typedef struct remote {
@@ -27,7 +48,64 @@ typedef struct remote {
   rtablet_t *t;
   size_t n;
   uint32_t timeout_ms;
+  char *secret, *system_secret; /* the credentials, for links made later */
+  pc_tls_t *tls;
+  void (*refresh)(void *ctx, size_t tablet);
+  void *refresh_ctx;
 } remote_t;
+
+static void link_put(link_t *l) {
+  if (l && atomic_fetch_sub(&l->refs, 1) == 1) {
+    pc_rpc_client_destroy(l->rpc);
+    free(l);
+  }
+}
+
+/* Asks the map's owner to look at tablet i again (at most every 100 ms per
+ * tablet), after its server could not be reached or refused a request as
+ * misrouted, or when it has none. */
+static void ask_refresh(remote_t *s, size_t i) {
+  if (!s->refresh) return;
+  rtablet_t *t = &s->t[i];
+  uint64_t now = pc_now_mono_ms();
+  pthread_mutex_lock(&t->mu);
+  int due = now - t->refresh_ms >= 100 || t->refresh_ms == 0;
+  if (due) t->refresh_ms = now;
+  pthread_mutex_unlock(&t->mu);
+  if (due) s->refresh(s->refresh_ctx, i);
+}
+
+static link_t *link_take(rtablet_t *t) {
+  pthread_mutex_lock(&t->mu);
+  link_t *l = t->link;
+  if (l) atomic_fetch_add(&l->refs, 1);
+  pthread_mutex_unlock(&t->mu);
+  return l;
+}
+
+/* Tablet i's link (a reference the caller puts back with link_put), or NULL
+ * with err saying that no live server holds it. A tablet without a server
+ * is looked up once more first (rate-limited by ask_refresh), since the
+ * watched map may lag a server that has just started. */
+static link_t *link_get(remote_t *s, size_t i, pc_error_t *err) {
+  rtablet_t *t = &s->t[i];
+  link_t *l = link_take(t);
+  if (!l) {
+    ask_refresh(s, i);
+    l = link_take(t);
+  }
+  if (!l)
+    pc_error_set(err, PC_UNAVAILABLE, "tablet %s %s has no live server", t->name, t->range_text);
+  return l;
+}
+
+/* The link's address, to see whether a refresh moved the tablet. */
+static int same_link(remote_t *s, size_t i, const link_t *l) {
+  pthread_mutex_lock(&s->t[i].mu);
+  int same = s->t[i].link == l;
+  pthread_mutex_unlock(&s->t[i].mu);
+  return same;
+}
 
 /* The tablet whose range holds row: the last one starting at or before it. */
 static size_t route(const remote_t *s, const char *row, size_t rlen) {
@@ -84,27 +162,60 @@ static pc_status_t reply_status(const remote_t *s, size_t i, pc_rd_t *r, pc_erro
   return (pc_status_t)status;
 }
 
-/* Sends body to tablet i. On transport success, *r reads the reply after its
- * status byte, *status is the store status and err holds its message. A
- * commit (store.h) answers PC_UNAVAILABLE only when its request never left
- * this process: one lost in flight may have been applied, and is an I/O
- * error that the transaction settles. */
+/* 1 when a reply whose status is PC_INVALID (read by r) is the tablet's
+ * refusal of a row it does not serve: the map moved under the caller. */
+static int misrouted(const pc_rd_t *r) {
+  pc_rd_t peek = *r;
+  size_t n;
+  const char *msg = pc_rd_str(&peek, &n);
+  return peek.ok && n >= 9 && memmem(msg, n, "misrouted", 9) != NULL;
+}
+
+/* Sends body to tablet i's server. On transport success, *r reads the reply
+ * after its status byte, *status is the store status and err holds its
+ * message. A commit (store.h) answers PC_UNAVAILABLE only when its request
+ * never left this process: one lost in flight may have been applied, and is
+ * an I/O error that the transaction settles. A tablet with no live server
+ * fails at once. A server that cannot be reached, or that refuses the row
+ * as misrouted, makes the map be read again; the request goes once more to
+ * where the map now says, when it had no effect (never sent, or refused). */
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
                         pc_rd_t *r, pc_error_t *err) {
-  reply->len = 0;
-  int sent;
-  pc_status_t st = pc_rpc_call_sent(s->t[i].rpc, op, body->p, body->len,
-                                    pc_deadline_bound(s->timeout_ms), reply, &sent, err);
-  if (st != PC_OK) {
+  for (int attempt = 0;; attempt++) {
     reply->len = 0;
-    st = rpc_failure(s, i, st, err);
-    if (st == PC_UNAVAILABLE && sent &&
-        (op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE))
-      st = err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
+    link_t *l = link_get(s, i, err);
+    if (!l) return PC_UNAVAILABLE;
+    int sent;
+    pc_status_t st = pc_rpc_call_sent(l->rpc, op, body->p, body->len,
+                                      pc_deadline_bound(s->timeout_ms), reply, &sent, err);
+    if (st != PC_OK) {
+      reply->len = 0;
+      if (st == PC_UNAVAILABLE) {
+        ask_refresh(s, i);
+        if (!sent && st == PC_UNAVAILABLE && attempt == 0 && !same_link(s, i, l)) {
+          link_put(l);
+          continue;
+        }
+      }
+      link_put(l);
+      st = rpc_failure(s, i, st, err);
+      if (st == PC_UNAVAILABLE && sent &&
+          (op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE))
+        st = err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
+      return st;
+    }
+    *r = (pc_rd_t){reply->p, reply->len, 0, 1};
+    st = reply_status(s, i, r, err);
+    if (st == PC_INVALID && misrouted(r)) {
+      ask_refresh(s, i);
+      if (attempt == 0 && !same_link(s, i, l)) {
+        link_put(l);
+        continue;
+      }
+    }
+    link_put(l);
     return st;
   }
-  *r = (pc_rd_t){reply->p, reply->len, 0, 1};
-  return reply_status(s, i, r, err);
 }
 
 /* Reads the trailing message of a reply into err (for non-OK statuses). */
@@ -411,9 +522,16 @@ static pc_status_t r_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
     pc_rd_t r = {0};
     /* a rate-bounded pass over a large tablet takes long */
     reply.len = 0;
-    st = pc_rpc_call(s->t[i].rpc, PC_TABLET_OP_GC, body.p, body.len, pc_deadline_bound(GC_CALL_MS),
+    link_t *l = link_get(s, i, err);
+    if (!l) {
+      st = PC_UNAVAILABLE;
+      break;
+    }
+    st = pc_rpc_call(l->rpc, PC_TABLET_OP_GC, body.p, body.len, pc_deadline_bound(GC_CALL_MS),
                      &reply, err);
+    link_put(l);
     if (st != PC_OK) {
+      if (st == PC_UNAVAILABLE) ask_refresh(s, i);
       st = rpc_failure(s, i, st, err);
       break;
     }
@@ -701,6 +819,7 @@ typedef struct fan {
   pc_buf_t body, reply;
   pc_rd_t r;
   pc_rpc_pending_t *p;
+  link_t *link; /* while the request is in flight */
   pc_status_t st;
   pc_error_t err;
 } fan_t;
@@ -716,8 +835,10 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     pc_error_clear(&f[k].err);
     f[k].reply.len = 0;
     f[k].r = (pc_rd_t){NULL, 0, 0, 0};
-    f[k].p = pc_rpc_start(s->t[f[k].tablet].rpc, op, f[k].body.p, f[k].body.len, timeout,
-                          &f[k].err);
+    f[k].p = NULL;
+    f[k].link = link_get(s, f[k].tablet, &f[k].err);
+    if (f[k].link)
+      f[k].p = pc_rpc_start(f[k].link->rpc, op, f[k].body.p, f[k].body.len, timeout, &f[k].err);
     f[k].st = f[k].p ? PC_OK : f[k].err.code;
   }
   for (size_t k = 0; k < n; k++) {
@@ -725,7 +846,12 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     int sent = 0;
     if (f[k].p) f[k].st = pc_rpc_finish(f[k].p, &f[k].reply, &sent, &f[k].err);
     f[k].p = NULL;
+    int had_link = f[k].link != NULL;
+    link_put(f[k].link);
+    f[k].link = NULL;
+    if (!had_link) continue; /* no live server: err says so */
     if (f[k].st != PC_OK) {
+      if (f[k].st == PC_UNAVAILABLE) ask_refresh(s, i);
       f[k].reply.len = 0;
       f[k].st = rpc_failure(s, i, f[k].st, &f[k].err);
       if (f[k].st == PC_UNAVAILABLE && sent &&
@@ -735,6 +861,7 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     }
     f[k].r = (pc_rd_t){f[k].reply.p, f[k].reply.len, 0, 1};
     f[k].st = reply_status(s, i, &f[k].r, &f[k].err);
+    if (f[k].st == PC_INVALID && misrouted(&f[k].r)) ask_refresh(s, i);
   }
 }
 
@@ -900,13 +1027,17 @@ static void r_close(pc_store_t *base) {
   remote_t *s = (remote_t *)base;
   if (!s) return;
   for (size_t i = 0; i < s->n; i++) {
-    if (s->t[i].rpc) pc_rpc_client_destroy(s->t[i].rpc);
+    link_put(s->t[i].link);
+    pthread_mutex_destroy(&s->t[i].mu);
     free(s->t[i].name);
-    free(s->t[i].host);
     free(s->t[i].start);
     free(s->t[i].end);
+    free(s->t[i].range_text);
   }
   free(s->t);
+  free(s->secret);
+  free(s->system_secret);
+  pc_tls_unref(s->tls);
   free(s);
 }
 
@@ -943,6 +1074,50 @@ static char *dup_n(const char *p, size_t n) {
   return d;
 }
 
+/* "[start, end)" of a range, printable bytes as they are and others in hex
+ * escapes; malloc'd. */
+static char *range_text(const char *start, size_t slen, const char *end, size_t elen) {
+  pc_buf_t b = {0};
+  int bad = pc_buf_append(&b, "[", 1);
+  for (int half = 0; half < 2 && !bad; half++) {
+    const char *p = half ? end : start;
+    size_t n = half ? elen : slen;
+    if (half) bad = pc_buf_append(&b, ", ", 2);
+    if (n == 0 && !bad) bad = half ? pc_buf_append(&b, "end", 3) : pc_buf_append(&b, "\"\"", 2);
+    for (size_t k = 0; k < n && !bad; k++) {
+      unsigned char c = (unsigned char)p[k];
+      char esc[8];
+      int el = c >= 0x20 && c < 0x7f && c != '\\' ? snprintf(esc, sizeof esc, "%c", c)
+                                                  : snprintf(esc, sizeof esc, "\\x%02x", c);
+      bad = pc_buf_append(&b, esc, (size_t)el);
+    }
+  }
+  if (bad || pc_buf_append(&b, ")", 2)) {
+    pc_buf_free(&b);
+    return NULL;
+  }
+  return (char *)b.p; /* NUL-terminated by the last append */
+}
+
+/* A link to host:port, or NULL (err set). */
+static link_t *link_new(remote_t *s, const char *host, uint16_t port, pc_error_t *err) {
+  link_t *l = calloc(1, sizeof *l);
+  if (!l) {
+    nomem(err);
+    return NULL;
+  }
+  pc_rpc_auth_t auth = {s->secret, s->system_secret, s->tls};
+  l->rpc = pc_rpc_client_create(host, port, &auth, err);
+  if (!l->rpc) {
+    free(l);
+    return NULL;
+  }
+  atomic_init(&l->refs, 1);
+  snprintf(l->addr, sizeof l->addr, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
+           (unsigned)port);
+  return l;
+}
+
 pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
                                  const pc_rpc_auth_t *auth,
                                  uint32_t timeout_ms, pc_error_t *err) {
@@ -969,29 +1144,69 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
   }
   s->base.ops = &remote_ops;
   s->n = n;
+  for (size_t i = 0; i < n; i++) pthread_mutex_init(&s->t[i].mu, NULL);
   s->timeout_ms = timeout_ms ? timeout_ms : 10000;
+  if ((auth && auth->secret && !(s->secret = strdup(auth->secret))) ||
+      (auth && auth->system_secret && !(s->system_secret = strdup(auth->system_secret)))) {
+    nomem(err);
+    r_close(&s->base);
+    return NULL;
+  }
+  if (auth && auth->tls) s->tls = pc_tls_ref(auth->tls);
   for (size_t i = 0; i < n; i++) {
     rtablet_t *t = &s->t[i];
     const pc_tablet_addr_t *a = &tablets[i];
     t->name = strdup(a->name);
-    t->host = strdup(a->host);
-    t->port = a->port;
     t->start = dup_n(a->range.start, a->range.start_len);
     t->start_len = a->range.start_len;
     t->end = dup_n(a->range.end, a->range.end_len);
     t->end_len = a->range.end_len;
-    if (!t->name || !t->host || !t->start || !t->end) {
+    t->range_text = range_text(t->start, t->start_len, t->end, t->end_len);
+    if (!t->name || !t->start || !t->end || !t->range_text) {
       nomem(err);
       r_close(&s->base);
       return NULL;
     }
-    t->rpc = pc_rpc_client_create(a->host, a->port, auth, err);
-    if (!t->rpc) {
+    if (a->host && !(t->link = link_new(s, a->host, a->port, err))) {
       r_close(&s->base);
       return NULL;
     }
   }
   return &s->base;
+}
+
+pc_status_t pc_remote_store_route(pc_store_t *base, size_t i, const char *addr, pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  if (i >= s->n) return pc_error_set(err, PC_INVALID, "no tablet %zu", i);
+  rtablet_t *t = &s->t[i];
+  pthread_mutex_lock(&t->mu);
+  int same = addr ? t->link && strcmp(t->link->addr, addr) == 0 : !t->link;
+  pthread_mutex_unlock(&t->mu);
+  if (same) return PC_OK;
+  link_t *l = NULL;
+  if (addr) {
+    char host[300];
+    uint16_t port;
+    pc_status_t st = pc_parse_endpoint(addr, 0, host, sizeof host, &port, err);
+    if (st != PC_OK) {
+      pc_error_prefix(err, "tablet %s's server", t->name);
+      return st;
+    }
+    if (!(l = link_new(s, host, port, err))) return err ? err->code : PC_NOMEM;
+  }
+  pthread_mutex_lock(&t->mu);
+  link_t *old = t->link;
+  t->link = l;
+  pthread_mutex_unlock(&t->mu);
+  link_put(old); /* calls still on it keep it until they end */
+  return PC_OK;
+}
+
+void pc_remote_store_set_refresh(pc_store_t *base, void (*fn)(void *ctx, size_t tablet),
+                                 void *ctx) {
+  remote_t *s = (remote_t *)base;
+  s->refresh = fn;
+  s->refresh_ctx = ctx;
 }
 
 pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,

@@ -163,16 +163,31 @@ pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_
 /* Where a remote store finds a tablet. */
 typedef struct pc_tablet_addr {
   const char *name;
-  const char *host;
+  const char *host; /* NULL: no live server holds it (yet) */
   uint16_t port;
   pc_row_range_t range;
 } pc_tablet_addr_t;
 
 /* A store whose operations go to the tablets (ranges must tile all rows,
- * sorted by start). Every call is bounded by timeout_ms. Returns NULL on
- * error; release with s->ops->close(s). */
+ * sorted by start). Every call is bounded by timeout_ms; a call to a tablet
+ * that no live server holds fails at once with PC_UNAVAILABLE, "tablet NAME
+ * [start, end) has no live server". Returns NULL on error; release with
+ * s->ops->close(s). */
 pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
                                  const pc_rpc_auth_t *auth, uint32_t timeout_ms, pc_error_t *err);
+
+/* Sends tablet i's calls (i in the order of pc_remote_store_open's tablets)
+ * to addr ("host:port") from now on, or, addr NULL, fails them at once: no
+ * live server holds it. Calls already on their way finish where they went.
+ * Thread-safe; a no-op when nothing changes. */
+pc_status_t pc_remote_store_route(pc_store_t *s, size_t i, const char *addr, pc_error_t *err);
+
+/* fn(ctx, i) is called (on a caller's thread, at most every 100 ms per
+ * tablet) when tablet i's server could not be reached or refused a row as
+ * misrouted, or it has none: it should read where the tablet is now and
+ * call pc_remote_store_route, within the caller's deadline (core/deadline.h). Set before the store is
+ * shared; ctx must outlive the store. */
+void pc_remote_store_set_refresh(pc_store_t *s, void (*fn)(void *ctx, size_t tablet), void *ctx);
 
 /* For `percolator status`: a tablet's name, the operations it served and
  * its garbage collection, asked with INFO over an rpc.h client of it. */

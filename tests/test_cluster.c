@@ -13,7 +13,13 @@
  *     has expired (its locks' TTL is 10 minutes, the reader waits at most
  *     20 s): rolled back, or rolled forward once the primary had committed;
  *   - a tablet server killed and restarted under a bank workload loses no
- *     acknowledged transfer and breaks no total;
+ *     acknowledged transfer and breaks no total; while it is down, requests
+ *     to its rows fail at once naming the tablet and its rows (however long
+ *     the caller's store timeout), transfers between the other tablets keep
+ *     committing, and once it is back on another port the clients find it
+ *     through ZooKeeper;
+ *   - a second server for a tablet that a live server holds is refused, and
+ *     so is a configuration whose rows for a tablet differ from ZooKeeper's;
  *   - the oracle killed and restarted under load never goes back;
  *   - a tablet server down while a garbage-collection pass publishes its
  *     safe point starts again with that safe point (from ZooKeeper);
@@ -791,11 +797,14 @@ static void test_kill_client_after_primary_commit(void **state) {
 /* ---- 4. a tablet server killed and restarted under load ----------------- */
 
 #define MAX_ACKS 20000
+/* What a request to t2's rows says while no live server holds t2. */
+#define T2_DOWN "tablet t2 [acct25, r2) has no live server"
 
 typedef struct journal_state {
   pc_db_t *db;
   atomic_int stop;
   atomic_int acked, failed;
+  atomic_int no_server; /* failures saying that t2 has no live server */
   atomic_int fatal;
   char fatal_text[400];
   pthread_mutex_t mu;
@@ -833,6 +842,7 @@ static void *journal_worker(void *arg) {
       atomic_fetch_add(&js->acked, 1);
     } else if (transient(st) || st == PC_UNAVAILABLE) {
       atomic_fetch_add(&js->failed, 1);
+      if (st == PC_UNAVAILABLE && strstr(err.text, T2_DOWN)) atomic_fetch_add(&js->no_server, 1);
       sleep_ms(5);
     } else {
       pthread_mutex_lock(&js->mu);
@@ -898,10 +908,70 @@ static void test_tablet_kill_restart(void **state) {
   /* the clients notice: transfers touching t2 fail (not acknowledged) */
   wait_counter(&js.failed, failed_at_kill + 10, 60000, &js, "failures while t2 is down");
 
-  tu_cluster_restart(fx->dir, 3);
+  /* ZooKeeper ends the dead server's session, and its owner node with it */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/cluster.json", fx->dir);
+  pc_error_t err;
+  pc_config_t *ccfg = pc_config_load(path, &err);
+  if (!ccfg) fail_msg("%s: %s", path, err.text);
+  pc_coord_t *zc = pc_coord_open(ccfg->zookeeper.connect, ccfg->zookeeper.root,
+                                 ccfg->zookeeper.session_timeout_ms, 0, 20000, &err);
+  if (!zc) fail_msg("coordination: %s", err.text);
+  char owner[300] = "?";
+  uint64_t until = now_ms() + 60000;
+  while (owner[0] && now_ms() < until) {
+    if (pc_coord_tablet_owner(zc, "t2", 1, 5000, owner, sizeof owner, NULL, &err) != PC_OK)
+      fail_msg("t2's owner: %s", err.text);
+    if (owner[0]) sleep_ms(50);
+  }
+  if (owner[0]) fail_msg("t2 still held by %s a minute after its server died", owner);
+  /* the workload's client (its map followed with a watch) fails fast on t2's
+   * rows, while transfers between the other tablets keep committing */
+  int acked_down = atomic_load(&js.acked);
+  wait_counter(&js.no_server, 1, 60000, &js, "failures naming t2 as having no live server");
+  wait_counter(&js.acked, acked_down + 20, 60000, &js, "transfers while t2 has no server");
+  /* a client whose store calls may wait an hour learns at once that t2 has
+   * no server: had it waited for the store's timeout, this test would time
+   * out instead */
+  char *patient = client_config(fx->dir, "patient-client", 3000, 3600000);
+  pc_db_t *probe = open_config(patient);
+  pc_txn_t *pt = pc_txn_begin(probe, &err);
+  if (!pt) fail_msg("begin: %s", err.text);
+  pc_txn_set_timeout_ms(pt, 3600000);
+  char *pv = NULL;
+  size_t pn = 0;
+  pc_status_t pst = pc_txn_get(pt, BANK, "acct30", 6, "bal", 3, &pv, &pn, &err);
+  pc_free(pv);
+  if (pst != PC_UNAVAILABLE || !strstr(err.text, T2_DOWN))
+    fail_msg("a read of acct30 while t2 has no server: %s: %s (wanted unavailable: %s)",
+             pc_status_name(pst), pst == PC_OK ? "" : err.text, T2_DOWN);
+  fprintf(stderr, "tablet kill: while t2 is down: %s\n", err.text);
+  pc_txn_destroy(pt);
+
+  /* t2 comes back on another port, which no configuration names */
+  int old_port = ccfg->tablets[1].listen.port;
+  int new_port = tu_cluster_restart_moved(fx->dir, 3);
+  assert_int_not_equal(new_port, old_port);
   assert_int_equal(waitpid(t2, NULL, 0), t2); /* reaped once its successor is recorded */
+  if (pc_coord_tablet_owner(zc, "t2", 1, 5000, owner, sizeof owner, NULL, &err) != PC_OK)
+    fail_msg("t2's owner: %s", err.text);
+  char want[32];
+  snprintf(want, sizeof want, "127.0.0.1:%d", new_port);
+  assert_string_equal(owner, want);
+  pc_coord_close(zc);
+  pc_config_free(ccfg);
+  /* the probe, which never knew where t2 is, finds it through ZooKeeper */
+  pt = pc_txn_begin(probe, &err);
+  if (!pt) fail_msg("begin: %s", err.text);
+  pc_txn_set_timeout_ms(pt, 30000);
+  pst = pc_txn_get(pt, BANK, "acct30", 6, "bal", 3, &pv, &pn, &err);
+  pc_free(pv);
+  if (pst != PC_OK) fail_msg("acct30 after t2's restart: %s: %s", pc_status_name(pst), err.text);
+  pc_txn_destroy(pt);
+  pc_db_close(probe);
+  free(patient);
   int acked_at_restart = atomic_load(&js.acked);
-  /* the workload goes on, through t2 again */
+  /* the workload goes on, through t2 again: its client follows the map */
   wait_counter(&js.acked, acked_at_restart + 200, 120000, &js, "transfers after the restart");
   join_threads();
   if (atomic_load(&js.fatal)) fail_msg("%s", js.fatal_text);
@@ -914,7 +984,6 @@ static void test_tablet_kill_restart(void **state) {
 
   /* the total is constant */
   long sum = 0;
-  pc_error_t err;
   pc_status_t st = total_by_gets(js.db, 30000, &sum, &err);
   if (st != PC_OK) fail_msg("final read: %s: %s", pc_status_name(st), err.text);
   assert_int_equal(sum, total);
@@ -975,6 +1044,98 @@ static void test_tablet_kill_restart(void **state) {
   pthread_mutex_destroy(&js.mu);
   stop_cluster_checked(fx);
   free(cfg);
+}
+
+/* Runs `percolator --config cfg tablet --name name` to its end (bounded:
+ * SIGKILL after timeout_ms), its output into log; returns its exit status,
+ * or -1 when it had to be killed. */
+static int run_tablet_server(fixture_t *fx, const char *cfg, const char *name, const char *log,
+                             long timeout_ms) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(1);
+    execl(cli_path(), cli_path(), "--config", cfg, "tablet", "--name", name, (char *)NULL);
+    _exit(127);
+  }
+  fx_add_pid(fx, pid);
+  int status = 0;
+  if (!wait_exit(pid, timeout_ms, &status)) {
+    kill_and_reap(pid);
+    fx_forget_pid(fx, pid);
+    return -1;
+  }
+  fx_forget_pid(fx, pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return strdup("");
+  char *buf = calloc(1, 65536);
+  assert_non_null(buf);
+  size_t n = fread(buf, 1, 65535, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* A second server for a tablet that a live server holds is refused, naming
+ * the tablet and its owner; a configuration whose rows for a tablet differ
+ * from what ZooKeeper records is refused, naming the tablet, by clients and
+ * by servers. */
+static void test_tablet_owned_refused(void **state) {
+  fixture_t *fx = *state;
+  NEED_CLUSTER(fx);
+  char path[4200], cfg2[4300], log[4300];
+  snprintf(path, sizeof path, "%s/daemons0.json", fx->dir);
+  json_t *j = json_load_file(path, 0, NULL);
+  assert_non_null(j);
+  /* another data directory: the same one is refused by its lock before
+   * ZooKeeper is asked */
+  char data2[4300];
+  snprintf(data2, sizeof data2, "%s/data2", fx->dir);
+  json_object_set_new(j, "data_dir", json_string(data2));
+  snprintf(cfg2, sizeof cfg2, "%s/second.json", fx->dir);
+  assert_int_equal(json_dump_file(j, cfg2, 0), 0);
+  snprintf(log, sizeof log, "%s/second-t2.log", fx->dir);
+  int code = run_tablet_server(fx, cfg2, "t2", log, 120000);
+  char *out = slurp(log);
+  char cpath[4200];
+  snprintf(cpath, sizeof cpath, "%s/cluster.json", fx->dir);
+  pc_error_t err;
+  pc_config_t *ccfg = pc_config_load(cpath, &err);
+  if (!ccfg) fail_msg("%s: %s", cpath, err.text);
+  char want[200];
+  snprintf(want, sizeof want, "tablet t2 is held by the live server at 127.0.0.1:%u",
+           (unsigned)ccfg->tablets[1].listen.port);
+  if (code <= 0 || !strstr(out, want) || !strstr(out, "a second server for it is refused"))
+    fail_msg("a second server for t2 exited with %d, saying:\n%s\n(wanted: %s)", code, out, want);
+  fprintf(stderr, "second server: %s", out);
+  free(out);
+  pc_config_free(ccfg);
+
+  /* t2's and t3's boundary moved: refused by a client and by a server */
+  json_t *tablets = json_object_get(j, "tablets");
+  json_object_set_new(json_array_get(tablets, 1), "end", json_string("r3"));
+  json_object_set_new(json_array_get(tablets, 2), "start", json_string("r3"));
+  assert_int_equal(json_dump_file(j, cfg2, 0), 0);
+  json_decref(j);
+  pc_db_t *db = pc_db_open_config(cfg2, &err);
+  if (db || err.code != PC_INVALID || !strstr(err.text, "tablet t2: the configuration gives it rows [acct25, r3)") ||
+      !strstr(err.text, "holds [acct25, r2)"))
+    fail_msg("a client with t2's rows changed: %s", db ? "opened" : err.text);
+  code = run_tablet_server(fx, cfg2, "t3", log, 120000);
+  out = slurp(log);
+  if (code <= 0 || !strstr(out, "tablet t3: the configuration gives it rows [r3, end)"))
+    fail_msg("a server of t3 with its rows changed exited with %d, saying:\n%s", code, out);
+  free(out);
+  stop_cluster_checked(fx);
 }
 
 /* ---- 5. the oracle killed and restarted never goes back ----------------- */
@@ -1818,6 +1979,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_kill_client_after_primary_commit, setup_cluster,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_tablet_kill_restart, setup_cluster, teardown),
+      cmocka_unit_test_setup_teardown(test_tablet_owned_refused, setup_cluster, teardown),
       cmocka_unit_test_setup_teardown(test_oracle_kill_restart, setup_cluster, teardown),
       cmocka_unit_test_setup_teardown(test_tablet_loads_published_safe_point, setup_cluster,
                                       teardown),

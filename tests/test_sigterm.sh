@@ -151,9 +151,16 @@ wait_file "$WORK/ready-1.json" "$RUN"
 client_config "$WORK/ready-1.json" "$WORK/client-1.json"
 C="$WORK/client-1.json"
 load_big "$C"
-start_scan "$C" run "$(endpoint "$WORK/ready-1.json" t1 http)"
 start_clients "$C" run
-sleep 1 # the clients and the workers are busy too
+# the clients and the workers are busy too, and the first document (read back
+# after the restart below) is acknowledged: wait for it, however busy the
+# machine, before the scan (which must still run at the signal) starts
+for _ in $(seq 600); do
+  timeout 20 "$CLI" --config "$C" get docs http://example.org/run/1/1 doc:contents \
+    >/dev/null 2>&1 && break
+  sleep 0.1
+done
+start_scan "$C" run "$(endpoint "$WORK/ready-1.json" t1 http)"
 t0=$(date +%s%N)
 kill -TERM "$RUN"
 wait_exit "$RUN" $((BOUND + MARGIN))

@@ -288,20 +288,28 @@ static void set_pid(const char *dir, int index, pid_t pid) {
   fclose(f);
 }
 
-void tu_cluster_restart(const char *dir, int index) {
+static int cluster_restart(const char *dir, int index, int moved) {
   static const char *const verbs[] = {"tso", "tso", "tablet", "tablet", "tablet"};
   static const char *const logs[] = {"tso", "tso-standby", "tablet-t1", "tablet-t2", "tablet-t3"};
   if (index < 0 || index > 4) die("tu_cluster_restart: no such daemon in this cluster", NULL);
   char cfg[4200], ready[4200];
-  /* an elected oracle may come back on any port; a tablet on its own */
-  snprintf(cfg, sizeof cfg, "%s/%s", dir, index < 2 ? "daemons0.json" : "cluster.json");
+  /* an elected oracle may come back on any port; a tablet on its own, or,
+   * moved, on any (clients find it in ZooKeeper) */
+  snprintf(cfg, sizeof cfg, "%s/%s", dir,
+           index < 2 || moved ? "daemons0.json" : "cluster.json");
   snprintf(ready, sizeof ready, "%s/%s.ready", dir, logs[index]);
   remove(ready);
   pid_t pid = spawn_daemon(dir, cfg, verbs[index], index >= 2 ? tablet_names[index - 2] : NULL,
                            logs[index]);
   set_pid(dir, index, pid);
-  if (index < 2) (void)ready_port(dir, logs[index], "tso", NULL, pid);
-  else (void)ready_port(dir, logs[index], NULL, tablet_names[index - 2], pid);
+  if (index < 2) return ready_port(dir, logs[index], "tso", NULL, pid);
+  return ready_port(dir, logs[index], NULL, tablet_names[index - 2], pid);
+}
+
+void tu_cluster_restart(const char *dir, int index) { (void)cluster_restart(dir, index, 0); }
+
+int tu_cluster_restart_moved(const char *dir, int index) {
+  return cluster_restart(dir, index, 1);
 }
 
 pid_t tu_cluster_pid(const char *dir, int index) {

@@ -71,6 +71,10 @@ pc_db_t *tu_cluster_open(const char *dir, uint32_t lock_ttl_ms);
 /* Starts daemon index again (after the test killed it) on the same port and
  * data, waiting until it listens, and records its new pid. */
 void tu_cluster_restart(const char *dir, int index);
+/* The same, but a tablet (index 2..4) listens on a new ephemeral port,
+ * which dir/cluster.json does not name: clients find it through ZooKeeper.
+ * Returns its port. */
+int tu_cluster_restart_moved(const char *dir, int index);
 
 /* Makes the certificates of tests/certs.sh in dir (a CA, one certificate
  * per name of the space-separated names, each also signed by a rogue CA),

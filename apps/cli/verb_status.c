@@ -1,6 +1,7 @@
 /* verb_status.c — `percolator status`: what the configuration's daemons say
  * about themselves — the elected oracle and its standbys, each tablet's row
- * range, operations and garbage collection — and what the cluster keeps in
+ * range, the server holding it (its owner in ZooKeeper's tablet map, or "no
+ * live server"), operations and garbage collection — and what the cluster keeps in
  * ZooKeeper: the live clients with the oldest snapshot each holds, the
  * workers with the share of the notification buckets each takes, the
  * published safe point; or, without a cluster, the embedded store's
@@ -226,25 +227,56 @@ static void report_coordination(report_t *r, pc_coord_t *coord, const pc_config_
   }
 }
 
-static void report_tablets(report_t *r, const pc_config_t *cfg) {
+/* Where tablet t is served: with "zookeeper", by its owner in the tablet
+ * map (PC_UNAVAILABLE "no live server" when it has none), else at its
+ * configured listen. *owned = 1 when ZooKeeper named it. */
+static pc_status_t tablet_endpoint(const pc_config_t *cfg, pc_coord_t *coord,
+                                   const pc_config_tablet_t *t, pc_endpoint_t *ep, int *owned,
+                                   pc_error_t *err) {
+  *ep = t->listen;
+  *owned = 0;
+  if (!cfg->zookeeper.set) return PC_OK;
+  if (!coord) return pc_error_set(err, PC_UNAVAILABLE, "no ZooKeeper session to find its server");
+  char owner[300];
+  pc_status_t st =
+      pc_coord_tablet_owner(coord, t->name, 0, STATUS_TIMEOUT_MS, owner, sizeof owner, NULL, err);
+  if (st != PC_OK) return st;
+  if (!owner[0]) {
+    ep->port = 0;
+    return pc_error_set(err, PC_UNAVAILABLE, "no live server");
+  }
+  st = pc_parse_endpoint(owner, 0, ep->host, sizeof ep->host, &ep->port, err);
+  *owned = st == PC_OK;
+  return st;
+}
+
+static void report_tablets(report_t *r, const pc_config_t *cfg, pc_coord_t *coord) {
   json_t *arr = json_array();
   for (size_t i = 0; i < cfg->ntablets; i++) {
     const pc_config_tablet_t *t = &cfg->tablets[i];
     pc_error_t err;
     pc_error_clear(&err);
-    pc_rpc_client_t *c = pc_config_rpc_client(cfg, t->listen.host, t->listen.port, &err);
+    pc_endpoint_t ep;
+    int owned;
+    pc_status_t st = tablet_endpoint(cfg, coord, t, &ep, &owned, &err);
+    pc_rpc_client_t *c =
+        st == PC_OK ? pc_config_rpc_client(cfg, ep.host, ep.port, &err) : NULL;
     pc_buf_t name = {0};
     uint64_t ops = 0;
     pc_tablet_gc_t gc = {0};
-    pc_status_t st =
-        c ? pc_tablet_remote_info(c, STATUS_TIMEOUT_MS, &name, &ops, &gc, &err) : err.code;
+    if (st == PC_OK)
+      st = c ? pc_tablet_remote_info(c, STATUS_TIMEOUT_MS, &name, &ops, &gc, &err) : err.code;
     if (c) pc_rpc_client_destroy(c);
     const char *e = st == PC_OK ? NULL : err.text;
     r->down += st != PC_OK;
     char what[96];
     snprintf(what, sizeof what, "tablet %s", t->name);
+    if (!r->json && cfg->zookeeper.set && !owned) {
+      printf("%-18s %-13s %-5s ", what, "(no owner)", "down");
+    } else if (!r->json) {
+      line(r, what, &ep, e ? "" : NULL); /* the error follows the range */
+    }
     if (!r->json) {
-      line(r, what, &t->listen, e ? "" : NULL); /* the error follows the range */
       fputs("rows [", stdout);
       print_range(stdout, t->start, t->start_len, "\"\"");
       fputs(", ", stdout);
@@ -257,8 +289,14 @@ static void report_tablets(report_t *r, const pc_config_t *cfg) {
       else printf("  %s", e);
       putchar('\n');
     }
-    json_t *o = endpoint_obj(&t->listen, e);
+    json_t *o = endpoint_obj(&ep, e);
     json_object_set_new(o, "name", json_string(t->name));
+    if (cfg->zookeeper.set) { /* the server holding it in the tablet map, or null */
+      char addr[PC_HOST_MAX + 16];
+      snprintf(addr, sizeof addr, strchr(ep.host, ':') ? "[%s]:%u" : "%s:%u", ep.host,
+               (unsigned)ep.port);
+      json_object_set_new(o, "owner", owned ? json_string(addr) : json_null());
+    }
     fmt_json_bytes(o, "start", t->start, t->start_len);
     fmt_json_bytes(o, "end", t->end, t->end_len);
     if (!e) {
@@ -564,11 +602,12 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
                         cfg->zookeeper.session_timeout_ms, 0, STATUS_TIMEOUT_MS, &err);
       report_tso_elected(&r, coord, cfg);
       report_coordination(&r, coord, cfg, coord ? NULL : err.text);
+      report_tablets(&r, cfg, coord); /* each one's server from the tablet map */
       pc_coord_close(coord);
-    } else if (cfg->tso.set && cfg->tso.listen.set) {
-      report_tso(&r, cfg);
+    } else {
+      if (cfg->tso.set && cfg->tso.listen.set) report_tso(&r, cfg);
+      report_tablets(&r, cfg, NULL);
     }
-    report_tablets(&r, cfg);
     if (!r.down) { /* every daemon answered: count the notifications through them */
       pc_db_t *db = pc_db_open_config_timeout(ctx->config, 0, ctx->timeout_ms, &err);
       if (db) {
