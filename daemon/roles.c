@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/db.h"
@@ -297,7 +298,17 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
      * higher safe point, below which the other tablets deleted: refuse the
      * reads they refuse before serving any */
     uint64_t safe = 0;
-    st = pc_coord_safe_point(d->coord, d->cfg->store.timeout_ms, &safe, err);
+    /* it cannot serve without the value: a ZooKeeper that is slow to answer
+     * (a busy machine, a session being re-established) is waited for as long
+     * as a previous run's session may last, as the claim below does */
+    uint64_t until = pc_now_mono_ms() + 2ull * pc_coord_session_timeout(d->coord) +
+                     d->cfg->store.timeout_ms;
+    for (;;) {
+      st = pc_coord_safe_point(d->coord, d->cfg->store.timeout_ms, &safe, err);
+      if ((st != PC_TIMEOUT && st != PC_UNAVAILABLE) || pc_now_mono_ms() >= until) break;
+      struct timespec pause = {0, 200 * 1000000L};
+      nanosleep(&pause, NULL);
+    }
     if (st != PC_OK) pc_error_prefix(err, "reading the published safe point");
     else if (safe > store->ops->gc_safe_point(store))
       st = pc_local_store_raise_gc_safe_point(store, safe, err);
