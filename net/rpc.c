@@ -1777,7 +1777,7 @@ struct pc_rpc_client {
   /* loop thread only */
   struct bufferevent *bev;
   unsigned addr_index;
-  /* pc_rpc_client_test_connect's connector (tests and fuzzing only) */
+  /* pc_rpc_client_test_create's connector (tests and fuzzing only) */
   pc_rpc_test_connect_fn test_connect;
   void *test_ctx;
 };
@@ -1945,7 +1945,9 @@ static void start_connect(struct pc_rpc_client *c) {
   }
   struct timeval tv = ms_tv(CONNECT_TIMEOUT_MS);
   evtimer_add(c->connect_ev, &tv);
-  if (given) link_connected(c); /* connected already: what BEV_EVENT_CONNECTED does */
+  /* connected already: what BEV_EVENT_CONNECTED does (TLS says so after
+   * its handshake, over the given socket as over any) */
+  if (given && !c->creds.tls) link_connected(c);
 }
 
 /* mu held, loop thread: sends what is queued, connecting first if needed. */
