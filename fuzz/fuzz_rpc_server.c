@@ -1,6 +1,8 @@
 /* fuzz_rpc_server.c — the rpc server's frame reader (net/rpc.c) against any
- * bytes a peer can send on a connection: each input is sent on a new TCP
- * connection to a real server of this process, which is then half-closed;
+ * bytes a peer can send on a connection: each input is sent on a new
+ * connection to a real server of this process (a socketpair whose end the
+ * server adopts as if accepted from 127.0.0.1, pc_rpc_server_test_adopt: no
+ * TCP handshake, no port per input), which is then half-closed;
  * the server must answer with well-formed reply frames only, and close the
  * connection (it does when the peer has nothing more to send), never crash
  * or hang. First byte: bit 0 picks the server with a secret ("fuzz", so
@@ -9,9 +11,7 @@
  * The handler echoes the body of ops 0x10..0x3f (0x11 on the I/O thread),
  * fails 0x40..0x7f with a message, and the frame limit is 4 KiB, so that
  * every branch of the reader is within reach of small inputs. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -88,13 +88,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   if (!servers[0]) start_servers();
   pc_rpc_server_t *s = servers[data[0] & 1];
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  FUZZ_CHECK(fd >= 0);
-  struct sockaddr_in sa = {0};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(pc_rpc_server_port(s));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  FUZZ_CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+  int sv[2];
+  FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  FUZZ_CHECK(pc_rpc_server_test_adopt(s, sv[1]) == 0);
+  int fd = sv[0];
   /* a server that hangs fails the input instead of the run */
   struct timeval tv = {10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

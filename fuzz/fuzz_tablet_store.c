@@ -7,15 +7,17 @@
  * with a known store status and ends with its message; the handler fails
  * only for an unknown op; a failure's message says why; nothing crashes.
  *
- * The store lives in the scratch directory, without fsync, and is replaced
- * by an empty one every STORE_INPUTS inputs, so that what earlier inputs
+ * The store lives in the scratch directory (in /dev/shm under fuzz/run.sh),
+ * without fsync (pc_local_options_t.sync 0) and with a 1 MiB memtable, and
+ * is replaced by an empty one (the old one removed) every STORE_INPUTS
+ * inputs, so that what earlier inputs
  * wrote (a garbage-collection safe point that refuses every read, say) does
  * not narrow what later ones can reach, and raw scans stay short. A GC
  * request's rate is set to 0 (no bound) before it is served: a low rate
  * makes a pass sleep by design. fuzz/run.sh runs it with -detect_leaks=0:
  * the store keeps memory between inputs, so libFuzzer would run
  * LeakSanitizer after each one. Instead the target looks for leaks itself
- * each time it has closed a store, and when the run ends. */
+ * after every tenth store it has closed, and when the run ends. */
 #include <sanitizer/lsan_interface.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,10 +29,14 @@
 #include "tablet/tablet.h"
 
 #define STORE_INPUTS 1000
+#define LEAK_CHECK_STORES 10
 #define MAX_REQUESTS 16
+#define REPLY_CAP (64u << 10)
 
 static pc_tablet_t *tablet;
+static char path[4200]; /* the store's directory */
 static unsigned inputs, generation;
+static int running = 1;
 static uint64_t clock_ts = 1000;
 
 static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
@@ -41,7 +47,6 @@ static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
 }
 
 static void open_tablet(void) {
-  char path[4200];
   snprintf(path, sizeof path, "%s/store-%u", fuzz_scratch_dir(), generation++);
   pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 1u << 20};
   pc_error_t err;
@@ -52,20 +57,34 @@ static void open_tablet(void) {
   pc_row_range_t range = {"", 0, "\xff\xff", 2};
   tablet = pc_tablet_create("fuzz", s, &range, ts_source, NULL);
   FUZZ_CHECK(tablet != NULL);
+  /* every other store with a server's limits (a lease cap, replies of at
+   * most REPLY_CAP bytes: scans past it refused, lock scans cut), the others
+   * with none (the handler's own caps) */
+  if (generation % 2) pc_tablet_set_limits(tablet, 60000, REPLY_CAP);
 }
 
-/* Closes the store, after which nothing of it may be left. */
+/* Closes the store, after which nothing of it may be left: checked after
+ * every LEAK_CHECK_STORES stores (a leak stays reachable to the check until
+ * then, and one check walks the whole heap, libFuzzer's corpus included,
+ * which costs as much as a few hundred inputs), and when the run ends. */
 static void close_tablet(void) {
   pc_tablet_destroy(tablet);
   tablet = NULL;
-  FUZZ_CHECK(__lsan_do_recoverable_leak_check() == 0);
+  fuzz_remove_tree(path); /* else ten million inputs leave ten thousand stores in memory */
+  if (generation % LEAK_CHECK_STORES == 0 || !running)
+    FUZZ_CHECK(__lsan_do_recoverable_leak_check() == 0);
+}
+
+static void close_at_exit(void) {
+  running = 0;
+  if (tablet) close_tablet();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (tablet && inputs % STORE_INPUTS == 0) close_tablet();
   if (!tablet) {
     open_tablet();
-    if (generation == 1) atexit(close_tablet);
+    if (generation == 1) atexit(close_at_exit);
   }
   inputs++;
   fuzz_chunks_t in = {data, size, 0};

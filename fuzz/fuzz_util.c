@@ -21,8 +21,10 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
   return remove(path);
 }
 
+void fuzz_remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
 static void remove_scratch(void) {
-  if (scratch[0]) nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (scratch[0]) fuzz_remove_tree(scratch);
 }
 
 const char *fuzz_scratch_dir(void) {

@@ -14,6 +14,9 @@
  * process exits normally; fuzz/run.sh removes it after a crash. */
 const char *fuzz_scratch_dir(void);
 
+/* Removes path and everything under it (a store a target is done with). */
+void fuzz_remove_tree(const char *path);
+
 /* An input read as a sequence of chunks: u8 tag, u16 length (big-endian),
  * then that many bytes (fewer when the input ends first). */
 typedef struct fuzz_chunks {

@@ -1233,6 +1233,42 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
   pc_log(PC_LOG_DEBUG, "%s: connection from %s", s->name, peer);
 }
 
+/* pc_rpc_server_test_adopt's hand-over to the loop thread. */
+typedef struct adopt {
+  struct pc_rpc_server *s;
+  evutil_socket_t fd;
+} adopt_t;
+
+static void adopt_cb(evutil_socket_t fd, short what, void *arg) {
+  adopt_t *a = arg;
+  (void)fd;
+  (void)what;
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  accept_cb(NULL, a->fd, (struct sockaddr *)&sa, (int)sizeof sa, a->s);
+  free(a);
+}
+
+int pc_rpc_server_test_adopt(pc_rpc_server_t *s, int fd) {
+  adopt_t *a = malloc(sizeof *a);
+  struct timeval now = {0, 0};
+  if (!a || evutil_make_socket_nonblocking(fd) != 0) {
+    free(a);
+    evutil_closesocket(fd);
+    return -1;
+  }
+  a->s = s;
+  a->fd = fd;
+  if (event_base_once(s->base, -1, EV_TIMEOUT, adopt_cb, a, &now) != 0) {
+    free(a);
+    evutil_closesocket(fd);
+    return -1;
+  }
+  return 0;
+}
+
 static void accept_error_cb(struct evconnlistener *l, void *arg) {
   struct pc_rpc_server *s = arg;
   int e = EVUTIL_SOCKET_ERROR();
@@ -1741,6 +1777,9 @@ struct pc_rpc_client {
   /* loop thread only */
   struct bufferevent *bev;
   unsigned addr_index;
+  /* pc_rpc_client_test_create's connector (tests and fuzzing only) */
+  pc_rpc_test_connect_fn test_connect;
+  void *test_ctx;
 };
 
 static void sq_remove(struct pc_rpc_client *c, call_t *k) {
@@ -1829,7 +1868,7 @@ static void link_failed(struct pc_rpc_client *c, const char *reason) {
   evtimer_del(c->connect_ev);
   c->link = LINK_DOWN;
   snprintf(c->reason, sizeof c->reason, "%s", reason);
-  c->next_attempt_ms = pc_now_mono_ms() + c->backoff_ms;
+  c->next_attempt_ms = pc_now_mono_ms() + (c->test_connect ? 0 : c->backoff_ms);
   c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
   c->addr_index++;
   schedule_retry(c);
@@ -1847,6 +1886,7 @@ static void link_lost(struct pc_rpc_client *c, const char *reason) {
 
 static void client_read_cb(struct bufferevent *bev, void *arg);
 static void client_event_cb(struct bufferevent *bev, short what, void *arg);
+static void link_connected(struct pc_rpc_client *c);
 
 /* mu held, loop thread: starts a connection attempt (drops mu while
  * resolving the host). */
@@ -1876,10 +1916,14 @@ static void start_connect(struct pc_rpc_client *c) {
   struct addrinfo *ai = res;
   for (unsigned i = 0; i < c->addr_index % n; i++) ai = ai->ai_next;
   char reason[160] = "";
-  evutil_socket_t fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int given = c->test_connect != NULL; /* a connected fd from the test hook */
+  evutil_socket_t fd = given ? c->test_connect(c->test_ctx)
+                             : socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    snprintf(reason, sizeof reason, "socket: %s", strerror(errno));
+    snprintf(reason, sizeof reason, "socket: %s",
+             given ? "refused by the test hook" : strerror(errno));
   } else {
+    if (given) evutil_make_socket_nonblocking(fd);
     set_nodelay(fd);
     c->bev = c->creds.tls ? pc_tls_client_bev(c->creds.tls, c->base, fd, c->host)
                           : bufferevent_socket_new(c->base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -1890,7 +1934,7 @@ static void start_connect(struct pc_rpc_client *c) {
     } else {
       bufferevent_setcb(c->bev, client_read_cb, NULL, client_event_cb, c);
       bufferevent_enable(c->bev, EV_READ);
-      if (bufferevent_socket_connect(c->bev, ai->ai_addr, (int)ai->ai_addrlen) != 0)
+      if (!given && bufferevent_socket_connect(c->bev, ai->ai_addr, (int)ai->ai_addrlen) != 0)
         snprintf(reason, sizeof reason, "%s", strerror(errno));
     }
   }
@@ -1901,6 +1945,9 @@ static void start_connect(struct pc_rpc_client *c) {
   }
   struct timeval tv = ms_tv(CONNECT_TIMEOUT_MS);
   evtimer_add(c->connect_ev, &tv);
+  /* connected already: what BEV_EVENT_CONNECTED does (TLS says so after
+   * its handshake, over the given socket as over any) */
+  if (given && !c->creds.tls) link_connected(c);
 }
 
 /* mu held, loop thread: sends what is queued, connecting first if needed. */
@@ -2024,21 +2071,26 @@ static void auth_reply(struct pc_rpc_client *c, uint8_t op, const unsigned char 
   }
 }
 
+/* mu held, loop thread: the connection is established. */
+static void link_connected(struct pc_rpc_client *c) {
+  pc_log(PC_LOG_DEBUG, "rpc client: connected to %s", c->endpoint);
+  if (rpc_creds_has_secret(&c->creds)) { /* prove the secret before any call */
+    c->link = LINK_AUTH;
+    if (rpc_random(c->cnonce, sizeof c->cnonce) != 0 ||
+        send_auth_frame(c, PC_RPC_OP_HELLO, c->cnonce, sizeof c->cnonce) != 0)
+      link_lost(c, "cannot start authentication");
+  } else {
+    link_up(c);
+  }
+}
+
 static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
   struct pc_rpc_client *c = arg;
   (void)bev;
   int e = EVUTIL_SOCKET_ERROR();
   pthread_mutex_lock(&c->mu);
   if (what & BEV_EVENT_CONNECTED) {
-    pc_log(PC_LOG_DEBUG, "rpc client: connected to %s", c->endpoint);
-    if (rpc_creds_has_secret(&c->creds)) { /* prove the secret before any call */
-      c->link = LINK_AUTH;
-      if (rpc_random(c->cnonce, sizeof c->cnonce) != 0 ||
-          send_auth_frame(c, PC_RPC_OP_HELLO, c->cnonce, sizeof c->cnonce) != 0)
-        link_lost(c, "cannot start authentication");
-    } else {
-      link_up(c);
-    }
+    link_connected(c);
   } else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
     char tls_why[300];
     const char *reason = (what & BEV_EVENT_ERROR) && e ? evutil_socket_error_to_string(e)
@@ -2180,8 +2232,10 @@ static void client_free(struct pc_rpc_client *c) {
   free(c);
 }
 
-pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
-                                      pc_error_t *err) {
+/* A client; own_thread 0 (pc_rpc_client_test_create only): its loop runs
+ * inside pc_rpc_test_finish. */
+static struct pc_rpc_client *client_new(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
+                                        int own_thread, pc_error_t *err) {
   if (!host || !host[0] || strlen(host) >= sizeof ((struct pc_rpc_client *)0)->host) {
     pc_error_set(err, PC_INVALID, "rpc client: host must be 1..255 characters");
     return NULL;
@@ -2224,12 +2278,29 @@ pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const pc_
     client_free(c);
     return NULL;
   }
+  if (!own_thread) return c;
   if (start_thread(&c->thread, client_main, c) != 0) {
     pc_error_set(err, PC_INTERNAL, "rpc client for %s: cannot start its thread", c->endpoint);
     client_free(c);
     return NULL;
   }
   c->thread_started = 1;
+  return c;
+}
+
+pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
+                                      pc_error_t *err) {
+  return client_new(host, port, auth, 1, err);
+}
+
+pc_rpc_client_t *pc_rpc_client_test_create(const char *host, uint16_t port,
+                                           const pc_rpc_auth_t *auth, pc_rpc_test_connect_fn fn,
+                                           void *ctx, pc_error_t *err) {
+  struct pc_rpc_client *c = client_new(host, port, auth, 0, err);
+  if (c && !c->local) {
+    c->test_connect = fn;
+    c->test_ctx = ctx;
+  }
   return c;
 }
 
@@ -2409,6 +2480,28 @@ pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent, pc_er
   }
   free(rbody);
   return st;
+}
+
+pc_status_t pc_rpc_test_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent,
+                               pc_error_t *err) {
+  struct pc_rpc_client *c = p ? p->c : NULL;
+  if (c && !p->local && !c->thread_started) { /* run its loop here until p is done */
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+      struct timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      int64_t left_ms = (int64_t)(p->deadline.tv_sec - now.tv_sec) * 1000 +
+                        (p->deadline.tv_nsec - now.tv_nsec) / 1000000;
+      if (p->k.state == CALL_DONE || left_ms <= 0) break;
+      pthread_mutex_unlock(&c->mu);
+      struct timeval tv = ms_tv((uint32_t)left_ms);
+      event_base_loopexit(c->base, &tv); /* no later than the deadline */
+      event_base_loop(c->base, EVLOOP_ONCE);
+      pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+  }
+  return pc_rpc_finish(p, reply, sent, err);
 }
 
 pc_status_t pc_rpc_call(pc_rpc_client_t *c, uint8_t op, const void *body, size_t len,

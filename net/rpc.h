@@ -256,6 +256,43 @@ pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent, pc_er
 /* Fails the calls in flight with PC_UNAVAILABLE, closes, frees. */
 void pc_rpc_client_destroy(pc_rpc_client_t *c);
 
+/* ---- test hooks: for tests and fuzz targets only ----
+ * Not part of libpercolator's interface (not exported) and never used by the
+ * daemons or the library itself: they let a harness in the process hand the
+ * rpc code a connected socket (one end of a socketpair) instead of a TCP
+ * connection, so that thousands of connections a second cost no port, no
+ * accept and no handshake. Without them nothing changes. */
+
+/* Returns a connected stream socket that the client then owns, or -1 (the
+ * attempt fails as a refused connect would). */
+typedef int (*pc_rpc_test_connect_fn)(void *ctx);
+
+/* A client as pc_rpc_client_create's, for a harness: every connection
+ * attempt calls fn(ctx) for its socket instead of resolving host:port and
+ * connecting (TLS, when auth has it, still runs over that socket), and the
+ * socket counts as connected at once; attempts after a failure follow each
+ * other without the backoff wait (the wait itself is not tested through the
+ * hook). It has no thread of its own: its event loop runs on the caller's
+ * thread inside pc_rpc_test_finish, so its calls are made with pc_rpc_start
+ * and pc_rpc_test_finish, one at a time. Release with pc_rpc_client_destroy.
+ * A server of this process registered for host:port (in_process) answers it
+ * as it answers any client. */
+pc_rpc_client_t *pc_rpc_client_test_create(const char *host, uint16_t port,
+                                           const pc_rpc_auth_t *auth, pc_rpc_test_connect_fn fn,
+                                           void *ctx, pc_error_t *err);
+
+/* pc_rpc_finish for a call of such a client: runs the client's event loop
+ * here until the call is done or its deadline passes, then finishes it. For
+ * any other call it is pc_rpc_finish. */
+pc_status_t pc_rpc_test_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent,
+                               pc_error_t *err);
+
+/* Hands fd, a connected stream socket, to s as if it had been accepted from
+ * 127.0.0.1 (limits, authentication and timeouts as for any connection); s
+ * owns it from now on, even when this fails. Safe from any thread. 0, or -1
+ * (out of memory; fd closed). */
+int pc_rpc_server_test_adopt(pc_rpc_server_t *s, int fd);
+
 /* Parses "host:port" (port required, 1..65535 or 0 when allow_zero). */
 pc_status_t pc_parse_endpoint(const char *text, int allow_zero, char *host, size_t hostcap,
                               uint16_t *port, pc_error_t *err);
