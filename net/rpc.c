@@ -3,7 +3,8 @@
  * handler threads fed from a bounded queue, replies handed back to the loop
  * thread through a completion queue), a multiplexing client (one background
  * loop thread, one connection, calls matched to replies by id, lazy
- * reconnection with backoff) and the "host:port" parser. Beneath the framing
+ * reconnection with backoff; opted in, a refused connection attempt fails
+ * the calls waiting for it at once) and the "host:port" parser. Beneath the framing
  * a connection is a bufferevent over TCP or over TLS (net/tls.c); above it,
  * the secret's challenge-response and the roles come from net/rpc_auth.c.
  *
@@ -1746,6 +1747,7 @@ struct pc_rpc_client {
   char host[256];
   uint16_t port;
   char endpoint[300];
+  int fail_on_refusal; /* pc_rpc_client_options_t's (set at creation, like the fields above) */
   rpc_creds_t creds;  /* what it presents */
   unsigned char cnonce[PC_RPC_NONCE], snonce[PC_RPC_NONCE]; /* the exchange under way */
   local_ep_t *local;  /* a server of this process answers it in-process (no thread, no socket) */
@@ -1771,6 +1773,7 @@ struct pc_rpc_client {
   char reason[160]; /* why the last attempt or connection failed */
   char refused[160]; /* the server's refusal of our credentials, until they are accepted */
   int answered;      /* the connection has carried a reply (so a TLS failure is not a refusal) */
+  int refused_errno; /* the last attempt's definite refusal (definite_refusal), until one connects */
   int destroying;
   uint32_t callers;
 
@@ -1874,6 +1877,33 @@ static void link_failed(struct pc_rpc_client *c, const char *reason) {
   schedule_retry(c);
 }
 
+/* Whether errno e, which ended a connection attempt, is the network's
+ * definite answer that nobody serves the endpoint now: nothing listens at
+ * the port (the host answered with a reset), or no route leads to the host
+ * or its network. A timeout is no such answer: a busy server accepts late. */
+static int definite_refusal(int e) {
+  return e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH;
+}
+
+/* mu held, loop thread: a connection attempt failed, with errno e (0 when
+ * the failure has none, or it is unknown). Under fail_on_refusal a definite
+ * refusal fails the calls queued for this attempt now, none of them sent;
+ * otherwise they wait for the next attempt, as after any failure. */
+static void attempt_failed(struct pc_rpc_client *c, int e, const char *reason) {
+  c->refused_errno = definite_refusal(e) ? e : 0;
+  if (c->refused_errno && c->fail_on_refusal && c->sq_head) {
+    char msg[512];
+    if (e == ECONNREFUSED)
+      snprintf(msg, sizeof msg, "connection to %s refused", c->endpoint);
+    else
+      snprintf(msg, sizeof msg, "connection to %s failed: %s", c->endpoint, reason);
+    size_t n = 0;
+    for (; c->sq_head; n++) call_fail(c, c->sq_head, PC_UNAVAILABLE, "%s", msg);
+    pc_log(PC_LOG_DEBUG, "rpc client: %s (%zu calls failed)", msg, n);
+  }
+  link_failed(c, reason);
+}
+
 /* mu held, loop thread: the connection was up and is lost. */
 static void link_lost(struct pc_rpc_client *c, const char *reason) {
   char msg[512];
@@ -1916,10 +1946,12 @@ static void start_connect(struct pc_rpc_client *c) {
   struct addrinfo *ai = res;
   for (unsigned i = 0; i < c->addr_index % n; i++) ai = ai->ai_next;
   char reason[160] = "";
+  int e = 0; /* the errno of a failure, when it has one */
   int given = c->test_connect != NULL; /* a connected fd from the test hook */
   evutil_socket_t fd = given ? c->test_connect(c->test_ctx)
                              : socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
+    e = given ? ECONNREFUSED : errno; /* the hook's failure is a refused connect */
     snprintf(reason, sizeof reason, "socket: %s",
              given ? "refused by the test hook" : strerror(errno));
   } else {
@@ -1934,13 +1966,15 @@ static void start_connect(struct pc_rpc_client *c) {
     } else {
       bufferevent_setcb(c->bev, client_read_cb, NULL, client_event_cb, c);
       bufferevent_enable(c->bev, EV_READ);
-      if (!given && bufferevent_socket_connect(c->bev, ai->ai_addr, (int)ai->ai_addrlen) != 0)
-        snprintf(reason, sizeof reason, "%s", strerror(errno));
+      if (!given && bufferevent_socket_connect(c->bev, ai->ai_addr, (int)ai->ai_addrlen) != 0) {
+        e = errno; /* connect's own (no route, ...), which libevent leaves */
+        snprintf(reason, sizeof reason, "%s", strerror(e));
+      }
     }
   }
   freeaddrinfo(res);
   if (reason[0]) {
-    link_failed(c, reason);
+    attempt_failed(c, e, reason);
     return;
   }
   struct timeval tv = ms_tv(CONNECT_TIMEOUT_MS);
@@ -2074,6 +2108,7 @@ static void auth_reply(struct pc_rpc_client *c, uint8_t op, const unsigned char 
 /* mu held, loop thread: the connection is established. */
 static void link_connected(struct pc_rpc_client *c) {
   pc_log(PC_LOG_DEBUG, "rpc client: connected to %s", c->endpoint);
+  c->refused_errno = 0;
   if (rpc_creds_has_secret(&c->creds)) { /* prove the secret before any call */
     c->link = LINK_AUTH;
     if (rpc_random(c->cnonce, sizeof c->cnonce) != 0 ||
@@ -2111,8 +2146,10 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
       snprintf(why, sizeof why, "closed by the server (%s)", c->refused);
       reason = why;
     }
+    /* a failed connect's errno is the socket's SO_ERROR, which libevent
+     * sets before this call; when it has none, no refusal is assumed */
     if (c->link == LINK_CONNECTING)
-      link_failed(c, reason);
+      attempt_failed(c, (what & BEV_EVENT_ERROR) ? e : 0, reason);
     else if (c->link == LINK_UP || c->link == LINK_AUTH)
       link_lost(c, reason);
   }
@@ -2235,7 +2272,8 @@ static void client_free(struct pc_rpc_client *c) {
 /* A client; own_thread 0 (pc_rpc_client_test_create only): its loop runs
  * inside pc_rpc_test_finish. */
 static struct pc_rpc_client *client_new(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
-                                        int own_thread, pc_error_t *err) {
+                                        const pc_rpc_client_options_t *opts, int own_thread,
+                                        pc_error_t *err) {
   if (!host || !host[0] || strlen(host) >= sizeof ((struct pc_rpc_client *)0)->host) {
     pc_error_set(err, PC_INVALID, "rpc client: host must be 1..255 characters");
     return NULL;
@@ -2259,6 +2297,7 @@ static struct pc_rpc_client *client_new(const char *host, uint16_t port, const p
   pthread_cond_init(&c->idle_cv, NULL);
   c->backoff_ms = BACKOFF_MIN_MS;
   c->link = LINK_DOWN;
+  c->fail_on_refusal = opts && opts->fail_on_refusal;
   if (rpc_creds_init(&c->creds, auth) != 0) {
     pc_error_set(err, PC_NOMEM, "rpc client for %s: out of memory", c->endpoint);
     client_free(c);
@@ -2290,13 +2329,27 @@ static struct pc_rpc_client *client_new(const char *host, uint16_t port, const p
 
 pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
                                       pc_error_t *err) {
-  return client_new(host, port, auth, 1, err);
+  return client_new(host, port, auth, NULL, 1, err);
+}
+
+pc_rpc_client_t *pc_rpc_client_create_opts(const char *host, uint16_t port,
+                                           const pc_rpc_auth_t *auth,
+                                           const pc_rpc_client_options_t *opts, pc_error_t *err) {
+  return client_new(host, port, auth, opts, 1, err);
+}
+
+int pc_rpc_client_refused(pc_rpc_client_t *c) {
+  if (!c || c->local) return 0;
+  pthread_mutex_lock(&c->mu);
+  int e = c->refused_errno;
+  pthread_mutex_unlock(&c->mu);
+  return e;
 }
 
 pc_rpc_client_t *pc_rpc_client_test_create(const char *host, uint16_t port,
                                            const pc_rpc_auth_t *auth, pc_rpc_test_connect_fn fn,
                                            void *ctx, pc_error_t *err) {
-  struct pc_rpc_client *c = client_new(host, port, auth, 0, err);
+  struct pc_rpc_client *c = client_new(host, port, auth, NULL, 0, err);
   if (c && !c->local) {
     c->test_connect = fn;
     c->test_ctx = ctx;

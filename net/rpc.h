@@ -217,6 +217,34 @@ typedef struct pc_rpc_client pc_rpc_client_t;
 pc_rpc_client_t *pc_rpc_client_create(const char *host, uint16_t port, const pc_rpc_auth_t *auth,
                                       pc_error_t *err);
 
+/* How a client treats a server that cannot be reached. All zero (or a NULL
+ * pointer): as pc_rpc_client_create's clients do. */
+typedef struct pc_rpc_client_options {
+  /* By default a call waits through failed connection attempts, retried
+   * with backoff, until its deadline: the server may be restarting. With
+   * fail_on_refusal, an attempt that the network refuses definitely
+   * (ECONNREFUSED: nothing listens at the port; EHOSTUNREACH or
+   * ENETUNREACH: no way to the host) fails at once, with PC_UNAVAILABLE and
+   * "connection to host:port refused" (or the reason), the calls that were
+   * waiting for it; none of them was sent (pc_rpc_call_sent's *sent is 0).
+   * An attempt that times out is no refusal: its calls keep waiting. Calls
+   * made later start new attempts after the usual backoff, so a server that
+   * comes back is found. For callers that can do better than wait: look
+   * the server up again, or tell their own caller at once. */
+  int fail_on_refusal;
+} pc_rpc_client_options_t;
+
+/* pc_rpc_client_create with options (opts is borrowed; NULL: the defaults). */
+pc_rpc_client_t *pc_rpc_client_create_opts(const char *host, uint16_t port,
+                                           const pc_rpc_auth_t *auth,
+                                           const pc_rpc_client_options_t *opts, pc_error_t *err);
+
+/* The errno of the definite refusal (as fail_on_refusal defines it) that
+ * ended c's last connection attempt, or 0: that attempt was not refused,
+ * or a connection has been made since. A view of now, for messages: the
+ * server may come back at any time. Thread-safe. */
+int pc_rpc_client_refused(pc_rpc_client_t *c);
+
 /* Sends a request and waits for its reply for at most timeout_ms, which the
  * request carries as its budget (the server stops working on it then). PC_OK: the
  * reply body is appended to reply. A server-side error returns that status

@@ -510,6 +510,90 @@ static void test_stop_restart(void **state) {
   pc_rpc_server_stop(s);
 }
 
+/* A port of 127.0.0.1 that nobody listens on while fd stays open: bound,
+ * not listening, so a connection to it is refused and no other socket can
+ * take the port meanwhile. */
+static int unlistened_port(uint16_t *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+/* fail_on_refusal: a call whose connection is refused fails at once,
+ * however long its timeout, unsent and naming the endpoint, and later calls
+ * try again, so a server that comes up is found. Without the option a call
+ * waits through refusals: one made before the server comes up reaches it. */
+static void test_fail_on_refusal(void **state) {
+  (void)state;
+  uint16_t port;
+  int hold = unlistened_port(&port);
+  char ep[64], want[96];
+  snprintf(ep, sizeof ep, "127.0.0.1:%u", port);
+  snprintf(want, sizeof want, "connection to %s refused", ep);
+  pc_error_t err;
+  pc_rpc_client_options_t opts = {.fail_on_refusal = 1};
+  pc_rpc_client_t *fast = pc_rpc_client_create_opts("127.0.0.1", port, NULL, &opts, &err);
+  pc_rpc_client_t *patient = pc_rpc_client_create("127.0.0.1", port, NULL, &err);
+  assert_non_null(fast);
+  assert_non_null(patient);
+  assert_int_equal(pc_rpc_client_refused(fast), 0); /* no attempt yet */
+
+  /* an hour's timeout: only the refusal can end these calls */
+  pc_buf_t r = {0};
+  for (int i = 0; i < 2; i++) { /* the second call makes an attempt of its own */
+    int sent = -1;
+    pc_status_t st = pc_rpc_call_sent(fast, OP_ECHO, "x", 1, 3600000, &r, &sent, &err);
+    if (st != PC_UNAVAILABLE || !strstr(err.text, want))
+      fail_msg("call %d to nobody: %s: %s (wanted unavailable: %s)", i, pc_status_name(st),
+               st == PC_OK ? "" : err.text, want);
+    assert_int_equal(sent, 0);
+    assert_int_equal(pc_rpc_client_refused(fast), ECONNREFUSED);
+  }
+  /* several calls waiting for one attempt all fail with it */
+  pc_rpc_pending_t *p[3];
+  for (int i = 0; i < 3; i++) {
+    p[i] = pc_rpc_start(fast, OP_ECHO, "y", 1, 3600000, &err);
+    assert_non_null(p[i]);
+  }
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(pc_rpc_finish(p[i], &r, NULL, &err), PC_UNAVAILABLE);
+    if (!strstr(err.text, want)) fail_msg("call %d: %s (wanted %s)", i, err.text, want);
+  }
+
+  /* without the option a call outlives the refusals: the server that comes
+   * up within its timeout answers it */
+  pc_rpc_pending_t *waiting = pc_rpc_start(patient, OP_ECHO, "late", 4, 60000, &err);
+  assert_non_null(waiting);
+  for (int i = 0; i < 6000 && pc_rpc_client_refused(patient) == 0; i++) pc_sleep_ms(10);
+  assert_int_equal(pc_rpc_client_refused(patient), ECONNREFUSED);
+  close(hold);
+  pc_rpc_server_options_t o = base_opts();
+  o.port = port;
+  pc_rpc_server_t *s = start(&o);
+  r.len = 0;
+  pc_status_t st = pc_rpc_finish(waiting, &r, NULL, &err);
+  if (st != PC_OK) fail_msg("the call waiting through refusals: %s: %s", pc_status_name(st), err.text);
+  assert_int_equal(r.len, 4);
+  assert_memory_equal(r.p, "late", 4);
+  assert_int_equal(pc_rpc_client_refused(patient), 0);
+
+  /* and the option's client finds the server on its next call */
+  echo_ok(fast, "back", 60000);
+  assert_int_equal(pc_rpc_client_refused(fast), 0);
+  pc_buf_free(&r);
+  pc_rpc_client_destroy(fast);
+  pc_rpc_client_destroy(patient);
+  pc_rpc_server_stop(s);
+}
+
 /* A fake server that accepts one connection, reads a little and drops it. */
 static void *dropper_main(void *p) {
   int lfd = *(int *)p;
@@ -1607,6 +1691,7 @@ int main(void) {
       cmocka_unit_test(test_remote_error),
       cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_stop_restart),
+      cmocka_unit_test(test_fail_on_refusal),
       cmocka_unit_test(test_dropped_connection),
       cmocka_unit_test(test_secret),
       cmocka_unit_test(test_secret_never_sent),
