@@ -11,7 +11,13 @@
  * counted link to its current server, which a call takes for its duration,
  * or none, and then the call fails at once naming the tablet and its range.
  * A call that could not reach its server, or that the server refused as
- * misrouted, asks the map's owner to look again (pc_remote_store_set_refresh). */
+ * misrouted, asks the map's owner to look again (pc_remote_store_set_refresh).
+ * A server that has died is named by the map until the map's owner learns
+ * it (in ZooKeeper, when the server's session expires): its links fail a
+ * call at once when the connection is refused (rpc.h's fail_on_refusal)
+ * instead of retrying to the call's deadline, so a caller hears within a
+ * round trip to the map that the tablet's server is gone. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -107,6 +113,27 @@ static int same_link(remote_t *s, size_t i, const link_t *l) {
   return same;
 }
 
+/* A call to tablet i through l failed with PC_UNAVAILABLE before it was
+ * sent, and the map, asked again, still names l's server. When that server
+ * refused the connection, err says so, naming the tablet, its rows and the
+ * server (1); otherwise it keeps the rpc layer's message (0). */
+static int refused(remote_t *s, size_t i, link_t *l, pc_error_t *err) {
+  int e = pc_rpc_client_refused(l->rpc);
+  if (!e) return 0;
+  const rtablet_t *t = &s->t[i];
+  /* a map followed in ZooKeeper names a dead server until its session ends */
+  const char *why = s->refresh ? "it may have died; its owner node lasts until its ZooKeeper "
+                                 "session expires"
+                               : "it may have died";
+  if (e == ECONNREFUSED)
+    pc_error_set(err, PC_UNAVAILABLE, "tablet %s %s: its server %s refuses connections (%s)",
+                 t->name, t->range_text, l->addr, why);
+  else
+    pc_error_set(err, PC_UNAVAILABLE, "tablet %s %s: its server %s cannot be reached: %s (%s)",
+                 t->name, t->range_text, l->addr, strerror(e), why);
+  return 1;
+}
+
 /* The tablet whose range holds row: the last one starting at or before it. */
 static size_t route(const remote_t *s, const char *row, size_t rlen) {
   size_t lo = 0, hi = s->n;
@@ -178,7 +205,9 @@ static int misrouted(const pc_rd_t *r) {
  * an I/O error that the transaction settles. A tablet with no live server
  * fails at once. A server that cannot be reached, or that refuses the row
  * as misrouted, makes the map be read again; the request goes once more to
- * where the map now says, when it had no effect (never sent, or refused). */
+ * where the map now says, when it had no effect (never sent, or refused).
+ * When the map still names a server that refused the connection, the call
+ * fails at once saying so (PC_UNAVAILABLE: nothing was sent). */
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
                         pc_rd_t *r, pc_error_t *err) {
   for (int attempt = 0;; attempt++) {
@@ -192,9 +221,13 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
       reply->len = 0;
       if (st == PC_UNAVAILABLE) {
         ask_refresh(s, i);
-        if (!sent && st == PC_UNAVAILABLE && attempt == 0 && !same_link(s, i, l)) {
+        if (!sent && attempt == 0 && !same_link(s, i, l)) {
           link_put(l);
           continue;
+        }
+        if (!sent && refused(s, i, l, err)) {
+          link_put(l);
+          return PC_UNAVAILABLE; /* never sent: no effect, even for a commit */
         }
       }
       link_put(l);
@@ -846,19 +879,26 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     int sent = 0;
     if (f[k].p) f[k].st = pc_rpc_finish(f[k].p, &f[k].reply, &sent, &f[k].err);
     f[k].p = NULL;
-    int had_link = f[k].link != NULL;
-    link_put(f[k].link);
+    link_t *l = f[k].link;
     f[k].link = NULL;
-    if (!had_link) continue; /* no live server: err says so */
+    if (!l) continue; /* no live server: err says so */
     if (f[k].st != PC_OK) {
-      if (f[k].st == PC_UNAVAILABLE) ask_refresh(s, i);
       f[k].reply.len = 0;
+      if (f[k].st == PC_UNAVAILABLE) {
+        ask_refresh(s, i);
+        if (!sent && same_link(s, i, l) && refused(s, i, l, &f[k].err)) {
+          link_put(l);
+          continue; /* never sent: no effect, even for a commit */
+        }
+      }
+      link_put(l);
       f[k].st = rpc_failure(s, i, f[k].st, &f[k].err);
       if (f[k].st == PC_UNAVAILABLE && sent &&
           (op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE))
         f[k].st = f[k].err.code = PC_IO_ERROR;
       continue;
     }
+    link_put(l);
     f[k].r = (pc_rd_t){f[k].reply.p, f[k].reply.len, 0, 1};
     f[k].st = reply_status(s, i, &f[k].r, &f[k].err);
     if (f[k].st == PC_INVALID && misrouted(&f[k].r)) ask_refresh(s, i);
@@ -1107,7 +1147,9 @@ static link_t *link_new(remote_t *s, const char *host, uint16_t port, pc_error_t
     return NULL;
   }
   pc_rpc_auth_t auth = {s->secret, s->system_secret, s->tls};
-  l->rpc = pc_rpc_client_create(host, port, &auth, err);
+  /* a refused connection fails the call at once: the map is asked again */
+  pc_rpc_client_options_t opts = {.fail_on_refusal = 1};
+  l->rpc = pc_rpc_client_create_opts(host, port, &auth, &opts, err);
   if (!l->rpc) {
     free(l);
     return NULL;

@@ -42,6 +42,7 @@ static void die(const char *what, const pc_error_t *err) {
 #define ZK_SESSION_MS 4000
 
 static const char *forced_cli; /* set by tu_cluster_mkdtemp */
+static uint32_t forced_session_ms; /* set by tu_cluster_mkdtemp_session (0: ZK_SESSION_MS) */
 
 static const char *cluster_cli(void) {
   if (forced_cli) return forced_cli;
@@ -161,7 +162,8 @@ static void zk_json(const char *dir, char *out, size_t cap) {
   char root[300];
   snprintf(out, cap,
            "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"%s\",\"session_timeout_ms\":%d},",
-           tu_zk_shared(), cluster_root(dir, root, sizeof root), ZK_SESSION_MS);
+           tu_zk_shared(), cluster_root(dir, root, sizeof root),
+           forced_session_ms ? (int)forced_session_ms : ZK_SESSION_MS);
 }
 
 /* The port of the oracle whose ready file is dir/LOG.ready, or -1. */
@@ -266,7 +268,12 @@ int tu_cluster_mode(void) { return cluster_cli() != NULL; }
 static pc_db_t *cluster_open(const char *dir, uint32_t lock_ttl_ms, int one_phase_commit);
 
 char *tu_cluster_mkdtemp(const char *tag, const char *cli) {
+  return tu_cluster_mkdtemp_session(tag, cli, 0);
+}
+
+char *tu_cluster_mkdtemp_session(const char *tag, const char *cli, uint32_t session_ms) {
   forced_cli = cli;
+  forced_session_ms = session_ms;
   return tu_mkdtemp(tag);
 }
 

@@ -65,6 +65,12 @@ pid_t tu_cluster_pid(const char *dir, int index);
  * configuration (every daemon's real port). */
 char *tu_cluster_mkdtemp(const char *tag, const char *cli);
 
+/* tu_cluster_mkdtemp whose configurations give every daemon and client a
+ * ZooKeeper session of session_ms (0: the usual 4 s; the test server
+ * allows 1..30 s), so that a killed daemon's nodes outlive what a test
+ * checks meanwhile. */
+char *tu_cluster_mkdtemp_session(const char *tag, const char *cli, uint32_t session_ms);
+
 /* A client of dir's cluster (as tu_open in cluster mode). */
 pc_db_t *tu_cluster_open(const char *dir, uint32_t lock_ttl_ms);
 
