@@ -1896,7 +1896,7 @@ static void attempt_failed(struct pc_rpc_client *c, int e, const char *reason) {
     if (e == ECONNREFUSED)
       snprintf(msg, sizeof msg, "connection to %s refused", c->endpoint);
     else
-      snprintf(msg, sizeof msg, "connection to %s failed: %s", c->endpoint, reason);
+      snprintf(msg, sizeof msg, "connection to %s failed: %s", c->endpoint, strerror(e));
     size_t n = 0;
     for (; c->sq_head; n++) call_fail(c, c->sq_head, PC_UNAVAILABLE, "%s", msg);
     pc_log(PC_LOG_DEBUG, "rpc client: %s (%zu calls failed)", msg, n);
@@ -2119,6 +2119,14 @@ static void link_connected(struct pc_rpc_client *c) {
   }
 }
 
+/* Whether bev's socket has never been connected to its peer. */
+static int never_connected(struct bufferevent *bev) {
+  evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+  struct sockaddr_storage peer;
+  socklen_t len = sizeof peer;
+  return fd >= 0 && getpeername(fd, (struct sockaddr *)&peer, &len) != 0 && errno == ENOTCONN;
+}
+
 static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
   struct pc_rpc_client *c = arg;
   (void)bev;
@@ -2147,9 +2155,11 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
       reason = why;
     }
     /* a failed connect's errno is the socket's SO_ERROR, which libevent
-     * sets before this call; when it has none, no refusal is assumed */
+     * sets before an error event; over TLS the failure shows as an end of
+     * file, and the errno is the connect's when the socket never connected.
+     * Without one, no refusal is assumed. */
     if (c->link == LINK_CONNECTING)
-      attempt_failed(c, (what & BEV_EVENT_ERROR) ? e : 0, reason);
+      attempt_failed(c, (what & BEV_EVENT_ERROR) || never_connected(c->bev) ? e : 0, reason);
     else if (c->link == LINK_UP || c->link == LINK_AUTH)
       link_lost(c, reason);
   }

@@ -980,6 +980,16 @@ static void test_tls(void **state) {
   pc_rpc_client_destroy(c3);
   pc_rpc_client_destroy(c4);
   pc_rpc_server_stop(s);
+
+  /* fail_on_refusal over TLS: a refused connection is no TLS failure */
+  int hold = unlistened_port(&port);
+  pc_rpc_client_options_t fast = {.fail_on_refusal = 1};
+  c = pc_rpc_client_create_opts("127.0.0.1", port, &a_app, &fast, &err);
+  assert_non_null(c);
+  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 3600000, &r, &err), PC_UNAVAILABLE);
+  if (!strstr(err.text, "refused")) fail_msg("TLS to nobody: %s", err.text);
+  pc_rpc_client_destroy(c);
+  close(hold);
   pc_buf_free(&r);
   pc_tls_unref(node);
   pc_tls_unref(app);
