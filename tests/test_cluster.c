@@ -18,6 +18,10 @@
  *     the caller's store timeout), transfers between the other tablets keep
  *     committing, and once it is back on another port the clients find it
  *     through ZooKeeper;
+ *   - the same before ZooKeeper has ended the killed server's session (20 s
+ *     there): its owner node still names it, yet requests to its rows fail at
+ *     once, naming the tablet, its rows and the dead server, a commit with a
+ *     row on it leaves nothing behind, and nothing acknowledged is lost;
  *   - a second server for a tablet that a live server holds is refused, and
  *     so is a configuration whose rows for a tablet differ from ZooKeeper's;
  *   - the oracle killed and restarted under load never goes back;
