@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "core/db.h"
 #include "core/error.h"
+#include "daemon/daemon.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "notify/worker.h"
@@ -79,7 +80,7 @@ static int check_directory(doctor_t *d, const char *dir) {
 /* Who holds dir: nobody, a live worker serving it, a client, a process gone. */
 static void check_holder(doctor_t *d, const char *dir) {
   char serving[4200];
-  snprintf(serving, sizeof serving, "%s/" CLI_SERVING_FILE, dir);
+  snprintf(serving, sizeof serving, "%s/" PC_DAEMON_SERVING_FILE, dir);
   pc_error_t err;
   int fd = pc_data_dir_lock(dir, "doctor", &err);
   if (fd >= 0) {
