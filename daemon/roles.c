@@ -191,8 +191,7 @@ static void advertised(const char *host, uint16_t port, char *out, size_t cap) {
  * with the address clients reach it at. */
 static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err) {
   const pc_config_t *cfg = d->cfg;
-  pc_tso_node_options_t o = {cfg->zookeeper.connect, cfg->zookeeper.root,
-                             cfg->zookeeper.session_timeout_ms, cfg->tso.window_ms};
+  pc_tso_node_options_t o = {pc_config_zk(cfg), cfg->tso.window_ms};
   if (!(r->node = pc_tso_node_create(&o, err))) return err->code;
   pc_status_t st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_node_handler,
                                  r->node, err);
@@ -344,10 +343,8 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
     return PC_OK;
   }
   if (cfg->zookeeper.set) { /* whichever oracle leads, this process's own included */
-    if (!d->coord &&
-        !(d->coord = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
-                                   cfg->zookeeper.session_timeout_ms, 0, cfg->store.timeout_ms,
-                                   err)))
+    pc_zk_options_t zo = pc_config_zk(cfg);
+    if (!d->coord && !(d->coord = pc_coord_open(&zo, 0, cfg->store.timeout_ms, err)))
       return err->code;
     d->ts.locator = pc_tso_locator_on(d->coord, &d->auth, err);
     if (!d->ts.locator) return err->code;

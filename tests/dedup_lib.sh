@@ -6,7 +6,8 @@
 # dedup_cluster_start ROOT SPLIT STORE SCAN: starts a private ZooKeeper and
 # `percolator run` (an oracle and tablets t1 ["", SPLIT) and t2 [SPLIT, ""))
 # under the ZooKeeper root ROOT with 6 s sessions (a busy machine
-# can hold a process for longer than 3 s); STORE is run.json's
+# can hold a process for longer than 3 s) and a zookeeper.secret (so every
+# node of the cluster admits only its processes); STORE is run.json's
 # "store" object, SCAN the workers' "scan" object in client.json. Writes
 # $WORK/run.json and $WORK/client.json (two observer threads, the plugin),
 # sets RUN (the pid of `run`) and AT (the CLI options that reach the cluster).
@@ -17,7 +18,8 @@ dedup_cluster_start() {
 {"data_dir": "$WORK/data", "log": {"level": "warn"},
  "store": $store,
  "tso": {"listen": "127.0.0.1:0"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "$root", "session_timeout_ms": 6000},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "$root", "session_timeout_ms": 6000,
+               "secret": "dedup-zk-secret"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$split"},
              {"name": "t2", "listen": "127.0.0.1:0", "start": "$split"}]}
 JSON
@@ -28,7 +30,8 @@ JSON
   cat >"$WORK/client.json" <<JSON
 {"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
  "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "$root", "session_timeout_ms": 6000},
+ "zookeeper": {"connect": "$ZK_CONNECT", "root": "$root", "session_timeout_ms": 6000,
+               "secret": "dedup-zk-secret"},
  "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "$split"},
              {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "$split"}],
  "workers": {"threads": 2, "backoff_ms": 50, "scan": $scan,

@@ -22,6 +22,8 @@
 # flight are left uncommitted); worker 5 starts and worker 3 gets SIGTERM;
 # worker 6 starts and worker 4 gets SIGTERM. At most three run at once.
 #
+# Before the load, a client whose configuration lacks the cluster's
+# zookeeper.secret is refused, naming what ZooKeeper refused.
 # Checked, after `wait`:
 #   - the workers stopped by SIGTERM exit 0; while three ran, ZooKeeper
 #     listed the three, and at the end it lists exactly workers 5 and 6;
@@ -75,6 +77,13 @@ cd "$WORK" || exit 1
 
 dedup_cluster_start /percolator/dedup-members "$SPLIT" '{"lock_ttl_ms": 1000, "gc_interval_ms": 0}' \
   '{"idle_ms": 20, "stable_ms": 500}'
+# the cluster's ZooKeeper nodes admit only the holders of its zookeeper.secret
+grep -v '"secret"' "$WORK/client.json" | sed 's/"session_timeout_ms": 6000,$/"session_timeout_ms": 6000},/' \
+  >"$WORK/outsider.json"
+run_cli 60 --config "$WORK/outsider.json" scan docs
+[ "$RC" != 0 ] && grep -q "not authorised" "$WORK/last.err" ||
+  fail "a client without zookeeper.secret was not refused (exit $RC): $(cat "$WORK/last.err")"
+pass "a client without the cluster's zookeeper.secret is refused: $(head -n 1 "$WORK/last.err")"
 
 W=() # W[i]: the pid of worker i
 start_worker() {

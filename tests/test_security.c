@@ -756,7 +756,8 @@ static uint64_t published_safe_point(const char *dir) {
   char root[1024];
   snprintf(root, sizeof root, "/percolator/%s", base ? base + 1 : dir);
   pc_error_t err;
-  pc_coord_t *c = pc_coord_open(tu_zk_shared(), root, 5000, 0, 20000, &err);
+  pc_coord_t *c =
+      pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000}, 0, 20000, &err);
   if (!c) fail_msg("coordination: %s", err.text);
   uint64_t safe = 0;
   if (pc_coord_safe_point(c, 20000, &safe, &err) != PC_OK) fail_msg("safe point: %s", err.text);
