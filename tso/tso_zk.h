@@ -30,16 +30,15 @@
 #include <stdint.h>
 
 #include "core/keys.h"
+#include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "tso/oracle.h"
 
 typedef struct pc_tso_node pc_tso_node_t;
 
 typedef struct pc_tso_node_options {
-  const char *connect;          /* the ensemble */
-  const char *root;             /* the cluster's root node */
-  uint32_t session_timeout_ms;  /* asked of ZooKeeper */
-  uint32_t window_ms;           /* how far ahead the bound is persisted (0: 3000) */
+  pc_zk_options_t zk; /* the ensemble, the cluster's root, its secret (copied) */
+  uint32_t window_ms; /* how far ahead the bound is persisted (0: 3000) */
 } pc_tso_node_options_t;
 
 /* An oracle process's place in the election, not yet joined: its handler
@@ -87,10 +86,9 @@ struct pc_coord;
 pc_tso_locator_t *pc_tso_locator_on(struct pc_coord *coord, const pc_rpc_auth_t *auth,
                                     pc_error_t *err);
 /* The same on a session of its own (a coordinator without a client node),
- * opened on the ensemble under root, waiting at most timeout_ms for it
+ * opened on the ensemble zo names, waiting at most timeout_ms for it
  * (PC_UNAVAILABLE otherwise), and closed with the locator. */
-pc_tso_locator_t *pc_tso_locator_create(const char *connect, const char *root,
-                                        uint32_t session_timeout_ms, const pc_rpc_auth_t *auth,
+pc_tso_locator_t *pc_tso_locator_create(const pc_zk_options_t *zo, const pc_rpc_auth_t *auth,
                                         uint32_t timeout_ms, pc_error_t *err);
 void pc_tso_locator_destroy(pc_tso_locator_t *l);
 
