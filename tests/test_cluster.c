@@ -1107,8 +1107,8 @@ static void test_tablet_kill_fails_fast(void **state) {
   assert_int_equal(ccfg->zookeeper.session_timeout_ms, LONG_SESSION_MS);
   char dead[32];
   snprintf(dead, sizeof dead, "127.0.0.1:%u", (unsigned)ccfg->tablets[1].listen.port);
-  pc_coord_t *zc = pc_coord_open(ccfg->zookeeper.connect, ccfg->zookeeper.root,
-                                 ccfg->zookeeper.session_timeout_ms, 0, 20000, &err);
+  pc_zk_options_t zo = pc_config_zk(ccfg);
+  pc_coord_t *zc = pc_coord_open(&zo, 0, 20000, &err);
   if (!zc) fail_msg("coordination: %s", err.text);
 
   char *cfg = client_config(fx->dir, "journal-client", 3000, 30000);
