@@ -755,14 +755,15 @@ static pc_status_t get_zk_root(vctx_t *c, const json_t *v, int32_t n, char **out
                  shown, why);
 }
 
-static const char *const zookeeper_keys[] = {"connect", "root", "session_timeout_ms"};
+static const char *const zookeeper_keys[] = {"connect", "root", "session_timeout_ms", "secret"};
 
 static pc_status_t zookeeper_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
   switch (which) {
     case 0: return get_ensemble(c, v, n, &cfg->zookeeper.connect);
     case 1: return get_zk_root(c, v, n, &cfg->zookeeper.root);
-    default: return get_uint(c, v, n, 1000, 60000, &cfg->zookeeper.session_timeout_ms);
+    case 2: return get_uint(c, v, n, 1000, 60000, &cfg->zookeeper.session_timeout_ms);
+    default: return get_str(c, v, n, &cfg->zookeeper.secret);
   }
 }
 
@@ -1246,6 +1247,7 @@ void pc_config_free(pc_config_t *cfg) {
   free(cfg->tso.data_dir);
   free(cfg->zookeeper.connect);
   free(cfg->zookeeper.root);
+  free(cfg->zookeeper.secret);
   pc_config_tls_t *t = &cfg->tls;
   free(t->ca_file);
   free(t->cert_file);

@@ -38,7 +38,9 @@
  *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
  *   "zookeeper": { "connect": "host:port[,host:port]..." (required),
  *                  "root": "/percolator/NAME" (required),
- *                  "session_timeout_ms": int 1000..60000 [10000] }
+ *                  "session_timeout_ms": int 1000..60000 [10000],
+ *                  "secret": string (ZooKeeper digest authentication; the
+ *                            cluster's nodes admit only its holders) [none] }
  *   "tablets":   [ { "name": string (required, unique), "listen": "host:port" (required),
  *                    "http": "host:port", "data_dir": string,
  *                    "start": string [""], "end": string [""] } ... ]
@@ -181,6 +183,7 @@ typedef struct pc_config {
     int set;       /* 0 when "zookeeper" is absent: no cluster coordination */
     char *connect; /* the ensemble, "host:port,host:port,..." */
     char *root;    /* the cluster's root node, e.g. "/percolator/prod" */
+    char *secret;  /* the digest password of the cluster's nodes, or NULL */
     uint32_t session_timeout_ms;
   } zookeeper;
   pc_config_tablet_t *tablets; /* sorted by start */

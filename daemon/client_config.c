@@ -78,7 +78,7 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
   /* the ports (and the secret, below) of the worker before, so that its
    * clients reconnect to this one */
   char prev_path[4200];
-  snprintf(prev_path, sizeof prev_path, "%s/serving.json", data_dir);
+  snprintf(prev_path, sizeof prev_path, "%s/" PC_DAEMON_SERVING_FILE, data_dir);
   json_t *prev = json_load_file(prev_path, 0, &je); /* NULL: none, or unreadable */
   json_t *tso = json_object(), *t = json_object(), *ts = json_array();
   json_object_set_new(tso, "listen", serving_endpoint(json_object_get(prev, "tso")));

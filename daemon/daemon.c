@@ -13,7 +13,6 @@
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
 
-#define SERVING_FILE "serving.json"
 #define LOCK_WAIT_MS 10000u
 
 pc_status_t pc_daemon_plan(const char *config_path, const char *data_dir,
@@ -38,7 +37,7 @@ pc_status_t pc_daemon_plan(const char *config_path, const char *data_dir,
   int fresh;
   pc_status_t st = pc_data_dir_prepare(out->data_dir, 0, &fresh, err);
   if (st != PC_OK) return st;
-  snprintf(out->serving_file, sizeof out->serving_file, "%s/" SERVING_FILE, out->data_dir);
+  snprintf(out->serving_file, sizeof out->serving_file, "%s/" PC_DAEMON_SERVING_FILE, out->data_dir);
   out->spec.tso = 1;
   out->spec.tablets = 2;
   out->spec.serving_file = out->serving_file;

@@ -38,6 +38,11 @@ typedef struct pc_daemon_config {
  * pc_daemon_config_free. */
 pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_error_t *err);
 
+/* The file, in an embedded data directory, holding the client configuration
+ * of the `worker` that serves it (mode 0600): other processes that find the
+ * directory held (PC_BUSY) connect through it. */
+#define PC_DAEMON_SERVING_FILE "serving.json"
+
 /* The configuration a `worker` serves an embedded data directory with: the
  * file at path (NULL: the defaults), with an oracle and one tablet of every
  * row on 127.0.0.1, whose directories are data_dir itself (its LevelDB is

@@ -3,6 +3,7 @@
  * "listen" endpoint (in_process, so this process's own clients call it
  * without a socket) and /health and /metrics on its "http" endpoint. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,8 +192,7 @@ static void advertised(const char *host, uint16_t port, char *out, size_t cap) {
  * with the address clients reach it at. */
 static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err) {
   const pc_config_t *cfg = d->cfg;
-  pc_tso_node_options_t o = {cfg->zookeeper.connect, cfg->zookeeper.root,
-                             cfg->zookeeper.session_timeout_ms, cfg->tso.window_ms};
+  pc_tso_node_options_t o = {pc_config_zk(cfg), cfg->tso.window_ms};
   if (!(r->node = pc_tso_node_create(&o, err))) return err->code;
   pc_status_t st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_node_handler,
                                  r->node, err);
@@ -253,6 +253,26 @@ static pc_status_t claim_tablet(pc_daemon_t *d, role_t *r, const pc_config_table
   return st;
 }
 
+/* Whether the published safe point is above a fresh oracle timestamp: no
+ * pass of this cluster published it (a tablet publishes only a point at or
+ * below one, and the oracle's timestamps only rise), so it was written into
+ * ZooKeeper from outside, and adopting it would refuse every read for good.
+ * An oracle that does not answer leaves it unchecked, with a warning. */
+static int safe_point_forged(pc_daemon_t *d, const pc_config_tablet_t *t, uint64_t safe) {
+  uint64_t now = 0;
+  pc_error_t err;
+  if (ts_from_provider(&d->ts, &now, &err) != PC_OK) {
+    pc_log(PC_LOG_WARN, "tablet %s: adopting the published safe point %" PRIu64
+           " unchecked: no timestamp from the oracle (%s)", t->name, safe, err.text);
+    return 0;
+  }
+  if (safe <= now) return 0;
+  pc_log(PC_LOG_ERROR, "tablet %s: the published safe point %" PRIu64 " (%s/gc/safe_point) is "
+         "above the oracle's timestamp %" PRIu64 ": no pass of this cluster published it, so it "
+         "is not adopted (docs/SECURITY.md)", t->name, safe, d->cfg->zookeeper.root, now);
+  return 1;
+}
+
 pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err) {
   role_t *r = new_role(d, ROLE_TABLET, t->name, err);
   if (!r) return PC_INVALID;
@@ -310,7 +330,7 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
       nanosleep(&pause, NULL);
     }
     if (st != PC_OK) pc_error_prefix(err, "reading the published safe point");
-    else if (safe > store->ops->gc_safe_point(store))
+    else if (safe > store->ops->gc_safe_point(store) && !safe_point_forged(d, t, safe))
       st = pc_local_store_raise_gc_safe_point(store, safe, err);
     if (st != PC_OK) {
       store->ops->close(store);
@@ -344,10 +364,8 @@ pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
     return PC_OK;
   }
   if (cfg->zookeeper.set) { /* whichever oracle leads, this process's own included */
-    if (!d->coord &&
-        !(d->coord = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
-                                   cfg->zookeeper.session_timeout_ms, 0, cfg->store.timeout_ms,
-                                   err)))
+    pc_zk_options_t zo = pc_config_zk(cfg);
+    if (!d->coord && !(d->coord = pc_coord_open(&zo, 0, cfg->store.timeout_ms, err)))
       return err->code;
     d->ts.locator = pc_tso_locator_on(d->coord, &d->auth, err);
     if (!d->ts.locator) return err->code;

@@ -12,6 +12,7 @@
  * watch event and of each new session. */
 #include "lockservice/coord.h"
 
+#include "config/config.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -60,7 +61,7 @@ typedef struct listener {
 } listener_t;
 
 struct pc_coord {
-  char *connect, *root;
+  char *connect, *root, *secret;
   uint32_t asked_timeout_ms;
   int flags;
   pthread_t thread;
@@ -169,7 +170,8 @@ static pc_status_t ensure_session(pc_coord_t *c, uint32_t timeout_ms, pc_error_t
     pc_log(PC_LOG_WARN, "coordination: session expired; opening a new one");
   }
   if (c->zk) return PC_OK;
-  pc_zk_t *zk = pc_zk_open(c->connect, c->root, c->asked_timeout_ms, timeout_ms, &c->watch, err);
+  pc_zk_options_t zo = {c->connect, c->root, c->secret, c->asked_timeout_ms};
+  pc_zk_t *zk = pc_zk_open(&zo, timeout_ms, &c->watch, err);
   if (!zk) return err->code;
   pthread_rwlock_wrlock(&c->zk_lk);
   c->zk = zk;
@@ -425,19 +427,30 @@ void pc_coord_close(pc_coord_t *c) {
   }
   free(c->connect);
   free(c->root);
+  if (c->secret) explicit_bzero(c->secret, strlen(c->secret));
+  free(c->secret);
   free(c);
 }
 
-pc_coord_t *pc_coord_open(const char *connect, const char *root, uint32_t session_timeout_ms,
-                          int flags, uint32_t timeout_ms, pc_error_t *err) {
+pc_zk_options_t pc_config_zk(const pc_config_t *cfg) {
+  return (pc_zk_options_t){cfg->zookeeper.connect, cfg->zookeeper.root, cfg->zookeeper.secret,
+                           cfg->zookeeper.session_timeout_ms};
+}
+
+pc_coord_t *pc_coord_open(const pc_zk_options_t *o, int flags, uint32_t timeout_ms,
+                          pc_error_t *err) {
   pc_coord_t *c = calloc(1, sizeof *c);
-  if (!c || !(c->connect = strdup(connect)) || !(c->root = strdup(root))) {
-    if (c) free(c->connect);
+  if (!c || !(c->connect = strdup(o->connect)) || !(c->root = strdup(o->root)) ||
+      (o->secret && !(c->secret = strdup(o->secret)))) {
+    if (c) {
+      free(c->connect);
+      free(c->root);
+    }
     free(c);
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  c->asked_timeout_ms = session_timeout_ms;
+  c->asked_timeout_ms = o->session_timeout_ms;
   c->flags = flags;
   c->watch = (pc_zk_watch_t){coord_event, c};
   pthread_mutex_init(&c->mu, NULL);

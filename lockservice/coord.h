@@ -51,17 +51,24 @@
 
 typedef struct pc_coord pc_coord_t;
 
+struct pc_config;
+/* The "zookeeper" section of cfg as options for pc_coord_open and
+ * pc_zk_open (its strings are cfg's). */
+pc_zk_options_t pc_config_zk(const struct pc_config *cfg);
+
 /* pc_coord_open's flags. */
 enum {
   PC_COORD_CLIENT = 1 /* a client handle: its node clients/<session> says it is alive */
 };
 
-/* Opens a session on the ensemble under root, with this client's node when
- * flags has PC_COORD_CLIENT (waiting at most timeout_ms: PC_UNAVAILABLE
- * otherwise), then keeps them from a background thread. Returns NULL on
- * error; release with pc_coord_close (the session's nodes go at once). */
-pc_coord_t *pc_coord_open(const char *connect, const char *root, uint32_t session_timeout_ms,
-                          int flags, uint32_t timeout_ms, pc_error_t *err);
+/* Opens a session on the ensemble o names (its strings are copied), with
+ * this client's node when flags has PC_COORD_CLIENT (waiting at most
+ * timeout_ms: PC_UNAVAILABLE otherwise), then keeps them from a background
+ * thread, opening a new session with the same options after an expiry.
+ * Returns NULL on error; release with pc_coord_close (the session's nodes
+ * go at once). */
+pc_coord_t *pc_coord_open(const pc_zk_options_t *o, int flags, uint32_t timeout_ms,
+                          pc_error_t *err);
 void pc_coord_close(pc_coord_t *c);
 
 /* ---- the session, for other users of it ------------------------------------ */

@@ -5,7 +5,9 @@
  * connection-loss detection, which may take most of a session timeout). A
  * request whose caller gave up stays alive until its completion runs: the
  * request record is shared by the caller and the completion and freed by
- * whichever of the two is last. */
+ * whichever of the two is last. With a secret, the session authenticates
+ * with ZooKeeper's digest scheme and every node it makes under the root
+ * admits that identity only (zk.h, pc_zk_options_t). */
 #include "lockservice/zk.h"
 
 #include "core/error.h"
@@ -18,6 +20,7 @@
 #include <zookeeper/zookeeper.h>
 
 #define PATH_CAP 1024
+#define DIGEST_USER "percolator"
 
 struct pc_zk {
   zhandle_t *zh;
@@ -27,6 +30,7 @@ struct pc_zk {
   pthread_cond_t cv; /* state changed (CLOCK_MONOTONIC) */
   pc_zk_state_t state;
   uint32_t asked_timeout_ms;
+  int secured; /* authenticated: nodes are made with the identity's ACL */
   _Atomic uint64_t last_answer_ms;
   _Atomic uint64_t connects, disconnects;
 };
@@ -42,6 +46,7 @@ typedef struct zk_req {
   char *data; /* get: the value; create: the node's path */
   size_t len;
   int32_t version;
+  int open_acl; /* get_acl: the node lets every client write or delete */
   char **names;
   size_t n;
   zoo_op_result_t results[2]; /* check_set: written by the completion */
@@ -70,8 +75,9 @@ static zk_req_t *req_new(pc_zk_t *zk) {
 
 /* Return codes that are the server's answer (as opposed to the connection's). */
 static int answered(int rc) {
-  return rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZBADVERSION ||
-         rc == ZNOTEMPTY || rc == ZNOCHILDRENFOREPHEMERALS || rc == ZRUNTIMEINCONSISTENCY;
+  return rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZBADVERSION || rc == ZNOTEMPTY ||
+         rc == ZNOCHILDRENFOREPHEMERALS || rc == ZRUNTIMEINCONSISTENCY || rc == ZNOAUTH ||
+         rc == ZINVALIDACL;
 }
 
 /* Marks r done with rc and drops the completion's reference. */
@@ -122,6 +128,16 @@ static void on_string(int rc, const char *value, const void *data) {
   req_finish(r, rc);
 }
 
+static void on_acl(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data) {
+  (void)stat;
+  zk_req_t *r = (zk_req_t *)data;
+  for (int i = 0; rc == ZOK && acl && i < acl->count; i++)
+    if (strcmp(acl->data[i].id.scheme, "world") == 0 &&
+        (acl->data[i].perms & ~(ZOO_PERM_READ | ZOO_PERM_CREATE)) != 0)
+      r->open_acl = 1;
+  req_finish(r, rc);
+}
+
 static int name_cmp(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -159,6 +175,13 @@ static pc_status_t status_of(int rc, const char *path, pc_error_t *err) {
       return pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: %s", path, zerror(rc));
     case ZBADARGUMENTS:
       return pc_error_set(err, PC_INVALID, "zookeeper %s: bad arguments", path);
+    case ZNOAUTH:
+    case ZINVALIDACL:
+    case ZAUTHFAILED:
+      return pc_error_set(err, PC_DENIED,
+                          "zookeeper %s: not authorised (the node's ACL does not admit this "
+                          "client: another zookeeper.secret, or none)",
+                          path);
     default:
       return pc_error_set(err, PC_IO_ERROR, "zookeeper %s: %s", path, zerror(rc));
   }
@@ -214,7 +237,62 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
   if (zk->session && zk->session->fn) zk->session->fn(zk->session->ctx, PC_ZK_EV_SESSION, NULL);
 }
 
-static void quiet_client(void) { zoo_set_debug_level((ZooLogLevel)0); }
+/* The ACL of the root's parents when authenticated: every client may read
+ * them and make children (other clusters' roots), only this identity may
+ * change or delete them. Filled once, as ZooKeeper's ids are not constants. */
+static struct ACL parent_entries[2];
+static struct ACL_vector parent_acl = {2, parent_entries};
+
+static void init_client(void) {
+  zoo_set_debug_level((ZooLogLevel)0);
+  parent_entries[0] = (struct ACL){ZOO_PERM_READ | ZOO_PERM_CREATE, ZOO_ANYONE_ID_UNSAFE};
+  parent_entries[1] = (struct ACL){ZOO_PERM_ALL, ZOO_AUTH_IDS};
+}
+
+/* The ACL of a node this session makes at or under the root. */
+static struct ACL_vector *node_acl(pc_zk_t *zk) {
+  return zk->secured ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
+}
+
+/* Authenticates the connected session as DIGEST_USER with secret. */
+static pc_status_t authenticate(pc_zk_t *zk, const char *secret, uint32_t timeout_ms,
+                                pc_error_t *err) {
+  size_t ul = strlen(DIGEST_USER), sl = strlen(secret);
+  char *cred = malloc(ul + 1 + sl + 1);
+  zk_req_t *r = cred ? req_new(zk) : NULL;
+  if (!r) {
+    free(cred);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  memcpy(cred, DIGEST_USER ":", ul + 1);
+  memcpy(cred + ul + 1, secret, sl + 1);
+  int rc =
+      req_wait(r, zoo_add_auth(zk->zh, "digest", cred, (int)(ul + 1 + sl), on_void, r), timeout_ms);
+  /* the client keeps its own copy, sent again on every reconnection */
+  explicit_bzero(cred, ul + 1 + sl);
+  free(cred);
+  pc_status_t st = finish(r, rc, zk->connect, timeout_ms, err);
+  if (st == PC_OK)
+    zk->secured = 1;
+  else
+    pc_error_prefix(err, "authenticating with zookeeper.secret");
+  return st;
+}
+
+/* Warns when the root (made before the cluster had a secret) still lets
+ * every client of the ensemble write or delete it. */
+static void check_root_acl(pc_zk_t *zk, uint32_t timeout_ms) {
+  zk_req_t *r = req_new(zk);
+  if (!r) return;
+  int rc = req_wait(r, zoo_aget_acl(zk->zh, zk->root, on_acl, r), timeout_ms);
+  if (rc == ZOK && r->open_acl)
+    pc_log(PC_LOG_WARN,
+           "zookeeper %s: the root %s is open to every client of the ensemble (it was made "
+           "without zookeeper.secret); restrict it and the nodes under it (docs/SECURITY.md)",
+           zk->connect, zk->root);
+  pc_error_t ignored;
+  finish(r, rc, zk->root, timeout_ms, &ignored);
+}
 
 void pc_zk_close(pc_zk_t *zk) {
   if (!zk) return;
@@ -226,10 +304,11 @@ void pc_zk_close(pc_zk_t *zk) {
   free(zk);
 }
 
-pc_zk_t *pc_zk_open(const char *connect, const char *root, uint32_t session_timeout_ms,
-                    uint32_t timeout_ms, pc_zk_watch_t *session, pc_error_t *err) {
+pc_zk_t *pc_zk_open(const pc_zk_options_t *o, uint32_t timeout_ms, pc_zk_watch_t *session,
+                    pc_error_t *err) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, quiet_client);
+  pthread_once(&once, init_client);
+  const char *connect = o->connect, *root = o->root;
   if (!connect || !*connect || !root || root[0] != '/') {
     pc_error_set(err, PC_INVALID, "zookeeper: want an ensemble and a root starting with '/'");
     return NULL;
@@ -244,10 +323,10 @@ pc_zk_t *pc_zk_open(const char *connect, const char *root, uint32_t session_time
   size_t rl = strlen(zk->root);
   while (rl > 1 && zk->root[rl - 1] == '/') zk->root[--rl] = '\0';
   zk->session = session;
-  zk->asked_timeout_ms = session_timeout_ms;
+  zk->asked_timeout_ms = o->session_timeout_ms;
   pthread_mutex_init(&zk->mu, NULL);
   pc_cond_init_mono(&zk->cv);
-  zk->zh = zookeeper_init(connect, global_watcher, (int)session_timeout_ms, NULL, zk, 0);
+  zk->zh = zookeeper_init(connect, global_watcher, (int)o->session_timeout_ms, NULL, zk, 0);
   if (!zk->zh) {
     pc_error_set(err, PC_INVALID, "zookeeper %s: cannot start a client (bad ensemble?)", connect);
     pc_zk_close(zk);
@@ -265,11 +344,16 @@ pc_zk_t *pc_zk_open(const char *connect, const char *root, uint32_t session_time
     pc_zk_close(zk);
     return NULL;
   }
+  if (o->secret && authenticate(zk, o->secret, timeout_ms, err) != PC_OK) {
+    pc_zk_close(zk);
+    return NULL;
+  }
   if (strcmp(zk->root, "/") != 0 && pc_zk_ensure(zk, "", timeout_ms, err) != PC_OK) {
     pc_error_prefix(err, "creating the root");
     pc_zk_close(zk);
     return NULL;
   }
+  if (zk->secured && strcmp(zk->root, "/") != 0) check_root_acl(zk, timeout_ms);
   return zk;
 }
 
@@ -333,10 +417,9 @@ pc_status_t pc_zk_create(pc_zk_t *zk, const char *rel, const void *data, size_t 
   PREPARE(zk, rel, path, r, err);
   int mode = ((flags & PC_ZK_EPHEMERAL) ? ZOO_EPHEMERAL : 0) |
              ((flags & PC_ZK_SEQUENCE) ? ZOO_SEQUENCE : 0);
-  int rc = req_wait(r,
-                    zoo_acreate(zk->zh, path, data, data ? (int)len : -1, &ZOO_OPEN_ACL_UNSAFE,
-                                mode, on_string, r),
-                    timeout_ms);
+  int rc = req_wait(
+      r, zoo_acreate(zk->zh, path, data, data ? (int)len : -1, node_acl(zk), mode, on_string, r),
+      timeout_ms);
   if (rc == ZOK && created && cap) {
     const char *name = r->data ? r->data : path;
     size_t skip = strcmp(zk->root, "/") == 0 ? 1 : strlen(zk->root) + 1;
@@ -349,15 +432,18 @@ pc_status_t pc_zk_ensure(pc_zk_t *zk, const char *rel, uint32_t timeout_ms, pc_e
   char full[PATH_CAP];
   if (!*pc_zk_path(zk, rel, full, sizeof full))
     return pc_error_set(err, PC_INVALID, "zookeeper: path under %s too long", zk->root);
-  /* each prefix of the absolute path, from the top */
+  /* each prefix of the absolute path, from the top; those above the root
+   * are shared with other clusters */
+  size_t root_len = strcmp(zk->root, "/") == 0 ? 0 : strlen(zk->root);
   for (char *p = full + 1;; p++) {
     if (*p != '/' && *p != '\0') continue;
     char saved = *p;
     *p = '\0';
     zk_req_t *r = req_new(zk);
     if (!r) return pc_error_set(err, PC_NOMEM, "out of memory");
-    int rc = req_wait(r, zoo_acreate(zk->zh, full, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, on_string, r),
-                      timeout_ms);
+    struct ACL_vector *acl =
+        (size_t)(p - full) < root_len && zk->secured ? &parent_acl : node_acl(zk);
+    int rc = req_wait(r, zoo_acreate(zk->zh, full, NULL, -1, acl, 0, on_string, r), timeout_ms);
     if (rc == ZNODEEXISTS) rc = ZOK;
     pc_status_t st = finish(r, rc, full, timeout_ms, err);
     *p = saved;

@@ -12,7 +12,9 @@
  * PC_CONFLICT (a version or a multi-op's check failed: a fenced write lost),
  * PC_TIMEOUT (no answer within the caller's timeout; the request may still be
  * applied later), PC_UNAVAILABLE (connection lost, session expired, handle
- * closing; the request may or may not have been applied), PC_INVALID.
+ * closing; the request may or may not have been applied), PC_DENIED (the
+ * node's ACL does not admit this session: another zookeeper.secret, or
+ * none), PC_INVALID.
  *
  * Watches: a pc_zk_watch_t is owned by the caller and must outlive the handle
  * (its function may be called until pc_zk_close returns). Its function runs
@@ -48,13 +50,30 @@ typedef struct pc_zk_watch {
   void *ctx;
 } pc_zk_watch_t;
 
-/* Opens a session on the ensemble `connect` ("host:port,host:port,...")
- * asking for session_timeout_ms, waits until it is connected (at most
- * timeout_ms: PC_UNAVAILABLE naming the ensemble otherwise) and creates the
- * root node and its parents if missing. session (may be NULL) is told of
- * session state changes. Returns NULL on error; release with pc_zk_close. */
-pc_zk_t *pc_zk_open(const char *connect, const char *root, uint32_t session_timeout_ms,
-                    uint32_t timeout_ms, pc_zk_watch_t *session, pc_error_t *err);
+/* Where a cluster coordinates: the "zookeeper" section of its configuration.
+ * The strings are the caller's; pc_zk_open and pc_coord_open copy them. */
+typedef struct pc_zk_options {
+  const char *connect; /* the ensemble, "host:port,host:port,..." */
+  const char *root;    /* the cluster's root node, "/percolator/NAME" */
+  /* NULL: no authentication, and the nodes made are open to every client of
+   * the ensemble. Else the session authenticates as "percolator" with this
+   * password (ZooKeeper's digest scheme), and the root and every node under
+   * it are made with an ACL that admits that identity only; the parents of
+   * the root, which other clusters share, let everybody read them and
+   * create children, and nobody else delete them. */
+  const char *secret;
+  uint32_t session_timeout_ms; /* asked of the ensemble */
+} pc_zk_options_t;
+
+/* Opens a session on the ensemble o->connect asking for
+ * o->session_timeout_ms, authenticates with o->secret when set, waits until
+ * it is connected (at most timeout_ms: PC_UNAVAILABLE naming the ensemble
+ * otherwise) and creates the root node and its parents if missing. session
+ * (may be NULL) is told of session state changes. Returns NULL on error;
+ * release with pc_zk_close. A node whose ACL does not admit this session
+ * answers PC_DENIED. */
+pc_zk_t *pc_zk_open(const pc_zk_options_t *o, uint32_t timeout_ms, pc_zk_watch_t *session,
+                    pc_error_t *err);
 /* Closes the session (its ephemeral nodes go at once) and frees the handle. */
 void pc_zk_close(pc_zk_t *zk);
 

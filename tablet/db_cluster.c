@@ -186,9 +186,8 @@ static pc_status_t open_coordinated(pc_db_t *db, const pc_config_t *cfg, const p
   coord_t *c = calloc(1, sizeof *c);
   if (!c) return pc_error_set(err, PC_NOMEM, "out of memory");
   db->coord = c;
-  c->session = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
-                             cfg->zookeeper.session_timeout_ms, PC_COORD_CLIENT, o->timeout_ms,
-                             err);
+  pc_zk_options_t zo = pc_config_zk(cfg);
+  c->session = pc_coord_open(&zo, PC_COORD_CLIENT, o->timeout_ms, err);
   if (!c->session) return err->code;
   db->coordination = c->session;
   if (open_tablet_map(c, db, cfg, o, err) != PC_OK) return err->code;

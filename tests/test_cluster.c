@@ -914,8 +914,8 @@ static void test_tablet_kill_restart(void **state) {
   pc_error_t err;
   pc_config_t *ccfg = pc_config_load(path, &err);
   if (!ccfg) fail_msg("%s: %s", path, err.text);
-  pc_coord_t *zc = pc_coord_open(ccfg->zookeeper.connect, ccfg->zookeeper.root,
-                                 ccfg->zookeeper.session_timeout_ms, 0, 20000, &err);
+  pc_zk_options_t zo = pc_config_zk(ccfg);
+  pc_coord_t *zc = pc_coord_open(&zo, 0, 20000, &err);
   if (!zc) fail_msg("coordination: %s", err.text);
   char owner[300] = "?";
   uint64_t until = now_ms() + 60000;
@@ -1223,8 +1223,8 @@ static void test_tablet_loads_published_safe_point(void **state) {
   assert_true(wait_dead_unreaped(t1, 10000));
   /* the pass that t1 misses: its safe point published, as the other tablets
    * do before they delete */
-  pc_coord_t *c = pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
-                                cfg->zookeeper.session_timeout_ms, 0, 20000, &err);
+  pc_zk_options_t zo = pc_config_zk(cfg);
+  pc_coord_t *c = pc_coord_open(&zo, 0, 20000, &err);
   if (!c) fail_msg("coordination: %s", err.text);
   uint64_t published = 0;
   if (pc_coord_publish_safe_point(c, ts, 20000, &published, &err) != PC_OK)

@@ -273,8 +273,9 @@ static void start_tablet(int i) {
 /* The index in tsos of the oracle that leads (its election node is first). */
 static int tso_leader(void) {
   pc_error_t err;
-  pc_zk_t *zk = pc_zk_open(tu_zk_connect(ensemble), "/percolator/bank", SESSION_MS, 30000, NULL,
-                           &err);
+  pc_zk_t *zk =
+      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(ensemble), "/percolator/bank", NULL, SESSION_MS},
+                 30000, NULL, &err);
   if (!zk) fail_msg("%s", err.text);
   int found = -1;
   for (int attempt = 0; attempt < 3000 && found < 0; attempt++) {

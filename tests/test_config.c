@@ -84,7 +84,15 @@ static void test_zookeeper(void **state) {
   cfg = parse("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/p\"}}", &err);
   assert_non_null(cfg);
   assert_int_equal(cfg->zookeeper.session_timeout_ms, 10000);
+  assert_null(cfg->zookeeper.secret);
   pc_config_free(cfg);
+  cfg = parse("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/p\", \"secret\": \"k:1\"}}",
+              &err);
+  if (!cfg) fail_msg("%s", err.text);
+  assert_string_equal(cfg->zookeeper.secret, "k:1");
+  pc_config_free(cfg);
+  expect_error("{\"zookeeper\": {\"connect\": \"h:1\", \"root\": \"/p\", \"secret\": \"\"}}",
+               PC_INVALID, SRC ":1:58: zookeeper.secret: must not be empty");
   cfg = parse("{}", &err);
   assert_int_equal(cfg->zookeeper.set, 0);
   pc_config_free(cfg);

@@ -29,6 +29,7 @@ export LC_ALL=C
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-conc-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
 . "$(dirname "$0")/zk_lib.sh"
+. "$(dirname "$0")/dedup_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
@@ -47,34 +48,12 @@ case "$MODE" in
     AT=(--data "$D")
     ;;
   cluster)
-    zk_start
-    cat >"$WORK/run.json" <<JSON
-{"data_dir": "$WORK/data", "log": {"level": "warn"},
- "store": {"lock_ttl_ms": 1000},
- "tso": {"listen": "127.0.0.1:0"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "/percolator/dedup-conc", "session_timeout_ms": 3000},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "m"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
-JSON
-    "$CLI" run --config "$WORK/run.json" --ready-file "$WORK/ready.json" 2>"$WORK/run.log" &
-    RUN=$!
-    PIDS+=("$RUN")
-    wait_file "$WORK/ready.json" "$RUN"
-    cat >"$WORK/client.json" <<JSON
-{"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
- "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "/percolator/dedup-conc", "session_timeout_ms": 3000},
- "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "m"},
-             {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "m"}],
- "workers": {"threads": 2, "backoff_ms": 50, "scan": {"idle_ms": 20},
-             "plugins": [{"path": "$PLUGIN"}]}}
-JSON
+    dedup_cluster_start /percolator/dedup-conc m '{"lock_ttl_ms": 1000}' '{"idle_ms": 20}'
     for i in 1 2; do
       "$CLI" --config "$WORK/client.json" worker 2>"$WORK/worker-$i.log" &
       WORKERS+=($!)
       PIDS+=($!)
     done
-    AT=(--config "$WORK/client.json")
     for _ in $(seq 300); do
       run_cli 10 "${AT[@]}" observers
       [[ "$OUT" == *dedup* ]] && break
@@ -186,21 +165,7 @@ run_cli 120 "${AT[@]}" check
 # the expected clusters from the final contents: HASH SIZE CANONICAL MEMBER...
 run_cli 60 "${AT[@]}" scan docs --json
 [ "$RC" = 0 ] || fail "scan docs: $(cat "$WORK/last.err")"
-# each document's contents into a file named by its number, then one sha256sum
-mkdir -p "$WORK/final"
-n=0
-URLS=()
-while IFS=$'\t' read -r u contents; do
-  printf '%s' "$contents" >"$WORK/final/$n"
-  URLS+=("$u")
-  n=$((n + 1))
-done < <(sed -n 's/^{"row":"\([^"]*\)","column":"doc:contents","value":"\([^"]*\)"}$/\1\t\2/p' <<<"$OUT")
-(cd "$WORK/final" && sha256sum -- $(seq 0 $((n - 1)))) |
-  while read -r h f; do printf '%s\t%s\n' "$h" "${URLS[$f]}"; done |
-  sort -t $'\t' -k1,1 -k2,2 |
-  awk -F'\t' '{ if ($1 != h) { if (h != "") print h "\t" n "\t" c m; h = $1; n = 0; c = $2; m = "" }
-                n++; m = m "\t" $2 }
-              END { if (h != "") print h "\t" n "\t" c m }' | sort >"$WORK/clusters.want"
+dedup_want_clusters
 # every URL outside the race is there but the 20 deleted last; a raced URL
 # may be there or not, whichever process came last
 HAVE=$(sed -n 's/^{"row":"\([^"]*\)","column":"doc:contents".*$/\1/p' <<<"$OUT" | sort)
@@ -210,11 +175,7 @@ WANT_DOCS=$((200 - 20 - 40 + $(comm -12 <(echo "$RACED") <(echo "$HAVE") | wc -l
 [ "$(awk -F'\t' '{ s += $2 } END { print s + 0 }' "$WORK/clusters.want")" = "$WANT_DOCS" ] ||
   fail "the docs table does not hold $WANT_DOCS documents: $(cat "$WORK/clusters.want")"
 [ "$(wc -l <"$WORK/clusters.want")" -ge 2 ] || fail "fewer than two clusters formed"
-run_cli 60 "${AT[@]}" clusters
-[ "$RC" = 0 ] || fail "clusters exited $RC: $(cat "$WORK/last.err")"
-sort <<<"$OUT" >"$WORK/clusters.have"
-diff "$WORK/clusters.want" "$WORK/clusters.have" >"$WORK/clusters.diff" ||
-  fail "clusters differ from sha256sum's grouping of the final contents: $(cat "$WORK/clusters.diff")"
+dedup_check_clusters "${AT[@]}"
 pass "$WANT_DOCS documents after concurrent loads and deletes ($MODE): check finds no difference; clusters equal sha256sum's grouping"
 
 for w in "${WORKERS[@]}"; do kill -TERM "$w"; done

@@ -22,6 +22,8 @@
 # flight are left uncommitted); worker 5 starts and worker 3 gets SIGTERM;
 # worker 6 starts and worker 4 gets SIGTERM. At most three run at once.
 #
+# Before the load, a client whose configuration lacks the cluster's
+# zookeeper.secret is refused, naming what ZooKeeper refused.
 # Checked, after `wait`:
 #   - the workers stopped by SIGTERM exit 0; while three ran, ZooKeeper
 #     listed the three, and at the end it lists exactly workers 5 and 6;
@@ -66,36 +68,22 @@ export LC_ALL=C
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-members-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
 . "$(dirname "$0")/zk_lib.sh"
+. "$(dirname "$0")/dedup_lib.sh"
 cli_start_cleanup
 # the loader runs in a subshell: its current `timeout` gets SIGTERM too, which
 # it passes on to its `load` process (a SIGKILL would leave that one running)
 trap 'kill -TERM "$(cat "$WORK/loader.pid" 2>/dev/null)" 2>/dev/null; cli_cleanup' EXIT
 cd "$WORK" || exit 1
 
-zk_start
-ROOT=/percolator/dedup-members
-cat >"$WORK/run.json" <<JSON
-{"data_dir": "$WORK/data", "log": {"level": "warn"},
- "store": {"lock_ttl_ms": 1000, "gc_interval_ms": 0},
- "tso": {"listen": "127.0.0.1:0"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "$ROOT", "session_timeout_ms": 3000},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$SPLIT"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "$SPLIT"}]}
-JSON
-"$CLI" run --config "$WORK/run.json" --ready-file "$WORK/ready.json" 2>"$WORK/run.log" &
-RUN=$!
-PIDS+=("$RUN")
-wait_file "$WORK/ready.json" "$RUN"
-cat >"$WORK/client.json" <<JSON
-{"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
- "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "$ROOT", "session_timeout_ms": 3000},
- "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "$SPLIT"},
-             {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "$SPLIT"}],
- "workers": {"threads": 2, "backoff_ms": 50, "scan": {"idle_ms": 20, "stable_ms": 500},
-             "plugins": [{"path": "$PLUGIN"}]}}
-JSON
-AT=(--config "$WORK/client.json")
+dedup_cluster_start /percolator/dedup-members "$SPLIT" '{"lock_ttl_ms": 1000, "gc_interval_ms": 0}' \
+  '{"idle_ms": 20, "stable_ms": 500}'
+# the cluster's ZooKeeper nodes admit only the holders of its zookeeper.secret
+grep -v '"secret"' "$WORK/client.json" | sed 's/"session_timeout_ms": 6000,$/"session_timeout_ms": 6000},/' \
+  >"$WORK/outsider.json"
+run_cli 60 --config "$WORK/outsider.json" scan docs
+[ "$RC" != 0 ] && grep -q "not authorised" "$WORK/last.err" ||
+  fail "a client without zookeeper.secret was not refused (exit $RC): $(cat "$WORK/last.err")"
+pass "a client without the cluster's zookeeper.secret is refused: $(head -n 1 "$WORK/last.err")"
 
 W=() # W[i]: the pid of worker i
 start_worker() {
@@ -248,27 +236,10 @@ run_cli 120 "${AT[@]}" check
 # the expected clusters from the final contents: HASH SIZE CANONICAL MEMBER...
 run_cli 60 "${AT[@]}" scan docs --json
 [ "$RC" = 0 ] || fail "scan docs: $(cat "$WORK/last.err")"
-mkdir -p "$WORK/final"
-n=0
-URLS=()
-while IFS=$'\t' read -r u contents; do
-  printf '%s' "$contents" >"$WORK/final/$n"
-  URLS+=("$u")
-  n=$((n + 1))
-done < <(sed -n 's/^{"row":"\([^"]*\)","column":"doc:contents","value":"\([^"]*\)"}$/\1\t\2/p' <<<"$OUT")
-[ "$n" = "$FINAL" ] || fail "the docs table holds $n documents, not $FINAL"
-(cd "$WORK/final" && sha256sum -- $(seq 0 $((n - 1)))) |
-  while read -r h f; do printf '%s\t%s\n' "$h" "${URLS[$f]}"; done |
-  sort -t $'\t' -k1,1 -k2,2 |
-  awk -F'\t' '{ if ($1 != h) { if (h != "") print h "\t" n "\t" c m; h = $1; n = 0; c = $2; m = "" }
-                n++; m = m "\t" $2 }
-              END { if (h != "") print h "\t" n "\t" c m }' | sort >"$WORK/clusters.want"
+dedup_want_clusters
+[ "$DOCS" = "$FINAL" ] || fail "the docs table holds $DOCS documents, not $FINAL"
 [ "$(awk -F'\t' '$2 > 1' "$WORK/clusters.want" | wc -l)" -ge 10 ] || fail "fewer than ten clusters with copies formed"
-run_cli 60 "${AT[@]}" clusters
-[ "$RC" = 0 ] || fail "clusters exited $RC: $(cat "$WORK/last.err")"
-sort <<<"$OUT" >"$WORK/clusters.have"
-diff "$WORK/clusters.want" "$WORK/clusters.have" >"$WORK/clusters.diff" ||
-  fail "clusters differ from sha256sum's grouping of the final contents: $(head -n 20 "$WORK/clusters.diff")"
+dedup_check_clusters "${AT[@]}"
 pass "$FINAL documents: check finds no difference; clusters equal sha256sum's grouping"
 
 # the raw view: per document, its changes ("c TS") and committed dedup runs

@@ -38,18 +38,22 @@ typedef struct fixture {
   pc_db_t *db;
 } fixture_t;
 
-static int setup_with(void **state, int one_phase) {
+static int setup_with(void **state, int one_phase, uint32_t lease_ms) {
   fixture_t *f = calloc(1, sizeof *f);
   if (!f) return -1;
   f->dir = tu_mkdtemp("notify");
-  /* a short lease: a vanished writer's locks are settled quickly */
-  f->db = tu_open_ex(f->dir, 400, one_phase);
+  f->db = tu_open_ex(f->dir, lease_ms, one_phase);
   *state = f;
   return 0;
 }
 
-static int setup_1pc(void **state) { return setup_with(state, 1); }
-static int setup_2pc(void **state) { return setup_with(state, 0); }
+/* a short lease: a vanished writer's locks are settled quickly */
+static int setup_1pc(void **state) { return setup_with(state, 1, 400); }
+static int setup_2pc(void **state) { return setup_with(state, 0, 400); }
+/* a lease that a busy machine does not run out between a writer's prewrite
+ * and the next transaction's commit, for tests that need its owner alive */
+#define LONG_LEASE_MS 5000
+static int setup_2pc_long_lease(void **state) { return setup_with(state, 0, LONG_LEASE_MS); }
 
 static int teardown(void **state) {
   fixture_t *f = *state;
@@ -712,7 +716,8 @@ static void test_weak_conflicts_with_writer(void **state) {
   pc_txn_t *t = begin(db);
   weak(t, "c1", "c:w");
   pc_error_t err;
-  pc_txn_set_timeout_ms(t, 100); /* shorter than the lease: the owner counts as alive */
+  /* a fifth of the lease: the owner counts as alive throughout */
+  pc_txn_set_timeout_ms(t, LONG_LEASE_MS / 5);
   pc_status_t st = pc_txn_commit(t, &err);
   if (st != PC_CONFLICT)
     fail_msg("weak notification of a cell locked by a writer: %s (%s)", pc_status_name(st),
@@ -726,7 +731,7 @@ static void test_weak_conflicts_with_writer(void **state) {
   vanish(n, "txn.commit.before_primary=return");
   t = begin(db);
   set(t, "c2", "c:w", "v");
-  pc_txn_set_timeout_ms(t, 100);
+  pc_txn_set_timeout_ms(t, LONG_LEASE_MS / 5);
   st = pc_txn_commit(t, &err);
   if (st != PC_CONFLICT)
     fail_msg("write of a cell locked by a weak notification: %s (%s)", pc_status_name(st),
@@ -1231,7 +1236,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_malformed_record_isolated, setup_1pc, teardown),
       BOTH(test_weak_at_commit_not_after_abort),
       /* a stalled writer holds locks: two-phase commit */
-      cmocka_unit_test_setup_teardown(test_weak_conflicts_with_writer, setup_2pc, teardown),
+      cmocka_unit_test_setup_teardown(test_weak_conflicts_with_writer, setup_2pc_long_lease,
+                                      teardown),
       BOTH(test_weak_with_write_of_cell),
       cmocka_unit_test_setup_teardown(test_scan_notify_buckets, setup_2pc, teardown),
       cmocka_unit_test_setup_teardown(test_clear_notify_keeps_newer, setup_1pc, teardown),

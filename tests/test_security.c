@@ -756,12 +756,30 @@ static uint64_t published_safe_point(const char *dir) {
   char root[1024];
   snprintf(root, sizeof root, "/percolator/%s", base ? base + 1 : dir);
   pc_error_t err;
-  pc_coord_t *c = pc_coord_open(tu_zk_shared(), root, 5000, 0, 20000, &err);
+  pc_coord_t *c =
+      pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000}, 0, 20000, &err);
   if (!c) fail_msg("coordination: %s", err.text);
   uint64_t safe = 0;
   if (pc_coord_safe_point(c, 20000, &safe, &err) != PC_OK) fail_msg("safe point: %s", err.text);
   pc_coord_close(c);
   return safe;
+}
+
+/* Writes safe into the cluster's published safe point directly, as a
+ * process that reaches ZooKeeper but none of the daemons could. */
+static void forge_safe_point(const char *dir, uint64_t safe) {
+  const char *base = strrchr(dir, '/');
+  char root[1024];
+  snprintf(root, sizeof root, "/percolator/%s", base ? base + 1 : dir);
+  pc_error_t err;
+  pc_coord_t *c =
+      pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000}, 0, 20000, &err);
+  if (!c) fail_msg("coordination: %s", err.text);
+  uint64_t published = 0;
+  if (pc_coord_publish_safe_point(c, safe, 20000, &published, &err) != PC_OK)
+    fail_msg("publishing: %s", err.text);
+  assert_int_equal(published, safe);
+  pc_coord_close(c);
 }
 
 /* A GET of "t"/row/"c" at read_ts, sent by the client of cfg to the tablet at
@@ -793,7 +811,8 @@ static pc_status_t get_at(const char *cfg, uint16_t port, const char *row, uint6
  * moves nothing: the safe point published in ZooKeeper stays where it was,
  * so a tablet server that restarts (and adopts the published point) still
  * serves reads below the point the data client tried. The system's pass
- * publishes its safe point. */
+ * publishes its safe point. A safe point written into ZooKeeper directly,
+ * above the oracle's timestamps, is not adopted by a restarted tablet. */
 static void test_gc_safe_point_publication(void **state) {
   fixture_t *fx = *state;
   NEED_CLI(fx);
@@ -864,6 +883,25 @@ static void test_gc_safe_point_publication(void **state) {
   assert_int_equal(pc_db_gc(sys, &gs, &err), PC_OK);
   assert_true(gs.safe_point > 0);
   assert_int_equal(published_safe_point(d), gs.safe_point);
+  /* a safe point written into ZooKeeper from outside, above every timestamp
+   * the oracle issued: the restarted tablets do not adopt it */
+  uint64_t forged = 1ull << 62;
+  forge_safe_point(d, forged);
+  pc_db_close(sys);
+  stop_daemon(fx, run);
+  json_decref(ready);
+  ready = start_daemon(fx, cfg, "run", NULL, "run3", &run);
+  free(sys_cfg);
+  sys_cfg = client_config(d, ready, "system", "\"system_secret\":\"system-s3cret\",");
+  sys = open_db(sys_cfg);
+  uint64_t fresh = 0;
+  assert_int_equal(pc_db_timestamp(sys, 5000, &fresh, &err), PC_OK);
+  assert_true(fresh < forged);
+  port_a = port_of(endpoint(ready, NULL, "a", "listen"));
+  st = get_at(sys_cfg, port_a, "k1", fresh, msg, sizeof msg);
+  if (st != PC_OK || strcmp(msg, "v1") != 0)
+    fail_msg("a read at %llu on a tablet restarted under a forged safe point %llu: %s: %s",
+             (unsigned long long)fresh, (unsigned long long)forged, pc_status_name(st), msg);
   pc_db_close(sys);
   stop_daemon(fx, run);
   json_decref(ready);

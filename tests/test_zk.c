@@ -5,7 +5,8 @@
  * fails, and every call bounded by its timeout once the server is gone; the
  * coordination built on it (lockservice/coord.h): clients' liveness and
  * reports, one session per client handle, the workers' membership and
- * shares, the safe point that only rises.
+ * shares, the safe point that only rises; with zookeeper.secret, nodes that
+ * admit only the sessions that hold it.
  * One server serves every case; the last case stops it. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,7 +37,8 @@ static void must(const char *what, pc_status_t st, const pc_error_t *err, pc_sta
 
 static pc_zk_t *open_root(const char *root) {
   pc_error_t err;
-  pc_zk_t *zk = pc_zk_open(tu_zk_connect(server), root, 4000, 20000, NULL, &err);
+  pc_zk_t *zk =
+      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000}, 20000, NULL, &err);
   if (!zk) fail_msg("pc_zk_open: %s", err.text);
   return zk;
 }
@@ -80,6 +82,69 @@ static void test_nodes_under_root(void **state) {
   must("other root", pc_zk_exists(zk, "a", NULL, &exists, 5000, &err), &err, PC_OK);
   assert_int_equal(exists, 0);
   pc_zk_close(zk);
+}
+
+static pc_zk_t *open_secret(const char *root, const char *secret) {
+  pc_error_t err;
+  pc_zk_t *zk =
+      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), root, secret, 4000}, 20000, NULL, &err);
+  if (!zk) fail_msg("pc_zk_open %s: %s", root, err.text);
+  return zk;
+}
+
+static void denied(const char *what, pc_status_t st, const pc_error_t *err) {
+  must(what, st, err, PC_DENIED);
+  if (!strstr(err->text, "not authorised") || !strstr(err->text, "/secured/"))
+    fail_msg("%s: the error names neither the node nor the reason: %s", what, err->text);
+}
+
+/* With a secret, the cluster's nodes admit only the sessions that hold it
+ * (any session, any process); without it, or with another one, every
+ * operation on them is refused, naming the node. The root's parents are
+ * shared: anybody may make another cluster's root beside it, nobody else
+ * may delete one. */
+static void test_secret_acl(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_zk_t *a = open_secret("/secured/t9", "s1");
+  must("create", pc_zk_create(a, "a", "v", 1, 0, NULL, 0, 5000, &err), &err, PC_OK);
+  must("ephemeral", pc_zk_create(a, "e", "w", 1, PC_ZK_EPHEMERAL, NULL, 0, 5000, &err), &err,
+       PC_OK);
+  pc_zk_t *empty = open_secret("/secured/t9e", "s1"); /* a root with no children */
+  pc_zk_close(empty);
+
+  pc_zk_t *outsiders[2] = {open_root("/secured/t9"), open_secret("/secured/t9", "s2")};
+  for (int i = 0; i < 2; i++) {
+    pc_zk_t *o = outsiders[i];
+    char *data = NULL;
+    char **names = NULL;
+    size_t n = 0;
+    denied("get", pc_zk_get(o, "a", NULL, &data, NULL, NULL, 5000, &err), &err);
+    denied("set", pc_zk_set(o, "a", "x", 1, -1, NULL, 5000, &err), &err);
+    denied("delete", pc_zk_delete(o, "a", -1, 5000, &err), &err);
+    denied("delete ephemeral", pc_zk_delete(o, "e", -1, 5000, &err), &err);
+    denied("create", pc_zk_create(o, "b", "x", 1, 0, NULL, 0, 5000, &err), &err);
+    denied("children", pc_zk_children(o, "", NULL, &names, &n, 5000, &err), &err);
+    pc_zk_close(o);
+  }
+  /* the shared parent: another cluster's root beside it, but no deletes */
+  pc_zk_t *other = open_root("/secured/other");
+  pc_zk_close(other);
+  pc_zk_t *parent = open_root("/secured");
+  denied("delete another cluster's root", pc_zk_delete(parent, "t9e", -1, 5000, &err), &err);
+  pc_zk_close(parent);
+
+  /* another session with the secret, as another process of the cluster */
+  pc_zk_t *b = open_secret("/secured/t9", "s1");
+  char *data = NULL;
+  must("get with the secret", pc_zk_get(b, "a", NULL, &data, NULL, NULL, 5000, &err), &err,
+       PC_OK);
+  assert_string_equal(data, "v");
+  free(data);
+  must("set with the secret", pc_zk_set(b, "a", "v2", 2, -1, NULL, 5000, &err), &err, PC_OK);
+  must("delete with the secret", pc_zk_delete(b, "e", -1, 5000, &err), &err, PC_OK);
+  pc_zk_close(b);
+  pc_zk_close(a);
 }
 
 typedef struct counter {
@@ -182,10 +247,12 @@ static void test_client_liveness_and_reports(void **state) {
   (void)state;
   pc_error_t err;
   pc_coord_t *a =
-      pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, PC_COORD_CLIENT, 20000, &err);
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t5", NULL, 4000},
+                    PC_COORD_CLIENT, 20000, &err);
   assert_non_null(a);
   pc_coord_t *b =
-      pc_coord_open(tu_zk_connect(server), "/percolator/t5", 4000, PC_COORD_CLIENT, 20000, &err);
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t5", NULL, 4000},
+                    PC_COORD_CLIENT, 20000, &err);
   assert_non_null(b);
   uint64_t sa = pc_coord_session(a), sb = pc_coord_session(b);
   assert_true(sa != 0 && sb != 0 && sa != sb);
@@ -293,8 +360,10 @@ static void test_membership_partition(void **state) {
   (void)state;
   pc_error_t err;
   const char *root = "/percolator/t7";
-  pc_coord_t *a = pc_coord_open(tu_zk_connect(server), root, 4000, 0, 20000, &err);
-  pc_coord_t *b = pc_coord_open(tu_zk_connect(server), root, 4000, 0, 20000, &err);
+  pc_coord_t *a =
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000}, 0, 20000, &err);
+  pc_coord_t *b =
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000}, 0, 20000, &err);
   assert_non_null(a);
   assert_non_null(b);
   pc_member_t *ma = pc_member_join(a, "g", STABLE_MS, 5000, &err);
@@ -370,8 +439,10 @@ static void test_membership_partition(void **state) {
 static void test_safe_point_rises(void **state) {
   (void)state;
   pc_error_t err;
-  pc_coord_t *a = pc_coord_open(tu_zk_connect(server), "/percolator/t8", 4000, 0, 20000, &err);
-  pc_coord_t *b = pc_coord_open(tu_zk_connect(server), "/percolator/t8", 4000, 0, 20000, &err);
+  pc_coord_t *a = pc_coord_open(
+      &(pc_zk_options_t){tu_zk_connect(server), "/percolator/t8", NULL, 4000}, 0, 20000, &err);
+  pc_coord_t *b = pc_coord_open(
+      &(pc_zk_options_t){tu_zk_connect(server), "/percolator/t8", NULL, 4000}, 0, 20000, &err);
   assert_non_null(a);
   assert_non_null(b);
   uint64_t safe = 1, published = 0;
@@ -393,11 +464,12 @@ static void test_unreachable(void **state) {
   (void)state;
   pc_error_t err;
   /* nobody listens on port 1 */
-  pc_zk_t *none = pc_zk_open("127.0.0.1:1", "/percolator/x", 4000, 300, NULL, &err);
+  pc_zk_t *none =
+      pc_zk_open(&(pc_zk_options_t){"127.0.0.1:1", "/percolator/x", NULL, 4000}, 300, NULL, &err);
   assert_null(none);
   assert_int_equal(err.code, PC_UNAVAILABLE);
   assert_non_null(strstr(err.text, "127.0.0.1:1"));
-  none = pc_zk_open("127.0.0.1:1", "relative", 4000, 300, NULL, &err);
+  none = pc_zk_open(&(pc_zk_options_t){"127.0.0.1:1", "relative", NULL, 4000}, 300, NULL, &err);
   assert_null(none);
   assert_int_equal(err.code, PC_INVALID);
 }
@@ -409,10 +481,12 @@ static void test_calls_bounded_when_server_gone(void **state) {
   pc_error_t err;
   counter_t c = {0};
   pc_zk_watch_t w = {count_event, &c};
-  pc_zk_t *zk = pc_zk_open(tu_zk_connect(server), "/percolator/t4", 30000, 20000, &w, &err);
+  pc_zk_t *zk = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t4", NULL, 30000},
+                           20000, &w, &err);
   assert_non_null(zk);
   pc_coord_t *coord =
-      pc_coord_open(tu_zk_connect(server), "/percolator/t4", 30000, PC_COORD_CLIENT, 20000, &err);
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t4", NULL, 30000},
+                    PC_COORD_CLIENT, 20000, &err);
   assert_non_null(coord);
   tu_zk_kill(server, 0);
   /* liveness that ZooKeeper cannot confirm is unknown, never dead */
@@ -456,6 +530,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nodes_under_root),
+      cmocka_unit_test(test_secret_acl),
       cmocka_unit_test(test_ephemeral_sequence_and_watches),
       cmocka_unit_test(test_fenced_write),
       cmocka_unit_test(test_client_liveness_and_reports),

@@ -179,8 +179,9 @@ static int ready_tso_port(const char *dir, const char *log) {
 int tu_cluster_tso_leader(const char *dir) {
   char root[300];
   pc_error_t err;
-  pc_tso_locator_t *l = pc_tso_locator_create(tu_zk_shared(), cluster_root(dir, root, sizeof root),
-                                              ZK_SESSION_MS, NULL, 20000, &err);
+  pc_tso_locator_t *l = pc_tso_locator_create(
+      &(pc_zk_options_t){tu_zk_shared(), cluster_root(dir, root, sizeof root), NULL, ZK_SESSION_MS},
+      NULL, 20000, &err);
   if (!l) die("tu_cluster_tso_leader", &err);
   int found = -1;
   for (int i = 0; i < 2000 && found < 0; i++) { /* up to ~20 s */

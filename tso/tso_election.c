@@ -26,7 +26,7 @@ typedef struct zk_bound {
 } zk_bound_t;
 
 struct pc_tso_node {
-  char *connect, *root, *advertise;
+  char *connect, *root, *secret, *advertise;
   uint32_t asked_timeout_ms, window_ms;
   pthread_t thread;
   int running;
@@ -270,8 +270,8 @@ static void *node_main(void *arg) {
       n->my[0] = '\0';
     }
     if (!n->zk) {
-      pc_zk_t *zk = pc_zk_open(n->connect, n->root, n->asked_timeout_ms, n->asked_timeout_ms,
-                               &n->watch, &err);
+      pc_zk_options_t zo = {n->connect, n->root, n->secret, n->asked_timeout_ms};
+      pc_zk_t *zk = pc_zk_open(&zo, n->asked_timeout_ms, &n->watch, &err);
       if (!zk) {
         pc_log(PC_LOG_WARN, "tso: %s", err.text);
         node_wait(n, 500);
@@ -288,18 +288,22 @@ static void *node_main(void *arg) {
 }
 
 pc_tso_node_t *pc_tso_node_create(const pc_tso_node_options_t *o, pc_error_t *err) {
-  if (!o || !o->connect || !o->root) {
+  if (!o || !o->zk.connect || !o->zk.root) {
     pc_error_set(err, PC_INVALID, "tso: want a ZooKeeper ensemble and a root");
     return NULL;
   }
   pc_tso_node_t *n = calloc(1, sizeof *n);
-  if (!n || !(n->connect = strdup(o->connect)) || !(n->root = strdup(o->root))) {
-    if (n) free(n->connect);
+  if (!n || !(n->connect = strdup(o->zk.connect)) || !(n->root = strdup(o->zk.root)) ||
+      (o->zk.secret && !(n->secret = strdup(o->zk.secret)))) {
+    if (n) {
+      free(n->connect);
+      free(n->root);
+    }
     free(n);
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  n->asked_timeout_ms = o->session_timeout_ms ? o->session_timeout_ms : 10000;
+  n->asked_timeout_ms = o->zk.session_timeout_ms ? o->zk.session_timeout_ms : 10000;
   n->window_ms = o->window_ms;
   n->watch = (pc_zk_watch_t){node_event, n};
   pthread_mutex_init(&n->mu, NULL);
@@ -343,6 +347,8 @@ void pc_tso_node_stop(pc_tso_node_t *n) {
   pthread_mutex_destroy(&n->mu);
   free(n->connect);
   free(n->root);
+  if (n->secret) explicit_bzero(n->secret, strlen(n->secret));
+  free(n->secret);
   free(n->advertise);
   free(n);
 }

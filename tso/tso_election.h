@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "core/keys.h"
+#include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "tso/oracle.h"
 #include "tso/tso_wire.h"
@@ -27,10 +28,8 @@
 typedef struct pc_tso_node pc_tso_node_t;
 
 typedef struct pc_tso_node_options {
-  const char *connect;          /* the ensemble */
-  const char *root;             /* the cluster's root node */
-  uint32_t session_timeout_ms;  /* asked of ZooKeeper */
-  uint32_t window_ms;           /* how far ahead the bound is persisted (0: 3000) */
+  pc_zk_options_t zk; /* the ensemble, the cluster's root, its secret (copied) */
+  uint32_t window_ms; /* how far ahead the bound is persisted (0: 3000) */
 } pc_tso_node_options_t;
 
 /* An oracle process's place in the election, not yet joined: its handler

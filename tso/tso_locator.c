@@ -184,10 +184,9 @@ pc_tso_locator_t *pc_tso_locator_on(pc_coord_t *coord, const pc_rpc_auth_t *auth
   return l;
 }
 
-pc_tso_locator_t *pc_tso_locator_create(const char *connect, const char *root,
-                                        uint32_t session_timeout_ms, const pc_rpc_auth_t *auth,
+pc_tso_locator_t *pc_tso_locator_create(const pc_zk_options_t *zo, const pc_rpc_auth_t *auth,
                                         uint32_t timeout_ms, pc_error_t *err) {
-  pc_coord_t *c = pc_coord_open(connect, root, session_timeout_ms, 0, timeout_ms, err);
+  pc_coord_t *c = pc_coord_open(zo, 0, timeout_ms, err);
   if (!c) return NULL;
   pc_tso_locator_t *l = pc_tso_locator_on(c, auth, err);
   if (!l) {

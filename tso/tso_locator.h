@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/keys.h"
+#include "lockservice/zk.h"
 #include "net/rpc.h"
 
 typedef struct pc_tso_locator pc_tso_locator_t;
@@ -25,10 +26,9 @@ struct pc_coord;
 pc_tso_locator_t *pc_tso_locator_on(struct pc_coord *coord, const pc_rpc_auth_t *auth,
                                     pc_error_t *err);
 /* The same on a session of its own (a coordinator without a client node),
- * opened on the ensemble under root, waiting at most timeout_ms for it
+ * opened on the ensemble zo names, waiting at most timeout_ms for it
  * (PC_UNAVAILABLE otherwise), and closed with the locator. */
-pc_tso_locator_t *pc_tso_locator_create(const char *connect, const char *root,
-                                        uint32_t session_timeout_ms, const pc_rpc_auth_t *auth,
+pc_tso_locator_t *pc_tso_locator_create(const pc_zk_options_t *zo, const pc_rpc_auth_t *auth,
                                         uint32_t timeout_ms, pc_error_t *err);
 void pc_tso_locator_destroy(pc_tso_locator_t *l);
 

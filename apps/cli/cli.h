@@ -156,11 +156,6 @@ void cli_print_help(const cli_verb_t *v, FILE *out);
  * missing otherwise. Returns NULL after printing the error. */
 pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create);
 
-/* The client configuration a `percolator worker` holding an embedded data
- * directory writes there while it serves it; cli_open_db connects through
- * it when the directory is held (PC_BUSY). */
-#define CLI_SERVING_FILE "serving.json"
-
 /* Checks that the standard output was written completely; CLI_EXIT_OK or an error. */
 int cli_finish_output(const cli_ctx_t *ctx);
 

@@ -19,6 +19,7 @@
 #include "core/db.h"
 #include "core/error.h"
 #include "core/suggest.h"
+#include "daemon/daemon.h"
 
 static int run_help(cli_ctx_t *ctx, int argc, char **argv);
 
@@ -309,7 +310,7 @@ static int serving_current(const char *dir, const char *path) {
  * holder serves nothing. */
 static pc_db_t *open_served(const cli_ctx_t *ctx, const char *dir, pc_error_t *err) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/" CLI_SERVING_FILE, dir);
+  snprintf(path, sizeof path, "%s/" PC_DAEMON_SERVING_FILE, dir);
   uint64_t deadline = pc_now_mono_ms() + (ctx->timeout_ms ? ctx->timeout_ms : 10000);
   int said = 0;
   for (;;) {

@@ -23,6 +23,8 @@
 #include "config/config.h"
 #include "core/db.h"
 #include "core/error.h"
+#include "daemon/daemon.h"
+#include "lockservice/coord.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "notify/worker.h"
@@ -79,7 +81,7 @@ static int check_directory(doctor_t *d, const char *dir) {
 /* Who holds dir: nobody, a live worker serving it, a client, a process gone. */
 static void check_holder(doctor_t *d, const char *dir) {
   char serving[4200];
-  snprintf(serving, sizeof serving, "%s/" CLI_SERVING_FILE, dir);
+  snprintf(serving, sizeof serving, "%s/" PC_DAEMON_SERVING_FILE, dir);
   pc_error_t err;
   int fd = pc_data_dir_lock(dir, "doctor", &err);
   if (fd >= 0) {
@@ -148,8 +150,9 @@ static void check_zookeeper(doctor_t *d, const pc_config_t *cfg) {
   char what[600];
   snprintf(what, sizeof what, "zookeeper %s", connect);
   pc_error_t err;
-  pc_zk_t *zk = pc_zk_open(connect, "/", cfg->zookeeper.session_timeout_ms, d->timeout_ms, NULL,
-                           &err);
+  pc_zk_options_t zo = pc_config_zk(cfg);
+  zo.root = "/";
+  pc_zk_t *zk = pc_zk_open(&zo, d->timeout_ms, NULL, &err);
   if (!zk) {
     finding(d, 0, what,
             "not reachable within %u ms (%s): start the ensemble, or correct zookeeper.connect "
@@ -179,8 +182,8 @@ static void check_zookeeper(doctor_t *d, const pc_config_t *cfg) {
     finding(d, 0, "tso (elected)", "%s", err.text);
     return;
   }
-  pc_tso_locator_t *l = pc_tso_locator_create(connect, root, cfg->zookeeper.session_timeout_ms,
-                                              &auth, d->timeout_ms, &err);
+  zo.root = root;
+  pc_tso_locator_t *l = pc_tso_locator_create(&zo, &auth, d->timeout_ms, &err);
   pc_config_auth_release(&auth);
   uint64_t last = 0;
   char leader[300] = "", all[1024] = "";

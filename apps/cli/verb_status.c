@@ -597,9 +597,8 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
     json_object_set_new(r.root, "mode", json_string(cfg->served ? "served" : "cluster"));
     if (cfg->zookeeper.set) {
       /* one session, without a client node: status is not a client */
-      pc_coord_t *coord =
-          pc_coord_open(cfg->zookeeper.connect, cfg->zookeeper.root,
-                        cfg->zookeeper.session_timeout_ms, 0, STATUS_TIMEOUT_MS, &err);
+      pc_zk_options_t zo = pc_config_zk(cfg);
+      pc_coord_t *coord = pc_coord_open(&zo, 0, STATUS_TIMEOUT_MS, &err);
       report_tso_elected(&r, coord, cfg);
       report_coordination(&r, coord, cfg, coord ? NULL : err.text);
       report_tablets(&r, cfg, coord); /* each one's server from the tablet map */
