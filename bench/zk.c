@@ -51,7 +51,8 @@
 #include "tso/oracle.h"
 #include "tso/tso_client.h"
 #include "tso/tso_server.h"
-#include "tso/tso_zk.h"
+#include "tso/tso_election.h"
+#include "tso/tso_locator.h"
 
 #define MAX_THREADS 256
 #define MAX_ROUNDS 16

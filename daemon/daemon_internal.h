@@ -22,7 +22,8 @@
 #include "tso/oracle.h"
 #include "tso/tso_client.h"
 #include "tso/tso_server.h"
-#include "tso/tso_zk.h"
+#include "tso/tso_election.h"
+#include "tso/tso_locator.h"
 
 typedef enum role_kind { ROLE_TSO, ROLE_TABLET } role_kind_t;
 

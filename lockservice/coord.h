@@ -2,7 +2,7 @@
  * cluster coordinates through it: the liveness of clients, the oldest
  * snapshot each one holds open, the membership of the notification workers,
  * the garbage collector's safe point and cluster-wide locks. One session
- * per client handle: the oracle's follower (tso/tso_zk.h) borrows it too.
+ * per client handle: the oracle's follower (tso/tso_locator.h) borrows it too.
  *
  * Nodes under the cluster's root (docs/ARCHITECTURE.md lays them all out):
  *   clients/<session, 16 hex digits>   ephemeral, one per client handle; data

@@ -25,7 +25,7 @@
 #include "tablet/tablet.h"
 #include "lockservice/coord.h"
 #include "tso/tso_client.h"
-#include "tso/tso_zk.h"
+#include "tso/tso_locator.h"
 
 /* What a client of a cluster coordinated through ZooKeeper holds. */
 typedef struct coord {

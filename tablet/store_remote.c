@@ -288,9 +288,10 @@ static pc_status_t get_op(remote_t *s, const pc_cell_t *c, uint64_t read_ts, uin
   pc_status_t st = PC_OK;
   int oom = 0; /* here, not the tablet's PC_NOMEM, whose message the reply carries */
   int got_lock = 0;
-  if (pc_wire_put_cell(&body, c) || (!fresh && pc_buf_u64(&body, read_ts))) st = nomem(err);
-  if (st == PC_OK)
-    st = call(s, i, fresh ? PC_TABLET_OP_GET_FRESH : PC_TABLET_OP_GET, &body, &reply, &r, err);
+  uint8_t op = fresh ? PC_TABLET_OP_GET_FRESH : PC_TABLET_OP_GET;
+  pc_tablet_get_req_t q = {*c, read_ts};
+  if (pc_tablet_encode_get(&body, op, &q)) st = nomem(err);
+  if (st == PC_OK) st = call(s, i, op, &body, &reply, &r, err);
   if (fresh && (st == PC_OK || st == PC_NOT_FOUND || st == PC_LOCKED) && reply.len) {
     *fresh = pc_rd_u64(&r);
     if (*fresh == 0) r.ok = 0;
@@ -350,29 +351,25 @@ static void take_clear_answer(pc_rd_t *r, pc_notify_clear_t *clear) {
   }
 }
 
-/* The body of a PREWRITE (spec) or ONE_PHASE (start_ts) request, but its
- * clear; nonzero when out of memory. */
+/* The body of a PREWRITE (spec) or ONE_PHASE (start_ts, and clear when not
+ * NULL) request; nonzero when out of memory. */
 static int enc_mutations(pc_buf_t *body, uint8_t op, const pc_mutation_t *muts, size_t n,
-                         const pc_lock_spec_t *spec, uint64_t start_ts) {
-  int bad = 0;
-  if (op == PC_TABLET_OP_PREWRITE)
-    bad = pc_wire_put_cell(body, &spec->primary) || pc_buf_u64(body, spec->start_ts) ||
-          pc_buf_u32(body, spec->ttl_ms) || pc_buf_u64(body, spec->session);
-  else
-    bad = pc_buf_u64(body, start_ts);
-  bad = bad || pc_buf_u32(body, (uint32_t)n);
-  for (size_t k = 0; k < n && !bad; k++) bad = pc_wire_put_mutation(body, &muts[k]);
-  return bad;
+                         const pc_lock_spec_t *spec, uint64_t start_ts,
+                         const pc_notify_clear_t *clear) {
+  pc_tablet_write_req_t q = {.start_ts = start_ts, .muts = muts, .n = n};
+  if (spec) q.spec = *spec;
+  if (clear) {
+    q.has_clear = 1;
+    q.clear = *clear;
+  }
+  return pc_tablet_encode_write(body, op, &q);
 }
 
 /* The body of a COMMIT or ROLLBACK request; nonzero when out of memory. */
 static int enc_cells(pc_buf_t *body, uint8_t op, const pc_cell_t *cells, size_t n,
                      uint64_t start_ts, uint64_t commit_ts) {
-  int bad = pc_buf_u64(body, start_ts) ||
-            (op == PC_TABLET_OP_COMMIT && pc_buf_u64(body, commit_ts)) ||
-            pc_buf_u32(body, (uint32_t)n);
-  for (size_t k = 0; k < n && !bad; k++) bad = pc_wire_put_cell(body, &cells[k]);
-  return bad;
+  pc_tablet_cells_req_t q = {start_ts, commit_ts, cells, n};
+  return pc_tablet_encode_cells(body, op, &q);
 }
 
 static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *muts, size_t n,
@@ -384,15 +381,11 @@ static pc_status_t r_mutations(remote_t *s, uint8_t op, const pc_mutation_t *mut
   pc_status_t st = one_tablet(s, &muts[0].cell, sizeof *muts, n, &i, err);
   if (st != PC_OK) return st;
   pc_buf_t body = {0}, reply = {0};
-  int bad = enc_mutations(&body, op, muts, n, spec, start_ts);
   if (clear) {
     clear->done = 0;
     clear->missing[0] = '\0';
   }
-  if (clear && !bad)
-    bad = pc_wire_put_cell(&body, &clear->cell) || pc_buf_u64(&body, clear->below) ||
-          pc_buf_str(&body, clear->observers ? clear->observers : "",
-                     clear->observers ? clear->olen : 0);
+  int bad = enc_mutations(&body, op, muts, n, spec, start_ts, clear);
   pc_rd_t r = {0};
   st = bad ? nomem(err) : call(s, i, op, &body, &reply, &r, err);
   if (reply.len) {
@@ -462,9 +455,8 @@ static pc_status_t r_check_txn(pc_store_t *base, const pc_cell_t *primary, uint6
   pc_buf_t body = {0}, reply = {0};
   pc_rd_t r = {0};
   pc_status_t st = PC_OK;
-  if (pc_wire_put_cell(&body, primary) || pc_buf_u64(&body, start_ts) ||
-      pc_buf_u64(&body, now_ts) || pc_buf_u8(&body, (uint8_t)(owner_dead != 0)))
-    st = nomem(err);
+  pc_tablet_check_txn_req_t q = {*primary, start_ts, now_ts, owner_dead};
+  if (pc_tablet_encode_check_txn(&body, &q)) st = nomem(err);
   if (st == PC_OK) st = call(s, i, PC_TABLET_OP_CHECK_TXN, &body, &reply, &r, err);
   if (reply.len) {
     if (st == PC_OK) {
@@ -488,9 +480,8 @@ static pc_status_t r_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint6
   pc_buf_t body = {0}, reply = {0};
   pc_rd_t r = {0};
   pc_status_t st = PC_OK;
-  if (pc_wire_put_cell(&body, primary) || pc_buf_u64(&body, start_ts) ||
-      pc_buf_u32(&body, ttl_ms))
-    st = nomem(err);
+  pc_tablet_heartbeat_req_t q = {*primary, start_ts, ttl_ms};
+  if (pc_tablet_encode_heartbeat(&body, &q)) st = nomem(err);
   if (st == PC_OK) st = call(s, i, PC_TABLET_OP_HEARTBEAT, &body, &reply, &r, err);
   if (reply.len) st = take_message(s, i, &r, st, err);
   pc_buf_free(&body);
@@ -509,7 +500,7 @@ static pc_status_t r_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_
   int stop = 0, truncated = 0;
   for (size_t i = 0; i < s->n && st == PC_OK && !stop; i++) {
     body.len = 0;
-    if (pc_buf_u64(&body, below)) {
+    if (pc_tablet_encode_scan_locks(&body, below)) {
       st = nomem(err);
       break;
     }
@@ -550,7 +541,8 @@ static pc_status_t r_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
   pc_buf_t body = {0}, reply = {0};
   pc_status_t st = PC_OK;
   memset(stats, 0, sizeof *stats);
-  if (pc_buf_u64(&body, safe_point) || pc_buf_u32(&body, rate)) st = nomem(err);
+  pc_tablet_gc_req_t q = {safe_point, rate};
+  if (pc_tablet_encode_gc(&body, &q)) st = nomem(err);
   for (size_t i = 0; i < s->n && st == PC_OK; i++) {
     pc_rd_t r = {0};
     /* a rate-bounded pass over a large tablet takes long */
@@ -613,10 +605,16 @@ static pc_status_t r_scan(pc_store_t *base, const char *table, const char *start
     }
     size_t want = limit - delivered;
     body.len = 0;
-    if (pc_wire_put_opt(&body, table, strlen(table)) || pc_wire_put_opt(&body, lo, lol) ||
-        pc_wire_put_opt(&body, first ? start_col : NULL, first ? sclen : 0) ||
-        pc_wire_put_opt(&body, hi, hil) || pc_buf_u64(&body, read_ts) ||
-        pc_buf_u32(&body, (uint32_t)want)) {
+    pc_tablet_scan_req_t q = {.table = table,
+                              .start = lo,
+                              .start_len = lol,
+                              .start_col = first ? start_col : NULL,
+                              .start_col_len = first ? sclen : 0,
+                              .end = hi,
+                              .end_len = hil,
+                              .read_ts = read_ts,
+                              .limit = (uint32_t)want};
+    if (pc_tablet_encode_scan(&body, &q)) {
       st = nomem(err);
       break;
     }
@@ -669,8 +667,8 @@ static pc_status_t r_raw_scan(pc_store_t *base, const char *table, const char *s
     rtablet_t *t = &s->t[i];
     if (end && pc_bytes_cmp(t->start, t->start_len, end, elen) >= 0) break;
     body.len = 0;
-    if (pc_wire_put_opt(&body, table, table ? strlen(table) : 0) ||
-        pc_wire_put_opt(&body, start, slen) || pc_wire_put_opt(&body, end, elen)) {
+    pc_tablet_raw_scan_req_t q = {table, start, end, slen, elen};
+    if (pc_tablet_encode_raw_scan(&body, &q)) {
       st = nomem(err);
       break;
     }
@@ -720,9 +718,10 @@ static pc_status_t r_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
     const pc_notification_t *from = i == first ? after : NULL;
     for (;;) {
       body.len = 0;
-      if (pc_buf_u32(&body, lo) || pc_buf_u32(&body, hi) || pc_buf_u8(&body, from != NULL) ||
-          (from && pc_wire_put_notification(&body, from)) ||
-          pc_buf_u32(&body, (uint32_t)(limit - delivered))) {
+      pc_tablet_scan_notify_req_t q = {.lo = lo, .hi = hi, .has_after = from != NULL,
+                                       .limit = (uint32_t)(limit - delivered)};
+      if (from) q.after = *from;
+      if (pc_tablet_encode_scan_notify(&body, &q)) {
         st = nomem(err);
         break;
       }
@@ -768,10 +767,7 @@ static pc_status_t r_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc
   pc_status_t st = PC_OK;
   clear->done = 0;
   clear->missing[0] = '\0';
-  if (pc_wire_put_cell(&body, cell) || pc_buf_u64(&body, clear->below) ||
-      pc_buf_str(&body, clear->observers ? clear->observers : "",
-                 clear->observers ? clear->olen : 0))
-    st = nomem(err);
+  if (pc_tablet_encode_clear_notify(&body, clear)) st = nomem(err);
   if (st == PC_OK) st = call(s, i, PC_TABLET_OP_CLEAR_NOTIFY, &body, &reply, &r, err);
   if (reply.len) {
     if (st == PC_OK) take_clear_answer(&r, clear);
@@ -788,12 +784,10 @@ static pc_status_t r_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc
 static pc_status_t r_observer_update(pc_store_t *base, const pc_store_observer_t *o, int add,
                                      pc_error_t *err) {
   remote_t *s = (remote_t *)base;
-  pc_buf_t body = {0}, rec = {0}, reply = {0};
+  pc_buf_t body = {0}, reply = {0};
   pc_status_t st = PC_OK;
-  if (pc_buf_u8(&body, (uint8_t)(add != 0)) || pc_buf_str(&body, o->name, strlen(o->name)) ||
-      (add && (pc_obs_record_encode(&rec, o->kind, o->table, o->col, o->clen) ||
-               pc_buf_str(&body, rec.p, rec.len))))
-    st = nomem(err);
+  pc_tablet_observer_req_t q = {add, *o};
+  if (pc_tablet_encode_observer(&body, &q)) st = nomem(err);
   for (size_t i = 0; i < s->n && st == PC_OK; i++) {
     pc_rd_t r = {0};
     st = call(s, i, PC_TABLET_OP_OBSERVER, &body, &reply, &r, err);
@@ -801,7 +795,6 @@ static pc_status_t r_observer_update(pc_store_t *base, const pc_store_observer_t
     if (st != PC_OK && reply.len) pc_error_prefix(err, "tablet %s", s->t[i].name);
   }
   pc_buf_free(&body);
-  pc_buf_free(&rec);
   pc_buf_free(&reply);
   return st;
 }
@@ -936,7 +929,7 @@ static void r_stage_many(remote_t *s, uint8_t op, pc_store_req_t *reqs, size_t n
       q->st = one_tablet(s, first, sizeof *q->cells, q->n, &i, &q->err);
     if (q->st != PC_OK) continue;
     int bad = op == PC_TABLET_OP_PREWRITE
-                  ? enc_mutations(&f[m].body, op, q->muts, q->n, spec, 0)
+                  ? enc_mutations(&f[m].body, op, q->muts, q->n, spec, 0, NULL)
                   : enc_cells(&f[m].body, op, q->cells, q->n, start_ts, commit_ts);
     if (bad) {
       q->st = nomem(&q->err);
@@ -986,22 +979,30 @@ static pc_status_t r_get_many(pc_store_t *base, const pc_cell_t *cells, size_t n
   if (n == 0) return PC_OK;
   size_t *tab = malloc(n * sizeof *tab), *count = calloc(s->n, sizeof *count);
   fan_t *f = calloc(s->n, sizeof *f);
-  size_t *slot = calloc(s->n, sizeof *slot); /* tablet -> its request, + 1 */
   pc_status_t st = PC_OK;
-  if (!tab || !count || !f || !slot) st = nomem(err);
+  if (!tab || !count || !f) st = nomem(err);
   size_t m = 0;
   for (size_t k = 0; k < n && st == PC_OK; k++) {
     tab[k] = route(s, cells[k].row, cells[k].rlen);
-    if (count[tab[k]]++ == 0) {
-      slot[tab[k]] = ++m;
-      f[m - 1].tablet = tab[k];
-    }
+    if (count[tab[k]]++ == 0) f[m++].tablet = tab[k];
   }
-  for (size_t j = 0; j < m && st == PC_OK; j++)
-    if (pc_buf_u64(&f[j].body, read_ts) || pc_buf_u32(&f[j].body, (uint32_t)count[f[j].tablet]))
-      st = nomem(err);
-  for (size_t k = 0; k < n && st == PC_OK; k++)
-    if (pc_wire_put_cell(&f[slot[tab[k]] - 1].body, &cells[k])) st = nomem(err);
+  /* the cells grouped by request, each group in the order of the call's:
+   * count[] becomes each group's end in grouped[] */
+  pc_cell_t *grouped = st == PC_OK ? malloc(n * sizeof *grouped) : NULL;
+  if (st == PC_OK && !grouped) st = nomem(err);
+  size_t end = 0;
+  for (size_t j = 0; j < m && st == PC_OK; j++) {
+    size_t c = count[f[j].tablet];
+    count[f[j].tablet] = end;
+    end += c;
+  }
+  for (size_t k = 0; k < n && st == PC_OK; k++) grouped[count[tab[k]]++] = cells[k];
+  for (size_t j = 0; j < m && st == PC_OK; j++) {
+    size_t from = j ? count[f[j - 1].tablet] : 0;
+    pc_tablet_get_many_req_t q = {read_ts, grouped + from, count[f[j].tablet] - from};
+    if (pc_tablet_encode_get_many(&f[j].body, &q)) st = nomem(err);
+  }
+  free(grouped);
   if (st == PC_OK) fan_out(s, PC_TABLET_OP_GET_MANY, f, m);
   int locked = 0;
   for (size_t j = 0; j < m && st == PC_OK; j++) {
@@ -1054,7 +1055,6 @@ static pc_status_t r_get_many(pc_store_t *base, const pc_cell_t *cells, size_t n
   }
   free(tab);
   free(count);
-  free(slot);
   fan_free(f, f ? s->n : 0);
   return st;
 }

@@ -2,8 +2,10 @@
  * tablet protocol (tablet.h), found in a table by op, decodes a store
  * operation from the body (tablet_wire.h), refuses rows outside the tablet's
  * range, runs it on the tablet's own store (normally store_local.c), and
- * encodes the outcome. Every body is untrusted: decoding is bounds-checked and
- * a malformed body is PC_INVALID naming the operation, never a crash; what
+ * encodes the outcome: decode (tablet_wire.h's whole-request decoders),
+ * logic, reply. Every body is untrusted: decoding is bounds-checked and
+ * a malformed body is PC_INVALID naming the operation and the field, never a
+ * crash; what
  * only the system may do is refused to data clients, and what the server
  * can check without trusting the client (a lock's lease, a safe point) is
  * checked (pc_tablet_set_limits). */
@@ -20,7 +22,6 @@
 #include "net/rpc.h"
 #include "tablet/tablet_wire.h"
 
-#define MAX_CELLS_PER_REQUEST 1000000u
 #define RAW_REPLY_MAX (64u << 20)
 
 struct pc_tablet {
@@ -115,14 +116,6 @@ static pc_status_t check_row(const pc_tablet_t *t, const pc_cell_t *c, pc_error_
                       t->name, (int)(c->rlen > 64 ? 64 : c->rlen), c->row);
 }
 
-static pc_status_t malformed(const char *op, pc_error_t *err) {
-  return pc_error_set(err, PC_INVALID, "malformed %s request body", op);
-}
-
-/* A deletion's observers (store.h's pc_notify_clear_t): names each
- * followed by a NUL byte, so the last byte of a list is one. */
-static int observers_ok(const char *list, size_t n) { return n == 0 || list[n - 1] == '\0'; }
-
 /* ---- what a client is not trusted with ------------------------------------ */
 
 /* Only the system identity may run op (what), e.g. set a GC safe point. */
@@ -185,13 +178,6 @@ static pc_status_t finish(pc_buf_t *reply, pc_status_t st, const pc_buf_t *paylo
       pc_buf_str(reply, msg, strlen(msg)))
     return PC_NOMEM;
   return PC_OK;
-}
-
-static int read_count(pc_rd_t *r, size_t *n) {
-  uint32_t v = pc_rd_u32(r);
-  *n = v;
-  /* every cell takes at least 12 bytes, so a count the body cannot hold is a lie */
-  return r->ok && v <= MAX_CELLS_PER_REQUEST && (size_t)v * 12 <= r->len - r->pos ? 0 : -1;
 }
 
 typedef struct scan_out {
@@ -296,28 +282,28 @@ static pc_status_t check_snapshot(pc_tablet_t *t, uint64_t read_ts, pc_error_t *
                       t->name, (unsigned long long)read_ts, (unsigned long long)safe);
 }
 
+/* The handlers of the ops, one each (GET and GET_FRESH, PREWRITE and
+ * ONE_PHASE, COMMIT and ROLLBACK share one, told apart by op): each decodes
+ * its request body with tablet_wire.h (strings into a), runs it, fills
+ * payload and e, and returns the store status. */
+typedef pc_status_t (*op_fn)(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                             pc_arena_t *a, pc_buf_t *payload, pc_error_t *e);
+
 /* GET_MANY: each cell's answer in turn; a cell's lock is an answer, an
  * error of the store fails the whole request. */
-static pc_status_t op_get_many(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                               pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_get_many(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                               pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
-  uint64_t ts = pc_rd_u64(r);
-  size_t n;
-  if (!r->ok || read_count(r, &n)) return malformed("get_many", e);
-  pc_cell_t *cells = calloc(n ? n : 1, sizeof *cells);
-  if (!cells) return pc_error_set(e, PC_NOMEM, "out of memory");
-  pc_status_t st = PC_OK;
-  for (size_t k = 0; k < n && st == PC_OK; k++)
-    if (pc_wire_get_cell(r, a, &cells[k])) st = malformed("get_many", e);
-  if (st == PC_OK && r->pos != r->len) st = malformed("get_many", e);
-  if (st == PC_OK) st = check_snapshot(t, ts, e);
-  for (size_t k = 0; k < n && st == PC_OK; k++) st = check_row(t, &cells[k], e);
-  for (size_t k = 0; k < n && st == PC_OK; k++) {
+  pc_tablet_get_many_req_t q;
+  pc_status_t st = pc_tablet_decode_get_many(body, len, a, &q, e);
+  if (st == PC_OK) st = check_snapshot(t, q.read_ts, e);
+  for (size_t k = 0; st == PC_OK && k < q.n; k++) st = check_row(t, &q.cells[k], e);
+  for (size_t k = 0; st == PC_OK && k < q.n; k++) {
     char *v = NULL;
     size_t vlen = 0;
     pc_lock_info_t lock = {0};
     pc_error_t ce;
-    pc_status_t cs = s->ops->get(s, &cells[k], ts, &v, &vlen, &lock, &ce);
+    pc_status_t cs = s->ops->get(s, &q.cells[k], q.read_ts, &v, &vlen, &lock, &ce);
     if (cs == PC_OK || cs == PC_NOT_FOUND || cs == PC_LOCKED) {
       if (pc_buf_u8(payload, (uint8_t)cs) || (cs == PC_OK && pc_buf_str(payload, v, vlen)) ||
           (cs == PC_LOCKED && pc_wire_put_lock(payload, &lock)))
@@ -329,34 +315,26 @@ static pc_status_t op_get_many(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_
     pc_free(v);
     if (cs == PC_LOCKED) pc_lock_info_free(&lock);
   }
-  if (st == PC_OK) st = check_snapshot(t, ts, e);
-  free(cells);
+  if (st == PC_OK) st = check_snapshot(t, q.read_ts, e);
   return st;
 }
 
-/* The handlers of the ops, one each (GET and GET_FRESH, PREWRITE and
- * ONE_PHASE, COMMIT and ROLLBACK share one, told apart by op): each decodes
- * its request from r, fills payload and e, and returns the store status. */
-typedef pc_status_t (*op_fn)(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                             pc_buf_t *payload, pc_error_t *e);
-
-static pc_status_t op_get(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                          pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_get(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                          pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_tablet_get_req_t q;
   pc_status_t st;
-  pc_cell_t c;
-  if (pc_wire_get_cell(r, a, &c)) return malformed("get", e);
-  uint64_t ts = op == PC_TABLET_OP_GET ? pc_rd_u64(r) : 0;
-  if (!r->ok || r->pos != r->len) return malformed("get", e);
-  if ((st = check_row(t, &c, e)) != PC_OK) return st;
+  if ((st = pc_tablet_decode_get(body, len, op, a, &q, e)) != PC_OK) return st;
+  if ((st = check_row(t, &q.cell, e)) != PC_OK) return st;
+  uint64_t ts = q.read_ts;
   if (op == PC_TABLET_OP_GET && (st = check_snapshot(t, ts, e)) != PC_OK) return st;
   char *v = NULL;
   size_t vlen = 0;
   pc_lock_info_t lock = {0};
   if (op == PC_TABLET_OP_GET) {
-    st = s->ops->get(s, &c, ts, &v, &vlen, &lock, e);
+    st = s->ops->get(s, &q.cell, ts, &v, &vlen, &lock, e);
   } else {
-    st = s->ops->get_fresh(s, &c, t->ts_source, t->ts_ctx, &ts, &v, &vlen, &lock, e);
+    st = s->ops->get_fresh(s, &q.cell, t->ts_source, t->ts_ctx, &ts, &v, &vlen, &lock, e);
     if (ts && pc_buf_u64(payload, ts)) st = pc_error_set(e, PC_NOMEM, "oom");
   }
   if (op == PC_TABLET_OP_GET && st != PC_NOMEM) {
@@ -370,55 +348,28 @@ static pc_status_t op_get(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
   return st;
 }
 
-static pc_status_t op_write(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                            pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_write(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                            pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
-  pc_status_t st;
-  size_t n;
   const char *name = op == PC_TABLET_OP_PREWRITE ? "prewrite" : "one-phase commit";
-  pc_lock_spec_t spec = {0};
-  uint64_t start = 0;
-  if (op == PC_TABLET_OP_PREWRITE) {
-    if (pc_wire_get_cell(r, a, &spec.primary)) return malformed(name, e);
-    spec.start_ts = pc_rd_u64(r);
-    spec.ttl_ms = pc_rd_u32(r);
-    spec.session = pc_rd_u64(r);
-    start = spec.start_ts;
-  } else {
-    start = pc_rd_u64(r);
-  }
-  if (read_count(r, &n) || n == 0) return malformed(name, e);
-  pc_mutation_t *muts = calloc(n, sizeof *muts);
-  if (!muts) return pc_error_set(e, PC_NOMEM, "out of memory");
-  st = PC_OK;
-  for (size_t i = 0; i < n && st == PC_OK; i++) {
-    if (pc_wire_get_mutation(r, a, &muts[i])) st = malformed(name, e);
-    else st = check_row(t, &muts[i].cell, e);
-  }
-  /* one-phase: optionally, a cell whose notifications below a timestamp
-   * go in the same batch (pc_notify_clear_t; the store refuses a cell
-   * of a row the commit does not write) */
-  pc_notify_clear_t clear = {0}, *cl = NULL;
-  if (st == PC_OK && op == PC_TABLET_OP_ONE_PHASE && r->pos < r->len) {
-    if (pc_wire_get_cell(r, a, &clear.cell)) st = malformed(name, e);
-    clear.below = pc_rd_u64(r);
-    clear.observers = pc_rd_str(r, &clear.olen);
-    if (st == PC_OK && (!r->ok || !observers_ok(clear.observers, clear.olen)))
-      st = malformed(name, e);
-    cl = &clear;
-  }
-  if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
-  if (st == PC_OK && start == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
-  if (st == PC_OK) st = check_writes(t, muts, n, e);
+  pc_tablet_write_req_t q;
+  pc_status_t st = pc_tablet_decode_write(body, len, op, a, &q, e);
+  if (st != PC_OK) return st;
+  for (size_t i = 0; i < q.n && st == PC_OK; i++) st = check_row(t, &q.muts[i].cell, e);
+  if (st == PC_OK && q.start_ts == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
+  if (st == PC_OK) st = check_writes(t, q.muts, q.n, e);
   if (st == PC_OK && op == PC_TABLET_OP_PREWRITE)
-    st = bound_lease(t, spec.start_ts, &spec.ttl_ms, e);
+    st = bound_lease(t, q.spec.start_ts, &q.spec.ttl_ms, e);
+  /* one-phase: the clear's cell must be in a row the commit writes, which
+   * the store checks */
+  pc_notify_clear_t *cl = q.has_clear ? &q.clear : NULL;
   pc_lock_info_t lock = {0};
   uint64_t commit_ts = 0;
   if (st == PC_OK) {
     if (op == PC_TABLET_OP_PREWRITE)
-      st = s->ops->prewrite(s, muts, n, &spec, &lock, e);
+      st = s->ops->prewrite(s, q.muts, q.n, &q.spec, &lock, e);
     else
-      st = s->ops->commit_one_phase(s, muts, n, start, t->ts_source, t->ts_ctx, cl,
+      st = s->ops->commit_one_phase(s, q.muts, q.n, q.start_ts, t->ts_source, t->ts_ctx, cl,
                                     &commit_ts, &lock, e);
   }
   if (st == PC_OK && op != PC_TABLET_OP_PREWRITE &&
@@ -428,82 +379,60 @@ static pc_status_t op_write(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *
     st = pc_error_set(e, PC_NOMEM, "oom");
   if (st == PC_LOCKED && pc_wire_put_lock(payload, &lock)) st = pc_error_set(e, PC_NOMEM, "oom");
   pc_lock_info_free(&lock);
-  free(muts);
   return st;
 }
 
-static pc_status_t op_commit(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                             pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_commit(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                             pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
-  pc_status_t st;
-  size_t n;
-  const char *name = op == PC_TABLET_OP_COMMIT ? "commit" : "rollback";
-  uint64_t start = pc_rd_u64(r);
-  uint64_t commit = op == PC_TABLET_OP_COMMIT ? pc_rd_u64(r) : 0;
-  if (read_count(r, &n) || n == 0) return malformed(name, e);
-  pc_cell_t *cells = calloc(n, sizeof *cells);
-  if (!cells) return pc_error_set(e, PC_NOMEM, "out of memory");
-  st = PC_OK;
-  for (size_t i = 0; i < n && st == PC_OK; i++) {
-    if (pc_wire_get_cell(r, a, &cells[i])) st = malformed(name, e);
-    else st = check_row(t, &cells[i], e);
-  }
-  if (st == PC_OK && r->pos != r->len) st = malformed(name, e);
+  pc_tablet_cells_req_t q;
+  pc_status_t st = pc_tablet_decode_cells(body, len, op, a, &q, e);
+  for (size_t i = 0; st == PC_OK && i < q.n; i++) st = check_row(t, &q.cells[i], e);
   if (st == PC_OK)
-    st = op == PC_TABLET_OP_COMMIT ? s->ops->commit(s, cells, n, start, commit, e)
-                                   : s->ops->rollback(s, cells, n, start, e);
-  free(cells);
+    st = op == PC_TABLET_OP_COMMIT ? s->ops->commit(s, q.cells, q.n, q.start_ts, q.commit_ts, e)
+                                   : s->ops->rollback(s, q.cells, q.n, q.start_ts, e);
   return st;
 }
 
-static pc_status_t op_check_txn(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                                pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_check_txn(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                                pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_tablet_check_txn_req_t q;
   pc_status_t st;
-  pc_cell_t c;
-  if (pc_wire_get_cell(r, a, &c)) return malformed("check_txn", e);
-  uint64_t start = pc_rd_u64(r), now = pc_rd_u64(r);
-  int dead = pc_rd_u8(r) != 0;
-  if (!r->ok || r->pos != r->len) return malformed("check_txn", e);
-  if ((st = check_row(t, &c, e)) != PC_OK) return st;
+  if ((st = pc_tablet_decode_check_txn(body, len, a, &q, e)) != PC_OK) return st;
+  if ((st = check_row(t, &q.primary, e)) != PC_OK) return st;
   pc_txn_state_t state = PC_TXN_ALIVE;
   uint64_t commit_ts = 0;
-  st = s->ops->check_txn(s, &c, start, now, dead, &state, &commit_ts, e);
+  st = s->ops->check_txn(s, &q.primary, q.start_ts, q.now_ts, q.owner_dead, &state, &commit_ts,
+                         e);
   if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)state) || pc_buf_u64(payload, commit_ts)))
     st = pc_error_set(e, PC_NOMEM, "oom");
   return st;
 }
 
-static pc_status_t op_scan(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                           pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_scan(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                           pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_tablet_scan_req_t q;
   pc_status_t st;
-  const char *table, *start, *col, *end;
-  size_t tl, sl, cl, el;
-  if (pc_wire_get_opt(r, a, &table, &tl) || !table || pc_wire_get_opt(r, a, &start, &sl) ||
-      !start || pc_wire_get_opt(r, a, &col, &cl) || pc_wire_get_opt(r, a, &end, &el))
-    return malformed("scan", e);
-  uint64_t ts = pc_rd_u64(r);
-  uint32_t limit = pc_rd_u32(r);
-  if (!r->ok || r->pos != r->len || limit == 0 || limit > PC_STORE_SCAN_LIMIT_MAX ||
-      tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))
-    return malformed("scan", e);
+  if ((st = pc_tablet_decode_scan(body, len, a, &q, e)) != PC_OK) return st;
   /* the range must lie inside the tablet */
-  if (pc_bytes_cmp(start, sl, t->start, t->start_len) < 0 ||
-      (t->end_len && (!end || pc_bytes_cmp(end, el, t->end, t->end_len) > 0)))
+  if (pc_bytes_cmp(q.start, q.start_len, t->start, t->start_len) < 0 ||
+      (t->end_len && (!q.end || pc_bytes_cmp(q.end, q.end_len, t->end, t->end_len) > 0)))
     return pc_error_set(e, PC_INVALID, "tablet %s: scan range outside its rows (misrouted)",
                         t->name);
-  if ((st = check_snapshot(t, ts, e)) != PC_OK) return st;
+  if ((st = check_snapshot(t, q.read_ts, e)) != PC_OK) return st;
   pc_buf_t cells = {0};
   scan_out_t o = {&cells, 0, 0, 0, t->scan_reply_max};
   pc_lock_info_t lock = {0};
-  st = s->ops->scan(s, table, start, sl, col, cl, end, el, ts, limit, scan_cell, &o, &lock, e);
+  st = s->ops->scan(s, q.table, q.start, q.start_len, q.start_col, q.start_col_len, q.end,
+                    q.end_len, q.read_ts, q.limit, scan_cell, &o, &lock, e);
   if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
   if (o.over)
     st = pc_error_set(e, PC_INVALID, "scan of tablet %s: a reply of %u cells exceeds %zu "
-                      "bytes: ask for fewer", t->name, limit, t->scan_reply_max);
+                      "bytes: ask for fewer", t->name, q.limit, t->scan_reply_max);
   if (st != PC_NOMEM) {
-    pc_status_t again = check_snapshot(t, ts, e);
+    pc_status_t again = check_snapshot(t, q.read_ts, e);
     if (again != PC_OK) st = again;
   }
   if ((st == PC_OK || st == PC_LOCKED) &&
@@ -515,19 +444,15 @@ static pc_status_t op_scan(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a
   return st;
 }
 
-static pc_status_t op_raw_scan(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                               pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_raw_scan(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                               pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_tablet_raw_scan_req_t q;
   pc_status_t st;
-  const char *table, *start, *end;
-  size_t tl, sl, el;
-  if (pc_wire_get_opt(r, a, &table, &tl) || pc_wire_get_opt(r, a, &start, &sl) ||
-      pc_wire_get_opt(r, a, &end, &el) || r->pos != r->len ||
-      (table && (tl == 0 || tl > PC_MAX_TABLE || memchr(table, '\0', tl))))
-    return malformed("raw scan", e);
+  if ((st = pc_tablet_decode_raw_scan(body, len, a, &q, e)) != PC_OK) return st;
   pc_buf_t cells = {0};
   scan_out_t o = {&cells, 0, 0, 0, t->raw_reply_max};
-  st = s->ops->raw_scan(s, table, start, sl, end, el, raw_cell, &o, e);
+  st = s->ops->raw_scan(s, q.table, q.start, q.start_len, q.end, q.end_len, raw_cell, &o, e);
   if (o.oom)
     st = pc_error_set(e, PC_INVALID, "raw scan of tablet %s exceeds %zu bytes: narrow the "
                       "range", t->name, t->raw_reply_max);
@@ -537,26 +462,23 @@ static pc_status_t op_raw_scan(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_
   return st;
 }
 
-static pc_status_t op_heartbeat(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                                pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_heartbeat(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                                pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_tablet_heartbeat_req_t q;
   pc_status_t st;
-  pc_cell_t c;
-  if (pc_wire_get_cell(r, a, &c)) return malformed("heartbeat", e);
-  uint64_t start = pc_rd_u64(r);
-  uint32_t ttl = pc_rd_u32(r);
-  if (!r->ok || r->pos != r->len) return malformed("heartbeat", e);
-  if ((st = check_row(t, &c, e)) != PC_OK) return st;
-  if ((st = bound_lease(t, start, &ttl, e)) != PC_OK) return st;
-  return s->ops->heartbeat(s, &c, start, ttl, e);
+  if ((st = pc_tablet_decode_heartbeat(body, len, a, &q, e)) != PC_OK) return st;
+  if ((st = check_row(t, &q.primary, e)) != PC_OK) return st;
+  if ((st = bound_lease(t, q.start_ts, &q.ttl_ms, e)) != PC_OK) return st;
+  return s->ops->heartbeat(s, &q.primary, q.start_ts, q.ttl_ms, e);
 }
 
-static pc_status_t op_scan_locks(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                                 pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_scan_locks(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                                 pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  uint64_t below;
   pc_status_t st;
-  uint64_t below = pc_rd_u64(r);
-  if (!r->ok || r->pos != r->len) return malformed("scan locks", e);
+  if ((st = pc_tablet_decode_scan_locks(body, len, &below, e)) != PC_OK) return st;
   pc_buf_t locks = {0};
   locks_out_t o = {&locks, 0, 0, 0, t->locks_reply_max};
   st = s->ops->scan_locks(s, below, lock_out, &o, e);
@@ -568,13 +490,13 @@ static pc_status_t op_scan_locks(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_aren
   return st;
 }
 
-static pc_status_t op_gc(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                         pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_gc(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                         pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_tablet_gc_req_t q;
   pc_status_t st;
-  uint64_t safe = pc_rd_u64(r);
-  uint32_t rate = pc_rd_u32(r);
-  if (!r->ok || r->pos != r->len) return malformed("gc", e);
+  if ((st = pc_tablet_decode_gc(body, len, &q, e)) != PC_OK) return st;
+  uint64_t safe = q.safe_point;
   if ((st = need_system(t, "setting a GC safe point", e)) != PC_OK ||
       (st = check_safe_point(t, safe, e)) != PC_OK)
     return st;
@@ -588,7 +510,7 @@ static pc_status_t op_gc(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
    * readers below it are refused from then on (check_snapshot) */
   pc_store_gc_stats_t g;
   pthread_mutex_lock(&t->gc_mu);
-  st = s->ops->gc(s, safe, rate, &g, e);
+  st = s->ops->gc(s, safe, q.rate, &g, e);
   if (st == PC_OK) {
     if (safe > t->gc.safe_point) t->gc.safe_point = safe;
     t->gc.passes++;
@@ -604,22 +526,16 @@ static pc_status_t op_gc(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
   return st;
 }
 
-static pc_status_t op_scan_notify(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                                  pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_scan_notify(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                                  pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_tablet_scan_notify_req_t q;
   pc_status_t st;
-  uint32_t lo = pc_rd_u32(r), hi = pc_rd_u32(r);
-  uint8_t has_after = pc_rd_u8(r);
-  pc_notification_t after;
-  if (!r->ok || has_after > 1 || (has_after && pc_wire_get_notification(r, a, &after)))
-    return malformed("scan notify", e);
-  uint32_t limit = pc_rd_u32(r);
-  if (!r->ok || r->pos != r->len || lo >= hi || hi > PC_NOTIFY_BUCKETS || limit == 0 ||
-      limit > PC_STORE_SCAN_LIMIT_MAX)
-    return malformed("scan notify", e);
+  if ((st = pc_tablet_decode_scan_notify(body, len, a, &q, e)) != PC_OK) return st;
   pc_buf_t notes = {0};
   notes_out_t o = {&notes, 0, 0, 0};
-  st = s->ops->scan_notify(s, lo, hi, has_after ? &after : NULL, limit, note_out, &o, e);
+  st = s->ops->scan_notify(s, q.lo, q.hi, q.has_after ? &q.after : NULL, q.limit, note_out, &o,
+                           e);
   if (o.oom) st = pc_error_set(e, PC_NOMEM, "out of memory");
   if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)o.more) || pc_buf_u32(payload, o.n) ||
                       pc_buf_append(payload, notes.p, notes.len)))
@@ -628,16 +544,12 @@ static pc_status_t op_scan_notify(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_are
   return st;
 }
 
-static pc_status_t op_clear_notify(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                                   pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_clear_notify(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                                   pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_notify_clear_t clear;
   pc_status_t st;
-  pc_notify_clear_t clear = {0};
-  if (pc_wire_get_cell(r, a, &clear.cell)) return malformed("clear notify", e);
-  clear.below = pc_rd_u64(r);
-  clear.observers = pc_rd_str(r, &clear.olen);
-  if (!r->ok || r->pos != r->len || !observers_ok(clear.observers, clear.olen))
-    return malformed("clear notify", e);
+  if ((st = pc_tablet_decode_clear_notify(body, len, a, &clear, e)) != PC_OK) return st;
   if ((st = check_row(t, &clear.cell, e)) != PC_OK) return st;
   st = s->ops->clear_notify(s, &clear, e);
   if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)clear.done) ||
@@ -646,37 +558,27 @@ static pc_status_t op_clear_notify(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_ar
   return st;
 }
 
-static pc_status_t op_observer(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                               pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_observer(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                               pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
+  pc_tablet_observer_req_t q;
   pc_status_t st;
-  uint8_t add = pc_rd_u8(r);
-  size_t nl, rl = 0;
-  const char *name = pc_rd_str(r, &nl), *rec = add ? pc_rd_str(r, &rl) : NULL;
-  pc_obs_record_t d;
-  char nm[65];
-  if (!r->ok || r->pos != r->len || add > 1 || !pc_obs_name_ok(name, nl) ||
-      (add && pc_obs_record_decode(rec, rl, &d) != 0))
-    return malformed("observer", e);
+  if ((st = pc_tablet_decode_observer(body, len, a, &q, e)) != PC_OK) return st;
   /* the set decides which commits write notifications: adding to it
    * floods a column with notifications no worker clears, removing from
    * it makes a registered observer miss changes */
-  if ((st = need_system(t, add ? "adding an observer to the tablet's set"
-                               : "removing an observer from the tablet's set",
+  if ((st = need_system(t, q.add ? "adding an observer to the tablet's set"
+                                 : "removing an observer from the tablet's set",
                         e)) != PC_OK)
     return st;
-  memcpy(nm, name, nl);
-  nm[nl] = '\0';
-  pc_store_observer_t o = {nm, add ? d.table : NULL, add ? d.col : NULL, add ? d.clen : 0,
-                           add ? d.kind : 0};
-  return s->ops->observer_update(s, &o, add, e);
+  return s->ops->observer_update(s, &q.observer, q.add, e);
 }
 
-static pc_status_t op_observers(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                                pc_buf_t *payload, pc_error_t *e) {
+static pc_status_t op_observers(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                                pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
   pc_store_t *s = t->store;
   pc_status_t st;
-  if (r->pos != r->len) return malformed("observers", e);
+  if ((st = pc_tablet_decode_empty(body, len, "observers", e)) != PC_OK) return st;
   pc_buf_t list = {0};
   obs_out_t o = {&list, 0, 0};
   st = s->ops->observer_list(s, observer_out, &o, e);
@@ -687,21 +589,20 @@ static pc_status_t op_observers(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena
   return st;
 }
 
-static pc_status_t op_info(pc_tablet_t *t, uint8_t op, pc_rd_t *r, pc_arena_t *a,
-                           pc_buf_t *payload, pc_error_t *e) {
-  if (r->pos != r->len) return malformed("info", e);
+static pc_status_t op_info(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                           pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
+  pc_status_t st;
+  if ((st = pc_tablet_decode_empty(body, len, "info", e)) != PC_OK) return st;
   if (pc_buf_str(payload, t->name, strlen(t->name)) || pc_buf_u32(payload, 1) ||
       pc_buf_str(payload, t->start, t->start_len) || pc_buf_str(payload, t->end, t->end_len) ||
       pc_buf_u64(payload, pc_tablet_ops(t)))
     return pc_error_set(e, PC_NOMEM, "oom");
-  {
-    pc_tablet_gc_t g;
-    pc_tablet_gc_stats(t, &g);
-    if (pc_buf_u64(payload, g.safe_point) || pc_buf_u64(payload, g.passes) ||
-        pc_buf_u64(payload, g.deleted.versions) || pc_buf_u64(payload, g.deleted.rollbacks) ||
-        pc_buf_u64(payload, g.deleted.data))
-      return pc_error_set(e, PC_NOMEM, "oom");
-  }
+  pc_tablet_gc_t g;
+  pc_tablet_gc_stats(t, &g);
+  if (pc_buf_u64(payload, g.safe_point) || pc_buf_u64(payload, g.passes) ||
+      pc_buf_u64(payload, g.deleted.versions) || pc_buf_u64(payload, g.deleted.rollbacks) ||
+      pc_buf_u64(payload, g.deleted.data))
+    return pc_error_set(e, PC_NOMEM, "oom");
   return PC_OK;
 }
 
@@ -731,12 +632,11 @@ pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_
   pc_tablet_t *t = ctx;
   if (!ops[op]) return pc_error_set(err, PC_INVALID, "unknown opcode 0x%02x", op);
   atomic_fetch_add(&t->ops, 1);
-  pc_rd_t r = {body, len, 0, 1};
   pc_arena_t a = {0};
   pc_buf_t payload = {0};
   pc_error_t e;
   pc_error_clear(&e);
-  pc_status_t st = ops[op](t, op, &r, &a, &payload, &e);
+  pc_status_t st = ops[op](t, op, body, len, &a, &payload, &e);
   if (st != PC_OK && st != PC_LOCKED && !(st == PC_NOT_FOUND && op == PC_TABLET_OP_GET_FRESH))
     payload.len = 0;
   if (st == PC_LOCKED && e.text[0] == '\0') pc_error_set(&e, PC_LOCKED, "locked");

@@ -2,9 +2,10 @@
  * store.h for the row ranges it owns, over rpc.h; the remote store is a
  * pc_store_t that routes each operation to the tablet owning its row.
  *
- * Wire ops (request body -> reply body); cells are (str table, str row, str
- * col); every reply body starts with u8 store status and, when that is not
- * PC_OK, ends with str message. A mutation is cell u8 kind (0 put, 1 delete,
+ * Wire ops (request body -> reply body; each request's encoder and decoder
+ * are in tablet_wire.h); cells are (str table, str row, str col); every
+ * reply body starts with u8 store status and, when that is not PC_OK, ends
+ * with str message. A mutation is cell u8 kind (0 put, 1 delete,
  * 3 notify: a weak notification, no value) u8 flags (2 weak; 1 is ignored)
  * str value; a lock carries the same kind and flags bytes, 1 saying the
  * column had a strong observer at prewrite (tablet_wire.c); a notification

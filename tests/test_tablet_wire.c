@@ -9,7 +9,11 @@
  * A handler answer is either a reply body "u8 store status, payload, str
  * message" (the handler returns PC_OK) or, for an op the tablet does not
  * know, an error status with err's text (the rpc layer sends it as the
- * frame's status). check_error() accepts both. */
+ * frame's status). check_error() accepts both.
+ *
+ * The whole-request codecs of tablet_wire.h on their own: each valid body,
+ * built here field by field, decodes and encodes back to the same bytes, and
+ * a refusal names the op and the field at fault. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -319,6 +323,173 @@ static void make_samples(sample_t s[NSAMPLES]) {
 
 static void free_samples(sample_t s[NSAMPLES]) {
   for (int i = 0; i < NSAMPLES; i++) pc_buf_free(&s[i].body);
+}
+
+/* ---- the whole-request codecs (tablet_wire.h) ---------------------------- */
+
+/* Decodes body as op's request with its decoder and encodes the result into
+ * out with its encoder; the decoder's status (PC_OK: out holds the bytes). */
+static pc_status_t reencode(uint8_t op, const char *body, size_t len, pc_buf_t *out,
+                            pc_error_t *err) {
+  pc_arena_t a = {0};
+  pc_status_t st = PC_OK;
+  int enc = 0;
+  switch (op) {
+    case PC_TABLET_OP_GET:
+    case PC_TABLET_OP_GET_FRESH: {
+      pc_tablet_get_req_t q;
+      if ((st = pc_tablet_decode_get(body, len, op, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_get(out, op, &q);
+      break;
+    }
+    case PC_TABLET_OP_GET_MANY: {
+      pc_tablet_get_many_req_t q;
+      if ((st = pc_tablet_decode_get_many(body, len, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_get_many(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_PREWRITE:
+    case PC_TABLET_OP_ONE_PHASE: {
+      pc_tablet_write_req_t q;
+      if ((st = pc_tablet_decode_write(body, len, op, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_write(out, op, &q);
+      break;
+    }
+    case PC_TABLET_OP_COMMIT:
+    case PC_TABLET_OP_ROLLBACK: {
+      pc_tablet_cells_req_t q;
+      if ((st = pc_tablet_decode_cells(body, len, op, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_cells(out, op, &q);
+      break;
+    }
+    case PC_TABLET_OP_CHECK_TXN: {
+      pc_tablet_check_txn_req_t q;
+      if ((st = pc_tablet_decode_check_txn(body, len, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_check_txn(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_SCAN: {
+      pc_tablet_scan_req_t q;
+      if ((st = pc_tablet_decode_scan(body, len, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_scan(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_RAW_SCAN: {
+      pc_tablet_raw_scan_req_t q;
+      if ((st = pc_tablet_decode_raw_scan(body, len, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_raw_scan(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_HEARTBEAT: {
+      pc_tablet_heartbeat_req_t q;
+      if ((st = pc_tablet_decode_heartbeat(body, len, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_heartbeat(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_SCAN_LOCKS: {
+      uint64_t below;
+      if ((st = pc_tablet_decode_scan_locks(body, len, &below, err)) == PC_OK)
+        enc = pc_tablet_encode_scan_locks(out, below);
+      break;
+    }
+    case PC_TABLET_OP_GC: {
+      pc_tablet_gc_req_t q;
+      if ((st = pc_tablet_decode_gc(body, len, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_gc(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_SCAN_NOTIFY: {
+      pc_tablet_scan_notify_req_t q;
+      if ((st = pc_tablet_decode_scan_notify(body, len, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_scan_notify(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_CLEAR_NOTIFY: {
+      pc_notify_clear_t q;
+      if ((st = pc_tablet_decode_clear_notify(body, len, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_clear_notify(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_OBSERVER: {
+      pc_tablet_observer_req_t q;
+      if ((st = pc_tablet_decode_observer(body, len, &a, &q, err)) == PC_OK)
+        enc = pc_tablet_encode_observer(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_INFO:
+    case PC_TABLET_OP_OBSERVERS:
+      st = pc_tablet_decode_empty(body, len, "info", err);
+      break;
+    default:
+      fail_msg("op 0x%02x has no request codec", op);
+  }
+  assert_int_equal(enc, 0);
+  pc_arena_free(&a);
+  return st;
+}
+
+/* Every sample body, built field by field above as tablet.h lays it out,
+ * decodes and encodes back to the same bytes; with a byte more, or with its
+ * last byte cut, the decoder refuses it naming the op and a field. */
+static void test_request_codecs(void **state) {
+  (void)state;
+  sample_t s[NSAMPLES];
+  make_samples(s);
+  for (int i = 0; i < NSAMPLES; i++) {
+    pc_buf_t out = {0}, longer = {0};
+    pc_error_t err;
+    pc_error_clear(&err);
+    if (reencode(s[i].op, s[i].body.p, s[i].body.len, &out, &err) != PC_OK)
+      fail_msg("%s: refused: %s", s[i].name, err.text);
+    if (out.len != s[i].body.len || (out.len && memcmp(out.p, s[i].body.p, out.len) != 0))
+      fail_msg("%s: encodes to other bytes (%zu, was %zu)", s[i].name, out.len, s[i].body.len);
+    assert_int_equal(pc_buf_append(&longer, s[i].body.p, s[i].body.len) ||
+                         pc_buf_u8(&longer, 0),
+                     0);
+    out.len = 0;
+    assert_int_equal(reencode(s[i].op, longer.p, longer.len, &out, &err), PC_INVALID);
+    /* ONE_PHASE reads what follows its mutations as its optional clear */
+    const char *want = s[i].op == PC_TABLET_OP_ONE_PHASE
+                           ? "request body: clear cell"
+                           : "request body: bytes after the last field";
+    if (!strstr(err.text, want)) fail_msg("%s with a byte more: %s", s[i].name, err.text);
+    if (s[i].body.len) {
+      out.len = 0;
+      assert_int_equal(reencode(s[i].op, s[i].body.p, s[i].body.len - 1, &out, &err), PC_INVALID);
+      if (!strstr(err.text, "malformed ") || !strstr(err.text, " request body: "))
+        fail_msg("%s cut short: %s", s[i].name, err.text);
+    }
+    pc_buf_free(&out);
+    pc_buf_free(&longer);
+  }
+  free_samples(s);
+}
+
+/* The handler's refusal of a malformed body names the field at fault: the
+ * mutation that is cut short, the count the body cannot hold. */
+static void test_malformed_names_the_field(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t p = cell("mp", "c:a");
+  pc_mutation_t m[3] = {put("mp", "c:a", "v1"), put("nq", "c:b", "v2"), put("nr", "c:c", "v3")};
+  pc_buf_t b = {0};
+  enc_prewrite(&b, &p, 900, 3000, 77, m, 3);
+  answer_t a = call(f, PC_TABLET_OP_PREWRITE, b.p, b.len - 1);
+  check_error(&a, "prewrite cut short");
+  assert_non_null(strstr(answer_text(&a), "malformed prewrite request body: mutation 2"));
+  answer_free(&a);
+  b.len = 0;
+  assert_int_equal(pc_buf_u64(&b, 900) || pc_buf_u64(&b, 901) || pc_buf_u32(&b, 1000), 0);
+  a = call(f, PC_TABLET_OP_COMMIT, b.p, b.len);
+  check_error(&a, "commit with a lying count");
+  assert_non_null(strstr(answer_text(&a), "malformed commit request body: cell count"));
+  answer_free(&a);
+  b.len = 0;
+  enc_scan(&b, TABLE, R_START, NULL, R_END, 2000000, 0);
+  a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
+  check_error(&a, "scan of no cells");
+  assert_non_null(strstr(answer_text(&a), "malformed scan request body: limit"));
+  answer_free(&a);
+  pc_buf_free(&b);
 }
 
 /* ---- valid round trips -------------------------------------------------- */
@@ -2051,6 +2222,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_heartbeat_scan_locks_gc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_valid_round_trips, setup, teardown),
+      cmocka_unit_test(test_request_codecs),
+      cmocka_unit_test_setup_teardown(test_malformed_names_the_field, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncations_and_trailing_garbage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lying_counts_and_lengths, setup, teardown),
       cmocka_unit_test_setup_teardown(test_empty_and_nul_names, setup, teardown),

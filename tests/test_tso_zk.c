@@ -1,5 +1,5 @@
 /* test_tso_zk.c — the oracle with standbys on a 3-server ZooKeeper ensemble
- * (tso/tso_zk.h).
+ * (tso/tso_election.h, followed by tso/tso_locator.h).
  *
  * In one process: a clean hand-over between two oracles, and a leader whose
  * bound was moved by another writer is fenced off and the next term starts
@@ -25,7 +25,8 @@
 #include "tso/oracle.h"
 #include "tso/tso_client.h"
 #include "tso/tso_server.h"
-#include "tso/tso_zk.h"
+#include "tso/tso_election.h"
+#include "tso/tso_locator.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

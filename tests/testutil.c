@@ -2,7 +2,7 @@
  * test programs (see testutil.h). */
 #include "tests/testutil.h"
 #include "tests/zkharness.h"
-#include "tso/tso_zk.h"
+#include "tso/tso_locator.h"
 
 #include <errno.h>
 #include <fcntl.h>

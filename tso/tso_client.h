@@ -1,7 +1,7 @@
 /* tso_client.h — a client of one timestamp oracle (tso_wire.h's protocol)
  * over an rpc.h client: the fetch function a pc_ts_batcher uses, and INFO.
- * A cluster's client that follows the elected leader is tso_zk.h's locator,
- * which calls these on the leader's connection. */
+ * A cluster's client that follows the elected leader is tso_locator.h's
+ * locator, which calls these on the leader's connection. */
 #ifndef PC_TSO_TSO_CLIENT_H
 #define PC_TSO_TSO_CLIENT_H
 

@@ -1,6 +1,6 @@
 /* tso_server.h — the server side of the timestamp oracle's protocol
  * (tso_wire.h): the rpc.h handler the `percolator tso` daemon serves over a
- * pc_oracle_t. A cluster's oracle with standbys wraps it (tso_zk.h's
+ * pc_oracle_t. A cluster's oracle with standbys wraps it (tso_election.h's
  * pc_tso_node_handler). */
 #ifndef PC_TSO_TSO_SERVER_H
 #define PC_TSO_TSO_SERVER_H

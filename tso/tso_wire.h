@@ -1,6 +1,9 @@
 /* tso_wire.h — the timestamp oracle's protocol over rpc.h: its ops and the
  * codecs of their request and reply bodies, shared by the server
- * (tso_server.h) and the clients (tso_client.h, tso_zk.h's locator).
+ * (tso_server.h, and tso_election.h's oracle with standbys) and the clients
+ * (tso_client.h, and tso_locator.h's follower of the leader); and the nodes
+ * under a cluster's ZooKeeper root through which an oracle with standbys
+ * is elected and its clients find the leader.
  *   0x10 TIMESTAMPS  u32 count (1..65536)    -> u64 first   (count consecutive timestamps)
  * The bound keeps one request from moving the oracle far past its clock: 65536
  * is a quarter of a millisecond's logical counter.
@@ -16,6 +19,22 @@
 
 enum { PC_TSO_OP_TIMESTAMPS = 0x10, PC_TSO_OP_INFO = 0x11 };
 #define PC_TSO_MAX_BATCH 65536u
+
+/* The oracle's nodes, relative to the cluster's root (docs/ARCHITECTURE.md,
+ * "Coordination"):
+ *   tso/election/n-<seq>  ephemeral sequential, one per oracle process; data
+ *                         "host:port" where it serves. The lowest leads; every
+ *                         other one watches only its predecessor. Clients
+ *                         read the leader's address from here.
+ *   tso/bound             the persisted upper bound (decimal text): every
+ *                         timestamp ever served is below it. Written only as
+ *                         {check(own election node), set(bound, expected
+ *                         version)}, so a deposed leader's write fails.
+ * An advertised address fits in PC_TSO_ADDR_CAP bytes with its NUL. */
+#define PC_TSO_ZK_ELECTION "tso/election"
+#define PC_TSO_ZK_CANDIDATE PC_TSO_ZK_ELECTION "/n-"
+#define PC_TSO_ZK_BOUND "tso/bound"
+#define PC_TSO_ADDR_CAP 300
 
 /* TIMESTAMPS' request body; nonzero on allocation failure. */
 int pc_tso_put_timestamps(pc_buf_t *b, uint32_t count);

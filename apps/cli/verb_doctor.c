@@ -30,7 +30,7 @@
 #include "notify/worker.h"
 #include "tablet/tablet.h"
 #include "tso/tso_client.h"
-#include "tso/tso_zk.h"
+#include "tso/tso_locator.h"
 
 typedef struct doctor {
   const cli_ctx_t *ctx;

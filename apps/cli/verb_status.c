@@ -22,7 +22,7 @@
 #include "tablet/tablet.h"
 #include "lockservice/coord.h"
 #include "tso/tso_client.h"
-#include "tso/tso_zk.h"
+#include "tso/tso_locator.h"
 
 /* The bound of each daemon's answer: --timeout, or 2 s (set by run_status). */
 static uint32_t status_timeout_ms = 2000;
