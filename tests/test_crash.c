@@ -385,7 +385,7 @@ static void test_live_session_blocks_until_it_ends(void **state) {
   pc_error_t err;
   pc_txn_t *t = pc_txn_begin(db, &err);
   assert_non_null(t);
-  pc_txn_set_timeout_ms(t, 250);
+  pc_txn_set_timeout_ms(t, 2000); /* a busy machine's round trips fit in it */
   char *v = NULL;
   size_t n = 0;
   assert_int_equal(pc_txn_get(t, T, "r2", 2, COL, strlen(COL), &v, &n, &err), PC_LOCKED);
@@ -394,7 +394,7 @@ static void test_live_session_blocks_until_it_ends(void **state) {
   pc_txn_destroy(t);
   t = pc_txn_begin(db, &err);
   assert_non_null(t);
-  pc_txn_set_timeout_ms(t, 250);
+  pc_txn_set_timeout_ms(t, 2000); /* a busy machine's round trips fit in it */
   tu_set(t, T, "r1", COL, "mine");
   tu_set(t, T, "other", COL, "mine");
   assert_int_equal(pc_txn_commit(t, &err), PC_CONFLICT);
