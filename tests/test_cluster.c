@@ -895,6 +895,28 @@ static void wait_counter(atomic_int *c, int target, long timeout_ms, journal_sta
   }
 }
 
+/* Seeds the accounts and starts three journal workers on a client of cfg,
+ * returning once they acknowledged 30 transfers. The state is static: one
+ * workload at a time. */
+static journal_state_t *journal_start(const char *cfg) {
+  static journal_state_t js;
+  memset(&js, 0, sizeof js);
+  pthread_mutex_init(&js.mu, NULL);
+  js.acks = calloc(MAX_ACKS, sizeof *js.acks);
+  assert_non_null(js.acks);
+  js.db = open_config(cfg);
+  seed_accounts(js.db);
+  enum { NW = 3 };
+  static journal_worker_t w[NW];
+  track_stop(&js.stop);
+  for (int i = 0; i < NW; i++) {
+    w[i] = (journal_worker_t){&js, i};
+    start_thread(journal_worker, &w[i]);
+  }
+  wait_counter(&js.acked, 30, 60000, &js, "transfers before the kill");
+  return &js;
+}
+
 typedef struct journal_check {
   char (*rows)[32];
   int n, cap;
@@ -973,31 +995,16 @@ static void test_tablet_kill_restart(void **state) {
   /* store calls bounded by 2 s: a call to the dead tablet otherwise waits the
    * store timeout whatever the transaction's (cluster-bugs.md #3) */
   char *cfg = client_config(fx->dir, "journal-client", 3000, 2000);
-  static journal_state_t js;
-  memset(&js, 0, sizeof js);
-  pthread_mutex_init(&js.mu, NULL);
-  js.acks = calloc(MAX_ACKS, sizeof *js.acks);
-  assert_non_null(js.acks);
-  js.db = open_config(cfg);
-  seed_accounts(js.db);
-
-  enum { NW = 3 };
-  static journal_worker_t w[NW];
-  track_stop(&js.stop);
-  for (int i = 0; i < NW; i++) {
-    w[i] = (journal_worker_t){&js, i};
-    start_thread(journal_worker, &w[i]);
-  }
-  wait_counter(&js.acked, 30, 60000, &js, "transfers before the kill");
+  journal_state_t *js = journal_start(cfg);
 
   /* kill -9 tablet t2 (index 3) in the middle of the workload */
   pid_t t2 = tu_cluster_pid(fx->dir, 3);
   assert_true(t2 > 0);
   assert_int_equal(kill(t2, SIGKILL), 0);
   assert_true(wait_dead_unreaped(t2, 10000));
-  int acked_at_kill = atomic_load(&js.acked), failed_at_kill = atomic_load(&js.failed);
+  int acked_at_kill = atomic_load(&js->acked), failed_at_kill = atomic_load(&js->failed);
   /* the clients notice: transfers touching t2 fail (not acknowledged) */
-  wait_counter(&js.failed, failed_at_kill + 10, 60000, &js, "failures while t2 is down");
+  wait_counter(&js->failed, failed_at_kill + 10, 60000, js, "failures while t2 is down");
 
   /* ZooKeeper ends the dead server's session, and its owner node with it */
   char path[4200];
@@ -1018,9 +1025,9 @@ static void test_tablet_kill_restart(void **state) {
   if (owner[0]) fail_msg("t2 still held by %s a minute after its server died", owner);
   /* the workload's client (its map followed with a watch) fails fast on t2's
    * rows, while transfers between the other tablets keep committing */
-  int acked_down = atomic_load(&js.acked);
-  wait_counter(&js.no_server, 1, 60000, &js, "failures naming t2 as having no live server");
-  wait_counter(&js.acked, acked_down + 20, 60000, &js, "transfers while t2 has no server");
+  int acked_down = atomic_load(&js->acked);
+  wait_counter(&js->no_server, 1, 60000, js, "failures naming t2 as having no live server");
+  wait_counter(&js->acked, acked_down + 20, 60000, js, "transfers while t2 has no server");
   /* a client whose store calls may wait an hour learns at once that t2 has
    * no server: had it waited for the store's timeout, this test would time
    * out instead */
@@ -1061,23 +1068,23 @@ static void test_tablet_kill_restart(void **state) {
   pc_txn_destroy(pt);
   pc_db_close(probe);
   free(patient);
-  int acked_at_restart = atomic_load(&js.acked);
+  int acked_at_restart = atomic_load(&js->acked);
   /* the workload goes on, through t2 again: its client follows the map */
-  wait_counter(&js.acked, acked_at_restart + 200, 120000, &js, "transfers after the restart");
+  wait_counter(&js->acked, acked_at_restart + 200, 120000, js, "transfers after the restart");
   join_threads();
-  if (atomic_load(&js.fatal)) fail_msg("%s", js.fatal_text);
+  if (atomic_load(&js->fatal)) fail_msg("%s", js->fatal_text);
   fprintf(stderr,
           "tablet kill: %d acked before the kill, %d at the restart, %d in all; statuses:",
-          acked_at_kill, acked_at_restart, js.nacks);
+          acked_at_kill, acked_at_restart, js->nacks);
   for (int s = 0; s <= PC_UNKNOWN; s++)
-    if (js.by_status[s]) fprintf(stderr, " %s=%d", pc_status_name((pc_status_t)s), js.by_status[s]);
+    if (js->by_status[s]) fprintf(stderr, " %s=%d", pc_status_name((pc_status_t)s), js->by_status[s]);
   fprintf(stderr, "\n");
 
-  check_journal(&js);
+  check_journal(js);
 
-  pc_db_close(js.db);
-  free(js.acks);
-  pthread_mutex_destroy(&js.mu);
+  pc_db_close(js->db);
+  free(js->acks);
+  pthread_mutex_destroy(&js->mu);
   stop_cluster_checked(fx);
   free(cfg);
 }
@@ -1112,21 +1119,7 @@ static void test_tablet_kill_fails_fast(void **state) {
   if (!zc) fail_msg("coordination: %s", err.text);
 
   char *cfg = client_config(fx->dir, "journal-client", 3000, 30000);
-  static journal_state_t js;
-  memset(&js, 0, sizeof js);
-  pthread_mutex_init(&js.mu, NULL);
-  js.acks = calloc(MAX_ACKS, sizeof *js.acks);
-  assert_non_null(js.acks);
-  js.db = open_config(cfg);
-  seed_accounts(js.db);
-  enum { NW = 3 };
-  static journal_worker_t w[NW];
-  track_stop(&js.stop);
-  for (int i = 0; i < NW; i++) {
-    w[i] = (journal_worker_t){&js, i};
-    start_thread(journal_worker, &w[i]);
-  }
-  wait_counter(&js.acked, 30, 60000, &js, "transfers before the kill");
+  journal_state_t *js = journal_start(cfg);
 
   /* a client whose calls may wait an hour, connected to t2 before the kill */
   char *patient = client_config(fx->dir, "patient-client", 3000, 3600000);
@@ -1145,7 +1138,7 @@ static void test_tablet_kill_fails_fast(void **state) {
   assert_true(t2 > 0);
   assert_int_equal(kill(t2, SIGKILL), 0);
   assert_true(wait_dead_unreaped(t2, 10000));
-  int acked_at_kill = atomic_load(&js.acked);
+  int acked_at_kill = atomic_load(&js->acked);
   /* ZooKeeper still names the dead server: its session lives on */
   char owner[300];
   t2_owner(zc, owner, sizeof owner);
@@ -1178,12 +1171,12 @@ static void test_tablet_kill_fails_fast(void **state) {
 
   /* meanwhile the workload's transfers touching t2 fail the same way, and
    * those between the other tablets keep committing */
-  wait_counter(&js.refused, 1, 60000, &js, "failures naming t2's server as refusing");
-  wait_counter(&js.acked, acked_at_kill + 20, 60000, &js, "transfers while t2's server is dead");
+  wait_counter(&js->refused, 1, 60000, js, "failures naming t2's server as refusing");
+  wait_counter(&js->acked, acked_at_kill + 20, 60000, js, "transfers while t2's server is dead");
   t2_owner(zc, owner, sizeof owner);
   fprintf(stderr, "tablet kill: %d transfers since the kill, %d failures naming the refusal; "
-          "t2's owner now: %s\n", atomic_load(&js.acked) - acked_at_kill,
-          atomic_load(&js.refused), owner[0] ? owner : "none");
+          "t2's owner now: %s\n", atomic_load(&js->acked) - acked_at_kill,
+          atomic_load(&js->refused), owner[0] ? owner : "none");
 
   /* t2 comes back on its port, once ZooKeeper has ended its dead session */
   tu_cluster_restart(fx->dir, 3);
@@ -1206,19 +1199,19 @@ static void test_tablet_kill_fails_fast(void **state) {
   pc_txn_destroy(pt);
   pc_db_close(probe);
   free(patient);
-  int acked_at_restart = atomic_load(&js.acked);
-  wait_counter(&js.acked, acked_at_restart + 200, 120000, &js, "transfers after the restart");
+  int acked_at_restart = atomic_load(&js->acked);
+  wait_counter(&js->acked, acked_at_restart + 200, 120000, js, "transfers after the restart");
   join_threads();
-  if (atomic_load(&js.fatal)) fail_msg("%s", js.fatal_text);
+  if (atomic_load(&js->fatal)) fail_msg("%s", js->fatal_text);
   fprintf(stderr, "tablet kill: %d acked before the kill, %d at the restart, %d in all\n",
-          acked_at_kill, acked_at_restart, js.nacks);
-  check_journal(&js);
+          acked_at_kill, acked_at_restart, js->nacks);
+  check_journal(js);
 
   pc_coord_close(zc);
   pc_config_free(ccfg);
-  pc_db_close(js.db);
-  free(js.acks);
-  pthread_mutex_destroy(&js.mu);
+  pc_db_close(js->db);
+  free(js->acks);
+  pthread_mutex_destroy(&js->mu);
   stop_cluster_checked(fx);
   free(cfg);
 }

@@ -750,8 +750,8 @@ static void test_secrets(void **state) {
   free(wrong_cfg);
 }
 
-/* The safe point published in ZooKeeper for the cluster in dir (0: none). */
-static uint64_t published_safe_point(const char *dir) {
+/* A coordination handle (no client node) on the cluster in dir. */
+static pc_coord_t *cluster_coord(const char *dir) {
   const char *base = strrchr(dir, '/');
   char root[1024];
   snprintf(root, sizeof root, "/percolator/%s", base ? base + 1 : dir);
@@ -759,6 +759,13 @@ static uint64_t published_safe_point(const char *dir) {
   pc_coord_t *c =
       pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000}, 0, 20000, &err);
   if (!c) fail_msg("coordination: %s", err.text);
+  return c;
+}
+
+/* The safe point published in ZooKeeper for the cluster in dir (0: none). */
+static uint64_t published_safe_point(const char *dir) {
+  pc_coord_t *c = cluster_coord(dir);
+  pc_error_t err;
   uint64_t safe = 0;
   if (pc_coord_safe_point(c, 20000, &safe, &err) != PC_OK) fail_msg("safe point: %s", err.text);
   pc_coord_close(c);
@@ -768,13 +775,8 @@ static uint64_t published_safe_point(const char *dir) {
 /* Writes safe into the cluster's published safe point directly, as a
  * process that reaches ZooKeeper but none of the daemons could. */
 static void forge_safe_point(const char *dir, uint64_t safe) {
-  const char *base = strrchr(dir, '/');
-  char root[1024];
-  snprintf(root, sizeof root, "/percolator/%s", base ? base + 1 : dir);
+  pc_coord_t *c = cluster_coord(dir);
   pc_error_t err;
-  pc_coord_t *c =
-      pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000}, 0, 20000, &err);
-  if (!c) fail_msg("coordination: %s", err.text);
   uint64_t published = 0;
   if (pc_coord_publish_safe_point(c, safe, 20000, &published, &err) != PC_OK)
     fail_msg("publishing: %s", err.text);
