@@ -178,7 +178,9 @@ static int wait_dead_unreaped(pid_t pid, long timeout_ms) {
   }
 }
 
-static int setup_cluster(void **state) {
+/* A fixture with a cluster of the CLI's daemons whose sessions last
+ * session_ms (0: the test utilities' default). */
+static int setup_with_session(void **state, uint32_t session_ms) {
   if (!cli_path()) {
     fprintf(stderr, "PERCOLATOR_CLI is not set: skipping (it names the percolator binary)\n");
     *state = NULL;
@@ -187,27 +189,20 @@ static int setup_cluster(void **state) {
   fixture_t *fx = calloc(1, sizeof *fx);
   assert_non_null(fx);
   fx->started_ms = now_ms();
-  fx->dir = tu_cluster_mkdtemp("cluster", cli_path());
+  fx->dir = session_ms ? tu_cluster_mkdtemp_session("cluster", cli_path(), session_ms)
+                       : tu_cluster_mkdtemp("cluster", cli_path());
   *state = fx;
   return 0;
 }
+
+static int setup_cluster(void **state) { return setup_with_session(state, 0); }
 
 /* A killed daemon's ZooKeeper nodes outlive it this long. */
 #define LONG_SESSION_MS 20000
 
 /* setup_cluster whose daemons' and clients' sessions last LONG_SESSION_MS. */
 static int setup_cluster_long_session(void **state) {
-  if (!cli_path()) {
-    fprintf(stderr, "PERCOLATOR_CLI is not set: skipping (it names the percolator binary)\n");
-    *state = NULL;
-    return 0;
-  }
-  fixture_t *fx = calloc(1, sizeof *fx);
-  assert_non_null(fx);
-  fx->started_ms = now_ms();
-  fx->dir = tu_cluster_mkdtemp_session("cluster", cli_path(), LONG_SESSION_MS);
-  *state = fx;
-  return 0;
+  return setup_with_session(state, LONG_SESSION_MS);
 }
 
 static int setup_plain(void **state) {
