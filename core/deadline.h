@@ -48,4 +48,18 @@ pc_cancel_t pc_cancel_set(pc_cancel_t c);
  * scan") and which of the two. For long loops, between steps. */
 pc_status_t pc_call_check(const char *what, pc_error_t *err);
 
+/* Whether this thread may wait for another thread's work. A server's I/O
+ * thread serves some reads itself (net/rpc.h's runs_inline) and must not
+ * wait on a lock another thread holds across a sync or a network call: it
+ * runs them between pc_nowait_begin and pc_nowait_end. Code that would wait
+ * there calls pc_nowait_refuse, which returns 1 inside such a scope (the
+ * caller then goes on without waiting, since its result is thrown away)
+ * and 0 outside it (the caller waits as usual). pc_nowait_end returns
+ * whether anything was refused: the server then runs the request again on
+ * a thread that may wait. Only requests without side effects (reads) run
+ * this way, so running one twice is harmless. */
+void pc_nowait_begin(void);
+int pc_nowait_refuse(void);
+int pc_nowait_end(void);
+
 #endif

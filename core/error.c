@@ -115,6 +115,25 @@ uint64_t pc_deadline_set(uint64_t deadline_ms) {
 
 uint64_t pc_deadline_get(void) { return call_deadline; }
 
+static _Thread_local int nowait_on, nowait_refused;
+
+void pc_nowait_begin(void) {
+  nowait_on = 1;
+  nowait_refused = 0;
+}
+
+int pc_nowait_refuse(void) {
+  if (!nowait_on) return 0;
+  nowait_refused = 1;
+  return 1;
+}
+
+int pc_nowait_end(void) {
+  int r = nowait_refused;
+  nowait_on = nowait_refused = 0;
+  return r;
+}
+
 static _Thread_local pc_cancel_t call_cancel;
 
 pc_cancel_t pc_cancel_set(pc_cancel_t c) {

@@ -54,12 +54,14 @@ uint32_t local_stripe(const pc_cell_t *c) {
   return (uint32_t)(XXH3_64bits(c->row, c->rlen) & (PC_LATCHES - 1));
 }
 
-void local_wait_onepc(local_t *s, uint32_t i, uint64_t read_ts) {
+int local_wait_onepc(local_t *s, uint32_t i, uint64_t read_ts) {
   uint64_t m = atomic_load_explicit(&s->onepc[i], memory_order_acquire);
   if (m != 0 && m <= read_ts) {
+    if (pc_nowait_refuse()) return 1; /* the commit holds the latch across a sync */
     pthread_mutex_lock(&s->latch[i]);
     pthread_mutex_unlock(&s->latch[i]);
   }
+  return 0;
 }
 
 static int cell_ptr_cmp(const void *x, const void *y) {

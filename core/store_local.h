@@ -60,8 +60,10 @@ typedef struct local {
 
 /* The latch stripe of a cell's row. */
 uint32_t local_stripe(const pc_cell_t *c);
-/* Waits out a one-phase commit in flight on stripe i that read_ts could see. */
-void local_wait_onepc(local_t *s, uint32_t i, uint64_t read_ts);
+/* Returns 0 once stripe i holds no one-phase commit that read_ts could
+ * cover (after waiting for its latch if one did), 1 when it would have had
+ * to wait on a thread that may not (core/deadline.h's pc_nowait_refuse). */
+int local_wait_onepc(local_t *s, uint32_t i, uint64_t read_ts);
 
 pc_status_t local_ldb_error(local_t *s, char *msg, const char *what, pc_error_t *err);
 pc_status_t local_nomem(pc_error_t *err);

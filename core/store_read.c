@@ -249,7 +249,8 @@ pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, s
   } else if (atomic_load_explicit(&s->onepc_active, memory_order_seq_cst) != 0) {
     /* none in flight: one that starts now takes its commit_ts after this
      * load, so after read_ts, and this snapshot cannot include it */
-    for (uint32_t i = 0; i < PC_LATCHES; i++) local_wait_onepc(s, i, read_ts);
+    for (uint32_t i = 0; i < PC_LATCHES && !local_wait_onepc(s, i, read_ts); i++) {
+    }
   }
   pc_buf_t lo = {0}, hi = {0};
   if (local_range_keys(PC_KS_META, table, start, slen, start_col, sclen, end, elen, &lo, &hi) != 0)

@@ -50,6 +50,12 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                     "Requests that ended, or were dropped, past their deadline or after their "
                     "client closed or the server began to stop",
                     st.abandoned);
+  pc_metric_counter(out, "percolator_rpc_requests_inline_total",
+                    "Reads served on the I/O thread, without a hand-off to a handler thread",
+                    st.inline_served);
+  pc_metric_counter(out, "percolator_rpc_requests_deferred_total",
+                    "Reads sent on to a handler thread because they had to wait for a commit",
+                    st.inline_deferred);
   pc_metric_counter(out, "percolator_rpc_connections_refused_total",
                     "Connections refused or closed by a limit (limits.*)", st.connections_refused);
   pc_metric_counter(out, "percolator_rpc_auth_failures_total",
@@ -107,6 +113,7 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
                                  void *hctx, pc_error_t *err) {
   pc_rpc_server_options_t o = {0};
   if (r->kind == ROLE_TSO) o.runs_inline = pc_tso_rpc_runs_inline; /* no worker hand-off */
+  if (r->kind == ROLE_TABLET) o.runs_inline = pc_tablet_rpc_runs_inline; /* its reads */
   const pc_config_limits_t *l = &d->cfg->limits;
   o.name = r->name;
   o.host = listen->host;

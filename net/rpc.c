@@ -297,6 +297,7 @@ struct pc_rpc_server {
 
   _Atomic uint64_t n_accepted, n_open, n_requests, n_proto_errors, n_bytes_in, n_bytes_out;
   _Atomic uint64_t n_in_service, n_abandoned;
+  _Atomic uint64_t n_inline, n_deferred; /* ops that run inline: served so, sent to a worker */
   _Atomic uint64_t n_refused, n_auth_failures, g_request_used, g_reply_used;
   pc_log_limit_t loglim; /* lines a peer can provoke */
   struct local_ep *local; /* opts->in_process: this server's in-process endpoint */
@@ -750,7 +751,7 @@ static void conn_fault_status(conn_t *c, uint8_t op, uint64_t id, pc_status_t st
 
 #define conn_fault(c, op, id, ...) conn_fault_status(c, op, id, PC_INVALID, __VA_ARGS__)
 
-static void run_job(struct pc_rpc_server *s, job_t *j);
+static int run_job(struct pc_rpc_server *s, job_t *j, int on_io_thread);
 
 /* Takes body and the connection's charge for it. */
 static void dispatch(conn_t *c, const pc_rpc_frame_t *f, char *body, size_t blen) {
@@ -778,9 +779,15 @@ static void dispatch(conn_t *c, const pc_rpc_frame_t *f, char *body, size_t blen
   c->inflight++;
   s->in_service++;
   atomic_fetch_add(&s->n_in_service, 1);
-  if (s->runs_inline && s->runs_inline(f->op)) { /* never blocks: no worker hand-off */
-    run_job(s, j);
-    return;
+  /* an op that runs inline is served here, with no hand-off to a worker and
+   * back, unless its handler would have to wait (pc_nowait_refuse): then it
+   * goes to a worker like any other */
+  if (s->runs_inline && s->runs_inline(f->op)) {
+    if (run_job(s, j, 1)) {
+      atomic_fetch_add(&s->n_inline, 1);
+      return;
+    }
+    atomic_fetch_add(&s->n_deferred, 1);
   }
   pthread_mutex_lock(&s->qmu);
   if (s->qtail) s->qtail->next = j; else s->qhead = j;
@@ -1416,9 +1423,12 @@ static int job_abandoned(void *arg) {
 /* Runs job j's handler on the calling thread (a worker, or the I/O thread for
  * ops that run inline), within the request's deadline and with its
  * abandonment visible (core/deadline.h), then hands the reply to the I/O
- * thread through the completion list. A request that is past its deadline
- * before it starts, or whose connection closed, is not run. */
-static void run_job(struct pc_rpc_server *s, job_t *j) {
+ * thread through the completion list and returns 1. A request that is past
+ * its deadline before it starts, or whose connection closed, is not run. On
+ * the I/O thread the handler may not wait (pc_nowait_begin): if it would
+ * have, its reply is dropped, j is left as it came (its body kept) and 0
+ * returned, for a worker to run it again. */
+static int run_job(struct pc_rpc_server *s, job_t *j, int on_io_thread) {
   pc_error_t err;
   pc_error_clear(&err);
   pc_status_t st;
@@ -1432,11 +1442,17 @@ static void run_job(struct pc_rpc_server *s, job_t *j) {
     current_role = j->role;
     uint64_t outer_deadline = pc_deadline_set(j->deadline_ms);
     pc_cancel_t outer_cancel = pc_cancel_set((pc_cancel_t){job_abandoned, j});
+    if (on_io_thread) pc_nowait_begin();
     st = s->handler(s->ctx, j->op, j->body ? j->body : "", j->blen, &j->reply, &err);
+    int refused = on_io_thread && pc_nowait_end();
     pc_cancel_set(outer_cancel);
     pc_deadline_set(outer_deadline);
     current_connection = 0;
     current_role = PC_RPC_ROLE_NONE;
+    if (refused) {
+      pc_buf_free(&j->reply);
+      return 0;
+    }
   }
   if (job_abandoned(j) || deadline_passed(j->deadline_ms)) atomic_fetch_add(&s->n_abandoned, 1);
   free(j->body);
@@ -1464,6 +1480,7 @@ static void run_job(struct pc_rpc_server *s, job_t *j) {
   s->ctail = j;
   pthread_mutex_unlock(&s->cmu);
   if (first) event_active(s->done_ev, EV_READ, 0);
+  return 1;
 }
 
 static void *worker_main(void *arg) {
@@ -1482,7 +1499,7 @@ static void *worker_main(void *arg) {
     j->next = NULL;
     pthread_mutex_unlock(&s->qmu);
 
-    run_job(s, j);
+    run_job(s, j, 0);
   }
 }
 
@@ -1702,6 +1719,8 @@ void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out) {
   out->bytes_out = atomic_load(&m->n_bytes_out);
   out->in_service = atomic_load(&m->n_in_service);
   out->abandoned = atomic_load(&m->n_abandoned);
+  out->inline_served = atomic_load(&m->n_inline);
+  out->inline_deferred = atomic_load(&m->n_deferred);
   out->connections_refused = atomic_load(&m->n_refused);
   out->auth_failures = atomic_load(&m->n_auth_failures);
   out->request_memory = atomic_load(&m->g_request_used);

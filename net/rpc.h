@@ -144,9 +144,14 @@ typedef struct pc_rpc_server_options {
    * reason (the peer closed or died, a protocol error, a timeout, the server
    * stopping), with the id pc_rpc_current_connection() gave its requests. */
   void (*on_close)(void *ctx, uint64_t connection);
-  /* Ops whose handler never blocks (no disk wait, no lock wait) may run on the
-   * I/O thread itself, saving the hand-off to a worker and back: return 1 for
-   * them. NULL: every request goes to a worker. */
+  /* Ops whose handler is short and has no side effects (reads) may run on
+   * the I/O thread itself, saving the hand-off to a worker and back (two
+   * thread switches): return 1 for them. There the handler may not wait for
+   * another thread's work (core/deadline.h's pc_nowait_*): one that would
+   * is dropped at that point and run again from the start by a worker. What
+   * it may still block on is short: a mutex held for a memory update, a read
+   * from disk of data not in the page cache. NULL: every request goes to a
+   * worker. */
   int (*runs_inline)(uint8_t op);
   /* Clients that this process creates for host:port afterwards (with
    * credentials this server admits) call the handler on their own thread,
@@ -187,6 +192,8 @@ typedef struct pc_rpc_server_stats {
   uint64_t connections_accepted, connections_open, requests, protocol_errors, bytes_in,
       bytes_out;
   uint64_t in_service, abandoned;
+  uint64_t inline_served, inline_deferred; /* ops that run inline: served on the I/O thread,
+                                              or sent on to a worker because they would wait */
   uint64_t connections_refused, auth_failures, request_memory, reply_memory;
 } pc_rpc_server_stats_t;
 void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out);

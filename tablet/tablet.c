@@ -40,6 +40,10 @@ struct pc_tablet {
   size_t raw_reply_max, scan_reply_max, locks_reply_max;
 };
 
+int pc_tablet_rpc_runs_inline(uint8_t op) {
+  return op == PC_TABLET_OP_GET || op == PC_TABLET_OP_GET_MANY || op == PC_TABLET_OP_SCAN_NOTIFY;
+}
+
 int pc_row_range_contains(const pc_row_range_t *r, const char *row, size_t rlen) {
   if (pc_bytes_cmp(row, rlen, r->start, r->start_len) < 0) return 0;
   return r->end_len == 0 || pc_bytes_cmp(row, rlen, r->end, r->end_len) < 0;

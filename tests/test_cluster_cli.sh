@@ -195,6 +195,8 @@ for role in tso t1 t2; do
 done
 http_get "$(endpoint "$WORK/ready-1.json" t1 http)" /metrics
 grep -q '^percolator_tablet_operations_total [1-9]' <<<"$HTTP" || fail "tablet metrics: $HTTP"
+grep -q '^percolator_rpc_requests_inline_total [0-9]' <<<"$HTTP" || fail "tablet metrics lack inline reads: $HTTP"
+grep -q '^percolator_rpc_requests_deferred_total [0-9]' <<<"$HTTP" || fail "tablet metrics lack deferred reads: $HTTP"
 http_get "$(endpoint "$WORK/ready-1.json" tso http)" /metrics
 grep -q '^percolator_tso_last_timestamp [1-9]' <<<"$HTTP" || fail "tso metrics: $HTTP"
 pass "status (text and --json) shows every role up; /health and /metrics answer"

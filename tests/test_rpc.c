@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "core/deadline.h"
 #include "core/error.h"
 #include "net/rpc.h"
 #include "net/tls.h"
@@ -42,9 +43,10 @@
 #define OP_CONC 0x15      /* records how many run at once, sleeps 20 ms */
 #define OP_WHO 0x16       /* replies with an identity of the thread running the handler */
 #define OP_ROLE 0x17      /* replies with the caller's role (u8) */
+#define OP_WAITS 0x18     /* would wait where it may not (pc_nowait_refuse): replies "io", else "worker" */
 /* anything else: PC_INVALID "unknown opcode 0xNN" (as services should) */
 
-static atomic_int conc_now, conc_max;
+static atomic_int conc_now, conc_max, waits_runs;
 
 static pc_status_t handler(void *ctx, uint8_t op, const char *body, size_t len, pc_buf_t *reply,
                            pc_error_t *err) {
@@ -84,6 +86,11 @@ static pc_status_t handler(void *ctx, uint8_t op, const char *body, size_t len, 
     pc_buf_append(reply, &role, 1);
     return PC_OK;
   }
+  case OP_WAITS:
+    atomic_fetch_add(&waits_runs, 1);
+    if (pc_nowait_refuse()) pc_buf_append(reply, "io", 2); /* dropped by the server */
+    else pc_buf_append(reply, "worker", 6);
+    return PC_OK;
   case OP_WHO: {
     static _Thread_local char here;
     uintptr_t me = (uintptr_t)&here;
@@ -95,7 +102,7 @@ static pc_status_t handler(void *ctx, uint8_t op, const char *body, size_t len, 
   }
 }
 
-static int who_runs_inline(uint8_t op) { return op == OP_WHO; }
+static int who_runs_inline(uint8_t op) { return op == OP_WHO || op == OP_WAITS; }
 
 static pc_rpc_server_options_t base_opts(void) {
   pc_rpc_server_options_t o;
@@ -402,6 +409,38 @@ static void test_inline_ops(void **state) {
     assert_true(a[i].first == a[0].first);
   }
   echo_ok(c, "workers still serve the rest", 10000);
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(s, &st);
+  assert_int_equal(st.inline_served, 2000);
+  assert_int_equal(st.inline_deferred, 0);
+  pc_rpc_client_destroy(c);
+  pc_rpc_server_stop(s);
+}
+
+/* An op that runs inline but would have to wait there (pc_nowait_refuse)
+ * is run again from the start by a worker, and only the worker's reply is
+ * sent; outside the I/O thread nothing is refused. */
+static void test_inline_op_that_would_wait(void **state) {
+  (void)state;
+  pc_rpc_server_options_t o = base_opts();
+  o.runs_inline = who_runs_inline;
+  pc_rpc_server_t *s = start(&o);
+  pc_rpc_client_t *c = client(s, NULL);
+  atomic_store(&waits_runs, 0);
+  for (int i = 0; i < 50; i++) {
+    pc_buf_t r = {0};
+    pc_error_t err;
+    assert_int_equal(pc_rpc_call(c, OP_WAITS, NULL, 0, 10000, &r, &err), PC_OK);
+    assert_int_equal(r.len, 6);
+    assert_memory_equal(r.p, "worker", 6);
+    pc_buf_free(&r);
+  }
+  assert_int_equal(atomic_load(&waits_runs), 100); /* once refused, once served */
+  pc_rpc_server_stats_t st;
+  pc_rpc_server_stats(s, &st);
+  assert_int_equal(st.inline_deferred, 50);
+  assert_int_equal(st.inline_served, 0);
+  assert_int_equal(pc_nowait_refuse(), 0); /* this thread may wait */
   pc_rpc_client_destroy(c);
   pc_rpc_server_stop(s);
 }
@@ -1718,6 +1757,7 @@ int main(void) {
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_stop_with_clients),
       cmocka_unit_test(test_inline_ops),
+      cmocka_unit_test(test_inline_op_that_would_wait),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
