@@ -21,7 +21,9 @@
 #   postgresql  bench/pg_dedup.sh: PostgreSQL 15 (installed when missing),
 #               PL/pgSQL, one transaction per document, from 2 and from 8
 #               clients, on each corpus;
-#   embedded    `percolator worker` (--threads observer threads) holding a
+#   embedded    `percolator worker` (--threads observer threads: 4, the
+#               worker's own default; 16 kept up no better and doubled the
+#               index's delay, docs/BENCHMARKS.md) holding a
 #               fresh data directory, sync on; `percolator load` (--loaders
 #               threads); documents/s from the start of the load until
 #               `percolator wait` returns (every notification acknowledged);
@@ -59,7 +61,7 @@ export LC_ALL=C # sort, join and comm agree on the order
 usage="usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N] [--loaders N] [--rate R] [--procs LIST] [--real-max-bytes B] [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy] [--skip-ceiling]"
 build=${1:?$usage}
 shift
-docs=100000 seed=42 threads=16 loaders=16 feed=auto procs=1,2,4 real_max=65536
+docs=100000 seed=42 threads=4 loaders=16 feed=auto procs=1,2,4 real_max=65536
 skip_pg=0 skip_cluster=0 skip_real=0 skip_legacy=0 skip_ceiling=0
 while [ $# -gt 0 ]; do
   case "$1" in
