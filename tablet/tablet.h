@@ -157,7 +157,6 @@ typedef struct pc_tablet_gc {
 } pc_tablet_gc_t;
 void pc_tablet_gc_stats(pc_tablet_t *t, pc_tablet_gc_t *out);
 
-/* The rpc.h handler serving a tablet (ctx is the pc_tablet_t *). */
 /* For pc_rpc_server_options_t.runs_inline: the reads a tablet serves on its
  * server's I/O thread (GET, GET_MANY, SCAN_NOTIFY: point reads and a scan
  * of the in-memory notification index, each bounded by its request). A read
@@ -165,6 +164,7 @@ void pc_tablet_gc_stats(pc_tablet_t *t, pc_tablet_gc_t *out);
  * (core/store_local.h's local_wait_onepc). Scans of rows, writes and
  * GET_FRESH (a call to the oracle) always go to a worker. */
 int pc_tablet_rpc_runs_inline(uint8_t op);
+/* The rpc.h handler serving a tablet (ctx is the pc_tablet_t *). */
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err);
 

@@ -50,15 +50,6 @@
 #define STEP_MS 5    /* store.step's sleep: a whole raw scan takes ROWS * STEP_MS = 20 s */
 #define WAIT_MS 8000 /* how long a test waits for the server to drop a request */
 
-static uint64_t next_ts = 1000000;
-
-static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
-  (void)ctx;
-  (void)err;
-  *ts = __atomic_add_fetch(&next_ts, 1, __ATOMIC_SEQ_CST);
-  return PC_OK;
-}
-
 typedef struct fixture {
   char *dir;
   pc_tablet_t *tablet;
@@ -85,14 +76,14 @@ static int setup(void **state) {
       m[k] = (pc_mutation_t){{"t", rows[k], strlen(rows[k]), "c", 1}, PC_WRITE_PUT, "value", 5, 0};
     }
     uint64_t start, commit;
-    ts_source(NULL, &start, &err);
+    tu_ts_next(NULL, &start, &err);
     pc_lock_info_t lock = {0};
-    assert_int_equal(s->ops->commit_one_phase(s, m, 25, start, ts_source, NULL, NULL, &commit,
+    assert_int_equal(s->ops->commit_one_phase(s, m, 25, start, tu_ts_next, NULL, NULL, &commit,
                                               &lock, &err),
                      PC_OK);
   }
   pc_row_range_t all = {"", 0, "", 0};
-  f->tablet = pc_tablet_create("t1", s, &all, ts_source, NULL);
+  f->tablet = pc_tablet_create("t1", s, &all, tu_ts_next, NULL);
   pc_rpc_server_options_t o;
   memset(&o, 0, sizeof o);
   o.name = "tablet";

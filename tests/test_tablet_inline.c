@@ -34,15 +34,6 @@
 #define APPLY_SLEEP_MS 5000 /* store.before_apply's sleep: the commit in flight */
 #define WAIT_MS 60000       /* bounds on waiting for it to be seen (not timings) */
 
-static atomic_uint_fast64_t next_ts = 1000000;
-
-static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
-  (void)ctx;
-  (void)err;
-  *ts = atomic_fetch_add(&next_ts, 1) + 1;
-  return PC_OK;
-}
-
 typedef struct fixture {
   char *dir;
   pc_store_t *local;  /* the tablet's own store */
@@ -55,10 +46,10 @@ static void put(pc_store_t *s, const char *row, const char *value) {
   pc_mutation_t m = {{"t", row, strlen(row), "c", 1}, PC_WRITE_PUT, value, strlen(value), 0};
   uint64_t start, commit;
   pc_error_t err;
-  ts_source(NULL, &start, &err);
+  tu_ts_next(NULL, &start, &err);
   pc_lock_info_t lock = {0};
   assert_int_equal(
-      s->ops->commit_one_phase(s, &m, 1, start, ts_source, NULL, NULL, &commit, &lock, &err),
+      s->ops->commit_one_phase(s, &m, 1, start, tu_ts_next, NULL, NULL, &commit, &lock, &err),
       PC_OK);
 }
 
@@ -75,7 +66,7 @@ static int setup(void **state) {
   put(f->local, "r1", "old");
   put(f->local, "r2", "two");
   pc_row_range_t all = {"", 0, "", 0};
-  f->tablet = pc_tablet_create("t1", f->local, &all, ts_source, NULL);
+  f->tablet = pc_tablet_create("t1", f->local, &all, tu_ts_next, NULL);
   assert_non_null(f->tablet);
   pc_rpc_server_options_t o;
   memset(&o, 0, sizeof o);
@@ -136,7 +127,7 @@ static int count_note(void *ctx, const pc_notification_t *n) {
  * the same answers; a write goes to a worker. */
 static void test_reads_run_inline(void **state) {
   fixture_t *f = *state;
-  uint64_t now = atomic_load(&next_ts) + 1;
+  uint64_t now = tu_ts_last() + 1;
   char *v = get(f->remote, "r1", now);
   assert_string_equal(v, "old");
   free(v);
@@ -187,7 +178,7 @@ static void test_read_behind_a_commit_goes_to_a_worker(void **state) {
   pc_error_t err;
   /* nothing in flight: a read where the thread may not wait refuses nothing */
   pc_nowait_begin();
-  assert_int_equal(f->local->ops->get(f->local, &c, atomic_load(&next_ts), &v, &vlen, &lock, &err),
+  assert_int_equal(f->local->ops->get(f->local, &c, tu_ts_last(), &v, &vlen, &lock, &err),
                    PC_OK);
   assert_int_equal(pc_nowait_end(), 0);
   pc_free(v);
@@ -203,7 +194,7 @@ static void test_read_behind_a_commit_goes_to_a_worker(void **state) {
   for (uint64_t until = pc_now_mono_ms() + WAIT_MS; !held && pc_now_mono_ms() < until;) {
     pc_nowait_begin();
     v = NULL;
-    pc_status_t st = f->local->ops->get(f->local, &c, atomic_load(&next_ts) + 1000, &v, &vlen,
+    pc_status_t st = f->local->ops->get(f->local, &c, tu_ts_last() + 1000, &v, &vlen,
                                         &lock, &err);
     held = pc_nowait_end();
     if (st == PC_OK) pc_free(v);
@@ -213,7 +204,7 @@ static void test_read_behind_a_commit_goes_to_a_worker(void **state) {
   assert_int_equal(atomic_load(&a.done), 0);
   /* over the network, at a read_ts the commit's commit_ts is below */
   uint64_t deferred = stats(f->server).inline_deferred;
-  char *got = get(f->remote, "r1", atomic_load(&next_ts) + 1000);
+  char *got = get(f->remote, "r1", tu_ts_last() + 1000);
   assert_string_equal(got, "new");
   free(got);
   assert_true(stats(f->server).inline_deferred > deferred);

@@ -373,6 +373,17 @@ void tu_make_certs(const char *dir, const char *names) {
   if (system(cmd) != 0) die("making test certificates with tests/certs.sh (openssl)", NULL);
 }
 
+static uint64_t tu_ts = 1000000;
+
+pc_status_t tu_ts_next(void *ctx, uint64_t *ts, pc_error_t *err) {
+  (void)ctx;
+  (void)err;
+  *ts = __atomic_add_fetch(&tu_ts, 1, __ATOMIC_SEQ_CST);
+  return PC_OK;
+}
+
+uint64_t tu_ts_last(void) { return __atomic_load_n(&tu_ts, __ATOMIC_SEQ_CST); }
+
 char *tu_mkdtemp(const char *tag) {
   const char *base = getenv("TMPDIR");
   char *path;

@@ -17,6 +17,12 @@ char *tu_mkdtemp(const char *tag);
 /* Stops path's cluster (if any), removes path recursively and frees it. */
 void tu_rmtree(char *path);
 
+/* An oracle for stores and tablets driven without one (pc_ts_source_fn):
+ * each call returns the next of one process-wide counter, from 1,000,001. */
+pc_status_t tu_ts_next(void *ctx, uint64_t *ts, pc_error_t *err);
+/* The last timestamp tu_ts_next returned (1,000,000 before the first). */
+uint64_t tu_ts_last(void);
+
 /* Opens (creating) a database in dir with the given lock TTL (0 = default). Aborts on failure. */
 pc_db_t *tu_open(const char *dir, uint32_t lock_ttl_ms);
 
