@@ -15,7 +15,7 @@
 #include "core/failpoint_names.h"
 #include "core/suggest.h"
 
-enum fp_action { FP_OFF, FP_RETURN, FP_EXIT, FP_ABORT, FP_SLEEP };
+enum fp_action { FP_OFF, FP_RETURN, FP_EXIT, FP_ABORT, FP_SLEEP, FP_PAUSE };
 
 struct fp {
   char name[64];
@@ -29,6 +29,8 @@ struct fp {
 
 atomic_int pc_failpoints_armed;
 static pthread_mutex_t fp_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fp_cv = PTHREAD_COND_INITIALIZER; /* a new spec: paused points go on */
+static unsigned long fp_gen;                             /* specs configured so far */
 static struct fp fps[FP_MAX];
 static int fp_count;
 
@@ -73,6 +75,8 @@ static pc_status_t parse_action(const char *s, struct fp *fp, pc_error_t *err) {
     fp->action = FP_RETURN;
   } else if (strcmp(s, "abort") == 0) {
     fp->action = FP_ABORT;
+  } else if (strcmp(s, "pause") == 0) {
+    fp->action = FP_PAUSE;
   } else if (strncmp(s, "exit", 4) == 0) {
     fp->action = FP_EXIT;
     fp->arg = 137;
@@ -91,7 +95,7 @@ static pc_status_t parse_action(const char *s, struct fp *fp, pc_error_t *err) {
   } else {
     return pc_error_set(err, PC_INVALID,
                         "failpoint '%s': unknown action '%s' (return, exit, exit(N), abort, "
-                        "sleep(MS), off)",
+                        "sleep(MS), pause, off)",
                         fp->name, s);
   }
   return PC_OK;
@@ -129,6 +133,8 @@ pc_status_t pc_failpoints_configure(const char *spec, pc_error_t *err) {
   memcpy(fps, parsed, sizeof(struct fp) * (size_t)n);
   fp_count = n;
   atomic_store(&pc_failpoints_armed, n > 0);
+  fp_gen++;
+  pthread_cond_broadcast(&fp_cv);
   pthread_mutex_unlock(&fp_mu);
   return PC_OK;
 }
@@ -152,6 +158,7 @@ pc_status_t pc_failpoint_eval(const char *name, pc_error_t *err) {
   enum fp_action action = FP_OFF;
   long arg = 0;
   pthread_mutex_lock(&fp_mu);
+  unsigned long gen = fp_gen;
   for (int i = 0; i < fp_count; i++) {
     if (strcmp(fps[i].name, name) != 0) continue;
     fps[i].hits++;
@@ -161,9 +168,11 @@ pc_status_t pc_failpoint_eval(const char *name, pc_error_t *err) {
     }
     break;
   }
+  while (action == FP_PAUSE && gen == fp_gen) pthread_cond_wait(&fp_cv, &fp_mu);
   pthread_mutex_unlock(&fp_mu);
   switch (action) {
     case FP_OFF:
+    case FP_PAUSE:
       return PC_OK;
     case FP_SLEEP:
       pc_sleep_ms((uint32_t)arg);

@@ -5,6 +5,8 @@
  *   exit / exit(N)  the process exits at once with _exit(N) (default 137)
  *   abort           abort()
  *   sleep(MS)       sleep MS milliseconds, then continue
+ *   pause           wait until the points are configured again, then continue
+ *                   (tests that hold a thread at a point: pc_failpoints_configure)
  *   off             nothing
  * optionally prefixed by "K*" to fire only on the K-th time the point is hit
  * (e.g. "txn.commit.after_secondary=2*exit"). Points cost one relaxed atomic

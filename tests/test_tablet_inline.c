@@ -4,10 +4,11 @@
  *   - GET, GET_MANY and SCAN_NOTIFY run on the I/O thread, with the answers
  *     a worker would give, and writes still go to the workers;
  *   - a GET of a row whose one-phase commit is in flight (its latch held
- *     across the commit's write, slowed by the failpoint store.before_apply)
- *     would have to wait for that commit: it is sent on to a worker, waits
- *     there, and returns the committed value, never the one the I/O thread
- *     read before the commit landed;
+ *     across the commit's write, held there by the failpoint
+ *     store.before_apply=pause) would have to wait for that commit: it is
+ *     sent on to a worker, waits there until the test lets the commit go,
+ *     and returns the committed value, never the one the I/O thread read
+ *     before the commit landed;
  *   - the store refuses that wait only where the thread may not wait
  *     (core/deadline.h's pc_nowait_*).
  * Over a real socket (no in-process shortcut), on 127.0.0.1. */
@@ -31,8 +32,7 @@
 #include "tablet/tablet.h"
 #include "tests/testutil.h"
 
-#define APPLY_SLEEP_MS 5000 /* store.before_apply's sleep: the commit in flight */
-#define WAIT_MS 60000       /* bounds on waiting for it to be seen (not timings) */
+#define WAIT_MS 60000 /* bounds on waiting for what must happen (not timings) */
 
 typedef struct fixture {
   char *dir;
@@ -155,15 +155,30 @@ static void test_reads_run_inline(void **state) {
   assert_int_equal(stats(f->server).inline_served, before);
 }
 
-struct commit_arg {
+static void *commit_main(void *p) {
+  put(p, "r1", "new");
+  return NULL;
+}
+
+/* A GET of t/r1/c at read_ts through s, on its own thread (no cmocka
+ * assertions there: the test checks st and value after the join). */
+struct get_arg {
   pc_store_t *s;
+  uint64_t read_ts;
+  pc_status_t st;
+  char *value;
+  size_t vlen;
   atomic_int done;
 };
 
-static void *commit_main(void *p) {
-  struct commit_arg *a = p;
-  put(a->s, "r1", "new");
-  atomic_store(&a->done, 1);
+static void *get_main(void *p) {
+  struct get_arg *g = p;
+  pc_cell_t c = {"t", "r1", 2, "c", 1};
+  pc_lock_info_t lock = {0};
+  pc_error_t err;
+  g->st = g->s->ops->get(g->s, &c, g->read_ts, &g->value, &g->vlen, &lock, &err);
+  pc_lock_info_free(&lock);
+  atomic_store(&g->done, 1);
   return NULL;
 }
 
@@ -183,12 +198,9 @@ static void test_read_behind_a_commit_goes_to_a_worker(void **state) {
   assert_int_equal(pc_nowait_end(), 0);
   pc_free(v);
 
-  char spec[64];
-  snprintf(spec, sizeof spec, "store.before_apply=sleep(%d)", APPLY_SLEEP_MS);
-  assert_int_equal(pc_failpoints_configure(spec, &err), PC_OK);
-  struct commit_arg a = {.s = f->local};
+  assert_int_equal(pc_failpoints_configure("store.before_apply=pause", &err), PC_OK);
   pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, commit_main, &a), 0);
+  assert_int_equal(pthread_create(&t, NULL, commit_main, f->local), 0);
   /* until the commit holds r1's latch: a read that may not wait refuses */
   int held = 0;
   for (uint64_t until = pc_now_mono_ms() + WAIT_MS; !held && pc_now_mono_ms() < until;) {
@@ -201,15 +213,24 @@ static void test_read_behind_a_commit_goes_to_a_worker(void **state) {
     if (!held) pc_sleep_ms(1);
   }
   assert_true(held);
-  assert_int_equal(atomic_load(&a.done), 0);
-  /* over the network, at a read_ts the commit's commit_ts is below */
+  /* over the network, at a read_ts the commit's commit_ts is below: the
+   * read is sent on to a worker, which waits while the commit is paused */
   uint64_t deferred = stats(f->server).inline_deferred;
-  char *got = get(f->remote, "r1", tu_ts_last() + 1000);
-  assert_string_equal(got, "new");
-  free(got);
+  struct get_arg g = {.s = f->remote, .read_ts = tu_ts_last() + 1000};
+  pthread_t gt;
+  assert_int_equal(pthread_create(&gt, NULL, get_main, &g), 0);
+  for (uint64_t until = pc_now_mono_ms() + WAIT_MS;
+       stats(f->server).inline_deferred == deferred && pc_now_mono_ms() < until;)
+    pc_sleep_ms(1);
   assert_true(stats(f->server).inline_deferred > deferred);
+  assert_int_equal(atomic_load(&g.done), 0); /* the commit is still paused */
+  assert_int_equal(pc_failpoints_configure(NULL, &err), PC_OK); /* let it go */
+  pthread_join(gt, NULL);
   pthread_join(t, NULL);
-  assert_int_equal(atomic_load(&a.done), 1);
+  assert_int_equal(g.st, PC_OK);
+  assert_int_equal(g.vlen, 3);
+  assert_memory_equal(g.value, "new", 3);
+  pc_free(g.value);
   assert_int_equal(pc_nowait_refuse(), 0); /* outside a scope: wait as usual */
 }
 
