@@ -147,24 +147,36 @@ static pc_status_t smallest_member(pc_txn_t *txn, const char *hash, char **min, 
 }
 
 /* Makes url a member of cluster hash (member = 1) or not (member = 0), and
- * keeps the cluster's canonical and rev cells right. */
+ * keeps the cluster's canonical and rev cells right. m and canon, when not
+ * NULL, are the cluster's m:<url> and canonical cells as this transaction
+ * sees them, read ahead by the caller (still the caller's to free); NULL:
+ * read them here. */
 static pc_status_t cluster_update(pc_txn_t *txn, const char *hash, const char *url, size_t ulen,
-                                  int member, pc_error_t *err) {
+                                  int member, const val_t *m_ahead, const val_t *canon_ahead,
+                                  pc_error_t *err) {
   const size_t hl = DD_HASH_HEX - 1;
   char col[PC_MAX_COLUMN];
   memcpy(col, "m:", 2);
   memcpy(col + 2, url, ulen);
-  val_t m, canon = {0}, indexed = {0};
-  pc_status_t st = get(txn, DUPS, hash, hl, col, ulen + 2, &m, err);
-  if (st != PC_OK) return st;
-  int present = m.p != NULL;
-  host->free(m.p);
-  if ((st = get(txn, DUPS, hash, hl, S(C_CANON), &canon, err)) != PC_OK) return st;
+  val_t m = {0}, canon = {0}, indexed = {0};
+  pc_status_t st;
+  int present;
+  if (m_ahead) {
+    present = m_ahead->p != NULL;
+  } else {
+    if ((st = get(txn, DUPS, hash, hl, col, ulen + 2, &m, err)) != PC_OK) return st;
+    present = m.p != NULL;
+    host->free(m.p);
+  }
+  if (!canon_ahead && (st = get(txn, DUPS, hash, hl, S(C_CANON), &canon, err)) != PC_OK)
+    return st;
+  const val_t *cv = canon_ahead ? canon_ahead : &canon;
+  st = PC_OK;
   if (present == member) {
     /* no change of membership; the document's contents were written again.
      * If it is the canonical and the index holds another URL, the index
      * observer may have met its contents in flux: let it run again. */
-    if (member && same(&canon, url, ulen)) {
+    if (member && same(cv, url, ulen)) {
       st = get(txn, DUPS, hash, hl, S(C_INDEXED), &indexed, err);
       if (st == PC_OK && !same(&indexed, url, ulen))
         st = host->notify_weak(txn, DUPS, hash, hl, S(C_CANON), err);
@@ -184,12 +196,12 @@ static pc_status_t cluster_update(pc_txn_t *txn, const char *hash, const char *u
     char rev[24];
     int n = snprintf(rev, sizeof rev, "%llx", (unsigned long long)host->txn_start_ts(txn));
     st = host->txn_set(txn, DUPS, hash, hl, S(C_REV), rev, (size_t)n, err);
-    if (st == PC_OK && !same(&canon, min, mlen))
+    if (st == PC_OK && !same(cv, min, mlen))
       st = host->txn_set(txn, DUPS, hash, hl, S(C_CANON), min, mlen, err);
   } else if (st == PC_OK) {
     /* emptied: the cluster disappears; its index goes with the index run */
     st = host->txn_delete(txn, DUPS, hash, hl, S(C_REV), err);
-    if (st == PC_OK && canon.p) st = host->txn_delete(txn, DUPS, hash, hl, S(C_CANON), err);
+    if (st == PC_OK && cv->p) st = host->txn_delete(txn, DUPS, hash, hl, S(C_CANON), err);
   }
   free(min);
   host->free(canon.p);
@@ -203,57 +215,165 @@ static int is_hash(const val_t *v) {
   return 1;
 }
 
-static pc_status_t observe_doc(void *state, pc_txn_t *txn, const pc_notified_cell_t *cell,
-                               pc_error_t *err) {
-  (void)state;
-  const char *url = cell->row;
-  size_t ulen = cell->row_len;
+/* One document's run: the hash of its contents now (now) and the hash it was
+ * last clustered under (was); "" for none. For a batch, the cells of the
+ * clusters it leaves ([0], was's) and joins ([1], now's) read ahead. */
+typedef struct docrun {
+  const char *url;
+  size_t ulen;
+  char now[DD_HASH_HEX], was[DD_HASH_HEX];
+  val_t m[2], canon[2];
+  int ahead[2]; /* m[k], canon[k] hold what was read ahead */
+  size_t at[2]; /* observe_docs: where they are among its reads, + 1 (0: not read) */
+} docrun_t;
+
+/* The first half of a run, from the document's doc:contents and doc:hash
+ * cells (contents, old; not freed here). */
+static pc_status_t doc_start(docrun_t *d, const char *url, size_t ulen, const val_t *contents,
+                             const val_t *old, pc_error_t *err) {
+  memset(d, 0, sizeof *d);
+  d->url = url;
+  d->ulen = ulen;
   if (ulen > MEMBER_MAX) {
     snprintf(err->text, sizeof err->text,
              "URL of %zu bytes: dedup takes URLs of at most %d bytes (m:<URL> is a column)", ulen,
              MEMBER_MAX);
     return err->code = PC_INVALID;
   }
-  val_t contents, old;
-  pc_status_t st = get(txn, DOCS, url, ulen, S(C_CONTENTS), &contents, err);
-  if (st != PC_OK) return st;
-  char now[DD_HASH_HEX] = "";
-  int has = contents.p != NULL;
-  if (has) dd_sha256_hex(contents.p, contents.n, now);
-  host->free(contents.p);
-  if ((st = get(txn, DOCS, url, ulen, S(C_HASH), &old, err)) != PC_OK) return st;
-  if (old.p && !is_hash(&old)) {
-    host->free(old.p);
+  if (contents->p) dd_sha256_hex(contents->p, contents->n, d->now);
+  if (old->p && !is_hash(old)) {
     snprintf(err->text, sizeof err->text, "docs/%.*s/" C_HASH " is not a hex SHA-256",
              (int)(ulen > 200 ? 200 : ulen), url);
     return err->code = PC_CORRUPTION;
   }
-  char was[DD_HASH_HEX] = "";
-  if (old.p) {
-    memcpy(was, old.p, DD_HASH_HEX - 1);
-    was[DD_HASH_HEX - 1] = '\0';
-  }
-  host->free(old.p);
-  if (was[0] && (!has || strcmp(was, now) != 0))
-    if ((st = cluster_update(txn, was, url, ulen, 0, err)) != PC_OK) return st;
-  if (has) {
-    if ((st = cluster_update(txn, now, url, ulen, 1, err)) != PC_OK) return st;
-    if (strcmp(was, now) != 0)
-      st = host->txn_set(txn, DOCS, url, ulen, S(C_HASH), now, DD_HASH_HEX - 1, err);
-  } else if (was[0]) {
-    st = host->txn_delete(txn, DOCS, url, ulen, S(C_HASH), err);
+  if (old->p) memcpy(d->was, old->p, DD_HASH_HEX - 1);
+  return PC_OK;
+}
+
+/* Whether the run leaves the cluster of was: it had one, and its contents
+ * are gone or hash elsewhere now. */
+static int leaves(const docrun_t *d) { return d->was[0] && strcmp(d->was, d->now) != 0; }
+
+/* The second half: moves the document between clusters, writes doc:hash. */
+static pc_status_t doc_finish(pc_txn_t *txn, const docrun_t *d, pc_error_t *err) {
+  pc_status_t st = PC_OK;
+  if (leaves(d))
+    st = cluster_update(txn, d->was, d->url, d->ulen, 0, d->ahead[0] ? &d->m[0] : NULL,
+                        d->ahead[0] ? &d->canon[0] : NULL, err);
+  if (st != PC_OK) return st;
+  if (d->now[0]) {
+    st = cluster_update(txn, d->now, d->url, d->ulen, 1, d->ahead[1] ? &d->m[1] : NULL,
+                        d->ahead[1] ? &d->canon[1] : NULL, err);
+    if (st == PC_OK && strcmp(d->was, d->now) != 0)
+      st = host->txn_set(txn, DOCS, d->url, d->ulen, S(C_HASH), d->now, DD_HASH_HEX - 1, err);
+  } else if (d->was[0]) {
+    st = host->txn_delete(txn, DOCS, d->url, d->ulen, S(C_HASH), err);
   }
   return st;
+}
+
+/* Reads n cells in one call, into vals (p NULL: absent; free each with
+ * host->free). */
+static pc_status_t get_many(pc_txn_t *txn, const pc_cell_ref_t *refs, size_t n, val_t *vals,
+                            pc_error_t *err) {
+  if (n == 0) return PC_OK;
+  pc_value_t *v = calloc(n, sizeof *v);
+  if (!v) return fail(err, PC_NOMEM, "out of memory");
+  pc_status_t st = host->txn_get_many(txn, refs, n, v, err);
+  for (size_t i = 0; i < n; i++) {
+    vals[i].p = st == PC_OK ? v[i].value : NULL;
+    vals[i].n = st == PC_OK ? v[i].vlen : 0;
+  }
+  free(v);
+  return st;
+}
+
+static pc_status_t observe_doc(void *state, pc_txn_t *txn, const pc_notified_cell_t *cell,
+                               pc_error_t *err) {
+  (void)state;
+  const pc_cell_ref_t refs[2] = {
+      {DOCS, cell->row, cell->row_len, S(C_CONTENTS)},
+      {DOCS, cell->row, cell->row_len, S(C_HASH)},
+  };
+  val_t v[2] = {{0}};
+  pc_status_t st = get_many(txn, refs, 2, v, err);
+  docrun_t d;
+  if (st == PC_OK) st = doc_start(&d, cell->row, cell->row_len, &v[0], &v[1], err);
+  host->free(v[0].p);
+  host->free(v[1].p);
+  return st == PC_OK ? doc_finish(txn, &d, err) : st;
 }
 
 /* The dedup observer over many documents in one transaction: each in turn,
  * as observe_doc alone would (the transaction's own writes are visible to
  * its later reads and scans, so documents of one cluster in one batch see
- * each other), with one commit for all. */
+ * each other), with one commit for all.
+ *
+ * Its reads come in two calls for the whole batch, not four a document (on
+ * a cluster a round trip each): every document's doc:contents and doc:hash,
+ * then the m:<URL> and canonical cells of every cluster a document leaves or
+ * joins. What was read ahead is what the run reads in turn, for a cluster
+ * that no earlier document of the batch touched: only a run on cluster H
+ * writes H's canonical, and only the run of URL writes m:<URL> (the cells
+ * of a batch are distinct documents). A cluster that an earlier document
+ * touched is read again in turn. */
 static pc_status_t observe_docs(void *state, pc_txn_t *txn, const pc_notified_cell_t *cells,
                                 size_t n, pc_error_t *err) {
+  (void)state;
+  docrun_t *d = calloc(n, sizeof *d);
+  pc_cell_ref_t *refs = calloc(4 * n, sizeof *refs);
+  val_t *vals = calloc(4 * n, sizeof *vals);
+  char *cols = malloc(n * PC_MAX_COLUMN);
+  char(*touched)[DD_HASH_HEX] = calloc(2 * n, sizeof *touched);
+  size_t nt = 0, nr = 0;
   pc_status_t st = PC_OK;
-  for (size_t i = 0; i < n && st == PC_OK; i++) st = observe_doc(state, txn, &cells[i], err);
+  if (!d || !refs || !vals || !cols || !touched) st = fail(err, PC_NOMEM, "out of memory");
+  for (size_t i = 0; st == PC_OK && i < n; i++) {
+    refs[2 * i] = (pc_cell_ref_t){DOCS, cells[i].row, cells[i].row_len, S(C_CONTENTS)};
+    refs[2 * i + 1] = (pc_cell_ref_t){DOCS, cells[i].row, cells[i].row_len, S(C_HASH)};
+  }
+  if (st == PC_OK) st = get_many(txn, refs, 2 * n, vals, err);
+  for (size_t i = 0; st == PC_OK && i < n; i++)
+    st = doc_start(&d[i], cells[i].row, cells[i].row_len, &vals[2 * i], &vals[2 * i + 1], err);
+  for (size_t i = 0; vals && i < 2 * n; i++) {
+    host->free(vals[i].p);
+    vals[i].p = NULL;
+  }
+  /* the clusters' cells, two a cluster: m:<URL>, then canonical */
+  for (size_t i = 0; st == PC_OK && i < n; i++) {
+    char *col = cols + i * PC_MAX_COLUMN;
+    memcpy(col, "m:", 2);
+    memcpy(col + 2, d[i].url, d[i].ulen);
+    for (int k = 0; k < 2; k++) {
+      const char *h = k ? d[i].now : d[i].was;
+      int reads = k ? h[0] != '\0' : leaves(&d[i]); /* joins now's / leaves was's */
+      if (!reads) continue;
+      d[i].at[k] = nr + 1;
+      refs[nr++] = (pc_cell_ref_t){DUPS, h, DD_HASH_HEX - 1, col, d[i].ulen + 2};
+      refs[nr++] = (pc_cell_ref_t){DUPS, h, DD_HASH_HEX - 1, S(C_CANON)};
+    }
+  }
+  if (st == PC_OK) st = get_many(txn, refs, nr, vals, err);
+  for (size_t i = 0; st == PC_OK && i < n; i++) {
+    for (int k = 0; k < 2; k++) {
+      if (!d[i].at[k]) continue;
+      const char *h = k ? d[i].now : d[i].was;
+      size_t at = d[i].at[k] - 1;
+      int seen = 0;
+      for (size_t t = 0; t < nt && !seen; t++) seen = strcmp(touched[t], h) == 0;
+      d[i].ahead[k] = !seen;
+      d[i].m[k] = vals[at];
+      d[i].canon[k] = vals[at + 1];
+      if (!seen) memcpy(touched[nt++], h, DD_HASH_HEX);
+    }
+    st = doc_finish(txn, &d[i], err);
+  }
+  for (size_t i = 0; vals && i < nr; i++) host->free(vals[i].p);
+  free(touched);
+  free(cols);
+  free(vals);
+  free(refs);
+  free(d);
   return st;
 }
 
