@@ -32,9 +32,11 @@
  *                     current contents, or out of every cluster when the
  *                     contents are gone (a delete notifies it as a put does,
  *                     so every change of a document, by any writer, comes to
- *                     this one observer and its one ack); recomputes each
- *                     touched cluster's canonical from its members (a scan
- *                     of the dups row), deletes an emptied cluster's cells.
+ *                     this one observer and its one ack); keeps each
+ *                     touched cluster's canonical its smallest member (the
+ *                     smaller of the canonical and a member that joins; a
+ *                     scan of the dups row when the canonical leaves),
+ *                     deletes an emptied cluster's cells.
  *   dedup.index       strong, dups canonical (apps/dedup/index.c): when a
  *                     cluster's canonical differs from the one it indexed,
  *                     removes the old one's postings and adds the new one's;
@@ -108,6 +110,12 @@ static pc_status_t get(pc_txn_t *txn, const char *table, const char *row, size_t
 
 static int same(const val_t *v, const char *p, size_t n) {
   return v->p && v->n == n && memcmp(v->p, p, n) == 0;
+}
+
+/* Whether a sorts before b bytewise, as the columns m:<a> and m:<b> do. */
+static int bytes_less(const char *a, size_t an, const char *b, size_t bn) {
+  int c = memcmp(a, b, an < bn ? an : bn);
+  return c < 0 || (c == 0 && an < bn);
 }
 
 static pc_status_t fail(pc_error_t *err, pc_status_t st, const char *what) {
@@ -189,9 +197,24 @@ static pc_status_t cluster_update(pc_txn_t *txn, const char *hash, const char *u
     st = host->txn_set(txn, DUPS, hash, hl, col, ulen + 2, "1", 1, err);
   else
     st = host->txn_delete(txn, DUPS, hash, hl, col, ulen + 2, err);
+  /* The canonical is the smallest member, in the snapshot and after each
+   * run of this transaction: a member that joins is the new smallest or not,
+   * one that leaves changes it only when it was it, and then the members are
+   * scanned (as when there is no canonical to go by). */
   char *min = NULL;
   size_t mlen = 0;
-  if (st == PC_OK) st = smallest_member(txn, hash, &min, &mlen, err);
+  if (st == PC_OK && (member || (cv->p && !same(cv, url, ulen)))) {
+    const char *p = url;
+    mlen = ulen;
+    if (cv->p && (!member || bytes_less(cv->p, cv->n, url, ulen))) {
+      p = cv->p;
+      mlen = cv->n;
+    }
+    if ((min = malloc(mlen + 1))) memcpy(min, p, mlen);
+    else st = fail(err, PC_NOMEM, "out of memory");
+  } else if (st == PC_OK) {
+    st = smallest_member(txn, hash, &min, &mlen, err);
+  }
   if (st == PC_OK && min) {
     char rev[24];
     int n = snprintf(rev, sizeof rev, "%llx", (unsigned long long)host->txn_start_ts(txn));
