@@ -984,6 +984,21 @@ static void check_journal(journal_state_t *js) {
   free(jc.rows);
 }
 
+/* One read of BANK acct30/bal through probe, in a transaction of its own
+ * whose calls may wait timeout_ms: its status, err saying why when not
+ * PC_OK. */
+static pc_status_t probe_read(pc_db_t *probe, uint32_t timeout_ms, pc_error_t *err) {
+  pc_txn_t *pt = pc_txn_begin(probe, err);
+  if (!pt) fail_msg("begin: %s", err->text);
+  pc_txn_set_timeout_ms(pt, timeout_ms);
+  char *v = NULL;
+  size_t n = 0;
+  pc_status_t st = pc_txn_get(pt, BANK, "acct30", 6, "bal", 3, &v, &n, err);
+  pc_free(v);
+  pc_txn_destroy(pt);
+  return st;
+}
+
 static void test_tablet_kill_restart(void **state) {
   fixture_t *fx = *state;
   NEED_CLUSTER(fx);
@@ -1028,18 +1043,11 @@ static void test_tablet_kill_restart(void **state) {
    * out instead */
   char *patient = client_config(fx->dir, "patient-client", 3000, 3600000);
   pc_db_t *probe = open_config(patient);
-  pc_txn_t *pt = pc_txn_begin(probe, &err);
-  if (!pt) fail_msg("begin: %s", err.text);
-  pc_txn_set_timeout_ms(pt, 3600000);
-  char *pv = NULL;
-  size_t pn = 0;
-  pc_status_t pst = pc_txn_get(pt, BANK, "acct30", 6, "bal", 3, &pv, &pn, &err);
-  pc_free(pv);
+  pc_status_t pst = probe_read(probe, 3600000, &err);
   if (pst != PC_UNAVAILABLE || !strstr(err.text, T2_DOWN))
     fail_msg("a read of acct30 while t2 has no server: %s: %s (wanted unavailable: %s)",
              pc_status_name(pst), pst == PC_OK ? "" : err.text, T2_DOWN);
   fprintf(stderr, "tablet kill: while t2 is down: %s\n", err.text);
-  pc_txn_destroy(pt);
 
   /* t2 comes back on another port, which no configuration names */
   int old_port = ccfg->tablets[1].listen.port;
@@ -1054,13 +1062,8 @@ static void test_tablet_kill_restart(void **state) {
   pc_coord_close(zc);
   pc_config_free(ccfg);
   /* the probe, which never knew where t2 is, finds it through ZooKeeper */
-  pt = pc_txn_begin(probe, &err);
-  if (!pt) fail_msg("begin: %s", err.text);
-  pc_txn_set_timeout_ms(pt, 30000);
-  pst = pc_txn_get(pt, BANK, "acct30", 6, "bal", 3, &pv, &pn, &err);
-  pc_free(pv);
+  pst = probe_read(probe, 30000, &err);
   if (pst != PC_OK) fail_msg("acct30 after t2's restart: %s: %s", pc_status_name(pst), err.text);
-  pc_txn_destroy(pt);
   pc_db_close(probe);
   free(patient);
   int acked_at_restart = atomic_load(&js->acked);
@@ -1119,15 +1122,8 @@ static void test_tablet_kill_fails_fast(void **state) {
   /* a client whose calls may wait an hour, connected to t2 before the kill */
   char *patient = client_config(fx->dir, "patient-client", 3000, 3600000);
   pc_db_t *probe = open_config(patient);
-  pc_txn_t *pt = pc_txn_begin(probe, &err);
-  if (!pt) fail_msg("begin: %s", err.text);
-  pc_txn_set_timeout_ms(pt, 3600000);
-  char *pv = NULL;
-  size_t pn = 0;
-  pc_status_t pst = pc_txn_get(pt, BANK, "acct30", 6, "bal", 3, &pv, &pn, &err);
-  pc_free(pv);
+  pc_status_t pst = probe_read(probe, 3600000, &err);
   if (pst != PC_OK) fail_msg("acct30 before the kill: %s: %s", pc_status_name(pst), err.text);
-  pc_txn_destroy(pt);
 
   pid_t t2 = tu_cluster_pid(fx->dir, 3);
   assert_true(t2 > 0);
@@ -1142,18 +1138,13 @@ static void test_tablet_kill_fails_fast(void **state) {
   /* the patient client's read fails at once, saying why */
   char want[200];
   snprintf(want, sizeof want, T2_REFUSED "%s " REFUSES, dead);
-  pt = pc_txn_begin(probe, &err);
-  if (!pt) fail_msg("begin: %s", err.text);
-  pc_txn_set_timeout_ms(pt, 3600000);
-  pst = pc_txn_get(pt, BANK, "acct30", 6, "bal", 3, &pv, &pn, &err);
-  pc_free(pv);
+  pst = probe_read(probe, 3600000, &err);
   if (pst != PC_UNAVAILABLE || !strstr(err.text, want))
     fail_msg("a read of acct30 while t2's dead server is its owner: %s: %s (wanted unavailable: "
              "%s)", pc_status_name(pst), pst == PC_OK ? "" : err.text, want);
   fprintf(stderr, "tablet kill: while t2's owner node outlives its server: %s\n", err.text);
-  pc_txn_destroy(pt);
   /* and so does a commit with a row on t2 (its primary on t1): rolled back */
-  pt = pc_txn_begin(probe, &err);
+  pc_txn_t *pt = pc_txn_begin(probe, &err);
   if (!pt) fail_msg("begin: %s", err.text);
   pc_txn_set_timeout_ms(pt, 3600000);
   tu_set(pt, "probe", "acct01", "c", "half");
@@ -1176,15 +1167,16 @@ static void test_tablet_kill_fails_fast(void **state) {
   /* t2 comes back on its port, once ZooKeeper has ended its dead session */
   tu_cluster_restart(fx->dir, 3);
   assert_int_equal(waitpid(t2, NULL, 0), t2); /* reaped once its successor is recorded */
+  pst = probe_read(probe, 30000, &err);
+  if (pst != PC_OK) fail_msg("acct30 after t2's restart: %s: %s", pc_status_name(pst), err.text);
+  /* nothing of the failed commit is visible, on either tablet */
   pt = pc_txn_begin(probe, &err);
   if (!pt) fail_msg("begin: %s", err.text);
   pc_txn_set_timeout_ms(pt, 30000);
-  pst = pc_txn_get(pt, BANK, "acct30", 6, "bal", 3, &pv, &pn, &err);
-  pc_free(pv);
-  if (pst != PC_OK) fail_msg("acct30 after t2's restart: %s: %s", pc_status_name(pst), err.text);
-  /* nothing of the failed commit is visible, on either tablet */
   static const char *const probed[] = {"acct01", "acct31"};
   for (int i = 0; i < 2; i++) {
+    char *pv = NULL;
+    size_t pn = 0;
     pst = pc_txn_get(pt, "probe", probed[i], 6, "c", 1, &pv, &pn, &err);
     pc_free(pv);
     if (pst != PC_NOT_FOUND)
