@@ -102,6 +102,31 @@ sub() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a - b}'; }
 rate() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else printf "null"}'; }
 log() { printf 'dedup.sh: %s\n' "$*" >&2; }
+# CPU accounting, from /proc (fields after "pid (comm) ": 12 utime, 13 stime,
+# 14 cutime, 15 cstime, in clock ticks): ticks PID... is what those processes
+# have used so far; kids is what this shell's waited-for children used, which
+# takes in a $(...) subshell and everything it waited for
+hz=$(getconf CLK_TCK)
+cores=$(nproc)
+ticks() {
+  local p t=0 x
+  for p in "$@"; do
+    x=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}' || true)
+    t=$((t + ${x:-0}))
+  done
+  echo "$t"
+}
+kids() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; }
+# ms_doc TICKS DOCS: CPU milliseconds a document
+ms_doc() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN {printf "%.2f", t * 1000 / hz / n}'; }
+# cpu_json DOCS SERVER_TICKS WORKER_TICKS LOAD_TICKS: the CPU a document, by
+# process, and what that cost allows on this machine's cores
+cpu_json() {
+  local all=$(($2 + $3 + $4))
+  printf '"cpu_ms_per_document": {"servers": %s, "workers": %s, "load_and_wait": %s, "total": %s}, "cpu_bound_documents_s": %s' \
+    "$(ms_doc "$2" "$1")" "$(ms_doc "$3" "$1")" "$(ms_doc "$4" "$1")" "$(ms_doc "$all" "$1")" \
+    "$(awk -v t="$all" -v n="$1" -v hz="$hz" -v c="$cores" 'BEGIN {if (t > 0) printf "%.0f", c * n * hz / t; else printf "null"}')"
+}
 
 # ---- corpora ------------------------------------------------------------------
 log "generating $docs documents (seed $seed)"
@@ -281,14 +306,16 @@ update_commit_ms() {
   awk -v a="$i" -v b="$c" 'BEGIN {printf "%d", int(a / 262144) - int(b / 262144)}'
 }
 
-declare -A ours_s ours_same
+declare -A ours_s ours_same ours_cpu
 # embedded runs
 for c in "${corpora[@]}"; do
   n=$(count "$c")
   log "embedded: $c ($n documents)"
   embedded "$work/e-$c"
   clock_caught_up
+  w0=$(ticks "$W") k0=$(kids)
   ours_s[$c]=$(ingest --data "$work/e-$c" "$work/$c.jsonl")
+  ours_cpu[$c]=$(cpu_json "$n" 0 $(($(ticks "$W") - w0)) $(($(kids) - k0)))
   dump --data "$work/e-$c" "$work/ours-$c"
   ours_same[$c]=$(same "$work/ours-$c" "$work/pg-$c-2")
   if [ "$c" = gen ]; then
@@ -347,11 +374,14 @@ if [ "$skip_cluster" = 0 ]; then
     log "cluster: generated, $k worker processes"
     first=${#pids[@]}
     cluster "c-gen-$k" "$k" "$split"
+    r0=$(ticks "${pids[$first]}") w0=$(ticks "${pids[@]:$((first + 1))}") k0=$(kids)
     s=$(ingest --config "$C" "$work/gen.jsonl")
+    cpu=$(cpu_json "$docs" $(($(ticks "${pids[$first]}") - r0)) \
+      $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)))
     dump --config "$C" "$work/cl-gen-$k"
-    cluster_lines+=("$(printf '{"corpus": "generated", "documents": %d, "worker_processes": %d, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s}' \
+    cluster_lines+=("$(printf '{"corpus": "generated", "documents": %d, "worker_processes": %d, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
       "$docs" "$k" "$s" "$(rate "$docs" "$s")" "$(ratio "$(rate "$docs" "$s")" "$(rate "$docs" "${ours_s[gen]}")")" \
-      "$(same "$work/cl-gen-$k" "$work/pg-gen-2")")")
+      "$(same "$work/cl-gen-$k" "$work/pg-gen-2")" "$cpu")")
     cluster_stop "$first"
     rm -rf "$work/c-gen-$k"
   done
@@ -360,11 +390,14 @@ if [ "$skip_cluster" = 0 ]; then
     first=${#pids[@]}
     cluster c-real 2 "usr/share/doc/m"
     n=$(count real)
+    r0=$(ticks "${pids[$first]}") w0=$(ticks "${pids[@]:$((first + 1))}") k0=$(kids)
     s=$(ingest --config "$C" "$work/real.jsonl")
+    cpu=$(cpu_json "$n" $(($(ticks "${pids[$first]}") - r0)) \
+      $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)))
     dump --config "$C" "$work/cl-real"
-    cluster_lines+=("$(printf '{"corpus": "real", "documents": %d, "worker_processes": 2, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s}' \
+    cluster_lines+=("$(printf '{"corpus": "real", "documents": %d, "worker_processes": 2, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
       "$n" "$s" "$(rate "$n" "$s")" "$(ratio "$(rate "$n" "$s")" "$(rate "$n" "${ours_s[real]}")")" \
-      "$(same "$work/cl-real" "$work/pg-real-2")")")
+      "$(same "$work/cl-real" "$work/pg-real-2")" "$cpu")")
     cluster_stop "$first"
   fi
 fi
@@ -377,8 +410,8 @@ for c in "${corpora[@]}"; do
   n=$(count "$c")
   r=$(rate "$n" "${ours_s[$c]}")
   name=$([ "$c" = gen ] && echo generated || echo real)
-  ingest_lines+=("$(printf '{"corpus": "%s", "documents": %d, "mode": "embedded", "worker_processes": 1, "seconds": %s, "documents_s": %s, "same_as_postgresql": %s}' \
-    "$name" "$n" "${ours_s[$c]}" "$r" "${ours_same[$c]}")")
+  ingest_lines+=("$(printf '{"corpus": "%s", "documents": %d, "mode": "embedded", "worker_processes": 1, "seconds": %s, "documents_s": %s, "same_as_postgresql": %s, %s}' \
+    "$name" "$n" "${ours_s[$c]}" "$r" "${ours_same[$c]}" "${ours_cpu[$c]}")")
   if [ "$skip_pg" = 0 ]; then
     headline+=("$(printf '{"corpus": "%s", "embedded_documents_s": %s, "postgresql_2_clients_documents_s": %s, "ratio_vs_2_clients": %s, "postgresql_8_clients_documents_s": %s, "ratio_vs_8_clients": %s}' \
       "$name" "$r" "${pg_rate[$c.2]}" "$(ratio "$r" "${pg_rate[$c.2]}")" "${pg_rate[$c.8]}" "$(ratio "$r" "${pg_rate[$c.8]}")")")
