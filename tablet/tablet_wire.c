@@ -6,6 +6,7 @@
  * the field), never a read past the body. */
 #include "tablet/tablet_wire.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,42 +16,70 @@
 
 #define MAX_CELLS_PER_REQUEST 1000000u
 
-char *pc_arena_dup(pc_arena_t *a, const char *p, size_t n) {
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 16;
-    char **ptrs = realloc(a->ptrs, cap * sizeof *ptrs);
-    if (!ptrs) return NULL;
-    a->ptrs = ptrs;
-    a->cap = cap;
+/* A block: its header, then its space, aligned for any type. */
+struct pc_arena_block {
+  pc_arena_block_t *next;
+  max_align_t space[];
+};
+
+#define ARENA_FIRST 960u       /* a first block within malloc's small bins */
+#define ARENA_MAX (64u << 10)  /* blocks stop doubling here */
+
+/* size bytes at the given alignment (a power of two, at most max_align_t's). */
+static void *arena_alloc(pc_arena_t *a, size_t size, size_t align) {
+  size_t at = (a->used + align - 1) & ~(align - 1);
+  if (a->head && at <= a->size && size <= a->size - at) {
+    a->used = at + size;
+    return (char *)a->head->space + at;
   }
-  char *d = malloc(n + 1);
+  size_t grow = a->size ? (a->size < ARENA_MAX ? a->size * 2 : ARENA_MAX) : ARENA_FIRST;
+  if (size > grow / 4) { /* a big piece gets a block of its own, behind head */
+    if (size > SIZE_MAX - sizeof(pc_arena_block_t)) return NULL;
+    pc_arena_block_t *b = malloc(sizeof *b + size);
+    if (!b) return NULL;
+    if (a->head) {
+      b->next = a->head->next;
+      a->head->next = b;
+    } else { /* no block to carve yet: this one is full from the start */
+      b->next = NULL;
+      a->head = b;
+      a->size = a->used = size;
+    }
+    return b->space;
+  }
+  pc_arena_block_t *b = malloc(sizeof *b + grow);
+  if (!b) return NULL;
+  b->next = a->head;
+  a->head = b;
+  a->size = grow;
+  a->used = size;
+  return b->space;
+}
+
+char *pc_arena_dup(pc_arena_t *a, const char *p, size_t n) {
+  if (n == SIZE_MAX) return NULL;
+  char *d = arena_alloc(a, n + 1, 1);
   if (!d) return NULL;
   if (n) memcpy(d, p, n);
   d[n] = '\0';
-  a->ptrs[a->n++] = d;
   return d;
 }
 
 void *pc_arena_calloc(pc_arena_t *a, size_t n, size_t size) {
   if (size && n > SIZE_MAX / size) return NULL;
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 16;
-    char **ptrs = realloc(a->ptrs, cap * sizeof *ptrs);
-    if (!ptrs) return NULL;
-    a->ptrs = ptrs;
-    a->cap = cap;
-  }
-  char *d = calloc(n ? n : 1, size ? size : 1);
-  if (!d) return NULL;
-  a->ptrs[a->n++] = d;
+  size_t bytes = n && size ? n * size : 1;
+  void *d = arena_alloc(a, bytes, _Alignof(max_align_t));
+  if (d) memset(d, 0, bytes);
   return d;
 }
 
 void pc_arena_free(pc_arena_t *a) {
-  for (size_t i = 0; i < a->n; i++) free(a->ptrs[i]);
-  free(a->ptrs);
-  a->ptrs = NULL;
-  a->n = a->cap = 0;
+  while (a->head) {
+    pc_arena_block_t *next = a->head->next;
+    free(a->head);
+    a->head = next;
+  }
+  a->used = a->size = 0;
 }
 
 int pc_wire_put_cell(pc_buf_t *b, const pc_cell_t *c) {

@@ -2218,11 +2218,63 @@ static void test_notify_ops(void **state) {
   pc_buf_free(&b);
 }
 
+/* The arena: every copy keeps its bytes and its NUL while thousands of
+ * small ones, big ones that get blocks of their own and zeroed arrays are
+ * carved side by side; arrays are aligned for any type; a freed arena is
+ * empty and serves again. ASan checks that no piece overlaps its block's end. */
+static void test_arena(void **state) {
+  (void)state;
+  enum { N = 5000 };
+  static char src[70000];
+  for (size_t i = 0; i < sizeof src; i++) src[i] = (char)('a' + i % 26);
+  pc_arena_t a = {0};
+  for (int round = 0; round < 2; round++) {
+    char **got = calloc(N, sizeof *got);
+    size_t *len = calloc(N, sizeof *len);
+    assert_non_null(got);
+    assert_non_null(len);
+    for (size_t i = 0; i < N; i++) {
+      /* mostly short strings; now and then one of 1 KiB .. 68 KiB, and an
+       * empty one */
+      len[i] = i % 97 == 0 ? 1024 + (i * 331) % 68000 : i % 13 == 0 ? 0 : 1 + i % 40;
+      got[i] = pc_arena_dup(&a, src + i % 26, len[i]);
+      assert_non_null(got[i]);
+      if (i % 50 == 0) {
+        uint64_t *arr = pc_arena_calloc(&a, 1 + i % 300, sizeof *arr);
+        assert_non_null(arr);
+        assert_int_equal((uintptr_t)arr % _Alignof(max_align_t), 0);
+        for (size_t k = 0; k < 1 + i % 300; k++) assert_true(arr[k] == 0);
+        memset(arr, 0xff, (1 + i % 300) * sizeof *arr);
+      }
+    }
+    for (size_t i = 0; i < N; i++) {
+      assert_memory_equal(got[i], src + i % 26, len[i]);
+      assert_int_equal(got[i][len[i]], '\0');
+    }
+    assert_null(pc_arena_calloc(&a, SIZE_MAX / 2, 4)); /* overflow: refused */
+    assert_non_null(pc_arena_calloc(&a, 0, 8));
+    pc_arena_free(&a);
+    assert_null(a.head);
+    free(got);
+    free(len);
+  }
+  pc_arena_free(&a); /* twice: harmless */
+  /* a first piece bigger than a block is a block of its own; small ones follow */
+  char *big = pc_arena_dup(&a, src, sizeof src - 1);
+  char *small = pc_arena_dup(&a, "xy", 2);
+  assert_non_null(big);
+  assert_non_null(small);
+  assert_memory_equal(big, src, sizeof src - 1);
+  assert_string_equal(small, "xy");
+  pc_arena_free(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_heartbeat_scan_locks_gc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_valid_round_trips, setup, teardown),
       cmocka_unit_test(test_request_codecs),
+      cmocka_unit_test(test_arena),
       cmocka_unit_test_setup_teardown(test_malformed_names_the_field, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncations_and_trailing_garbage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lying_counts_and_lengths, setup, teardown),
