@@ -50,7 +50,12 @@
 #               no notification, in one write per document and in one write
 #               per stage (load, dedup, index): what this store and disk allow
 #               with the cells PostgreSQL writes too (a postings cell per term
-#               and document); ours is reported as a fraction of it.
+#               and document); ours is reported as a fraction of it;
+#   cpu         each of our runs' CPU milliseconds a document (user + system
+#               time from /proc over the ingest) by process: servers (the
+#               cluster's `percolator run`), workers, load and wait; and
+#               cpu_bound_documents_s, the rate that cost allows with every
+#               core of this machine busy.
 # Usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N]
 #          [--loaders N] [--rate R] [--procs 1,2,4] [--real-max-bytes B]
 #          [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy]
