@@ -227,9 +227,9 @@ int bu_choice(const char *s, const char *const *names, int n) {
   return -1;
 }
 
-int bu_no_operands(const char *who, int argc, char **argv, int optind) {
-  if (optind >= argc) return 0;
-  fprintf(stderr, "%s: unexpected argument '%s'\n", who, argv[optind]);
+int bu_no_operands(const char *who, int argc, char **argv, int first) {
+  if (first >= argc) return 0;
+  fprintf(stderr, "%s: unexpected argument '%s'\n", who, argv[first]);
   return -1;
 }
 
