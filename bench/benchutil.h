@@ -143,7 +143,8 @@ int bu_parse_int_list(const char *s, int max, int *out, int cap, int *n);
 
 /* Option parsing's two complaints, on stderr: "who: bad value 'value' for
  * option" (returns -1), and "who: unexpected argument 'X'" for the first of
- * argv[first..], what is left after the options (callers pass optind) (returns -1; 0 when none is left). */
+ * argv[first..], the operands left after the options: callers pass optind
+ * (returns -1; 0 when none is left). */
 int bu_bad_value(const char *who, const char *option, const char *value);
 int bu_no_operands(const char *who, int argc, char **argv, int first);
 

@@ -12,8 +12,8 @@
 
 /* Owns NUL-terminated copies of strings decoded from a body, and the arrays
  * that hold them: carved from blocks that grow from under a kilobyte to 64 KiB,
- * so a request of a thousand cells costs a few allocations instead of three a
- * cell. Starts zeroed ({0}); everything goes at once in pc_arena_free. */
+ * so decoding a request costs a few allocations however many cells it has.
+ * Starts zeroed ({0}); everything goes at once in pc_arena_free. */
 typedef struct pc_arena_block pc_arena_block_t;
 typedef struct pc_arena {
   pc_arena_block_t *head; /* the block being carved, then older ones */
