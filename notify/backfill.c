@@ -101,7 +101,7 @@ void pc_backfill_main(pc_worker_t *w) {
       pc_error_t err;
       if (pc_view_refresh(w, &err) != PC_OK) pc_worker_nap(w, BACKFILL_NAP_MS);
     } else if (!worked) {
-      pc_worker_nap(w, BACKFILL_NAP_MS);
+      pc_worker_nap(w, pc_view_due_in(w, BACKFILL_NAP_MS));
     }
   }
   pc_lock_session_end(w, &session);

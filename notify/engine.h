@@ -113,6 +113,7 @@ struct pc_worker {
   pthread_mutex_t view_mu;
   pc_view_t *view;
   uint64_t view_next_ms; /* monotonic: when to read them again */
+  int view_stale;        /* a store refused a deletion since the view was read */
   pthread_t backfiller; /* view.c's refresh and backfill.c's backfills */
   int backfiller_started;
 
@@ -135,8 +136,10 @@ typedef struct wthread {
 wthread_t *pc_worker_self(void);
 
 static inline int pc_worker_stopping(pc_worker_t *w) { return atomic_load(&w->stop); }
-/* Sleeps ms or until the worker stops. */
+/* Sleeps ms or until the worker stops or pc_worker_wake. */
 void pc_worker_nap(pc_worker_t *w, uint32_t ms);
+/* Ends every thread's nap now. */
+void pc_worker_wake(pc_worker_t *w);
 /* The observer's slot (NULL for an observer registered after the start). */
 obs_slot_t *pc_worker_slot(pc_worker_t *w, const pc_observer_t *obs);
 /* Counts a committed run's latency from its notification's ts. */
@@ -319,10 +322,15 @@ void pc_view_put(pc_worker_t *w, pc_view_t *v);
 /* The view's column, or NULL when it has no observer, registered or own. */
 const view_col_t *pc_view_column(const pc_view_t *v, const char *table, const char *col,
                                  size_t clen);
-/* Asks for a refresh soon (a store refused a deletion for an observer the
- * view lacks); whether one is due now. */
+/* Asks for a refresh soon, waking the backfill thread (a store refused a
+ * deletion for an observer the view lacks). */
 void pc_view_stale(pc_worker_t *w);
+/* Whether the view is known to lack a registration: a store refused a
+ * deletion since it was read. */
+int pc_view_is_stale(pc_worker_t *w);
+/* Whether a refresh is due now; the ms until one is (at most cap). */
 int pc_view_due(pc_worker_t *w);
+uint32_t pc_view_due_in(pc_worker_t *w, uint32_t cap);
 /* Drops the current view (pc_worker_stop). */
 void pc_view_release(pc_worker_t *w);
 

@@ -21,7 +21,10 @@
  * the workers that do: the pass does nothing, without a transaction. One
  * that it runs some of is passed over once per change: when the others are
  * behind, the notifications stay and the cell waits (waiting.c) until they
- * are newer or a while has passed.
+ * are newer or a while has passed. So does a cell whose deletion the store
+ * refused for an observer registered since the view was read, until the
+ * view is read again (soon: view.c): without that, the scans would pass
+ * over it again and again meanwhile, each pass a transaction refused.
  *
  * A pass that ends with an observer of this worker waiting out a backoff
  * is not repeated until the first of them may retry or a newer change
@@ -106,8 +109,10 @@ static pc_status_t cover_others(pc_worker_t *w, const group_t *g, const view_col
 }
 
 /* Deletes the cell's notifications below below, on behalf of p's names.
- * Returns whether they went. */
-static int clear(pc_worker_t *w, const pc_cell_t *c, const pass_t *p, uint64_t below) {
+ * Returns whether they went; *refused when the store kept them for an
+ * observer that p's names (the view) lack. */
+static int clear(pc_worker_t *w, const pc_cell_t *c, const pass_t *p, uint64_t below,
+                 int *refused) {
   pc_notify_clear_t cl = {*c, below, p->names, p->nlen, 0, ""};
   pc_error_t err;
   char name[200];
@@ -117,6 +122,7 @@ static int clear(pc_worker_t *w, const pc_cell_t *c, const pass_t *p, uint64_t b
     return 0;
   }
   if (!cl.done && cl.missing[0]) { /* registered since the view was read */
+    *refused = 1;
     pc_log(PC_LOG_DEBUG, "worker: the notifications of %s stay for observer '%s'",
            pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name),
            cl.missing);
@@ -150,6 +156,9 @@ int pc_pass(pc_worker_t *w, const group_t *g) {
   pass_t pass = {pc_max_u64(g->strong_ts, g->weak_ts), UINT64_MAX, col ? col->names : "",
                  col ? col->nlen : 0};
   size_t others = col ? col->nobs - col->nmine : 0;
+  /* the view lacks a registration (a deletion was refused): the cell may
+   * wait for another worker's observer that the view does not name */
+  int unsure = pc_view_is_stale(w);
   pc_buf_t ckey = {0};
   uint64_t *covers = NULL, *ran = calloc(w->nslots, sizeof *ran);
   int did = 0;
@@ -160,7 +169,7 @@ int pc_pass(pc_worker_t *w, const group_t *g) {
   if (mine == 0 && others > 0) goto out; /* the other workers' cell */
   /* observers of the cell wait out a backoff, and nothing new arrived */
   if (pc_backoff_cell_check(w, &ckey, pass.newest, &covers)) goto out;
-  if (others > 0 && pc_waiting_skip(w, c, pass.newest)) goto out;
+  if ((others > 0 || unsure) && pc_waiting_skip(w, c, pass.newest)) goto out;
   /* the observers that have nothing to do cover what the scan saw */
   size_t acting = 0;
   for (size_t i = 0; i < n; i++) {
@@ -229,9 +238,10 @@ int pc_pass(pc_worker_t *w, const group_t *g) {
     goto out;
   }
   uint64_t below = pc_pass_clear_below(&pass, UINT64_MAX);
-  int gone = below > 1 && clear(w, c, &pass, below);
+  int refused = 0, gone = below > 1 && clear(w, c, &pass, below, &refused);
   did |= gone;
-  if (others > 0) pc_waiting_note(w, c, pass.newest, !gone || below <= pass.newest);
+  if (others > 0 || unsure || refused)
+    pc_waiting_note(w, c, pass.newest, !gone || below <= pass.newest);
 out:
   pc_view_put(w, view);
   if (obs != found) free(obs);

@@ -1,7 +1,9 @@
 /* view.c — the observers registered in the store, as this worker knows
  * them: the records (pc_db_observers), read when the worker starts, again
  * every VIEW_REFRESH_MS, and soon after a store refused a deletion for an
- * observer the view lacked. For each column with registered observers the
+ * observer the view lacked (until then the view is stale, and pass.c leaves
+ * the refused cells alone for a while, as it does cells waiting for other
+ * workers, rather than passing over them again and again). For each column with registered observers the
  * view holds their names, kinds and states, which of them this worker runs,
  * and the list of names a deletion of the column's notifications accounts
  * for (pass.c). The store checks that list against its own set
@@ -228,6 +230,7 @@ pc_status_t pc_view_refresh(pc_worker_t *w, pc_error_t *err) {
   old = w->view;
   w->view = b.v;
   w->view_next_ms = pc_now_mono_ms() + VIEW_REFRESH_MS;
+  w->view_stale = 0;
   pthread_mutex_unlock(&w->view_mu);
   pc_view_put(w, old);
   return PC_OK;
@@ -236,8 +239,26 @@ pc_status_t pc_view_refresh(pc_worker_t *w, pc_error_t *err) {
 void pc_view_stale(pc_worker_t *w) {
   pthread_mutex_lock(&w->view_mu);
   uint64_t soon = pc_now_mono_ms() + STALE_REFRESH_MS;
-  if (w->view_next_ms > soon) w->view_next_ms = soon;
+  int sooner = w->view_next_ms > soon;
+  if (sooner) w->view_next_ms = soon;
+  w->view_stale = 1;
   pthread_mutex_unlock(&w->view_mu);
+  if (sooner) pc_worker_wake(w); /* the backfill thread may be napping past it */
+}
+
+int pc_view_is_stale(pc_worker_t *w) {
+  pthread_mutex_lock(&w->view_mu);
+  int stale = w->view_stale;
+  pthread_mutex_unlock(&w->view_mu);
+  return stale;
+}
+
+uint32_t pc_view_due_in(pc_worker_t *w, uint32_t cap) {
+  uint64_t now = pc_now_mono_ms();
+  pthread_mutex_lock(&w->view_mu);
+  uint64_t in = w->view_next_ms > now ? w->view_next_ms - now : 0;
+  pthread_mutex_unlock(&w->view_mu);
+  return in < cap ? (uint32_t)in : cap;
 }
 
 int pc_view_due(pc_worker_t *w) {

@@ -64,6 +64,12 @@ void pc_worker_nap(pc_worker_t *w, uint32_t ms) {
   pthread_mutex_unlock(&w->mu);
 }
 
+void pc_worker_wake(pc_worker_t *w) {
+  pthread_mutex_lock(&w->mu);
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
 obs_slot_t *pc_worker_slot(pc_worker_t *w, const pc_observer_t *obs) {
   size_t lo = 0, hi = w->nslots;
   while (lo < hi) {
