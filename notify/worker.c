@@ -544,16 +544,15 @@ fail:
   return NULL;
 }
 
-/* Asks every thread to stop and joins the keeper (after which no thread is
- * started). */
-/* Tells every thread to stop; returns at once. */
+/* Tells every thread to stop; returns at once. A nap checks stop under mu,
+ * which the wake takes after the store: no nap misses it. */
 static void set_stop(pc_worker_t *w) {
-  pthread_mutex_lock(&w->mu);
   atomic_store(&w->stop, 1);
-  pthread_cond_broadcast(&w->cv);
-  pthread_mutex_unlock(&w->mu);
+  pc_worker_wake(w);
 }
 
+/* Asks every thread to stop and joins the keeper (after which no thread is
+ * started). */
 static void signal_stop(pc_worker_t *w) {
   set_stop(w);
   if (w->keeper_started) pthread_join(w->keeper, NULL);
