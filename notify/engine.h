@@ -113,7 +113,7 @@ struct pc_worker {
   pthread_mutex_t view_mu;
   pc_view_t *view;
   uint64_t view_next_ms; /* monotonic: when to read them again */
-  int view_stale;        /* a store refused a deletion since the view was read */
+  int view_stale;        /* a refresh is owed: a store refused a deletion, or a read failed */
   pthread_t backfiller; /* view.c's refresh and backfill.c's backfills */
   int backfiller_started;
 
@@ -323,10 +323,10 @@ void pc_view_put(pc_worker_t *w, pc_view_t *v);
 const view_col_t *pc_view_column(const pc_view_t *v, const char *table, const char *col,
                                  size_t clen);
 /* Asks for a refresh soon, waking the backfill thread (a store refused a
- * deletion for an observer the view lacks). */
+ * deletion for an observer the view lacks, or reading the records failed). */
 void pc_view_stale(pc_worker_t *w);
-/* Whether the view is known to lack a registration: a store refused a
- * deletion since it was read. */
+/* Whether the view may lack a registration: pc_view_stale since the last
+ * refresh. */
 int pc_view_is_stale(pc_worker_t *w);
 /* Whether a refresh is due now; the ms until one is (at most cap). */
 int pc_view_due(pc_worker_t *w);

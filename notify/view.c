@@ -3,12 +3,13 @@
  * every VIEW_REFRESH_MS, and soon after a store refused a deletion for an
  * observer the view lacked (until then the view is stale, and pass.c leaves
  * the refused cells alone for a while, as it does cells waiting for other
- * workers, rather than passing over them again and again). For each column with registered observers the
- * view holds their names, kinds and states, which of them this worker runs,
- * and the list of names a deletion of the column's notifications accounts
- * for (pass.c). The store checks that list against its own set
- * (store.h's pc_notify_clear_t), so a view that is behind a registration
- * costs a refused deletion and a refresh, never a lost notification.
+ * workers, rather than passing over them again and again). For each column
+ * with registered observers the view holds their names, kinds and states,
+ * which of them this worker runs, and the list of names a deletion of the
+ * column's notifications accounts for (pass.c). The store checks that list
+ * against its own set (store.h's pc_notify_clear_t), so a view that is
+ * behind a registration costs a refused deletion and a refresh, never a
+ * lost notification.
  *
  * A view is immutable and counted: a pass takes a reference, a refresh
  * installs a new one, and the last reference frees the old.
@@ -261,12 +262,7 @@ uint32_t pc_view_due_in(pc_worker_t *w, uint32_t cap) {
   return in < cap ? (uint32_t)in : cap;
 }
 
-int pc_view_due(pc_worker_t *w) {
-  pthread_mutex_lock(&w->view_mu);
-  int due = pc_now_mono_ms() >= w->view_next_ms;
-  pthread_mutex_unlock(&w->view_mu);
-  return due;
-}
+int pc_view_due(pc_worker_t *w) { return pc_view_due_in(w, 1) == 0; }
 
 void pc_view_release(pc_worker_t *w) {
   pthread_mutex_lock(&w->view_mu);

@@ -1834,6 +1834,64 @@ static void *pair_write_main(void *arg) {
   return NULL;
 }
 
+static const char *const pair_obs[] = {"a.shared", "a.own", "b.shared", "b.own"};
+static const char *const pair_cols[] = {"s:v", "a:v", "s:v", "b:v"};
+
+/* Changes to every column of every row while only set a runs; returns once
+ * a's observers saw theirs. */
+static void late_changes(pc_db_t *db) {
+  char row[16];
+  for (int r = 0; r < NROWS; r++) {
+    snprintf(row, sizeof row, "r%d", r);
+    put(db, TWO, row, "s:v", "late-s");
+    put(db, TWO, row, "a:v", "late-a");
+    put(db, TWO, row, "b:v", "late-b");
+  }
+  for (int i = 0; i < 30000; i++) {
+    int ok = 1;
+    for (int r = 0; r < NROWS && ok; r++) {
+      snprintf(row, sizeof row, "r%d", r);
+      ok = seen_latest(db, row, "a.shared", "s:v") && seen_latest(db, row, "a.own", "a:v");
+    }
+    if (ok) break;
+    sleep_ms(2);
+  }
+  all_seen(db, pair_obs, pair_cols, 2);
+}
+
+/* b's changes stay pending: no worker runs its observers, and nobody
+ * deleted their notifications. */
+static void b_waits(pc_db_t *db) {
+  char row[16];
+  for (int r = 0; r < NROWS; r++) {
+    snprintf(row, sizeof row, "r%d", r);
+    assert_false(seen_latest(db, row, "b.shared", "s:v"));
+    assert_false(seen_latest(db, row, "b.own", "b:v"));
+  }
+  assert_true(pending(db) >= 2 * NROWS);
+}
+
+/* Fails when a's worker passed over the cells of s:v more than a few times
+ * each (the waits double) in a second since before: a loop, not looks. */
+static void a_does_not_spin(pc_worker_t *wa, pc_observer_stats_t before) {
+  sleep_ms(1000);
+  pc_observer_stats_t after = stats_of(wa, "a.shared");
+  uint64_t passes = after.skipped + after.runs - before.skipped - before.runs;
+  if (passes > 4 * NROWS) fail_msg("a.shared passed %" PRIu64 " times over %d cells", passes, NROWS);
+}
+
+/* A worker with b's observers, started now on db, processes what waited
+ * for them: then every observer saw the latest, and nothing is pending. */
+static void b_drains(pc_db_t *db, pc_db_t *db_b, const pc_worker_options_t *o) {
+  pc_observer_registry_t *rb = pair_set('b');
+  pc_worker_t *wb = start(db_b, rb, o);
+  wait_idle(db);
+  all_seen(db, pair_obs, pair_cols, 4);
+  assert_int_equal(pending(db), 0);
+  pc_worker_stop(wb);
+  pc_registry_free(rb);
+}
+
 /* Two workers with different observer sets on one store, each observing a
  * column the other does not and both the column s:v: with writers running
  * throughout, once both ran and wait returned, every registered observer has
@@ -1855,9 +1913,7 @@ static void test_workers_with_different_observers(void **state) {
   for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, pair_write_main, &pw[i]), 0);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
   wait_idle(db);
-  static const char *const obs[] = {"a.shared", "a.own", "b.shared", "b.own"};
-  static const char *const cols[] = {"s:v", "a:v", "s:v", "b:v"};
-  all_seen(db, obs, cols, 4);
+  all_seen(db, pair_obs, pair_cols, 4);
   char row[16];
   for (int r = 0; r < NROWS; r++) { /* the weak observer saw every p:v set with a notification */
     snprintf(row, sizeof row, "r%d", r);
@@ -1867,54 +1923,19 @@ static void test_workers_with_different_observers(void **state) {
     free(sp);
   }
 
-  /* b's worker stops; changes to every column */
+  /* b's worker stops; changes to every column: a's observers see theirs,
+   * b's wait, and a's worker does not keep passing over the cells it is
+   * done with */
   pc_worker_stop(wb);
-  for (int r = 0; r < NROWS; r++) {
-    snprintf(row, sizeof row, "r%d", r);
-    put(db, TWO, row, "s:v", "late-s");
-    put(db, TWO, row, "a:v", "late-a");
-    put(db, TWO, row, "b:v", "late-b");
-  }
-  /* a's observers see theirs */
-  for (int i = 0; i < 30000; i++) {
-    int ok = 1;
-    for (int r = 0; r < NROWS && ok; r++) {
-      snprintf(row, sizeof row, "r%d", r);
-      ok = seen_latest(db, row, "a.shared", "s:v") && seen_latest(db, row, "a.own", "a:v");
-    }
-    if (ok) break;
-    sleep_ms(2);
-  }
-  all_seen(db, obs, cols, 2);
-  /* b's stay pending: no worker runs its observers, and nobody deleted them */
-  for (int r = 0; r < NROWS; r++) {
-    snprintf(row, sizeof row, "r%d", r);
-    assert_false(seen_latest(db, row, "b.shared", "s:v"));
-    assert_false(seen_latest(db, row, "b.own", "b:v"));
-  }
+  late_changes(db);
+  b_waits(db);
   pc_error_t err;
   assert_int_equal(pc_notify_wait(db, 300, &err), PC_TIMEOUT);
-  assert_true(pending(db) >= 2 * NROWS);
-  /* a's worker does not keep passing over the cells it is done with: a few
-   * looks per cell (the waits double), not a loop */
-  pc_observer_stats_t before = stats_of(wa, "a.shared");
-  sleep_ms(1000);
-  pc_observer_stats_t after = stats_of(wa, "a.shared");
-  uint64_t passes = after.skipped + after.runs - before.skipped - before.runs;
-  if (passes > 4 * NROWS) fail_msg("a.shared passed %" PRIu64 " times over cells it was done with", passes);
-
-  /* a worker with b's observers processes what waited for them */
-  pc_observer_registry_t *rb2 = pair_set('b');
-  pc_worker_t *wb2 = start(db_b, rb2, &o);
-  wait_idle(db);
-  static const char *const all[] = {"a.shared", "a.own", "b.shared", "b.own"};
-  all_seen(db, all, cols, 4);
-  assert_int_equal(pending(db), 0);
-  pc_worker_stop(wb2);
+  a_does_not_spin(wa, stats_of(wa, "a.shared"));
+  b_drains(db, db_b, &o);
   pc_worker_stop(wa);
   pc_registry_free(ra);
   pc_registry_free(rb);
-  pc_registry_free(rb2);
   if (db_b != db) pc_db_close(db_b);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -1980,48 +2001,18 @@ static void test_late_registration_no_spin(void **state) {
   (void)state;
   char *dir = tu_mkdtemp("worker-late");
   pc_db_t *db = tu_open(dir, 0);
-  pc_observer_registry_t *ra = pair_set('a'), *rb = pair_set('b'), *rb2 = pair_set('b');
+  pc_observer_registry_t *ra = pair_set('a'), *rb = pair_set('b');
   pc_worker_options_t o = quick_options(2);
   pc_worker_t *wa = start(db, ra, &o);
   pc_worker_stop(start(db, rb, &o)); /* b's observers: registered, run by nobody */
   pc_observer_stats_t before = stats_of(wa, "a.shared");
-  char row[16];
-  for (int r = 0; r < NROWS; r++) {
-    snprintf(row, sizeof row, "r%d", r);
-    put(db, TWO, row, "s:v", "x");
-    put(db, TWO, row, "b:v", "y");
-  }
-  for (int i = 0; i < 30000; i++) { /* a.shared sees every change */
-    int ok = 1;
-    for (int r = 0; r < NROWS && ok; r++) {
-      snprintf(row, sizeof row, "r%d", r);
-      ok = seen_latest(db, row, "a.shared", "s:v");
-    }
-    if (ok) break;
-    sleep_ms(2);
-  }
-  sleep_ms(1000);
-  pc_observer_stats_t after = stats_of(wa, "a.shared");
-  uint64_t passes = after.skipped + after.runs - before.skipped - before.runs;
-  if (passes > 4 * NROWS) fail_msg("a.shared passed %" PRIu64 " times over %d cells", passes, NROWS);
-  static const char *const obs[] = {"a.shared", "b.shared", "b.own"};
-  static const char *const cols[] = {"s:v", "s:v", "b:v"};
-  all_seen(db, obs, cols, 1);
-  for (int r = 0; r < NROWS; r++) { /* b's wait: nobody deleted them */
-    snprintf(row, sizeof row, "r%d", r);
-    assert_false(seen_latest(db, row, "b.shared", "s:v"));
-    assert_false(seen_latest(db, row, "b.own", "b:v"));
-  }
-  assert_true(pending(db) >= 2 * NROWS);
-  pc_worker_t *wb = start(db, rb2, &o);
-  wait_idle(db);
-  all_seen(db, obs, cols, 3);
-  assert_int_equal(pending(db), 0);
-  pc_worker_stop(wb);
+  late_changes(db);
+  a_does_not_spin(wa, before);
+  b_waits(db);
+  b_drains(db, db, &o);
   pc_worker_stop(wa);
   pc_registry_free(ra);
   pc_registry_free(rb);
-  pc_registry_free(rb2);
   pc_db_close(db);
   tu_rmtree(dir);
 }
