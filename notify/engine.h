@@ -113,7 +113,7 @@ struct pc_worker {
   pthread_mutex_t view_mu;
   pc_view_t *view;
   uint64_t view_next_ms; /* monotonic: when to read them again */
-  int view_stale;        /* a refresh is owed: a store refused a deletion, or a read failed */
+  atomic_int view_stale; /* a refresh is owed: a store refused a deletion, or a read failed */
   pthread_t backfiller; /* view.c's refresh and backfill.c's backfills */
   int backfiller_started;
 

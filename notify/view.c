@@ -231,7 +231,7 @@ pc_status_t pc_view_refresh(pc_worker_t *w, pc_error_t *err) {
   old = w->view;
   w->view = b.v;
   w->view_next_ms = pc_now_mono_ms() + VIEW_REFRESH_MS;
-  w->view_stale = 0;
+  atomic_store(&w->view_stale, 0);
   pthread_mutex_unlock(&w->view_mu);
   pc_view_put(w, old);
   return PC_OK;
@@ -242,17 +242,12 @@ void pc_view_stale(pc_worker_t *w) {
   uint64_t soon = pc_now_mono_ms() + STALE_REFRESH_MS;
   int sooner = w->view_next_ms > soon;
   if (sooner) w->view_next_ms = soon;
-  w->view_stale = 1;
+  atomic_store(&w->view_stale, 1);
   pthread_mutex_unlock(&w->view_mu);
   if (sooner) pc_worker_wake(w); /* the backfill thread may be napping past it */
 }
 
-int pc_view_is_stale(pc_worker_t *w) {
-  pthread_mutex_lock(&w->view_mu);
-  int stale = w->view_stale;
-  pthread_mutex_unlock(&w->view_mu);
-  return stale;
-}
+int pc_view_is_stale(pc_worker_t *w) { return atomic_load(&w->view_stale); }
 
 uint32_t pc_view_due_in(pc_worker_t *w, uint32_t cap) {
   uint64_t now = pc_now_mono_ms();
