@@ -50,7 +50,11 @@
 #               no notification, in one write per document and in one write
 #               per stage (load, dedup, index): what this store and disk allow
 #               with the cells PostgreSQL writes too (a postings cell per term
-#               and document); ours is reported as a fraction of it;
+#               and document); ours is reported as a fraction of per stage;
+#               and the same cells in this store's keys (meta and write
+#               record, notifications, acks), committed in one phase as
+#               embedded and in two as across tablets: their ratio is what
+#               committing across tablets costs on this machine;
 #   cpu         each of our runs' CPU milliseconds a document (user + system
 #               time from /proc over the ingest) by process: servers (the
 #               cluster's `percolator run`), workers, load and wait; and
@@ -159,13 +163,15 @@ if [ "$skip_pg" = 0 ]; then
 fi
 
 # ---- the ceiling: raw LevelDB, the same cells ------------------------------------------
-declare -A ceil_one ceil_stage
+declare -A ceil_one ceil_stage ceil_store ceil_store2
 if [ "$skip_ceiling" = 0 ]; then
   for c in "${corpora[@]}"; do
     log "ceiling: $c, raw LevelDB"
     j=$("$ceiling" --jsonl "$work/$c.jsonl" --threads "$loaders" --dir "$work")
     ceil_one[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"one_write":{"documents_s":\([0-9.e+]*\).*/\1/')
     ceil_stage[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"per_stage":{"documents_s":\([0-9.e+]*\).*/\1/')
+    ceil_store[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"store_keys":{"documents_s":\([0-9.e+]*\).*/\1/')
+    ceil_store2[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"store_keys_two_phase":{"documents_s":\([0-9.e+]*\).*/\1/')
   done
 fi
 
@@ -424,8 +430,9 @@ for c in "${corpora[@]}"; do
     pg_lines+=("$(sed "s/^{/{\"corpus\": \"$name\", /" <<<"${pg_json[$c.2]}")")
   fi
   if [ "$skip_ceiling" = 0 ]; then
-    ceiling_lines+=("$(printf '{"corpus": "%s", "raw_one_write_documents_s": %s, "raw_per_stage_documents_s": %s, "ours_of_per_stage": %s}' \
-      "$name" "${ceil_one[$c]}" "${ceil_stage[$c]}" "$(ratio "$r" "${ceil_stage[$c]}")")")
+    ceiling_lines+=("$(printf '{"corpus": "%s", "raw_one_write_documents_s": %s, "raw_per_stage_documents_s": %s, "ours_of_per_stage": %s, "store_keys_one_phase_documents_s": %s, "store_keys_two_phase_documents_s": %s, "two_phase_of_one_phase": %s}' \
+      "$name" "${ceil_one[$c]}" "${ceil_stage[$c]}" "$(ratio "$r" "${ceil_stage[$c]}")" \
+      "${ceil_store[$c]}" "${ceil_store2[$c]}" "$(ratio "${ceil_store2[$c]}" "${ceil_store[$c]}")")")
   fi
   i=$((i + 1))
 done

@@ -16,7 +16,7 @@
  * 64 MiB write buffer, 8 MiB tables, snappy) and every write is synced, as
  * the store's are with sync on.
  *
- * Two modes, one after the other, each on a fresh LevelDB, --threads writer
+ * Four modes, one after the other, each on a fresh LevelDB, --threads writer
  * threads taking documents in turn:
  *   one_write   a document's cells in one synced batch: the floor of any
  *               system that makes each document durable once;
@@ -24,10 +24,32 @@
  *               indexer (load: contents; dedup: hash, member, canonical;
  *               index: indexed, terms, postings): the floor of a system that
  *               commits each stage as its own transaction, as Percolator's
- *               observers do.
+ *               observers do;
+ *   store_keys  per_stage written with the keys this store writes for those
+ *               cells (core/keys.h) in a one-phase commit, the embedded
+ *               store's way (local_commit_one_phase): each cell a meta key
+ *               holding the newest commit and its value (a value over 4 KiB
+ *               in a data key of its own) and a write record key; load
+ *               notifies the document's contents, dedup its cluster's
+ *               canonical (and writes the rev cell that serialises a
+ *               cluster's runs), and each observer stage acks the cell it
+ *               observed and deletes its notification in the same batch;
+ *   store_keys_two_phase  the same keys committed in two phases, the way of
+ *               a transaction across tablets (local_prewrite, then
+ *               local_commit): per stage first a synced batch of locks (the
+ *               meta key holding a lock with the value and the primary's
+ *               name, and the lock index key), then the synced batch above
+ *               with the lock index keys deleted.
+ * No read, no latch, no oracle, no network. The store modes price this
+ * store's format per cell on this machine, in one phase and in two; they
+ * are not a floor for the indexer, which writes fewer postings cells than
+ * they do (below) and beats store_keys on the generated corpus. What they
+ * measure is the ratio of the two: the cost on one machine of committing
+ * across tablets, which a cluster's index runs always do.
  * It is a reference, not a strict bound: ours writes one postings cell per
  * term for a whole batch of clusters (apps/dedup/index.c), fewer cells than
- * one per term and document as here (and as PostgreSQL's index rows).
+ * one per term and document as here (and as PostgreSQL's index rows), and a
+ * cluster commits a transaction whose cells sit on one tablet in one phase.
  * bench/dedup.sh runs it on the same corpus file as ours and divides ours
  * by it.
  *
@@ -42,6 +64,8 @@
 
 #include "apps/dedup/dedup_text.h"
 #include "benchutil.h"
+#include "core/db.h"
+#include "core/keys.h"
 
 #define WHO "pc_bench_dedup_ceiling"
 
@@ -119,6 +143,121 @@ static void put(leveldb_writebatch_t *b, const char *table, const char *row, siz
   if (k != stack) free(k);
 }
 
+/* Where a writer thread puts its keys: the batch of the stage under way
+ * and, for store_keys_two_phase, the batch of its prewrite, written first;
+ * the primary is the stage's first cell, which every lock names. */
+typedef struct sink {
+  leveldb_writebatch_t *pre, *b;
+  int two_phase;
+  pc_cell_t primary;
+  int has_primary;
+  uint64_t bytes, keys;
+} sink_t;
+
+static void sink_put(sink_t *k, leveldb_writebatch_t *b, const pc_buf_t *key, const char *val,
+                     size_t vlen) {
+  leveldb_writebatch_put(b, key->p, key->len, val, vlen);
+  k->bytes += key->len + vlen;
+  k->keys++;
+}
+
+/* The same cell written as the store writes a first version of it
+ * (core/store_txn.c): a value over PC_INLINE_MAX in a data key; in one
+ * phase (local_commit_one_phase) the meta key with the commit and an inline
+ * value, and the write record, bare since the meta key holds its value; in
+ * two (local_prewrite, then local_commit) first the meta key with a lock
+ * holding the value and the primary's name, and the lock index key, then
+ * the meta key with the commit, the lock index key's deletion and the
+ * write record. */
+static void put_store(sink_t *k, const char *table, const char *row, size_t rlen,
+                      const char *col, size_t clen, const char *val, size_t vlen, uint64_t ts) {
+  pc_cell_t c = {table, row, rlen, col, clen};
+  if (!k->has_primary) {
+    k->primary = c;
+    k->has_primary = 1;
+  }
+  int inl = vlen <= PC_INLINE_MAX;
+  uint64_t commit_ts = ts + 0x100;
+  pc_buf_t kb = {0}, vb = {0}, mk = {0};
+  if (pc_key_cell(&mk, PC_KS_META, &c) != 0) abort();
+  if (!inl) {
+    if (pc_key_cell_ts(&kb, PC_KS_DATA, &c, ts) != 0) abort();
+    sink_put(k, k->two_phase ? k->pre : k->b, &kb, val, vlen);
+  }
+  if (k->two_phase) {
+    pc_meta_t m = {.has_lock = 1, .latest_any = 0};
+    pc_lock_info_t *l = &m.lock;
+    l->start_ts = ts;
+    l->kind = PC_WRITE_PUT;
+    l->ttl_ms = 10000;
+    l->has_inline = inl;
+    if (pc_buf_append(&l->ptable, k->primary.table, strlen(k->primary.table)) ||
+        pc_buf_append(&l->prow, k->primary.row, k->primary.rlen) ||
+        pc_buf_append(&l->pcol, k->primary.col, k->primary.clen) ||
+        (inl && pc_buf_append(&l->value, val, vlen)) || pc_meta_encode(&m, &vb) != 0)
+      abort();
+    sink_put(k, k->pre, &mk, vb.p, vb.len);
+    kb.len = 0;
+    if (pc_buf_append(&kb, mk.p, mk.len) != 0) abort();
+    kb.p[0] = PC_KS_LOCK;
+    sink_put(k, k->pre, &kb, "", 0);
+    leveldb_writebatch_delete(k->b, kb.p, kb.len);
+    k->keys++;
+    pc_lock_info_free(l);
+    vb.len = 0;
+  }
+  pc_write_rec_t w = {PC_WRITE_PUT, ts, commit_ts, inl ? PC_VALUE_INLINE : PC_VALUE_IN_DATA,
+                      inl ? val : NULL, inl ? vlen : 0};
+  pc_meta_t m = {.has_head = 1, .head = w, .latest_any = commit_ts};
+  if (pc_meta_encode(&m, &vb) != 0) abort();
+  sink_put(k, k->b, &mk, vb.p, vb.len);
+  pc_write_rec_t bare = w;
+  if (inl) {
+    bare.has_inline = PC_VALUE_IN_HEAD;
+    bare.value = NULL;
+    bare.vlen = 0;
+  }
+  kb.len = vb.len = 0;
+  if (pc_key_cell_ts(&kb, PC_KS_WRITE, &c, commit_ts) != 0 || pc_write_encode(&bare, &vb) != 0)
+    abort();
+  sink_put(k, k->b, &kb, vb.p, vb.len);
+  pc_buf_free(&kb);
+  pc_buf_free(&vb);
+  pc_buf_free(&mk);
+}
+
+/* The notification of cell (table, row, col) at ts: written (put 1) or
+ * deleted (put 0), as a commit that changes an observed column writes it
+ * and the observer's commit deletes it. */
+static void notify_key(sink_t *k, const char *table, const char *row, size_t rlen,
+                       const char *col, size_t clen, uint64_t ts, int put) {
+  pc_cell_t c = {table, row, rlen, col, clen};
+  pc_buf_t kb = {0};
+  if (pc_key_notify(&kb, &c, ts) != 0) abort();
+  const char v = PC_NOTIFY_STRONG;
+  if (put) {
+    sink_put(k, k->b, &kb, &v, 1);
+  } else {
+    leveldb_writebatch_delete(k->b, kb.p, kb.len);
+    k->keys++;
+  }
+  pc_buf_free(&kb);
+}
+
+/* An observer's commit on cell (table, row, col), notified at nts: its ack
+ * cell (an ordinary cell of the row, value the notification's timestamp) and
+ * the deletion of the notification. */
+static void ack(sink_t *k, const char *observer, const char *table, const char *row, size_t rlen,
+                const char *col, size_t clen, uint64_t nts, uint64_t ts) {
+  pc_buf_t ac = {0};
+  if (pc_ack_column(&ac, observer, col, clen) != 0) abort();
+  char v[8];
+  for (int i = 0; i < 8; i++) v[i] = (char)(nts >> (56 - 8 * i));
+  put_store(k, table, row, rlen, ac.p, ac.len, v, sizeof v, ts);
+  notify_key(k, table, row, rlen, col, clen, nts + 0x100, 0);
+  pc_buf_free(&ac);
+}
+
 typedef struct seen { /* the hashes met so far: the first document of each is canonical */
   pthread_mutex_t mu;
   char **v;
@@ -147,12 +286,15 @@ static int first_of(seen_t *s, const char *hash) {
   return 1;
 }
 
+typedef enum { CELLS, STORE_ONE_PHASE, STORE_TWO_PHASE } shape_t;
+
 typedef struct run {
   leveldb_t *db;
   leveldb_writeoptions_t *wo;
   const corpus_t *c;
   seen_t *seen;
   int per_stage;
+  shape_t shape;
   atomic_size_t next;
   atomic_uint_fast64_t keys, bytes, writes;
   atomic_int failed;
@@ -163,7 +305,7 @@ typedef struct writer {
   pthread_t tid;
 } writer_t;
 
-static void flush(run_t *r, leveldb_writebatch_t *b, uint64_t *writes) {
+static void write_batch(run_t *r, leveldb_writebatch_t *b, uint64_t *writes) {
   char *e = NULL;
   leveldb_write(r->db, r->wo, b, &e);
   if (e) {
@@ -175,11 +317,31 @@ static void flush(run_t *r, leveldb_writebatch_t *b, uint64_t *writes) {
   (*writes)++;
 }
 
+/* Ends a stage: its prewrite first when there is one, then its commit. */
+static void flush(run_t *r, sink_t *k, uint64_t *writes) {
+  if (k->two_phase) write_batch(r, k->pre, writes);
+  write_batch(r, k->b, writes);
+  k->has_primary = 0;
+}
+
+/* One cell, in the run's shape: the cell alone, or the store's keys for it. */
+static void cell(const run_t *r, sink_t *k, const char *table, const char *row, size_t rlen,
+                 const char *col, size_t clen, const char *val, size_t vlen, uint64_t ts) {
+  if (r->shape != CELLS) {
+    put_store(k, table, row, rlen, col, clen, val, vlen, ts);
+  } else {
+    put(k->b, table, row, rlen, col, clen, val, vlen, ts, &k->bytes);
+    k->keys++;
+  }
+}
+
 static void *writer_main(void *arg) {
   writer_t *w = arg;
   run_t *r = w->r;
-  leveldb_writebatch_t *b = leveldb_writebatch_create();
-  uint64_t keys = 0, bytes = 0, writes = 0;
+  sink_t k = {.pre = leveldb_writebatch_create(), .b = leveldb_writebatch_create(),
+              .two_phase = r->shape == STORE_TWO_PHASE};
+  int store = r->shape != CELLS;
+  uint64_t writes = 0;
   char *text = NULL, *posting = NULL;
   size_t text_cap = 0, posting_cap = 0;
   size_t i;
@@ -189,66 +351,68 @@ static void *writer_main(void *arg) {
     char hash[DD_HASH_HEX];
     dd_sha256_hex(d->contents, d->clen, hash);
     /* load */
-    put(b, "docs", d->url, d->ulen, "doc:contents", 12, d->contents, d->clen, ts, &bytes);
-    keys++;
-    if (r->per_stage) flush(r, b, &writes);
+    cell(r, &k, "docs", d->url, d->ulen, "doc:contents", 12, d->contents, d->clen, ts);
+    if (store) notify_key(&k, "docs", d->url, d->ulen, "doc:contents", 12, ts + 0x100, 1);
+    if (r->per_stage) flush(r, &k, &writes);
     /* dedup */
     char member[2 + 4096];
     size_t ml = d->ulen < 4096 ? d->ulen : 4096;
     memcpy(member, "m:", 2);
     memcpy(member + 2, d->url, ml);
-    put(b, "docs", d->url, d->ulen, "doc:hash", 8, hash, 64, ts + 1, &bytes);
-    put(b, "dups", hash, 64, member, 2 + ml, "1", 1, ts + 1, &bytes);
-    keys += 2;
+    cell(r, &k, "docs", d->url, d->ulen, "doc:hash", 8, hash, 64, ts + 1);
+    cell(r, &k, "dups", hash, 64, member, 2 + ml, "1", 1, ts + 1);
     int canonical = first_of(r->seen, hash);
-    if (canonical) {
-      put(b, "dups", hash, 64, "canonical", 9, d->url, d->ulen, ts + 1, &bytes);
-      keys++;
+    if (canonical) cell(r, &k, "dups", hash, 64, "canonical", 9, d->url, d->ulen, ts + 1);
+    if (store) {
+      char rev[8];
+      for (int j = 0; j < 8; j++) rev[j] = (char)((ts + 1) >> (56 - 8 * j));
+      cell(r, &k, "dups", hash, 64, "rev", 3, rev, sizeof rev, ts + 1);
+      if (canonical) notify_key(&k, "dups", hash, 64, "canonical", 9, ts + 1 + 0x100, 1);
+      ack(&k, "dedup", "docs", d->url, d->ulen, "doc:contents", 12, ts, ts + 1);
     }
-    if (r->per_stage) flush(r, b, &writes);
+    if (r->per_stage) flush(r, &k, &writes);
     /* index: the canonical's terms, one postings cell each */
     if (canonical) {
       dd_terms_t t;
       if (dd_terms(d->contents, d->clen, &t) != 0) abort();
       size_t tl = 0;
-      for (size_t k = 0; k < t.n; k++) tl += t.v[k].len + 1u;
+      for (size_t j = 0; j < t.n; j++) tl += t.v[j].len + 1u;
       if (tl + 1 > text_cap && !(text = realloc(text, text_cap = tl + 1))) abort();
       size_t at = 0;
-      for (size_t k = 0; k < t.n; k++) {
-        memcpy(text + at, t.v[k].term, t.v[k].len);
-        at += t.v[k].len;
+      for (size_t j = 0; j < t.n; j++) {
+        memcpy(text + at, t.v[j].term, t.v[j].len);
+        at += t.v[j].len;
         text[at++] = '\n';
       }
-      put(b, "dups", hash, 64, "indexed", 7, d->url, d->ulen, ts + 2, &bytes);
-      put(b, "dups", hash, 64, "terms", 5, text, at, ts + 2, &bytes);
-      keys += 2;
+      cell(r, &k, "dups", hash, 64, "indexed", 7, d->url, d->ulen, ts + 2);
+      cell(r, &k, "dups", hash, 64, "terms", 5, text, at, ts + 2);
       if (d->ulen + 100 > posting_cap && !(posting = realloc(posting, posting_cap = d->ulen + 100)))
         abort();
       char col[9] = "p";
-      for (int k = 0; k < 8; k++) col[1 + k] = (char)((ts + 2) >> (56 - 8 * k));
-      for (size_t k = 0; k < t.n; k++) {
+      for (int j = 0; j < 8; j++) col[1 + j] = (char)((ts + 2) >> (56 - 8 * j));
+      for (size_t j = 0; j < t.n; j++) {
         int pl = snprintf(posting, posting_cap, "+%s\t%s\t%llu", d->url, hash,
-                          (unsigned long long)t.v[k].count);
-        put(b, "idx", t.v[k].term, t.v[k].len, col, sizeof col, posting, (size_t)pl, ts + 2,
-            &bytes);
-        keys++;
+                          (unsigned long long)t.v[j].count);
+        cell(r, &k, "idx", t.v[j].term, t.v[j].len, col, sizeof col, posting, (size_t)pl, ts + 2);
       }
+      if (store) ack(&k, "dedup.index", "dups", hash, 64, "canonical", 9, ts + 1, ts + 2);
       dd_terms_free(&t);
     }
-    flush(r, b, &writes);
+    flush(r, &k, &writes);
   }
-  atomic_fetch_add(&r->keys, keys);
-  atomic_fetch_add(&r->bytes, bytes);
+  atomic_fetch_add(&r->keys, k.keys);
+  atomic_fetch_add(&r->bytes, k.bytes);
   atomic_fetch_add(&r->writes, writes);
   free(text);
   free(posting);
-  leveldb_writebatch_destroy(b);
+  leveldb_writebatch_destroy(k.pre);
+  leveldb_writebatch_destroy(k.b);
   return NULL;
 }
 
 /* One mode on a fresh LevelDB under parent; its figures go into out. */
-static int run_mode(const corpus_t *c, int threads, int per_stage, const char *parent,
-                    json_t *out) {
+static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape,
+                    const char *parent, json_t *out) {
   char dir[4096];
   if (bu_make_temp_dir(dir, sizeof dir, parent, "dedup-ceiling", WHO) != 0) return -1;
   leveldb_options_t *o = leveldb_options_create();
@@ -273,7 +437,7 @@ static int run_mode(const corpus_t *c, int threads, int per_stage, const char *p
     if (!seen.v) abort();
     pthread_mutex_init(&seen.mu, NULL);
     run_t r = {.db = db, .wo = leveldb_writeoptions_create(), .c = c, .seen = &seen,
-               .per_stage = per_stage};
+               .per_stage = per_stage, .shape = shape};
     leveldb_writeoptions_set_sync(r.wo, 1);
     writer_t *w = calloc((size_t)threads, sizeof *w);
     if (!w) abort();
@@ -345,11 +509,16 @@ int main(int argc, char **argv) {
   int rc = read_corpus(jsonl, &c);
   json_object_set_new(doc, "documents", json_integer((json_int_t)c.n));
   if (rc == 0 && c.n) {
-    json_t *one = json_object(), *stage = json_object();
-    rc = run_mode(&c, (int)threads, 0, parent, one);
-    if (rc == 0) rc = run_mode(&c, (int)threads, 1, parent, stage);
+    json_t *one = json_object(), *stage = json_object(), *store = json_object(),
+           *store2 = json_object();
+    rc = run_mode(&c, (int)threads, 0, CELLS, parent, one);
+    if (rc == 0) rc = run_mode(&c, (int)threads, 1, CELLS, parent, stage);
+    if (rc == 0) rc = run_mode(&c, (int)threads, 1, STORE_ONE_PHASE, parent, store);
+    if (rc == 0) rc = run_mode(&c, (int)threads, 1, STORE_TWO_PHASE, parent, store2);
     json_object_set_new(doc, "one_write", one);
     json_object_set_new(doc, "per_stage", stage);
+    json_object_set_new(doc, "store_keys", store);
+    json_object_set_new(doc, "store_keys_two_phase", store2);
   } else if (rc == 0) {
     fprintf(stderr, WHO ": %s holds no document\n", jsonl);
     rc = -1;
