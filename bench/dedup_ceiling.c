@@ -16,44 +16,44 @@
  * 64 MiB write buffer, 8 MiB tables, snappy) and every write is synced, as
  * the store's are with sync on.
  *
- * Four modes, one after the other, each on a fresh LevelDB, --threads writer
- * threads taking documents in turn:
+ * Modes, one after the other, each on a fresh LevelDB, --threads writer
+ * threads taking documents in turn. The first two write the cells as
+ * PostgreSQL's rows hold them (a postings cell per term and document):
  *   one_write   a document's cells in one synced batch: the floor of any
  *               system that makes each document durable once;
  *   per_stage   the same cells in three synced batches, one per stage of the
  *               indexer (load: contents; dedup: hash, member, canonical;
  *               index: indexed, terms, postings): the floor of a system that
  *               commits each stage as its own transaction, as Percolator's
- *               observers do;
- *   store_keys  per_stage written with the keys this store writes for those
- *               cells (core/keys.h) in a one-phase commit, the embedded
- *               store's way (local_commit_one_phase): each cell a meta key
- *               holding the newest commit and its value (a value over 4 KiB
- *               in a data key of its own) and a write record key; load
- *               notifies the document's contents, dedup its cluster's
- *               canonical (and writes the rev cell that serialises a
- *               cluster's runs), and each observer stage acks the cell it
- *               observed and deletes its notification in the same batch;
- *   store_keys_two_phase  the same keys committed in two phases, the way of
- *               a transaction across tablets (local_prewrite, then
- *               local_commit): per stage first a synced batch of locks (the
- *               meta key holding a lock with the value and the primary's
- *               name, and the lock index key), then the synced batch above
- *               with the lock index keys deleted.
- * No read, no latch, no oracle, no network. The store modes price this
- * store's format per cell on this machine, in one phase and in two; they
- * are not a floor for the indexer, which writes fewer postings cells than
- * they do (below) and beats store_keys on the generated corpus. What they
- * measure is the ratio of the two: the cost on one machine of committing
- * across tablets, which a cluster's index runs always do.
- * It is a reference, not a strict bound: ours writes one postings cell per
- * term for a whole batch of clusters (apps/dedup/index.c), fewer cells than
- * one per term and document as here (and as PostgreSQL's index rows), and a
- * cluster commits a transaction whose cells sit on one tablet in one phase.
- * bench/dedup.sh runs it on the same corpus file as ours and divides ours
- * by it.
+ *               observers do.
+ * The store modes write the cells ours writes, in the keys ours writes
+ * them with (core/keys.h), and no more: the floor of this store's format
+ * for this corpus. Postings go as apps/dedup/index.c writes them, one cell
+ * per term for a batch of --index-batch canonical documents (64, the index
+ * observer's largest batch: the fewest cells ours can write); each cell is a
+ * meta key holding the newest commit and its value (a value over 4 KiB in a
+ * data key of its own) and a write record key; load notifies the document's
+ * contents, dedup its cluster's canonical (and writes the rev cell that
+ * serialises a cluster's runs), and each observer stage acks the cell it
+ * observed and deletes its notification:
+ *   store_keys  every stage committed in one phase, as the embedded store
+ *               commits (local_commit_one_phase): one synced batch;
+ *   store_keys_two_phase  every stage in two, as a transaction across
+ *               tablets (local_prewrite, then local_commit): first a synced
+ *               batch of locks (the meta key holding a lock with the value
+ *               and the primary's name, and the lock index key), then the
+ *               synced batch above with the lock index keys deleted;
+ *   store_keys_cluster  (with --split ROW) two LevelDBs, one a tablet, split
+ *               at ROW as bench/dedup.sh's cluster is: a stage whose rows
+ *               all sit on one tablet commits there in one phase, any other
+ *               in two on both (prewrites, then the primary's tablet's
+ *               commit, then the other's).
+ * No read, no latch, no oracle, no network, no observer: what is left of
+ * ours beyond these is the cost of everything else. bench/dedup.sh runs it
+ * on the same corpus file as ours and divides ours by it.
  *
- * Usage: pc_bench_dedup_ceiling --jsonl FILE [--threads N] [--dir PARENT]
+ * Usage: pc_bench_dedup_ceiling --jsonl FILE [--threads N] [--dir PARENT] [--split ROW]
+ *                               [--index-batch N]
  * Prints one JSON document. */
 #include <getopt.h>
 #include <jansson.h>
@@ -143,16 +143,26 @@ static void put(leveldb_writebatch_t *b, const char *table, const char *row, siz
   if (k != stack) free(k);
 }
 
-/* Where a writer thread puts its keys: the batch of the stage under way
- * and, for store_keys_two_phase, the batch of its prewrite, written first;
- * the primary is the stage's first cell, which every lock names. */
+/* Where a writer thread puts its keys: per tablet (two when the run has a
+ * split row, as bench/dedup.sh's cluster has; one otherwise), the batch of
+ * the stage under way and, when the stage commits in two phases, the batch
+ * of its prewrite, written first; the primary is the stage's first cell,
+ * which every lock names. */
 typedef struct sink {
-  leveldb_writebatch_t *pre, *b;
+  leveldb_writebatch_t *pre[2], *b[2];
+  const char *split; /* NULL: one tablet */
+  size_t split_len;
   int two_phase;
+  int used[2]; /* the tablets the stage writes */
   pc_cell_t primary;
   int has_primary;
   uint64_t bytes, keys;
 } sink_t;
+
+/* The tablet holding row: the second when row sorts at or after the split. */
+static int tablet_of(const sink_t *k, const char *row, size_t rlen) {
+  return k->split && pc_bytes_cmp(row, rlen, k->split, k->split_len) >= 0;
+}
 
 static void sink_put(sink_t *k, leveldb_writebatch_t *b, const pc_buf_t *key, const char *val,
                      size_t vlen) {
@@ -176,13 +186,15 @@ static void put_store(sink_t *k, const char *table, const char *row, size_t rlen
     k->primary = c;
     k->has_primary = 1;
   }
-  int inl = vlen <= PC_INLINE_MAX;
+  int inl = vlen <= PC_INLINE_MAX, t = tablet_of(k, row, rlen);
+  leveldb_writebatch_t *pre = k->pre[t], *b = k->b[t];
+  k->used[t] = 1;
   uint64_t commit_ts = ts + 0x100;
   pc_buf_t kb = {0}, vb = {0}, mk = {0};
   if (pc_key_cell(&mk, PC_KS_META, &c) != 0) abort();
   if (!inl) {
     if (pc_key_cell_ts(&kb, PC_KS_DATA, &c, ts) != 0) abort();
-    sink_put(k, k->two_phase ? k->pre : k->b, &kb, val, vlen);
+    sink_put(k, k->two_phase ? pre : b, &kb, val, vlen);
   }
   if (k->two_phase) {
     pc_meta_t m = {.has_lock = 1, .latest_any = 0};
@@ -196,12 +208,12 @@ static void put_store(sink_t *k, const char *table, const char *row, size_t rlen
         pc_buf_append(&l->pcol, k->primary.col, k->primary.clen) ||
         (inl && pc_buf_append(&l->value, val, vlen)) || pc_meta_encode(&m, &vb) != 0)
       abort();
-    sink_put(k, k->pre, &mk, vb.p, vb.len);
+    sink_put(k, pre, &mk, vb.p, vb.len);
     kb.len = 0;
     if (pc_buf_append(&kb, mk.p, mk.len) != 0) abort();
     kb.p[0] = PC_KS_LOCK;
-    sink_put(k, k->pre, &kb, "", 0);
-    leveldb_writebatch_delete(k->b, kb.p, kb.len);
+    sink_put(k, pre, &kb, "", 0);
+    leveldb_writebatch_delete(b, kb.p, kb.len);
     k->keys++;
     pc_lock_info_free(l);
     vb.len = 0;
@@ -210,7 +222,7 @@ static void put_store(sink_t *k, const char *table, const char *row, size_t rlen
                       inl ? val : NULL, inl ? vlen : 0};
   pc_meta_t m = {.has_head = 1, .head = w, .latest_any = commit_ts};
   if (pc_meta_encode(&m, &vb) != 0) abort();
-  sink_put(k, k->b, &mk, vb.p, vb.len);
+  sink_put(k, b, &mk, vb.p, vb.len);
   pc_write_rec_t bare = w;
   if (inl) {
     bare.has_inline = PC_VALUE_IN_HEAD;
@@ -220,7 +232,7 @@ static void put_store(sink_t *k, const char *table, const char *row, size_t rlen
   kb.len = vb.len = 0;
   if (pc_key_cell_ts(&kb, PC_KS_WRITE, &c, commit_ts) != 0 || pc_write_encode(&bare, &vb) != 0)
     abort();
-  sink_put(k, k->b, &kb, vb.p, vb.len);
+  sink_put(k, b, &kb, vb.p, vb.len);
   pc_buf_free(&kb);
   pc_buf_free(&vb);
   pc_buf_free(&mk);
@@ -235,10 +247,13 @@ static void notify_key(sink_t *k, const char *table, const char *row, size_t rle
   pc_buf_t kb = {0};
   if (pc_key_notify(&kb, &c, ts) != 0) abort();
   const char v = PC_NOTIFY_STRONG;
+  int t = tablet_of(k, row, rlen);
+  leveldb_writebatch_t *b = k->b[t];
+  k->used[t] = 1;
   if (put) {
-    sink_put(k, k->b, &kb, &v, 1);
+    sink_put(k, b, &kb, &v, 1);
   } else {
-    leveldb_writebatch_delete(k->b, kb.p, kb.len);
+    leveldb_writebatch_delete(b, kb.p, kb.len);
     k->keys++;
   }
   pc_buf_free(&kb);
@@ -286,15 +301,20 @@ static int first_of(seen_t *s, const char *hash) {
   return 1;
 }
 
-typedef enum { CELLS, STORE_ONE_PHASE, STORE_TWO_PHASE } shape_t;
+/* CELLS: the cells alone; the store's keys in one phase, in two, or as in
+ * a cluster of two tablets split at --split: a stage whose cells all sit
+ * on one tablet in one phase there, any other in two on both. */
+typedef enum { CELLS, STORE_ONE_PHASE, STORE_TWO_PHASE, STORE_CLUSTER } shape_t;
 
 typedef struct run {
-  leveldb_t *db;
+  leveldb_t *db[2]; /* db[1] only for STORE_CLUSTER */
+  const char *split;
   leveldb_writeoptions_t *wo;
   const corpus_t *c;
   seen_t *seen;
   int per_stage;
   shape_t shape;
+  size_t index_batch; /* canonicals an index stage takes, store modes */
   atomic_size_t next;
   atomic_uint_fast64_t keys, bytes, writes;
   atomic_int failed;
@@ -305,9 +325,9 @@ typedef struct writer {
   pthread_t tid;
 } writer_t;
 
-static void write_batch(run_t *r, leveldb_writebatch_t *b, uint64_t *writes) {
+static void write_batch(run_t *r, int t, leveldb_writebatch_t *b, uint64_t *writes) {
   char *e = NULL;
-  leveldb_write(r->db, r->wo, b, &e);
+  leveldb_write(r->db[t], r->wo, b, &e);
   if (e) {
     fprintf(stderr, WHO ": LevelDB write: %s\n", e);
     leveldb_free(e);
@@ -317,11 +337,28 @@ static void write_batch(run_t *r, leveldb_writebatch_t *b, uint64_t *writes) {
   (*writes)++;
 }
 
-/* Ends a stage: its prewrite first when there is one, then its commit. */
+/* Ends a stage: its prewrites first when it has them, then its commits,
+ * the primary's tablet first. */
 static void flush(run_t *r, sink_t *k, uint64_t *writes) {
-  if (k->two_phase) write_batch(r, k->pre, writes);
-  write_batch(r, k->b, writes);
+  int first = k->has_primary ? tablet_of(k, k->primary.row, k->primary.rlen) : 0;
+  for (int t = 0; t < 2; t++)
+    if (k->two_phase && k->used[t]) write_batch(r, t, k->pre[t], writes);
+  for (int i = 0; i < 2; i++) {
+    int t = i ? !first : first;
+    if (k->used[t]) write_batch(r, t, k->b[t], writes);
+    k->used[t] = 0;
+  }
   k->has_primary = 0;
+}
+
+/* Sets how the next stage commits: by the run's shape, or in a cluster by
+ * whether rows[0..n) sit on more than one tablet. */
+static void stage(const run_t *r, sink_t *k, const char *const *rows, const size_t *lens,
+                  size_t n) {
+  k->two_phase = r->shape == STORE_TWO_PHASE;
+  if (r->shape != STORE_CLUSTER) return;
+  for (size_t i = 1; i < n; i++)
+    if (tablet_of(k, rows[i], lens[i]) != tablet_of(k, rows[0], lens[0])) k->two_phase = 1;
 }
 
 /* One cell, in the run's shape: the cell alone, or the store's keys for it. */
@@ -330,20 +367,131 @@ static void cell(const run_t *r, sink_t *k, const char *table, const char *row, 
   if (r->shape != CELLS) {
     put_store(k, table, row, rlen, col, clen, val, vlen, ts);
   } else {
-    put(k->b, table, row, rlen, col, clen, val, vlen, ts, &k->bytes);
+    put(k->b[0], table, row, rlen, col, clen, val, vlen, ts, &k->bytes);
+    k->used[0] = 1;
     k->keys++;
   }
+}
+
+/* A canonical document waiting for its index stage. */
+typedef struct pending {
+  const doc_t *d;
+  char hash[DD_HASH_HEX];
+  dd_terms_t t;
+  uint64_t ts;
+} pending_t;
+
+/* One term of one pending document, for grouping a batch's postings. */
+typedef struct posting_ref {
+  const char *term;
+  size_t len;
+  size_t doc; /* in the batch */
+  uint64_t count;
+} posting_ref_t;
+
+static int posting_cmp(const void *a, const void *b) {
+  const posting_ref_t *x = a, *y = b;
+  int c = pc_bytes_cmp(x->term, x->len, y->term, y->len);
+  return c ? c : (x->doc > y->doc) - (x->doc < y->doc);
+}
+
+/* The writer thread's scratch for index stages. */
+typedef struct index_buf {
+  const char **rows;
+  size_t *lens, rows_cap;
+  posting_ref_t *refs;
+  size_t refs_cap;
+  char *text, *chunk;
+  size_t text_cap, chunk_cap;
+} index_buf_t;
+
+static void *grow(void *p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return p;
+  size_t n = *cap ? *cap : 64;
+  while (n < need) n *= 2;
+  void *q = realloc(p, n * size);
+  if (!q) abort();
+  *cap = n;
+  return q;
+}
+
+/* The index stage of batch p[0..n) of canonical documents, in one
+ * transaction: each document's indexed and terms cells (and, in the store
+ * modes, its ack), and per distinct term one postings cell holding the
+ * entry ("+URL\tHASH\tCOUNT\n") of every document of the batch that has it,
+ * as apps/dedup/index.c writes a chunk per term for a run over many
+ * clusters. With n 1 that is one postings cell per term and document. */
+static void index_stage(const run_t *r, sink_t *k, pending_t *p, size_t n, index_buf_t *ib) {
+  size_t nrefs = 0, nrows = 0;
+  for (size_t i = 0; i < n; i++) nrefs += p[i].t.n;
+  ib->refs = grow(ib->refs, &ib->refs_cap, nrefs + 1, sizeof *ib->refs);
+  size_t rows_cap = ib->rows_cap;
+  ib->rows = grow(ib->rows, &ib->rows_cap, nrefs + n, sizeof *ib->rows);
+  ib->lens = grow(ib->lens, &rows_cap, nrefs + n, sizeof *ib->lens);
+  nrefs = 0;
+  for (size_t i = 0; i < n; i++) {
+    ib->rows[nrows] = p[i].hash;
+    ib->lens[nrows++] = 64;
+    for (size_t j = 0; j < p[i].t.n; j++) {
+      const dd_term_t *t = &p[i].t.v[j];
+      ib->refs[nrefs++] = (posting_ref_t){t->term, t->len, i, t->count};
+      ib->rows[nrows] = t->term;
+      ib->lens[nrows++] = t->len;
+    }
+  }
+  stage(r, k, ib->rows, ib->lens, nrows);
+  uint64_t ts = p[0].ts + 2;
+  for (size_t i = 0; i < n; i++) {
+    const dd_terms_t *t = &p[i].t;
+    size_t tl = 1;
+    for (size_t j = 0; j < t->n; j++) tl += t->v[j].len + 1u;
+    ib->text = grow(ib->text, &ib->text_cap, tl, 1);
+    size_t at = 0;
+    for (size_t j = 0; j < t->n; j++) {
+      memcpy(ib->text + at, t->v[j].term, t->v[j].len);
+      at += t->v[j].len;
+      ib->text[at++] = '\n';
+    }
+    cell(r, k, "dups", p[i].hash, 64, "indexed", 7, p[i].d->url, p[i].d->ulen, ts);
+    cell(r, k, "dups", p[i].hash, 64, "terms", 5, ib->text, at, ts);
+  }
+  qsort(ib->refs, nrefs, sizeof *ib->refs, posting_cmp);
+  char col[9] = "p";
+  for (int j = 0; j < 8; j++) col[1 + j] = (char)(ts >> (56 - 8 * j));
+  for (size_t a = 0, b; a < nrefs; a = b) {
+    size_t at = 0;
+    for (b = a; b < nrefs && ib->refs[b].len == ib->refs[a].len &&
+                memcmp(ib->refs[b].term, ib->refs[a].term, ib->refs[a].len) == 0;
+         b++) {
+      const pending_t *q = &p[ib->refs[b].doc];
+      ib->chunk = grow(ib->chunk, &ib->chunk_cap, at + q->d->ulen + 100, 1);
+      at += (size_t)snprintf(ib->chunk + at, ib->chunk_cap - at, "+%s\t%s\t%llu\n", q->d->url,
+                             q->hash, (unsigned long long)ib->refs[b].count);
+    }
+    cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col, ib->chunk, at, ts);
+  }
+  if (r->shape != CELLS)
+    for (size_t i = 0; i < n; i++)
+      ack(k, "dedup.index", "dups", p[i].hash, 64, "canonical", 9, p[i].ts + 1, ts);
 }
 
 static void *writer_main(void *arg) {
   writer_t *w = arg;
   run_t *r = w->r;
-  sink_t k = {.pre = leveldb_writebatch_create(), .b = leveldb_writebatch_create(),
-              .two_phase = r->shape == STORE_TWO_PHASE};
+  sink_t k = {.split = r->shape == STORE_CLUSTER ? r->split : NULL,
+              .split_len = r->split ? strlen(r->split) : 0};
+  for (int t = 0; t < 2; t++) {
+    k.pre[t] = leveldb_writebatch_create();
+    k.b[t] = leveldb_writebatch_create();
+  }
   int store = r->shape != CELLS;
+  /* one document's index stage at a time, but for the store modes, which
+   * take --index-batch canonicals at once as the indexer's batches do */
+  size_t batch = store ? r->index_batch : 1, np = 0;
+  pending_t *p = calloc(batch, sizeof *p);
+  index_buf_t ib = {0};
+  if (!p) abort();
   uint64_t writes = 0;
-  char *text = NULL, *posting = NULL;
-  size_t text_cap = 0, posting_cap = 0;
   size_t i;
   while ((i = atomic_fetch_add(&r->next, 1)) < r->c->n && !atomic_load(&r->failed)) {
     const doc_t *d = &r->c->v[i];
@@ -351,6 +499,7 @@ static void *writer_main(void *arg) {
     char hash[DD_HASH_HEX];
     dd_sha256_hex(d->contents, d->clen, hash);
     /* load */
+    stage(r, &k, (const char *[]){d->url}, (size_t[]){d->ulen}, 1);
     cell(r, &k, "docs", d->url, d->ulen, "doc:contents", 12, d->contents, d->clen, ts);
     if (store) notify_key(&k, "docs", d->url, d->ulen, "doc:contents", 12, ts + 0x100, 1);
     if (r->per_stage) flush(r, &k, &writes);
@@ -359,6 +508,7 @@ static void *writer_main(void *arg) {
     size_t ml = d->ulen < 4096 ? d->ulen : 4096;
     memcpy(member, "m:", 2);
     memcpy(member + 2, d->url, ml);
+    stage(r, &k, (const char *[]){d->url, hash}, (size_t[]){d->ulen, 64}, 2);
     cell(r, &k, "docs", d->url, d->ulen, "doc:hash", 8, hash, 64, ts + 1);
     cell(r, &k, "dups", hash, 64, member, 2 + ml, "1", 1, ts + 1);
     int canonical = first_of(r->seen, hash);
@@ -371,49 +521,47 @@ static void *writer_main(void *arg) {
       ack(&k, "dedup", "docs", d->url, d->ulen, "doc:contents", 12, ts, ts + 1);
     }
     if (r->per_stage) flush(r, &k, &writes);
-    /* index: the canonical's terms, one postings cell each */
+    /* index: the canonicals' terms */
     if (canonical) {
-      dd_terms_t t;
-      if (dd_terms(d->contents, d->clen, &t) != 0) abort();
-      size_t tl = 0;
-      for (size_t j = 0; j < t.n; j++) tl += t.v[j].len + 1u;
-      if (tl + 1 > text_cap && !(text = realloc(text, text_cap = tl + 1))) abort();
-      size_t at = 0;
-      for (size_t j = 0; j < t.n; j++) {
-        memcpy(text + at, t.v[j].term, t.v[j].len);
-        at += t.v[j].len;
-        text[at++] = '\n';
-      }
-      cell(r, &k, "dups", hash, 64, "indexed", 7, d->url, d->ulen, ts + 2);
-      cell(r, &k, "dups", hash, 64, "terms", 5, text, at, ts + 2);
-      if (d->ulen + 100 > posting_cap && !(posting = realloc(posting, posting_cap = d->ulen + 100)))
-        abort();
-      char col[9] = "p";
-      for (int j = 0; j < 8; j++) col[1 + j] = (char)((ts + 2) >> (56 - 8 * j));
-      for (size_t j = 0; j < t.n; j++) {
-        int pl = snprintf(posting, posting_cap, "+%s\t%s\t%llu", d->url, hash,
-                          (unsigned long long)t.v[j].count);
-        cell(r, &k, "idx", t.v[j].term, t.v[j].len, col, sizeof col, posting, (size_t)pl, ts + 2);
-      }
-      if (store) ack(&k, "dedup.index", "dups", hash, 64, "canonical", 9, ts + 1, ts + 2);
-      dd_terms_free(&t);
+      pending_t *q = &p[np++];
+      q->d = d;
+      memcpy(q->hash, hash, sizeof hash);
+      q->ts = ts;
+      if (dd_terms(d->contents, d->clen, &q->t) != 0) abort();
     }
+    if (np == batch || (np && !r->per_stage)) {
+      index_stage(r, &k, p, np, &ib);
+      for (size_t j = 0; j < np; j++) dd_terms_free(&p[j].t);
+      np = 0;
+    }
+    flush(r, &k, &writes);
+  }
+  if (np) {
+    index_stage(r, &k, p, np, &ib);
+    for (size_t j = 0; j < np; j++) dd_terms_free(&p[j].t);
     flush(r, &k, &writes);
   }
   atomic_fetch_add(&r->keys, k.keys);
   atomic_fetch_add(&r->bytes, k.bytes);
   atomic_fetch_add(&r->writes, writes);
-  free(text);
-  free(posting);
-  leveldb_writebatch_destroy(k.pre);
-  leveldb_writebatch_destroy(k.b);
+  free(p);
+  free(ib.rows);
+  free(ib.lens);
+  free(ib.refs);
+  free(ib.text);
+  free(ib.chunk);
+  for (int t = 0; t < 2; t++) {
+    leveldb_writebatch_destroy(k.pre[t]);
+    leveldb_writebatch_destroy(k.b[t]);
+  }
   return NULL;
 }
 
-/* One mode on a fresh LevelDB under parent; its figures go into out. */
+/* One mode on a fresh LevelDB under parent (two, a tablet each, for
+ * STORE_CLUSTER, split at split); its figures go into out. */
 static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape,
-                    const char *parent, json_t *out) {
-  char dir[4096];
+                    const char *split, size_t index_batch, const char *parent, json_t *out) {
+  char dir[4096], sub[4200];
   if (bu_make_temp_dir(dir, sizeof dir, parent, "dedup-ceiling", WHO) != 0) return -1;
   leveldb_options_t *o = leveldb_options_create();
   leveldb_filterpolicy_t *fp = leveldb_filterpolicy_create_bloom(10);
@@ -423,21 +571,28 @@ static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape
   leveldb_options_set_cache(o, cache);
   leveldb_options_set_write_buffer_size(o, 64u << 20);
   leveldb_options_set_max_file_size(o, 8u << 20);
-  char *e = NULL;
-  leveldb_t *db = leveldb_open(o, dir, &e);
-  int rc = 0;
-  if (e) {
-    fprintf(stderr, WHO ": LevelDB %s: %s\n", dir, e);
-    leveldb_free(e);
-    rc = -1;
-  } else {
+  leveldb_t *db[2] = {NULL, NULL};
+  int ndb = shape == STORE_CLUSTER ? 2 : 1, rc = 0;
+  for (int t = 0; t < ndb && rc == 0; t++) {
+    char *e = NULL;
+    snprintf(sub, sizeof sub, "%s/t%d", dir, t + 1);
+    db[t] = leveldb_open(o, sub, &e);
+    if (e) {
+      fprintf(stderr, WHO ": LevelDB %s: %s\n", sub, e);
+      leveldb_free(e);
+      db[t] = NULL;
+      rc = -1;
+    }
+  }
+  if (rc == 0) {
     seen_t seen = {.cap = 1};
     while (seen.cap < 2 * c->n + 2) seen.cap *= 2;
     seen.v = calloc(seen.cap, sizeof *seen.v);
     if (!seen.v) abort();
     pthread_mutex_init(&seen.mu, NULL);
-    run_t r = {.db = db, .wo = leveldb_writeoptions_create(), .c = c, .seen = &seen,
-               .per_stage = per_stage, .shape = shape};
+    run_t r = {.db = {db[0], db[1]}, .split = split, .wo = leveldb_writeoptions_create(),
+               .c = c, .seen = &seen, .per_stage = per_stage, .shape = shape,
+               .index_batch = index_batch};
     leveldb_writeoptions_set_sync(r.wo, 1);
     writer_t *w = calloc((size_t)threads, sizeof *w);
     if (!w) abort();
@@ -462,8 +617,9 @@ static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape
     for (size_t i = 0; i < seen.cap; i++) free(seen.v[i]);
     free(seen.v);
     pthread_mutex_destroy(&seen.mu);
-    leveldb_close(db);
   }
+  for (int t = 0; t < ndb; t++)
+    if (db[t]) leveldb_close(db[t]);
   leveldb_options_destroy(o);
   leveldb_cache_destroy(cache);
   leveldb_filterpolicy_destroy(fp);
@@ -475,9 +631,11 @@ int main(int argc, char **argv) {
   static const struct option opts[] = {{"jsonl", required_argument, NULL, 'j'},
                                        {"threads", required_argument, NULL, 't'},
                                        {"dir", required_argument, NULL, 'd'},
+                                       {"split", required_argument, NULL, 's'},
+                                       {"index-batch", required_argument, NULL, 'b'},
                                        {NULL, 0, NULL, 0}};
-  const char *jsonl = NULL, *parent = "/tmp";
-  uint64_t threads = 16;
+  const char *jsonl = NULL, *parent = "/tmp", *split = NULL;
+  uint64_t threads = 16, index_batch = 64;
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -489,8 +647,17 @@ int main(int argc, char **argv) {
         }
         break;
       case 'd': parent = optarg; break;
+      case 's': split = optarg; break;
+      case 'b':
+        if (bu_parse_u64(optarg, 1, 4096, &index_batch) != 0) {
+          bu_bad_value(WHO, "--index-batch", optarg);
+          return 2;
+        }
+        break;
       default:
-        fprintf(stderr, "usage: " WHO " --jsonl FILE [--threads N] [--dir PARENT]\n");
+        fprintf(stderr,
+                "usage: " WHO " --jsonl FILE [--threads N] [--dir PARENT] [--split ROW] "
+                "[--index-batch N]\n");
         return 2;
     }
   }
@@ -506,19 +673,27 @@ int main(int argc, char **argv) {
   json_object_set_new(doc, "cpus_online", bu_json_cpus_online());
   json_object_set_new(doc, "corpus", json_string(jsonl));
   json_object_set_new(doc, "threads", json_integer((json_int_t)threads));
+  json_object_set_new(doc, "index_batch", json_integer((json_int_t)index_batch));
   int rc = read_corpus(jsonl, &c);
   json_object_set_new(doc, "documents", json_integer((json_int_t)c.n));
   if (rc == 0 && c.n) {
     json_t *one = json_object(), *stage = json_object(), *store = json_object(),
-           *store2 = json_object();
-    rc = run_mode(&c, (int)threads, 0, CELLS, parent, one);
-    if (rc == 0) rc = run_mode(&c, (int)threads, 1, CELLS, parent, stage);
-    if (rc == 0) rc = run_mode(&c, (int)threads, 1, STORE_ONE_PHASE, parent, store);
-    if (rc == 0) rc = run_mode(&c, (int)threads, 1, STORE_TWO_PHASE, parent, store2);
+           *store2 = json_object(), *cl = json_object();
+    rc = run_mode(&c, (int)threads, 0, CELLS, NULL, 1, parent, one);
+    if (rc == 0) rc = run_mode(&c, (int)threads, 1, CELLS, NULL, 1, parent, stage);
+    if (rc == 0) rc = run_mode(&c, (int)threads, 1, STORE_ONE_PHASE, NULL, (size_t)index_batch, parent, store);
+    if (rc == 0) rc = run_mode(&c, (int)threads, 1, STORE_TWO_PHASE, NULL, (size_t)index_batch, parent, store2);
+    if (rc == 0 && split) rc = run_mode(&c, (int)threads, 1, STORE_CLUSTER, split, (size_t)index_batch, parent, cl);
     json_object_set_new(doc, "one_write", one);
     json_object_set_new(doc, "per_stage", stage);
     json_object_set_new(doc, "store_keys", store);
     json_object_set_new(doc, "store_keys_two_phase", store2);
+    if (split) {
+      json_object_set_new(cl, "split", json_string(split));
+      json_object_set_new(doc, "store_keys_cluster", cl);
+    } else {
+      json_decref(cl);
+    }
   } else if (rc == 0) {
     fprintf(stderr, WHO ": %s holds no document\n", jsonl);
     rc = -1;
