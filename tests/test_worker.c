@@ -157,13 +157,54 @@ static int count_unready(void *ctx, const pc_observer_info_t *o) {
   return 0;
 }
 
+/* The workers this process's tests started and have not stopped. A test that
+ * fails leaves its workers running; the teardown stops them, so that they
+ * neither write into the next test's cells nor hold a lock when the next
+ * test forks (the child would inherit it taken and hang). */
+static pc_worker_t *live[8];
+
+static pc_worker_t *track(pc_worker_t *w) {
+  for (size_t i = 0; w && i < sizeof live / sizeof live[0]; i++)
+    if (!live[i]) {
+      live[i] = w;
+      return w;
+    }
+  if (w) fail_msg("more than %zu workers at once: raise live[]", sizeof live / sizeof live[0]);
+  return w;
+}
+
+/* pc_worker_stop, for a worker track() knows. */
+static void stop(pc_worker_t *w) {
+  for (size_t i = 0; i < sizeof live / sizeof live[0]; i++)
+    if (live[i] == w) live[i] = NULL;
+  pc_worker_stop(w);
+}
+
+/* Every test's teardown: stops what a failed test left running. A worker
+ * whose observer never returns cannot be stopped; the remaining tests would
+ * then hang until ctest's timeout, so the process ends here, failed. */
+static int stop_leftovers(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof live / sizeof live[0]; i++) {
+    if (!live[i]) continue;
+    pc_error_t err;
+    if (pc_worker_stop_within(live[i], 10000, &err) != PC_OK) {
+      fprintf(stderr, "test_worker: a worker left by a failed test does not stop: %s\n",
+              err.text);
+      _exit(1);
+    }
+    live[i] = NULL;
+  }
+  return 0;
+}
+
 /* Starts a worker, and returns once the registrations of its observers are
  * ready: their backfills (of whatever the test wrote before) are done, so
  * that what the test writes next is observed through its own
  * notifications alone. */
 static pc_worker_t *start(pc_db_t *db, pc_observer_registry_t *reg, const pc_worker_options_t *o) {
   pc_error_t err;
-  pc_worker_t *w = pc_worker_start(db, reg, o, &err);
+  pc_worker_t *w = track(pc_worker_start(db, reg, o, &err));
   if (!w) fail_msg("pc_worker_start: %s", err.text);
   unready_t u = {reg, 1};
   for (int i = 0; i < 60000 && u.n; i++) {
@@ -364,7 +405,7 @@ static void test_chain_converges(void **state) {
   assert_int_equal(pc_worker_stats(w0, &ws0, &err0), PC_OK);
   assert_int_equal(ws0.claims_taken, 0);
   pc_free(ws0.observers);
-  pc_worker_stop(w0);
+  stop(w0);
   for (int i = 0; i < NDOCS; i++) {
     char row[16], text[128] = "  ";
     snprintf(row, sizeof row, "doc%02d", i);
@@ -426,7 +467,7 @@ static void test_chain_converges(void **state) {
   assert_non_null(cls);
   assert_string_equal(cls, "long");
   free(cls);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -599,7 +640,7 @@ static void test_strong_once_and_latest(void **state) {
   assert_int_equal(runs, logged);
   assert_true(logged >= 1);
   assert_true((uint64_t)atomic_load(&h.calls) >= logged);
-  for (int i = 0; i < 2; i++) pc_worker_stop(w[i]);
+  for (int i = 0; i < 2; i++) stop(w[i]);
   for (int i = 0; i < 2; i++) pc_registry_free(reg[i]);
   if (h.db[1] != h.db[0]) pc_db_close(h.db[1]);
   pc_db_close(h.db[0]);
@@ -666,7 +707,7 @@ static void test_ack_skips_a_change_seen_again(void **state) {
   wait_idle(db);
   assert_int_equal(runs_of(w, "once", 2).runs, 2);
   assert_int_equal(atomic_load(&k.calls), 2);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -852,7 +893,7 @@ static void test_derived_data_exact(void **state) {
   pc_txn_destroy(t);
   assert_true(runs_of(w, "sum", 1).runs > 0);
   assert_true(runs_of(w, "sum_gone", 1).runs > 0);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   pthread_mutex_destroy(&p.mu);
@@ -906,7 +947,7 @@ static void test_crashed_writer_rolled_forward(void **state) {
     free(m);
   }
   assert_int_equal(runs_of(w, "mirror", 3).runs, 3);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -974,7 +1015,7 @@ static void test_weak_coalesce_and_rerun(void **state) {
   assert_true(atoi(out) >= 2);
   free(out);
   assert_int_equal(pending(db), 0);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -1132,7 +1173,7 @@ static void test_failures_parked_and_retried(void **state) {
   wait_idle(db);
   assert_int_equal(stats_of(w, "bad").runs, 1);
   assert_int_equal(parked(db).n, 0);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -1288,7 +1329,7 @@ static void test_batches(void **state) {
   assert_int_equal(st.runs, 239);
   assert_int_equal(st.parked, 1);
   assert_true(atomic_load(&b.calls) >= 3); /* the failing cell, alone, until parked */
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -1349,7 +1390,7 @@ static void test_batch_wait(void **state) {
   assert_int_equal(runs_of(w, "copyb", 8).runs, 8);
   assert_int_equal(atomic_load(&b.largest), 8);
   assert_int_equal(atomic_load(&b.calls), 0);
-  pc_worker_stop(w);
+  stop(w);
 
   /* a short wait ends: two cells, never a full batch, still run */
   copy_rows(db, 8, 10);
@@ -1358,7 +1399,7 @@ static void test_batch_wait(void **state) {
   wait_idle(db);
   assert_copied(db, "w", 8, 10);
   assert_int_equal(runs_of(w, "copyb", 2).runs, 2); /* a new worker counts from 0 */
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -1420,7 +1461,7 @@ static void test_backoff_waits(void **state) {
   assert_int_equal(atomic_load(&good.calls), 2);
   assert_int_equal(atomic_load(&goodweak.calls), 1);
   assert_int_equal(atomic_load(&bad.calls), (int)stats_of(w, "bad").failures);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -1600,7 +1641,7 @@ static void test_hung_observer_given_up(void **state) {
   h.release = 1;
   pthread_cond_broadcast(&h.cv);
   pthread_mutex_unlock(&h.mu);
-  pc_worker_stop(w);
+  stop(w);
   assert_null(get(db, "hg", "stuck", "out:c"));
   pc_registry_free(reg);
   pc_db_close(db);
@@ -1690,7 +1731,7 @@ static void test_counters_survive_kill(void **state) {
   put(db, "cr", "r9", "in:c", "v");
   wait_idle(db);
   assert_int_equal(runs_of(w, "crashy", 6).runs, 6);
-  pc_worker_stop(w); /* writes what it counted */
+  stop(w); /* writes what it counted */
   pc_registry_free(reg);
   assert_int_equal(totals(db, "crashy").runs, 6);
   pc_db_close(db);
@@ -1720,10 +1761,10 @@ static void test_start_refuses(void **state) {
   assert_non_null(strstr(err.text, "buckets_per_claim"));
   pc_worker_stop(NULL);
   /* the defaults start and stop cleanly, and with nothing to do wait returns */
-  pc_worker_t *w = pc_worker_start(db, reg, NULL, &err);
+  pc_worker_t *w = track(pc_worker_start(db, reg, NULL, &err));
   assert_non_null(w);
   wait_idle(db);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
   tu_rmtree(dir);
@@ -1888,7 +1929,7 @@ static void b_drains(pc_db_t *db, pc_db_t *db_b, const pc_worker_options_t *o) {
   wait_idle(db);
   all_seen(db, pair_obs, pair_cols, 4);
   assert_int_equal(pending(db), 0);
-  pc_worker_stop(wb);
+  stop(wb);
   pc_registry_free(rb);
 }
 
@@ -1926,14 +1967,14 @@ static void test_workers_with_different_observers(void **state) {
   /* b's worker stops; changes to every column: a's observers see theirs,
    * b's wait, and a's worker does not keep passing over the cells it is
    * done with */
-  pc_worker_stop(wb);
+  stop(wb);
   late_changes(db);
   b_waits(db);
   pc_error_t err;
   assert_int_equal(pc_notify_wait(db, 300, &err), PC_TIMEOUT);
   a_does_not_spin(wa, stats_of(wa, "a.shared"));
   b_drains(db, db_b, &o);
-  pc_worker_stop(wa);
+  stop(wa);
   pc_registry_free(ra);
   pc_registry_free(rb);
   if (db_b != db) pc_db_close(db_b);
@@ -2004,13 +2045,13 @@ static void test_late_registration_no_spin(void **state) {
   pc_observer_registry_t *ra = pair_set('a'), *rb = pair_set('b');
   pc_worker_options_t o = quick_options(2);
   pc_worker_t *wa = start(db, ra, &o);
-  pc_worker_stop(start(db, rb, &o)); /* b's observers: registered, run by nobody */
+  stop(start(db, rb, &o)); /* b's observers: registered, run by nobody */
   pc_observer_stats_t before = stats_of(wa, "a.shared");
   late_changes(db);
   a_does_not_spin(wa, before);
   b_waits(db);
   b_drains(db, db, &o);
-  pc_worker_stop(wa);
+  stop(wa);
   pc_registry_free(ra);
   pc_registry_free(rb);
   pc_db_close(db);
@@ -2043,7 +2084,7 @@ static void test_registration_misses_nothing(void **state) {
   o.max_failures = 1000; /* stalled, not parked */
   pc_observer_registry_t *reg = pc_registry_create();
   add_observer(reg, "x", "late", "x:v", PC_OBSERVER_STRONG, obs_count_copy, &kx);
-  pc_worker_t *w = pc_worker_start(db, reg, &o, &err);
+  pc_worker_t *w = track(pc_worker_start(db, reg, &o, &err));
   if (!w) fail_msg("pc_worker_start: %s", err.text);
   progress_t px = {"x", 0, 0};
   for (int i = 0; i < 60000 && px.presented < STALL; i++) {
@@ -2052,7 +2093,7 @@ static void test_registration_misses_nothing(void **state) {
   }
   assert_int_equal(px.presented, STALL);
   assert_int_equal(px.state, PC_BACKFILL_RUNNING);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   assert_int_equal(atomic_load(&kx.runs), STALL);
 
@@ -2061,7 +2102,7 @@ static void test_registration_misses_nothing(void **state) {
   reg = pc_registry_create();
   add_observer(reg, "x", "late", "x:v", PC_OBSERVER_STRONG, obs_count_copy, &kx);
   add_observer(reg, "y", "late", "y:v", PC_OBSERVER_WEAK, obs_count_copy, &ky);
-  w = pc_worker_start(db, reg, &o, &err);
+  w = track(pc_worker_start(db, reg, &o, &err));
   if (!w) fail_msg("pc_worker_start: %s", err.text);
   /* right after the registration, a client opened long before writes */
   for (int j = EARLY; j < EARLY + 20; j++) {
@@ -2089,7 +2130,7 @@ static void test_registration_misses_nothing(void **state) {
   px.presented = 0;
   assert_int_equal(pc_db_observers(db, progress_of, &px, &err), PC_OK);
   assert_int_equal(px.state, PC_BACKFILL_DONE);
-  pc_worker_stop(w);
+  stop(w);
   pc_registry_free(reg);
   if (db != writer) pc_db_close(db);
   pc_db_close(writer);
@@ -2098,24 +2139,24 @@ static void test_registration_misses_nothing(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_start_refuses),
-      cmocka_unit_test(test_chain_converges),
-      cmocka_unit_test(test_strong_once_and_latest),
-      cmocka_unit_test(test_ack_skips_a_change_seen_again),
-      cmocka_unit_test(test_wait_sees_timestamps_taken),
-      cmocka_unit_test(test_derived_data_exact),
-      cmocka_unit_test(test_crashed_writer_rolled_forward),
-      cmocka_unit_test(test_weak_coalesce_and_rerun),
-      cmocka_unit_test(test_failures_parked_and_retried),
-      cmocka_unit_test(test_workers_with_different_observers),
-      cmocka_unit_test(test_late_registration_no_spin),
-      cmocka_unit_test(test_registration_misses_nothing),
-      cmocka_unit_test(test_batches),
-      cmocka_unit_test(test_batch_wait),
-      cmocka_unit_test(test_backoff_waits),
-      cmocka_unit_test(test_crash_parked),
-      cmocka_unit_test(test_hung_observer_given_up),
-      cmocka_unit_test(test_counters_survive_kill),
+      cmocka_unit_test_teardown(test_start_refuses, stop_leftovers),
+      cmocka_unit_test_teardown(test_chain_converges, stop_leftovers),
+      cmocka_unit_test_teardown(test_strong_once_and_latest, stop_leftovers),
+      cmocka_unit_test_teardown(test_ack_skips_a_change_seen_again, stop_leftovers),
+      cmocka_unit_test_teardown(test_wait_sees_timestamps_taken, stop_leftovers),
+      cmocka_unit_test_teardown(test_derived_data_exact, stop_leftovers),
+      cmocka_unit_test_teardown(test_crashed_writer_rolled_forward, stop_leftovers),
+      cmocka_unit_test_teardown(test_weak_coalesce_and_rerun, stop_leftovers),
+      cmocka_unit_test_teardown(test_failures_parked_and_retried, stop_leftovers),
+      cmocka_unit_test_teardown(test_workers_with_different_observers, stop_leftovers),
+      cmocka_unit_test_teardown(test_late_registration_no_spin, stop_leftovers),
+      cmocka_unit_test_teardown(test_registration_misses_nothing, stop_leftovers),
+      cmocka_unit_test_teardown(test_batches, stop_leftovers),
+      cmocka_unit_test_teardown(test_batch_wait, stop_leftovers),
+      cmocka_unit_test_teardown(test_backoff_waits, stop_leftovers),
+      cmocka_unit_test_teardown(test_crash_parked, stop_leftovers),
+      cmocka_unit_test_teardown(test_hung_observer_given_up, stop_leftovers),
+      cmocka_unit_test_teardown(test_counters_survive_kill, stop_leftovers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
