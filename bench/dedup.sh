@@ -165,7 +165,7 @@ if [ "$skip_pg" = 0 ]; then
 fi
 
 # ---- the ceiling: raw LevelDB, the same cells ------------------------------------------
-declare -A ceil_one ceil_stage ceil_store ceil_store2 ceil_cluster
+declare -A ceil_one ceil_stage ceil_store ceil_store2 ceil_cluster ceil_cpu
 # the rows at which the cluster below splits its two tablets
 declare -A split_row=([gen]=$(printf 'doc/%07d' $((docs / 2))) [real]=usr/share/doc/m)
 if [ "$skip_ceiling" = 0 ]; then
@@ -178,6 +178,11 @@ if [ "$skip_ceiling" = 0 ]; then
     ceil_store[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"store_keys":{"documents_s":\([0-9.e+]*\).*/\1/')
     ceil_store2[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"store_keys_two_phase":{"documents_s":\([0-9.e+]*\).*/\1/')
     ceil_cluster[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"store_keys_cluster":{"documents_s":\([0-9.e+]*\).*/\1/')
+    # CPU milliseconds a document of the two floors, from their cpu_s
+    for mode in store_keys store_keys_cluster; do
+      fcpu=$(tr -d '\n ' <<<"$j" | sed "s/.*\"$mode\":{[^}]*\"cpu_s\":\([0-9.e+-]*\).*/\1/")
+      ceil_cpu[$c.$mode]=$(awk -v c="$fcpu" -v n="$(count "$c")" 'BEGIN {printf "%.2f", 1000 * c / n}')
+    done
   done
 fi
 
@@ -436,10 +441,11 @@ for c in "${corpora[@]}"; do
     pg_lines+=("$(sed "s/^{/{\"corpus\": \"$name\", /" <<<"${pg_json[$c.2]}")")
   fi
   if [ "$skip_ceiling" = 0 ]; then
-    ceiling_lines+=("$(printf '{"corpus": "%s", "raw_one_write_documents_s": %s, "raw_per_stage_documents_s": %s, "ours_of_per_stage": %s, "store_keys_documents_s": %s, "ours_of_store_keys": %s, "store_keys_two_phase_documents_s": %s, "store_keys_cluster_documents_s": %s, "cluster_floor_of_embedded_floor": %s}' \
+    ceiling_lines+=("$(printf '{"corpus": "%s", "raw_one_write_documents_s": %s, "raw_per_stage_documents_s": %s, "ours_of_per_stage": %s, "store_keys_documents_s": %s, "store_keys_cpu_ms_per_document": %s, "ours_of_store_keys": %s, "store_keys_two_phase_documents_s": %s, "store_keys_cluster_documents_s": %s, "store_keys_cluster_cpu_ms_per_document": %s, "cluster_floor_of_embedded_floor": %s}' \
       "$name" "${ceil_one[$c]}" "${ceil_stage[$c]}" "$(ratio "$r" "${ceil_stage[$c]}")" \
-      "${ceil_store[$c]}" "$(ratio "$r" "${ceil_store[$c]}")" "${ceil_store2[$c]}" \
-      "${ceil_cluster[$c]}" "$(ratio "${ceil_cluster[$c]}" "${ceil_store[$c]}")")")
+      "${ceil_store[$c]}" "${ceil_cpu[$c.store_keys]}" "$(ratio "$r" "${ceil_store[$c]}")" \
+      "${ceil_store2[$c]}" "${ceil_cluster[$c]}" "${ceil_cpu[$c.store_keys_cluster]}" \
+      "$(ratio "${ceil_cluster[$c]}" "${ceil_store[$c]}")")")
   fi
   i=$((i + 1))
 done
