@@ -1,7 +1,6 @@
 /* dedup_ceiling.c — pc_bench_dedup_ceiling: how fast raw LevelDB takes the
- * dedup indexer's writes, with no transaction, no lock, no notification and
- * no read: a reference for what this store and this disk allow the
- * indexer.
+ * dedup indexer's writes, with no transaction machinery and no read: a
+ * reference for what this store and this disk allow the indexer.
  *
  * It reads a corpus as `percolator load` does (JSON lines {"url", "contents"},
  * bench/corpus.c writes them), hashes and tokenises each document with the
@@ -11,10 +10,10 @@
  *   for the first document of each hash (the cluster's canonical here):
  *   dups HASH canonical, indexed, terms, and one postings cell idx TERM
  *   p<8 bytes> per distinct term ("+URL\tHASH\tCOUNT").
- * Each key is "table\0row\0column" and an 8-byte timestamp, each value the
- * cell's bytes; LevelDB is opened with the store's options (bloom filter,
- * 64 MiB write buffer, 8 MiB tables, snappy) and every write is synced, as
- * the store's are with sync on.
+ * In the first two modes below each key is "table\0row\0column" and an
+ * 8-byte timestamp, each value the cell's bytes. LevelDB is opened with the
+ * store's options (bloom filter, 64 MiB write buffer, 8 MiB tables, snappy)
+ * and every write is synced, as the store's are with sync on.
  *
  * Modes, one after the other, each on a fresh LevelDB, --threads writer
  * threads taking documents in turn. The first two write the cells as
@@ -35,7 +34,9 @@
  * data key of its own) and a write record key; load notifies the document's
  * contents, dedup its cluster's canonical (and writes the rev cell that
  * serialises a cluster's runs), and each observer stage acks the cell it
- * observed and deletes its notification:
+ * observed and deletes its notification. The dedup stage commits each
+ * document alone where ours batches documents: more synced writes than
+ * ours, the same keys.
  *   store_keys  every stage committed in one phase, as the embedded store
  *               commits (local_commit_one_phase): one synced batch;
  *   store_keys_two_phase  every stage in two, as a transaction across
@@ -398,7 +399,7 @@ static int posting_cmp(const void *a, const void *b) {
 /* The writer thread's scratch for index stages. */
 typedef struct index_buf {
   const char **rows;
-  size_t *lens, rows_cap;
+  size_t *lens, rows_cap, lens_cap;
   posting_ref_t *refs;
   size_t refs_cap;
   char *text, *chunk;
@@ -425,9 +426,8 @@ static void index_stage(const run_t *r, sink_t *k, pending_t *p, size_t n, index
   size_t nrefs = 0, nrows = 0;
   for (size_t i = 0; i < n; i++) nrefs += p[i].t.n;
   ib->refs = grow(ib->refs, &ib->refs_cap, nrefs + 1, sizeof *ib->refs);
-  size_t rows_cap = ib->rows_cap;
   ib->rows = grow(ib->rows, &ib->rows_cap, nrefs + n, sizeof *ib->rows);
-  ib->lens = grow(ib->lens, &rows_cap, nrefs + n, sizeof *ib->lens);
+  ib->lens = grow(ib->lens, &ib->lens_cap, nrefs + n, sizeof *ib->lens);
   nrefs = 0;
   for (size_t i = 0; i < n; i++) {
     ib->rows[nrows] = p[i].hash;
@@ -679,11 +679,13 @@ int main(int argc, char **argv) {
   if (rc == 0 && c.n) {
     json_t *one = json_object(), *stage = json_object(), *store = json_object(),
            *store2 = json_object(), *cl = json_object();
-    rc = run_mode(&c, (int)threads, 0, CELLS, NULL, 1, parent, one);
-    if (rc == 0) rc = run_mode(&c, (int)threads, 1, CELLS, NULL, 1, parent, stage);
-    if (rc == 0) rc = run_mode(&c, (int)threads, 1, STORE_ONE_PHASE, NULL, (size_t)index_batch, parent, store);
-    if (rc == 0) rc = run_mode(&c, (int)threads, 1, STORE_TWO_PHASE, NULL, (size_t)index_batch, parent, store2);
-    if (rc == 0 && split) rc = run_mode(&c, (int)threads, 1, STORE_CLUSTER, split, (size_t)index_batch, parent, cl);
+    int n = (int)threads;
+    size_t b = (size_t)index_batch;
+    rc = run_mode(&c, n, 0, CELLS, NULL, 1, parent, one);
+    if (rc == 0) rc = run_mode(&c, n, 1, CELLS, NULL, 1, parent, stage);
+    if (rc == 0) rc = run_mode(&c, n, 1, STORE_ONE_PHASE, NULL, b, parent, store);
+    if (rc == 0) rc = run_mode(&c, n, 1, STORE_TWO_PHASE, NULL, b, parent, store2);
+    if (rc == 0 && split) rc = run_mode(&c, n, 1, STORE_CLUSTER, split, b, parent, cl);
     json_object_set_new(doc, "one_write", one);
     json_object_set_new(doc, "per_stage", stage);
     json_object_set_new(doc, "store_keys", store);

@@ -1918,7 +1918,8 @@ static void a_does_not_spin(pc_worker_t *wa, pc_observer_stats_t before) {
   sleep_ms(1000);
   pc_observer_stats_t after = stats_of(wa, "a.shared");
   uint64_t passes = after.skipped + after.runs - before.skipped - before.runs;
-  if (passes > 4 * NROWS) fail_msg("a.shared passed %" PRIu64 " times over %d cells", passes, NROWS);
+  if (passes > 4 * NROWS)
+    fail_msg("a.shared passed %" PRIu64 " times over %d cells", passes, NROWS);
 }
 
 /* A worker with b's observers, started now on db, processes what waited
