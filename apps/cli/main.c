@@ -21,7 +21,26 @@
 #include "core/suggest.h"
 #include "daemon/daemon.h"
 
+#ifdef PC_WITH_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
 static int run_help(cli_ctx_t *ctx, int argc, char **argv);
+
+/* Prints the malloc this program allocates through (CMakeLists.txt's
+ * PC_JEMALLOC), as --version shows it: asked of jemalloc itself, so a build
+ * whose link lost it says so. */
+static void print_malloc(FILE *f) {
+#ifdef PC_WITH_JEMALLOC
+  const char *v = NULL;
+  size_t len = sizeof v;
+  if (mallctl("version", (void *)&v, &len, NULL, 0) == 0 && v) {
+    fprintf(f, "malloc: jemalloc %.*s", (int)strcspn(v, "-"), v);
+    return;
+  }
+#endif
+  fputs("malloc: libc", f);
+}
 
 static const cli_verb_t verb_help = {
     .name = "help",
@@ -524,8 +543,10 @@ int main(int argc, char **argv) {
         print_global_help(stdout);
         return cli_finish_output(&ctx);
       case 'V':
-        printf("percolator %d.%d.%d (libpercolator %s)\n", PC_VERSION_MAJOR, PC_VERSION_MINOR,
+        printf("percolator %d.%d.%d (libpercolator %s; ", PC_VERSION_MAJOR, PC_VERSION_MINOR,
                PC_VERSION_PATCH, pc_version());
+        print_malloc(stdout);
+        puts(")");
         return cli_finish_output(&ctx);
       case OPT_DATA:
         if (!*optarg) return cli_usage_error(&ctx, "--data: empty directory name");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_cli.sh — integration test of the `percolator` command-line tool.
-# Usage: test_cli.sh PATH/TO/percolator
+# Usage: test_cli.sh PATH/TO/percolator [jemalloc|libc]
 # Drives the real binary on a temporary data directory: init, set/get/delete,
 # exit codes, --help of every verb, scan (committed, --json, --raw), --config
 # with a missing data_dir (refused; init creates it), a crashed
@@ -13,7 +13,8 @@
 # exits 1 if there was any.
 set -u
 
-P=${1:?usage: test_cli.sh PATH/TO/percolator}
+P=${1:?usage: test_cli.sh PATH/TO/percolator [jemalloc|libc]}
+MALLOC=${2:-libc} # the malloc the build links the program with (CMakeLists.txt's PC_JEMALLOC)
 if [ ! -x "$P" ]; then
   echo "test_cli: $P is not an executable" >&2
   exit 1
@@ -88,6 +89,8 @@ expect_no_match() { # TEXT REGEX WHAT
 run --version
 expect_rc 0 "--version"
 expect_match "$OUT" '^percolator [0-9]+\.[0-9]+\.[0-9]+' "--version output"
+# the allocator the build chose (PC_JEMALLOC), as the running program reports it
+expect_match "$OUT" "; malloc: $MALLOC( [0-9.]+)?\)\$" "--version names the malloc in use ($MALLOC)"
 
 run --help
 expect_rc 0 "--help"
