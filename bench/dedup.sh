@@ -61,7 +61,10 @@
 #               time from /proc over the ingest) by process: servers (the
 #               cluster's `percolator run`), workers, load and wait; and
 #               cpu_bound_documents_s, the rate that cost allows with every
-#               core of this machine busy.
+#               core of this machine busy; host_steal_s, the CPU seconds the
+#               hypervisor took from this machine's cores during the run (a
+#               run with much of it measured a slower machine); "program" is
+#               `percolator --version` (the malloc it runs on).
 # Usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N]
 #          [--loaders N] [--rate R] [--procs 1,2,4] [--real-max-bytes B]
 #          [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy]
@@ -128,15 +131,21 @@ ticks() {
   echo "$t"
 }
 kids() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; }
+# steal: the ticks the hypervisor has so far run something else on this
+# machine's cores while they had work (/proc/stat); a run during which it grew
+# by much measured a slower machine than the others
+steal() { awk '/^cpu / {print $9}' /proc/stat; }
 # ms_doc TICKS DOCS: CPU milliseconds a document
 ms_doc() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN {printf "%.2f", t * 1000 / hz / n}'; }
-# cpu_json DOCS SERVER_TICKS WORKER_TICKS LOAD_TICKS: the CPU a document, by
-# process, and what that cost allows on this machine's cores
+# cpu_json DOCS SERVER_TICKS WORKER_TICKS LOAD_TICKS STEAL_TICKS: the CPU a
+# document, by process, what that cost allows on this machine's cores, and the
+# seconds of CPU the hypervisor took from them meanwhile
 cpu_json() {
   local all=$(($2 + $3 + $4))
-  printf '"cpu_ms_per_document": {"servers": %s, "workers": %s, "load_and_wait": %s, "total": %s}, "cpu_bound_documents_s": %s' \
+  printf '"cpu_ms_per_document": {"servers": %s, "workers": %s, "load_and_wait": %s, "total": %s}, "cpu_bound_documents_s": %s, "host_steal_s": %s' \
     "$(ms_doc "$2" "$1")" "$(ms_doc "$3" "$1")" "$(ms_doc "$4" "$1")" "$(ms_doc "$all" "$1")" \
-    "$(awk -v t="$all" -v n="$1" -v hz="$hz" -v c="$cores" 'BEGIN {if (t > 0) printf "%.0f", c * n * hz / t; else printf "null"}')"
+    "$(awk -v t="$all" -v n="$1" -v hz="$hz" -v c="$cores" 'BEGIN {if (t > 0) printf "%.0f", c * n * hz / t; else printf "null"}')" \
+    "$(awk -v t="$5" -v hz="$hz" 'BEGIN {printf "%.1f", t / hz}')"
 }
 
 # ---- corpora ------------------------------------------------------------------
@@ -335,9 +344,9 @@ for c in "${corpora[@]}"; do
   log "embedded: $c ($n documents)"
   embedded "$work/e-$c"
   clock_caught_up
-  w0=$(ticks "$W") k0=$(kids)
+  w0=$(ticks "$W") k0=$(kids) h0=$(steal)
   ours_s[$c]=$(ingest --data "$work/e-$c" "$work/$c.jsonl")
-  ours_cpu[$c]=$(cpu_json "$n" 0 $(($(ticks "$W") - w0)) $(($(kids) - k0)))
+  ours_cpu[$c]=$(cpu_json "$n" 0 $(($(ticks "$W") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
   dump --data "$work/e-$c" "$work/ours-$c"
   ours_same[$c]=$(same "$work/ours-$c" "$work/pg-$c-2")
   if [ "$c" = gen ]; then
@@ -396,10 +405,10 @@ if [ "$skip_cluster" = 0 ]; then
     log "cluster: generated, $k worker processes"
     first=${#pids[@]}
     cluster "c-gen-$k" "$k" "$split"
-    r0=$(ticks "${pids[$first]}") w0=$(ticks "${pids[@]:$((first + 1))}") k0=$(kids)
+    r0=$(ticks "${pids[$first]}") w0=$(ticks "${pids[@]:$((first + 1))}") k0=$(kids) h0=$(steal)
     s=$(ingest --config "$C" "$work/gen.jsonl")
     cpu=$(cpu_json "$docs" $(($(ticks "${pids[$first]}") - r0)) \
-      $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)))
+      $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
     dump --config "$C" "$work/cl-gen-$k"
     cluster_lines+=("$(printf '{"corpus": "generated", "documents": %d, "worker_processes": %d, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
       "$docs" "$k" "$s" "$(rate "$docs" "$s")" "$(ratio "$(rate "$docs" "$s")" "$(rate "$docs" "${ours_s[gen]}")")" \
@@ -412,10 +421,10 @@ if [ "$skip_cluster" = 0 ]; then
     first=${#pids[@]}
     cluster c-real 2 "${split_row[real]}"
     n=$(count real)
-    r0=$(ticks "${pids[$first]}") w0=$(ticks "${pids[@]:$((first + 1))}") k0=$(kids)
+    r0=$(ticks "${pids[$first]}") w0=$(ticks "${pids[@]:$((first + 1))}") k0=$(kids) h0=$(steal)
     s=$(ingest --config "$C" "$work/real.jsonl")
     cpu=$(cpu_json "$n" $(($(ticks "${pids[$first]}") - r0)) \
-      $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)))
+      $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
     dump --config "$C" "$work/cl-real"
     cluster_lines+=("$(printf '{"corpus": "real", "documents": %d, "worker_processes": 2, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
       "$n" "$s" "$(rate "$n" "$s")" "$(ratio "$(rate "$n" "$s")" "$(rate "$n" "${ours_s[real]}")")" \
@@ -457,6 +466,7 @@ cat <<JSON
   "headline": [
     $(join_lines "${headline[@]}")
   ],
+  "program": "$("$cli" --version)",
   "threads_per_worker": $threads,
   "loader_threads": $loaders,
   "corpora": {"generated": {"documents": $docs, "seed": $seed, "words": "150..400, Zipf over 20000", "exact_duplicates": 0.3, "near_duplicates": 0.1},
