@@ -8,6 +8,7 @@
  * the table below. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,18 +29,26 @@
 static int run_help(cli_ctx_t *ctx, int argc, char **argv);
 
 /* Prints the malloc this program allocates through (CMakeLists.txt's
- * PC_JEMALLOC), as --version shows it: asked of jemalloc itself, so a build
- * whose link lost it says so. */
+ * PC_JEMALLOC), as --version shows it. jemalloc is named only when it served
+ * a malloc of this thread: linked but shadowed (by an LD_PRELOAD, say), it
+ * would count nothing. */
 static void print_malloc(FILE *f) {
 #ifdef PC_WITH_JEMALLOC
   const char *v = NULL;
-  size_t len = sizeof v;
-  if (mallctl("version", (void *)&v, &len, NULL, 0) == 0 && v) {
+  uint64_t served = 0;
+  size_t vlen = sizeof v, slen = sizeof served;
+  char *probe = malloc(64);
+  if (probe && mallctl("version", (void *)&v, &vlen, NULL, 0) == 0 && v &&
+      mallctl("thread.allocated", &served, &slen, NULL, 0) == 0 && served > 0) {
+    free(probe);
     fprintf(f, "malloc: jemalloc %.*s", (int)strcspn(v, "-"), v);
     return;
   }
-#endif
+  free(probe);
+  fputs("malloc: not jemalloc, which is linked but shadowed", f);
+#else
   fputs("malloc: libc", f);
+#endif
 }
 
 static const cli_verb_t verb_help = {
