@@ -30,22 +30,21 @@ static int run_help(cli_ctx_t *ctx, int argc, char **argv);
 
 /* Prints the malloc this program allocates through (CMakeLists.txt's
  * PC_JEMALLOC), as --version shows it. jemalloc is named only when it served
- * a malloc of this thread: linked but shadowed (by an LD_PRELOAD, say), it
- * would count nothing. */
+ * this thread's mallocs, the copy of its version among them: linked but
+ * shadowed (by an LD_PRELOAD, say), it would have counted none. */
 static void print_malloc(FILE *f) {
 #ifdef PC_WITH_JEMALLOC
   const char *v = NULL;
+  char *version = NULL;
   uint64_t served = 0;
   size_t vlen = sizeof v, slen = sizeof served;
-  char *probe = malloc(64);
-  if (probe && mallctl("version", (void *)&v, &vlen, NULL, 0) == 0 && v &&
-      mallctl("thread.allocated", &served, &slen, NULL, 0) == 0 && served > 0) {
-    free(probe);
-    fprintf(f, "malloc: jemalloc %.*s", (int)strcspn(v, "-"), v);
-    return;
-  }
-  free(probe);
-  fputs("malloc: not jemalloc, which is linked but shadowed", f);
+  if (mallctl("version", (void *)&v, &vlen, NULL, 0) == 0 && v &&
+      (version = strndup(v, strcspn(v, "-"))) &&
+      mallctl("thread.allocated", &served, &slen, NULL, 0) == 0 && served > 0)
+    fprintf(f, "malloc: jemalloc %s", version);
+  else
+    fputs("malloc: not jemalloc, which is linked but shadowed", f);
+  free(version);
 #else
   fputs("malloc: libc", f);
 #endif
