@@ -42,8 +42,8 @@
  *   store_keys_two_phase  every stage in two, as a transaction across
  *               tablets (local_prewrite, then local_commit): first a synced
  *               batch of locks (the meta key holding a lock with the value
- *               and the primary's name, and the lock index key), then the
- *               synced batch above with the lock index keys deleted;
+ *               and the primary's name; the lock index is in memory), then
+ *               the synced batch above;
  *   store_keys_cluster  (with --split ROW) two LevelDBs, one a tablet, split
  *               at ROW as bench/dedup.sh's cluster is: a stage whose rows
  *               all sit on one tablet commits there in one phase, any other
@@ -177,9 +177,8 @@ static void sink_put(sink_t *k, leveldb_writebatch_t *b, const pc_buf_t *key, co
  * phase (local_commit_one_phase) the meta key with the commit and an inline
  * value, and the write record, bare since the meta key holds its value; in
  * two (local_prewrite, then local_commit) first the meta key with a lock
- * holding the value and the primary's name, and the lock index key, then
- * the meta key with the commit, the lock index key's deletion and the
- * write record. */
+ * holding the value and the primary's name, then the meta key with the
+ * commit and the write record (the lock index is in memory: no key). */
 static void put_store(sink_t *k, const char *table, const char *row, size_t rlen,
                       const char *col, size_t clen, const char *val, size_t vlen, uint64_t ts) {
   pc_cell_t c = {table, row, rlen, col, clen};
@@ -210,12 +209,6 @@ static void put_store(sink_t *k, const char *table, const char *row, size_t rlen
         (inl && pc_buf_append(&l->value, val, vlen)) || pc_meta_encode(&m, &vb) != 0)
       abort();
     sink_put(k, pre, &mk, vb.p, vb.len);
-    kb.len = 0;
-    if (pc_buf_append(&kb, mk.p, mk.len) != 0) abort();
-    kb.p[0] = PC_KS_LOCK;
-    sink_put(k, pre, &kb, "", 0);
-    leveldb_writebatch_delete(b, kb.p, kb.len);
-    k->keys++;
     pc_lock_info_free(l);
     vb.len = 0;
   }

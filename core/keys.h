@@ -31,13 +31,12 @@
 /* 'o' NAME: an observer registered in this store (store_observers.c), the
  * value its record (pc_obs_record_encode) */
 #define PC_KS_OBSERVER 'o'
-/* The lock index: 'l' + a cell's meta key without its 'm', no value, present
- * exactly while the cell's meta record holds a lock (written in the same
- * batch), so that finding the locks reads the locks and not every cell. 'L'
- * alone marks a store whose index is complete (store_local.c builds it once
- * for a store from before it). */
+/* The saved lock index: 'l' + a cell's meta key without its 'm', no value,
+ * one for each cell whose meta record holds a lock, and 'L' alone marking
+ * them complete. Written only by a clean close and removed by the next open
+ * (store_raw.c); while the store is open the index lives in memory. */
 #define PC_KS_LOCK 'l'
-#define PC_KEY_LOCK_INDEX_BUILT "L"
+#define PC_KEY_LOCK_INDEX_SAVED "L"
 /* A fence: the one-byte key right after every meta key, always present
  * (written at open, never deleted). LevelDB walks from a seek or a step to
  * the next live key over every deleted entry in between, without a bound;

@@ -21,6 +21,7 @@
 #include "core/deadline.h"
 #include "core/error.h"
 #include "core/failpoint.h"
+#include "core/log.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -129,16 +130,18 @@ pc_status_t local_read_meta(local_t *s, const pc_cell_t *c, pc_buf_t *key, pc_me
 }
 
 pc_status_t local_put_meta(leveldb_writebatch_t *b, const pc_buf_t *key, pc_meta_t *m,
-                           pc_buf_t *scratch, pc_error_t *err) {
+                           pc_buf_t *scratch, pc_buf_t *locks, pc_error_t *err) {
   scratch->len = 0;
   if (pc_meta_encode(m, scratch) != 0) return local_nomem(err);
   leveldb_writebatch_put(b, key->p, key->len, scratch->p, scratch->len);
-  if (m->has_lock != m->had_lock) { /* the lock index follows, in the same batch */
-    scratch->len = 0;
-    if (pc_buf_append(scratch, key->p, key->len) != 0) return local_nomem(err);
-    scratch->p[0] = PC_KS_LOCK;
-    if (m->has_lock) leveldb_writebatch_put(b, scratch->p, scratch->len, "", 0);
-    else leveldb_writebatch_delete(b, scratch->p, scratch->len);
+  if (m->has_lock != m->had_lock) { /* the lock index follows, with the batch */
+    size_t at = locks->len;
+    if (pc_buf_u8(locks, m->has_lock ? '+' : '-') != 0 ||
+        pc_buf_str(locks, key->p, key->len) != 0) {
+      locks->len = at;
+      return local_nomem(err);
+    }
+    locks->p[at + 1 + 4] = PC_KS_LOCK; /* the key's space: 'l' for 'm' */
     m->had_lock = m->has_lock;
   }
   return PC_OK;
@@ -158,7 +161,7 @@ pc_status_t local_put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_
  * failed and its effect is unknown, nothing. The notification index gets a
  * batch's notifications before it is written and loses its deleted ones
  * after it was (notifyindex.h: a superset of the live ones); the lock
- * index's copy in memory the same with the lock index's keys. */
+ * index the same with the batch's list of locks taken and released. */
 typedef struct cache_sync {
   local_t *s;
   int written, oom;
@@ -168,8 +171,6 @@ static void index_put(void *ctx, const char *k, size_t klen, const char *v, size
   cache_sync_t *cs = ctx;
   if (klen && k[0] == PC_KS_NOTIFY && !cs->oom &&
       pc_nindex_put(cs->s->nindex, k, klen, vlen == 1 ? v[0] : (char)0xFF) != 0)
-    cs->oom = 1;
-  if (klen && k[0] == PC_KS_LOCK && !cs->oom && pc_nindex_put(cs->s->lindex, k, klen, 0) != 0)
     cs->oom = 1;
 }
 
@@ -181,6 +182,23 @@ static void index_del(void *ctx, const char *k, size_t klen) {
   (void)klen;
 }
 
+/* Applies the entries of locks that are of kind op ('+' or '-') to
+ * s->lindex; -1 when an insertion ran out of memory. A row operation's cells
+ * are distinct (local_rowop_begin), so a key appears in its list once and
+ * the order of the two passes cannot drop a lock its batch takes. */
+static int lock_index_follow(local_t *s, const pc_buf_t *locks, char op) {
+  pc_rd_t r = {locks->p, locks->len, 0, 1};
+  while (r.ok && r.pos < r.len) {
+    char kind = (char)pc_rd_u8(&r);
+    size_t kl;
+    const char *k = pc_rd_str(&r, &kl);
+    if (!r.ok || kind != op) continue;
+    if (op == '-') pc_nindex_del(s->lindex, k, kl);
+    else if (pc_nindex_put(s->lindex, k, kl, 0) != 0) return -1;
+  }
+  return 0;
+}
+
 static void cache_sync_put(void *ctx, const char *k, size_t klen, const char *v, size_t vlen) {
   cache_sync_t *cs = ctx;
   if (klen == 0 || k[0] != PC_KS_META || !cs->s->mcache) return;
@@ -190,8 +208,8 @@ static void cache_sync_put(void *ctx, const char *k, size_t klen, const char *v,
 
 static void cache_sync_del(void *ctx, const char *k, size_t klen) {
   cache_sync_t *cs = ctx;
-  if (klen && (k[0] == PC_KS_NOTIFY || k[0] == PC_KS_LOCK)) {
-    if (cs->written) pc_nindex_del(k[0] == PC_KS_NOTIFY ? cs->s->nindex : cs->s->lindex, k, klen);
+  if (klen && k[0] == PC_KS_NOTIFY) {
+    if (cs->written) pc_nindex_del(cs->s->nindex, k, klen);
     return;
   }
   if (klen == 0 || k[0] != PC_KS_META || !cs->s->mcache) return;
@@ -199,17 +217,19 @@ static void cache_sync_del(void *ctx, const char *k, size_t klen) {
   else pc_mcache_erase(cs->s->mcache, k, klen);
 }
 
-pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const leveldb_writeoptions_t *wopts,
-                        pc_error_t *err) {
+pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
+                        const leveldb_writeoptions_t *wopts, pc_error_t *err) {
   pc_status_t st = PC_FAILPOINT("store.before_apply", err);
   if (st != PC_OK) return st;
   cache_sync_t cs = {s, 0, 0};
   leveldb_writebatch_iterate(b, &cs, index_put, index_del);
+  if (!cs.oom && locks && lock_index_follow(s, locks, '+') != 0) cs.oom = 1;
   if (cs.oom) return local_nomem(err); /* nothing written; what was added stays (harmless) */
   char *e = NULL;
   leveldb_write(s->db, wopts, b, &e);
   cs.written = e == NULL;
   leveldb_writebatch_iterate(b, &cs, cache_sync_put, cache_sync_del);
+  if (cs.written && locks) lock_index_follow(s, locks, '-');
   if (e) return local_ldb_error(s, e, "write", err);
   return PC_FAILPOINT("store.after_apply", err);
 }
@@ -242,7 +262,7 @@ pc_status_t local_rowop_begin(rowop_t *op, local_t *s, const pc_cell_t *cells, s
 }
 
 pc_status_t local_rowop_end(rowop_t *op, pc_status_t st, pc_error_t *err) {
-  if (st == PC_OK && op->writes) st = local_apply(op->s, op->b, op->s->wopts, err);
+  if (st == PC_OK && op->writes) st = local_apply(op->s, op->b, &op->locks, op->s->wopts, err);
   for (size_t i = op->nidx; i-- > 0;) pthread_mutex_unlock(&op->s->latch[op->idx[i]]);
   if (op->idx != &op->one) free(op->idx);
   leveldb_writebatch_destroy(op->b);
@@ -251,6 +271,7 @@ pc_status_t local_rowop_end(rowop_t *op, pc_status_t st, pc_error_t *err) {
   pc_buf_free(&op->kb);
   pc_buf_free(&op->vb);
   pc_buf_free(&op->hold);
+  pc_buf_free(&op->locks);
   return st;
 }
 
@@ -369,6 +390,9 @@ static void counting_destroy(void *state) { (void)state; }
 static void local_close(pc_store_t *base) {
   local_t *s = (local_t *)base;
   if (!s) return;
+  pc_error_t err;
+  if (s->opened && local_lock_index_save(s, &err) != PC_OK) /* the next open walks the metas */
+    pc_log(PC_LOG_WARN, "%s (the next open rebuilds the lock index)", err.text);
   if (s->db) leveldb_close(s->db);
   if (s->opts) leveldb_options_destroy(s->opts);
   pc_mcache_destroy(s->mcache);
@@ -474,10 +498,11 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
     return NULL;
   }
   if (local_gc_load(s, err) != PC_OK || write_fences(s, err) != PC_OK ||
-      local_lock_index_build(s, err) != PC_OK || local_notify_index_build(s, err) != PC_OK ||
+      local_lock_index_open(s, err) != PC_OK || local_notify_index_build(s, err) != PC_OK ||
       local_observers_load(s, err) != PC_OK) {
     local_close(&s->base);
     return NULL;
   }
+  s->opened = 1;
   return &s->base;
 }

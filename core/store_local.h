@@ -49,7 +49,8 @@ typedef struct local {
   _Atomic uint32_t onepc_active;
   pc_mcache_t *mcache; /* meta records for the write path, or NULL */
   pc_nindex_t *nindex; /* the live notification keys (notifyindex.h) */
-  pc_nindex_t *lindex; /* the lock index's live keys, the same way (store_raw.c) */
+  pc_nindex_t *lindex; /* the lock index: the locked cells, in memory (store_raw.c) */
+  int opened;          /* open succeeded: a close saves the lock index */
   _Atomic uint64_t gc_safe; /* store_gc.c: the last pass's safe point ('g' key) */
   /* store_observers.c: the observers this store knows, read by commits
    * without a lock; obs_mu serialises updates */
@@ -76,15 +77,20 @@ int local_cells_distinct(const pc_cell_t *cells, size_t stride, size_t n);
  * leaves m zeroed. key receives the meta key. */
 pc_status_t local_read_meta(local_t *s, const pc_cell_t *c, pc_buf_t *key, pc_meta_t *m,
                             int *found, pc_error_t *err);
+/* Puts meta record m under key into batch b. When m gains or loses its lock
+ * (has_lock against had_lock), the change of the lock index goes to locks,
+ * which local_apply carries into s->lindex with the batch: the lock index
+ * lives in memory (store_raw.c), not in the batch. */
 pc_status_t local_put_meta(leveldb_writebatch_t *b, const pc_buf_t *key, pc_meta_t *m,
-                           pc_buf_t *scratch, pc_error_t *err);
+                           pc_buf_t *scratch, pc_buf_t *locks, pc_error_t *err);
 pc_status_t local_put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_t ts,
                             const pc_write_rec_t *w, pc_buf_t *kb, pc_buf_t *vb,
                             pc_error_t *err);
 /* Writes b with wopts (the latches of its cells held); keeps the meta cache
- * in step. */
-pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const leveldb_writeoptions_t *wopts,
-                        pc_error_t *err);
+ * and the notification index in step, and the lock index by locks (what
+ * local_put_meta recorded for b; NULL for a batch that writes no meta). */
+pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
+                        const leveldb_writeoptions_t *wopts, pc_error_t *err);
 
 /* Finds the write record of transaction start_ts on cell (commit or
  * rollback); *found = 0 when there is none. rec->value points into hold. */
@@ -102,6 +108,7 @@ typedef struct rowop {
   size_t nidx;
   leveldb_writebatch_t *b;
   pc_buf_t key, kb, vb, hold;
+  pc_buf_t locks; /* the batch's lock index changes (local_put_meta) */
   pc_meta_t m;
   int writes;
 } rowop_t;
@@ -201,9 +208,13 @@ pc_status_t local_observers_load(local_t *s, pc_error_t *err);
 void local_observers_free(local_t *s);
 /* Reads the persisted safe point into s->gc_safe (at open). */
 pc_status_t local_gc_load(local_t *s, pc_error_t *err);
-/* Builds the lock index (keys.h) of a store that has none yet, and fills
- * s->lindex from it: at open, before any operation. */
-pc_status_t local_lock_index_build(local_t *s, pc_error_t *err);
+/* Fills s->lindex at open, before any operation: from the lock index a
+ * clean close saved (then removed from the store, in one synced write), or
+ * else, after a crash, from one walk over the meta records (store_raw.c). */
+pc_status_t local_lock_index_open(local_t *s, pc_error_t *err);
+/* Saves s->lindex's locked cells and the mark that they are complete, in
+ * one synced write: at a clean close, after every operation. */
+pc_status_t local_lock_index_save(local_t *s, pc_error_t *err);
 /* Fills s->nindex from the notification key space (at open). */
 pc_status_t local_notify_index_build(local_t *s, pc_error_t *err);
 

@@ -155,7 +155,7 @@ pc_status_t local_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc_er
   if (local_observers_cover(s, clear)) {
     st = local_notify_deletes(s, op.b, c, clear->below, &op.key, &n, err);
     /* not synced (store.h): a lost delete only makes observers run again */
-    if (st == PC_OK && n) st = local_apply(s, op.b, s->gc_wopts, err);
+    if (st == PC_OK && n) st = local_apply(s, op.b, NULL, s->gc_wopts, err);
     clear->done = st == PC_OK;
   }
   local_observers_release(s);

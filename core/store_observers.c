@@ -224,7 +224,7 @@ pc_status_t local_observer_update(pc_store_t *base, const pc_store_observer_t *o
       leveldb_writebatch_t *b = leveldb_writebatch_create();
       if (add) leveldb_writebatch_put(b, key.p, key.len, val.p, val.len);
       else leveldb_writebatch_delete(b, key.p, key.len);
-      st = local_apply(s, b, s->wopts, err);
+      st = local_apply(s, b, NULL, s->wopts, err);
       leveldb_writebatch_destroy(b);
       if (st == PC_OK) install(s, next);
       else set_free(next);

@@ -1,8 +1,8 @@
 /* store_raw.c — the raw view of the embedded store: every internal cell
  * (lock, commit records, data, notifications) as it is on disk, for
- * `percolator scan --raw` and tests; and the scan of old locks that garbage
- * collection settles before it collects (through the lock index, built here
- * for a store that has none, and its copy in memory). The raw view shows
+ * `percolator scan --raw` and tests; the scan of old locks that garbage
+ * collection settles before it collects; and the lock index that scan reads
+ * (in memory; saved at a clean close, rebuilt after a crash). The raw view shows
  * what LevelDB holds, not what a transaction reads. The cells of an ack
  * column (a system column of the row, core/keys.h) are shown under the
  * observed column, named by their observer, and their commit records as
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/store_local.h"
 
 static int row_in(const pc_buf_t *row, const char *start, size_t slen, const char *end,
@@ -356,8 +357,22 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
   return st;
 }
 
-/* Fills s->lindex from the lock index (one walk at open). */
-static pc_status_t lock_index_load(local_t *s, pc_error_t *err) {
+/* ---- the lock index ------------------------------------------------------
+ *
+ * The locked cells, kept in memory (s->lindex) and not in the batches that
+ * take and release the locks: a cell committed in two phases would
+ * otherwise put an 'l' key at prewrite and delete it at commit, two of its
+ * five LevelDB keys. The meta records are the truth; the index is theirs to
+ * rebuild. A clean close saves it ('l' keys and the 'L' mark, one synced
+ * write), the next open reads it back and removes it (one synced write)
+ * before any operation, so 'L' is on disk only while the saved keys are the
+ * locked cells exactly. Without it (the process died, or the store is from
+ * before the index) the open walks the meta records once. */
+
+/* Adds the removal of the saved index to b, and when fill, reads it into
+ * s->lindex. */
+static pc_status_t lock_index_load(local_t *s, leveldb_writebatch_t *b, int fill,
+                                   pc_error_t *err) {
   leveldb_readoptions_t *ro = leveldb_readoptions_create();
   leveldb_readoptions_set_fill_cache(ro, 0);
   leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
@@ -367,10 +382,11 @@ static pc_status_t lock_index_load(local_t *s, pc_error_t *err) {
     size_t kl;
     const char *k = leveldb_iter_key(it, &kl);
     if (kl < 1 || k[0] != PC_KS_LOCK) break;
-    if (pc_nindex_put(s->lindex, k, kl, 0) != 0) {
+    if (fill && pc_nindex_put(s->lindex, k, kl, 0) != 0) {
       st = local_nomem(err);
       break;
     }
+    leveldb_writebatch_delete(b, k, kl);
   }
   char *e = NULL;
   leveldb_iter_get_error(it, &e);
@@ -381,22 +397,13 @@ static pc_status_t lock_index_load(local_t *s, pc_error_t *err) {
   return st;
 }
 
-pc_status_t local_lock_index_build(local_t *s, pc_error_t *err) {
-  char *e = NULL;
-  size_t vl = 0;
-  const char *marker = PC_KEY_LOCK_INDEX_BUILT;
-  char *v = leveldb_get(s->db, s->ropts, marker, strlen(marker), &vl, &e);
-  if (e) return local_ldb_error(s, e, "read the lock index marker", err);
-  if (v) {
-    leveldb_free(v);
-    return lock_index_load(s, err);
-  }
-  /* a store from before the index: one pass over the meta records (each
-   * entry it writes enters s->lindex through local_apply) */
+/* Fills s->lindex from the meta records: one pass over them, as long as
+ * reading the store once (logged, with the count and the time). */
+static pc_status_t lock_index_rebuild(local_t *s, pc_error_t *err) {
+  uint64_t t0 = pc_now_mono_ms(), metas = 0;
   leveldb_readoptions_t *ro = leveldb_readoptions_create();
   leveldb_readoptions_set_fill_cache(ro, 0);
   leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
-  leveldb_writebatch_t *b = leveldb_writebatch_create();
   pc_buf_t lk = {0};
   pc_status_t st = PC_OK;
   const char space = PC_KS_META;
@@ -404,6 +411,7 @@ pc_status_t local_lock_index_build(local_t *s, pc_error_t *err) {
     size_t kl, ml;
     const char *k = leveldb_iter_key(it, &kl);
     if (kl < 1 || k[0] != PC_KS_META) break;
+    metas++;
     const char *mv = leveldb_iter_value(it, &ml);
     int has_lock, has_head;
     uint64_t lock_start;
@@ -419,18 +427,98 @@ pc_status_t local_lock_index_build(local_t *s, pc_error_t *err) {
       break;
     }
     lk.p[0] = PC_KS_LOCK;
-    leveldb_writebatch_put(b, lk.p, lk.len, "", 0);
+    if (pc_nindex_put(s->lindex, lk.p, lk.len, 0) != 0) {
+      st = local_nomem(err);
+      break;
+    }
   }
+  char *e = NULL;
   leveldb_iter_get_error(it, &e);
-  if (e && st == PC_OK) st = local_ldb_error(s, e, "build the lock index", err);
+  if (e && st == PC_OK) st = local_ldb_error(s, e, "rebuild the lock index", err);
   else if (e) leveldb_free(e);
-  if (st == PC_OK) {
-    leveldb_writebatch_put(b, marker, strlen(marker), "", 0);
-    st = local_apply(s, b, s->wopts, err);
-  }
-  leveldb_writebatch_destroy(b);
   leveldb_iter_destroy(it);
   leveldb_readoptions_destroy(ro);
   pc_buf_free(&lk);
+  if (st == PC_OK && metas > 0) /* else a new store: nothing to say */
+    pc_log(PC_LOG_INFO,
+           "store %s: no lock index saved (the last close was not clean): rebuilt it from "
+           "%llu meta records in %llu ms, %zu locks",
+           s->path, (unsigned long long)metas, (unsigned long long)(pc_now_mono_ms() - t0),
+           pc_nindex_count(s->lindex));
+  return st;
+}
+
+pc_status_t local_lock_index_open(local_t *s, pc_error_t *err) {
+  char *e = NULL;
+  size_t vl = 0;
+  const char *mark = PC_KEY_LOCK_INDEX_SAVED;
+  char *v = leveldb_get(s->db, s->ropts, mark, strlen(mark), &vl, &e);
+  if (e) return local_ldb_error(s, e, "read the lock index mark", err);
+  leveldb_free(v);
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  /* with the mark: the saved index, removed with it. Without: the meta
+   * records, and the removal of whatever 'l' keys lie about (an older
+   * version kept them in every batch, so a store of it has them). */
+  pc_status_t st = lock_index_load(s, b, v != NULL, err);
+  if (st == PC_OK && !v) st = lock_index_rebuild(s, err);
+  if (st == PC_OK) {
+    leveldb_writebatch_delete(b, mark, strlen(mark));
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_writeoptions_set_sync(wo, 1); /* before any batch that could make it stale */
+    leveldb_write(s->db, wo, b, &e);
+    leveldb_writeoptions_destroy(wo);
+    if (e) st = local_ldb_error(s, e, "remove the saved lock index", err);
+  }
+  leveldb_writebatch_destroy(b);
+  return st;
+}
+
+pc_status_t local_lock_index_save(local_t *s, pc_error_t *err) {
+  pc_buf_t page = {0}, mk = {0};
+  if (pc_nindex_copy(s->lindex, NULL, 0, 0, NULL, 0, SIZE_MAX, &page) < 0) {
+    pc_buf_free(&page);
+    return local_nomem(err);
+  }
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  pc_status_t st = PC_OK;
+  size_t pos = 0, kl;
+  const char *k;
+  char unused;
+  while (st == PC_OK && pc_nindex_next(&page, &pos, &k, &kl, &unused)) {
+    /* the copy may hold a cell whose lock's batch failed: only locks go */
+    mk.len = 0;
+    if (pc_buf_append(&mk, k, kl) != 0) {
+      st = local_nomem(err);
+      break;
+    }
+    mk.p[0] = PC_KS_META;
+    char *e = NULL;
+    size_t ml = 0;
+    char *mv = leveldb_get(s->db, s->ropts, mk.p, mk.len, &ml, &e);
+    if (e) {
+      st = local_ldb_error(s, e, "save the lock index", err);
+      break;
+    }
+    int has_lock = 0, has_head;
+    uint64_t lock_start;
+    pc_write_rec_t head;
+    int bad = mv && pc_meta_peek(mv, ml, &has_lock, &lock_start, &has_head, &head) != 0;
+    leveldb_free(mv);
+    if (bad) st = pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record", s->path);
+    else if (has_lock) leveldb_writebatch_put(b, k, kl, "", 0);
+  }
+  if (st == PC_OK) {
+    const char *mark = PC_KEY_LOCK_INDEX_SAVED;
+    leveldb_writebatch_put(b, mark, strlen(mark), "", 0);
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_writeoptions_set_sync(wo, 1);
+    char *e = NULL;
+    leveldb_write(s->db, wo, b, &e);
+    leveldb_writeoptions_destroy(wo);
+    if (e) st = local_ldb_error(s, e, "save the lock index", err);
+  }
+  leveldb_writebatch_destroy(b);
+  pc_buf_free(&mk);
+  pc_buf_free(&page);
   return st;
 }

@@ -118,7 +118,7 @@ pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n
       break;
     }
     if ((st = put_data(op.b, mu, spec->start_ts, &op.kb, err)) != PC_OK) break;
-    st = local_put_meta(op.b, &op.key, m, &op.vb, err);
+    st = local_put_meta(op.b, &op.key, m, &op.vb, &op.locks, err);
     op.writes++;
   }
   return local_rowop_end(&op, st, err);
@@ -163,7 +163,7 @@ static int notifies_strongly(local_t *s, const pc_cell_t *c, pc_write_kind_t kin
  * lock writes only its notification (and, as a primary, its record). */
 static pc_status_t commit_locked(local_t *s, leveldb_writebatch_t *b, const pc_cell_t *c,
                                  pc_meta_t *m, const pc_buf_t *key, uint64_t commit_ts,
-                                 pc_buf_t *kb, pc_buf_t *vb, pc_error_t *err) {
+                                 pc_buf_t *kb, pc_buf_t *vb, pc_buf_t *locks, pc_error_t *err) {
   const pc_lock_info_t *l = &m->lock;
   pc_status_t st = put_notify(b, c, commit_ts, notifies_strongly(s, c, l->kind, l->observed),
                               l->weak || l->kind == PC_WRITE_NOTIFY, kb, err);
@@ -179,13 +179,13 @@ static pc_status_t commit_locked(local_t *s, leveldb_writebatch_t *b, const pc_c
   }
   if (st != PC_OK) return st;
   m->has_lock = 0;
-  return local_put_meta(b, key, m, vb, err);
+  return local_put_meta(b, key, m, vb, locks, err);
 }
 
 /* Rolls back transaction start_ts on cell c (m = its meta) into batch b. */
 static pc_status_t rollback_cell(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
                                  const pc_buf_t *key, uint64_t start_ts, pc_buf_t *kb,
-                                 pc_buf_t *vb, pc_error_t *err) {
+                                 pc_buf_t *vb, pc_buf_t *locks, pc_error_t *err) {
   if (m->has_lock && m->lock.start_ts == start_ts) {
     if (m->lock.kind == PC_WRITE_PUT && !m->lock.has_inline) {
       kb->len = 0;
@@ -198,7 +198,7 @@ static pc_status_t rollback_cell(leveldb_writebatch_t *b, const pc_cell_t *c, pc
   pc_status_t st = local_put_write(b, c, start_ts, &w, kb, vb, err);
   if (st != PC_OK) return st;
   if (start_ts > m->latest_any) m->latest_any = start_ts;
-  return local_put_meta(b, key, m, vb, err);
+  return local_put_meta(b, key, m, vb, locks, err);
 }
 
 pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t n, uint64_t start_ts,
@@ -216,7 +216,8 @@ pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t n, uin
     st = local_read_meta(s, &cells[i], &op.key, &op.m, &found, err);
     if (st != PC_OK) break;
     if (op.m.has_lock && op.m.lock.start_ts == start_ts) {
-      st = commit_locked(s, op.b, &cells[i], &op.m, &op.key, commit_ts, &op.kb, &op.vb, err);
+      st = commit_locked(s, op.b, &cells[i], &op.m, &op.key, commit_ts, &op.kb, &op.vb,
+                         &op.locks, err);
       op.writes++;
       continue;
     }
@@ -258,7 +259,8 @@ pc_status_t local_rollback(pc_store_t *base, const pc_cell_t *cells, size_t n, u
         break;
       }
     }
-    st = rollback_cell(op.b, &cells[i], &op.m, &op.key, start_ts, &op.kb, &op.vb, err);
+    st = rollback_cell(op.b, &cells[i], &op.m, &op.key, start_ts, &op.kb, &op.vb, &op.locks,
+                       err);
     op.writes++;
   }
   return local_rowop_end(&op, st, err);
@@ -297,7 +299,7 @@ pc_status_t local_check_txn(pc_store_t *base, const pc_cell_t *primary, uint64_t
   }
   /* dead, expired, or never prewritten: roll back the primary, leaving a
    * rollback record so a delayed prewrite of it fails */
-  st = rollback_cell(op.b, primary, &op.m, &op.key, start_ts, &op.kb, &op.vb, err);
+  st = rollback_cell(op.b, primary, &op.m, &op.key, start_ts, &op.kb, &op.vb, &op.locks, err);
   op.writes++;
   return local_rowop_end(&op, st, err);
 }
@@ -317,11 +319,11 @@ pc_status_t local_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t
   }
   if (st == PC_OK && ttl_ms > op.m.lock.ttl_ms) {
     op.m.lock.ttl_ms = ttl_ms;
-    st = local_put_meta(op.b, &op.key, &op.m, &op.vb, err);
+    st = local_put_meta(op.b, &op.key, &op.m, &op.vb, &op.locks, err);
     /* not synced, so that a renewal never waits for the disk: one lost
      * with the machine only shortens the lease, and a reader may then roll
      * back a transaction whose commit fails (aborted), never a wrong result */
-    if (st == PC_OK) st = local_apply(s, op.b, s->gc_wopts, err);
+    if (st == PC_OK) st = local_apply(s, op.b, &op.locks, s->gc_wopts, err);
   }
   return local_rowop_end(&op, st, err);
 }
@@ -385,7 +387,8 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
         if (i == 0) {
           st = put_notify_record(op.b, &mu->cell, &metas[i], start_ts, *commit_ts, &op.kb,
                                  &op.vb, err);
-          if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, err);
+          if (st == PC_OK)
+            st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, &op.locks, err);
         }
         continue;
       }
@@ -395,7 +398,7 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
                           inl ? mu->vlen : 0};
       st = put_data(op.b, mu, start_ts, &op.kb, err);
       if (st == PC_OK) st = set_head(op.b, &mu->cell, &metas[i], &w, &op.kb, &op.vb, err);
-      if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, err);
+      if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, &op.locks, err);
     }
     /* the observed cell's notifications go with its observer's commit: its
      * row's latch keeps any commit that notifies it out meanwhile, and the
@@ -408,7 +411,7 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
       if (clearing)
         st = local_notify_deletes(s, op.b, &clear->cell, clear->below, &op.key, &cleared, err);
     }
-    if (st == PC_OK) st = local_apply(s, op.b, s->wopts, err);
+    if (st == PC_OK) st = local_apply(s, op.b, &op.locks, s->wopts, err);
     if (st == PC_OK && clearing) clear->done = 1;
     if (held) local_observers_release(s);
     for (size_t k = 0; k < op.nidx; k++)

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <leveldb/c.h>
 
@@ -625,9 +627,55 @@ static int locks_now(fixture_t *f) {
   return n;
 }
 
-/* scan_locks reads the lock index: an entry per locked cell, written and
- * removed in the batch that writes and removes the lock; a store whose index
- * is missing (one from before it) gets it rebuilt when it opens. */
+/* The 'l' keys of a closed store and whether it has the 'L' mark;
+ * bogus, when set, adds an 'l' key of a cell that holds no lock and
+ * removes the mark, as a crash of an older version could leave them. */
+static int saved_locks(fixture_t *f, int *marked, const char *bogus) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/store", f->dir);
+  leveldb_options_t *o = leveldb_options_create();
+  char *e = NULL;
+  leveldb_t *ldb = leveldb_open(o, path, &e);
+  if (e) fail_msg("leveldb_open %s: %s", path, e);
+  leveldb_readoptions_t *ro = leveldb_readoptions_create();
+  leveldb_iterator_t *it = leveldb_create_iterator(ldb, ro);
+  int n = 0;
+  const char l = PC_KS_LOCK;
+  for (leveldb_iter_seek(it, &l, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    size_t kl;
+    if (leveldb_iter_key(it, &kl)[0] != PC_KS_LOCK) break;
+    n++;
+  }
+  leveldb_iter_destroy(it);
+  size_t vl;
+  char *v = leveldb_get(ldb, ro, PC_KEY_LOCK_INDEX_SAVED, 1, &vl, &e);
+  assert_null(e);
+  *marked = v != NULL;
+  leveldb_free(v);
+  if (bogus) {
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    pc_buf_t k = {0};
+    pc_cell_t c = {"t", bogus, strlen(bogus), "a", 1};
+    assert_int_equal(pc_key_cell(&k, PC_KS_LOCK, &c), 0);
+    leveldb_writebatch_put(b, k.p, k.len, "", 0);
+    leveldb_writebatch_delete(b, PC_KEY_LOCK_INDEX_SAVED, 1);
+    leveldb_write(ldb, wo, b, &e);
+    assert_null(e);
+    pc_buf_free(&k);
+    leveldb_writebatch_destroy(b);
+    leveldb_writeoptions_destroy(wo);
+  }
+  leveldb_readoptions_destroy(ro);
+  leveldb_close(ldb);
+  leveldb_options_destroy(o);
+  return n;
+}
+
+/* scan_locks reads the lock index, which lives in memory: a clean close
+ * saves it with its mark and the next open reads it back and removes it;
+ * a store without the mark (its process died) gets it rebuilt from the
+ * meta records, and 'l' keys found without the mark are not trusted. */
 static void test_lock_index(void **state) {
   fixture_t *f = *state;
   pc_cell_t c[3] = {{"t", "r1", 2, "a", 1}, {"t", "r1", 2, "b", 1}, {"t", "r2", 2, "a", 1}};
@@ -644,43 +692,47 @@ static void test_lock_index(void **state) {
   assert_int_equal(f->s->ops->rollback(f->s, &c[1], 1, start, &err), PC_OK);
   assert_int_equal(locks_now(f), 1);
 
-  /* take the index away, as a store from before it has none */
+  /* a clean close saves the one lock, and the open takes it back */
   pc_db_close(f->db);
-  char path[4200];
-  snprintf(path, sizeof path, "%s/store", f->dir);
-  leveldb_options_t *o = leveldb_options_create();
-  char *e = NULL;
-  leveldb_t *ldb = leveldb_open(o, path, &e);
-  if (e) fail_msg("leveldb_open %s: %s", path, e);
-  leveldb_readoptions_t *ro = leveldb_readoptions_create();
-  leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
-  leveldb_iterator_t *it = leveldb_create_iterator(ldb, ro);
-  leveldb_writebatch_t *b = leveldb_writebatch_create();
-  int removed = 0;
-  const char l = PC_KS_LOCK;
-  for (leveldb_iter_seek(it, &l, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
-    size_t kl;
-    const char *k = leveldb_iter_key(it, &kl);
-    if (k[0] != PC_KS_LOCK) break;
-    leveldb_writebatch_delete(b, k, kl);
-    removed++;
-  }
-  assert_int_equal(removed, 1);
-  leveldb_writebatch_delete(b, PC_KEY_LOCK_INDEX_BUILT, strlen(PC_KEY_LOCK_INDEX_BUILT));
-  leveldb_write(ldb, wo, b, &e);
-  assert_null(e);
-  leveldb_writebatch_destroy(b);
-  leveldb_iter_destroy(it);
-  leveldb_readoptions_destroy(ro);
-  leveldb_writeoptions_destroy(wo);
-  leveldb_close(ldb);
-  leveldb_options_destroy(o);
-
+  int marked;
+  assert_int_equal(saved_locks(f, &marked, NULL), 1);
+  assert_true(marked);
   f->db = tu_open(f->dir, 0);
   f->s = f->db->store;
-  assert_int_equal(locks_now(f), 1); /* rebuilt from the meta records */
+  assert_int_equal(locks_now(f), 1);
+
+  /* a process that dies with a lock held saves nothing; the next open
+   * walks the meta records (and drops the untrusted 'l' key) */
+  pc_db_close(f->db);
+  assert_int_equal(saved_locks(f, &marked, "bogus"), 1);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    pc_db_t *db = tu_open(f->dir, 0);
+    pc_store_t *s = db->store;
+    uint64_t t;
+    if (pc_db_timestamp(db, 1000, &t, NULL) != PC_OK) _exit(2);
+    pc_lock_spec_t sp = {c[1], t, 600000, db->session};
+    pc_mutation_t m = {c[1], PC_WRITE_PUT, "w", 1, 0};
+    if (s->ops->prewrite(s, &m, 1, &sp, &lock, &err) != PC_OK) _exit(3);
+    _exit(0); /* no close */
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_int_equal(saved_locks(f, &marked, NULL), 0); /* the open removed them */
+  assert_false(marked);
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
+  assert_int_equal(locks_now(f), 2); /* r2/a of start, r1/b of the dead process */
   assert_int_equal(f->s->ops->commit(f->s, &c[2], 1, start, ts(f), &err), PC_OK);
-  assert_int_equal(locks_now(f), 0);
+  assert_int_equal(locks_now(f), 1);
+  pc_db_close(f->db);
+  assert_int_equal(saved_locks(f, &marked, NULL), 1);
+  assert_true(marked);
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
+  assert_int_equal(locks_now(f), 1);
 }
 
 /* Duplicate cells in one request are refused rather than half-applied. */

@@ -5,7 +5,8 @@
  * an iterator's seek or step walks over every tombstone between where it
  * starts and the next live key, without a bound (the C API has no upper
  * bound). A seek whose next live key lies beyond a key space where deletes
- * accumulate (lock index entries, notifications) therefore costs as much as
+ * accumulate (notifications; lock index entries, in versions that kept them
+ * in LevelDB) therefore costs as much as
  * everything deleted there. These tests count the key comparisons LevelDB
  * makes on the test's thread (pc_local_compares: every entry walked over
  * costs at least one once the store holds more than its memtable, or the
@@ -13,13 +14,12 @@
  * with the same read where there are none, or after garbage collection:
  *
  *   - the raw scan of a few hundred documents indexed by the dedup plugin,
- *     with two-phase commit (each cell's lock index entry written and
- *     deleted), before the store's first GC pass and after it;
+ *     with two-phase commit, before the store's first GC pass and after it;
  *   - the lock scan (the sweeper's, GC's and wait's) after many locks came
  *     and went, against a store that never had one;
  *   - a scan of the last table, after many notifications came and went;
  *   - reads of a cell at an old snapshot, and a rollback's lookup of its
- *     own record, beside many deleted lock index entries.
+ *     own record, beside many deleted entries.
  *
  * Each figure is a count, not a time, so the tests do not depend on the
  * machine's load; each fails without the bounds of core/store_*.c, by a

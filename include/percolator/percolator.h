@@ -174,7 +174,9 @@ typedef struct pc_db pc_db_t;
 /* Opens the embedded store in directory dir (its LevelDB, its timestamp oracle
  * and this process's liveness session). Only one process may hold a directory:
  * a second gets PC_BUSY naming it. Returns NULL on error. Release with
- * pc_db_close. opts may be NULL for the defaults. */
+ * pc_db_close. opts may be NULL for the defaults. After a process that held
+ * dir ended without pc_db_close (a crash, a kill), the open reads every
+ * cell's meta record once to rebuild the index of locks, and logs it. */
 PC_EXPORT pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err);
 
 /* Opens the database a JSON configuration file describes (see docs/CONFIG.md):
@@ -189,7 +191,9 @@ PC_EXPORT pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_erro
  * unreachable daemon. Release with pc_db_close. */
 PC_EXPORT pc_db_t *pc_db_open_config(const char *config_path, pc_error_t *err);
 
-/* Closes the database. Transactions still open must be destroyed first. */
+/* Closes the database. Transactions still open must be destroyed first. An
+ * embedded store saves its index of locks here (one synced write), so that
+ * the next open need not rebuild it. */
 PC_EXPORT void pc_db_close(pc_db_t *db);
 
 /* The default bound on every blocking call of transactions begun from now on
