@@ -292,6 +292,19 @@ pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *star
   return st;
 }
 
+/* Reads the meta record of lock index entry k into *v (leveldb_free it;
+ * NULL when there is none); mk is scratch. */
+static pc_status_t lock_entry_meta(local_t *s, const char *k, size_t kl, pc_buf_t *mk, char **v,
+                                   size_t *vl, const char *what, pc_error_t *err) {
+  mk->len = 0;
+  if (pc_buf_append(mk, k, kl) != 0) return local_nomem(err);
+  mk->p[0] = PC_KS_META;
+  char *e = NULL;
+  *vl = 0;
+  *v = leveldb_get(s->db, s->ropts, mk->p, mk->len, vl, &e);
+  return e ? local_ldb_error(s, e, what, err) : PC_OK;
+}
+
 /* Reads the lock index's live keys from its copy in memory (s->lindex),
  * then the meta record behind each: the cost follows the number of locks,
  * neither the number of cells nor that of the locks that came and went
@@ -318,20 +331,10 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
   unsigned steps = 0;
   while (pc_nindex_next(&page, &pos, &k, &kl, &unused)) {
     if ((st = local_step(s, ++steps, "lock scan", err)) != PC_OK) break;
-    mk.len = 0;
-    if (pc_buf_append(&mk, k, kl) != 0) {
-      st = local_nomem(err);
-      break;
-    }
-    mk.p[0] = PC_KS_META;
-    char *e = NULL;
-    size_t vl = 0;
-    char *v = leveldb_get(s->db, s->ropts, mk.p, mk.len, &vl, &e);
-    if (e) {
-      st = local_ldb_error(s, e, "scan locks", err);
-      break;
-    }
-    if (!v) continue; /* cannot be (one batch writes both); nothing to settle */
+    char *v;
+    size_t vl;
+    if ((st = lock_entry_meta(s, k, kl, &mk, &v, &vl, "scan locks", err)) != PC_OK) break;
+    if (!v) continue; /* the entry of a prewrite whose batch failed: nothing to settle */
     pc_meta_free(&m);
     memset(&m, 0, sizeof m);
     int bad = pc_key_decode(mk.p, mk.len, &d) != 0 || pc_meta_decode(v, vl, &m) != 0;
@@ -486,19 +489,10 @@ pc_status_t local_lock_index_save(local_t *s, pc_error_t *err) {
   char unused;
   while (st == PC_OK && pc_nindex_next(&page, &pos, &k, &kl, &unused)) {
     /* the copy may hold a cell whose lock's batch failed: only locks go */
-    mk.len = 0;
-    if (pc_buf_append(&mk, k, kl) != 0) {
-      st = local_nomem(err);
+    char *mv;
+    size_t ml;
+    if ((st = lock_entry_meta(s, k, kl, &mk, &mv, &ml, "save the lock index", err)) != PC_OK)
       break;
-    }
-    mk.p[0] = PC_KS_META;
-    char *e = NULL;
-    size_t ml = 0;
-    char *mv = leveldb_get(s->db, s->ropts, mk.p, mk.len, &ml, &e);
-    if (e) {
-      st = local_ldb_error(s, e, "save the lock index", err);
-      break;
-    }
     int has_lock = 0, has_head;
     uint64_t lock_start;
     pc_write_rec_t head;
