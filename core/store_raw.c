@@ -457,13 +457,14 @@ pc_status_t local_lock_index_open(local_t *s, pc_error_t *err) {
   const char *mark = PC_KEY_LOCK_INDEX_SAVED;
   char *v = leveldb_get(s->db, s->ropts, mark, strlen(mark), &vl, &e);
   if (e) return local_ldb_error(s, e, "read the lock index mark", err);
+  int saved = v != NULL;
   leveldb_free(v);
   leveldb_writebatch_t *b = leveldb_writebatch_create();
   /* with the mark: the saved index, removed with it. Without: the meta
    * records, and the removal of whatever 'l' keys lie about (an older
    * version kept them in every batch, so a store of it has them). */
-  pc_status_t st = lock_index_load(s, b, v != NULL, err);
-  if (st == PC_OK && !v) st = lock_index_rebuild(s, err);
+  pc_status_t st = lock_index_load(s, b, saved, err);
+  if (st == PC_OK && !saved) st = lock_index_rebuild(s, err);
   if (st == PC_OK) {
     leveldb_writebatch_delete(b, mark, strlen(mark));
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
