@@ -296,11 +296,12 @@ pc_status_t local_raw_scan(pc_store_t *base, const char *table, const char *star
  * NULL when there is none); mk is scratch. */
 static pc_status_t lock_entry_meta(local_t *s, const char *k, size_t kl, pc_buf_t *mk, char **v,
                                    size_t *vl, const char *what, pc_error_t *err) {
+  *v = NULL;
+  *vl = 0;
   mk->len = 0;
   if (pc_buf_append(mk, k, kl) != 0) return local_nomem(err);
   mk->p[0] = PC_KS_META;
   char *e = NULL;
-  *vl = 0;
   *v = leveldb_get(s->db, s->ropts, mk->p, mk->len, vl, &e);
   return e ? local_ldb_error(s, e, what, err) : PC_OK;
 }
@@ -331,8 +332,8 @@ pc_status_t local_scan_locks(pc_store_t *base, uint64_t below, pc_store_lock_fn 
   unsigned steps = 0;
   while (pc_nindex_next(&page, &pos, &k, &kl, &unused)) {
     if ((st = local_step(s, ++steps, "lock scan", err)) != PC_OK) break;
-    char *v;
-    size_t vl;
+    char *v = NULL;
+    size_t vl = 0;
     if ((st = lock_entry_meta(s, k, kl, &mk, &v, &vl, "scan locks", err)) != PC_OK) break;
     if (!v) continue; /* the entry of a prewrite whose batch failed: nothing to settle */
     pc_meta_free(&m);
@@ -490,8 +491,8 @@ pc_status_t local_lock_index_save(local_t *s, pc_error_t *err) {
   char unused;
   while (st == PC_OK && pc_nindex_next(&page, &pos, &k, &kl, &unused)) {
     /* the copy may hold a cell whose lock's batch failed: only locks go */
-    char *mv;
-    size_t ml;
+    char *mv = NULL;
+    size_t ml = 0;
     if ((st = lock_entry_meta(s, k, kl, &mk, &mv, &ml, "save the lock index", err)) != PC_OK)
       break;
     int has_lock = 0, has_head;
