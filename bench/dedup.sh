@@ -292,6 +292,24 @@ same() {
   [ "$n" = 0 ] && printf 'true' || printf '%d' "$n"
 }
 
+# lsm_json STORE_DIR...: what LevelDB's own log (STORE_DIR/LOG) says its
+# background thread did: megabytes flushed from memtables, megabytes written
+# by compactions, and the seconds it was busy with either (one thread a
+# process serves every LevelDB the process opens)
+lsm_json() {
+  local d
+  for d in "$@"; do cat "$d/LOG" 2>/dev/null || true; echo "-- end"; done | awk '
+    function sec(s) { return substr(s, 12, 2) * 3600 + substr(s, 15, 2) * 60 + substr(s, 18) }
+    function up(s) { if (depth++ == 0) from = sec(s) }
+    function down(s) { if (depth > 0 && --depth == 0) { d = sec(s) - from; busy += d < 0 ? d + 86400 : d } }
+    $1 == "--" { depth = 0; next }
+    $3 == "Level-0" && $6 == "started" { up($1); next }
+    $3 == "Level-0" && $7 == "bytes" && $8 == "OK" { flushed += $6; down($1); next }
+    $3 == "Compacting" { up($1); next }
+    $3 == "Compacted" && $NF == "bytes" { compacted += $(NF - 1); down($1); next }
+    END { printf "\"leveldb\": {\"flushed_mb\": %.0f, \"compaction_written_mb\": %.0f, \"background_busy_s\": %.1f}", flushed / 1048576, compacted / 1048576, busy }'
+}
+
 # pct FILE: "count p50 p99" of the sorted numbers in FILE
 pct() {
   local n
@@ -347,6 +365,7 @@ for c in "${corpora[@]}"; do
   w0=$(ticks "$W") k0=$(kids) h0=$(steal)
   ours_s[$c]=$(ingest --data "$work/e-$c" "$work/$c.jsonl")
   ours_cpu[$c]=$(cpu_json "$n" 0 $(($(ticks "$W") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
+  ours_cpu[$c]+=", $(lsm_json "$work/e-$c/store")"
   dump --data "$work/e-$c" "$work/ours-$c"
   ours_same[$c]=$(same "$work/ours-$c" "$work/pg-$c-2")
   if [ "$c" = gen ]; then
@@ -409,6 +428,7 @@ if [ "$skip_cluster" = 0 ]; then
     s=$(ingest --config "$C" "$work/gen.jsonl")
     cpu=$(cpu_json "$docs" $(($(ticks "${pids[$first]}") - r0)) \
       $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
+    cpu+=", $(lsm_json "$work/c-gen-$k"/data/tablet-t{1,2}/store)"
     dump --config "$C" "$work/cl-gen-$k"
     cluster_lines+=("$(printf '{"corpus": "generated", "documents": %d, "worker_processes": %d, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
       "$docs" "$k" "$s" "$(rate "$docs" "$s")" "$(ratio "$(rate "$docs" "$s")" "$(rate "$docs" "${ours_s[gen]}")")" \
@@ -425,6 +445,7 @@ if [ "$skip_cluster" = 0 ]; then
     s=$(ingest --config "$C" "$work/real.jsonl")
     cpu=$(cpu_json "$n" $(($(ticks "${pids[$first]}") - r0)) \
       $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
+    cpu+=", $(lsm_json "$work/c-real"/data/tablet-t{1,2}/store)"
     dump --config "$C" "$work/cl-real"
     cluster_lines+=("$(printf '{"corpus": "real", "documents": %d, "worker_processes": 2, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
       "$n" "$s" "$(rate "$n" "$s")" "$(ratio "$(rate "$n" "$s")" "$(rate "$n" "${ours_s[real]}")")" \
