@@ -29,9 +29,10 @@
  * them with (core/keys.h), and no more: the floor of this store's format
  * for this corpus. Postings go as apps/dedup/index.c writes them, one cell
  * per term for a batch of --index-batch canonical documents (64, the index
- * observer's largest batch: the fewest cells ours can write); each cell is a
- * meta key holding the newest commit and its value (a value over 4 KiB in a
- * data key of its own) and a write record key; load notifies the document's
+ * observer's largest batch: the fewest cells ours can write); each cell is
+ * written once, as a meta key holding its commit and value (a value over 4
+ * KiB in a data key of its own; a head has no commit record of its own until
+ * a newer commit replaces it, which these cells never see); load notifies the document's
  * contents, dedup its cluster's canonical (and writes the rev cell that
  * serialises a cluster's runs), and each observer stage acks the cell it
  * observed and deletes its notification. The dedup stage commits each
@@ -175,10 +176,10 @@ static void sink_put(sink_t *k, leveldb_writebatch_t *b, const pc_buf_t *key, co
 /* The same cell written as the store writes a first version of it
  * (core/store_txn.c): a value over PC_INLINE_MAX in a data key; in one
  * phase (local_commit_one_phase) the meta key with the commit and an inline
- * value, and the write record, bare since the meta key holds its value; in
- * two (local_prewrite, then local_commit) first the meta key with a lock
- * holding the value and the primary's name, then the meta key with the
- * commit and the write record (the lock index is in memory: no key). */
+ * value, which is the head's only record; in two (local_prewrite, then
+ * local_commit) first the meta key with a lock holding the value and the
+ * primary's name, then the meta key with the commit (the lock index is in
+ * memory: no key). */
 static void put_store(sink_t *k, const char *table, const char *row, size_t rlen,
                       const char *col, size_t clen, const char *val, size_t vlen, uint64_t ts) {
   pc_cell_t c = {table, row, rlen, col, clen};
@@ -213,20 +214,10 @@ static void put_store(sink_t *k, const char *table, const char *row, size_t rlen
     vb.len = 0;
   }
   pc_write_rec_t w = {PC_WRITE_PUT, ts, commit_ts, inl ? PC_VALUE_INLINE : PC_VALUE_IN_DATA,
-                      inl ? val : NULL, inl ? vlen : 0};
+                      inl ? val : NULL, inl ? vlen : 0, 1}; /* the cell's first put */
   pc_meta_t m = {.has_head = 1, .head = w, .latest_any = commit_ts};
   if (pc_meta_encode(&m, &vb) != 0) abort();
-  sink_put(k, b, &mk, vb.p, vb.len);
-  pc_write_rec_t bare = w;
-  if (inl) {
-    bare.has_inline = PC_VALUE_IN_HEAD;
-    bare.value = NULL;
-    bare.vlen = 0;
-  }
-  kb.len = vb.len = 0;
-  if (pc_key_cell_ts(&kb, PC_KS_WRITE, &c, commit_ts) != 0 || pc_write_encode(&bare, &vb) != 0)
-    abort();
-  sink_put(k, b, &kb, vb.p, vb.len);
+  sink_put(k, b, &mk, vb.p, vb.len); /* the head's commit record lives there only */
   pc_buf_free(&kb);
   pc_buf_free(&vb);
   pc_buf_free(&mk);

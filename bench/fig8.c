@@ -428,7 +428,7 @@ static void emulate_1pc(worker_t *w, uint64_t r, int value_in_write, int history
   int inl = vlen <= PC_INLINE_MAX;
   uint64_t ts = w->ts++;
   pc_write_rec_t rec = {PC_WRITE_PUT, ts - 1, ts, inl, inl ? value_at(w->b, r >> 20) : NULL,
-                        inl ? vlen : 0};
+                        inl ? vlen : 0, 0};
   pc_write_rec_t wrec = rec;
   if (!value_in_write) {
     wrec.has_inline = 0;

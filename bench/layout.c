@@ -87,7 +87,7 @@ static int make_value(enum layout l, const char *v, size_t n, uint64_t commit_ts
   if (l == L_RAW_ROW || l == L_RAW_CELL) return pc_buf_append(out, v, n);
   pc_meta_t m = {0};
   m.has_head = 1;
-  m.head = (pc_write_rec_t){PC_WRITE_PUT, commit_ts - 3, commit_ts, PC_VALUE_INLINE, v, n};
+  m.head = (pc_write_rec_t){PC_WRITE_PUT, commit_ts - 3, commit_ts, PC_VALUE_INLINE, v, n, 0};
   m.latest_any = commit_ts;
   return pc_meta_encode(&m, out);
 }

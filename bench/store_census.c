@@ -7,10 +7,11 @@
  * wrote them (before LevelDB's compression), by key space and table: meta
  * records ('m'), commit records ('w'), large values ('d'), notifications
  * ('n'), and the rest. Of the commit records it also counts those of a
- * cell's current head with an inline value (PC_VALUE_IN_HEAD: the value
- * lives in the meta record, which repeats the whole record; the head records
- * of deletes and of values in data keys look like any other and are not
- * counted), and of the meta records those that hold a lock. The files' size on disk is beside them.
+ * cell's current head with an inline value (PC_VALUE_IN_HEAD), which only a
+ * store of format 3 has: the meta record repeats the whole record, and
+ * format 4 writes none (the head records of deletes and of values in data
+ * keys look like any other and are not counted); and of the meta records
+ * those that hold a lock. The files' size on disk is beside them.
  *
  *   pc_bench_store_census DIR     (DIR: a data directory, or its store/)
  *
@@ -124,7 +125,8 @@ int main(int argc, char **argv) {
   struct stat st;
   snprintf(store, sizeof store, stat(current, &st) == 0 ? "%s/store" : "%s", argv[1]);
 
-  leveldb_options_t *opts = leveldb_options_create(); /* never creates: a census of nothing is a mistake */
+  /* never creates one: a census of nothing is a mistake */
+  leveldb_options_t *opts = leveldb_options_create();
   char *e = NULL;
   leveldb_t *db = leveldb_open(opts, store, &e);
   if (e) {
@@ -174,7 +176,7 @@ int main(int argc, char **argv) {
                       json_pack("{s:I, s:I, s:s}", "keys", (json_int_t)c->head_records, "bytes",
                                 (json_int_t)c->head_record_bytes, "what",
                                 "commit records of current heads with an inline value, which "
-                                "the meta record repeats"));
+                                "the meta record repeats (format 3 only)"));
   json_t *groups = json_array();
   for (int i = 0; i < c->n; i++) json_array_append_new(groups, group_json(&c->g[i]));
   json_object_set_new(doc, "by_space_and_table", groups);

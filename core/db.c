@@ -17,10 +17,17 @@
 
 #include "core/error.h"
 #include "core/failpoint.h"
+#include "core/log.h"
 
 /* The layout of the records in the store (core/keys.c); a directory of
- * another format is refused, naming what it found. */
-#define FORMAT_LINE "percolator-data 3\n"
+ * another format is refused, naming what it found. Format 4 keeps a cell's
+ * newest commit in its meta record only (docs/ARCHITECTURE.md, "The head's
+ * commit record"). This version reads format 3 as it is, and marks such a
+ * directory format 4 once it holds its lock (pc_data_dir_upgrade): a version
+ * that writes format 3 would, on replacing a head that has no record, lose
+ * that version from older snapshots. */
+#define FORMAT_LINE "percolator-data 4\n"
+#define FORMAT_LINE_3 "percolator-data 3\n"
 
 pc_options_t *pc_options_create(void) {
   pc_options_t *o = calloc(1, sizeof *o);
@@ -126,7 +133,7 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
     char line[64] = {0};
     int ok = fgets(line, sizeof line, f) != NULL;
     fclose(f);
-    if (!ok || strcmp(line, FORMAT_LINE) != 0) {
+    if (!ok || (strcmp(line, FORMAT_LINE) != 0 && strcmp(line, FORMAT_LINE_3) != 0)) {
       line[strcspn(line, "\n")] = '\0';
       return pc_error_set(err, PC_CORRUPTION,
                           "data directory '%s': FORMAT file says '%s', not '%.*s' (another "
@@ -148,6 +155,23 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
   pc_status_t wst = write_format(path, err);
   if (wst == PC_OK) *fresh = 1;
   return wst;
+}
+
+pc_status_t pc_data_dir_upgrade(const char *dir, pc_error_t *err) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/FORMAT", dir);
+  FILE *f = fopen(path, "re");
+  if (!f) return PC_OK; /* prepare has checked it: nothing to upgrade */
+  char line[64] = {0};
+  int old = fgets(line, sizeof line, f) != NULL && strcmp(line, FORMAT_LINE_3) == 0;
+  fclose(f);
+  if (!old) return PC_OK;
+  pc_status_t st = write_format(path, err);
+  if (st == PC_OK)
+    pc_log(PC_LOG_INFO, "data directory '%s': format 3 is now marked %.*s (older versions no "
+                        "longer open it)",
+           dir, (int)strlen(FORMAT_LINE) - 1, FORMAT_LINE);
+  return st;
 }
 
 /* ---- the data directory's lock ------------------------------------------------
@@ -327,7 +351,8 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
     pc_error_set(err, PC_NOMEM, "out of memory");
     return NULL;
   }
-  if ((db->dir_lock = pc_data_dir_lock(dir, "client", err)) < 0) {
+  if ((db->dir_lock = pc_data_dir_lock(dir, "client", err)) < 0 ||
+      pc_data_dir_upgrade(dir, err) != PC_OK) {
     pc_db_close(db);
     return NULL;
   }

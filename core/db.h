@@ -308,6 +308,10 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
  * files and no FORMAT, or with a FORMAT of another program or version, is an
  * error naming it. */
 pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_error_t *err);
+/* Marks a data directory of format 3, which this version reads as it is, as
+ * format 4 (logged), so that older versions no longer open it. Call it
+ * holding the directory's lock (pc_data_dir_lock). */
+pc_status_t pc_data_dir_upgrade(const char *dir, pc_error_t *err);
 
 /* Takes the data directory's one lock, DIR/LOCK (flock), before anything
  * inside it is opened, and writes "PID ROLE" there. Returns the descriptor

@@ -377,8 +377,9 @@ int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w) {
  * u64 start_ts, u64 commit_ts, u8 value place, [u32 length + the value].
  *
  * Meta records:
- *   byte 0     0x40 | flags: 1 lock, 2 head, 8 latest_any follows, 16 the
- *              head's start_ts follows whole (4 is unused)
+ *   byte 0     0x40 | flags: 1 lock, 2 head, 4 the head is the cell's first
+ *              put or delete (format 4; only with 2), 8 latest_any follows,
+ *              16 the head's start_ts follows whole
  *   [u64 latest_any]            flag 8; else the head's commit_ts (0 without head)
  *   [lock]                      flag 1: u64 start_ts, u8 kind (0 put, 1 delete,
  *                               3 notify), u32 ttl_ms, u64 session, u8 flags
@@ -401,6 +402,7 @@ int pc_write_decode(const char *p, size_t n, pc_write_rec_t *w) {
 #define META_V2 0x40u
 #define MF_LOCK 1u
 #define MF_HEAD 2u
+#define MF_FIRST 4u /* with MF_HEAD only: the head is the cell's first put or delete */
 #define MF_LATEST 8u
 #define MF_START 16u
 
@@ -497,6 +499,7 @@ static int decode_head(pc_rd_t *r, unsigned flags, pc_write_rec_t *head) {
   if (kind > PC_WRITE_DELETE || place > PC_VALUE_IN_HEAD) return -1;
   head->kind = (pc_write_kind_t)kind;
   head->has_inline = (int)place;
+  head->first = (flags & MF_FIRST) != 0;
   head->commit_ts = pc_rd_u64(r);
   if (flags & MF_START) {
     head->start_ts = pc_rd_u64(r);
@@ -523,7 +526,8 @@ int pc_meta_encode(const pc_meta_t *m, pc_buf_t *out) {
   uint64_t implied = has_head ? h->commit_ts : 0;
   unsigned flags = (m->has_lock ? MF_LOCK : 0u) | (has_head ? MF_HEAD : 0u) |
                    (m->latest_any != implied ? MF_LATEST : 0u) |
-                   (has_head && h->start_ts > h->commit_ts ? MF_START : 0u);
+                   (has_head && h->start_ts > h->commit_ts ? MF_START : 0u) |
+                   (has_head && h->first ? MF_FIRST : 0u);
   if (pc_buf_u8(out, (uint8_t)(META_V2 | flags))) return -1;
   if ((flags & MF_LATEST) && pc_buf_u64(out, m->latest_any)) return -1;
   if (m->has_lock && encode_lock(&m->lock, out)) return -1;
@@ -545,7 +549,7 @@ static int decode_front(pc_rd_t *r, unsigned *flags, uint64_t *latest, int *late
   uint8_t b0 = pc_rd_u8(r);
   *lock_start = 0;
   *latest_set = 0;
-  if ((b0 & 0xE0u) != META_V2 || (b0 & 4u)) return -1;
+  if ((b0 & 0xE0u) != META_V2 || ((b0 & MF_FIRST) && !(b0 & MF_HEAD))) return -1;
   *flags = b0 & 0x1Fu;
   if (*flags & MF_LATEST) {
     *latest = pc_rd_u64(r);
@@ -580,7 +584,8 @@ int pc_meta_decode(const char *p, size_t n, pc_meta_t *m) {
 int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, int *has_head,
                  pc_write_rec_t *head) {
   const unsigned char *u = (const unsigned char *)p;
-  if (n >= 12 && u[0] == (META_V2 | MF_HEAD) && u[1] == (PC_WRITE_PUT | PC_VALUE_INLINE << 2)) {
+  if (n >= 12 && (u[0] | MF_FIRST) == (META_V2 | MF_HEAD | MF_FIRST) &&
+      u[1] == (PC_WRITE_PUT | PC_VALUE_INLINE << 2)) {
     /* the record of a cell at rest, on every read: a put, its value inline, no
      * lock; decoded in place */
     const unsigned char *end = u + n, *q;
@@ -591,8 +596,8 @@ int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, i
     *has_lock = 0;
     *lock_start = 0;
     *has_head = 1;
-    *head = (pc_write_rec_t){PC_WRITE_PUT, commit - delta, commit, PC_VALUE_INLINE,
-                             (const char *)q, (size_t)len};
+    *head = (pc_write_rec_t){PC_WRITE_PUT,    commit - delta,  commit, PC_VALUE_INLINE,
+                             (const char *)q, (size_t)len, (u[0] & MF_FIRST) != 0};
     return 0;
   }
   pc_rd_t r = {p, n, 0, 1};

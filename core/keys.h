@@ -3,7 +3,9 @@
  *
  * Every key starts with a one-byte key space, like a column family:
  *   'm' T R C             meta: the cell's lock (if any) and its newest commit
- *   'w' T R C ~ts         write(c, commit_ts) records, newest first
+ *   'w' T R C ~ts         write(c, commit_ts) records, newest first: of every
+ *                         commit but the head (in the meta record), and of
+ *                         rollbacks
  *   'd' T R C ~ts         data(c, start_ts) for values too large to inline
  *   'n' B T R C ~ts       notify(c, ts) in hash bucket B (2 bytes, big-endian)
  *                         of (T, R); the value is one byte, PC_NOTIFY_*
@@ -168,8 +170,9 @@ typedef struct pc_lock_info {
 /* Where a put's value is, in its commit record. */
 #define PC_VALUE_IN_DATA 0 /* in data(c, start_ts): values over PC_INLINE_MAX */
 #define PC_VALUE_INLINE 1  /* in the record itself */
-#define PC_VALUE_IN_HEAD 2 /* in the cell's meta record: this is the newest commit; when
-                              a newer one replaces it, the value moves into this record */
+#define PC_VALUE_IN_HEAD 2 /* in the cell's meta record: this is the newest commit (format 3
+                              only: format 4 writes no record of the head; when a newer
+                              commit replaces it, the record is written with its value) */
 
 /* A commit record (write cell). */
 typedef struct pc_write_rec {
@@ -179,6 +182,9 @@ typedef struct pc_write_rec {
   int has_inline; /* PC_VALUE_* */
   const char *value; /* points into the record's bytes */
   size_t vlen;
+  /* only of a meta record's head: this commit is the cell's first put or
+   * delete, so no older put or delete record exists (not in commit records) */
+  int first;
 } pc_write_rec_t;
 
 /* The meta record of a cell: lock, newest put/delete commit, newest write of any kind. */

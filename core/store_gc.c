@@ -12,9 +12,10 @@
  *   - rollback records at or below S, and the value-less records that a
  *     weak notification leaves on its transaction's primary (counted with
  *     the rollbacks; they too only decide a transaction that is over).
- * The record of the cell's head (its newest commit, in the meta record) is
- * always kept, and meta records are never touched, so latest_any, which
- * makes delayed prewrites fail, never moves back.
+ * A cell's head (its newest commit) lives in its meta record, which the
+ * pass never touches (a store of format 3 also has a record of it, which is
+ * kept), so the head survives, and latest_any, which makes delayed
+ * prewrites fail, never moves back.
  *
  * Rollback records exist so that a delayed prewrite or commit of a
  * rolled-back transaction fails; below S that transaction is over (the
@@ -29,14 +30,17 @@
  * and in memory: a tablet refuses reads below it from then on, across
  * restarts (gc_safe_point).
  *
- * The pass takes no latch: it deletes only keys it saw in its snapshot, and
- * the only record a writer rewrites under the same key is the replaced
- * head's, which it never deletes. Its deletes are not synced (a lost delete
- * is redone by the next pass). It never blocks readers or writers; rate
- * bounds the keys it deletes per second. A pass whose caller gave up (its
- * deadline, or an abandoned request: core/deadline.h) stops between two
- * records with PC_TIMEOUT, keeping what it deleted: every delete stands on
- * its own, and the next pass starts over.
+ * The pass takes no latch: it deletes only keys it saw in its snapshot. The
+ * only commit record a writer writes for an older commit is the replaced
+ * head's, written with the new head in one batch; a snapshot that holds the
+ * old head has no record of it to delete (or, in a format 3 store, one the
+ * pass keeps), and one that holds the new head finds it newest at or below
+ * the safe point or older than the version that is. Its deletes are not
+ * synced (a lost delete is redone by the next pass). It never blocks
+ * readers or writers; rate bounds the keys it deletes per second. A pass
+ * whose caller gave up (its deadline, or an abandoned request:
+ * core/deadline.h) stops between two records with PC_TIMEOUT, keeping what
+ * it deleted: every delete stands on its own, and the next pass starts over.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -201,11 +205,11 @@ pc_status_t local_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
       }
       if ((st = head_of(&g, &d, &head, err)) != PC_OK) break;
       head_read = 1;
+      /* a head at or below the safe point is the version snapshots there
+       * read, and it has no record: every older version goes */
+      if (head && head <= safe_point) kept = 1;
     }
-    if (ts == head) { /* the head: kept, and it is the newest at or below the safe point */
-      kept = 1;
-      continue;
-    }
+    if (ts == head) continue; /* a format 3 store's record of the head: kept */
     pc_write_rec_t w;
     const char *v = leveldb_iter_value(it, &vl);
     if (pc_write_decode(v, vl, &w) != 0) {

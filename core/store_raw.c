@@ -72,16 +72,39 @@ static int data_note(raw_cell_ctx_t *x, uint64_t start_ts) {
   return 0;
 }
 
+/* Shows commit record rec of the cell at ts; a put whose value is in a data
+ * cell notes it for raw_data. */
+static pc_status_t raw_write(raw_cell_ctx_t *x, uint64_t ts, const pc_write_rec_t *rec,
+                             pc_error_t *err) {
+  pc_raw_cell_t rc;
+  raw_fill(&rc, x, x->observer ? PC_CELL_ACK : PC_CELL_WRITE);
+  rc.ts = ts;
+  rc.write_kind = rec->kind;
+  rc.start_ts = rec->start_ts;
+  rc.value = rec->value;
+  rc.value_len = rec->vlen;
+  if (rec->kind == PC_WRITE_PUT && rec->has_inline == PC_VALUE_IN_DATA &&
+      data_note(x, rec->start_ts) != 0)
+    return local_nomem(err);
+  x->stop = x->fn(x->ctx, &rc);
+  return PC_OK;
+}
+
 /* The cell's commit records, newest first, from the scan's one forward
  * cursor over the 'w' space (local_cursor_seek): whatever the number of
- * cells, each deleted record of the scanned range is walked over once. */
+ * cells, each deleted record of the scanned range is walked over once. The
+ * head's record, which lives in the meta record m, is shown in its place
+ * among them (a store of format 3 also has it in the 'w' space, without its
+ * value: shown once, with the value). */
 static pc_status_t raw_writes(raw_cell_ctx_t *x, local_cursor_t *w, const pc_cell_t *c,
                               const pc_meta_t *m, pc_buf_t *prefix, pc_key_decoded_t *d,
                               pc_error_t *err) {
   prefix->len = 0;
   if (pc_key_cell(prefix, PC_KS_WRITE, c) != 0) return local_nomem(err);
-  for (int valid = local_cursor_seek(w, prefix->p, prefix->len); valid && !x->stop;
-       valid = local_cursor_next(w)) {
+  int head_due = m->has_head;
+  pc_status_t st = PC_OK;
+  for (int valid = local_cursor_seek(w, prefix->p, prefix->len);
+       valid && !x->stop && st == PC_OK; valid = local_cursor_next(w)) {
     size_t kl, vl;
     const char *k = leveldb_iter_key(w->it, &kl);
     if (kl != prefix->len + 8 || memcmp(k, prefix->p, prefix->len) != 0) break;
@@ -89,22 +112,15 @@ static pc_status_t raw_writes(raw_cell_ctx_t *x, local_cursor_t *w, const pc_cel
     pc_write_rec_t rec;
     if (pc_key_decode(k, kl, d) != 0 || pc_write_decode(v, vl, &rec) != 0)
       return pc_error_set(err, PC_CORRUPTION, "store %s: malformed write record", x->s->path);
-    pc_raw_cell_t rc;
-    raw_fill(&rc, x, x->observer ? PC_CELL_ACK : PC_CELL_WRITE);
-    rc.ts = d->ts;
-    rc.write_kind = rec.kind;
-    rc.start_ts = rec.start_ts;
-    rc.value = rec.value;
-    rc.value_len = rec.vlen;
-    if (rec.has_inline == PC_VALUE_IN_HEAD && m->has_head && m->head.commit_ts == rec.commit_ts) {
-      rc.value = m->head.value; /* the newest value lives in the meta record */
-      rc.value_len = m->head.vlen;
+    if (head_due && d->ts <= m->head.commit_ts) {
+      head_due = 0;
+      st = raw_write(x, m->head.commit_ts, &m->head, err);
+      if (st != PC_OK || x->stop || d->ts == m->head.commit_ts) continue;
     }
-    if (rec.kind == PC_WRITE_PUT && rec.has_inline == PC_VALUE_IN_DATA &&
-        data_note(x, rec.start_ts) != 0)
-      return local_nomem(err);
-    x->stop = x->fn(x->ctx, &rc);
+    st = raw_write(x, d->ts, &rec, err);
   }
+  if (st == PC_OK && head_due && !x->stop) st = raw_write(x, m->head.commit_ts, &m->head, err);
+  if (st != PC_OK) return st;
   return local_cursor_error(x->s, w, "raw scan", err);
 }
 

@@ -5,7 +5,8 @@
  * A read Gets the cell's meta record first: it holds the lock, if any, and
  * the newest commit (the head) with its value when small, so a read of a
  * cell at rest is one LevelDB Get. Older snapshots read the commit records
- * ('w' keys, newest first): one seek to "latest <= read_ts".
+ * ('w' keys, newest first; the head has none): one seek to "latest <=
+ * read_ts", and none when the head is the cell's first put or delete.
  *
  * Reads take no latch, but a one-phase commit takes its commit_ts while it
  * holds its row's latch; a reader whose read_ts could cover that commit
@@ -214,7 +215,8 @@ pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts, ch
     return st;
   }
   leveldb_free(mv);
-  if (!has_head) return PC_NOT_FOUND; /* no put or delete, ever (I3): nothing to seek */
+  /* no put or delete, ever (I3), or none before the head: nothing to seek */
+  if (!has_head || head.first) return PC_NOT_FOUND;
   local_cursor_t it = {leveldb_create_iterator(s->db, s->ropts), 0};
   st = read_history(s, s->ropts, &it, c, read_ts, value, vlen, err);
   leveldb_iter_destroy(it.it);
@@ -298,6 +300,8 @@ pc_status_t local_scan(pc_store_t *base, const char *table, const char *start, s
       r = PC_NOT_FOUND; /* no put or delete, ever (I3) */
     } else if (head.commit_ts <= read_ts) {
       r = value_of(s, ro, &c, &head, &val, &len, err);
+    } else if (head.first) {
+      r = PC_NOT_FOUND; /* no put or delete before the head */
     } else {
       if (!hist.it) hist.it = leveldb_create_iterator(s->db, ro);
       r = read_history(s, ro, &hist, &c, read_ts, &val, &len, err);

@@ -7,10 +7,11 @@
  *
  * The meta record of a cell holds its lock and its newest commit, the head
  * (value included when small), and latest_any, the newest write record of any
- * kind; prewrite's conflict check reads only the meta record. Every commit
- * also writes its commit record ('w' key) without the value while it is the
- * head; when a newer commit replaces the head, the replaced commit's record
- * gets its value back. Each version's value is stored once.
+ * kind; prewrite's conflict check reads only the meta record. A commit's
+ * record ('w' key) is written when a newer commit replaces it as the head,
+ * with its value: until then the meta record is its only copy (format 4;
+ * docs/ARCHITECTURE.md, "The head's commit record"). Each version's value is
+ * stored once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ static pc_status_t put_notify(leveldb_writebatch_t *b, const pc_cell_t *c, uint6
 static pc_status_t put_notify_record(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
                                      uint64_t start_ts, uint64_t commit_ts, pc_buf_t *kb,
                                      pc_buf_t *vb, pc_error_t *err) {
-  pc_write_rec_t w = {PC_WRITE_NOTIFY, start_ts, commit_ts, PC_VALUE_IN_DATA, NULL, 0};
+  pc_write_rec_t w = {PC_WRITE_NOTIFY, start_ts, commit_ts, PC_VALUE_IN_DATA, NULL, 0, 0};
   pc_status_t st = local_put_write(b, c, commit_ts, &w, kb, vb, err);
   if (st == PC_OK && commit_ts > m->latest_any) m->latest_any = commit_ts;
   return st;
@@ -124,26 +125,21 @@ pc_status_t local_prewrite(pc_store_t *base, const pc_mutation_t *muts, size_t n
   return local_rowop_end(&op, st, err);
 }
 
-/* Makes commit w the head of cell c (meta m), in batch b: w's commit record
- * is written without its value when the value is inline (the head has it),
- * and the record of the head being replaced gets that head's value back,
- * since snapshots older than w read it there. w->value must stay valid until
- * m is encoded. */
+/* Makes commit w the head of cell c (meta m), in batch b. The head lives in
+ * the meta record only: its commit record is written when a newer commit
+ * replaces it, complete with its value, since snapshots older than the new
+ * head read it there (a store of format 3 also holds a value-less record of
+ * its head, which this rewrites). w->value must stay valid until m is
+ * encoded. */
 static pc_status_t set_head(leveldb_writebatch_t *b, const pc_cell_t *c, pc_meta_t *m,
                             const pc_write_rec_t *w, pc_buf_t *kb, pc_buf_t *vb,
                             pc_error_t *err) {
   pc_status_t st;
-  if (m->has_head && m->head.has_inline == PC_VALUE_INLINE &&
+  if (m->has_head &&
       (st = local_put_write(b, c, m->head.commit_ts, &m->head, kb, vb, err)) != PC_OK)
     return st;
-  pc_write_rec_t bare = *w;
-  if (bare.has_inline == PC_VALUE_INLINE) {
-    bare.has_inline = PC_VALUE_IN_HEAD;
-    bare.value = NULL;
-    bare.vlen = 0;
-  }
-  if ((st = local_put_write(b, c, w->commit_ts, &bare, kb, vb, err)) != PC_OK) return st;
   m->head = *w;
+  m->head.first = !m->has_head; /* no put or delete before it: old snapshots need no seek */
   m->has_head = 1;
   if (w->commit_ts > m->latest_any) m->latest_any = w->commit_ts;
   return PC_OK;
@@ -174,7 +170,7 @@ static pc_status_t commit_locked(local_t *s, leveldb_writebatch_t *b, const pc_c
   } else {
     pc_write_rec_t w = {l->kind, l->start_ts, commit_ts,
                         l->has_inline ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, l->value.p,
-                        l->value.len};
+                        l->value.len, 0};
     st = set_head(b, c, m, &w, kb, vb, err); /* value stays in m->lock.value */
   }
   if (st != PC_OK) return st;
@@ -194,7 +190,7 @@ static pc_status_t rollback_cell(leveldb_writebatch_t *b, const pc_cell_t *c, pc
     }
     m->has_lock = 0;
   }
-  pc_write_rec_t w = {PC_WRITE_ROLLBACK, start_ts, start_ts, 0, NULL, 0};
+  pc_write_rec_t w = {PC_WRITE_ROLLBACK, start_ts, start_ts, 0, NULL, 0, 0};
   pc_status_t st = local_put_write(b, c, start_ts, &w, kb, vb, err);
   if (st != PC_OK) return st;
   if (start_ts > m->latest_any) m->latest_any = start_ts;
@@ -395,7 +391,7 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
       int inl = mu->kind == PC_WRITE_PUT && mu->vlen <= PC_INLINE_MAX;
       pc_write_rec_t w = {mu->kind, start_ts, *commit_ts,
                           inl ? PC_VALUE_INLINE : PC_VALUE_IN_DATA, inl ? mu->value : NULL,
-                          inl ? mu->vlen : 0};
+                          inl ? mu->vlen : 0, 0};
       st = put_data(op.b, mu, start_ts, &op.kb, err);
       if (st == PC_OK) st = set_head(op.b, &mu->cell, &metas[i], &w, &op.kb, &op.vb, err);
       if (st == PC_OK) st = local_put_meta(op.b, &keys[i], &metas[i], &op.vb, &op.locks, err);

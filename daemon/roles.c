@@ -308,6 +308,7 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
   if (st == PC_OK && !(d->lock_dir && strcmp(d->lock_dir, dir) == 0) &&
       (r->dir_lock = pc_data_dir_lock(dir, "tablet", err)) < 0)
     st = err->code;
+  if (st == PC_OK) st = pc_data_dir_upgrade(dir, err);
   if (st == PC_OK) {
     char path[4200];
     snprintf(path, sizeof path, "%s/store", dir);

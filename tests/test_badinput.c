@@ -398,7 +398,7 @@ static void test_other_format_refused(void **state) {
   snprintf(path, sizeof path, "%s/FORMAT", dir);
   write_file(path, "percolator-data 2\n");
   expect_open_fails(dir, 0, PC_CORRUPTION, "says 'percolator-data 2'");
-  expect_open_fails(dir, 1, PC_CORRUPTION, "percolator-data 3");
+  expect_open_fails(dir, 1, PC_CORRUPTION, "percolator-data 4");
   char line[64] = {0};
   FILE *f = fopen(path, "r");
   assert_non_null(f);

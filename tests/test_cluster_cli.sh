@@ -231,8 +231,8 @@ pass "SIGTERM stops run with exit 0; clients then fail with exit 3"
 
 # every tablet directory is marked with the data format
 for t in t1 t2; do
-  [ "$(cat "$WORK/data/tablet-$t/FORMAT" 2>/dev/null)" = "percolator-data 3" ] ||
-    fail "tablet $t's directory has no FORMAT 'percolator-data 3'"
+  [ "$(cat "$WORK/data/tablet-$t/FORMAT" 2>/dev/null)" = "percolator-data 4" ] ||
+    fail "tablet $t's directory has no FORMAT 'percolator-data 4'"
 done
 # the second run collects garbage in the background, often
 sed -i 's/"store": {"gc_interval_ms": 0},/"store": {"gc_interval_ms": 200, "gc_lifetime_ms": 1000},/' \

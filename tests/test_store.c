@@ -146,7 +146,7 @@ static void test_meta_roundtrip(void **state) {
   pc_buf_append(&m.lock.prow, "p", 1);
   pc_buf_append(&m.lock.pcol, "c:", 2);
   m.has_head = 1;
-  m.head = (pc_write_rec_t){PC_WRITE_DELETE, 5, 8, 0, NULL, 0};
+  m.head = (pc_write_rec_t){PC_WRITE_DELETE, 5, 8, 0, NULL, 0, 0};
   m.latest_any = 9;
   pc_buf_t enc = {0};
   assert_int_equal(pc_meta_encode(&m, &enc), 0);
@@ -239,7 +239,7 @@ static void test_lock_flags_and_notify_kind(void **state) {
     pc_buf_free(&enc);
   }
   /* the record a notify-only primary leaves: no value; kind 4 is refused */
-  pc_write_rec_t w = {PC_WRITE_NOTIFY, 5, 8, PC_VALUE_IN_DATA, NULL, 0}, d;
+  pc_write_rec_t w = {PC_WRITE_NOTIFY, 5, 8, PC_VALUE_IN_DATA, NULL, 0, 0}, d;
   pc_buf_t enc = {0};
   assert_int_equal(pc_write_encode(&w, &enc), 0);
   assert_int_equal(pc_write_decode(enc.p, enc.len, &d), 0);
@@ -299,7 +299,7 @@ static void test_meta_forms(void **state) {
   /* a cell at rest: an inline put that is also the latest write */
   pc_meta_t m = {0};
   m.has_head = 1;
-  m.head = (pc_write_rec_t){PC_WRITE_PUT, c - (5u << 18), c, PC_VALUE_INLINE, big, 100};
+  m.head = (pc_write_rec_t){PC_WRITE_PUT, c - (5u << 18), c, PC_VALUE_INLINE, big, 100, 0};
   m.latest_any = c;
   check_meta_form(&m, &len);
   assert_true(len <= 100 + 14); /* the lean form: a header of at most 14 bytes */
@@ -316,7 +316,7 @@ static void test_meta_forms(void **state) {
   m.head.value = NULL;
   check_meta_form(&m, &len);
   /* a start_ts above the commit_ts is carried whole, not as a delta */
-  m.head = (pc_write_rec_t){PC_WRITE_PUT, c + 3, c, PC_VALUE_INLINE, big, 10};
+  m.head = (pc_write_rec_t){PC_WRITE_PUT, c + 3, c, PC_VALUE_INLINE, big, 10, 0};
   m.latest_any = c;
   check_meta_form(&m, &len);
   /* no head: only rollbacks, or nothing at all */
@@ -337,30 +337,38 @@ static void test_meta_forms(void **state) {
   pc_meta_free(&m);
 }
 
-/* A record whose first byte is not the meta tag, or that sets the unused
- * flag 4, is malformed, not read some other way. */
+/* A record whose first byte is not the meta tag, or that sets flag 4 (the
+ * head is the cell's first) without a head, is malformed, not read some
+ * other way. With a head, flag 4 comes back from both decoders. */
 static void test_meta_unknown_form_refused(void **state) {
   (void)state;
   pc_meta_t m = {0};
   m.has_head = 1;
-  m.head = (pc_write_rec_t){PC_WRITE_PUT, 10, 11, PC_VALUE_INLINE, "abc", 3};
+  m.head = (pc_write_rec_t){PC_WRITE_PUT, 10, 11, PC_VALUE_INLINE, "abc", 3, 1};
   m.latest_any = 11;
   pc_buf_t enc = {0};
   assert_int_equal(pc_meta_encode(&m, &enc), 0);
   pc_meta_t d = {0};
   assert_int_equal(pc_meta_decode(enc.p, enc.len, &d), 0);
+  assert_true(d.head.first);
   pc_meta_free(&d);
   int has_lock, has_head;
   uint64_t lock_start;
   pc_write_rec_t h;
-  for (int bad = 0; bad < 2; bad++) {
-    char saved = enc.p[0];
-    enc.p[0] = bad ? (char)(saved | 4) : 1; /* the unused flag; a version-1 tag */
-    assert_int_equal(pc_meta_decode(enc.p, enc.len, &d), -1);
-    pc_meta_free(&d);
-    assert_int_equal(pc_meta_peek(enc.p, enc.len, &has_lock, &lock_start, &has_head, &h), -1);
-    enc.p[0] = saved;
-  }
+  assert_int_equal(pc_meta_peek(enc.p, enc.len, &has_lock, &lock_start, &has_head, &h), 0);
+  assert_true(has_head && h.first && h.vlen == 3);
+  enc.p[0] = 1; /* a version-1 tag */
+  assert_int_equal(pc_meta_decode(enc.p, enc.len, &d), -1);
+  pc_meta_free(&d);
+  assert_int_equal(pc_meta_peek(enc.p, enc.len, &has_lock, &lock_start, &has_head, &h), -1);
+  pc_meta_t headless = {0}; /* a rolled-back cell: latest_any alone */
+  headless.latest_any = 7;
+  enc.len = 0;
+  assert_int_equal(pc_meta_encode(&headless, &enc), 0);
+  enc.p[0] = (char)(enc.p[0] | 4); /* first, of no head */
+  assert_int_equal(pc_meta_decode(enc.p, enc.len, &d), -1);
+  pc_meta_free(&d);
+  assert_int_equal(pc_meta_peek(enc.p, enc.len, &has_lock, &lock_start, &has_head, &h), -1);
   pc_buf_free(&enc);
 }
 
@@ -537,6 +545,192 @@ static void test_versions_after_value_moves(void **state) {
                    PC_OK);
   assert_int_equal(seen.write, 6);
   assert_int_equal(seen.valued_writes, 6); /* none shows an empty value */
+}
+
+/* Commits one delete of cell c through prewrite + commit; returns commit_ts. */
+static uint64_t del2pc(fixture_t *f, const pc_cell_t *c) {
+  uint64_t start = ts(f);
+  pc_mutation_t m = {*c, PC_WRITE_DELETE, NULL, 0, 0};
+  pc_lock_spec_t spec = {*c, start, 3000, f->db->session};
+  pc_lock_info_t lock = {0};
+  pc_error_t err;
+  assert_int_equal(f->s->ops->prewrite(f->s, &m, 1, &spec, &lock, &err), PC_OK);
+  uint64_t commit = ts(f);
+  assert_int_equal(f->s->ops->commit(f->s, c, 1, start, commit, &err), PC_OK);
+  return commit;
+}
+
+/* The commit records ('w' keys) of the closed store in f->dir, as LevelDB
+ * holds them; bare_head, when set, adds a value-less record of cell c's
+ * head (the meta record's) as a store of format 3 holds one. */
+static int write_records(fixture_t *f, const pc_cell_t *bare_head) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/store", f->dir);
+  leveldb_options_t *o = leveldb_options_create();
+  char *e = NULL;
+  leveldb_t *ldb = leveldb_open(o, path, &e);
+  if (e) fail_msg("leveldb_open %s: %s", path, e);
+  leveldb_readoptions_t *ro = leveldb_readoptions_create();
+  leveldb_iterator_t *it = leveldb_create_iterator(ldb, ro);
+  int n = 0;
+  const char w = PC_KS_WRITE;
+  for (leveldb_iter_seek(it, &w, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    size_t kl;
+    if (leveldb_iter_key(it, &kl)[0] != PC_KS_WRITE) break;
+    n++;
+  }
+  leveldb_iter_destroy(it);
+  if (bare_head) {
+    pc_buf_t k = {0}, v = {0};
+    assert_int_equal(pc_key_cell(&k, PC_KS_META, bare_head), 0);
+    size_t ml;
+    char *mv = leveldb_get(ldb, ro, k.p, k.len, &ml, &e);
+    assert_null(e);
+    assert_non_null(mv);
+    pc_meta_t m = {0};
+    assert_int_equal(pc_meta_decode(mv, ml, &m), 0);
+    leveldb_free(mv);
+    assert_true(m.has_head && m.head.has_inline == PC_VALUE_INLINE);
+    pc_write_rec_t bare = m.head;
+    bare.has_inline = PC_VALUE_IN_HEAD;
+    bare.value = NULL;
+    bare.vlen = 0;
+    k.len = 0;
+    assert_int_equal(pc_key_cell_ts(&k, PC_KS_WRITE, bare_head, m.head.commit_ts), 0);
+    assert_int_equal(pc_write_encode(&bare, &v), 0);
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_put(ldb, wo, k.p, k.len, v.p, v.len, &e);
+    assert_null(e);
+    leveldb_writeoptions_destroy(wo);
+    pc_meta_free(&m);
+    pc_buf_free(&k);
+    pc_buf_free(&v);
+  }
+  leveldb_readoptions_destroy(ro);
+  leveldb_close(ldb);
+  leveldb_options_destroy(o);
+  return n;
+}
+
+/* What a read at `at` returns: "-" for none, else the first 8 bytes. */
+static const char *read_at(fixture_t *f, const pc_cell_t *c, uint64_t at, char out[9]) {
+  char *v;
+  size_t n;
+  pc_status_t st = get_at(f, c, at, &v, &n);
+  if (st == PC_NOT_FOUND) return "-";
+  assert_int_equal(st, PC_OK);
+  snprintf(out, 9, "%.*s", (int)(n < 8 ? n : 8), v);
+  pc_free(v);
+  return out;
+}
+
+/* The head's commit record lives in its meta record only (format 4): a
+ * cell's commits leave one record per replaced head, with its value (an
+ * inline put, a delete, a large put); every version reads back at its
+ * snapshot, by a get and by a scan; the raw view shows every commit once;
+ * GC at a safe point past the head deletes every record the head
+ * replaced, and at one between two commits keeps the version read there. */
+static void test_head_record_in_meta_only(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = {"t", "h", 1, "c", 1}, one = {"t", "one", 3, "c", 1};
+  size_t big_n = PC_INLINE_MAX + 10;
+  char *big = malloc(big_n);
+  memset(big, 'b', big_n);
+  uint64_t before = ts(f);
+  uint64_t c0 = put2pc(f, &c, "v0", 2);
+  uint64_t c1 = del2pc(f, &c);
+  uint64_t c2 = put2pc(f, &c, big, big_n);
+  uint64_t c3 = put2pc(f, &c, "v3", 2);
+  put2pc(f, &one, "only", 4);
+  free(big);
+  char b[9];
+  for (int pass = 0; pass < 2; pass++) { /* as written, then read back after a reopen */
+    assert_string_equal(read_at(f, &c, before, b), "-");
+    assert_string_equal(read_at(f, &c, c0, b), "v0");
+    assert_string_equal(read_at(f, &c, c1 - 1, b), "v0");
+    assert_string_equal(read_at(f, &c, c1, b), "-");
+    assert_string_equal(read_at(f, &c, c2, b), "bbbbbbbb");
+    assert_string_equal(read_at(f, &c, c3 - 1, b), "bbbbbbbb");
+    assert_string_equal(read_at(f, &c, c3, b), "v3");
+    assert_string_equal(read_at(f, &one, before, b), "-"); /* a first head: no seek */
+    raw_seen_t seen = {0};
+    assert_int_equal(pc_db_raw_scan(f->db, "t", NULL, 0, NULL, 0, count_raw, &seen, NULL), PC_OK);
+    assert_int_equal(seen.write, 5); /* four commits of h, one of "one" */
+    assert_int_equal(seen.data, 1);
+    pc_db_close(f->db);
+    assert_int_equal(write_records(f, NULL), 3); /* those of c0, c1 and c2 */
+    f->db = tu_open(f->dir, 0);
+    f->s = f->db->store;
+  }
+  pc_error_t err;
+  pc_store_gc_stats_t gs;
+  assert_int_equal(f->s->ops->gc(f->s, c2 + 1, 0, &gs, &err), PC_OK);
+  assert_int_equal(gs.versions, 2); /* c0 and c1; c2 is what snapshots at the safe point read */
+  assert_string_equal(read_at(f, &c, c2 + 1, b), "bbbbbbbb");
+  assert_string_equal(read_at(f, &c, c3, b), "v3");
+  assert_int_equal(f->s->ops->gc(f->s, c3, 0, &gs, &err), PC_OK);
+  assert_int_equal(gs.versions, 1); /* c2, with its data cell: the head is the version now */
+  assert_int_equal(gs.data, 1);
+  assert_string_equal(read_at(f, &c, c3, b), "v3");
+  pc_db_close(f->db);
+  assert_int_equal(write_records(f, NULL), 0);
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
+  assert_string_equal(read_at(f, &c, ts(f), b), "v3");
+}
+
+/* A store of format 3 has a value-less commit record of each head beside
+ * the meta record. This version reads it as it is, marks the directory
+ * format 4, shows the head once in the raw view, rewrites the record with
+ * its value when a newer commit replaces the head, and GC keeps a head's
+ * record and collects it once replaced. */
+static void test_format3_store_reads_the_same(void **state) {
+  fixture_t *f = *state;
+  pc_cell_t c = {"t", "old", 3, "c", 1};
+  uint64_t c0 = put2pc(f, &c, "v0", 2);
+  uint64_t c1 = put2pc(f, &c, "v1", 2);
+  pc_db_close(f->db);
+  assert_int_equal(write_records(f, &c), 1); /* c0's; the bare record of c1 goes in */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/FORMAT", f->dir);
+  FILE *fp = fopen(path, "w");
+  assert_non_null(fp);
+  fputs("percolator-data 3\n", fp);
+  fclose(fp);
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
+  char line[64] = "";
+  fp = fopen(path, "r");
+  assert_non_null(fp);
+  assert_non_null(fgets(line, sizeof line, fp));
+  fclose(fp);
+  assert_string_equal(line, "percolator-data 4\n");
+  char b[9];
+  assert_string_equal(read_at(f, &c, c0, b), "v0");
+  assert_string_equal(read_at(f, &c, c1, b), "v1");
+  raw_seen_t seen = {0};
+  assert_int_equal(pc_db_raw_scan(f->db, "t", NULL, 0, NULL, 0, count_raw_values, &seen, NULL),
+                   PC_OK);
+  assert_int_equal(seen.write, 2);
+  assert_int_equal(seen.valued_writes, 2);
+  pc_error_t err;
+  pc_store_gc_stats_t gs;
+  assert_int_equal(f->s->ops->gc(f->s, c1, 0, &gs, &err), PC_OK);
+  assert_int_equal(gs.versions, 1); /* c0's; the head's bare record stays */
+  uint64_t c2 = put2pc(f, &c, "v2", 2);
+  assert_string_equal(read_at(f, &c, c2 - 1, b), "v1"); /* from the rewritten record */
+  assert_string_equal(read_at(f, &c, c2, b), "v2");
+  memset(&seen, 0, sizeof seen);
+  assert_int_equal(pc_db_raw_scan(f->db, "t", NULL, 0, NULL, 0, count_raw_values, &seen, NULL),
+                   PC_OK);
+  assert_int_equal(seen.write, 2);
+  assert_int_equal(seen.valued_writes, 2);
+  assert_int_equal(f->s->ops->gc(f->s, c2, 0, &gs, &err), PC_OK);
+  assert_int_equal(gs.versions, 1); /* c1's record, now that c2 is the head */
+  pc_db_close(f->db);
+  assert_int_equal(write_records(f, NULL), 0);
+  f->db = tu_open(f->dir, 0);
+  f->s = f->db->store;
 }
 
 /* Committing a put to a column that the store knows a strong observer of
@@ -779,6 +973,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_lock_index, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicate_cells_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_versions_after_value_moves, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_head_record_in_meta_only, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_format3_store_reads_the_same, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
