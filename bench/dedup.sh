@@ -64,7 +64,10 @@
 #               core of this machine busy; host_steal_s, the CPU seconds the
 #               hypervisor took from this machine's cores during the run (a
 #               run with much of it measured a slower machine); "program" is
-#               `percolator --version` (the malloc it runs on).
+#               `percolator --version` (the malloc it runs on);
+#   leveldb     what LevelDB's background thread did by the end of each of
+#               our runs' ingest, from its own log: megabytes flushed from
+#               memtables, megabytes written by compactions, seconds busy.
 # Usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N]
 #          [--loaders N] [--rate R] [--procs 1,2,4] [--real-max-bytes B]
 #          [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy]

@@ -354,6 +354,7 @@ static int decode_write_body(pc_rd_t *r, pc_write_rec_t *w) {
   w->has_inline = pc_rd_u8(r);
   w->value = NULL;
   w->vlen = 0;
+  w->first = 0; /* a head's flag, kept in the meta record */
   if (w->has_inline == PC_VALUE_INLINE) w->value = pc_rd_str(r, &w->vlen);
   if (kind > PC_WRITE_NOTIFY || w->has_inline > PC_VALUE_IN_HEAD) return -1;
   w->kind = (pc_write_kind_t)kind;

@@ -18,7 +18,7 @@ static int sign(int x) { return (x > 0) - (x < 0); }
 
 static void same_write(const pc_write_rec_t *a, const pc_write_rec_t *b) {
   FUZZ_CHECK(a->kind == b->kind && a->start_ts == b->start_ts && a->commit_ts == b->commit_ts);
-  FUZZ_CHECK(a->has_inline == b->has_inline && a->vlen == b->vlen);
+  FUZZ_CHECK(a->has_inline == b->has_inline && a->vlen == b->vlen && a->first == b->first);
   FUZZ_CHECK(a->vlen == 0 || memcmp(a->value, b->value, a->vlen) == 0);
 }
 
