@@ -560,31 +560,55 @@ static uint64_t del2pc(fixture_t *f, const pc_cell_t *c) {
   return commit;
 }
 
+/* The LevelDB of the closed store in f->dir, opened as it is. */
+typedef struct raw_ldb {
+  leveldb_options_t *o;
+  leveldb_readoptions_t *ro;
+  leveldb_t *db;
+} raw_ldb_t;
+
+static void raw_open(fixture_t *f, raw_ldb_t *r) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/store", f->dir);
+  r->o = leveldb_options_create();
+  r->ro = leveldb_readoptions_create();
+  char *e = NULL;
+  r->db = leveldb_open(r->o, path, &e);
+  if (e) fail_msg("leveldb_open %s: %s", path, e);
+}
+
+static void raw_close(raw_ldb_t *r) {
+  leveldb_close(r->db);
+  leveldb_readoptions_destroy(r->ro);
+  leveldb_options_destroy(r->o);
+}
+
+/* The keys of key space `space` that r holds. */
+static int raw_count(raw_ldb_t *r, char space) {
+  leveldb_iterator_t *it = leveldb_create_iterator(r->db, r->ro);
+  int n = 0;
+  for (leveldb_iter_seek(it, &space, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    size_t kl;
+    if (leveldb_iter_key(it, &kl)[0] != space) break;
+    n++;
+  }
+  leveldb_iter_destroy(it);
+  return n;
+}
+
 /* The commit records ('w' keys) of the closed store in f->dir, as LevelDB
  * holds them; bare_head, when set, adds a value-less record of cell c's
  * head (the meta record's) as a store of format 3 holds one. */
 static int write_records(fixture_t *f, const pc_cell_t *bare_head) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/store", f->dir);
-  leveldb_options_t *o = leveldb_options_create();
+  raw_ldb_t r;
+  raw_open(f, &r);
+  int n = raw_count(&r, PC_KS_WRITE);
   char *e = NULL;
-  leveldb_t *ldb = leveldb_open(o, path, &e);
-  if (e) fail_msg("leveldb_open %s: %s", path, e);
-  leveldb_readoptions_t *ro = leveldb_readoptions_create();
-  leveldb_iterator_t *it = leveldb_create_iterator(ldb, ro);
-  int n = 0;
-  const char w = PC_KS_WRITE;
-  for (leveldb_iter_seek(it, &w, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
-    size_t kl;
-    if (leveldb_iter_key(it, &kl)[0] != PC_KS_WRITE) break;
-    n++;
-  }
-  leveldb_iter_destroy(it);
   if (bare_head) {
     pc_buf_t k = {0}, v = {0};
     assert_int_equal(pc_key_cell(&k, PC_KS_META, bare_head), 0);
     size_t ml;
-    char *mv = leveldb_get(ldb, ro, k.p, k.len, &ml, &e);
+    char *mv = leveldb_get(r.db, r.ro, k.p, k.len, &ml, &e);
     assert_null(e);
     assert_non_null(mv);
     pc_meta_t m = {0};
@@ -599,16 +623,14 @@ static int write_records(fixture_t *f, const pc_cell_t *bare_head) {
     assert_int_equal(pc_key_cell_ts(&k, PC_KS_WRITE, bare_head, m.head.commit_ts), 0);
     assert_int_equal(pc_write_encode(&bare, &v), 0);
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
-    leveldb_put(ldb, wo, k.p, k.len, v.p, v.len, &e);
+    leveldb_put(r.db, wo, k.p, k.len, v.p, v.len, &e);
     assert_null(e);
     leveldb_writeoptions_destroy(wo);
     pc_meta_free(&m);
     pc_buf_free(&k);
     pc_buf_free(&v);
   }
-  leveldb_readoptions_destroy(ro);
-  leveldb_close(ldb);
-  leveldb_options_destroy(o);
+  raw_close(&r);
   return n;
 }
 
@@ -825,24 +847,12 @@ static int locks_now(fixture_t *f) {
  * bogus, when set, adds an 'l' key of a cell that holds no lock and
  * removes the mark, as a crash of an older version could leave them. */
 static int saved_locks(fixture_t *f, int *marked, const char *bogus) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/store", f->dir);
-  leveldb_options_t *o = leveldb_options_create();
+  raw_ldb_t r;
+  raw_open(f, &r);
+  int n = raw_count(&r, PC_KS_LOCK);
   char *e = NULL;
-  leveldb_t *ldb = leveldb_open(o, path, &e);
-  if (e) fail_msg("leveldb_open %s: %s", path, e);
-  leveldb_readoptions_t *ro = leveldb_readoptions_create();
-  leveldb_iterator_t *it = leveldb_create_iterator(ldb, ro);
-  int n = 0;
-  const char l = PC_KS_LOCK;
-  for (leveldb_iter_seek(it, &l, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
-    size_t kl;
-    if (leveldb_iter_key(it, &kl)[0] != PC_KS_LOCK) break;
-    n++;
-  }
-  leveldb_iter_destroy(it);
   size_t vl;
-  char *v = leveldb_get(ldb, ro, PC_KEY_LOCK_INDEX_SAVED, 1, &vl, &e);
+  char *v = leveldb_get(r.db, r.ro, PC_KEY_LOCK_INDEX_SAVED, 1, &vl, &e);
   assert_null(e);
   *marked = v != NULL;
   leveldb_free(v);
@@ -854,15 +864,13 @@ static int saved_locks(fixture_t *f, int *marked, const char *bogus) {
     assert_int_equal(pc_key_cell(&k, PC_KS_LOCK, &c), 0);
     leveldb_writebatch_put(b, k.p, k.len, "", 0);
     leveldb_writebatch_delete(b, PC_KEY_LOCK_INDEX_SAVED, 1);
-    leveldb_write(ldb, wo, b, &e);
+    leveldb_write(r.db, wo, b, &e);
     assert_null(e);
     pc_buf_free(&k);
     leveldb_writebatch_destroy(b);
     leveldb_writeoptions_destroy(wo);
   }
-  leveldb_readoptions_destroy(ro);
-  leveldb_close(ldb);
-  leveldb_options_destroy(o);
+  raw_close(&r);
   return n;
 }
 
