@@ -401,10 +401,12 @@ static uint64_t ts(fixture_t *f) {
   return t;
 }
 
-/* Commits one put of cell c through prewrite + commit; returns commit_ts. */
-static uint64_t put2pc(fixture_t *f, const pc_cell_t *c, const char *v, size_t vlen) {
+/* Commits one write of cell c (a put of v, or a delete) through prewrite +
+ * commit; returns commit_ts. */
+static uint64_t write2pc(fixture_t *f, const pc_cell_t *c, pc_write_kind_t kind, const char *v,
+                         size_t vlen) {
   uint64_t start = ts(f);
-  pc_mutation_t m = {*c, PC_WRITE_PUT, v, vlen, 0};
+  pc_mutation_t m = {*c, kind, v, vlen, 0};
   pc_lock_spec_t spec = {*c, start, 3000, f->db->session};
   pc_lock_info_t lock = {0};
   pc_error_t err;
@@ -412,6 +414,10 @@ static uint64_t put2pc(fixture_t *f, const pc_cell_t *c, const char *v, size_t v
   uint64_t commit = ts(f);
   assert_int_equal(f->s->ops->commit(f->s, c, 1, start, commit, &err), PC_OK);
   return commit;
+}
+
+static uint64_t put2pc(fixture_t *f, const pc_cell_t *c, const char *v, size_t vlen) {
+  return write2pc(f, c, PC_WRITE_PUT, v, vlen);
 }
 
 static pc_status_t get_at(fixture_t *f, const pc_cell_t *c, uint64_t at, char **v, size_t *n) {
@@ -547,19 +553,6 @@ static void test_versions_after_value_moves(void **state) {
   assert_int_equal(seen.valued_writes, 6); /* none shows an empty value */
 }
 
-/* Commits one delete of cell c through prewrite + commit; returns commit_ts. */
-static uint64_t del2pc(fixture_t *f, const pc_cell_t *c) {
-  uint64_t start = ts(f);
-  pc_mutation_t m = {*c, PC_WRITE_DELETE, NULL, 0, 0};
-  pc_lock_spec_t spec = {*c, start, 3000, f->db->session};
-  pc_lock_info_t lock = {0};
-  pc_error_t err;
-  assert_int_equal(f->s->ops->prewrite(f->s, &m, 1, &spec, &lock, &err), PC_OK);
-  uint64_t commit = ts(f);
-  assert_int_equal(f->s->ops->commit(f->s, c, 1, start, commit, &err), PC_OK);
-  return commit;
-}
-
 /* The LevelDB of the closed store in f->dir, opened as it is. */
 typedef struct raw_ldb {
   leveldb_options_t *o;
@@ -660,7 +653,7 @@ static void test_head_record_in_meta_only(void **state) {
   memset(big, 'b', big_n);
   uint64_t before = ts(f);
   uint64_t c0 = put2pc(f, &c, "v0", 2);
-  uint64_t c1 = del2pc(f, &c);
+  uint64_t c1 = write2pc(f, &c, PC_WRITE_DELETE, NULL, 0);
   uint64_t c2 = put2pc(f, &c, big, big_n);
   uint64_t c3 = put2pc(f, &c, "v3", 2);
   put2pc(f, &one, "only", 4);
