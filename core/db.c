@@ -75,6 +75,17 @@ static int dir_is_empty(const char *dir) {
   return empty;
 }
 
+/* Reads the first line of the FORMAT file at path into line (64 bytes):
+ * 1, 0 when it has none (empty), or -1 when it cannot be opened (errno). */
+static int read_format(const char *path, char line[64]) {
+  memset(line, 0, 64);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  int ok = fgets(line, 64, f) != NULL;
+  fclose(f);
+  return ok;
+}
+
 /* Writes the FORMAT file at path (temp file, fsync, rename). */
 static pc_status_t write_format(const char *path, pc_error_t *err) {
   char tmp[4200];
@@ -126,14 +137,11 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
   } else if (!S_ISDIR(st.st_mode)) {
     return pc_error_set(err, PC_INVALID, "data directory '%s' is not a directory", dir);
   }
-  char path[4096];
+  char path[4096], line[64];
   snprintf(path, sizeof path, "%s/FORMAT", dir);
-  FILE *f = fopen(path, "re");
-  if (f) {
-    char line[64] = {0};
-    int ok = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
-    if (!ok || (strcmp(line, FORMAT_LINE) != 0 && strcmp(line, FORMAT_LINE_3) != 0)) {
+  int found = read_format(path, line);
+  if (found >= 0) {
+    if (!found || (strcmp(line, FORMAT_LINE) != 0 && strcmp(line, FORMAT_LINE_3) != 0)) {
       line[strcspn(line, "\n")] = '\0';
       return pc_error_set(err, PC_CORRUPTION,
                           "data directory '%s': FORMAT file says '%s', not '%.*s' (another "
@@ -158,14 +166,10 @@ pc_status_t pc_data_dir_prepare(const char *dir, int create, int *fresh, pc_erro
 }
 
 pc_status_t pc_data_dir_upgrade(const char *dir, pc_error_t *err) {
-  char path[4096];
+  char path[4096], line[64];
   snprintf(path, sizeof path, "%s/FORMAT", dir);
-  FILE *f = fopen(path, "re");
-  if (!f) return PC_OK; /* prepare has checked it: nothing to upgrade */
-  char line[64] = {0};
-  int old = fgets(line, sizeof line, f) != NULL && strcmp(line, FORMAT_LINE_3) == 0;
-  fclose(f);
-  if (!old) return PC_OK;
+  /* prepare has checked the file: only format 3 has anything to do */
+  if (read_format(path, line) != 1 || strcmp(line, FORMAT_LINE_3) != 0) return PC_OK;
   pc_status_t st = write_format(path, err);
   if (st == PC_OK)
     pc_log(PC_LOG_INFO, "data directory '%s': format 3 is now marked %.*s (older versions no "
