@@ -27,8 +27,11 @@
 #               fresh data directory, sync on; `percolator load` (--loaders
 #               threads); documents/s from the start of the load until
 #               `percolator wait` returns (every notification acknowledged);
-#   cluster     `percolator run` with two tablets on this machine and 1, 2, 4
-#               worker processes (--procs), generated corpus (and real with 2),
+#   cluster     two tablets and the oracle on this machine, in one
+#               `percolator run` (with --cluster-shape processes, each its
+#               own daemon: `percolator tso`, `percolator tablet`), and
+#               1, 2, 4 worker processes (--procs), generated corpus (and
+#               real with 2),
 #               coordinated through a private ZooKeeper server (tests/zk_lib.sh:
 #               Debian's zookeeper package on 127.0.0.1, started once, stopped
 #               at the end);
@@ -59,7 +62,7 @@
 #               fraction of per stage and of those floors;
 #   cpu         each of our runs' CPU milliseconds a document (user + system
 #               time from /proc over the ingest) by process: servers (the
-#               cluster's `percolator run`), workers, load and wait; and
+#               cluster's tablets and oracle), workers, load and wait; and
 #               cpu_bound_documents_s, the rate that cost allows with every
 #               core of this machine busy; host_steal_s, the CPU seconds the
 #               hypervisor took from this machine's cores during the run (a
@@ -69,16 +72,18 @@
 #               our runs' ingest, from its own log: megabytes flushed from
 #               memtables, megabytes written by compactions, seconds busy.
 # Usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N]
-#          [--loaders N] [--rate R] [--procs 1,2,4] [--real-max-bytes B]
+#          [--loaders N] [--rate R] [--procs 1,2,4]
+#          [--cluster-shape processes|run] [--real-max-bytes B]
 #          [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy]
 #          [--skip-ceiling]
 # Runs as root (PostgreSQL's server runs as the postgres system user).
 set -euo pipefail
 export LC_ALL=C # sort, join and comm agree on the order
-usage="usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N] [--loaders N] [--rate R] [--procs LIST] [--real-max-bytes B] [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy] [--skip-ceiling]"
+usage="usage: bench/dedup.sh BUILD_DIR [--docs N] [--seed S] [--threads N] [--loaders N] [--rate R] [--procs LIST] [--cluster-shape processes|run] [--real-max-bytes B] [--skip-pg] [--skip-cluster] [--skip-real] [--skip-legacy] [--skip-ceiling]"
 build=${1:?$usage}
 shift
 docs=100000 seed=42 threads=4 loaders=16 feed=auto procs=1,2,4 real_max=65536
+cluster_shape=run
 skip_pg=0 skip_cluster=0 skip_real=0 skip_legacy=0 skip_ceiling=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -88,6 +93,7 @@ while [ $# -gt 0 ]; do
     --loaders) loaders=$2; shift 2 ;;
     --rate) feed=$2; shift 2 ;;
     --procs) procs=$2; shift 2 ;;
+    --cluster-shape) cluster_shape=$2; shift 2 ;;
     --real-max-bytes) real_max=$2; shift 2 ;;
     --skip-pg) skip_pg=1; shift ;;
     --skip-cluster) skip_cluster=1; shift ;;
@@ -97,6 +103,7 @@ while [ $# -gt 0 ]; do
     *) echo "dedup.sh: unexpected argument '$1'; $usage" >&2; exit 2 ;;
   esac
 done
+case "$cluster_shape" in processes | run) ;; *) echo "dedup.sh: --cluster-shape is processes or run, not '$cluster_shape'" >&2; exit 2 ;; esac
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 cli="$build/apps/cli/percolator"
@@ -229,28 +236,57 @@ zookeeper() {
   set -e
 }
 
-# cluster TAG NPROCS SPLIT: `percolator run` (two tablets split at row SPLIT)
-# and NPROCS worker processes; client config in $C
+# cluster TAG NPROCS SPLIT: two tablets split at row SPLIT, the oracle and NPROCS
+# worker processes; client config in $C, the servers' pids the first $nserv of
+# those pushed from here on. Shape "run" (the default) runs the oracle and both
+# tablets in one `percolator run`; shape "processes" runs each as its own
+# daemon, as a deployment on several machines does (LevelDB gives a process
+# one background thread for all its stores, so tablets in one process share
+# it; docs/BENCHMARKS.md has the two shapes side by side).
 cluster() {
-  local d="$work/$1" k zk
+  local d="$work/$1" k zk t
   mkdir -p "$d"
   zookeeper
   zk="\"zookeeper\": {\"connect\": \"$ZK_CONNECT\", \"root\": \"/percolator/$1\"}"
-  cat >"$d/run.json" <<JSON
+  run_json() { # run_json TSO_LISTEN NPROCS SPLIT: the servers' configuration
+    cat <<JSON
 {"data_dir": "$d/data", "log": {"level": "warn"}, "store": {"gc_interval_ms": 0}, $zk,
- "tso": {"listen": "127.0.0.1:0"},
+ "tso": {"listen": "$1"},
  "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$3"},
              {"name": "t2", "listen": "127.0.0.1:0", "start": "$3"}]}
 JSON
-  "$cli" run --config "$d/run.json" --ready-file "$d/ready.json" 2>"$d/run.log" &
-  pids+=("$!")
-  for _ in $(seq 300); do [ -s "$d/ready.json" ] && break; sleep 0.1; done
-  ep() { grep -o "\"$1\": *{[^}]*}" "$d/ready.json" | grep -o '"listen": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/'; }
+  }
+  ready() { for _ in $(seq 300); do [ -s "$1" ] && break; sleep 0.1; done; }
+  # ep ROLE FILE: the listen endpoint of ROLE in a ready file
+  ep() { grep -o "\"$1\": *{[^}]*}" "$2" | grep -o '"listen": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/'; }
+  local rt="$d/ready.json" r1="$d/ready.json" r2="$d/ready.json"
+  if [ "$cluster_shape" = run ]; then
+    run_json 127.0.0.1:0 "$2" "$3" >"$d/run.json"
+    "$cli" run --config "$d/run.json" --ready-file "$d/ready.json" 2>"$d/run.log" &
+    pids+=("$!")
+    ready "$d/ready.json"
+    nserv=1
+  else
+    run_json 127.0.0.1:0 "$2" "$3" >"$d/tso.json"
+    "$cli" tso --config "$d/tso.json" --ready-file "$d/ready-tso.json" 2>"$d/tso.log" &
+    pids+=("$!")
+    ready "$d/ready-tso.json"
+    rt="$d/ready-tso.json" r1="$d/ready-t1.json" r2="$d/ready-t2.json"
+    # the tablets take the oracle's real address (one-phase commits ask it)
+    run_json "$(ep tso "$rt")" "$2" "$3" >"$d/run.json"
+    for t in t1 t2; do
+      "$cli" tablet --config "$d/run.json" --name "$t" --ready-file "$d/ready-$t.json" 2>"$d/$t.log" &
+      pids+=("$!")
+    done
+    ready "$r1"
+    ready "$r2"
+    nserv=3
+  fi
   C="$d/client.json"
   cat >"$C" <<JSON
-{"store": {"gc_interval_ms": 0}, $zk, "tso": {"listen": "$(ep tso)"},
- "tablets": [{"name": "t1", "listen": "$(ep t1)", "end": "$3"},
-             {"name": "t2", "listen": "$(ep t2)", "start": "$3"}],
+{"store": {"gc_interval_ms": 0}, $zk, "tso": {"listen": "$(ep tso "$rt")"},
+ "tablets": [{"name": "t1", "listen": "$(ep t1 "$r1")", "end": "$3"},
+             {"name": "t2", "listen": "$(ep t2 "$r2")", "start": "$3"}],
  "workers": {"threads": $threads, "scan": {"idle_ms": 10, "buckets_per_claim": 64}, "plugins": [{"path": "$plugin"}]}}
 JSON
   for k in $(seq "$2"); do
@@ -427,14 +463,14 @@ if [ "$skip_cluster" = 0 ]; then
     log "cluster: generated, $k worker processes"
     first=${#pids[@]}
     cluster "c-gen-$k" "$k" "$split"
-    r0=$(ticks "${pids[$first]}") w0=$(ticks "${pids[@]:$((first + 1))}") k0=$(kids) h0=$(steal)
+    r0=$(ticks "${pids[@]:$first:$nserv}") w0=$(ticks "${pids[@]:$((first + nserv))}") k0=$(kids) h0=$(steal)
     s=$(ingest --config "$C" "$work/gen.jsonl")
-    cpu=$(cpu_json "$docs" $(($(ticks "${pids[$first]}") - r0)) \
-      $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
+    cpu=$(cpu_json "$docs" $(($(ticks "${pids[@]:$first:$nserv}") - r0)) \
+      $(($(ticks "${pids[@]:$((first + nserv))}") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
     cpu+=", $(lsm_json "$work/c-gen-$k"/data/tablet-t{1,2}/store)"
     dump --config "$C" "$work/cl-gen-$k"
-    cluster_lines+=("$(printf '{"corpus": "generated", "documents": %d, "worker_processes": %d, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
-      "$docs" "$k" "$s" "$(rate "$docs" "$s")" "$(ratio "$(rate "$docs" "$s")" "$(rate "$docs" "${ours_s[gen]}")")" \
+    cluster_lines+=("$(printf '{"corpus": "generated", "documents": %d, "worker_processes": %d, "tablets": 2, "shape": "%s", "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
+      "$docs" "$k" "$cluster_shape" "$s" "$(rate "$docs" "$s")" "$(ratio "$(rate "$docs" "$s")" "$(rate "$docs" "${ours_s[gen]}")")" \
       "$(same "$work/cl-gen-$k" "$work/pg-gen-2")" "$cpu")")
     cluster_stop "$first"
     rm -rf "$work/c-gen-$k"
@@ -444,14 +480,14 @@ if [ "$skip_cluster" = 0 ]; then
     first=${#pids[@]}
     cluster c-real 2 "${split_row[real]}"
     n=$(count real)
-    r0=$(ticks "${pids[$first]}") w0=$(ticks "${pids[@]:$((first + 1))}") k0=$(kids) h0=$(steal)
+    r0=$(ticks "${pids[@]:$first:$nserv}") w0=$(ticks "${pids[@]:$((first + nserv))}") k0=$(kids) h0=$(steal)
     s=$(ingest --config "$C" "$work/real.jsonl")
-    cpu=$(cpu_json "$n" $(($(ticks "${pids[$first]}") - r0)) \
-      $(($(ticks "${pids[@]:$((first + 1))}") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
+    cpu=$(cpu_json "$n" $(($(ticks "${pids[@]:$first:$nserv}") - r0)) \
+      $(($(ticks "${pids[@]:$((first + nserv))}") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
     cpu+=", $(lsm_json "$work/c-real"/data/tablet-t{1,2}/store)"
     dump --config "$C" "$work/cl-real"
-    cluster_lines+=("$(printf '{"corpus": "real", "documents": %d, "worker_processes": 2, "tablets": 2, "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
-      "$n" "$s" "$(rate "$n" "$s")" "$(ratio "$(rate "$n" "$s")" "$(rate "$n" "${ours_s[real]}")")" \
+    cluster_lines+=("$(printf '{"corpus": "real", "documents": %d, "worker_processes": 2, "tablets": 2, "shape": "%s", "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
+      "$n" "$cluster_shape" "$s" "$(rate "$n" "$s")" "$(ratio "$(rate "$n" "$s")" "$(rate "$n" "${ours_s[real]}")")" \
       "$(same "$work/cl-real" "$work/pg-real-2")" "$cpu")")
     cluster_stop "$first"
   fi
