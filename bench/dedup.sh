@@ -54,7 +54,7 @@
 #               per stage (load, dedup, index): what this store and disk allow
 #               with the cells PostgreSQL writes too (a postings cell per term
 #               and document); and the cells ours writes (a postings cell
-#               per term for a batch of 64 documents) in the keys ours
+#               per term for a batch of 512 documents) in the keys ours
 #               writes (meta and write record, notifications, acks), in one
 #               phase as embedded, in two as across tablets, and as the
 #               cluster below commits them (two LevelDBs split at its row):

@@ -28,7 +28,7 @@
  * The store modes write the cells ours writes, in the keys ours writes
  * them with (core/keys.h), and no more: the floor of this store's format
  * for this corpus. Postings go as apps/dedup/index.c writes them, one cell
- * per term for a batch of --index-batch canonical documents (64, the index
+ * per term for a batch of --index-batch canonical documents (512, the index
  * observer's largest batch: the fewest cells ours can write); each cell is
  * written once, as a meta key holding its commit and value (a value over 4
  * KiB in a data key of its own; a head has no commit record of its own until
@@ -619,7 +619,7 @@ int main(int argc, char **argv) {
                                        {"index-batch", required_argument, NULL, 'b'},
                                        {NULL, 0, NULL, 0}};
   const char *jsonl = NULL, *parent = "/tmp", *split = NULL;
-  uint64_t threads = 16, index_batch = 64;
+  uint64_t threads = 16, index_batch = 512;
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {

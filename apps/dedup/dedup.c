@@ -413,6 +413,12 @@ pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const
   }
   host = api;
   dd_index_set_host(api);
+  /* Both batched observers take up to DD_BATCH_MAX cells a run (the host's
+   * default is 64): a backlog of documents then costs an eighth of the
+   * commits, and the index writes a term's chunk once for 512 clusters
+   * rather than 64, so the store holds far fewer, larger chunks
+   * (docs/BENCHMARKS.md, "Batches of 512"). */
+  enum { DD_BATCH_MAX = 512 };
   static const struct {
     const char *name, *table, *column;
     pc_observer_kind_t kind;
@@ -430,7 +436,8 @@ pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const
                              .column_len = strlen(defs[i].column),
                              .kind = defs[i].kind,
                              .observe = defs[i].fn,
-                             .observe_batch = defs[i].batch};
+                             .observe_batch = defs[i].batch,
+                             .batch_max = defs[i].batch ? DD_BATCH_MAX : 0};
     pc_status_t st = api->register_observer(reg, &def, err);
     if (st != PC_OK) return st;
   }
