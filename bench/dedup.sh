@@ -248,12 +248,12 @@ cluster() {
   mkdir -p "$d"
   zookeeper
   zk="\"zookeeper\": {\"connect\": \"$ZK_CONNECT\", \"root\": \"/percolator/$1\"}"
-  run_json() { # run_json TSO_LISTEN NPROCS SPLIT: the servers' configuration
+  run_json() { # run_json TSO_LISTEN SPLIT: the servers' configuration
     cat <<JSON
 {"data_dir": "$d/data", "log": {"level": "warn"}, "store": {"gc_interval_ms": 0}, $zk,
  "tso": {"listen": "$1"},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$3"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "$3"}]}
+ "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$2"},
+             {"name": "t2", "listen": "127.0.0.1:0", "start": "$2"}]}
 JSON
   }
   ready() { for _ in $(seq 300); do [ -s "$1" ] && break; sleep 0.1; done; }
@@ -261,19 +261,19 @@ JSON
   ep() { grep -o "\"$1\": *{[^}]*}" "$2" | grep -o '"listen": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/'; }
   local rt="$d/ready.json" r1="$d/ready.json" r2="$d/ready.json"
   if [ "$cluster_shape" = run ]; then
-    run_json 127.0.0.1:0 "$2" "$3" >"$d/run.json"
+    run_json 127.0.0.1:0 "$3" >"$d/run.json"
     "$cli" run --config "$d/run.json" --ready-file "$d/ready.json" 2>"$d/run.log" &
     pids+=("$!")
     ready "$d/ready.json"
     nserv=1
   else
-    run_json 127.0.0.1:0 "$2" "$3" >"$d/tso.json"
+    run_json 127.0.0.1:0 "$3" >"$d/tso.json"
     "$cli" tso --config "$d/tso.json" --ready-file "$d/ready-tso.json" 2>"$d/tso.log" &
     pids+=("$!")
     ready "$d/ready-tso.json"
     rt="$d/ready-tso.json" r1="$d/ready-t1.json" r2="$d/ready-t2.json"
     # the tablets take the oracle's real address (one-phase commits ask it)
-    run_json "$(ep tso "$rt")" "$2" "$3" >"$d/run.json"
+    run_json "$(ep tso "$rt")" "$3" >"$d/run.json"
     for t in t1 t2; do
       "$cli" tablet --config "$d/run.json" --name "$t" --ready-file "$d/ready-$t.json" 2>"$d/$t.log" &
       pids+=("$!")

@@ -413,10 +413,11 @@ pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const
   }
   host = api;
   dd_index_set_host(api);
-  /* Both batched observers take up to DD_BATCH_MAX cells a run (the host's
-   * default is 64): a backlog of documents then costs an eighth of the
-   * commits, and the index writes a term's chunk once for 512 clusters
-   * rather than 64, so the store holds far fewer, larger chunks
+  /* Both batched observers take up to DD_BATCH_MAX cells a run, above the
+   * host's default: under a backlog a larger run commits less often and the
+   * index writes each term's chunk once for all of the run's clusters, so
+   * the store holds fewer, larger chunks. Past this size the gain flattens
+   * while a batch that fails sends more cells to run alone
    * (docs/BENCHMARKS.md, "Batches of 512"). */
   enum { DD_BATCH_MAX = 512 };
   static const struct {
