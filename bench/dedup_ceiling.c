@@ -9,7 +9,8 @@
  *   docs URL doc:contents, doc:hash;  dups HASH m:URL;
  *   for the first document of each hash (the cluster's canonical here):
  *   dups HASH canonical, indexed, terms, and one postings cell idx TERM
- *   p<8 bytes> per distinct term ("+URL\tHASH\tCOUNT").
+ *   p<8 bytes> per distinct term ("+URL\tHASH\tCOUNT"; in the store modes
+ *   below, as the plugin writes its chunks, with the run's directory).
  * In the first two modes below each key is "table\0row\0column" and an
  * 8-byte timestamp, each value the cell's bytes. LevelDB is opened with the
  * store's options (bloom filter, 64 MiB write buffer, 8 MiB tables, snappy)
@@ -64,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps/dedup/dedup_index.h"
 #include "apps/dedup/dedup_text.h"
 #include "benchutil.h"
 #include "core/db.h"
@@ -388,6 +390,9 @@ typedef struct index_buf {
   size_t refs_cap;
   char *text, *chunk;
   size_t text_cap, chunk_cap;
+  dd_buf_t dchunk, dir; /* the store modes' chunk and the run's directory */
+  uint64_t *dref;       /* each document's pair in it */
+  size_t dref_cap;
 } index_buf_t;
 
 static void *grow(void *p, size_t *cap, size_t need, size_t size) {
@@ -440,19 +445,47 @@ static void index_stage(const run_t *r, sink_t *k, pending_t *p, size_t n, index
     cell(r, k, "dups", p[i].hash, 64, "terms", 5, ib->text, at, ts);
   }
   qsort(ib->refs, nrefs, sizeof *ib->refs, posting_cmp);
-  char col[9] = "p";
-  for (int j = 0; j < 8; j++) col[1 + j] = (char)(ts >> (56 - 8 * j));
+  char col[DD_CHUNK_COL];
+  dd_chunk_col(col, ts);
+  /* the store modes write chunks as apps/dedup/index.c does: entries that
+   * name the run's directory, which holds each document's (hash, URL) */
+  int direct = r->shape != CELLS;
+  uint64_t ndir = 0;
+  ib->dir.n = 0;
+  ib->dref = grow(ib->dref, &ib->dref_cap, n, sizeof *ib->dref);
+  for (size_t i = 0; direct && i < n; i++) {
+    uint8_t raw[DD_HASH_RAW];
+    if (dd_hash_raw(p[i].hash, 64, raw) != 0 ||
+        dd_dir_add(&ib->dir, &ndir, raw, p[i].d->url, p[i].d->ulen, &ib->dref[i]) != 0)
+      abort();
+  }
   for (size_t a = 0, b; a < nrefs; a = b) {
     size_t at = 0;
+    ib->dchunk.n = 0;
     for (b = a; b < nrefs && ib->refs[b].len == ib->refs[a].len &&
                 memcmp(ib->refs[b].term, ib->refs[a].term, ib->refs[a].len) == 0;
          b++) {
       const pending_t *q = &p[ib->refs[b].doc];
+      if (direct) {
+        if (dd_chunk_add(&ib->dchunk, '+', ib->dref[ib->refs[b].doc], ib->refs[b].count) != 0)
+          abort();
+        continue;
+      }
       ib->chunk = grow(ib->chunk, &ib->chunk_cap, at + q->d->ulen + 100, 1);
       at += (size_t)snprintf(ib->chunk + at, ib->chunk_cap - at, "+%s\t%s\t%llu\n", q->d->url,
                              q->hash, (unsigned long long)ib->refs[b].count);
     }
-    cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col, ib->chunk, at, ts);
+    if (direct)
+      cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col, ib->dchunk.p,
+           ib->dchunk.n, ts);
+    else
+      cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col, ib->chunk, at, ts);
+  }
+  if (direct && nrefs) {
+    char row[DD_DIR_ROW];
+    dd_dir_row(row, ts);
+    cell(r, k, DD_IDXDIR, row, sizeof row, DD_DIR_COL, strlen(DD_DIR_COL), ib->dir.p, ib->dir.n,
+         ts);
   }
   if (r->shape != CELLS)
     for (size_t i = 0; i < n; i++)
@@ -534,6 +567,9 @@ static void *writer_main(void *arg) {
   free(ib.refs);
   free(ib.text);
   free(ib.chunk);
+  free(ib.dref);
+  dd_buf_free(&ib.dchunk);
+  dd_buf_free(&ib.dir);
   for (int t = 0; t < 2; t++) {
     leveldb_writebatch_destroy(k.pre[t]);
     leveldb_writebatch_destroy(k.b[t]);

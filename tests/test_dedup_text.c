@@ -140,37 +140,37 @@ static void test_chunk_entries(void **state) {
   memset(h1, 0x11, sizeof h1);
   memset(h2, 0x22, sizeof h2);
   dd_buf_t c = {0};
-  assert_int_equal(dd_chunk_add(&c, '+', h1, "u/a", 3, 300), 0);
-  assert_int_equal(dd_chunk_add(&c, '-', h2, "", 0, 0), 0);
-  assert_int_equal(dd_chunk_add(&c, '?', h2, "x", 1, 0), -1);
+  assert_int_equal(dd_chunk_add_inline(&c, '+', h1, "u/a", 3, 300), 0);
+  assert_int_equal(dd_chunk_add_inline(&c, '-', h2, "", 0, 0), 0);
+  assert_int_equal(dd_chunk_add_inline(&c, '?', h2, "x", 1, 0), -1);
   size_t pos = 0;
   dd_entry_t e;
-  assert_int_equal(dd_chunk_next(c.p, c.n, &pos, &e), 1);
+  assert_int_equal(dd_chunk_next(c.p, c.n, NULL, &pos, &e), 1);
   assert_int_equal(e.op, '+');
   assert_memory_equal(e.hash, h1, DD_HASH_RAW);
   assert_int_equal(e.ulen, 3);
   assert_memory_equal(e.url, "u/a", 3);
   assert_int_equal(e.count, 300);
-  assert_int_equal(dd_chunk_next(c.p, c.n, &pos, &e), 1);
+  assert_int_equal(dd_chunk_next(c.p, c.n, NULL, &pos, &e), 1);
   assert_int_equal(e.op, '-');
   assert_int_equal(e.ulen, 0);
-  assert_int_equal(dd_chunk_next(c.p, c.n, &pos, &e), 0);
+  assert_int_equal(dd_chunk_next(c.p, c.n, NULL, &pos, &e), 0);
   /* every truncation of a chunk, and a bad op byte, is malformed */
   for (size_t cut = 1; cut < c.n; cut++) {
     int rc = 1;
     pos = 0;
-    while (rc == 1) rc = dd_chunk_next(c.p, cut, &pos, &e);
+    while (rc == 1) rc = dd_chunk_next(c.p, cut, NULL, &pos, &e);
     if (cut == 1 + DD_HASH_RAW + 1 + 3 + 2) assert_int_equal(rc, 0); /* after the first entry */
     else assert_int_equal(rc, -1);
   }
   c.p[0] = 'x';
   pos = 0;
-  assert_int_equal(dd_chunk_next(c.p, c.n, &pos, &e), -1);
+  assert_int_equal(dd_chunk_next(c.p, c.n, NULL, &pos, &e), -1);
   dd_buf_free(&c);
   /* a URL length past the end */
   const char bad[] = {'+', [1 + DD_HASH_RAW] = 9, 'a'};
   pos = 0;
-  assert_int_equal(dd_chunk_next(bad, sizeof bad, &pos, &e), -1);
+  assert_int_equal(dd_chunk_next(bad, sizeof bad, NULL, &pos, &e), -1);
 }
 
 /* Chunks applied in order: the last entry of a (URL, hash) wins, '-'
@@ -181,18 +181,18 @@ static void test_postings_settle(void **state) {
   memset(h1, 0x11, sizeof h1);
   memset(h2, 0x22, sizeof h2);
   dd_buf_t c1 = {0}, c2 = {0}, c3 = {0};
-  assert_int_equal(dd_chunk_add(&c1, '+', h1, "b", 1, 1), 0);
-  assert_int_equal(dd_chunk_add(&c1, '+', h2, "a", 1, 2), 0);
-  assert_int_equal(dd_chunk_add(&c1, '+', h1, "c", 1, 3), 0);
-  assert_int_equal(dd_chunk_add(&c2, '-', h1, "b", 1, 0), 0); /* b leaves cluster 1 */
-  assert_int_equal(dd_chunk_add(&c2, '+', h2, "b", 1, 4), 0); /* and is indexed in 2 */
-  assert_int_equal(dd_chunk_add(&c2, '+', h1, "c", 1, 5), 0); /* set again */
-  assert_int_equal(dd_chunk_add(&c3, '-', h2, "a", 1, 0), 0);
+  assert_int_equal(dd_chunk_add_inline(&c1, '+', h1, "b", 1, 1), 0);
+  assert_int_equal(dd_chunk_add_inline(&c1, '+', h2, "a", 1, 2), 0);
+  assert_int_equal(dd_chunk_add_inline(&c1, '+', h1, "c", 1, 3), 0);
+  assert_int_equal(dd_chunk_add_inline(&c2, '-', h1, "b", 1, 0), 0); /* b leaves cluster 1 */
+  assert_int_equal(dd_chunk_add_inline(&c2, '+', h2, "b", 1, 4), 0); /* and is indexed in 2 */
+  assert_int_equal(dd_chunk_add_inline(&c2, '+', h1, "c", 1, 5), 0); /* set again */
+  assert_int_equal(dd_chunk_add_inline(&c3, '-', h2, "a", 1, 0), 0);
   dd_postings_t ps = {0};
-  assert_int_equal(dd_postings_apply(&ps, c1.p, c1.n), 0);
-  assert_int_equal(dd_postings_apply(&ps, c2.p, c2.n), 0);
-  assert_int_equal(dd_postings_apply(&ps, c3.p, c3.n), 0);
-  assert_int_equal(dd_postings_apply(&ps, "junk", 4), -1);
+  assert_int_equal(dd_postings_apply(&ps, c1.p, c1.n, NULL), 0);
+  assert_int_equal(dd_postings_apply(&ps, c2.p, c2.n, NULL), 0);
+  assert_int_equal(dd_postings_apply(&ps, c3.p, c3.n, NULL), 0);
+  assert_int_equal(dd_postings_apply(&ps, "junk", 4, NULL), -1);
   assert_int_equal(dd_postings_settle(&ps), 0);
   assert_int_equal(ps.n, 2);
   assert_string_equal(ps.v[0].url, "b");
@@ -202,8 +202,8 @@ static void test_postings_settle(void **state) {
   assert_int_equal(ps.v[1].count, 5);
   /* the same chunks in another order leave another result: order matters */
   dd_postings_clear(&ps);
-  assert_int_equal(dd_postings_apply(&ps, c2.p, c2.n), 0);
-  assert_int_equal(dd_postings_apply(&ps, c1.p, c1.n), 0);
+  assert_int_equal(dd_postings_apply(&ps, c2.p, c2.n, NULL), 0);
+  assert_int_equal(dd_postings_apply(&ps, c1.p, c1.n, NULL), 0);
   assert_int_equal(dd_postings_settle(&ps), 0);
   assert_int_equal(ps.n, 4); /* a, b in 1, b in 2, c */
   dd_postings_free(&ps);
@@ -212,12 +212,86 @@ static void test_postings_settle(void **state) {
   dd_buf_free(&c3);
 }
 
+/* Chunks that name their run's directory: each entry resolves to its pair,
+ * a pair the directory lacks (or no directory) makes the chunk malformed,
+ * and such chunks apply after chunks of the older form, as in a store
+ * indexed before directories. */
+static void test_directory_chunks(void **state) {
+  (void)state;
+  uint8_t h1[DD_HASH_RAW], h2[DD_HASH_RAW];
+  memset(h1, 0x11, sizeof h1);
+  memset(h2, 0x22, sizeof h2);
+  dd_buf_t dir = {0}, c = {0}, old = {0};
+  uint64_t n = 0, r1 = 9, r2 = 9;
+  assert_int_equal(dd_dir_add(&dir, &n, h1, "u/a", 3, &r1), 0);
+  assert_int_equal(dd_dir_add(&dir, &n, h2, "u/bb", 4, &r2), 0);
+  assert_true(r1 == 0 && r2 == 1 && n == 2);
+  assert_int_equal(dd_chunk_add(&c, '-', r1, 0), 0);
+  assert_int_equal(dd_chunk_add(&c, '+', r2, 300), 0);
+  assert_int_equal(dd_chunk_add(&c, '?', r2, 1), -1);
+  assert_int_equal(c.n, 1 + 2 + 4); /* the mark; - 0; + 1 300 (a varint of two bytes) */
+  assert_true(dd_chunk_uses_dir(c.p, c.n));
+  dd_dir_t d = {0};
+  assert_int_equal(dd_dir_parse(&d, dir.p, dir.n), 0);
+  assert_int_equal(d.n, 2);
+  size_t pos = 0;
+  dd_entry_t e;
+  assert_int_equal(dd_chunk_next(c.p, c.n, &d, &pos, &e), 1);
+  assert_int_equal(e.op, '-');
+  assert_memory_equal(e.hash, h1, DD_HASH_RAW);
+  assert_int_equal(e.ulen, 3);
+  assert_memory_equal(e.url, "u/a", 3);
+  assert_int_equal(dd_chunk_next(c.p, c.n, &d, &pos, &e), 1);
+  assert_int_equal(e.op, '+');
+  assert_memory_equal(e.hash, h2, DD_HASH_RAW);
+  assert_memory_equal(e.url, "u/bb", 4);
+  assert_int_equal(e.count, 300);
+  assert_int_equal(dd_chunk_next(c.p, c.n, &d, &pos, &e), 0);
+  /* no directory, or one without the pair named */
+  pos = 0;
+  assert_int_equal(dd_chunk_next(c.p, c.n, NULL, &pos, &e), -1);
+  dd_dir_t short_dir = {0};
+  assert_int_equal(dd_dir_parse(&short_dir, dir.p, DD_HASH_RAW + 1 + 3), 0);
+  assert_int_equal(short_dir.n, 1);
+  dd_postings_t ps = {0};
+  assert_int_equal(dd_postings_apply(&ps, c.p, c.n, &short_dir), -1);
+  dd_postings_clear(&ps);
+  /* every cut of a directory inside a pair is malformed */
+  for (size_t cut = 1; cut < dir.n; cut++) {
+    int rc = dd_dir_parse(&short_dir, dir.p, cut);
+    if (cut == DD_HASH_RAW + 1 + 3) assert_int_equal(rc, 0);
+    else assert_int_equal(rc, -1);
+  }
+  /* after chunks of the older form: (u/a, h1) set there, removed here */
+  assert_int_equal(dd_chunk_add_inline(&old, '+', h1, "u/a", 3, 5), 0);
+  assert_false(dd_chunk_uses_dir(old.p, old.n));
+  assert_int_equal(dd_postings_apply(&ps, old.p, old.n, NULL), 0);
+  assert_int_equal(dd_postings_apply(&ps, c.p, c.n, &d), 0);
+  assert_int_equal(dd_postings_settle(&ps), 0);
+  assert_int_equal(ps.n, 1);
+  assert_string_equal(ps.v[0].url, "u/bb");
+  assert_memory_equal(ps.v[0].hash, h2, DD_HASH_RAW);
+  assert_int_equal(ps.v[0].count, 300);
+  /* directories' rows sort as the runs' ids */
+  char a[DD_DIR_ROW], b[DD_DIR_ROW];
+  dd_dir_row(a, 255);
+  dd_dir_row(b, 256);
+  assert_true(memcmp(a, b, DD_DIR_ROW) < 0);
+  dd_postings_free(&ps);
+  dd_dir_free(&d);
+  dd_dir_free(&short_dir);
+  dd_buf_free(&dir);
+  dd_buf_free(&c);
+  dd_buf_free(&old);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rule),         cmocka_unit_test(test_long_terms_are_cut),
       cmocka_unit_test(test_counts_sorted), cmocka_unit_test(test_many_terms),
       cmocka_unit_test(test_sha256),       cmocka_unit_test(test_chunk_columns),
       cmocka_unit_test(test_chunk_entries), cmocka_unit_test(test_postings_settle),
+      cmocka_unit_test(test_directory_chunks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

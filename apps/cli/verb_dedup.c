@@ -285,14 +285,73 @@ typedef int (*posting_fn)(void *ctx, const char *term, size_t tl, const dd_posti
 typedef int (*bad_cell_fn)(void *ctx, const char *row, size_t rl, const char *col, size_t cl,
                            const char *v, size_t vl);
 
+/* A run's directory as the scan read it. */
+typedef struct dir_slot {
+  uint64_t id;
+  int have;
+  char *value; /* the cell's value, which dir points into (pc_free) */
+  size_t vlen;
+  dd_dir_t dir;
+} dir_slot_t;
+
+/* Slots of the scan's cache of directories, mapped from the run's id: a
+ * term's chunks come in run order, and consecutive terms name the same
+ * recent runs, so most chunks find their directory read already; the cache
+ * keeps a scan's memory bounded however many runs the index holds. */
+#define DIR_SLOTS 1024
+
 typedef struct term_scan {
   posting_fn fn;
   bad_cell_fn bad;
   void *ctx;
+  pc_txn_t *txn;
+  pc_error_t *err;
+  dir_slot_t *dirs; /* DIR_SLOTS of them, or NULL until a chunk needs one */
   dd_postings_t ps;
   bytes_t term;
   int have, stop, oom;
 } term_scan_t;
+
+/* The directory of run id at the scan's snapshot; NULL with *rc -1 when
+ * the run has none or it is malformed (so is the chunk that names it), -2
+ * when out of memory, or 1 when the read failed (t->err says why). */
+static const dd_dir_t *run_dir(term_scan_t *t, uint64_t id, int *rc) {
+  if (!t->dirs && !(t->dirs = calloc(DIR_SLOTS, sizeof *t->dirs))) {
+    *rc = -2;
+    return NULL;
+  }
+  dir_slot_t *s = &t->dirs[(id * 0x9E3779B97F4A7C15ull) >> 54]; /* the top 10 bits */
+  if (s->have && s->id == id) return &s->dir;
+  s->have = 0;
+  pc_free(s->value);
+  s->value = NULL;
+  char row[DD_DIR_ROW];
+  dd_dir_row(row, id);
+  pc_status_t st = pc_txn_get(t->txn, DD_IDXDIR, row, sizeof row, DD_DIR_COL,
+                              strlen(DD_DIR_COL), &s->value, &s->vlen, t->err);
+  if (st == PC_NOT_FOUND) {
+    *t->err = (pc_error_t){0};
+    *rc = -1;
+    return NULL;
+  }
+  if (st != PC_OK) {
+    *rc = 1;
+    return NULL;
+  }
+  if ((*rc = dd_dir_parse(&s->dir, s->value, s->vlen)) != 0) return NULL;
+  s->id = id;
+  s->have = 1;
+  return &s->dir;
+}
+
+static void dirs_free(term_scan_t *t) {
+  for (size_t i = 0; t->dirs && i < DIR_SLOTS; i++) {
+    pc_free(t->dirs[i].value);
+    dd_dir_free(&t->dirs[i].dir);
+  }
+  free(t->dirs);
+  t->dirs = NULL;
+}
 
 /* The postings of the term gathered so far, to fn. */
 static void term_flush(term_scan_t *t) {
@@ -320,7 +379,14 @@ static void term_cell(term_scan_t *t, const char *row, size_t rl, const char *co
     }
     t->have = 1;
   }
-  int rc = dd_chunk_id(col, cl, &id) == 0 ? dd_postings_apply(&t->ps, v, vl) : -1;
+  int rc = dd_chunk_id(col, cl, &id) == 0 ? 0 : -1;
+  const dd_dir_t *dir = NULL;
+  if (rc == 0 && dd_chunk_uses_dir(v, vl)) dir = run_dir(t, id, &rc);
+  if (rc == 1) { /* the directory's read failed: t->err says why */
+    t->stop = 1;
+    return;
+  }
+  if (rc == 0) rc = dd_postings_apply(&t->ps, v, vl, dir);
   if (rc == -2) t->oom = t->stop = 1;
   else if (rc == -1 && t->bad) t->stop = t->bad(t->ctx, row, rl, col, cl, v, vl);
 }
@@ -334,7 +400,7 @@ static pc_status_t scan_postings(pc_txn_t *txn, const char *one, size_t ol, cons
   pc_scan_t *sc = one ? pc_txn_scan_row(txn, IDX, one, ol, NULL, 0, err)
                       : pc_txn_scan(txn, IDX, lo, ll, hi, hl, err);
   if (!sc) return err->code;
-  term_scan_t t = {fn, bad, ctx, {0}, {0}, 0, 0, 0};
+  term_scan_t t = {fn, bad, ctx, txn, err, NULL, {0}, {0}, 0, 0, 0};
   pc_status_t st;
   while (!t.stop && (st = pc_scan_next(sc, err)) == PC_OK) {
     size_t rl, cl, vl;
@@ -345,6 +411,7 @@ static pc_status_t scan_postings(pc_txn_t *txn, const char *one, size_t ol, cons
   pc_scan_destroy(sc);
   if (!t.stop && st == PC_NOT_FOUND) term_flush(&t);
   dd_postings_free(&t.ps);
+  dirs_free(&t);
   free(t.term.p);
   if (t.stop) {
     if (t.oom || err->code == PC_OK) {

@@ -14,16 +14,22 @@
  *   idx   row TERM    p<8 bytes> a chunk of postings of TERM: what one index
  *                                 run (one transaction, over one cluster or
  *                                 many) changed of them, '+' (URL, HASH,
- *                                 count) or '-' (URL, HASH) per cluster; the
- *                                 term's postings are its chunks applied in
- *                                 column order (apps/dedup/dedup_index.h). A
+ *                                 count) or '-' (URL, HASH) per cluster,
+ *                                 each (URL, HASH) named by its index in the
+ *                                 run's directory; the term's postings are
+ *                                 its chunks applied in column order
+ *                                 (apps/dedup/dedup_index.h). A
  *                                 posting names its cluster's hash as well, so
  *                                 that two clusters that name the same URL in
  *                                 turn keep apart: a document that moves to a
  *                                 new cluster as its canonical is indexed
  *                                 there before its old cluster, re-indexed in
  *                                 another run, drops it. A search for TERM
- *                                 reads the one row TERM.
+ *                                 reads the one row TERM, and the
+ *                                 directories its chunks name.
+ *   idxdir row ID     d           the directory of the index run that
+ *                                 started at ID (8 bytes big-endian): each
+ *                                 (HASH, URL) its chunks name, once.
  *
  * Observers (each idempotent per notification: it derives what to write from
  * what it reads):

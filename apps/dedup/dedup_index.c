@@ -1,6 +1,6 @@
-/* dedup_index.c — the chunks of the dedup index: their columns, their
- * entries, and the postings a term's chunks leave (the layout is in
- * dedup_index.h). */
+/* dedup_index.c — the chunks of the dedup index and the runs' directories:
+ * their columns and rows, their entries, and the postings a term's chunks
+ * leave (the layout is in dedup_index.h). */
 #include "dedup_index.h"
 
 #include <stdlib.h>
@@ -17,6 +17,10 @@ int dd_chunk_id(const char *col, size_t clen, uint64_t *id) {
   for (int i = 0; i < 8; i++) v = v << 8 | (unsigned char)col[1 + i];
   *id = v;
   return 0;
+}
+
+void dd_dir_row(char out[DD_DIR_ROW], uint64_t id) {
+  for (int i = 0; i < 8; i++) out[i] = (char)(id >> (56 - 8 * i));
 }
 
 static int hex_digit(char c) {
@@ -90,8 +94,25 @@ static int get_varint(const char *p, size_t n, size_t *pos, uint64_t *v) {
   return -1;
 }
 
-int dd_chunk_add(dd_buf_t *chunk, char op, const uint8_t hash[DD_HASH_RAW], const char *url,
-                 size_t ulen, uint64_t count) {
+int dd_dir_add(dd_buf_t *dir, uint64_t *n, const uint8_t hash[DD_HASH_RAW], const char *url,
+               size_t ulen, uint64_t *ref) {
+  if (dd_buf_put(dir, hash, DD_HASH_RAW) || put_varint(dir, ulen) || dd_buf_put(dir, url, ulen))
+    return -1;
+  *ref = (*n)++;
+  return 0;
+}
+
+int dd_chunk_add(dd_buf_t *chunk, char op, uint64_t ref, uint64_t count) {
+  static const char mark = DD_CHUNK_DIRECTORY;
+  if (op != '+' && op != '-') return -1;
+  if ((chunk->n == 0 && dd_buf_put(chunk, &mark, 1)) || dd_buf_put(chunk, &op, 1) ||
+      put_varint(chunk, ref))
+    return -1;
+  return op == '+' ? put_varint(chunk, count) : 0;
+}
+
+int dd_chunk_add_inline(dd_buf_t *chunk, char op, const uint8_t hash[DD_HASH_RAW],
+                        const char *url, size_t ulen, uint64_t count) {
   if (op != '+' && op != '-') return -1;
   if (dd_buf_put(chunk, &op, 1) || dd_buf_put(chunk, hash, DD_HASH_RAW) ||
       put_varint(chunk, ulen) || dd_buf_put(chunk, url, ulen))
@@ -99,29 +120,73 @@ int dd_chunk_add(dd_buf_t *chunk, char op, const uint8_t hash[DD_HASH_RAW], cons
   return op == '+' ? put_varint(chunk, count) : 0;
 }
 
-int dd_chunk_next(const char *p, size_t n, size_t *pos, dd_entry_t *e) {
+/* The pair of p[0..n) at *pos, *pos moved past it: 0, or -1 when malformed. */
+static int pair_next(const char *p, size_t n, size_t *pos, dd_pair_t *pr) {
+  if (n - *pos < DD_HASH_RAW) return -1;
+  pr->hash = (const uint8_t *)p + *pos;
+  *pos += DD_HASH_RAW;
+  uint64_t ul;
+  if (get_varint(p, n, pos, &ul) || ul > n - *pos) return -1;
+  pr->url = p + *pos;
+  pr->ulen = (size_t)ul;
+  *pos += pr->ulen;
+  return 0;
+}
+
+int dd_dir_parse(dd_dir_t *d, const char *p, size_t n) {
+  d->n = 0;
+  for (size_t pos = 0; pos < n;) {
+    if (d->n == d->cap) {
+      size_t nc = d->cap ? d->cap * 2 : 64;
+      dd_pair_t *nv = realloc(d->v, nc * sizeof *nv);
+      if (!nv) return -2;
+      d->v = nv;
+      d->cap = nc;
+    }
+    if (pair_next(p, n, &pos, &d->v[d->n]) != 0) {
+      d->n = 0;
+      return -1;
+    }
+    d->n++;
+  }
+  return 0;
+}
+
+void dd_dir_free(dd_dir_t *d) {
+  free(d->v);
+  memset(d, 0, sizeof *d);
+}
+
+int dd_chunk_uses_dir(const char *p, size_t n) { return n > 0 && p[0] == DD_CHUNK_DIRECTORY; }
+
+int dd_chunk_next(const char *p, size_t n, const dd_dir_t *dir, size_t *pos, dd_entry_t *e) {
+  int uses_dir = dd_chunk_uses_dir(p, n);
+  if (*pos == 0 && uses_dir) *pos = 1;
   if (*pos == n) return 0;
   if (*pos > n) return -1;
   e->op = p[(*pos)++];
   if (e->op != '+' && e->op != '-') return -1;
-  if (n - *pos < DD_HASH_RAW) return -1;
-  e->hash = (const uint8_t *)p + *pos;
-  *pos += DD_HASH_RAW;
-  uint64_t ul;
-  if (get_varint(p, n, pos, &ul) || ul > n - *pos) return -1;
-  e->url = p + *pos;
-  e->ulen = (size_t)ul;
-  *pos += e->ulen;
+  dd_pair_t pr;
+  if (uses_dir) {
+    uint64_t ref;
+    if (get_varint(p, n, pos, &ref) || !dir || ref >= dir->n) return -1;
+    pr = dir->v[ref];
+  } else if (pair_next(p, n, pos, &pr) != 0) {
+    return -1;
+  }
+  e->hash = pr.hash;
+  e->url = pr.url;
+  e->ulen = pr.ulen;
   e->count = 0;
   if (e->op == '+' && get_varint(p, n, pos, &e->count)) return -1;
   return 1;
 }
 
-int dd_postings_apply(dd_postings_t *ps, const char *chunk, size_t n) {
+int dd_postings_apply(dd_postings_t *ps, const char *chunk, size_t n, const dd_dir_t *dir) {
   size_t pos = 0;
   dd_entry_t e;
   int rc;
-  while ((rc = dd_chunk_next(chunk, n, &pos, &e)) == 1) {
+  while ((rc = dd_chunk_next(chunk, n, dir, &pos, &e)) == 1) {
     if (ps->n == ps->cap) {
       size_t nc = ps->cap ? ps->cap * 2 : 64;
       dd_posting_t *nv = realloc(ps->v, nc * sizeof *nv);

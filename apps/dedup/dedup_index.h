@@ -7,10 +7,20 @@
  * row of each term it touches, a chunk:
  *   column  DD_CHUNK_PREFIX then the run's start_ts, 8 bytes big-endian
  *           (so a row's chunks sort in the order of their runs);
- *   value   entries, each: u8 op ('+' the posting is set, '-' it is
- *           removed), the cluster's SHA-256 (32 bytes), varint length and
- *           bytes of the canonical URL, and for '+' the varint count of the
- *           term in that document.
+ *   value   the byte DD_CHUNK_DIRECTORY, then entries, each: u8 op ('+' the
+ *           posting is set, '-' it is removed), the varint index of a
+ *           (hash, URL) pair in the run's directory, and for '+' the varint
+ *           count of the term in that document.
+ * and one cell in table idxdir, the run's directory:
+ *   row     the run's start_ts, 8 bytes big-endian; column DD_DIR_COL;
+ *   value   pairs, each: a cluster's SHA-256 (32 bytes), varint length and
+ *           bytes of a URL — each (hash, URL) the run's chunks name, once.
+ * A run names about 180 terms per document, and each term's entry would
+ * otherwise repeat the 32-byte hash and the URL (see docs/ARCHITECTURE.md,
+ * "The dedup index"). Chunks written before directories existed hold the
+ * pair in each entry (op, hash, varint URL length, URL, count for '+');
+ * readers take both.
+ *
  * A posting is (term, URL, cluster hash). The postings of a term at a
  * snapshot are its chunks applied in column order: for each (URL, hash) the
  * last entry wins, and a '-' removes it. Why the order of columns is the
@@ -27,11 +37,18 @@
 #define DD_CHUNK_PREFIX 'p'
 #define DD_CHUNK_COL 9 /* bytes of a chunk's column */
 #define DD_HASH_RAW 32
+#define DD_CHUNK_DIRECTORY 0x01 /* first byte of a chunk that names its run's directory */
+#define DD_IDXDIR "idxdir"      /* the table of the runs' directories */
+#define DD_DIR_COL "d"
+#define DD_DIR_ROW 8 /* bytes of a directory's row: the run's start_ts */
 
 /* The column of the chunk of the run that started at id. */
 void dd_chunk_col(char out[DD_CHUNK_COL], uint64_t id);
 /* 0 with *id set when col is a chunk's column, else -1. */
 int dd_chunk_id(const char *col, size_t clen, uint64_t *id);
+
+/* The row of the directory of the run that started at id. */
+void dd_dir_row(char out[DD_DIR_ROW], uint64_t id);
 
 /* The 32 bytes of a lower-case hex SHA-256 (64 digits): 0, or -1 when hex is
  * not one. And back, NUL-terminated. */
@@ -47,12 +64,47 @@ typedef struct dd_buf {
 int dd_buf_put(dd_buf_t *b, const void *p, size_t n);
 void dd_buf_free(dd_buf_t *b);
 
-/* Appends an entry to a chunk: op '+' (with count) or '-'. 0, or -1 when out
- * of memory (or op is neither). */
-int dd_chunk_add(dd_buf_t *chunk, char op, const uint8_t hash[DD_HASH_RAW], const char *url,
-                 size_t ulen, uint64_t count);
+/* Appends the pair (hash, url) to a run's directory being written, whose
+ * pairs number *n; *ref is set to the pair's index and *n grows by one. 0,
+ * or -1 when out of memory. */
+int dd_dir_add(dd_buf_t *dir, uint64_t *n, const uint8_t hash[DD_HASH_RAW], const char *url,
+               size_t ulen, uint64_t *ref);
 
-/* One entry of a chunk; the pointers point into the chunk. */
+/* Appends an entry to a chunk (the DD_CHUNK_DIRECTORY byte first when the
+ * chunk is empty): op '+' (with count) or '-', of the pair ref of the run's
+ * directory. 0, or -1 when out of memory (or op is neither). */
+int dd_chunk_add(dd_buf_t *chunk, char op, uint64_t ref, uint64_t count);
+
+/* Appends an entry in the form of chunks written before directories (the
+ * pair in the entry), which readers still take: op '+' (with count) or
+ * '-'. 0, or -1 when out of memory (or op is neither). */
+int dd_chunk_add_inline(dd_buf_t *chunk, char op, const uint8_t hash[DD_HASH_RAW],
+                        const char *url, size_t ulen, uint64_t count);
+
+/* One pair of a directory; the pointers point into the directory's value. */
+typedef struct dd_pair {
+  const uint8_t *hash;
+  const char *url;
+  size_t ulen;
+} dd_pair_t;
+
+/* A run's directory as read: its pairs, pointing into the value it was
+ * parsed from, which the caller keeps alive. */
+typedef struct dd_dir {
+  dd_pair_t *v;
+  size_t n, cap;
+} dd_dir_t;
+
+/* Parses the directory value p[0..n) into d (emptied first): 0, -1 when it
+ * is malformed, -2 when out of memory. */
+int dd_dir_parse(dd_dir_t *d, const char *p, size_t n);
+void dd_dir_free(dd_dir_t *d);
+
+/* 1 when chunk p[0..n) names its run's directory (the reader needs it to
+ * apply the chunk), else 0. */
+int dd_chunk_uses_dir(const char *p, size_t n);
+
+/* One entry of a chunk; the pointers point into the chunk or its directory. */
 typedef struct dd_entry {
   char op;
   const uint8_t *hash;
@@ -61,9 +113,10 @@ typedef struct dd_entry {
   uint64_t count; /* 0 for '-' */
 } dd_entry_t;
 
-/* The entry of chunk p[0..n) at *pos, *pos moved past it: 1, or 0 at the
- * end, or -1 when the chunk is malformed. */
-int dd_chunk_next(const char *p, size_t n, size_t *pos, dd_entry_t *e);
+/* The entry of chunk p[0..n) at *pos (0 at the start), *pos moved past it:
+ * 1, or 0 at the end, or -1 when the chunk is malformed or names a pair its
+ * run's directory dir (NULL: none) does not have. */
+int dd_chunk_next(const char *p, size_t n, const dd_dir_t *dir, size_t *pos, dd_entry_t *e);
 
 /* A posting as a term's chunks leave it. */
 typedef struct dd_posting {
@@ -82,9 +135,10 @@ typedef struct dd_postings {
   uint64_t seq;
 } dd_postings_t;
 
-/* Applies a chunk (the next in column order). 0, -1 when it is malformed,
- * -2 when out of memory. */
-int dd_postings_apply(dd_postings_t *ps, const char *chunk, size_t n);
+/* Applies a chunk (the next in column order) with its run's directory
+ * (NULL when it has none). 0, -1 when it is malformed (or needs a
+ * directory that dir is not), -2 when out of memory. */
+int dd_postings_apply(dd_postings_t *ps, const char *chunk, size_t n, const dd_dir_t *dir);
 /* Settles what the chunks applied so far leave: the postings, in (URL,
  * hash) order. 0, or -2 when out of memory. */
 int dd_postings_settle(dd_postings_t *ps);

@@ -7,7 +7,9 @@
  * and writes, per term it touches, one chunk holding every cluster's entry
  * for that term ('-' for the URL the cluster was indexed under, '+' for its
  * canonical now) — so a term common to many of the run's documents costs one
- * cell, not one per document — then each cluster's indexed and terms cells.
+ * cell, not one per document — with the run's directory, which holds each
+ * entry's (hash, URL) once for all its terms, then each cluster's indexed
+ * and terms cells.
  *
  * Per cluster, as before batches: nothing to do when its canonical is the
  * URL it is indexed under; when the canonical's contents do not hash to the
@@ -93,12 +95,16 @@ static int same(const pc_value_t *v, const char *p, size_t n) {
   return v->value && v->vlen == n && memcmp(v->value, p, n) == 0;
 }
 
-/* Adds the entries of one cluster (raw hash h) to the run's chunks: '-' for
- * each term of the list of the URL it was indexed under, '+' for each term
- * of its canonical now (tv, when canon). */
-static int add_entries(tmap_t *m, const uint8_t h[DD_HASH_RAW], const pc_value_t *indexed,
-                       const pc_value_t *terms, const pc_value_t *canon, const dd_terms_t *tv) {
+/* Adds the entries of one cluster (raw hash h) to the run's chunks, and the
+ * pairs they name to its directory dir (of *nd pairs): '-' for each term of
+ * the list of the URL it was indexed under, '+' for each term of its
+ * canonical now (tv, when canon). */
+static int add_entries(tmap_t *m, dd_buf_t *dir, uint64_t *nd, const uint8_t h[DD_HASH_RAW],
+                       const pc_value_t *indexed, const pc_value_t *terms,
+                       const pc_value_t *canon, const dd_terms_t *tv) {
+  uint64_t ref;
   if (indexed->value && terms->value) {
+    if (dd_dir_add(dir, nd, h, indexed->value, indexed->vlen, &ref) != 0) return -1;
     const char *p = terms->value;
     size_t i = 0, n = terms->vlen;
     while (i < n) {
@@ -106,14 +112,15 @@ static int add_entries(tmap_t *m, const uint8_t h[DD_HASH_RAW], const pc_value_t
       size_t tl = nl ? (size_t)(nl - (p + i)) : n - i;
       if (tl > 0 && tl <= DD_MAX_TERM) {
         dd_buf_t *c = tmap_chunk(m, p + i, tl);
-        if (!c || dd_chunk_add(c, '-', h, indexed->value, indexed->vlen, 0) != 0) return -1;
+        if (!c || dd_chunk_add(c, '-', ref, 0) != 0) return -1;
       }
       i += tl + 1;
     }
   }
+  if (canon && tv->n && dd_dir_add(dir, nd, h, canon->value, canon->vlen, &ref) != 0) return -1;
   for (size_t k = 0; canon && k < tv->n; k++) {
     dd_buf_t *c = tmap_chunk(m, tv->v[k].term, tv->v[k].len);
-    if (!c || dd_chunk_add(c, '+', h, canon->value, canon->vlen, tv->v[k].count) != 0) return -1;
+    if (!c || dd_chunk_add(c, '+', ref, tv->v[k].count) != 0) return -1;
   }
   return 0;
 }
@@ -135,7 +142,8 @@ pc_status_t dd_index_run(void *state, pc_txn_t *txn, const pc_notified_cell_t *c
   size_t *which = calloc(n, sizeof *which); /* the clusters whose canonical is read */
   uint8_t (*raw)[DD_HASH_RAW] = calloc(n, sizeof *raw);
   tmap_t m = {0};
-  dd_buf_t list = {0};
+  dd_buf_t list = {0}, dir = {0};
+  uint64_t ndir = 0;
   pc_status_t st = PC_OK;
   size_t nd = 0;
   if (!refs || !vals || !docs || !tv || !which || !raw) {
@@ -189,7 +197,8 @@ pc_status_t dd_index_run(void *state, pc_txn_t *txn, const pc_notified_cell_t *c
     } else if (!indexed->value && !terms->value) {
       continue; /* gone, and never indexed */
     }
-    if (add_entries(&m, raw[i], indexed, terms, canon->value ? canon : NULL, &tv[i]) != 0) {
+    if (add_entries(&m, &dir, &ndir, raw[i], indexed, terms, canon->value ? canon : NULL,
+                    &tv[i]) != 0) {
       st = fail(err, PC_NOMEM, "out of memory");
       break;
     }
@@ -208,11 +217,16 @@ pc_status_t dd_index_run(void *state, pc_txn_t *txn, const pc_notified_cell_t *c
     else if (st == PC_OK && terms->value)
       st = host->txn_delete(txn, DD_DUPS, c->row, c->row_len, DD_S(DD_C_TERMS), err);
   }
-  /* one chunk per term the run touched */
+  /* one chunk per term the run touched, and the directory they name */
   for (size_t s = 0; s < m.cap && st == PC_OK; s++) {
     tchunk_t *t = &m.slot[s];
     if (!t->len) continue;
     st = host->txn_set(txn, DD_IDX, t->term, t->len, col, sizeof col, t->chunk.p, t->chunk.n, err);
+  }
+  if (st == PC_OK && m.n) {
+    char row[DD_DIR_ROW];
+    dd_dir_row(row, host->txn_start_ts(txn));
+    st = host->txn_set(txn, DD_IDXDIR, row, sizeof row, DD_S(DD_DIR_COL), dir.p, dir.n, err);
   }
 out:
   for (size_t i = 0; vals && i < n * NV; i++) host->free(vals[i].value);
@@ -226,6 +240,7 @@ out:
   free(raw);
   tmap_free(&m);
   dd_buf_free(&list);
+  dd_buf_free(&dir);
   return st;
 }
 
