@@ -475,11 +475,8 @@ static void index_stage(const run_t *r, sink_t *k, pending_t *p, size_t n, index
       at += (size_t)snprintf(ib->chunk + at, ib->chunk_cap - at, "+%s\t%s\t%llu\n", q->d->url,
                              q->hash, (unsigned long long)ib->refs[b].count);
     }
-    if (direct)
-      cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col, ib->dchunk.p,
-           ib->dchunk.n, ts);
-    else
-      cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col, ib->chunk, at, ts);
+    cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col,
+         direct ? ib->dchunk.p : ib->chunk, direct ? ib->dchunk.n : at, ts);
   }
   if (direct && nrefs) {
     char row[DD_DIR_ROW];

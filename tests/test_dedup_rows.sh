@@ -9,8 +9,8 @@
 # canonical of a four-member cluster: its own cluster disappears (its terms
 # leave idx: one chunk cell in the row of each) and it joins the other, whose
 # canonical stays. The cells written by that update and its observers are the
-# commit records (put or delete) of tables docs, dups, idx and idxdir whose ts is
-# above a timestamp taken just before it (`scan --raw --since TS --json`).
+# commit records (put or delete) of tables docs, dups, idx and idxdir whose ts
+# is above a timestamp taken just before it (`scan --raw --since TS --json`).
 # The test asserts the counts (cells and rows) are the same at both sizes and
 # below a small bound, and that `check` finds no difference.
 # Every CLI call runs under `timeout`; a trap kills what was started here.
