@@ -250,3 +250,55 @@ void dd_postings_free(dd_postings_t *ps) {
   ps->v = NULL;
   ps->cap = 0;
 }
+
+/* ---- buckets ------------------------------------------------------------------------ */
+
+unsigned dd_term_bucket(const char *t, size_t len) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
+  return (unsigned)(h % DD_BUCKETS);
+}
+
+void dd_bucket_row(char out[DD_BUCKET_ROW], unsigned b) {
+  out[0] = (char)(b >> 8);
+  out[1] = (char)b;
+}
+
+int dd_bucket_of_row(const char *row, size_t rl, unsigned *b) {
+  if (rl != DD_BUCKET_ROW) return -1;
+  unsigned v = (unsigned)(unsigned char)row[0] << 8 | (unsigned char)row[1];
+  if (v >= DD_BUCKETS) return -1;
+  *b = v;
+  return 0;
+}
+
+int dd_bucket_add(dd_buf_t *cell, const char *t, size_t tl, const char *c, size_t cn) {
+  static const char mark = DD_CHUNK_BUCKET;
+  const unsigned char len = (unsigned char)tl;
+  if (tl == 0 || tl > DD_MAX_TERM) return -1;
+  if ((cell->n == 0 && dd_buf_put(cell, &mark, 1)) || dd_buf_put(cell, &len, 1) ||
+      dd_buf_put(cell, t, tl) || put_varint(cell, cn) || dd_buf_put(cell, c, cn))
+    return -1;
+  return 0;
+}
+
+int dd_bucket_next(const char *p, size_t n, size_t *pos, const char **t, size_t *tl,
+                   const char **c, size_t *cn) {
+  if (*pos == 0) {
+    if (n == 0 || p[0] != DD_CHUNK_BUCKET) return -1;
+    *pos = 1;
+  }
+  if (*pos == n) return 0;
+  if (*pos > n) return -1;
+  size_t len = (unsigned char)p[(*pos)++];
+  if (len == 0 || len > DD_MAX_TERM || len > n - *pos) return -1;
+  *t = p + *pos;
+  *tl = len;
+  *pos += len;
+  uint64_t cl;
+  if (get_varint(p, n, pos, &cl) || cl > n - *pos) return -1;
+  *c = p + *pos;
+  *cn = (size_t)cl;
+  *pos += *cn;
+  return 1;
+}

@@ -2,30 +2,39 @@
  * (apps/dedup/dedup.c) writes it and the CLI's search and check
  * (apps/cli/verb_dedup.c) read it. Compiled into both; libc only.
  *
- * Table idx, one row per term (the term's bytes). Each index run (one
- * transaction, over one or many clusters) writes at most one cell in the
- * row of each term it touches, a chunk:
+ * Each index run (one transaction, over one or many clusters) holds, for
+ * each term it touches, a chunk: the byte DD_CHUNK_DIRECTORY, then entries,
+ * each: u8 op ('+' the posting is set, '-' it is removed), the varint index
+ * of a (hash, URL) pair in the run's directory, and for '+' the varint count
+ * of the term in that document. It writes them in table idxbucket, grouped
+ * by the term's bucket (dd_term_bucket), at most one cell a bucket:
+ *   row     the bucket, 2 bytes big-endian (DD_BUCKETS of them);
  *   column  DD_CHUNK_PREFIX then the run's start_ts, 8 bytes big-endian
- *           (so a row's chunks sort in the order of their runs);
- *   value   the byte DD_CHUNK_DIRECTORY, then entries, each: u8 op ('+' the
- *           posting is set, '-' it is removed), the varint index of a
- *           (hash, URL) pair in the run's directory, and for '+' the varint
- *           count of the term in that document.
+ *           (so a row's cells sort in the order of their runs);
+ *   value   the byte DD_CHUNK_BUCKET, then sections, each: u8 length and
+ *           bytes of a term (1..DD_MAX_TERM, each term once a cell), varint
+ *           length and bytes of the term's chunk.
  * and one cell in table idxdir, the run's directory:
  *   row     the run's start_ts, 8 bytes big-endian; column DD_DIR_COL;
  *   value   pairs, each: a cluster's SHA-256 (32 bytes), varint length and
  *           bytes of a URL — each (hash, URL) the run's chunks name, once.
- * A run names about 180 terms per document, and each term's entry would
- * otherwise repeat the 32-byte hash and the URL (see docs/ARCHITECTURE.md,
- * "The dedup index"). Chunks written before directories existed hold the
- * pair in each entry (op, hash, varint URL length, URL, count for '+');
- * readers take both.
+ * A run names about 180 terms per document: one cell per term would be
+ * thousands of cells a run, most of them for a term only one of its
+ * documents has, and each entry would repeat the 32-byte hash and the URL
+ * without the directory (see docs/ARCHITECTURE.md, "The dedup index").
+ *
+ * Older forms, which readers still take: a chunk in table idx, row the
+ * term's bytes, column as above, one cell per term a run (written before
+ * buckets); and a chunk without directory, whose first byte is an op and
+ * whose entries hold the pair (op, hash, varint URL length, URL, count for
+ * '+'; written before directories).
  *
  * A posting is (term, URL, cluster hash). The postings of a term at a
- * snapshot are its chunks applied in column order: for each (URL, hash) the
- * last entry wins, and a '-' removes it. Why the order of columns is the
- * order of the changes, and what a reader at any snapshot sees, is argued in
- * docs/ARCHITECTURE.md ("The dedup index"). */
+ * snapshot are its chunks, from its bucket's cells and its idx row, applied
+ * in the order of their runs: for each (URL, hash) the last entry wins, and
+ * a '-' removes it. Why the order of the runs is the order of the changes,
+ * and what a reader at any snapshot sees, is argued in docs/ARCHITECTURE.md
+ * ("The dedup index"). */
 #ifndef PC_DEDUP_INDEX_H
 #define PC_DEDUP_INDEX_H
 
@@ -41,6 +50,10 @@
 #define DD_IDXDIR "idxdir"      /* the table of the runs' directories */
 #define DD_DIR_COL "d"
 #define DD_DIR_ROW 8 /* bytes of a directory's row: the run's start_ts */
+#define DD_IDXBUCKET "idxbucket" /* the table of the runs' chunks, by bucket */
+#define DD_BUCKETS 1024u
+#define DD_BUCKET_ROW 2       /* bytes of a bucket's row */
+#define DD_CHUNK_BUCKET 0x02 /* first byte of a bucket's cell */
 
 /* The column of the chunk of the run that started at id. */
 void dd_chunk_col(char out[DD_CHUNK_COL], uint64_t id);
@@ -49,6 +62,14 @@ int dd_chunk_id(const char *col, size_t clen, uint64_t *id);
 
 /* The row of the directory of the run that started at id. */
 void dd_dir_row(char out[DD_DIR_ROW], uint64_t id);
+
+/* The bucket of term t[0..len): FNV-1a (64 bits) of its bytes modulo
+ * DD_BUCKETS. Part of the stored format: it never changes. */
+unsigned dd_term_bucket(const char *t, size_t len);
+/* The row of bucket b; and back: 0 with *b set when row is a bucket's, else
+ * -1. */
+void dd_bucket_row(char out[DD_BUCKET_ROW], unsigned b);
+int dd_bucket_of_row(const char *row, size_t rl, unsigned *b);
 
 /* The 32 bytes of a lower-case hex SHA-256 (64 digits): 0, or -1 when hex is
  * not one. And back, NUL-terminated. */
@@ -63,6 +84,16 @@ typedef struct dd_buf {
 /* 0, or -1 when out of memory. */
 int dd_buf_put(dd_buf_t *b, const void *p, size_t n);
 void dd_buf_free(dd_buf_t *b);
+
+/* Appends the section of term t[0..tl) (1..DD_MAX_TERM bytes) with its
+ * chunk c[0..cn) to a bucket's cell (the DD_CHUNK_BUCKET byte first when
+ * the cell is empty). 0, or -1 when out of memory or t is no term. */
+int dd_bucket_add(dd_buf_t *cell, const char *t, size_t tl, const char *c, size_t cn);
+/* The section of bucket cell p[0..n) at *pos (0 at the start), *pos moved
+ * past it: 1 with *t, *tl (the term) and *c, *cn (its chunk, pointing into
+ * p) set, 0 at the end, or -1 when the cell is malformed. */
+int dd_bucket_next(const char *p, size_t n, size_t *pos, const char **t, size_t *tl,
+                   const char **c, size_t *cn);
 
 /* Appends the pair (hash, url) to a run's directory being written, whose
  * pairs number *n; *ref is set to the pair's index and *n grows by one. 0,
