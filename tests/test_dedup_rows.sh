@@ -7,9 +7,10 @@
 # first: 30 % exact duplicates) is loaded with one `load` and indexed (`wait`);
 # then u/0000001, a singleton, is given the contents of u/0000000, the
 # canonical of a four-member cluster: its own cluster disappears (its terms
-# leave idx: one chunk cell in the row of each) and it joins the other, whose
-# canonical stays. The cells written by that update and its observers are the
-# commit records (put or delete) of tables docs, dups, idx and idxdir whose ts
+# leave the index: one chunk cell in idxbucket for each of their buckets)
+# and it joins the other, whose canonical stays. The cells written by that
+# update and its observers are the commit records (put or delete) of tables
+# docs, dups, idx (written before buckets: nothing now), idxbucket and idxdir whose ts
 # is above a timestamp taken just before it (`scan --raw --since TS --json`).
 # The test asserts the counts (cells and rows) are the same at both sizes and
 # below a small bound, and that `check` finds no difference.
@@ -24,7 +25,7 @@ case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
 [ -x "$CLI" ] || { echo "not executable: $CLI" >&2; exit 1; }
 [ -f "$PLUGIN" ] || { echo "no plugin at $PLUGIN" >&2; exit 1; }
 export LC_ALL=C
-# the bound: a cluster's 5 terms removed from idx, a member added to another,
+# the bound: a cluster's 5 terms removed from the index, a member added to another,
 # the document's two cells, four dups cells per cluster, an index run's
 # directory, with room to spare
 BOUND=64
@@ -80,12 +81,14 @@ measure() {
   # (u/00NNNNN) by ten thousands; a small corpus in one scan per table (each
   # scan is a process of its own: 175 of them took most of the small run)
   local t b prev bounds
-  for t in docs dups idx idxdir; do
+  for t in docs dups idx idxbucket idxdir; do
     prev=""
     if [ "$n" -le 10000 ] || [ "$t" = idxdir ]; then
       bounds=""
     elif [ "$t" = docs ]; then
       bounds="$(printf 'u/00%d ' $(seq 0 9)) u/01"
+    elif [ "$t" = idxbucket ]; then
+      bounds=$'\x01 \x02 \x03' # rows: the bucket, 2 bytes big-endian, below 1024
     else
       bounds="0 1 2 3 4 5 6 7 8 9 a b c d e f g h i j k l m n o p q r s t u v w x y z"
     fi
@@ -100,15 +103,20 @@ measure() {
       prev=$b
     done
   done
-  # an idx cell is a chunk, named by the index run's start_ts: "chunk" here;
-  # an idxdir row is that start_ts: "run" here
+  # an idx or idxbucket cell is a chunk, named by the index run's start_ts:
+  # "chunk" here; an idxdir row is that start_ts: "run" here
   grep -E '"kind":"write".*"write_kind":"(put|delete)"' "$WORK/since-$n.jsonl" |
     sed -e 's/^{"table":"\([^"]*\)","row":"\([^"]*\)","column":"\([^"]*\)".*/\1\t\2\t\3/' \
         -e 's/^{"table":"idxdir","row_base64":"[^"]*","column":"\([^"]*\)".*/idxdir\trun\t\1/' \
-        -e 's/^{"table":"\([^"]*\)","row":"\([^"]*\)","column_base64":"\([^"]*\)".*/\1\t\2\t\3/' |
-    awk -F'\t' -v OFS='\t' '$1 == "idx" { $3 = "chunk" } { print }' >"$WORK/written-$n.tsv"
+        -e 's/^{"table":"\([^"]*\)","row":"\([^"]*\)","column_base64":"\([^"]*\)".*/\1\t\2\t\3/' \
+        -e 's/^{"table":"\([^"]*\)","row_base64":"\([^"]*\)","column_base64":"\([^"]*\)".*/\1\t\2\t\3/' |
+    awk -F'\t' -v OFS='\t' '$1 == "idx" || $1 == "idxbucket" { $3 = "chunk" } { print }' >"$WORK/written-$n.tsv"
   grep -q '^idxdir	run	' "$WORK/written-$n.tsv" ||
     fail "$n: the update's index run wrote no directory in idxdir"
+  grep -q '^idxbucket	' "$WORK/written-$n.tsv" ||
+    fail "$n: the update's index run wrote no chunk in idxbucket"
+  ! grep -q '^idx	' "$WORK/written-$n.tsv" ||
+    fail "$n: the update's index run wrote a chunk of the older form in idx"
   CELLS=$(wc -l <"$WORK/written-$n.tsv")
   ROWS=$(cut -f1,2 "$WORK/written-$n.tsv" | sort -u | wc -l)
   ALL=$(wc -l <"$WORK/since-$n.jsonl")

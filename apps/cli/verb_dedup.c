@@ -274,16 +274,16 @@ typedef struct posting {
   unsigned long long count;
 } posting_t;
 
-/* Called for each posting of scan_postings, in (term, URL, hash) order;
- * nonzero stops the scan, which then fails with PC_NOMEM (unless the
- * callback keeps a reason of its own). The pointers are valid during the
- * call only. */
+/* Called for each posting of scan_postings, a term's postings together in
+ * (URL, hash) order; nonzero stops the scan, which then fails with PC_NOMEM
+ * (unless the callback keeps a reason of its own). The pointers are valid
+ * during the call only. */
 typedef int (*posting_fn)(void *ctx, const char *term, size_t tl, const dd_posting_t *p);
 
-/* Called for each cell of idx that is not a well-formed chunk (check
+/* Called for each cell of idxbucket or idx that is not well formed (check
  * reports them; search passes over them); nonzero stops the scan. */
-typedef int (*bad_cell_fn)(void *ctx, const char *row, size_t rl, const char *col, size_t cl,
-                           const char *v, size_t vl);
+typedef int (*bad_cell_fn)(void *ctx, const char *table, const char *row, size_t rl,
+                           const char *col, size_t cl, const char *v, size_t vl);
 
 /* A run's directory as the scan read it. */
 typedef struct dir_slot {
@@ -300,6 +300,24 @@ typedef struct dir_slot {
  * keeps a scan's memory bounded however many runs the index holds. */
 #define DIR_SLOTS 1024
 
+/* A cell of idxbucket or idx as the scan read it (copied). */
+typedef struct icell {
+  const char *table;
+  bytes_t row, col, v;
+  uint64_t id;
+  int reported; /* passed to bad already */
+} icell_t;
+
+/* A chunk of one term: its run, its bytes (in cell `cell`'s value). */
+typedef struct piece {
+  const char *term;
+  size_t tl;
+  uint64_t id;
+  const char *p;
+  size_t n;
+  size_t cell;
+} piece_t;
+
 typedef struct term_scan {
   posting_fn fn;
   bad_cell_fn bad;
@@ -308,8 +326,11 @@ typedef struct term_scan {
   pc_error_t *err;
   dir_slot_t *dirs; /* DIR_SLOTS of them, or NULL until a chunk needs one */
   dd_postings_t ps;
-  bytes_t term;
-  int have, stop, oom;
+  icell_t *cells; /* the cells read for the terms at hand */
+  size_t ncells, capcells;
+  piece_t *pieces;
+  size_t npieces, cappieces;
+  int stop, oom, failed; /* failed: a read failed, err says why */
 } term_scan_t;
 
 /* The directory of run id at the scan's snapshot; NULL with *rc -1 when
@@ -353,74 +374,314 @@ static void dirs_free(term_scan_t *t) {
   t->dirs = NULL;
 }
 
-/* The postings of the term gathered so far, to fn. */
-static void term_flush(term_scan_t *t) {
-  if (!t->have || t->stop) return;
-  t->have = 0;
+static void cells_clear(term_scan_t *t) {
+  for (size_t i = 0; i < t->ncells; i++) {
+    free(t->cells[i].row.p);
+    free(t->cells[i].col.p);
+    free(t->cells[i].v.p);
+  }
+  t->ncells = 0;
+  t->npieces = 0;
+}
+
+/* Reports cell i as malformed, once. */
+static void cell_bad(term_scan_t *t, size_t i) {
+  icell_t *c = &t->cells[i];
+  if (c->reported || !t->bad) return;
+  c->reported = 1;
+  t->stop = t->bad(t->ctx, c->table, c->row.p, c->row.n, c->col.p, c->col.n, c->v.p, c->v.n);
+}
+
+/* Copies the cell at sc into t->cells: a chunk cell kept with its run's
+ * id, any other cell reported. 0, or -1 (t->stop set). */
+static int cell_take(term_scan_t *t, const char *table, pc_scan_t *sc) {
+  if (t->ncells == t->capcells) {
+    size_t nc = t->capcells ? t->capcells * 2 : 64;
+    icell_t *nv = realloc(t->cells, nc * sizeof *nv);
+    if (!nv) {
+      t->oom = t->stop = 1;
+      return -1;
+    }
+    t->cells = nv;
+    t->capcells = nc;
+  }
+  size_t l1, l2, l3;
+  const char *r = pc_scan_row(sc, &l1), *c = pc_scan_column(sc, &l2), *v = pc_scan_value(sc, &l3);
+  icell_t *ic = &t->cells[t->ncells++]; /* counted now: cells_clear frees what was copied */
+  *ic = (icell_t){table, {0}, {0}, {0}, 0, 0};
+  if (bytes_set(&ic->row, r, l1) || bytes_set(&ic->col, c, l2) || bytes_set(&ic->v, v, l3)) {
+    t->oom = t->stop = 1;
+    return -1;
+  }
+  if (dd_chunk_id(c, l2, &ic->id) != 0) cell_bad(t, t->ncells - 1);
+  return t->stop ? -1 : 0;
+}
+
+/* Reads the cells of row `row` of table into t->cells (cell_take). 0, or
+ * -1 (t->stop set). */
+static int cells_read(term_scan_t *t, const char *table, const char *row, size_t rl) {
+  pc_scan_t *sc = pc_txn_scan_row(t->txn, table, row, rl, NULL, 0, t->err);
+  if (!sc) {
+    t->failed = t->stop = 1;
+    return -1;
+  }
+  pc_status_t st = PC_NOT_FOUND;
+  while (!t->stop && (st = pc_scan_next(sc, t->err)) == PC_OK) cell_take(t, table, sc);
+  if (!t->stop && st != PC_NOT_FOUND) t->failed = t->stop = 1;
+  pc_scan_destroy(sc);
+  return t->stop ? -1 : 0;
+}
+
+static int piece_add(term_scan_t *t, const char *term, size_t tl, uint64_t id, const char *p,
+                     size_t n, size_t cell) {
+  if (t->npieces == t->cappieces) {
+    size_t nc = t->cappieces ? t->cappieces * 2 : 256;
+    piece_t *nv = realloc(t->pieces, nc * sizeof *nv);
+    if (!nv) {
+      t->oom = t->stop = 1;
+      return -1;
+    }
+    t->pieces = nv;
+    t->cappieces = nc;
+  }
+  t->pieces[t->npieces++] = (piece_t){term, tl, id, p, n, cell};
+  return 0;
+}
+
+/* The sections of the bucket cells t->cells[from..] as pieces (all of them,
+ * or only term's when term is not NULL); a malformed cell is reported and
+ * none of its sections taken. */
+static void bucket_pieces(term_scan_t *t, size_t from, const char *term, size_t tl) {
+  for (size_t i = from; i < t->ncells && !t->stop; i++) {
+    const icell_t *c = &t->cells[i];
+    if (c->reported) continue; /* no chunk's column */
+    size_t pos = 0, mark = t->npieces, sl, cn;
+    const char *s, *ch;
+    int rc;
+    while ((rc = dd_bucket_next(c->v.p, c->v.n, &pos, &s, &sl, &ch, &cn)) == 1)
+      if ((!term || (sl == tl && memcmp(s, term, tl) == 0)) &&
+          piece_add(t, s, sl, c->id, ch, cn, i) != 0)
+        return;
+    if (rc < 0) {
+      t->npieces = mark;
+      cell_bad(t, i);
+    }
+  }
+}
+
+static int piece_cmp(const void *a, const void *b) {
+  const piece_t *x = a, *y = b;
+  size_t m = x->tl < y->tl ? x->tl : y->tl;
+  int r = memcmp(x->term, y->term, m);
+  if (r) return r;
+  if (x->tl != y->tl) return x->tl < y->tl ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Applies the pieces [a, b) of one term, in the order of their runs, and
+ * hands the postings they leave to fn. */
+static void term_apply(term_scan_t *t, size_t a, size_t b) {
+  dd_postings_clear(&t->ps);
+  for (size_t i = a; i < b && !t->stop; i++) {
+    const piece_t *pc = &t->pieces[i];
+    int rc = 0;
+    const dd_dir_t *dir = NULL;
+    if (dd_chunk_uses_dir(pc->p, pc->n)) dir = run_dir(t, pc->id, &rc);
+    if (rc == 1) { /* the directory's read failed: t->err says why */
+      t->failed = t->stop = 1;
+      return;
+    }
+    if (rc == 0) rc = dd_postings_apply(&t->ps, pc->p, pc->n, dir);
+    if (rc == -2) t->oom = t->stop = 1;
+    else if (rc == -1) cell_bad(t, pc->cell);
+  }
+  if (t->stop) return;
   if (dd_postings_settle(&t->ps) != 0) {
     t->oom = t->stop = 1;
     return;
   }
   for (size_t i = 0; i < t->ps.n && !t->stop; i++)
-    t->stop = t->fn(t->ctx, t->term.p, t->term.n, &t->ps.v[i]);
-  dd_postings_clear(&t->ps);
+    t->stop = t->fn(t->ctx, t->pieces[a].term, t->pieces[a].tl, &t->ps.v[i]);
 }
 
-/* One cell of idx in the scan's order: a term's chunks come in column order. */
-static void term_cell(term_scan_t *t, const char *row, size_t rl, const char *col, size_t cl,
-                      const char *v, size_t vl) {
-  uint64_t id;
-  if (!t->have || !bytes_eq(&t->term, row, rl)) {
-    term_flush(t);
-    if (t->stop) return;
-    if (bytes_set(&t->term, row, rl) != 0) {
-      t->oom = t->stop = 1;
-      return;
+/* The pieces' terms in order, each applied. */
+static void terms_apply(term_scan_t *t) {
+  if (t->npieces) qsort(t->pieces, t->npieces, sizeof *t->pieces, piece_cmp);
+  for (size_t a = 0, b; a < t->npieces && !t->stop; a = b) {
+    for (b = a + 1; b < t->npieces && t->pieces[b].tl == t->pieces[a].tl &&
+                    memcmp(t->pieces[b].term, t->pieces[a].term, t->pieces[a].tl) == 0;
+         b++) {
     }
-    t->have = 1;
+    term_apply(t, a, b);
   }
-  int rc = dd_chunk_id(col, cl, &id) == 0 ? 0 : -1;
-  const dd_dir_t *dir = NULL;
-  if (rc == 0 && dd_chunk_uses_dir(v, vl)) dir = run_dir(t, id, &rc);
-  if (rc == 1) { /* the directory's read failed: t->err says why */
-    t->stop = 1;
+}
+
+/* The chunks of the older form (table idx) of term, as pieces. */
+static void old_pieces(term_scan_t *t, const char *term, size_t tl) {
+  size_t from = t->ncells;
+  if (cells_read(t, IDX, term, tl) != 0) return;
+  for (size_t i = from; i < t->ncells; i++)
+    if (!t->cells[i].reported &&
+        piece_add(t, t->cells[i].row.p, t->cells[i].row.n, t->cells[i].id, t->cells[i].v.p,
+                  t->cells[i].v.n, i) != 0)
+      return;
+}
+
+/* A set of terms (those found in buckets), for the scan of the older form. */
+typedef struct term_set {
+  bytes_t *slot;
+  size_t cap, n;
+} term_set_t;
+
+static uint64_t set_hash(const char *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Adds term (add) or asks for it: 1 when it is in the set, 0 when not (or
+ * added), -1 when out of memory. */
+static int term_set_op(term_set_t *s, const char *p, size_t n, int add) {
+  if (add && (s->n + 1) * 2 > s->cap) {
+    size_t nc = s->cap ? s->cap * 2 : 4096;
+    bytes_t *ns = calloc(nc, sizeof *ns);
+    if (!ns) return -1;
+    for (size_t i = 0; i < s->cap; i++) {
+      if (!s->slot[i].p) continue;
+      size_t j = set_hash(s->slot[i].p, s->slot[i].n) & (nc - 1);
+      while (ns[j].p) j = (j + 1) & (nc - 1);
+      ns[j] = s->slot[i];
+    }
+    free(s->slot);
+    s->slot = ns;
+    s->cap = nc;
+  }
+  if (!s->cap) return 0;
+  size_t j = set_hash(p, n) & (s->cap - 1);
+  for (; s->slot[j].p; j = (j + 1) & (s->cap - 1))
+    if (bytes_eq(&s->slot[j], p, n)) return 1;
+  if (!add) return 0;
+  if (bytes_set(&s->slot[j], p, n) != 0) return -1;
+  s->n++;
+  return 0;
+}
+
+static void term_set_free(term_set_t *s) {
+  for (size_t i = 0; i < s->cap; i++) free(s->slot[i].p);
+  free(s->slot);
+}
+
+/* Whether table idx holds any cell (an index written before buckets):
+ * 1, 0, or -1 when the read failed. */
+static int has_old_form(term_scan_t *t) {
+  pc_scan_t *sc = pc_txn_scan(t->txn, IDX, NULL, 0, NULL, 0, t->err);
+  if (!sc) return -1;
+  pc_status_t st = pc_scan_next(sc, t->err);
+  pc_scan_destroy(sc);
+  if (st == PC_NOT_FOUND) *t->err = (pc_error_t){0};
+  return st == PC_OK ? 1 : st == PC_NOT_FOUND ? 0 : -1;
+}
+
+/* The terms of the bucket whose cells t->cells holds (all of one row of
+ * idxbucket), each with its chunks of the older form when old: every cell
+ * reported when the row is no bucket's. */
+static void bucket_apply(term_scan_t *t, term_set_t *seen, int old) {
+  unsigned b;
+  if (dd_bucket_of_row(t->cells[0].row.p, t->cells[0].row.n, &b) != 0) {
+    for (size_t i = 0; i < t->ncells && !t->stop; i++) cell_bad(t, i);
     return;
   }
-  if (rc == 0) rc = dd_postings_apply(&t->ps, v, vl, dir);
-  if (rc == -2) t->oom = t->stop = 1;
-  else if (rc == -1 && t->bad) t->stop = t->bad(t->ctx, row, rl, col, cl, v, vl);
+  bucket_pieces(t, 0, NULL, 0);
+  for (size_t i = 0, nb = t->npieces; old && i < nb && !t->stop; i++) {
+    const char *term = t->pieces[i].term;
+    size_t tl = t->pieces[i].tl;
+    int r = term_set_op(seen, term, tl, 1);
+    if (r < 0) t->oom = t->stop = 1;
+    if (r == 0 && !t->stop) old_pieces(t, term, tl); /* once a term */
+  }
+  if (!t->stop) terms_apply(t);
 }
 
-/* The postings of the terms in the idx rows [lo, hi) (lo NULL: from the
- * first; hi NULL: to the last), or of the one row `one` (lo, hi unused):
- * each term's chunks applied in column order (apps/dedup/dedup_index.h). */
-static pc_status_t scan_postings(pc_txn_t *txn, const char *one, size_t ol, const char *lo,
-                                 size_t ll, const char *hi, size_t hl, posting_fn fn,
-                                 bad_cell_fn bad, void *ctx, pc_error_t *err) {
-  pc_scan_t *sc = one ? pc_txn_scan_row(txn, IDX, one, ol, NULL, 0, err)
-                      : pc_txn_scan(txn, IDX, lo, ll, hi, hl, err);
-  if (!sc) return err->code;
-  term_scan_t t = {fn, bad, ctx, txn, err, NULL, {0}, {0}, 0, 0, 0};
-  pc_status_t st;
-  while (!t.stop && (st = pc_scan_next(sc, err)) == PC_OK) {
-    size_t rl, cl, vl;
-    const char *row = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
-               *v = pc_scan_value(sc, &vl);
-    term_cell(&t, row, rl, col, cl, v, vl);
+/* The postings of every term of the index: bucket by bucket (each term with
+ * its chunks of the older form, if any), then the terms that only the
+ * older form holds. A term's postings come together; terms come in no
+ * particular order. The memory it holds is one bucket's cells. */
+static void scan_all(term_scan_t *t) {
+  term_set_t seen = {0};
+  int old = has_old_form(t);
+  if (old < 0) {
+    t->failed = t->stop = 1;
+    return;
   }
-  pc_scan_destroy(sc);
-  if (!t.stop && st == PC_NOT_FOUND) term_flush(&t);
+  for (int pass = 0; pass < 2 && !t->stop; pass++) {
+    if (pass == 1 && !old) break;
+    const char *table = pass == 0 ? DD_IDXBUCKET : IDX;
+    pc_scan_t *sc = pc_txn_scan(t->txn, table, NULL, 0, NULL, 0, t->err);
+    if (!sc) {
+      t->failed = t->stop = 1;
+      break;
+    }
+    pc_status_t st = PC_NOT_FOUND;
+    bytes_t skip = {0}; /* pass 1: the row of a term a bucket had */
+    while (!t->stop && (st = pc_scan_next(sc, t->err)) == PC_OK) {
+      size_t rl;
+      const char *row = pc_scan_row(sc, &rl);
+      if (bytes_eq(&skip, row, rl)) continue;
+      if (t->ncells && !bytes_eq(&t->cells[0].row, row, rl)) { /* the row before is complete */
+        if (pass == 0) bucket_apply(t, &seen, old);
+        else terms_apply(t);
+        cells_clear(t);
+        if (t->stop) break;
+      }
+      if (pass == 1 && !t->ncells && term_set_op(&seen, row, rl, 0) == 1) {
+        if (bytes_set(&skip, row, rl) != 0) t->oom = t->stop = 1;
+        continue;
+      }
+      if (cell_take(t, table, sc) == 0 && pass == 1 && !t->cells[t->ncells - 1].reported) {
+        const icell_t *c = &t->cells[t->ncells - 1];
+        piece_add(t, c->row.p, c->row.n, c->id, c->v.p, c->v.n, t->ncells - 1);
+      }
+    }
+    if (!t->stop && st != PC_NOT_FOUND) t->failed = t->stop = 1;
+    if (!t->stop && t->ncells) {
+      if (pass == 0) bucket_apply(t, &seen, old);
+      else terms_apply(t);
+    }
+    cells_clear(t);
+    free(skip.p);
+    pc_scan_destroy(sc);
+  }
+  term_set_free(&seen);
+}
+
+/* The postings of every term of the index (one NULL), or of the term `one`
+ * alone: each term's chunks applied in the order of their runs
+ * (apps/dedup/dedup_index.h). */
+static pc_status_t scan_postings(pc_txn_t *txn, const char *one, size_t ol, posting_fn fn,
+                                 bad_cell_fn bad, void *ctx, pc_error_t *err) {
+  term_scan_t t = {fn, bad, ctx, txn, err, NULL, {0}, NULL, 0, 0, NULL, 0, 0, 0, 0, 0};
+  *err = (pc_error_t){0};
+  if (one) {
+    char row[DD_BUCKET_ROW];
+    dd_bucket_row(row, dd_term_bucket(one, ol));
+    if (cells_read(&t, DD_IDXBUCKET, row, sizeof row) == 0) bucket_pieces(&t, 0, one, ol);
+    if (!t.stop) old_pieces(&t, one, ol);
+    if (!t.stop) terms_apply(&t);
+  } else {
+    scan_all(&t);
+  }
+  cells_clear(&t);
+  free(t.cells);
+  free(t.pieces);
   dd_postings_free(&t.ps);
   dirs_free(&t);
-  free(t.term.p);
-  if (t.stop) {
+  if (t.stop && !t.failed) {
     if (t.oom || err->code == PC_OK) {
       snprintf(err->text, sizeof err->text, "out of memory");
       return err->code = PC_NOMEM;
     }
-    return err->code;
   }
-  return st == PC_NOT_FOUND ? PC_OK : st;
+  return t.stop ? err->code : PC_OK;
 }
 
 typedef struct posting_list {
@@ -454,7 +715,7 @@ static int posting_add(void *ctx, const char *term, size_t tl, const dd_posting_
 static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
                             size_t *n, pc_error_t *err) {
   posting_list_t l = {0};
-  pc_status_t st = scan_postings(txn, term, tl, NULL, 0, NULL, 0, posting_add, NULL, &l, err);
+  pc_status_t st = scan_postings(txn, term, tl, posting_add, NULL, &l, err);
   *out = l.v;
   *n = l.n;
   return st;
@@ -494,7 +755,7 @@ static int search_all(cli_ctx_t *ctx, int json) {
   if (!txn) return CLI_EXIT_ERROR;
   printer_t p = {json, 0};
   pc_error_t err;
-  pc_status_t st = scan_postings(txn, NULL, 0, NULL, 0, NULL, 0, print_posting, NULL, &p, &err);
+  pc_status_t st = scan_postings(txn, NULL, 0, print_posting, NULL, &p, &err);
   end(db, txn);
   if (p.failed) return cli_error(ctx, "cannot write the answer");
   if (st != PC_OK) return cli_pc_error(ctx, &err);
@@ -834,10 +1095,10 @@ static int idx_posting(void *ctx, const char *term, size_t tl, const dd_posting_
 }
 
 /* A cell of idx that is no chunk: found, where nothing was due. */
-static int idx_bad(void *ctx, const char *row, size_t rl, const char *col, size_t cl,
-                   const char *v, size_t vl) {
+static int idx_bad(void *ctx, const char *table, const char *row, size_t rl, const char *col,
+                   size_t cl, const char *v, size_t vl) {
   idx_reader_t *r = ctx;
-  diff(r->k, IDX, row, rl, col, cl, v, vl, NULL, 0);
+  diff(r->k, table, row, rl, col, cl, v, vl, NULL, 0);
   return r->k->failed;
 }
 
@@ -846,7 +1107,7 @@ static pc_status_t read_idx(pc_txn_t *txn, checker_t *k, entries_t *e, pc_error_
   idx_reader_t r = {e, k};
   err->code = PC_OK;
   err->text[0] = '\0';
-  pc_status_t st = scan_postings(txn, NULL, 0, NULL, 0, NULL, 0, idx_posting, idx_bad, &r, err);
+  pc_status_t st = scan_postings(txn, NULL, 0, idx_posting, idx_bad, &r, err);
   if (st != PC_OK && k->failed) return PC_OK; /* the writing failed: run_check says so */
   return st;
 }

@@ -4,10 +4,11 @@
  * one cluster (observe) or, handed many at once by the worker, for many in
  * one transaction (observe_batch): the run reads each cluster's canonical,
  * indexed and terms cells and its canonical's contents (two get_many calls),
- * and writes, per term it touches, one chunk holding every cluster's entry
+ * and builds, per term it touches, one chunk holding every cluster's entry
  * for that term ('-' for the URL the cluster was indexed under, '+' for its
- * canonical now) — so a term common to many of the run's documents costs one
- * cell, not one per document — with the run's directory, which holds each
+ * canonical now); it writes the chunks grouped by the term's bucket, one
+ * cell per bucket (so a run costs at most DD_BUCKETS index cells, however
+ * many terms its documents have), with the run's directory, which holds each
  * entry's (hash, URL) once for all its terms, then each cluster's indexed
  * and terms cells.
  *
@@ -81,15 +82,59 @@ static void tmap_free(tmap_t *m) {
   memset(m, 0, sizeof *m);
 }
 
-/* ---- one run ------------------------------------------------------------------------ */
-
-/* What the run reads of a cluster: its canonical, indexed and terms cells. */
-enum { V_CANON, V_INDEXED, V_TERMS, NV };
-
 static pc_status_t fail(pc_error_t *err, pc_status_t st, const char *what) {
   snprintf(err->text, sizeof err->text, "%s", what);
   return err->code = st;
 }
+
+/* Writes the run's chunks (m), each term's in its bucket's cell of column
+ * col: one cell per bucket the run touched. */
+static pc_status_t write_buckets(pc_txn_t *txn, tmap_t *m, const char col[DD_CHUNK_COL],
+                                 pc_error_t *err) {
+  /* the terms' slots, by bucket (a counting sort) */
+  uint32_t *start = calloc(DD_BUCKETS + 1, sizeof *start);
+  uint32_t *order = malloc(m->n * sizeof *order), *bucket = malloc(m->cap * sizeof *bucket);
+  dd_buf_t cell = {0};
+  pc_status_t st = PC_OK;
+  if (!start || !order || !bucket) {
+    st = fail(err, PC_NOMEM, "out of memory");
+    goto out;
+  }
+  for (size_t s = 0; s < m->cap; s++) {
+    if (!m->slot[s].len) continue;
+    bucket[s] = dd_term_bucket(m->slot[s].term, m->slot[s].len);
+    start[bucket[s] + 1]++;
+  }
+  for (unsigned b = 0; b < DD_BUCKETS; b++) start[b + 1] += start[b];
+  uint32_t *next = start; /* advances to each bucket's end, then the loop below reads it */
+  for (size_t s = 0; s < m->cap; s++)
+    if (m->slot[s].len) order[next[bucket[s]]++] = (uint32_t)s;
+  for (unsigned b = 0, i = 0; b < DD_BUCKETS && st == PC_OK; b++) {
+    cell.n = 0;
+    for (; i < next[b]; i++) {
+      const tchunk_t *t = &m->slot[order[i]];
+      if (dd_bucket_add(&cell, t->term, t->len, t->chunk.p, t->chunk.n) != 0) {
+        st = fail(err, PC_NOMEM, "out of memory");
+        break;
+      }
+    }
+    if (st != PC_OK || !cell.n) continue;
+    char row[DD_BUCKET_ROW];
+    dd_bucket_row(row, b);
+    st = host->txn_set(txn, DD_IDXBUCKET, row, sizeof row, col, DD_CHUNK_COL, cell.p, cell.n, err);
+  }
+out:
+  free(start);
+  free(order);
+  free(bucket);
+  dd_buf_free(&cell);
+  return st;
+}
+
+/* ---- one run ------------------------------------------------------------------------ */
+
+/* What the run reads of a cluster: its canonical, indexed and terms cells. */
+enum { V_CANON, V_INDEXED, V_TERMS, NV };
 
 static int same(const pc_value_t *v, const char *p, size_t n) {
   return v->value && v->vlen == n && memcmp(v->value, p, n) == 0;
@@ -217,12 +262,9 @@ pc_status_t dd_index_run(void *state, pc_txn_t *txn, const pc_notified_cell_t *c
     else if (st == PC_OK && terms->value)
       st = host->txn_delete(txn, DD_DUPS, c->row, c->row_len, DD_S(DD_C_TERMS), err);
   }
-  /* one chunk per term the run touched, and the directory they name */
-  for (size_t s = 0; s < m.cap && st == PC_OK; s++) {
-    tchunk_t *t = &m.slot[s];
-    if (!t->len) continue;
-    st = host->txn_set(txn, DD_IDX, t->term, t->len, col, sizeof col, t->chunk.p, t->chunk.n, err);
-  }
+  /* one cell per bucket of the terms the run touched, and the directory
+   * their chunks name */
+  if (st == PC_OK && m.n) st = write_buckets(txn, &m, col, err);
   if (st == PC_OK && m.n) {
     char row[DD_DIR_ROW];
     dd_dir_row(row, host->txn_start_ts(txn));
