@@ -254,7 +254,7 @@ void dd_postings_free(dd_postings_t *ps) {
 /* ---- buckets ------------------------------------------------------------------------ */
 
 unsigned dd_term_bucket(const char *t, size_t len) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  uint64_t h = 14695981039346656037ull; /* FNV-1a's offset basis */
   for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
   return (unsigned)(h % DD_BUCKETS);
 }
