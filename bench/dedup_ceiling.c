@@ -10,7 +10,8 @@
  *   for the first document of each hash (the cluster's canonical here):
  *   dups HASH canonical, indexed, terms, and one postings cell idx TERM
  *   p<8 bytes> per distinct term ("+URL\tHASH\tCOUNT"; in the store modes
- *   below, as the plugin writes its chunks, with the run's directory).
+ *   below, the plugin's bucket form instead: the terms' chunks in one cell
+ *   idxbucket BUCKET p<8 bytes> per bucket, with the run's directory).
  * In the first two modes below each key is "table\0row\0column" and an
  * 8-byte timestamp, each value the cell's bytes. LevelDB is opened with the
  * store's options (bloom filter, 64 MiB write buffer, 8 MiB tables, snappy)
@@ -28,15 +29,18 @@
  *               observers do.
  * The store modes write the cells ours writes, in the keys ours writes
  * them with (core/keys.h), and no more: the floor of this store's format
- * for this corpus. Postings go as apps/dedup/index.c writes them, one cell
- * per term for a batch of --index-batch canonical documents (512, the index
- * observer's largest batch: the fewest cells ours can write); each cell is
- * written once, as a meta key holding its commit and value (a value over 4
- * KiB in a data key of its own; a head has no commit record of its own until
- * a newer commit replaces it, which these cells never see); load notifies the document's
- * contents, dedup its cluster's canonical (and writes the rev cell that
- * serialises a cluster's runs), and each observer stage acks the cell it
- * observed and deletes its notification. The dedup stage commits each
+ * for this corpus. Postings go in the bucket form of apps/dedup/index.c
+ * (dedup_index.h), for a batch of --index-batch canonical documents (512,
+ * the index observer's largest batch: the fewest cells ours can write): a
+ * chunk per term naming the batch's directory, the chunks grouped by the
+ * term's bucket (dd_term_bucket) in one idxbucket cell per bucket, and one
+ * idxdir cell, the directory. Each cell is written once, as a meta key
+ * holding its commit and value (a value over 4 KiB in a data key of its
+ * own; a head has no commit record of its own until a newer commit replaces
+ * it, which these cells never see); load notifies the document's contents,
+ * dedup its cluster's canonical (and writes the rev cell that serialises a
+ * cluster's runs), and each observer stage acks the cell it observed and
+ * deletes its notification. The dedup stage commits each
  * document alone where ours batches documents: more synced writes than
  * ours, the same keys.
  *   store_keys  every stage committed in one phase, as the embedded store
@@ -374,12 +378,20 @@ typedef struct posting_ref {
   size_t len;
   size_t doc; /* in the batch */
   uint64_t count;
+  unsigned bucket; /* the term's, in the store modes; else 0 */
 } posting_ref_t;
 
 static int posting_cmp(const void *a, const void *b) {
   const posting_ref_t *x = a, *y = b;
   int c = pc_bytes_cmp(x->term, x->len, y->term, y->len);
   return c ? c : (x->doc > y->doc) - (x->doc < y->doc);
+}
+
+/* The store modes' order: by bucket, then as posting_cmp. */
+static int posting_bucket_cmp(const void *a, const void *b) {
+  const posting_ref_t *x = a, *y = b;
+  if (x->bucket != y->bucket) return x->bucket < y->bucket ? -1 : 1;
+  return posting_cmp(a, b);
 }
 
 /* The writer thread's scratch for index stages. */
@@ -391,8 +403,10 @@ typedef struct index_buf {
   char *text, *chunk;
   size_t text_cap, chunk_cap;
   dd_buf_t dchunk, dir; /* the store modes' chunk and the run's directory */
+  dd_buf_t bcell;       /* and the cell of the bucket under way */
   uint64_t *dref;       /* each document's pair in it */
   size_t dref_cap;
+  char brow[DD_BUCKETS][DD_BUCKET_ROW]; /* the buckets' rows */
 } index_buf_t;
 
 static void *grow(void *p, size_t *cap, size_t need, size_t size) {
@@ -407,29 +421,52 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size) {
 
 /* The index stage of batch p[0..n) of canonical documents, in one
  * transaction: each document's indexed and terms cells (and, in the store
- * modes, its ack), and per distinct term one postings cell holding the
- * entry ("+URL\tHASH\tCOUNT\n") of every document of the batch that has it,
- * as apps/dedup/index.c writes a chunk per term for a run over many
- * clusters. With n 1 that is one postings cell per term and document. */
+ * modes, its ack), and the postings. In the first two modes, per distinct
+ * term one postings cell holding the entry ("+URL\tHASH\tCOUNT\n") of every
+ * document of the batch that has it; with n 1 that is one postings cell per
+ * term and document. In the store modes, as apps/dedup/index.c writes a run
+ * over many clusters: per distinct term a chunk naming the run's directory,
+ * the chunks in one idxbucket cell per bucket, and the directory's cell. */
 static void index_stage(const run_t *r, sink_t *k, pending_t *p, size_t n, index_buf_t *ib) {
+  int direct = r->shape != CELLS;
   size_t nrefs = 0, nrows = 0;
   for (size_t i = 0; i < n; i++) nrefs += p[i].t.n;
   ib->refs = grow(ib->refs, &ib->refs_cap, nrefs + 1, sizeof *ib->refs);
-  ib->rows = grow(ib->rows, &ib->rows_cap, nrefs + n, sizeof *ib->rows);
-  ib->lens = grow(ib->lens, &ib->lens_cap, nrefs + n, sizeof *ib->lens);
+  ib->rows = grow(ib->rows, &ib->rows_cap, nrefs + n + 1, sizeof *ib->rows);
+  ib->lens = grow(ib->lens, &ib->lens_cap, nrefs + n + 1, sizeof *ib->lens);
   nrefs = 0;
   for (size_t i = 0; i < n; i++) {
     ib->rows[nrows] = p[i].hash;
     ib->lens[nrows++] = 64;
     for (size_t j = 0; j < p[i].t.n; j++) {
       const dd_term_t *t = &p[i].t.v[j];
-      ib->refs[nrefs++] = (posting_ref_t){t->term, t->len, i, t->count};
-      ib->rows[nrows] = t->term;
-      ib->lens[nrows++] = t->len;
+      unsigned bucket = direct ? dd_term_bucket(t->term, t->len) : 0;
+      ib->refs[nrefs++] = (posting_ref_t){t->term, t->len, i, t->count, bucket};
     }
   }
-  stage(r, k, ib->rows, ib->lens, nrows);
+  qsort(ib->refs, nrefs, sizeof *ib->refs, direct ? posting_bucket_cmp : posting_cmp);
   uint64_t ts = p[0].ts + 2;
+  char col[DD_CHUNK_COL], drow[DD_DIR_ROW];
+  dd_chunk_col(col, ts);
+  dd_dir_row(drow, ts);
+  /* the rows of the postings, for where the stage commits: a term's, or in
+   * the store modes each bucket's once and the directory's */
+  for (size_t a = 0; a < nrefs; a++) {
+    const posting_ref_t *f = &ib->refs[a];
+    if (!direct) {
+      ib->rows[nrows] = f->term;
+      ib->lens[nrows++] = f->len;
+    } else if (a == 0 || f->bucket != f[-1].bucket) {
+      dd_bucket_row(ib->brow[f->bucket], f->bucket);
+      ib->rows[nrows] = ib->brow[f->bucket];
+      ib->lens[nrows++] = DD_BUCKET_ROW;
+    }
+  }
+  if (direct && nrefs) {
+    ib->rows[nrows] = drow;
+    ib->lens[nrows++] = sizeof drow;
+  }
+  stage(r, k, ib->rows, ib->lens, nrows);
   for (size_t i = 0; i < n; i++) {
     const dd_terms_t *t = &p[i].t;
     size_t tl = 1;
@@ -444,14 +481,11 @@ static void index_stage(const run_t *r, sink_t *k, pending_t *p, size_t n, index
     cell(r, k, "dups", p[i].hash, 64, "indexed", 7, p[i].d->url, p[i].d->ulen, ts);
     cell(r, k, "dups", p[i].hash, 64, "terms", 5, ib->text, at, ts);
   }
-  qsort(ib->refs, nrefs, sizeof *ib->refs, posting_cmp);
-  char col[DD_CHUNK_COL];
-  dd_chunk_col(col, ts);
   /* the store modes write chunks as apps/dedup/index.c does: entries that
    * name the run's directory, which holds each document's (hash, URL) */
-  int direct = r->shape != CELLS;
   uint64_t ndir = 0;
   ib->dir.n = 0;
+  ib->bcell.n = 0;
   ib->dref = grow(ib->dref, &ib->dref_cap, n, sizeof *ib->dref);
   for (size_t i = 0; direct && i < n; i++) {
     uint8_t raw[DD_HASH_RAW];
@@ -475,15 +509,25 @@ static void index_stage(const run_t *r, sink_t *k, pending_t *p, size_t n, index
       at += (size_t)snprintf(ib->chunk + at, ib->chunk_cap - at, "+%s\t%s\t%llu\n", q->d->url,
                              q->hash, (unsigned long long)ib->refs[b].count);
     }
-    cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col,
-         direct ? ib->dchunk.p : ib->chunk, direct ? ib->dchunk.n : at, ts);
+    if (!direct) {
+      cell(r, k, "idx", ib->refs[a].term, ib->refs[a].len, col, sizeof col, ib->chunk, at, ts);
+      continue;
+    }
+    /* the term's chunk into its bucket's cell, written after the bucket's
+     * last term */
+    unsigned bucket = ib->refs[a].bucket;
+    if (dd_bucket_add(&ib->bcell, ib->refs[a].term, ib->refs[a].len, ib->dchunk.p,
+                      ib->dchunk.n) != 0)
+      abort();
+    if (b == nrefs || ib->refs[b].bucket != bucket) {
+      cell(r, k, DD_IDXBUCKET, ib->brow[bucket], DD_BUCKET_ROW, col, sizeof col, ib->bcell.p,
+           ib->bcell.n, ts);
+      ib->bcell.n = 0;
+    }
   }
-  if (direct && nrefs) {
-    char row[DD_DIR_ROW];
-    dd_dir_row(row, ts);
-    cell(r, k, DD_IDXDIR, row, sizeof row, DD_DIR_COL, strlen(DD_DIR_COL), ib->dir.p, ib->dir.n,
+  if (direct && nrefs)
+    cell(r, k, DD_IDXDIR, drow, sizeof drow, DD_DIR_COL, strlen(DD_DIR_COL), ib->dir.p, ib->dir.n,
          ts);
-  }
   if (r->shape != CELLS)
     for (size_t i = 0; i < n; i++)
       ack(k, "dedup.index", "dups", p[i].hash, 64, "canonical", 9, p[i].ts + 1, ts);
@@ -567,6 +611,7 @@ static void *writer_main(void *arg) {
   free(ib.dref);
   dd_buf_free(&ib.dchunk);
   dd_buf_free(&ib.dir);
+  dd_buf_free(&ib.bcell);
   for (int t = 0; t < 2; t++) {
     leveldb_writebatch_destroy(k.pre[t]);
     leveldb_writebatch_destroy(k.b[t]);

@@ -3,7 +3,8 @@
  * documented rule (ASCII folding, maximal [a-z0-9] runs, other bytes
  * separate, terms cut at 64 bytes) and SHA-256 against known digests; and
  * the chunks of the index (apps/dedup/dedup_index.c): their columns and
- * entries, malformed ones refused, and the postings a term's chunks leave. */
+ * entries, malformed ones refused, and the postings a term's chunks leave;
+ * the buckets the chunks are grouped by, and the cells that hold them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,13 +286,200 @@ static void test_directory_chunks(void **state) {
   dd_buf_free(&old);
 }
 
+/* FNV-1a (64 bits: offset basis 14695981039346656037, prime 1099511628211)
+ * modulo 1024, written out again here: a term's bucket names the row its
+ * chunks are stored in, so dd_term_bucket must keep to it. */
+static unsigned ref_bucket(const char *t, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)t[i];
+    h *= 0x100000001b3ull;
+  }
+  return (unsigned)(h % 1024u);
+}
+
+/* Bucket cells: the bucket of a term (pinned: it is part of the stored
+ * format), the bucket's row, and a cell's sections, each a term and its
+ * chunk, read back and applied; malformed cells refused. */
+static void test_bucket_cells(void **state) {
+  (void)state;
+  assert_int_equal(DD_BUCKETS, 1024);
+  /* values computed apart from the code (Python, the same FNV-1a) */
+  assert_int_equal(dd_term_bucket("hello", 5), 267);
+  assert_int_equal(dd_term_bucket("license", 7), 452);
+  assert_int_equal(dd_term_bucket("a", 1), 140);
+  assert_int_equal(ref_bucket("hello", 5), 267);
+  /* and against the loop above, over many terms and every byte */
+  static char used[1024];
+  memset(used, 0, sizeof used);
+  size_t spread = 0;
+  for (int i = 0; i < 5000; i++) {
+    char t[16];
+    int n = snprintf(t, sizeof t, "t%d", i);
+    unsigned b = dd_term_bucket(t, (size_t)n);
+    assert_int_equal(b, ref_bucket(t, (size_t)n));
+    assert_true(b < DD_BUCKETS);
+    if (!used[b]) spread++;
+    used[b] = 1;
+  }
+  assert_true(spread > 900); /* 5000 terms reach nearly every bucket */
+  char all[256];
+  for (int i = 0; i < 256; i++) all[i] = (char)i;
+  for (size_t n = 0; n <= sizeof all; n++) {
+    assert_int_equal(dd_term_bucket(all, n), ref_bucket(all, n));
+    assert_true(dd_term_bucket(all, n) < DD_BUCKETS);
+  }
+  /* the row of a bucket, and back; rows sort as the buckets */
+  static const unsigned bs[] = {0, 1, 255, 256, 1023};
+  char row[DD_BUCKET_ROW], prev[DD_BUCKET_ROW];
+  for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
+    unsigned b = 9999;
+    dd_bucket_row(row, bs[i]);
+    assert_int_equal(dd_bucket_of_row(row, sizeof row, &b), 0);
+    assert_int_equal(b, bs[i]);
+    if (i) assert_true(memcmp(prev, row, DD_BUCKET_ROW) < 0);
+    memcpy(prev, row, DD_BUCKET_ROW);
+  }
+  dd_bucket_row(row, 256);
+  assert_memory_equal(row, "\x01\x00", 2);
+  unsigned b = 7;
+  assert_int_equal(dd_bucket_of_row(row, 1, &b), -1);
+  assert_int_equal(dd_bucket_of_row("\x01\x00\x00", 3, &b), -1);
+  assert_int_equal(dd_bucket_of_row("", 0, &b), -1);
+  assert_int_equal(dd_bucket_of_row("\x04\x00", 2, &b), -1); /* 1024 */
+  assert_int_equal(dd_bucket_of_row("\xff\xff", 2, &b), -1);
+
+  /* a run's directory and the chunks of four terms naming it */
+  uint8_t h1[DD_HASH_RAW], h2[DD_HASH_RAW], h3[DD_HASH_RAW];
+  memset(h1, 0x11, sizeof h1);
+  memset(h2, 0x22, sizeof h2);
+  memset(h3, 0x33, sizeof h3);
+  dd_buf_t dir = {0};
+  uint64_t nd = 0, r1, r2, r3;
+  assert_int_equal(dd_dir_add(&dir, &nd, h1, "u/a", 3, &r1), 0);
+  assert_int_equal(dd_dir_add(&dir, &nd, h2, "u/bb", 4, &r2), 0);
+  assert_int_equal(dd_dir_add(&dir, &nd, h3, "u/c", 3, &r3), 0);
+  char longest[DD_MAX_TERM + 1];
+  memset(longest, 'q', sizeof longest);
+  enum { NT = 4 };
+  const char *terms[NT] = {"alpha", "beta", "gamma", longest};
+  const size_t tls[NT] = {5, 4, 5, DD_MAX_TERM};
+  dd_buf_t chunk[NT] = {{0}};
+  assert_int_equal(dd_chunk_add(&chunk[0], '+', r1, 3), 0);
+  assert_int_equal(dd_chunk_add(&chunk[0], '+', r2, 1), 0);
+  assert_int_equal(dd_chunk_add(&chunk[1], '-', r1, 0), 0);
+  assert_int_equal(dd_chunk_add(&chunk[2], '+', r3, 7), 0);
+  for (int i = 0; i < 200; i++) /* a chunk over 127 bytes: a varint length of two */
+    assert_int_equal(dd_chunk_add(&chunk[3], '+', r2, (uint64_t)i + 1), 0);
+  assert_true(chunk[3].n > 127);
+  dd_buf_t cell = {0};
+  size_t ends[NT]; /* where each section ends */
+  for (int i = 0; i < NT; i++) {
+    assert_int_equal(dd_bucket_add(&cell, terms[i], tls[i], chunk[i].p, chunk[i].n), 0);
+    ends[i] = cell.n;
+  }
+  assert_int_equal((unsigned char)cell.p[0], DD_CHUNK_BUCKET);
+  assert_int_equal(ends[0], 1 + 1 + 5 + 1 + chunk[0].n);
+  assert_int_equal(cell.n, ends[2] + 1 + DD_MAX_TERM + 2 + chunk[3].n);
+  /* read back and applied with the directory: each term's postings */
+  dd_dir_t d = {0};
+  assert_int_equal(dd_dir_parse(&d, dir.p, dir.n), 0);
+  dd_postings_t ps = {0};
+  size_t pos = 0, tl, cn;
+  const char *t, *c;
+  for (int i = 0; i < NT; i++) {
+    assert_int_equal(dd_bucket_next(cell.p, cell.n, &pos, &t, &tl, &c, &cn), 1);
+    assert_int_equal(pos, ends[i]);
+    assert_int_equal(tl, tls[i]);
+    assert_memory_equal(t, terms[i], tl);
+    assert_int_equal(cn, chunk[i].n);
+    assert_memory_equal(c, chunk[i].p, cn);
+    assert_true(c > cell.p && c + cn <= cell.p + cell.n); /* into the cell */
+    dd_postings_clear(&ps);
+    assert_int_equal(dd_postings_apply(&ps, c, cn, &d), 0);
+    assert_int_equal(dd_postings_settle(&ps), 0);
+    if (i == 0) {
+      assert_int_equal(ps.n, 2);
+      assert_string_equal(ps.v[0].url, "u/a");
+      assert_memory_equal(ps.v[0].hash, h1, DD_HASH_RAW);
+      assert_int_equal(ps.v[0].count, 3);
+      assert_string_equal(ps.v[1].url, "u/bb");
+      assert_memory_equal(ps.v[1].hash, h2, DD_HASH_RAW);
+      assert_int_equal(ps.v[1].count, 1);
+    } else if (i == 1) {
+      assert_int_equal(ps.n, 0); /* a removal alone leaves nothing */
+    } else if (i == 2) {
+      assert_int_equal(ps.n, 1);
+      assert_string_equal(ps.v[0].url, "u/c");
+      assert_memory_equal(ps.v[0].hash, h3, DD_HASH_RAW);
+      assert_int_equal(ps.v[0].count, 7);
+    } else {
+      assert_int_equal(ps.n, 1); /* the last of its 200 entries wins */
+      assert_string_equal(ps.v[0].url, "u/bb");
+      assert_int_equal(ps.v[0].count, 200);
+    }
+  }
+  assert_int_equal(dd_bucket_next(cell.p, cell.n, &pos, &t, &tl, &c, &cn), 0);
+  /* no term: empty, or a byte too long; the cell is left as it was */
+  dd_buf_t empty = {0};
+  assert_int_equal(dd_bucket_add(&empty, "", 0, chunk[0].p, chunk[0].n), -1);
+  assert_int_equal(dd_bucket_add(&empty, longest, DD_MAX_TERM + 1, chunk[0].p, chunk[0].n), -1);
+  assert_int_equal(empty.n, 0);
+  size_t was = cell.n;
+  assert_int_equal(dd_bucket_add(&cell, longest, DD_MAX_TERM + 1, chunk[0].p, chunk[0].n), -1);
+  assert_int_equal(cell.n, was);
+  /* not a bucket's cell: empty, or another first byte */
+  pos = 0;
+  assert_int_equal(dd_bucket_next(cell.p, 0, &pos, &t, &tl, &c, &cn), -1);
+  dd_buf_t other = {0};
+  assert_int_equal(dd_buf_put(&other, cell.p, cell.n), 0);
+  other.p[0] = DD_CHUNK_DIRECTORY;
+  pos = 0;
+  assert_int_equal(dd_bucket_next(other.p, other.n, &pos, &t, &tl, &c, &cn), -1);
+  /* a term length of 0, or over DD_MAX_TERM */
+  other.p[0] = DD_CHUNK_BUCKET;
+  other.p[1] = 0;
+  pos = 0;
+  assert_int_equal(dd_bucket_next(other.p, other.n, &pos, &t, &tl, &c, &cn), -1);
+  other.p[1] = DD_MAX_TERM + 1;
+  pos = 0;
+  assert_int_equal(dd_bucket_next(other.p, other.n, &pos, &t, &tl, &c, &cn), -1);
+  /* every cut: at a section's end (or after the first byte) the sections
+   * before it and no more, anywhere inside a section malformed, after the
+   * sections before the cut */
+  for (size_t cut = 1; cut < cell.n; cut++) {
+    size_t whole = 0;
+    int boundary = cut == 1;
+    for (int i = 0; i < NT; i++) {
+      if (ends[i] <= cut) whole++;
+      if (ends[i] == cut) boundary = 1;
+    }
+    size_t got = 0;
+    int rc;
+    pos = 0;
+    while ((rc = dd_bucket_next(cell.p, cut, &pos, &t, &tl, &c, &cn)) == 1) {
+      assert_true(got < whole);
+      assert_memory_equal(t, terms[got], tls[got]);
+      got++;
+    }
+    assert_int_equal(got, whole);
+    assert_int_equal(rc, boundary ? 0 : -1);
+  }
+  dd_buf_free(&other);
+  dd_buf_free(&cell);
+  for (int i = 0; i < NT; i++) dd_buf_free(&chunk[i]);
+  dd_postings_free(&ps);
+  dd_dir_free(&d);
+  dd_buf_free(&dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rule),         cmocka_unit_test(test_long_terms_are_cut),
       cmocka_unit_test(test_counts_sorted), cmocka_unit_test(test_many_terms),
       cmocka_unit_test(test_sha256),       cmocka_unit_test(test_chunk_columns),
       cmocka_unit_test(test_chunk_entries), cmocka_unit_test(test_postings_settle),
-      cmocka_unit_test(test_directory_chunks),
+      cmocka_unit_test(test_directory_chunks), cmocka_unit_test(test_bucket_cells),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
