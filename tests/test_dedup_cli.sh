@@ -9,7 +9,8 @@
 #   2. a canonical document's contents change, another document is deleted
 #      with `load --delete` and a third with a plain `percolator delete`;
 #      after `wait`, clusters follow the files again and `check` exits 0;
-#      `check` reports a difference made behind its back.
+#      `check` reports a difference made behind its back; chunks of the
+#      index's older form (table idx) read with the buckets', in run order.
 #   3. bad inputs — an unreadable file, a binary file, an oversize file, an
 #      invalid JSON line — are reported with file (and line), counted, skipped.
 # Every CLI call runs under `timeout`; a trap kills what was started here.
@@ -139,6 +140,50 @@ run_cli 60 --data "$D" check
 run_cli 10 --data "$D" delete idx grp5 corpus/bogus
 check_clean "after removing the bogus cell"
 pass "check reports a difference and exits non-zero"
+
+# an index of the older form (table idx, a row per term, written before
+# buckets) reads with the buckets': a term's chunks of both forms apply in the
+# order of their runs (the column: p and the run's start_ts, 8 bytes)
+run_cli 30 --data "$D" clusters
+U=corpus/unique.txt
+H=$(awk -F'\t' -v u="$U" '$3 == u { print $1 }' <<<"$OUT")
+[ ${#H} = 64 ] || fail "no cluster with canonical $U: $OUT"
+# old_chunk OP [COUNT]: a chunk of the form before directories naming (H, U)
+old_chunk() {
+  printf '%s%s\\x%02x%s' "$1" "$(sed 's/../\\x&/g' <<<"$H")" ${#U} "$U"
+  [ -z "${2:-}" ] || printf '\\x%02x' "$2"
+}
+FIRST='"p\x00\x00\x00\x00\x00\x00\x00\x01"' LAST='"p\xff\xff\xff\xff\xff\xff\xff\xfe"'
+txn_run() { # txn_run WHAT SCRIPT: one transaction of `percolator txn`
+  OUT=$(printf 'begin\n%scommit\n' "$2" | timeout -k 5 30 "$CLI" --data "$D" txn 2>"$WORK/last.err")
+  [ $? = 0 ] && [[ "$OUT" == *"ok commit_ts="* ]] || fail "$1: txn: $OUT $(cat "$WORK/last.err")"
+}
+# a run older than every bucket's removes U from kind: the buckets' '+' wins;
+# a newer one removes it for good; zzold is a term only the older form has
+txn_run "older-form chunks" "set idx kind $FIRST \"$(old_chunk -)\"
+set idx kind $LAST \"$(old_chunk -)\"
+set idx zzold $FIRST \"$(old_chunk + 3)\"
+"
+run_cli 10 --data "$D" search kind
+[ "$RC" = 1 ] && [ -z "$OUT" ] || fail "search kind after a newer older-form '-': $RC '$OUT'"
+run_cli 10 --data "$D" search zzold
+[ "$OUT" = "$U" ] || fail "search zzold (older form only): '$OUT'"
+run_cli 30 --data "$D" search --all
+grep -qx "zzold	$U	3" <<<"$OUT" || fail "search --all lacks the older form's zzold: $OUT"
+! grep -q "^kind	$U	" <<<"$OUT" || fail "search --all kept kind's posting the newer '-' removed"
+run_cli 60 --data "$D" check
+[ "$RC" = 1 ] && [ "$(grep -c '^idx	' <<<"$OUT")" = 2 ] &&
+  grep -q "^idx	kind	$U" <<<"$OUT" && grep -q "^idx	zzold	$U" <<<"$OUT" ||
+  fail "check over both forms: want kind's posting missing and zzold's extra (exit $RC): $OUT"
+txn_run "dropping the newer chunk" "delete idx kind $LAST
+"
+run_cli 10 --data "$D" search kind
+[ "$OUT" = "$U" ] || fail "search kind with an older-form '-' before the buckets' '+': '$OUT'"
+txn_run "dropping the older form" "delete idx kind $FIRST
+delete idx zzold $FIRST
+"
+check_clean "after removing the older-form chunks"
+pass "chunks of the older form (idx) read with the buckets', in the order of their runs"
 
 # ---- 3. bad inputs -----------------------------------------------------------------------
 

@@ -843,15 +843,18 @@ const cli_verb_t cli_verb_search = {
     .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND),
     .about = "Prints the canonical URLs (one per cluster of identical documents) whose\n"
              "contents hold every term, in bytewise order, from the inverted index the\n"
-             "dedup observer maintains (table idx). The arguments are tokenised as the\n"
-             "documents are: ASCII letters folded to lower case, a term is a maximal\n"
-             "run of [a-z0-9], other bytes separate terms, a term is cut at 64 bytes.\n"
-             "--json: one {\"url\", \"count\"} per line, count being the occurrences of\n"
-             "the terms in the document. Exits 1 when no document holds every term.\n"
+             "dedup observer maintains (tables idxbucket and idxdir). The arguments are\n"
+             "tokenised as the documents are: ASCII letters folded to lower case, a term\n"
+             "is a maximal run of [a-z0-9], other bytes separate terms, a term is cut at\n"
+             "64 bytes. --json: one {\"url\", \"count\"} per line, count being the\n"
+             "occurrences of the terms in the document. Exits 1 when no document holds\n"
+             "every term.\n"
              "\n"
-             "With --all, prints every posting of the index instead, in term and then\n"
-             "URL order: TERM URL COUNT, tab-separated (URLs C-escaped), or one\n"
-             "{\"term\", \"url\", \"count\"} per line with --json.\n",
+             "With --all, prints every posting of the index instead: TERM URL COUNT,\n"
+             "tab-separated (URLs C-escaped), or one {\"term\", \"url\", \"count\"} per\n"
+             "line with --json. A term's postings come together, in URL order; the\n"
+             "terms come in the order of the index's buckets, not sorted (pipe through\n"
+             "sort for term order). It holds one bucket of the index in memory.\n",
     .options = "  --all               every posting of the index\n"
                "  --json              one JSON object per document (per posting with --all)\n",
     .example = "percolator --data /tmp/pc search snapshot isolation\n",
@@ -985,7 +988,7 @@ static int doc_by_hash(const void *a, const void *b) {
   return r ? r : bytes_cmp(&x->url, &y->url);
 }
 
-typedef struct entry { /* one idx cell */
+typedef struct entry { /* one posting: idx TERM URL<NUL>HASH, or one cell */
   bytes_t row, col;
   unsigned long long count;
 } entry_t;
@@ -1094,7 +1097,7 @@ static int idx_posting(void *ctx, const char *term, size_t tl, const dd_posting_
   return posting_entry(r->e, term, tl, p->url, p->ulen, hex, p->count);
 }
 
-/* A cell of idx that is no chunk: found, where nothing was due. */
+/* A cell of the index that is not well formed: found, where nothing was due. */
 static int idx_bad(void *ctx, const char *table, const char *row, size_t rl, const char *col,
                    size_t cl, const char *v, size_t vl) {
   idx_reader_t *r = ctx;
@@ -1264,10 +1267,13 @@ const cli_verb_t cli_verb_check = {
     .about = "Recomputes, in one snapshot, what the dedup observers maintain from the\n"
              "docs table alone — each document's SHA-256 (doc:hash), the clusters of\n"
              "equal hashes with their members (dups m:URL), canonical (the smallest URL)\n"
-             "and indexed canonical, and the inverted index of the canonicals (idx) —\n"
+             "and indexed canonical, and the inverted index of the canonicals —\n"
              "and prints each cell that differs: TABLE ROW COLUMN 'found X, expected\n"
              "Y', tab-separated and C-escaped ('nothing' for an absent cell), or one\n"
-             "JSON object per difference with --json. Run it after 'percolator wait':\n"
+             "JSON object per difference with --json. A posting that differs is printed\n"
+             "as idx TERM URL<NUL>HASH with its count; a cell of the index that is not\n"
+             "well formed as its own table, row and column (idxbucket, or idx as\n"
+             "versions before buckets wrote it). Run it after 'percolator wait':\n"
              "while notifications are pending the derived tables lag behind. Exits 1\n"
              "when there are differences (counted on stderr).\n",
     .options = "  --json              one JSON object per difference\n",

@@ -11,13 +11,16 @@
  *                                 the membership
  *                   indexed       the canonical whose terms idx holds (index)
  *                   terms         those terms, newline-separated (index)
- *   idx   row TERM    p<8 bytes> a chunk of postings of TERM: what one index
- *                                 run (one transaction, over one cluster or
- *                                 many) changed of them, '+' (URL, HASH,
- *                                 count) or '-' (URL, HASH) per cluster,
- *                                 each (URL, HASH) named by its index in the
- *                                 run's directory; the term's postings are
- *                                 its chunks applied in column order
+ *   idxbucket row B  p<8 bytes> the chunks of postings of one index run
+ *                                 (one transaction, over one cluster or
+ *                                 many) for the terms of bucket B (2 bytes
+ *                                 big-endian, FNV-1a of the term mod 1024):
+ *                                 per term, what the run changed of its
+ *                                 postings, '+' (URL, HASH, count) or '-'
+ *                                 (URL, HASH) per cluster, each (URL, HASH)
+ *                                 named by its index in the run's directory;
+ *                                 a term's postings are its chunks applied
+ *                                 in the order of the runs
  *                                 (apps/dedup/dedup_index.h). A
  *                                 posting names its cluster's hash as well, so
  *                                 that two clusters that name the same URL in
@@ -25,8 +28,10 @@
  *                                 new cluster as its canonical is indexed
  *                                 there before its old cluster, re-indexed in
  *                                 another run, drops it. A search for TERM
- *                                 reads the one row TERM, and the
+ *                                 reads the one row of its bucket, and the
  *                                 directories its chunks name.
+ *   idx   row TERM    p<8 bytes> a chunk of TERM alone, as versions before
+ *                                 buckets wrote it (read, no longer written).
  *   idxdir row ID     d           the directory of the index run that
  *                                 started at ID (8 bytes big-endian): each
  *                                 (HASH, URL) its chunks name, once.
