@@ -12,7 +12,7 @@
  * machine's copyright files and common licenses, as apps/demo.sh loads them)
  * in an embedded store with two-phase commit, no fsync and no background
  * garbage collection. Then, for the raw view of the index table (`percolator
- * scan --raw idx`), the lock scan (the sweeper's, GC's and `wait`'s) and a
+ * scan --raw idxbucket`), the lock scan (the sweeper's, GC's and `wait`'s) and a
  * scan of the system table (the last one, right before the notifications),
  * the wall time and the LevelDB key comparisons (pc_local_compares) of each,
  * --rounds times (the median): before the store's first GC pass, after it,
@@ -112,7 +112,7 @@ static int count_lock(void *ctx, const pc_lock_info_t *l) {
 }
 
 enum { M_RAW, M_LOCKS, M_SYSTEM, M_N };
-static const char *const m_names[M_N] = {"raw_scan_idx", "scan_locks", "scan_system_table"};
+static const char *const m_names[M_N] = {"raw_scan_index", "scan_locks", "scan_system_table"};
 
 static int measure_once(pc_db_t *db, int what, cost_t *out) {
   pc_error_t err;
@@ -120,7 +120,7 @@ static int measure_once(pc_db_t *db, int what, cost_t *out) {
   double t0 = bu_now_s();
   pc_status_t st = PC_OK;
   if (what == M_RAW) {
-    st = pc_db_raw_scan(db, "idx", NULL, 0, NULL, 0, count_raw, &items, &err);
+    st = pc_db_raw_scan(db, "idxbucket", NULL, 0, NULL, 0, count_raw, &items, &err);
   } else if (what == M_LOCKS) {
     st = db->store->ops->scan_locks(db->store, UINT64_MAX, count_lock, &items, &err);
   } else {
