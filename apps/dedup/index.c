@@ -91,7 +91,7 @@ static pc_status_t fail(pc_error_t *err, pc_status_t st, const char *what) {
  * col: one cell per bucket the run touched. */
 static pc_status_t write_buckets(pc_txn_t *txn, tmap_t *m, const char col[DD_CHUNK_COL],
                                  pc_error_t *err) {
-  /* the terms' slots, by bucket (a counting sort) */
+  /* the terms' slots in bucket order (a counting sort) */
   uint32_t *start = calloc(DD_BUCKETS + 1, sizeof *start);
   uint32_t *order = malloc(m->n * sizeof *order), *bucket = malloc(m->cap * sizeof *bucket);
   dd_buf_t cell = {0};
@@ -106,12 +106,12 @@ static pc_status_t write_buckets(pc_txn_t *txn, tmap_t *m, const char col[DD_CHU
     start[bucket[s] + 1]++;
   }
   for (unsigned b = 0; b < DD_BUCKETS; b++) start[b + 1] += start[b];
-  uint32_t *next = start; /* advances to each bucket's end, then the loop below reads it */
+  /* placing each slot moves start[b] on: after this, it is bucket b's end */
   for (size_t s = 0; s < m->cap; s++)
-    if (m->slot[s].len) order[next[bucket[s]]++] = (uint32_t)s;
+    if (m->slot[s].len) order[start[bucket[s]]++] = (uint32_t)s;
   for (unsigned b = 0, i = 0; b < DD_BUCKETS && st == PC_OK; b++) {
     cell.n = 0;
-    for (; i < next[b]; i++) {
+    for (; i < start[b]; i++) {
       const tchunk_t *t = &m->slot[order[i]];
       if (dd_bucket_add(&cell, t->term, t->len, t->chunk.p, t->chunk.n) != 0) {
         st = fail(err, PC_NOMEM, "out of memory");
