@@ -189,6 +189,12 @@ int pc_daemon_has_workers(const pc_daemon_t *d) {
   return d->has_workers;
 }
 
+pc_status_t pc_daemon_reload(pc_daemon_t *d, pc_error_t *err) {
+  pc_error_clear(err);
+  if (!d->has_workers) return pc_error_set(err, PC_STATE, "this process runs no workers");
+  return pc_daemon_workers_reload(d, err);
+}
+
 static void stage(pc_daemon_t *d, const char *what) { atomic_store(&d->stage, what); }
 
 /* pc_daemon_stop but the release of d, which the shutdown's watchdog may

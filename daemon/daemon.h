@@ -135,6 +135,14 @@ pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, p
 size_t pc_daemon_role_count(const pc_daemon_t *d);
 int pc_daemon_has_workers(const pc_daemon_t *d);
 
+/* Reloads the workers' plugins (SIGHUP): loads the current build of each
+ * plugin the configuration names (the same paths and plugin configurations
+ * as at start), then drains the observer runs in flight and runs the
+ * observers of the new builds; pending notifications stay in the store
+ * meanwhile and are all run. A build that fails to load changes nothing (the
+ * running plugins go on; err names it). PC_STATE when d runs no workers. */
+pc_status_t pc_daemon_reload(pc_daemon_t *d, pc_error_t *err);
+
 /* Stops everything and releases d: first every server stops taking
  * requests from other processes (its grace for those in flight starts,
  * net/rpc.h), then the garbage collector (its pass stops at a step) and the

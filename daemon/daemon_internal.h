@@ -63,7 +63,11 @@ typedef struct workers {
   pc_observer_registry_t *registry;
   pc_plugin_t **plugins;
   size_t nplugins;
-  pc_worker_t *worker;
+  int *change_logged; /* per plugin: its file's change on disk was logged */
+  pc_worker_t *worker;  /* NULL while a reload swaps it (under swap) */
+  pthread_mutex_t swap; /* held by a reload while it replaces worker and plugins */
+  pc_worker_options_t opts; /* as started, for starting it again on a reload */
+  char journal[4096];        /* opts.journal_dir's text when it is ours */
   pc_http_t *http;
   /* the worker's record in the system table (for `status`) */
   char row[300];
@@ -124,5 +128,9 @@ pc_status_t pc_daemon_workers_load(pc_daemon_t *d, pc_error_t *err);
 pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
                                     uint32_t timeout_ms, pc_error_t *err);
 void pc_daemon_workers_stop(pc_daemon_t *d);
+/* Loads the configured plugins again (their files' current builds), drains
+ * the observer runs in flight and swaps the worker onto them; on an error
+ * before the drain the old plugins go on running. */
+pc_status_t pc_daemon_workers_reload(pc_daemon_t *d, pc_error_t *err);
 
 #endif

@@ -16,7 +16,18 @@
  *
  * Stopping waits WORKER_STOP_MS at most for the observers in flight; one
  * that has not returned by then is left running, and so are the database
- * handle and the plugins it uses: the process exits around it. */
+ * handle and the plugins it uses: the process exits around it.
+ *
+ * Plugins are loaded from private copies (observers/plugin.h), so a new
+ * build written over a plugin's file changes nothing that runs; the
+ * reporter notices the change and logs it once. A reload (SIGHUP) loads the
+ * configured plugins again into a new registry, so that a build that fails
+ * to load leaves the running one untouched; then it stops the notification
+ * worker, which lets the observer runs in flight commit or abort (drains),
+ * and starts a new one on the new registry and the same database handle.
+ * No notification is lost meanwhile: notifications are cells of the store,
+ * deleted only by the acknowledged runs of their observers, and the new
+ * worker scans them again. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,11 +51,20 @@ static int worker_health(void *ctx, pc_buf_t *out) {
   return 1;
 }
 
+/* The worker's counters, read under the reload's lock (none while a reload
+ * swaps the worker). */
+static pc_status_t stats_of(workers_t *w, pc_worker_stats_t *s) {
+  pc_error_t err;
+  pthread_mutex_lock(&w->swap);
+  pc_status_t st = w->worker ? pc_worker_stats(w->worker, s, &err) : PC_UNAVAILABLE;
+  pthread_mutex_unlock(&w->swap);
+  return st;
+}
+
 static void worker_metrics(void *ctx, pc_buf_t *out) {
   workers_t *w = ctx;
   pc_worker_stats_t s;
-  pc_error_t err;
-  if (pc_worker_stats(w->worker, &s, &err) != PC_OK) return;
+  if (stats_of(w, &s) != PC_OK) return;
   pc_metric_counter(out, "percolator_worker_notifications_seen_total", "Notifications found",
                     s.notifications_seen);
   pc_metric_counter(out, "percolator_worker_claims_total", "Bucket claims taken", s.claims_taken);
@@ -93,8 +113,7 @@ static void set_u64(json_t *o, const char *key, uint64_t v) {
 
 static json_t *worker_state(workers_t *w) {
   pc_worker_stats_t s;
-  pc_error_t err;
-  if (pc_worker_stats(w->worker, &s, &err) != PC_OK) return NULL;
+  if (stats_of(w, &s) != PC_OK) return NULL;
   json_t *o = json_object(), *obs = json_object();
   set_u64(o, "seen_ms", pc_now_wall_ms());
   set_u64(o, "pid", (uint64_t)getpid());
@@ -134,11 +153,28 @@ static void write_worker_record(workers_t *w, json_t *state) {
   free(text);
 }
 
+/* Logs, once per change, each plugin whose file is no longer the build this
+ * process loaded. */
+static void notice_plugin_changes(workers_t *w) {
+  pthread_mutex_lock(&w->swap);
+  for (size_t i = 0; i < w->nplugins; i++) {
+    int changed = pc_plugin_changed(w->plugins[i]);
+    if (changed && !w->change_logged[i])
+      pc_log(PC_LOG_WARN, "workers: plugin %s: its file %s changed on disk; this worker goes on "
+             "running the build it loaded (%s %s) until SIGHUP reloads it or it restarts",
+             pc_plugin_name(w->plugins[i]), pc_plugin_path(w->plugins[i]),
+             pc_plugin_name(w->plugins[i]), pc_plugin_version(w->plugins[i]));
+    w->change_logged[i] = changed;
+  }
+  pthread_mutex_unlock(&w->swap);
+}
+
 static void *report_main(void *arg) {
   workers_t *w = arg;
   pthread_mutex_lock(&w->mu);
   while (!w->stop) {
     pthread_mutex_unlock(&w->mu);
+    notice_plugin_changes(w);
     json_t *state = worker_state(w);
     if (state) write_worker_record(w, state);
     json_decref(state);
@@ -167,9 +203,12 @@ static pc_db_t *open_client(pc_daemon_t *d, const char *cluster_path, uint32_t t
 pc_status_t pc_daemon_workers_load(pc_daemon_t *d, pc_error_t *err) {
   workers_t *w = &d->w;
   d->has_workers = 1;
+  pthread_mutex_init(&w->swap, NULL);
   if (!(w->registry = pc_registry_create())) return pc_error_set(err, PC_NOMEM, "out of memory");
   pc_status_t st = pc_plugins_load_config(w->registry, d->cfg, &w->plugins, &w->nplugins, err);
   if (st != PC_OK) return st;
+  if (w->nplugins && !(w->change_logged = calloc(w->nplugins, sizeof *w->change_logged)))
+    return pc_error_set(err, PC_NOMEM, "out of memory");
   return PC_OK;
 }
 
@@ -188,12 +227,12 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
   o.max_failures = cfg->workers.max_failures;
   o.backoff_ms = cfg->workers.backoff_ms;
   o.hang_ms = cfg->workers.hang_ms;
-  char journal[4096];
   o.journal_dir = cfg->workers.journal_dir;
   if (!o.journal_dir && !cluster_path) {
-    snprintf(journal, sizeof journal, "%s/worker-journal", cfg->data_dir);
-    o.journal_dir = journal;
+    snprintf(w->journal, sizeof w->journal, "%s/worker-journal", cfg->data_dir);
+    o.journal_dir = w->journal;
   }
+  w->opts = o;
   if (!o.journal_dir)
     pc_log(PC_LOG_WARN, "workers: no workers.journal_dir: an observer that kills this process "
                         "is not counted across restarts, and counters since the last second "
@@ -256,5 +295,76 @@ void pc_daemon_workers_stop(pc_daemon_t *d) {
   pc_db_close(w->db);
   pc_plugins_unload(w->plugins, w->nplugins);
   pc_registry_free(w->registry);
+  free(w->change_logged);
+  pthread_mutex_destroy(&w->swap);
   memset(w, 0, sizeof *w);
+}
+
+/* What reloads left running: observers that did not return within the
+ * drain, with their worker, plugins and registry (kept reachable). */
+typedef struct left_reload {
+  pc_worker_t *worker;
+  pc_plugin_t **plugins;
+  size_t nplugins;
+  pc_observer_registry_t *registry;
+  struct left_reload *next;
+} left_reload_t;
+static left_reload_t *reloads_left;
+
+pc_status_t pc_daemon_workers_reload(pc_daemon_t *d, pc_error_t *err) {
+  workers_t *w = &d->w;
+  if (!d->has_workers || !w->worker)
+    return pc_error_set(err, PC_STATE, "reload: this process runs no workers");
+  /* the new builds first: one that fails leaves the running ones alone */
+  pc_observer_registry_t *reg = pc_registry_create();
+  pc_plugin_t **plugins = NULL;
+  size_t n = 0;
+  int *logged = NULL;
+  if (!reg) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_status_t st = pc_plugins_load_config(reg, d->cfg, &plugins, &n, err);
+  if (st == PC_OK && n && !(logged = calloc(n, sizeof *logged)))
+    st = pc_error_set(err, PC_NOMEM, "out of memory");
+  if (st != PC_OK) {
+    pc_plugins_unload(plugins, n);
+    pc_registry_free(reg);
+    pc_error_prefix(err, "reload: the running plugins go on");
+    return st;
+  }
+  /* drain: the runs in flight commit or abort; what is pending stays in the store */
+  uint64_t t0 = pc_now_mono_ms();
+  pthread_mutex_lock(&w->swap);
+  pc_worker_t *old = w->worker;
+  w->worker = NULL;
+  pc_error_t e;
+  if (pc_worker_stop_within(old, WORKER_STOP_MS, &e) != PC_OK) {
+    left_reload_t *l = calloc(1, sizeof *l);
+    pc_log(PC_LOG_WARN, "workers: reload: %s; leaving them and their plugins loaded", e.text);
+    if (l) {
+      *l = (left_reload_t){old, w->plugins, w->nplugins, w->registry, reloads_left};
+      reloads_left = l;
+    }
+  } else {
+    pc_plugins_unload(w->plugins, w->nplugins);
+    pc_registry_free(w->registry);
+  }
+  free(w->change_logged);
+  w->plugins = plugins;
+  w->nplugins = n;
+  w->registry = reg;
+  w->change_logged = logged;
+  uint64_t t1 = pc_now_mono_ms();
+  w->worker = pc_worker_start(w->db, w->registry, &w->opts, err);
+  pthread_mutex_unlock(&w->swap);
+  if (!w->worker) {
+    pc_error_prefix(err, "reload: the new plugins are loaded but their worker did not start "
+                    "(no observer runs until the next SIGHUP or a restart)");
+    return err->code;
+  }
+  for (size_t i = 0; i < n; i++)
+    pc_log(PC_LOG_INFO, "workers: reload: running plugin %s %s from %s",
+           pc_plugin_name(plugins[i]), pc_plugin_version(plugins[i]),
+           pc_plugin_path(plugins[i]));
+  pc_log(PC_LOG_INFO, "workers: reloaded %zu plugin%s, %zu observers (drained in %llu ms)", n,
+         n == 1 ? "" : "s", pc_registry_count(reg), (unsigned long long)(t1 - t0));
+  return PC_OK;
 }

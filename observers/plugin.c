@@ -1,19 +1,31 @@
 /* plugin.c — the host side of the observer plugin ABI (percolator/observer.h):
- * opens a plugin's shared object, refuses it unless its pc_plugin_magic
- * describes an ABI this host implements, hands its pc_plugin_init a table of
- * the library's own functions (pc_txn_get, ...), and undoes everything a
- * failed init did to the registry before closing the library again. A
- * library's globals exist once per process, so the same shared object is
- * never loaded twice at once: a second init would overwrite the first one's
- * state. */
+ * opens a private copy of a plugin's shared object, refuses it unless its
+ * pc_plugin_magic describes an ABI this host implements, hands its
+ * pc_plugin_init a table of the library's own functions (pc_txn_get, ...),
+ * and undoes everything a failed init did to the registry before closing the
+ * library again. One registry never holds the same build of a file twice
+ * (its observers' names would clash, and a second entry of one file in a
+ * configuration is a mistake worth naming).
+ *
+ * The private copy: the file's bytes are copied into an anonymous memory
+ * file (memfd) and the library is loaded from there, so that a new build
+ * copied over the file (cp truncates and rewrites it in place, under the
+ * pages the loader mapped) cannot change the code a running process
+ * executes. pc_plugin_changed tells when the file on disk is no longer the
+ * one loaded. */
 #include "observers/plugin.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -37,6 +49,8 @@ struct pc_plugin_reg {
 struct pc_plugin {
   void *dl;
   char *path;
+  pc_plugin_file_t file; /* the file's identity when it was copied */
+  int copy;              /* the memfd of the private copy, open while loaded */
   char *name;
   char *version;
   int abi_minor;
@@ -51,12 +65,16 @@ struct pc_plugin {
 static pthread_mutex_t loaded_lock = PTHREAD_MUTEX_INITIALIZER;
 static pc_plugin_t *loaded;
 
-/* Adds p to the loaded list and returns 0, unless its library is there
- * already: then returns -1 with the path it was loaded from in other_path. */
+static int same_file(const pc_plugin_file_t *a, const pc_plugin_file_t *b);
+
+/* Adds p to the loaded list and returns 0, unless the same build of its file
+ * is loaded into its registry already: then returns -1 with the path it was
+ * loaded from in other_path. (Each load is a copy with globals of its own,
+ * so a registry that replaces another may load the same file again.) */
 static int loaded_claim(pc_plugin_t *p, char *other_path, size_t cap) {
   pthread_mutex_lock(&loaded_lock);
   for (const pc_plugin_t *q = loaded; q; q = q->next)
-    if (q->dl == p->dl) {
+    if (q->registry == p->registry && same_file(&q->file, &p->file)) {
       snprintf(other_path, cap, "%s", q->path);
       pthread_mutex_unlock(&loaded_lock);
       return -1;
@@ -65,6 +83,15 @@ static int loaded_claim(pc_plugin_t *p, char *other_path, size_t cap) {
   loaded = p;
   pthread_mutex_unlock(&loaded_lock);
   return 0;
+}
+
+/* Whether dl is the library of a loaded plugin. */
+static int loaded_handle(const void *dl) {
+  pthread_mutex_lock(&loaded_lock);
+  const pc_plugin_t *q = loaded;
+  while (q && q->dl != dl) q = q->next;
+  pthread_mutex_unlock(&loaded_lock);
+  return q != NULL;
 }
 
 static void loaded_release(pc_plugin_t *p) {
@@ -145,10 +172,89 @@ static void api_init(pc_host_api_t *api, pc_plugin_t *p) {
   api->txn_scan_prefix = pc_txn_scan_prefix;
 }
 
+/* ---- the private copy ------------------------------------------------------- */
+
+static void file_identity(const struct stat *st, pc_plugin_file_t *f) {
+  f->dev = (uint64_t)st->st_dev;
+  f->ino = (uint64_t)st->st_ino;
+  f->size = (uint64_t)st->st_size;
+  f->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static int same_file(const pc_plugin_file_t *a, const pc_plugin_file_t *b) {
+  return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns;
+}
+
+/* Copies the file at path into a new memfd (*fd), retrying while a writer
+ * changes it under the copy; *id is the identity of the file copied. */
+static pc_status_t private_copy(const char *path, pc_plugin_file_t *id, int *fd,
+                                pc_error_t *err) {
+  for (int attempt = 0; attempt < 20; attempt++) {
+    int src = open(path, O_RDONLY | O_CLOEXEC);
+    if (src < 0)
+      return pc_error_set(err, PC_INVALID, "%s: cannot load plugin: %s", path, strerror(errno));
+    struct stat before, after;
+    if (fstat(src, &before) != 0 || !S_ISREG(before.st_mode)) {
+      close(src);
+      return pc_error_set(err, PC_INVALID, "%s: cannot load plugin: not a regular file", path);
+    }
+    int dst = memfd_create("percolator-plugin", MFD_CLOEXEC);
+    if (dst < 0) {
+      close(src);
+      return pc_error_set(err, PC_IO_ERROR, "%s: cannot make a private copy: memfd_create: %s",
+                          path, strerror(errno));
+    }
+    char buf[1 << 16];
+    ssize_t r = 0;
+    int failed = 0;
+    while (!failed && (r = read(src, buf, sizeof buf)) > 0)
+      for (ssize_t off = 0; off < r && !failed;) {
+        ssize_t w = write(dst, buf + off, (size_t)(r - off));
+        if (w <= 0) failed = 1;
+        else off += w;
+      }
+    int stat_ok = fstat(src, &after) == 0;
+    close(src);
+    if (failed || r < 0 || !stat_ok) {
+      int e = errno;
+      close(dst);
+      return pc_error_set(err, PC_IO_ERROR, "%s: cannot make a private copy: %s", path,
+                          strerror(e));
+    }
+    pc_plugin_file_t a, b;
+    file_identity(&before, &a);
+    file_identity(&after, &b);
+    struct stat now;
+    if (same_file(&a, &b) && stat(path, &now) == 0) {
+      pc_plugin_file_t c;
+      file_identity(&now, &c);
+      if (same_file(&a, &c)) { /* no writer changed it during the copy */
+        *id = a;
+        *fd = dst;
+        return PC_OK;
+      }
+    }
+    close(dst);
+    usleep(50000); /* a new build being written: copy it once it is complete */
+  }
+  return pc_error_set(err, PC_BUSY, "%s: cannot load plugin: the file kept changing while it "
+                      "was copied (a build still being written?)", path);
+}
+
+int pc_plugin_changed(const pc_plugin_t *p) {
+  if (!p) return 0;
+  struct stat st;
+  if (stat(p->path, &st) != 0) return 1;
+  pc_plugin_file_t now;
+  file_identity(&st, &now);
+  return !same_file(&now, &p->file);
+}
+
 /* ---- loading ----------------------------------------------------------------- */
 
 static void plugin_free(pc_plugin_t *p) {
   if (!p) return;
+  if (p->copy >= 0) close(p->copy);
   free(p->path);
   free(p->name);
   free(p->version);
@@ -263,6 +369,7 @@ pc_status_t pc_plugin_load(pc_observer_registry_t *registry, const char *path,
                         : !handle ? "handle is NULL"
                                   : "plugin path is empty");
   pc_plugin_t *p = calloc(1, sizeof *p);
+  if (p) p->copy = -1;
   if (!p || !(p->path = strdup(path))) {
     free(p);
     return pc_error_set(err, PC_NOMEM, "%s: out of memory", path);
@@ -272,22 +379,34 @@ pc_status_t pc_plugin_load(pc_observer_registry_t *registry, const char *path,
   p->reg.registry = registry;
   api_init(&p->api, p);
 
-  /* "name.so" means ./name.so: dlopen would search the library path for it */
-  char *open_path = NULL;
-  if (!strchr(path, '/') && asprintf(&open_path, "./%s", path) < 0) {
+  /* a path without '/' is relative to the working directory: open() takes it so */
+  int copy = -1;
+  pc_status_t cst = private_copy(path, &p->file, &copy, err);
+  if (cst != PC_OK) {
     plugin_free(p);
-    return pc_error_set(err, PC_NOMEM, "%s: out of memory", path);
+    return cst;
   }
+  /* The loader knows a library by its name first: the descriptor stays open
+   * while the library is loaded, so that no other copy gets its name. */
+  p->copy = copy;
+  char open_path[64];
+  snprintf(open_path, sizeof open_path, "/proc/self/fd/%d", copy);
   dlerror();
-  p->dl = dlopen(open_path ? open_path : path, RTLD_NOW | RTLD_LOCAL);
+  p->dl = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
   if (!p->dl) {
     pc_status_t st = pc_error_set(err, PC_INVALID, "%s: cannot load plugin: %s", path,
-                                  dl_reason(open_path ? open_path : path));
-    free(open_path);
+                                  dl_reason(open_path));
     plugin_free(p);
     return st;
   }
-  free(open_path);
+  if (loaded_handle(p->dl)) { /* a copy the loader kept after it was closed */
+    pc_status_t st = pc_error_set(err, PC_INTERNAL, "%s: cannot load plugin: the loader "
+                                  "returned a library loaded before", path);
+    dlclose(p->dl);
+    p->dl = NULL;
+    plugin_free(p);
+    return st;
+  }
 
   pc_status_t st = check_magic(p, path, err);
   if (st == PC_OK) {

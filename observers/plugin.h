@@ -6,6 +6,7 @@
 #define PC_OBSERVERS_PLUGIN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <percolator/observer.h>
 #include <percolator/percolator.h>
@@ -15,9 +16,18 @@
 
 typedef struct pc_plugin pc_plugin_t;
 
-/* Loads the plugin at path (dlopen with RTLD_NOW | RTLD_LOCAL; a path without
- * '/' is taken relative to the working directory, never searched for in the
- * system's library directories), checks its pc_plugin_magic and calls its
+/* What identifies a plugin's file on disk: a new build written over it
+ * changes its size or modification time, one moved into its place its inode. */
+typedef struct pc_plugin_file {
+  uint64_t dev, ino, size;
+  int64_t mtime_ns;
+} pc_plugin_file_t;
+
+/* Loads the plugin at path: copies the file into memory of its own and loads
+ * that copy (dlopen with RTLD_NOW | RTLD_LOCAL), so that the file may be
+ * replaced or rewritten while the plugin runs without changing what runs (a
+ * path without '/' is taken relative to the working directory, never
+ * searched for in the system's library directories); checks its pc_plugin_magic and calls its
  * pc_plugin_init with config_json (NULL: "{}"), which registers its
  * observers in registry. On PC_OK *handle is the loaded plugin, which the
  * caller unloads with pc_plugin_unload before freeing registry. On failure
@@ -28,7 +38,9 @@ typedef struct pc_plugin pc_plugin_t;
  *               (no pc_plugin_magic, a wrong magic constant, no
  *               pc_plugin_init), its pc_plugin_magic_t is too small, its ABI
  *               major differs from the host's (each naming the field and both
- *               values), or the same library is already loaded;
+ *               values), or the same file is already loaded;
+ *   PC_BUSY     the file kept changing while it was copied;
+ *   PC_IO_ERROR the private copy could not be made;
  *   PC_NOMEM;
  *   any status  its init failed: "<path>: init failed: <the plugin's text>",
  *               with the plugin's status (PC_INTERNAL if it is not one). */
@@ -40,6 +52,11 @@ pc_status_t pc_plugin_load(pc_observer_registry_t *registry, const char *path,
  * and releases the handle. No observer of the plugin may be running, or be
  * about to run. NULL is a no-op. */
 void pc_plugin_unload(pc_plugin_t *plugin);
+
+/* 1 when the file at the plugin's path is no longer the one it was loaded
+ * from (rewritten, replaced, or removed): the process still runs the copy it
+ * loaded. */
+int pc_plugin_changed(const pc_plugin_t *plugin);
 
 /* The plugin's name and version (from its magic) and the path it was loaded
  * from. Owned by the handle. */

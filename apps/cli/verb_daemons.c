@@ -56,6 +56,7 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
 
@@ -70,10 +71,19 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
     pc_log(PC_LOG_INFO, "ready (%zu role%s%s); SIGTERM or SIGINT stops", n, n == 1 ? "" : "s",
            pc_daemon_has_workers(d) ? " and the workers" : "");
     int sig = 0;
-    while (sigwait(&sigs, &sig) != 0) {
+    for (;;) {
+      if (sigwait(&sigs, &sig) != 0) continue;
+      if (sig != SIGHUP) break;
+      pc_error_t rerr;
+      if (!pc_daemon_has_workers(d))
+        pc_log(PC_LOG_INFO, "SIGHUP: nothing to reload (this process runs no workers)");
+      else if (pc_daemon_reload(d, &rerr) != PC_OK)
+        pc_log(PC_LOG_ERROR, "SIGHUP: %s", rerr.text);
     }
     pc_log(PC_LOG_INFO, "signal %d: shutting down", sig);
-    pc_daemon_shutdown(d, &sigs, CLI_EXIT_ERROR); /* bounded; a second signal exits at once */
+    /* bounded; a second signal exits at once (SIGHUP no longer counts) */
+    sigdelset(&sigs, SIGHUP);
+    pc_daemon_shutdown(d, &sigs, CLI_EXIT_ERROR);
   } else {
     rc = cli_pc_error(ctx, &err);
   }
@@ -107,7 +117,8 @@ static int run_worker(cli_ctx_t *ctx, int argc, char **argv) {
   "5 s + 2 x store.timeout_ms + 5 s (30 s by default); past that, or on a second\n" \
   "signal, it exits 3 at once (nothing acknowledged is lost). A configuration\n" \
   "at fault, a port in use or a data directory that cannot be used stops it\n" \
-  "before it serves anything (exit 3).\n"
+  "before it serves anything (exit 3). SIGHUP reloads the workers' plugins\n" \
+  "(see 'percolator worker --help'); the other roles log it and go on.\n"
 
 const cli_verb_t cli_verb_tso = {
     .name = "tso",
@@ -189,7 +200,15 @@ const cli_verb_t cli_verb_worker = {
         "--timeout); held by another worker, it stops at once and leaves that one's\n"
         "files alone. Scripts wait for --ready-file before writing (see the\n"
         "example). On SIGTERM or SIGINT it stops taking work, lets the observer\n"
-        "transactions in flight finish, and exits 0.\n",
+        "transactions in flight finish, and exits 0.\n"
+        "\n"
+        "Upgrading a plugin: the worker runs a private copy of each plugin, so a\n"
+        "new build may be written over the file while it runs (the worker logs\n"
+        "that the file changed and goes on with the build it loaded). SIGHUP then\n"
+        "loads the new builds from the same paths, lets the observer runs in\n"
+        "flight finish, and runs the new observers on every pending notification;\n"
+        "a build that fails to load is logged and the old one goes on. Or restart\n"
+        "the workers one at a time (docs/OBSERVERS.md, \"Upgrading a plugin\").\n",
     .options = DAEMON_OPTIONS,
     .example = "percolator worker --config cluster.json\n"
                "percolator --config app.json worker --ready-file ready.json &\n"
