@@ -96,6 +96,8 @@ extern const cli_verb_t cli_verb_run;
 extern const cli_verb_t cli_verb_worker;
 extern const cli_verb_t cli_verb_tablet;
 extern const cli_verb_t cli_verb_tso;
+/* verb_playground.c (the cluster itself: playground/) */
+extern const cli_verb_t cli_verb_playground;
 /* verb_status.c */
 extern const cli_verb_t cli_verb_status;
 /* verb_gc.c */

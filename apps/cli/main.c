@@ -65,7 +65,7 @@ static const cli_verb_t verb_help = {
 /* The verbs, in the order 'percolator --help' lists them. */
 static const cli_verb_t *const verbs[] = {
     &cli_verb_init, &cli_verb_get,   &cli_verb_set,    &cli_verb_delete, &cli_verb_scan,
-    &cli_verb_txn,  &cli_verb_run,   &cli_verb_tablet, &cli_verb_tso,
+    &cli_verb_txn,  &cli_verb_playground, &cli_verb_run,   &cli_verb_tablet, &cli_verb_tso,
     &cli_verb_worker, &cli_verb_observers, &cli_verb_wait, &cli_verb_failures,
     &cli_verb_status, &cli_verb_doctor, &cli_verb_gc, &cli_verb_load, &cli_verb_clusters,
     &cli_verb_search, &cli_verb_doc, &cli_verb_check, &verb_help,
