@@ -31,10 +31,9 @@
 #               `percolator run` (with --cluster-shape processes, each its
 #               own daemon: `percolator tso`, `percolator tablet`), and
 #               1, 2, 4 worker processes (--procs), generated corpus (and
-#               real with 2),
-#               coordinated through a private ZooKeeper server (tests/zk_lib.sh:
-#               Debian's zookeeper package on 127.0.0.1, started once, stopped
-#               at the end);
+#               real with 2), each started by `percolator playground` with
+#               its private ZooKeeper server (Debian's zookeeper package on
+#               127.0.0.1) and stopped with SIGINT, as a user does;
 #   check       each of our runs' clusters, canonical URLs, members and
 #               postings (`clusters`, `search --all`) against PostgreSQL's,
 #               line for line;
@@ -115,9 +114,9 @@ work=$(mktemp -d /tmp/pc-bench-dedup.XXXXXX)
 chmod 755 "$work" # PostgreSQL's server (user postgres) reads nothing here, psql does
 pids=()
 cleanup() { # (a pid already gone must not stop it: errexit applies here too)
+  if [ -n "${PG:-}" ]; then kill -INT "$PG" 2>/dev/null || true; wait "$PG" 2>/dev/null || true; fi
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  if [ -n "${ZK_PID:-}" ]; then kill -9 "$ZK_PID" 2>/dev/null || true; wait "$ZK_PID" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -224,81 +223,43 @@ stop() { kill -TERM "$1"; wait "$1" || true; }
 # then do the timestamps' milliseconds tell the time, as freshness needs.
 clock_caught_up() { sleep 3.5; }
 
-# zookeeper: the clusters' private ZooKeeper server, started on first use
-# (zk_lib.sh's checks fail softly: errexit is off while it starts); sets ZK_CONNECT
-zookeeper() {
-  [ -n "${ZK_CONNECT:-}" ] && return 0
-  WORK=$work PIDS=()
-  fail() { echo "dedup.sh: $*" >&2; exit 1; }
-  . "$(dirname "$0")/../tests/zk_lib.sh"
-  set +e
-  zk_start
-  set -e
-}
-
 # cluster TAG NPROCS SPLIT: two tablets split at row SPLIT, the oracle and NPROCS
-# worker processes; client config in $C, the servers' pids the first $nserv of
-# those pushed from here on. Shape "run" (the default) runs the oracle and both
-# tablets in one `percolator run`; shape "processes" runs each as its own
-# daemon, as a deployment on several machines does (LevelDB gives a process
-# one background thread for all its stores, so tablets in one process share
-# it; docs/BENCHMARKS.md has the two shapes side by side).
+# worker processes, started by `percolator playground` (with its private
+# ZooKeeper server: Debian's zookeeper package on 127.0.0.1), as a user starts
+# one; client config in $C, the servers' pids the first $nserv of those pushed
+# from here on, then the workers'. Shape "run" (the default) runs the oracle
+# and both tablets in one `percolator run` (--one-process); shape "processes"
+# runs each as its own daemon, as a deployment on several machines does
+# (LevelDB gives a process one background thread for all its stores, so
+# tablets in one process share it; docs/BENCHMARKS.md has the two shapes side
+# by side).
 cluster() {
-  local d="$work/$1" k zk t
-  mkdir -p "$d"
-  zookeeper
-  zk="\"zookeeper\": {\"connect\": \"$ZK_CONNECT\", \"root\": \"/percolator/$1\"}"
-  run_json() { # run_json TSO_LISTEN SPLIT: the servers' configuration
-    cat <<JSON
-{"data_dir": "$d/data", "log": {"level": "warn"}, "store": {"gc_interval_ms": 0}, $zk,
- "tso": {"listen": "$1"},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$2"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "$2"}]}
-JSON
-  }
-  ready() { for _ in $(seq 300); do [ -s "$1" ] && break; sleep 0.1; done; }
-  # ep ROLE FILE: the listen endpoint of ROLE in a ready file
-  ep() { grep -o "\"$1\": *{[^}]*}" "$2" | grep -o '"listen": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/'; }
-  local rt="$d/ready.json" r1="$d/ready.json" r2="$d/ready.json"
-  if [ "$cluster_shape" = run ]; then
-    run_json 127.0.0.1:0 "$3" >"$d/run.json"
-    "$cli" run --config "$d/run.json" --ready-file "$d/ready.json" 2>"$d/run.log" &
-    pids+=("$!")
-    ready "$d/ready.json"
-    nserv=1
-  else
-    run_json 127.0.0.1:0 "$3" >"$d/tso.json"
-    "$cli" tso --config "$d/tso.json" --ready-file "$d/ready-tso.json" 2>"$d/tso.log" &
-    pids+=("$!")
-    ready "$d/ready-tso.json"
-    rt="$d/ready-tso.json" r1="$d/ready-t1.json" r2="$d/ready-t2.json"
-    # the tablets take the oracle's real address (one-phase commits ask it)
-    run_json "$(ep tso "$rt")" "$3" >"$d/run.json"
-    for t in t1 t2; do
-      "$cli" tablet --config "$d/run.json" --name "$t" --ready-file "$d/ready-$t.json" 2>"$d/$t.log" &
-      pids+=("$!")
-    done
-    ready "$r1"
-    ready "$r2"
-    nserv=3
-  fi
-  C="$d/client.json"
-  cat >"$C" <<JSON
-{"store": {"gc_interval_ms": 0}, $zk, "tso": {"listen": "$(ep tso "$rt")"},
- "tablets": [{"name": "t1", "listen": "$(ep t1 "$r1")", "end": "$3"},
-             {"name": "t2", "listen": "$(ep t2 "$r2")", "start": "$3"}],
- "workers": {"threads": $threads, "scan": {"idle_ms": 10, "buckets_per_claim": 64}, "plugins": [{"path": "$plugin"}]}}
-JSON
-  for k in $(seq "$2"); do
-    "$cli" --config "$C" worker 2>"$d/worker-$k.log" &
-    pids+=("$!")
+  local d="$work/$1" shape=()
+  [ "$cluster_shape" = run ] && shape=(--one-process)
+  printf '{"log": {"level": "warn"}, "store": {"gc_interval_ms": 0},\n "workers": {"threads": %d, "scan": {"idle_ms": 10, "buckets_per_claim": 64}}}\n' \
+    "$threads" >"$d.extra.json"
+  "$cli" playground --dir "$d" --split "$3" --oracles 1 "${shape[@]}" --workers "$2" \
+    --plugin "$plugin" --extra-config "$d.extra.json" --ready-file "$d.pg.json" \
+    >"$d.pg.out" 2>"$d.pg.err" &
+  PG=$!
+  for _ in $(seq 1200); do [ -s "$d.pg.json" ] && break; kill -0 "$PG" 2>/dev/null || break; sleep 0.1; done
+  [ -s "$d.pg.json" ] || { echo "dedup.sh: the playground did not start: $(cat "$d.pg.err")" >&2; exit 1; }
+  C="$d/cluster.json"
+  # "kind" comes before "pid" in each role of the state (sorted keys, one a line)
+  local roles
+  roles=$(awk -F'"' '/"kind":/ {k = $4} /"pid":/ {gsub(/[^0-9]/, "", $3); print k, $3}' "$d.pg.json")
+  nserv=0
+  for p in $(awk '$1 == "tso" || $1 == "server" || $1 == "tablet" {print $2}' <<<"$roles"); do
+    pids+=("$p")
+    nserv=$((nserv + 1))
   done
-  for _ in $(seq 300); do "$cli" --config "$C" observers 2>/dev/null | grep -q dedup && break; sleep 0.1; done
+  for p in $(awk '$1 == "worker" {print $2}' <<<"$roles"); do pids+=("$p"); done
 }
-cluster_stop() { # stops every process started since the cluster's first
-  local p
-  for p in "${pids[@]:$1}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]:$1}"; do wait "$p" 2>/dev/null || true; done
+cluster_stop() { # Ctrl-C to the playground: it stops its roles in order
+  kill -INT "$PG" 2>/dev/null || true
+  wait "$PG" 2>/dev/null || true
+  PG=
+  pids=("${pids[@]:0:$1}") # its roles' pids are gone, and may be reused
 }
 
 # ingest WHERE INPUT: seconds from load to wait done (WHERE: --data DIR or --config C)

@@ -30,7 +30,7 @@ struct pc_pg {
   char dir[PATH_MAX];
   char zk_root[256];
   char zk_connect[512];
-  int own_zk, zk_servers, oracles, one_process, workers;
+  int own_zk, zk_servers, oracles, one_process, workers, zookeeper_only;
   char *plugins[PC_PG_MAX_PLUGINS];
   size_t nplugins;
   json_t *extra;
@@ -112,6 +112,7 @@ static pc_status_t describe(pc_pg_t *p, pc_error_t *err) {
     snprintf(r->log, sizeof r->log, "%s/zookeeper/zk%d/server.log", p->dir, i);
     r->ready[0] = '\0';
   }
+  if (p->zookeeper_only) return PC_OK;
   for (int i = 0; i < p->oracles; i++) {
     int server = p->one_process && i == 0;
     snprintf(name, sizeof name, server ? "server" : "tso-%d", i + 1);
@@ -144,6 +145,8 @@ pc_pg_t *pc_pg_create(const pc_pg_options_t *o, pc_error_t *err) {
     st = pc_error_set(err, PC_INVALID, "playground: cannot run '%s'", o->cli ? o->cli : "");
   else if (!o->dir || !*o->dir)
     st = pc_error_set(err, PC_INVALID, "playground: no directory");
+  else if (o->zookeeper_only && o->zk_connect)
+    st = pc_error_set(err, PC_INVALID, "playground: ZooKeeper only, but an ensemble is given");
   else if (!o->zk_connect && o->zk_servers != 1 && o->zk_servers != 3)
     st = pc_error_set(err, PC_INVALID, "playground: %d ZooKeeper servers: 1 or 3",
                       o->zk_servers);
@@ -175,6 +178,7 @@ pc_pg_t *pc_pg_create(const pc_pg_options_t *o, pc_error_t *err) {
     p->zk_servers = p->own_zk ? o->zk_servers : 0;
     p->oracles = o->oracles;
     p->one_process = o->one_process;
+    p->zookeeper_only = o->zookeeper_only;
     p->workers = o->workers;
     snprintf(p->zk_root, sizeof p->zk_root, "%s", o->zk_root ? o->zk_root : "/percolator/playground");
     if (o->zk_connect) snprintf(p->zk_connect, sizeof p->zk_connect, "%s", o->zk_connect);
@@ -414,10 +418,12 @@ static int reap(pc_pg_t *p, pc_pg_role_t *r) {
     return 1;
   }
   if (r->pid <= 0) return r->exit_status >= 0;
-  int status;
-  if (waitpid(r->pid, &status, WNOHANG) != r->pid) return 0;
+  int status = 0;
+  pid_t got = waitpid(r->pid, &status, WNOHANG);
+  if (got == 0 || (got < 0 && errno != ECHILD)) return 0;
+  /* ECHILD: the caller reaped it itself (a test that killed it) */
+  r->exit_status = got > 0 ? status : 0;
   r->pid = 0;
-  r->exit_status = status;
   return 1;
 }
 
@@ -472,6 +478,7 @@ pc_status_t pc_pg_start(pc_pg_t *p, uint32_t wait_ms, pc_error_t *err) {
         snprintf(r->listen, sizeof r->listen, "127.0.0.1:%d", pc_zkserver_port(p->zk, r->index));
       }
   }
+  if (p->zookeeper_only) return PC_OK;
   st = write_daemons_config(p, p->daemons_config, NULL, 0, err);
   /* the oracles and tablets at once: tablets find the leader in ZooKeeper */
   for (size_t i = 0; st == PC_OK && i < p->nroles; i++) {
@@ -560,6 +567,12 @@ const char *pc_pg_zk_connect(const pc_pg_t *p) { return p->zk_connect; }
 const char *pc_pg_zk_root(const pc_pg_t *p) { return p->zk_root; }
 const char *pc_pg_dir(const pc_pg_t *p) { return p->dir; }
 
+void pc_pg_forget(pc_pg_t *p, size_t i) {
+  if (i >= p->nroles || p->roles[i].kind == PC_PG_ZOOKEEPER) return;
+  if (p->roles[i].pid > 0) p->roles[i].exit_status = 0;
+  p->roles[i].pid = 0;
+}
+
 void pc_pg_signal(pc_pg_t *p, size_t i, int sig) {
   if (i >= p->nroles) return;
   pc_pg_role_t *r = &p->roles[i];
@@ -581,8 +594,17 @@ pc_status_t pc_pg_restart(pc_pg_t *p, size_t i, int moved, uint32_t wait_ms, pc_
   pc_error_clear(err);
   if (i >= p->nroles) return pc_error_set(err, PC_INVALID, "playground: no role %zu", i);
   pc_pg_role_t *r = &p->roles[i];
-  if (r->pid > 0 && !reap(p, r))
-    return pc_error_set(err, PC_STATE, "playground: %s still runs (pid %d)", r->name, (int)r->pid);
+  if (r->kind != PC_PG_ZOOKEEPER && r->pid > 0) {
+    /* exited, but left for whoever killed it to reap (WNOWAIT) */
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (waitid(P_PID, (id_t)r->pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0)
+      return pc_error_set(err, PC_STATE, "playground: %s still runs (pid %d)", r->name,
+                          (int)r->pid);
+    r->pid = 0;
+  } else if (r->kind == PC_PG_ZOOKEEPER && r->pid > 0 && !reap(p, r)) {
+    return pc_error_set(err, PC_STATE, "playground: %s still runs", r->name);
+  }
   if (r->kind == PC_PG_ZOOKEEPER) {
     if (!p->zk || pc_zkserver_restart(p->zk, r->index) != 0)
       return pc_error_set(err, PC_IO_ERROR, "playground: cannot start %s again", r->name);

@@ -66,6 +66,7 @@ typedef struct pc_pg_options {
   const char *zk_root;       /* the cluster's root node (NULL: /percolator/playground) */
   int oracles;               /* oracle processes (one leads) [2] */
   int one_process;           /* an oracle and the tablets in one `percolator run` */
+  int zookeeper_only;        /* only the ZooKeeper servers (for scripts that run their own roles) */
   const char *const *splits; /* the rows where tablets begin, in order: nsplits + 1 tablets */
   size_t nsplits;
   int workers;               /* worker processes (with plugins) */
@@ -113,11 +114,16 @@ const char *pc_pg_zk_connect(const pc_pg_t *p);
 const char *pc_pg_zk_root(const pc_pg_t *p);
 const char *pc_pg_dir(const pc_pg_t *p);
 
+/* Forgets role i's process: the caller reaped it (or will), so its pid,
+ * which may be reused, is never signalled. */
+void pc_pg_forget(pc_pg_t *p, size_t i);
+
 /* Sends sig to role i; with SIGKILL also reaps it. */
 void pc_pg_signal(pc_pg_t *p, size_t i, int sig);
 /* Starts role i again (it must have exited or been killed): on the port it
  * had, or, moved, on a new one (a tablet; clients find it in ZooKeeper).
- * Waits for it as pc_pg_start does. */
+ * Waits for it as pc_pg_start does. The process before is forgotten, not
+ * reaped: a caller that killed it reaps it (pc_pg_poll would have). */
 pc_status_t pc_pg_restart(pc_pg_t *p, size_t i, int moved, uint32_t wait_ms, pc_error_t *err);
 
 /* Looks at every role once: reaps those that exited and reads which oracle

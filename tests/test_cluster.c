@@ -276,8 +276,8 @@ static int daemon_alive(pid_t pid) {
 }
 /* Fails when a daemon log in dir holds a sanitizer report. */
 static void check_logs_clean(const char *dir) {
-  static const char *const logs[] = {"tso",       "tso-standby", "tablet-t1",
-                                     "tablet-t2", "tablet-t3",   "run"};
+  static const char *const logs[] = {"logs/tso-1", "logs/tso-2", "logs/t1",
+                                     "logs/t2",    "logs/t3",    "run"};
   static const char *const marks[] = {"AddressSanitizer", "LeakSanitizer", "runtime error:",
                                       "ThreadSanitizer", "UndefinedBehaviorSanitizer"};
   for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++) {
@@ -300,8 +300,7 @@ static void check_logs_clean(const char *dir) {
  * hold a sanitizer report. The daemons are then gone, so teardown has
  * nothing to stop. */
 static void stop_cluster_checked(fixture_t *fx) {
-  static const char *const names[5] = {"tso", "tso-standby", "tablet-t1", "tablet-t2",
-                                       "tablet-t3"};
+  static const char *const names[5] = {"tso-1", "tso-2", "t1", "t2", "t3"};
   pid_t pids[5];
   for (int i = 0; i < 5; i++) {
     pids[i] = tu_cluster_pid(fx->dir, i);
@@ -316,7 +315,7 @@ static void stop_cluster_checked(fixture_t *fx) {
       kill_and_reap(pids[i]);
       snprintf(failure, sizeof failure, "%s did not stop within 30 s of SIGTERM", names[i]);
     } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      snprintf(failure, sizeof failure, "%s exited with status 0x%x on SIGTERM; see %s/%s.log",
+      snprintf(failure, sizeof failure, "%s exited with status 0x%x on SIGTERM; see %s/logs/%s.log",
                names[i], st, fx->dir, names[i]);
     }
   }
@@ -1259,7 +1258,7 @@ static void test_tablet_owned_refused(void **state) {
   fixture_t *fx = *state;
   NEED_CLUSTER(fx);
   char path[4200], cfg2[4300], log[4300];
-  snprintf(path, sizeof path, "%s/daemons0.json", fx->dir);
+  snprintf(path, sizeof path, "%s/daemons.json", fx->dir);
   json_t *j = json_load_file(path, 0, NULL);
   assert_non_null(j);
   /* another data directory: the same one is refused by its lock before
@@ -1510,7 +1509,7 @@ static int load_daemons(const char *dir, daemon_ep_t d[5]) {
   assert_non_null(j);
   d[0] = (daemon_ep_t){"tso", endpoint_port(json_object_get(j, "tso")), 0, 0x10, 0x11, 0x11};
   /* the standby answers every op, as unavailable */
-  d[1] = (daemon_ep_t){"tso (standby)", ready_file_port(dir, "tso-standby"), 1, 0x10, 0x11, 0x11};
+  d[1] = (daemon_ep_t){"tso (standby)", ready_file_port(dir, "run/tso-2"), 1, 0x10, 0x11, 0x11};
   json_t *tablets = json_object_get(j, "tablets");
   static const char *const names[3] = {"tablet t1", "tablet t2", "tablet t3"};
   for (int i = 0; i < 3; i++)

@@ -27,7 +27,7 @@
 # to the build and the sources, /tmp/pc becomes a directory of this run, and
 # the fixed ports 74NN and 75NN become ports of a free range, and the
 # README's ZooKeeper (127.0.0.1:2181) a private server of this run started by
-# tests/zk_lib.sh; nothing else is changed.
+# tests/zk_lib.sh (through the installed `percolator playground`); nothing else is changed.
 set -u
 SRC=${1:?usage: test_readme.sh SOURCE_DIR BUILD_DIR CC [EXTRA_CFLAGS]}
 BUILD=${2:?usage: test_readme.sh SOURCE_DIR BUILD_DIR CC [EXTRA_CFLAGS]}
@@ -67,7 +67,7 @@ for _ in $(seq 50); do
   [ $busy = 0 ] && { BASE=$b; break; }
 done
 [ -n "$BASE" ] || fail "no free range of ports"
-zk_start
+ZK_CLI="$WORK/prefix/bin/percolator" zk_start
 adapt() { # the README's text, with this run's directory, ports and ZooKeeper
   local line off
   while IFS= read -r line || [ -n "$line" ]; do

@@ -2,6 +2,7 @@
  * test programs (see testutil.h). */
 #include "tests/testutil.h"
 #include "tests/zkharness.h"
+#include "playground/playground.h"
 #include "tso/tso_locator.h"
 
 #include <errno.h>
@@ -30,16 +31,21 @@ static void die(const char *what, const pc_error_t *err) {
  * test directory gets its own cluster of real daemons on 127.0.0.1 with
  * ephemeral ports — an oracle and a standby, elected in ZooKeeper, and
  * three tablet servers, each a separate process — started by tu_mkdtemp and
- * stopped by tu_rmtree; tu_open then connects to it through a client
- * configuration instead of opening the embedded store, so the same tests run
- * unchanged against it. One private ZooKeeper server (tests/zkharness.c)
- * serves every test directory of the program, each cluster under a root of
- * its own (/percolator/<directory name>), so a program pays one server start.
- * The tablets split rows at "acct25" and "r2", so the rows the tests use
- * ("a", "acct00".."acct49", "b", "k0".., "r0".."r3", "x", "y") spread over all three. */
+ * stopped by tu_rmtree, through the playground's code (playground/), as
+ * `percolator playground` starts its own; tu_open then connects to it
+ * through the client configuration it writes (DIR/cluster.json) instead of
+ * opening the embedded store, so the same tests run unchanged against it.
+ * One private ZooKeeper server (tests/zkharness.c) serves every test
+ * directory of the program, each cluster under a root of its own
+ * (/percolator/<directory name>), so a program pays one server start. The
+ * tablets split rows at "acct25" and "r2", so the rows the tests use ("a",
+ * "acct00".."acct49", "b", "k0".., "r0".."r3", "x", "y") spread over all
+ * three. The daemons' logs are DIR/logs/NAME.log, their ready files
+ * DIR/run/NAME.ready (NAME: tso-1, tso-2, t1, t2, t3). */
 
-#define CLUSTER_MAX_PIDS 8
 #define ZK_SESSION_MS 4000
+#define CLUSTER_WAIT_MS 60000 /* ZooKeeper sessions on a loaded machine */
+#define MAX_CLUSTERS 64
 
 static const char *forced_cli; /* set by tu_cluster_mkdtemp */
 static uint32_t forced_session_ms; /* set by tu_cluster_mkdtemp_session (0: ZK_SESSION_MS) */
@@ -50,88 +56,16 @@ static const char *cluster_cli(void) {
   return p && *p ? p : NULL;
 }
 
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(text, f) < 0 || fclose(f) != 0) die(path, NULL);
-}
+/* The clusters of this program, by test directory. */
+static struct {
+  char *dir;
+  pc_pg_t *pg;
+} clusters[MAX_CLUSTERS];
 
-/* Starts `cli --config cfg VERB [--name NAME] --ready-file dir/LOG.ready` with
- * its output in dir/LOG.log; it gets SIGTERM if this process dies. */
-static pid_t spawn_daemon(const char *dir, const char *cfg, const char *verb, const char *name,
-                          const char *log) {
-  char logpath[4200], ready[4200];
-  snprintf(logpath, sizeof logpath, "%s/%s.log", dir, log);
-  snprintf(ready, sizeof ready, "%s/%s.ready", dir, log);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) die("fork", NULL);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);
-    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(1);
-    const char *argv[10];
-    int n = 0;
-    argv[n++] = cluster_cli();
-    argv[n++] = "--config";
-    argv[n++] = cfg;
-    argv[n++] = verb;
-    if (name) {
-      argv[n++] = "--name";
-      argv[n++] = name;
-    }
-    argv[n++] = "--ready-file";
-    argv[n++] = ready;
-    argv[n] = NULL;
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-/* Waits (bounded) for dir/LOG.ready and returns the port of its `key` role's
- * listen; a daemon that exits meanwhile fails at once, naming its log. */
-static int ready_port(const char *dir, const char *log, const char *key, const char *tablet,
-                      pid_t pid) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s.ready", dir, log);
-  for (int i = 0; i < 6000; i++) { /* up to ~60 s: ZooKeeper sessions on a loaded machine */
-    json_t *j = json_load_file(path, 0, NULL);
-    if (j) {
-      json_t *o = tablet ? json_object_get(json_object_get(j, "tablets"), tablet)
-                         : json_object_get(j, key);
-      const char *ep = json_string_value(json_object_get(o, "listen"));
-      const char *colon = ep ? strrchr(ep, ':') : NULL;
-      int port = colon ? atoi(colon + 1) : -1;
-      json_decref(j);
-      if (port > 0) return port;
-    }
-    if (pid > 0 && waitpid(pid, NULL, WNOHANG) == pid) {
-      fprintf(stderr, "cluster daemon %s exited while starting; see %s/%s.log\n", log, dir, log);
-      abort();
-    }
-    struct timespec t = {0, 10 * 1000000L};
-    nanosleep(&t, NULL);
-  }
-  fprintf(stderr, "cluster daemon %s did not become ready; see %s/%s.log\n", log, dir, log);
-  abort();
-}
-
-static const char *const tablet_names[3] = {"t1", "t2", "t3"};
-
-/* The tests choose their clients' lock TTLs (up to an hour, for locks that
- * must outlive a test's reads): the tablets' cap on them (store.lock_ttl_ms)
- * is set above every one. */
-#define DAEMON_STORE "\"store\":{\"lock_ttl_ms\":3600000},"
-
-/* The "tablets" array with the given listen ports (0 = ephemeral). */
-static void tablets_json(char *out, size_t cap, const int ports[3]) {
-  snprintf(out, cap,
-           "[{\"name\":\"t1\",\"listen\":\"127.0.0.1:%d\",\"start\":\"\",\"end\":\"acct25\"},"
-           "{\"name\":\"t2\",\"listen\":\"127.0.0.1:%d\",\"start\":\"acct25\",\"end\":\"r2\"},"
-           "{\"name\":\"t3\",\"listen\":\"127.0.0.1:%d\",\"start\":\"r2\",\"end\":\"\"}]",
-           ports[0], ports[1], ports[2]);
+static pc_pg_t *cluster_of(const char *dir) {
+  for (int i = 0; i < MAX_CLUSTERS; i++)
+    if (clusters[i].dir && strcmp(clusters[i].dir, dir) == 0) return clusters[i].pg;
+  return NULL;
 }
 
 /* The ZooKeeper server of this program's clusters, started at the first. */
@@ -157,28 +91,9 @@ static const char *cluster_root(const char *dir, char *out, size_t cap) {
   return out;
 }
 
-/* The "zookeeper" member of dir's configurations. */
-static void zk_json(const char *dir, char *out, size_t cap) {
-  char root[300];
-  snprintf(out, cap,
-           "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"%s\",\"session_timeout_ms\":%d},",
-           tu_zk_shared(), cluster_root(dir, root, sizeof root),
-           forced_session_ms ? (int)forced_session_ms : ZK_SESSION_MS);
-}
-
-/* The port of the oracle whose ready file is dir/LOG.ready, or -1. */
-static int ready_tso_port(const char *dir, const char *log) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s.ready", dir, log);
-  json_t *j = json_load_file(path, 0, NULL);
-  const char *ep = json_string_value(json_object_get(json_object_get(j, "tso"), "listen"));
-  const char *colon = ep ? strrchr(ep, ':') : NULL;
-  int port = colon ? atoi(colon + 1) : -1;
-  json_decref(j);
-  return port;
-}
-
 int tu_cluster_tso_leader(const char *dir) {
+  pc_pg_t *pg = cluster_of(dir);
+  if (!pg) die("tu_cluster_tso_leader: no cluster in this directory", NULL);
   char root[300];
   pc_error_t err;
   pc_tso_locator_t *l = pc_tso_locator_create(
@@ -189,79 +104,65 @@ int tu_cluster_tso_leader(const char *dir) {
   for (int i = 0; i < 2000 && found < 0; i++) { /* up to ~20 s */
     char leader[300] = "";
     pc_tso_locator_members(l, leader, sizeof leader, NULL, 0);
-    const char *colon = strrchr(leader, ':');
-    int port = colon ? atoi(colon + 1) : -1;
-    if (port > 0 && port == ready_tso_port(dir, "tso")) found = 0;
-    else if (port > 0 && port == ready_tso_port(dir, "tso-standby")) found = 1;
-    else nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    for (int k = 0; k < 2 && leader[0]; k++)
+      if (strcmp(pc_pg_role(pg, (size_t)k)->listen, leader) == 0) found = k;
+    if (found < 0) nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
   }
   pc_tso_locator_destroy(l);
   if (found < 0) die("tu_cluster_tso_leader: no oracle of the cluster leads", NULL);
   return found;
 }
 
+/* The tests choose their clients' lock TTLs (up to an hour, for locks that
+ * must outlive a test's reads): the tablets' cap on them (store.lock_ttl_ms)
+ * is set above every one. */
 static void cluster_start(const char *dir) {
-  char cfg[4200], text[4096], tablets[1024], zk[600], log[16];
-  int zero[3] = {0, 0, 0}, ports[3];
-  pid_t pids[CLUSTER_MAX_PIDS];
-  int np = 0;
-  zk_json(dir, zk, sizeof zk);
-  /* every role on an ephemeral port, all at once: the tablets find the
-   * oracle's leader in ZooKeeper, not in the file */
-  tablets_json(tablets, sizeof tablets, zero);
-  snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
-  snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
-           "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"tablets\":%s}\n",
-           dir, zk, tablets);
-  write_file(cfg, text);
-  pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso");
-  pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso-standby");
-  for (int i = 0; i < 3; i++) {
-    snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
-    pids[np++] = spawn_daemon(dir, cfg, "tablet", tablet_names[i], log);
-  }
-  /* the pids first, so that tu_rmtree stops them whatever happens next */
-  snprintf(cfg, sizeof cfg, "%s/cluster.pids", dir);
-  FILE *f = fopen(cfg, "w");
-  if (!f) die(cfg, NULL);
-  for (int i = 0; i < np; i++) fprintf(f, "%d\n", (int)pids[i]);
-  fclose(f);
-  int tso = ready_port(dir, "tso", "tso", NULL, pids[0]);
-  (void)ready_port(dir, "tso-standby", "tso", NULL, pids[1]);
-  for (int i = 0; i < 3; i++) {
-    snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
-    ports[i] = ready_port(dir, log, NULL, tablet_names[i], pids[2 + i]);
-  }
-  tablets_json(tablets, sizeof tablets, ports);
-  /* what clients read, and what a restarted tablet reads to come back on its port */
-  snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
-  snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
-           "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"tablets\":%s}\n",
-           dir, zk, tso, tablets);
-  write_file(cfg, text);
-}
-
-/* Stops the daemons of dir's cluster, if it has one: SIGTERM, then a bounded wait. */
-static void cluster_stop(const char *dir) {
+  static const char *const splits[] = {"acct25", "r2"};
+  char root[300], extra_text[300];
+  snprintf(extra_text, sizeof extra_text,
+           "{\"log\":{\"level\":\"warn\"},\"store\":{\"lock_ttl_ms\":3600000},"
+           "\"zookeeper\":{\"session_timeout_ms\":%d}}",
+           forced_session_ms ? (int)forced_session_ms : ZK_SESSION_MS);
+  json_t *extra = json_loads(extra_text, 0, NULL);
+  pc_pg_options_t o = {.cli = cluster_cli(), .dir = dir, .zk_connect = tu_zk_shared(),
+                       .zk_root = cluster_root(dir, root, sizeof root), .oracles = 2,
+                       .splits = splits, .nsplits = 2, .extra = extra};
+  pc_error_t err;
+  pc_pg_t *pg = pc_pg_create(&o, &err);
+  json_decref(extra);
+  if (!pg) die("the test cluster's description", &err);
+  int slot = 0;
+  while (slot < MAX_CLUSTERS && clusters[slot].dir) slot++;
+  if (slot == MAX_CLUSTERS) die("more than 64 test clusters at once", NULL);
+  clusters[slot].dir = strdup(dir);
+  clusters[slot].pg = pg;
+  if (pc_pg_start(pg, CLUSTER_WAIT_MS, &err) != PC_OK) die("starting the test cluster", &err);
+  /* the pids, for tests that stop daemons themselves (see tu_rmtree) */
   char path[4200];
   snprintf(path, sizeof path, "%s/cluster.pids", dir);
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  int pid;
-  while (fscanf(f, "%d", &pid) == 1) {
-    if (pid <= 0) continue; /* a role this cluster does not run */
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 1000; i++) { /* up to ~10 s, then SIGKILL */
-      if (waitpid(pid, NULL, WNOHANG) == pid || (kill(pid, 0) != 0 && errno == ESRCH)) break;
-      struct timespec t = {0, 10 * 1000000L};
-      nanosleep(&t, NULL);
-      if (i == 999) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
-    }
-  }
+  FILE *f = fopen(path, "w");
+  if (!f) die(path, NULL);
+  for (size_t i = 0; i < pc_pg_role_count(pg); i++) fprintf(f, "%d\n", (int)pc_pg_role(pg, i)->pid);
   fclose(f);
-  remove(path);
+}
+
+/* Stops dir's cluster, if it has one. A test that stopped and reaped every
+ * daemon itself removes DIR/cluster.pids, so that their (reusable) pids are
+ * not signalled. */
+static void cluster_stop(const char *dir) {
+  for (int i = 0; i < MAX_CLUSTERS; i++) {
+    if (!clusters[i].dir || strcmp(clusters[i].dir, dir) != 0) continue;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cluster.pids", dir);
+    if (access(path, F_OK) != 0)
+      for (size_t k = 0; k < pc_pg_role_count(clusters[i].pg); k++)
+        pc_pg_forget(clusters[i].pg, k);
+    pc_pg_free(clusters[i].pg);
+    remove(path);
+    free(clusters[i].dir);
+    clusters[i].dir = NULL;
+    clusters[i].pg = NULL;
+  }
 }
 
 int tu_cluster_mode(void) { return cluster_cli() != NULL; }
@@ -282,36 +183,16 @@ pc_db_t *tu_cluster_open(const char *dir, uint32_t lock_ttl_ms) {
   return cluster_open(dir, lock_ttl_ms, 1);
 }
 
-static void set_pid(const char *dir, int index, pid_t pid) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/cluster.pids", dir);
-  int pids[CLUSTER_MAX_PIDS], n = 0;
-  FILE *f = fopen(path, "r");
-  while (f && n < CLUSTER_MAX_PIDS && fscanf(f, "%d", &pids[n]) == 1) n++;
-  if (f) fclose(f);
-  if (index < n) pids[index] = (int)pid;
-  f = fopen(path, "w");
-  if (!f) die(path, NULL);
-  for (int i = 0; i < n; i++) fprintf(f, "%d\n", pids[i]);
-  fclose(f);
-}
-
 static int cluster_restart(const char *dir, int index, int moved) {
-  static const char *const verbs[] = {"tso", "tso", "tablet", "tablet", "tablet"};
-  static const char *const logs[] = {"tso", "tso-standby", "tablet-t1", "tablet-t2", "tablet-t3"};
-  if (index < 0 || index > 4) die("tu_cluster_restart: no such daemon in this cluster", NULL);
-  char cfg[4200], ready[4200];
-  /* an elected oracle may come back on any port; a tablet on its own, or,
-   * moved, on any (clients find it in ZooKeeper) */
-  snprintf(cfg, sizeof cfg, "%s/%s", dir,
-           index < 2 || moved ? "daemons0.json" : "cluster.json");
-  snprintf(ready, sizeof ready, "%s/%s.ready", dir, logs[index]);
-  remove(ready);
-  pid_t pid = spawn_daemon(dir, cfg, verbs[index], index >= 2 ? tablet_names[index - 2] : NULL,
-                           logs[index]);
-  set_pid(dir, index, pid);
-  if (index < 2) return ready_port(dir, logs[index], "tso", NULL, pid);
-  return ready_port(dir, logs[index], NULL, tablet_names[index - 2], pid);
+  pc_pg_t *pg = cluster_of(dir);
+  if (!pg || index < 0 || (size_t)index >= pc_pg_role_count(pg))
+    die("tu_cluster_restart: no such daemon in this cluster", NULL);
+  pc_error_t err;
+  if (pc_pg_restart(pg, (size_t)index, moved, CLUSTER_WAIT_MS, &err) != PC_OK)
+    die("tu_cluster_restart", &err);
+  const char *ep = pc_pg_role(pg, (size_t)index)->listen;
+  const char *colon = strrchr(ep, ':');
+  return colon ? atoi(colon + 1) : -1;
 }
 
 void tu_cluster_restart(const char *dir, int index) { (void)cluster_restart(dir, index, 0); }
@@ -321,14 +202,10 @@ int tu_cluster_restart_moved(const char *dir, int index) {
 }
 
 pid_t tu_cluster_pid(const char *dir, int index) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/cluster.pids", dir);
-  FILE *f = fopen(path, "r");
-  int pid = -1;
-  for (int i = 0; f && i <= index; i++)
-    if (fscanf(f, "%d", &pid) != 1) pid = -1;
-  if (f) fclose(f);
-  return pid;
+  pc_pg_t *pg = cluster_of(dir);
+  if (!pg || index < 0 || (size_t)index >= pc_pg_role_count(pg)) return -1;
+  pid_t pid = pc_pg_role(pg, (size_t)index)->pid;
+  return pid > 0 ? pid : -1;
 }
 
 /* PERCOLATOR_TEST_LAZY=1: every database tu_open* opens takes start

@@ -1,10 +1,9 @@
 # zk_lib.sh — a private ZooKeeper server for the CLI test scripts (sourced,
-# not run): Debian's zookeeper package started on 127.0.0.1 with ephemeral
-# ports in $WORK/zk, never a service assumed to be running, stopped by
-# process id. Needs cli_lib.sh's fail and the script's WORK and PIDS (its
-# cleanup kills every pid in PIDS, the server's included).
-
-ZK_JAR=/usr/share/java/zookeeper.jar
+# not run): the playground's (`percolator playground --zookeeper-only`:
+# Debian's zookeeper package on 127.0.0.1 with free ports, in $WORK/zk),
+# never a service assumed to be running, stopped by process id. Needs
+# cli_lib.sh's fail and the script's WORK and PIDS (its cleanup kills every
+# pid in PIDS, the server's included).
 
 # zk_free_port: prints a port of 127.0.0.1 that nothing listens on, below the
 # kernel's ephemeral ports (there a connection's local port could take it
@@ -20,49 +19,32 @@ zk_free_port() {
   fail "no free port found"
 }
 
-# zk_start: starts a standalone server and waits (at most 90 s) until it
-# serves; sets ZK_CONNECT ("127.0.0.1:PORT") and ZK_PID.
+# zk_start: starts a standalone server through `percolator playground
+# --zookeeper-only` (the playground's server: Debian's zookeeper package,
+# playground/zkserver.c) and waits (at most 90 s) until it serves; sets
+# ZK_CONNECT ("127.0.0.1:PORT") and ZK_PID (the playground's pid: the server
+# dies with it). The program is $ZK_CLI, else $CLI.
 zk_start() {
-  [ -r "$ZK_JAR" ] || fail "$ZK_JAR is missing: install Debian's zookeeper package (.ci/setup deps)"
-  local dir="$WORK/zk" port
-  port=$(zk_free_port)
-  mkdir -p "$dir/data"
-  cat >"$dir/zoo.cfg" <<CFG
-tickTime=500
-initLimit=40
-syncLimit=10
-dataDir=$dir/data
-clientPort=$port
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-4lw.commands.whitelist=srvr,ruok
-minSessionTimeout=1000
-maxSessionTimeout=30000
-CFG
-  printf 'log4j.rootLogger=WARN, C\nlog4j.appender.C=org.apache.log4j.ConsoleAppender\nlog4j.appender.C.layout=org.apache.log4j.PatternLayout\n' \
-    >"$dir/log4j.properties"
-  java -Xmx96m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData \
-    -Djava.net.preferIPv4Stack=true -cp "$dir:$ZK_JAR" \
-    org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" >"$WORK/zk.log" 2>&1 &
+  local cli=${ZK_CLI:-$CLI}
+  [ -x "$cli" ] || fail "zk_start: no percolator program (ZK_CLI or CLI): '$cli'"
+  rm -f "$WORK/zk.state"
+  "$cli" playground --zookeeper-only --dir "$WORK/zk" --ready-file "$WORK/zk.state" \
+    >"$WORK/zk.log" 2>&1 &
   ZK_PID=$!
   PIDS+=("$ZK_PID")
-  ZK_CONNECT="127.0.0.1:$port"
-  local reply
-  for _ in $(seq 1 900); do
-    # bounded: a server still starting may accept and not answer yet
-    reply=$(timeout -k 1 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && cat <&3' \
-      _ "$port" 2>/dev/null)
-    case "$reply" in *"Mode: "*) return 0 ;; esac
-    kill -0 "$ZK_PID" 2>/dev/null || fail "the ZooKeeper server exited while starting"
-    sleep 0.1
+  for _ in $(seq 1 1800); do
+    [ -s "$WORK/zk.state" ] && break
+    kill -0 "$ZK_PID" 2>/dev/null || fail "the ZooKeeper server did not start: $(cat "$WORK/zk.log")"
+    sleep 0.05
   done
-  fail "the ZooKeeper server did not serve within 90 s"
+  ZK_CONNECT=$(sed -n 's/^ *"zookeeper": "\([^"]*\)".*/\1/p' "$WORK/zk.state")
+  [ -n "$ZK_CONNECT" ] || fail "the ZooKeeper server did not serve within 90 s: $(cat "$WORK/zk.log")"
 }
 
-# zk_stop: stops the server by its process id.
+# zk_stop: stops the server (SIGINT to its playground, which kills and reaps it).
 zk_stop() {
   [ -n "${ZK_PID:-}" ] || return 0
-  kill -9 "$ZK_PID" 2>/dev/null
+  kill -INT "$ZK_PID" 2>/dev/null
   wait "$ZK_PID" 2>/dev/null
   ZK_PID=
 }

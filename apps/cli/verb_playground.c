@@ -32,6 +32,7 @@ enum {
   OPT_ONE,
   OPT_READY,
   OPT_KEEP,
+  OPT_ZK_ONLY,
 };
 
 #define START_WAIT_MS 90000u /* a JVM and several daemons on a loaded machine */
@@ -103,12 +104,13 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
       {"one-process", no_argument, NULL, OPT_ONE},
       {"ready-file", required_argument, NULL, OPT_READY},
       {"keep", no_argument, NULL, OPT_KEEP},
+      {"zookeeper-only", no_argument, NULL, OPT_ZK_ONLY},
       {NULL, 0, NULL, 0}};
   const char *dir = NULL, *ready = NULL, *extra_path = NULL;
   const char *splits[PC_PG_MAX_TABLETS], *plugins[PC_PG_MAX_PLUGINS];
   size_t nsplits = 0, nplugins = 0;
   long tablets = 0, oracles = 2, zk = 1, workers = -1;
-  int one = 0, keep = 0, c, code;
+  int one = 0, keep = 0, zk_only = 0, c, code;
   char *end;
   while ((c = cli_getopt(ctx, argc, argv, "", longopts, &code)) != -1) {
     long *num = NULL;
@@ -133,6 +135,7 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
       case OPT_ONE: one = 1; break;
       case OPT_READY: ready = optarg; break;
       case OPT_KEEP: keep = 1; break;
+      case OPT_ZK_ONLY: zk_only = 1; break;
       default: return cli_usage_error(ctx, "unexpected option");
     }
     if (num) {
@@ -153,6 +156,9 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
                            tablets);
   if (zk != 1 && zk != 3) return cli_usage_error(ctx, "--zookeeper-servers %ld: 1 or 3", zk);
   if (oracles < 1 || oracles > 9) return cli_usage_error(ctx, "--oracles %ld: 1 to 9", oracles);
+  if (zk_only && (nplugins || nsplits || tablets || workers > 0 || one))
+    return cli_usage_error(ctx, "--zookeeper-only starts ZooKeeper alone: no tablets, plugins "
+                           "or workers");
   if (workers < 0) workers = nplugins ? 1 : 0;
   if (workers > 0 && !nplugins) return cli_usage_error(ctx, "--workers needs a --plugin");
   if (workers > 32) return cli_usage_error(ctx, "--workers %ld: at most 32", workers);
@@ -192,7 +198,7 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
     dir = made;
   }
   pc_pg_options_t o = {.cli = cli, .dir = dir, .zk_servers = (int)zk, .oracles = (int)oracles,
-                       .one_process = one, .splits = splits, .nsplits = nsplits,
+                       .one_process = one, .zookeeper_only = zk_only, .splits = splits, .nsplits = nsplits,
                        .workers = (int)workers, .plugins = plugins, .nplugins = nplugins,
                        .extra = extra};
   pc_error_t err;
@@ -222,10 +228,13 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
   }
   if (rc == CLI_EXIT_OK) {
     print_roles(p, plugins, nplugins);
-    printf("Client configuration: %s\n"
-           "  percolator --config %s status\n"
-           "Ctrl-C stops everything.\n",
-           pc_pg_client_config(p), pc_pg_client_config(p));
+    if (zk_only)
+      printf("ZooKeeper: %s\nCtrl-C stops it.\n", pc_pg_zk_connect(p));
+    else
+      printf("Client configuration: %s\n"
+             "  percolator --config %s status\n"
+             "Ctrl-C stops everything.\n",
+             pc_pg_client_config(p), pc_pg_client_config(p));
     fflush(stdout);
     for (;;) {
       struct timespec second = {1, 0};
@@ -305,7 +314,9 @@ const cli_verb_t cli_verb_playground = {
         "                      {\"dir\", \"client_config\", \"zookeeper\", \"pid\",\n"
         "                      \"roles\": [{\"name\", \"kind\", \"pid\", \"listen\", \"http\",\n"
         "                      \"log\", \"state\", \"leading\"}]}\n"
-        "  --keep              keep the directory made without --dir\n",
+        "  --keep              keep the directory made without --dir\n"
+        "  --zookeeper-only    start the ZooKeeper servers alone (for scripts that run\n"
+        "                      their own roles: the connect string is in the state)\n",
     .example = "percolator playground --plugin ./normalize_count.so\n"
                "percolator --config /tmp/percolator-playground-*/cluster.json set docs d1 raw:text Hi\n"
                "percolator playground --dir pg --tablets 4 --zookeeper-servers 3 --ready-file pg.json\n",
