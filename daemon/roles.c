@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
+#include "tso/tso_wire.h"
 
 static const char *const kind_names[] = {"tso", "tablet"};
 
@@ -29,6 +30,34 @@ static int role_health(void *ctx, pc_buf_t *out) {
   (void)ctx;
   (void)out;
   return 1;
+}
+
+/* A hybrid timestamp as two exact gauges: NAME_seconds, its physical part
+ * (Unix time, to the millisecond), and NAME_logical, its logical counter (a
+ * double would lose the low bits of the whole). */
+static void timestamp_gauges(pc_buf_t *out, const char *name, const char *help, uint64_t ts) {
+  char n[128], h[256];
+  snprintf(n, sizeof n, "%s_seconds", name);
+  snprintf(h, sizeof h, "%s: its physical part, Unix time", help);
+  pc_metric_gauge(out, n, h, (double)PC_TS_PHYSICAL_MS(ts) / 1000.0);
+  snprintf(n, sizeof n, "%s_logical", name);
+  snprintf(h, sizeof h, "%s: its logical counter", help);
+  pc_metric_gauge(out, n, h, (double)(ts & ((1u << PC_TS_LOGICAL_BITS) - 1)));
+}
+
+/* percolator_rpc_request_duration_seconds: a series per op served. */
+static void request_durations(const role_t *r, pc_buf_t *out) {
+  static const char name[] = "percolator_rpc_request_duration_seconds";
+  pc_metric_family(out, name, "histogram",
+                   "Requests from arrival to reply (in-process calls: the handler's run), by op");
+  for (unsigned op = 0; op < 256; op++) {
+    const char *opname = r->kind == ROLE_TSO ? pc_tso_op_name((uint8_t)op)
+                                             : pc_tablet_op_name((uint8_t)op);
+    pc_rpc_op_latency_t l;
+    if (!opname || !pc_rpc_server_latency(r->rpc, (uint8_t)op, &l)) continue;
+    pc_metric_histogram_series(out, name, "op", opname, pc_rpc_latency_bounds, l.le,
+                               PC_RPC_LATENCY_BUCKETS, l.sum_seconds, l.count);
+  }
 }
 
 static void role_metrics(void *ctx, pc_buf_t *out) {
@@ -64,14 +93,14 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                   (double)st.request_memory);
   pc_metric_gauge(out, "percolator_rpc_reply_bytes", "Unread reply bytes held (limits.reply_memory_mb)",
                   (double)st.reply_memory);
+  request_durations(r, out);
   switch (r->kind) {
     case ROLE_TSO:
       if (r->node) {
         pc_tso_node_info_t i;
         pc_tso_node_info(r->node, &i);
-        pc_metric_gauge(out, "percolator_tso_last_timestamp",
-                        "Highest timestamp handed out in this term of leadership",
-                        (double)i.last_ts);
+        timestamp_gauges(out, "percolator_tso_last_timestamp",
+                         "Highest timestamp handed out in this term of leadership", i.last_ts);
         pc_metric_gauge(out, "percolator_tso_leading",
                         "1 while this oracle leads and serves under its lease", i.leading);
         pc_metric_counter(out, "percolator_tso_elections_total",
@@ -80,8 +109,8 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                         "ZooKeeper session: 0 connecting, 1 connected, 2 expired, -1 none",
                         i.zk_state);
       } else {
-        pc_metric_gauge(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
-                        (double)pc_oracle_last(r->oracle));
+        timestamp_gauges(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
+                         pc_oracle_last(r->oracle));
       }
       break;
     case ROLE_TABLET: {
@@ -89,9 +118,9 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                         pc_tablet_ops(r->tablet));
       pc_tablet_gc_t g;
       pc_tablet_gc_stats(r->tablet, &g);
-      pc_metric_gauge(out, "percolator_gc_safe_point",
-                      "GC safe point: reads below it are refused (kept across restarts)",
-                      (double)g.safe_point);
+      timestamp_gauges(out, "percolator_gc_safe_point_timestamp",
+                       "GC safe point: reads below it are refused (kept across restarts)",
+                       g.safe_point);
       pc_metric_counter(out, "percolator_gc_passes_total", "GC passes", g.passes);
       pc_metric_counter(out, "percolator_gc_versions_deleted_total", "Old versions deleted by GC",
                         g.deleted.versions);

@@ -99,11 +99,13 @@ static void worker_metrics(void *ctx, pc_buf_t *out) {
       pc_metric_sample(out, fam[f].name, "observer", o->name, v);
     }
   }
-  /* latency_le is cumulative already (notify/worker.h); its 13th is +Inf */
-  static const double bounds[12] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
-  pc_metric_histogram(out, "percolator_notification_latency_ms",
+  /* latency_le is cumulative already (notify/worker.h), counted in ms; its
+   * 13th is +Inf */
+  static const double bounds[12] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+                                    0.1,   0.2,   0.5,   1,    2,    5};
+  pc_metric_histogram(out, "percolator_notification_latency_seconds",
                       "From a change's commit to its observer's commit", bounds, s.latency_le, 12,
-                      s.latency_sum_ms, s.latency_count);
+                      s.latency_sum_ms / 1000.0, s.latency_count);
   pc_free(s.observers);
 }
 

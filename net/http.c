@@ -477,7 +477,7 @@ void pc_metric_histogram(pc_buf_t *out, const char *name, const char *help,
   pc_metric_family(out, name, "histogram", help);
   /* counters read one by one while observations land may disagree by a few:
    * never print a bucket above a later one, nor +Inf apart from _count */
-  char line[160];
+  char line[512];
   uint64_t v = 0;
   for (size_t i = 0; i < n; i++) {
     if (le[i] > v) v = le[i];
@@ -488,5 +488,25 @@ void pc_metric_histogram(pc_buf_t *out, const char *name, const char *help,
   if (v > count) count = v;
   int k = snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n",
                    name, (unsigned long long)count, name, sum, name, (unsigned long long)count);
+  pc_buf_append(out, line, (size_t)k);
+}
+
+void pc_metric_histogram_series(pc_buf_t *out, const char *name, const char *label,
+                                const char *value, const double *bounds, const uint64_t *le,
+                                size_t n, double sum, uint64_t count) {
+  char line[768];
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (le[i] > v) v = le[i];
+    int k = snprintf(line, sizeof line, "%s_bucket{%s=\"%s\",le=\"%.15g\"} %llu\n", name, label,
+                     value, bounds[i], (unsigned long long)v);
+    pc_buf_append(out, line, (size_t)k);
+  }
+  if (v > count) count = v;
+  int k = snprintf(line, sizeof line,
+                   "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n%s_sum{%s=\"%s\"} %.17g\n"
+                   "%s_count{%s=\"%s\"} %llu\n",
+                   name, label, value, (unsigned long long)count, name, label, value, sum, name,
+                   label, value, (unsigned long long)count);
   pc_buf_append(out, line, (size_t)k);
 }

@@ -50,5 +50,11 @@ void pc_metric_sample(pc_buf_t *out, const char *name, const char *label, const 
 void pc_metric_histogram(pc_buf_t *out, const char *name, const char *help,
                          const double *bounds, const uint64_t *le, size_t n, double sum,
                          uint64_t count);
+/* One labelled series of a histogram whose family (pc_metric_family, type
+ * "histogram") was written: name_bucket{label="value",le="..."} per bound
+ * and +Inf, name_sum{...} and name_count{...}. */
+void pc_metric_histogram_series(pc_buf_t *out, const char *name, const char *label,
+                                const char *value, const double *bounds, const uint64_t *le,
+                                size_t n, double sum, uint64_t count);
 
 #endif

@@ -233,6 +233,31 @@ typedef struct conn {
 
 /* One request in service. Owned by whichever queue holds it; body and reply
  * are freed (or handed to an evbuffer) by the loop thread. */
+/* Request durations per op (pc_rpc_server_latency): observations per
+ * bucket (the last is +Inf), not cumulative, and their sum. */
+typedef struct op_latency {
+  _Atomic uint64_t bucket[256][PC_RPC_LATENCY_BUCKETS + 1];
+  _Atomic uint64_t sum_ns[256];
+} op_latency_t;
+
+const double pc_rpc_latency_bounds[PC_RPC_LATENCY_BUCKETS] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+
+static uint64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void latency_record(op_latency_t *l, uint8_t op, uint64_t since_ns) {
+  uint64_t ns = mono_ns() - since_ns;
+  double sec = (double)ns / 1e9;
+  size_t i = 0;
+  while (i < PC_RPC_LATENCY_BUCKETS && sec > pc_rpc_latency_bounds[i]) i++;
+  atomic_fetch_add_explicit(&l->bucket[op][i], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&l->sum_ns[op], ns, memory_order_relaxed);
+}
+
 typedef struct job {
   struct job *next;
   conn_t *conn; /* a reference */
@@ -242,6 +267,7 @@ typedef struct job {
   uint8_t op, version;
   uint64_t id;
   uint64_t deadline_ms; /* monotonic: arrival + the request's budget; 0 none */
+  uint64_t arrived_ns;  /* monotonic, for its duration */
   char *body;
   size_t blen;
   pc_status_t status;
@@ -299,6 +325,7 @@ struct pc_rpc_server {
   _Atomic uint64_t n_in_service, n_abandoned;
   _Atomic uint64_t n_inline, n_deferred; /* ops that run inline: served so, sent to a worker */
   _Atomic uint64_t n_refused, n_auth_failures, g_request_used, g_reply_used;
+  op_latency_t latency; /* per op */
   pc_log_limit_t loglim; /* lines a peer can provoke */
   struct local_ep *local; /* opts->in_process: this server's in-process endpoint */
 };
@@ -339,6 +366,7 @@ typedef struct local_ep {
   void (*on_close)(void *ctx, uint64_t connection);
   uint32_t max_frame;
   _Atomic uint64_t *n_requests, *n_in_service, *n_abandoned; /* the server's, while serving */
+  op_latency_t *latency;                                      /* the server's, while serving */
   _Atomic int stopping; /* the server stops: calls running are abandoned */
   pthread_mutex_t mu;
   pthread_cond_t idle; /* calls reached 0 after stopped was set */
@@ -375,6 +403,7 @@ static int local_register(struct pc_rpc_server *s) {
   e->n_requests = &s->n_requests;
   e->n_in_service = &s->n_in_service;
   e->n_abandoned = &s->n_abandoned;
+  e->latency = &s->latency;
   e->next_cid = LOCAL_CID_BASE;
   e->refs = 1;
   pthread_mutex_init(&e->mu, NULL);
@@ -501,7 +530,9 @@ static pc_status_t local_call(local_ep_t *e, uint64_t cid, pc_rpc_role_t role,
   local_cancel_t lc = {e, pc_cancel_set((pc_cancel_t){NULL, NULL})};
   pc_cancel_set((pc_cancel_t){local_abandoned, &lc});
   current_role = role;
+  uint64_t started_ns = mono_ns();
   pc_status_t st = e->handler(e->ctx, op, len ? body : "", len, out, &herr);
+  latency_record(e->latency, op, started_ns);
   pc_cancel_set(lc.outer);
   pc_deadline_set(outer_deadline);
   current_connection = outer;
@@ -773,6 +804,7 @@ static void dispatch(conn_t *c, const pc_rpc_frame_t *f, char *body, size_t blen
   j->version = f->version;
   j->id = f->id;
   j->deadline_ms = f->budget_ms ? pc_now_mono_ms() + f->budget_ms : 0;
+  j->arrived_ns = mono_ns();
   j->body = body;
   j->blen = blen;
   conn_hold(c);
@@ -1472,6 +1504,7 @@ static int run_job(struct pc_rpc_server *s, job_t *j, int on_io_thread) {
     if (pc_buf_append(&j->reply, msg, strlen(msg)) != 0) pc_buf_free(&j->reply);
   }
   j->status = st;
+  latency_record(&s->latency, j->op, j->arrived_ns);
 
   atomic_fetch_add(&s->pending_replies, j->reply.len);
   pthread_mutex_lock(&s->cmu);
@@ -1706,6 +1739,22 @@ pc_rpc_server_t *pc_rpc_server_start(const pc_rpc_server_options_t *opts,
 }
 
 uint16_t pc_rpc_server_port(const pc_rpc_server_t *s) { return s ? s->port : 0; }
+
+int pc_rpc_server_latency(const pc_rpc_server_t *s, uint8_t op, pc_rpc_op_latency_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!s) return 0;
+  pc_rpc_server_t *m = (pc_rpc_server_t *)s; /* atomics are read through a non-const pointer */
+  uint64_t n = 0;
+  for (size_t i = 0; i < PC_RPC_LATENCY_BUCKETS; i++) {
+    n += atomic_load_explicit(&m->latency.bucket[op][i], memory_order_relaxed);
+    out->le[i] = n;
+  }
+  out->count = n + atomic_load_explicit(&m->latency.bucket[op][PC_RPC_LATENCY_BUCKETS],
+                                        memory_order_relaxed);
+  out->sum_seconds =
+      (double)atomic_load_explicit(&m->latency.sum_ns[op], memory_order_relaxed) / 1e9;
+  return out->count > 0;
+}
 
 void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out) {
   memset(out, 0, sizeof *out);

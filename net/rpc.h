@@ -198,6 +198,20 @@ typedef struct pc_rpc_server_stats {
 } pc_rpc_server_stats_t;
 void pc_rpc_server_stats(const pc_rpc_server_t *s, pc_rpc_server_stats_t *out);
 
+/* How long a server's requests took, per op: from a request's arrival to
+ * its reply being ready to send (an in-process call: its handler's run),
+ * every request answered counted, failures too, as a Prometheus histogram
+ * in seconds. pc_rpc_latency_bounds are the buckets' upper bounds. */
+#define PC_RPC_LATENCY_BUCKETS 14
+extern const double pc_rpc_latency_bounds[PC_RPC_LATENCY_BUCKETS];
+typedef struct pc_rpc_op_latency {
+  uint64_t le[PC_RPC_LATENCY_BUCKETS]; /* requests at most bounds[i] long: cumulative */
+  uint64_t count;                      /* every request (the +Inf bucket) */
+  double sum_seconds;
+} pc_rpc_op_latency_t;
+/* Fills *out for op; returns 0 when no request of op was answered yet. */
+int pc_rpc_server_latency(const pc_rpc_server_t *s, uint8_t op, pc_rpc_op_latency_t *out);
+
 /* Stops accepting and reading, waits for the requests being served to be
  * answered (so nothing acknowledged is lost) for at most
  * PC_RPC_STOP_GRACE_MS, then marks those still running abandoned (long

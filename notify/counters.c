@@ -5,7 +5,7 @@
  * The counters live in the worker's journal (journal.c), so they outlive
  * the process with its file: the next worker to take the file counts on
  * from them. The keeper (worker.c) writes them to the system table every
- * PC_COUNTERS_FLUSH_MS, when they changed: row "counters/<observer>",
+ * FLUSH_MS (200 ms), when they changed: row "counters/<observer>",
  * column = the journal's id (host, directory and file; "host:pidN" for a
  * journal in memory), value {"runs":N,...}, the file's totals. A write sets
  * totals, it adds nothing, so writing twice counts nothing twice; the

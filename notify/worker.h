@@ -153,8 +153,8 @@ void pc_worker_share(pc_worker_t *w, uint32_t *lo, uint32_t *hi, uint32_t *index
 pc_status_t pc_worker_stats(pc_worker_t *w, pc_worker_stats_t *out, pc_error_t *err);
 
 /* Calls fn with each observer's counters summed over every worker that
- * ever ran it on this store, dead or alive (written by each worker every
- * second; a dead worker's last second of counts reaches the store when
+ * ever ran it on this store, dead or alive (written by each worker within
+ * 200 ms of a change; a dead worker's last counts reach the store when
  * another takes its journal file, or never without one). */
 pc_status_t pc_worker_totals(pc_db_t *db,
                              int (*fn)(void *ctx, const pc_observer_stats_t *totals), void *ctx,

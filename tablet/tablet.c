@@ -631,6 +631,21 @@ static const op_fn ops[256] = {
     [PC_TABLET_OP_INFO] = op_info,
 };
 
+const char *pc_tablet_op_name(uint8_t op) {
+  static const char *const names[] = {
+      [PC_TABLET_OP_GET] = "get",           [PC_TABLET_OP_PREWRITE] = "prewrite",
+      [PC_TABLET_OP_COMMIT] = "commit",     [PC_TABLET_OP_ROLLBACK] = "rollback",
+      [PC_TABLET_OP_CHECK_TXN] = "check_txn", [PC_TABLET_OP_ONE_PHASE] = "one_phase",
+      [PC_TABLET_OP_SCAN] = "scan",         [PC_TABLET_OP_RAW_SCAN] = "raw_scan",
+      [PC_TABLET_OP_INFO] = "info",         [PC_TABLET_OP_GET_FRESH] = "get_fresh",
+      [PC_TABLET_OP_HEARTBEAT] = "heartbeat", [PC_TABLET_OP_SCAN_LOCKS] = "scan_locks",
+      [PC_TABLET_OP_GC] = "gc",             [PC_TABLET_OP_SCAN_NOTIFY] = "scan_notify",
+      [PC_TABLET_OP_CLEAR_NOTIFY] = "clear_notify", [PC_TABLET_OP_OBSERVER] = "observer",
+      [PC_TABLET_OP_OBSERVERS] = "observers", [PC_TABLET_OP_GET_MANY] = "get_many",
+  };
+  return op < sizeof names / sizeof names[0] ? names[op] : NULL;
+}
+
 pc_status_t pc_tablet_rpc_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   pc_tablet_t *t = ctx;

@@ -98,6 +98,9 @@ enum {
   PC_TABLET_OP_GET_MANY = 0x21,
 };
 
+/* The op's name for metrics ("get", "prewrite", ...), or NULL for none. */
+const char *pc_tablet_op_name(uint8_t op);
+
 #define PC_TABLET_LOCKS_MAX 10000u
 #define PC_TABLET_NOTIFY_REPLY_MAX (4u << 20)
 

@@ -9,6 +9,9 @@
  *   - HELP and TYPE at most once per family, TYPE before the family's
  *     samples, the samples of a family together, no series twice;
  *   - counters are not negative;
+ *   - Prometheus' conventions: families in base units (no _ms, _us, _ns,
+ *     _minutes...), and no value above 2^53, which a float holds only with
+ *     its low bits lost (a 64-bit timestamp exported whole);
  *   - a histogram's series (name_bucket, name_sum, name_count) per label set:
  *     buckets in increasing le with cumulative, non-decreasing counts, one
  *     le="+Inf" bucket whose count equals name_count.
@@ -146,6 +149,22 @@ static void check_help(const char *p) {
   if (f->sampled) fault("HELP %s after its samples", name);
 }
 
+/* Prometheus' naming conventions: base units (seconds, bytes), so no
+ * family is named in milliseconds, microseconds or nanoseconds. */
+static void check_unit(const char *name) {
+  static const char *const bad[] = {"_ms", "_milliseconds", "_us", "_microseconds", "_ns",
+                                     "_nanoseconds", "_minutes", "_hours", "_kb", "_mb"};
+  size_t n = strlen(name);
+  for (const char *const *b = bad; b < bad + sizeof bad / sizeof bad[0]; b++) {
+    size_t k = strlen(*b);
+    for (size_t at = 0; at + k <= n; at++)
+      if (strncmp(name + at, *b, k) == 0 && (name[at + k] == '\0' || name[at + k] == '_')) {
+        fault("%s: named in %s: use the base unit (_seconds, _bytes)", name, *b + 1);
+        return;
+      }
+  }
+}
+
 static void check_type(const char *p) {
   size_t n = read_name(p, 1);
   if (!n) {
@@ -167,6 +186,7 @@ static void check_type(const char *p) {
   }
   family_t *f = family(name);
   if (!f) return;
+  check_unit(name);
   if (f->typed++) fault("TYPE %s given twice", name);
   if (f->sampled) fault("TYPE %s after its samples", name);
   snprintf(f->type, sizeof f->type, "%s", t);
@@ -258,6 +278,11 @@ static void check_sample(const char *p) {
     fault("%s: bad value '%s'", name, vbuf);
     return;
   }
+  /* a float holds integers exactly up to 2^53: a value above that (a 64-bit
+   * timestamp, say) has lost its low bits */
+  if (isfinite(v) && fabs(v) > 9007199254740992.0)
+    fault("%s: value %s is above 2^53: a float loses its low bits (split it, or use a "
+          "base unit)", name, vbuf);
   if (q[vl] == ' ') {
     const char *ts = q + vl + 1;
     if (!*ts || strspn(ts, "-0123456789") != strlen(ts)) {

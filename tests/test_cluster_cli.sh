@@ -198,7 +198,7 @@ grep -q '^percolator_tablet_operations_total [1-9]' <<<"$HTTP" || fail "tablet m
 grep -q '^percolator_rpc_requests_inline_total [0-9]' <<<"$HTTP" || fail "tablet metrics lack inline reads: $HTTP"
 grep -q '^percolator_rpc_requests_deferred_total [0-9]' <<<"$HTTP" || fail "tablet metrics lack deferred reads: $HTTP"
 http_get "$(endpoint "$WORK/ready-1.json" tso http)" /metrics
-grep -q '^percolator_tso_last_timestamp [1-9]' <<<"$HTTP" || fail "tso metrics: $HTTP"
+grep -q '^percolator_tso_last_timestamp_seconds [1-9]' <<<"$HTTP" || fail "tso metrics: $HTTP"
 pass "status (text and --json) shows every role up; /health and /metrics answer"
 
 # ---- 3b. gc on every tablet -------------------------------------------------

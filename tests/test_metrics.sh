@@ -5,20 +5,22 @@
 # +Inf equal to _count):
 #   1. the checker itself refuses what it must (each bad fixture below names
 #      its fault), so that a pass below means something;
-#   2. a cluster (`percolator run`: oracle and two tablets, each with its http
-#      endpoint, coordinated through a private ZooKeeper server, zk_lib.sh) and
-#      a worker running PLUGIN (an observer of docs
-#      raw:text, observers/examples/normalize_count.c) with workers.http; after
-#      writes that the observer processes, every endpoint's /metrics passes,
-#      the worker's holds its latency histogram with observations, and every
-#      role reports its ZooKeeper session as connected.
+#   2. a cluster started by `percolator playground` (two oracles, two tablets,
+#      each with its http endpoint, a private ZooKeeper server, and a worker
+#      running PLUGIN, an observer of docs raw:text,
+#      observers/examples/normalize_count.c, with workers.http); after writes
+#      that the observer processes, every endpoint's /metrics passes (the
+#      standby oracle's too), by Prometheus' conventions: durations in
+#      seconds, no 64-bit timestamp whole in a float; the tablets and the
+#      leading oracle have a request-duration histogram per op; the worker's
+#      holds its latency histogram with observations; every role reports its
+#      ZooKeeper session as connected; and `status` counts the runs.
 set -u
 CLI=${1:?usage: test_metrics.sh PERCOLATOR PROM_CHECK PLUGIN}
 CHECK=${2:?usage: test_metrics.sh PERCOLATOR PROM_CHECK PLUGIN}
 PLUGIN=${3:?usage: test_metrics.sh PERCOLATOR PROM_CHECK PLUGIN}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-metrics-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
-. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
@@ -31,13 +33,14 @@ a_total{observer="plain"} 0
 # TYPE g gauge
 g -1.5e-3
 g2 NaN
-# HELP h_ms Latency
-# TYPE h_ms histogram
-h_ms_bucket{le="1"} 0
-h_ms_bucket{le="5"} 2
-h_ms_bucket{le="+Inf"} 2
-h_ms_sum 4.5
-h_ms_count 2'
+# HELP h_seconds Latency
+# TYPE h_seconds histogram
+h_seconds_bucket{op="get",le="0.001"} 0
+h_seconds_bucket{op="get",le="0.5"} 2
+h_seconds_bucket{op="get",le="+Inf"} 2
+h_seconds_sum{op="get"} 0.0045
+h_seconds_count{op="get"} 2
+g3 9007199254740992'
 printf '%s\n' "$good" | "$CHECK" good >/dev/null 2>err || fail "the checker refused a valid text: $(cat err)"
 bad_case() { # WHAT EXPECTED-FAULT TEXT
   printf '%s\n' "$3" | "$CHECK" "$1" >/dev/null 2>err && fail "the checker accepted $1"
@@ -73,39 +76,31 @@ bad_case "negative counter" 'negative' '# TYPE a counter
 a -1'
 bad_case "same series twice" 'twice' 'a{x="1"} 1
 a{x="1"} 2'
-pass "the checker accepts a valid text and names each fault of 12 invalid ones"
+bad_case "milliseconds" 'base unit' '# TYPE lat_ms histogram
+lat_ms_bucket{le="+Inf"} 1
+lat_ms_count 1'
+bad_case "a timestamp past 2^53" 'low bits' '# TYPE ts gauge
+ts 470636550124208129'
+pass "the checker accepts a valid text and names each fault of 14 invalid ones"
 
 # ---- 2. every role's endpoint ---------------------------------------------------------
 
-zk_start
-ZK='"zookeeper": {"connect": "'$ZK_CONNECT'", "root": "/percolator/metrics", "session_timeout_ms": 3000}'
-cat >run.json <<JSON
-{"data_dir": "$WORK/cluster", "log": {"level": "warn"}, $ZK,
- "tso": {"listen": "127.0.0.1:0", "http": "127.0.0.1:0"},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "end": "m"},
-             {"name": "t2", "listen": "127.0.0.1:0", "http": "127.0.0.1:0", "start": "m"}]}
-JSON
-"$CLI" run --config run.json --ready-file ready.json 2>run.log &
-RUN=$!
-PIDS+=("$RUN")
-wait_file ready.json "$RUN"
-cat >client.json <<JSON
-{"log": {"level": "warn"}, $ZK,
- "tso": {"listen": "$(endpoint ready.json tso)"},
- "tablets": [{"name": "t1", "listen": "$(endpoint ready.json t1)", "end": "m"},
-             {"name": "t2", "listen": "$(endpoint ready.json t2)", "start": "m"}],
- "workers": {"threads": 2, "http": "127.0.0.1:0", "scan": {"idle_ms": 20},
-             "plugins": [{"path": "$PLUGIN"}]}}
-JSON
-"$CLI" --config client.json worker --ready-file wready.json 2>worker.log &
-W=$!
-PIDS+=("$W")
-wait_file wready.json "$W"
+setsid "$CLI" playground --dir "$WORK/pg" --plugin "$PLUGIN" --ready-file pg.json \
+  >pg.out 2>pg.err &
+PG=$!
+PIDS+=("$PG")
+for _ in $(seq 1 1800); do
+  [ -s pg.json ] && break
+  kill -0 "$PG" 2>/dev/null || fail "the playground did not start: $(cat pg.err)"
+  sleep 0.05
+done
+[ -s pg.json ] || fail "the playground did not start within 90 s"
+C="$WORK/pg/cluster.json"
 for r in a b n z; do
-  run_cli 20 --config client.json set docs "$r" raw:text "  Some Text $r "
+  run_cli 20 --config "$C" set docs "$r" raw:text "  Some Text $r "
   [ "$RC" = 0 ] || fail "set docs $r: $(cat last.err)"
 done
-run_cli 60 --config client.json wait --timeout-s 50
+run_cli 60 --config "$C" wait --timeout-s 50
 [ "$RC" = 0 ] || fail "wait: $(cat last.err)"
 
 # metrics HOST:PORT: the body of GET /metrics
@@ -118,29 +113,47 @@ metrics() {
   [[ "$resp" == "HTTP/1."?" 200 "* ]] || fail "GET $1/metrics: $(head -1 <<<"$resp")"
   sed '1,/^\r$/d' <<<"$resp" | tr -d '\r'
 }
-for role in tso t1 t2; do
-  ep=$(endpoint ready.json "$role" http)
-  [ -n "$ep" ] || fail "no http endpoint for $role in the ready file: $(cat ready.json)"
+# every role's http endpoint, from the playground's state: "name http" lines
+# ("http" comes before "name" in each role: sorted keys, one a line)
+awk -F'"' '/"http":/ {h = $4} /"name":/ {if (h != "") print $4, h; h = ""}' pg.json >endpoints
+[ "$(wc -l <endpoints)" = 5 ] || fail "5 roles should serve /metrics: $(cat endpoints) $(cat pg.json)"
+while read -r role ep; do
   metrics "$ep" >"$role.prom"
   "$CHECK" "$role" <"$role.prom" 2>"$role.err" || fail "$role /metrics: $(cat "$role.err")"
-done
-ep=$(grep -o '"http": *"[^"]*"' wready.json | head -1 | sed 's/.*"\([^"]*\)"$/\1/')
-[ -n "$ep" ] || fail "no workers.http endpoint in the worker's ready file: $(cat wready.json)"
-metrics "$ep" >worker.prom
-"$CHECK" worker <worker.prom 2>worker.err || fail "worker /metrics: $(cat worker.err)"
-# every role of the cluster reports its ZooKeeper session, connected
-for role in tso t1 t2 worker; do
   grep -qx 'percolator_zookeeper_session_state 1' "$role.prom" ||
     fail "$role /metrics has no connected ZooKeeper session: $(grep zookeeper "$role.prom")"
+done <endpoints
+leader=$(sed -n 's/^  \(tso-[0-9]\) .* leads$/\1/p' pg.out)
+[ -n "$leader" ] || fail "no oracle shown leading: $(cat pg.out)"
+grep -qE '^percolator_rpc_request_duration_seconds_count\{op="timestamps"\} [1-9]' "$leader.prom" ||
+  fail "the leading oracle has no request durations: $(grep duration "$leader.prom" | head -3)"
+grep -qE '^percolator_tso_last_timestamp_seconds [1-9][0-9]{9}' "$leader.prom" ||
+  fail "the oracle's last timestamp in Unix seconds: $(grep last_timestamp "$leader.prom")"
+for t in t1 t2; do
+  for op in get one_phase; do
+    grep -qE "^percolator_rpc_request_duration_seconds_count\{op=\"$op\"\} [1-9]" "$t.prom" ||
+      fail "$t has no request durations of $op: $(grep 'duration.*_count' "$t.prom")"
+  done
+  grep -q '^percolator_gc_safe_point_timestamp_seconds ' "$t.prom" ||
+    fail "$t has no safe point in seconds: $(grep safe_point "$t.prom")"
 done
-grep -qE '^percolator_notification_latency_ms_count [1-9]' worker.prom ||
-  fail "the worker's histogram counts no observation: $(grep latency worker.prom)"
-grep -qE '^percolator_observer_runs_total\{observer="[^"]+"\} [1-9]' worker.prom ||
-  fail "the worker counts no observer run: $(grep runs worker.prom)"
-pass "/metrics of the oracle, the lock service, two tablets and a worker are valid"
+grep -qE '^percolator_notification_latency_seconds_count [1-9]' worker-1.prom ||
+  fail "the worker's histogram counts no observation: $(grep latency worker-1.prom)"
+grep -qE '^percolator_observer_runs_total\{observer="[^"]+"\} [1-9]' worker-1.prom ||
+  fail "the worker counts no observer run: $(grep runs worker-1.prom)"
+pass "/metrics of two oracles, two tablets and a worker are valid and by the conventions"
 
-kill -TERM "$W" # the worker first: a client of the cluster
-wait_exit "$W" 30
-kill -TERM "$RUN"
-wait_exit "$RUN" 30
+runs=0
+for _ in $(seq 1 100); do # the counters reach the store within a second (bounded here by 10 s)
+  run_cli 20 --config "$C" status --json
+  runs=$(grep -o '"runs": *[0-9]*' <<<"$OUT" | head -1 | grep -o '[0-9]*$')
+  [ "${runs:-0}" -ge 4 ] && break
+  sleep 0.1
+done
+[ "${runs:-0}" -ge 4 ] || fail "status counts $runs runs of the 4 changes: $OUT"
+pass "status counts the observer's runs"
+
+kill -INT -- "-$PG"
+wait_exit "$PG" 120
+[ "$RC" = 0 ] || fail "the playground should stop with exit 0, not $RC"
 echo PASS

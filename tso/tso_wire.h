@@ -18,6 +18,11 @@
 #include "core/keys.h"
 
 enum { PC_TSO_OP_TIMESTAMPS = 0x10, PC_TSO_OP_INFO = 0x11 };
+
+/* The op's name for metrics, or NULL for none. */
+static inline const char *pc_tso_op_name(uint8_t op) {
+  return op == PC_TSO_OP_TIMESTAMPS ? "timestamps" : op == PC_TSO_OP_INFO ? "info" : NULL;
+}
 #define PC_TSO_MAX_BATCH 65536u
 
 /* The oracle's nodes, relative to the cluster's root (docs/ARCHITECTURE.md,
