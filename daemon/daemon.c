@@ -1,8 +1,11 @@
 /* daemon.c — starting a daemon process's roles in order and stopping them
  * in reverse (daemon.h), bounded when the process exits on a signal, and the
  * ready file that scripts using port 0 read. */
+#include <errno.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -66,6 +69,80 @@ static pc_status_t check_spec(const pc_config_t *cfg, pc_daemon_spec_t *spec, pc
   return PC_OK;
 }
 
+/* ---- ports, checked before anything serves ----------------------------------- */
+
+typedef struct port_use {
+  const char *role, *what; /* "tablet t1", "listen" or "http" */
+  const pc_endpoint_t *ep;
+} port_use_t;
+
+/* 0 when ep can be listened on now, else errno (a name that does not
+ * resolve: EADDRNOTAVAIL). */
+static int can_listen(const pc_endpoint_t *ep) {
+  char port[8];
+  snprintf(port, sizeof port, "%u", (unsigned)ep->port);
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  if (getaddrinfo(ep->host, port, &hints, &res) != 0) return EADDRNOTAVAIL;
+  int e = EADDRNOTAVAIL;
+  for (struct addrinfo *ai = res; ai && e; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      e = errno;
+      continue;
+    }
+    int one = 1; /* as the servers bind: a port in TIME_WAIT is free */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    e = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return e;
+}
+
+/* Every fixed port this process will listen on is free and named once, so
+ * that a port in use stops it before any role serves (or an oracle joins
+ * the election only to leave it). Port 0 is the kernel's pick. */
+static pc_status_t check_ports(const pc_config_t *cfg, const pc_daemon_spec_t *spec,
+                               pc_error_t *err) {
+  port_use_t use[2 * 64 + 4];
+  size_t n = 0;
+  if (spec->tso) {
+    use[n++] = (port_use_t){"tso", "listen", &cfg->tso.listen};
+    use[n++] = (port_use_t){"tso", "http", &cfg->tso.http};
+  }
+  char names[64][96];
+  for (size_t i = 0; spec->tablets && i < cfg->ntablets && n + 2 <= sizeof use / sizeof use[0];
+       i++) {
+    if (spec->tablets == 1 && strcmp(spec->tablet_name, cfg->tablets[i].name) != 0) continue;
+    if (i >= 64) break;
+    snprintf(names[i], sizeof names[i], "tablet %s", cfg->tablets[i].name);
+    use[n++] = (port_use_t){names[i], "listen", &cfg->tablets[i].listen};
+    use[n++] = (port_use_t){names[i], "http", &cfg->tablets[i].http};
+  }
+  if (spec->workers) use[n++] = (port_use_t){"workers", "http", &cfg->workers.http};
+  for (size_t i = 0; i < n; i++) {
+    const pc_endpoint_t *ep = use[i].ep;
+    if (!ep->set || ep->port == 0) continue;
+    for (size_t k = 0; k < i; k++)
+      if (use[k].ep->set && use[k].ep->port == ep->port && strcmp(use[k].ep->host, ep->host) == 0)
+        return pc_error_set(err, PC_INVALID, "%s: %s: %s:%u is also %s's %s endpoint (nothing "
+                            "was started)", cfg->source, use[i].role, ep->host,
+                            (unsigned)ep->port, use[k].role, use[k].what);
+    int e = can_listen(ep);
+    if (e)
+      return pc_error_set(err, PC_IO_ERROR, "%s: %scannot listen on %s:%u%s: %s (nothing was "
+                          "started)", use[i].role,
+                          strcmp(use[i].what, "http") == 0 ? "http: " : "", ep->host,
+                          (unsigned)ep->port,
+                          strcmp(use[i].what, "http") == 0 ? " for HTTP" : "", strerror(e));
+  }
+  return PC_OK;
+}
+
 static pc_status_t start_roles(pc_daemon_t *d, const pc_daemon_spec_t *spec, pc_error_t *err) {
   const pc_config_t *cfg = d->cfg;
   pc_status_t st = PC_OK;
@@ -124,6 +201,7 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
    * clients wait for this process's, written once it is ready */
   if (st == PC_OK && spec.lock_dir && spec.serving_file) unlink(spec.serving_file);
   if (st == PC_OK && spec.workers) st = pc_daemon_workers_load(d, err);
+  if (st == PC_OK && !spec.serving_file) st = check_ports(d->cfg, &spec, err);
   if (st == PC_OK) st = start_roles(d, &spec, err);
   if (st == PC_OK && spec.workers)
     st = pc_daemon_workers_start(d, spec.workers_cluster, spec.workers_timeout_ms, err);

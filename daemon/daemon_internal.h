@@ -37,6 +37,7 @@ typedef struct role {
   pc_tablet_t *tablet;   /* ROLE_TABLET */
   int dir_lock;          /* ROLE_TABLET: its data directory's lock (core/db.h), or -1 */
   pc_coord_t *coord;     /* ROLE_TABLET in a cluster: the process's ZooKeeper session */
+  _Atomic int serving;   /* ROLE_TABLET: it answers (it holds its tablet in ZooKeeper) */
 } role_t;
 
 /* Where tablets get commit timestamps for one-phase commits. */
@@ -45,6 +46,7 @@ typedef struct ts_provider {
   pc_rpc_client_t *remote; /* or a separate tso daemon, through the batcher */
   pc_tso_locator_t *locator; /* or the leader elected in ZooKeeper, through the batcher */
   pc_ts_batcher_t *batcher;
+  uint32_t wait_ms; /* the bound of a request without a deadline of its own */
 } ts_provider_t;
 
 /* The cluster's garbage collector (gc_loop.c). */

@@ -20,10 +20,14 @@
 
 static const char *const kind_names[] = {"tso", "tablet"};
 
+/* A one-phase commit's timestamp waits as long as its request may: through
+ * an oracle's failover, which takes longer than a fixed cap would allow.
+ * Without a request (a tablet starting), store.timeout_ms. */
 static pc_status_t ts_from_provider(void *ctx, uint64_t *ts, pc_error_t *err) {
   ts_provider_t *p = ctx;
   if (p->local) return pc_oracle_next(p->local, 1, ts, err);
-  return pc_ts_batcher_get(p->batcher, pc_deadline_bound(5000), ts, err); /* the request's bound */
+  uint32_t bound = pc_deadline_get() ? pc_deadline_bound(UINT32_MAX) : p->wait_ms;
+  return pc_ts_batcher_get(p->batcher, bound, ts, err);
 }
 
 static int role_health(void *ctx, pc_buf_t *out) {
@@ -309,6 +313,17 @@ static int safe_point_forged(pc_daemon_t *d, const pc_config_tablet_t *t, uint64
   return 1;
 }
 
+/* A tablet answers once it holds its tablet in ZooKeeper (its ready file
+ * follows): before that, a previous server's session may still hold it. */
+static pc_status_t tablet_gate(void *ctx, uint8_t op, const char *body, size_t len,
+                               pc_buf_t *reply, pc_error_t *err) {
+  role_t *r = ctx;
+  if (!atomic_load(&r->serving))
+    return pc_error_set(err, PC_UNAVAILABLE, "%s is starting: it serves once it holds the "
+                        "tablet in ZooKeeper", r->name);
+  return pc_tablet_rpc_handler(r->tablet, op, body, len, reply, err);
+}
+
 pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err) {
   role_t *r = new_role(d, ROLE_TABLET, t->name, err);
   if (!r) return PC_INVALID;
@@ -389,13 +404,15 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
   /* a reply leaves room in a frame for its status and message */
   pc_tablet_set_limits(r->tablet, d->cfg->store.lock_ttl_ms,
                        ((size_t)d->cfg->limits.max_frame_mb << 20) - (64u << 10));
-  st = start_servers(d, r, &t->listen, &t->http, pc_tablet_rpc_handler, r->tablet, err);
+  st = start_servers(d, r, &t->listen, &t->http, tablet_gate, r, err);
   if (st == PC_OK && d->coord) st = claim_tablet(d, r, t, identity, err);
+  if (st == PC_OK) atomic_store(&r->serving, 1);
   return st;
 }
 
 pc_status_t pc_daemon_ts_setup(pc_daemon_t *d, pc_error_t *err) {
   const pc_config_t *cfg = d->cfg;
+  d->ts.wait_ms = cfg->store.timeout_ms;
   if (d->oracle) {
     d->ts.local = d->oracle;
     return PC_OK;

@@ -934,9 +934,26 @@ static int tablet_path(char *out, size_t cap, const char *name, const char *leaf
   return w < 0 || (size_t)w >= cap ? -1 : 0;
 }
 
+static pc_status_t tablet_range(pc_coord_t *c, const char *name, const char *start,
+                                size_t start_len, const char *end, size_t end_len,
+                                uint32_t timeout_ms, int record, pc_error_t *err);
+
 pc_status_t pc_coord_tablet_range(pc_coord_t *c, const char *name, const char *start,
                                   size_t start_len, const char *end, size_t end_len,
                                   uint32_t timeout_ms, pc_error_t *err) {
+  return tablet_range(c, name, start, start_len, end, end_len, timeout_ms, 1, err);
+}
+
+pc_status_t pc_coord_tablet_range_check(pc_coord_t *c, const char *name, const char *start,
+                                        size_t start_len, const char *end, size_t end_len,
+                                        uint32_t timeout_ms, pc_error_t *err) {
+  return tablet_range(c, name, start, start_len, end, end_len, timeout_ms, 0, err);
+}
+
+/* pc_coord_tablet_range; without record, PC_OK when none is recorded. */
+static pc_status_t tablet_range(pc_coord_t *c, const char *name, const char *start,
+                                size_t start_len, const char *end, size_t end_len,
+                                uint32_t timeout_ms, int record, pc_error_t *err) {
   char dir[128], rel[160];
   if (tablet_path(dir, sizeof dir, name, NULL) || tablet_path(rel, sizeof rel, name, "range"))
     return pc_error_set(err, PC_INVALID, "coordination: bad tablet name '%s'", name);
@@ -947,9 +964,15 @@ pc_status_t pc_coord_tablet_range(pc_coord_t *c, const char *name, const char *s
   data[2 * start_len] = ' ';
   hex_put(data + 2 * start_len + 1, end, end_len);
   pthread_rwlock_rdlock(&c->zk_lk);
-  pc_status_t st = c->zk ? pc_zk_ensure(c->zk, dir, timeout_ms, err)
-                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
-  if (st == PC_OK) st = pc_zk_create(c->zk, rel, data, dl, 0, NULL, 0, timeout_ms, err);
+  pc_status_t st = !c->zk ? pc_error_set(err, PC_UNAVAILABLE, "coordination: no session")
+                  : record ? pc_zk_ensure(c->zk, dir, timeout_ms, err)
+                           : PC_OK;
+  if (st == PC_OK && record) st = pc_zk_create(c->zk, rel, data, dl, 0, NULL, 0, timeout_ms, err);
+  if (st == PC_OK && !record) { /* read only: as if it were recorded already */
+    int exists = 0;
+    st = pc_zk_exists(c->zk, rel, NULL, &exists, timeout_ms, err);
+    if (st == PC_OK && exists) st = PC_BUSY;
+  }
   char *held = NULL;
   size_t hl = 0;
   if (st == PC_BUSY) { /* recorded already: it must be the same */

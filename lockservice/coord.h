@@ -195,6 +195,12 @@ pc_status_t pc_coord_tablet_range(pc_coord_t *c, const char *name, const char *s
                                   size_t start_len, const char *end, size_t end_len,
                                   uint32_t timeout_ms, pc_error_t *err);
 
+/* The same check without writing: PC_OK when ZooKeeper records no rows for
+ * tablet name or the same ones, PC_INVALID naming both ranges otherwise. */
+pc_status_t pc_coord_tablet_range_check(pc_coord_t *c, const char *name, const char *start,
+                                        size_t start_len, const char *end, size_t end_len,
+                                        uint32_t timeout_ms, pc_error_t *err);
+
 /* Takes tablet name for this session: the ephemeral node
  * tablets/<name>/owner naming addr ("host:port", where clients reach it)
  * and identity (what the server is: "<host>:<data directory>"), made again

@@ -32,7 +32,7 @@
  * table with it. */
 
 #define CLI_EXIT_OK 0          /* success */
-#define CLI_EXIT_NOT_FOUND 1   /* nothing found: get, doc, search, load --delete; check's differences */
+#define CLI_EXIT_NOT_FOUND 1   /* nothing found: get, doc, search, load --delete, observers remove; check's differences */
 #define CLI_EXIT_USAGE 2       /* unknown verb or option, wrong or malformed arguments */
 #define CLI_EXIT_ERROR 3       /* any other error: "percolator: VERB: message" on stderr */
 #define CLI_EXIT_UNKNOWN 4     /* a commit's outcome is unknown (PC_UNKNOWN): it may stand */
@@ -81,6 +81,7 @@ typedef struct cli_ctx {
   const cli_verb_t *verb; /* the verb being run (NULL while parsing global options) */
   struct option *merged;  /* cli_getopt's option table (verb's + common); freed by main */
   const char *config;     /* --config FILE, or NULL: the embedded store in data_dir */
+  int data_given;         /* --data was given (with --config it is a usage error) */
 } cli_ctx_t;
 
 /* verbs_data.c */
@@ -127,7 +128,8 @@ extern const cli_verb_t cli_verb_check;
  * start with ':' or '+' (it adds ':'); long options of the verb should use
  * values >= 'A' or >= 0x100. Returns the next verb option, -1 when options
  * end (optind is then the first operand), or CLI_GETOPT_EXIT. Options may
- * follow operands; '--' ends them. */
+ * follow operands; '--' ends them. --data and --config together (before or
+ * after the verb) are a usage error. */
 int cli_getopt(cli_ctx_t *ctx, int argc, char **argv, const char *shortopts,
                const struct option *longopts, int *exit_code);
 

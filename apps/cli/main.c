@@ -81,8 +81,8 @@ typedef struct cli_exit_code {
 static const cli_exit_code_t exit_codes[] = {
     {CLI_EXIT_OK, "ok", "success"},
     {CLI_EXIT_NOT_FOUND, "not found",
-     "nothing found: the cell (get), the document (doc, load --delete), a search hit; "
-     "check found differences"},
+     "nothing found: the cell (get), the document (doc, load --delete), a search hit, the "
+     "observer (observers remove); check found differences"},
     {CLI_EXIT_USAGE, "usage error",
      "unknown verb or option, wrong or malformed arguments (nothing was done)"},
     {CLI_EXIT_ERROR, "error",
@@ -480,6 +480,7 @@ int cli_getopt(cli_ctx_t *ctx, int argc, char **argv, const char *shortopts,
           return CLI_GETOPT_EXIT;
         }
         ctx->data_dir = optarg;
+        ctx->data_given = 1;
         break;
       case OPT_TIMEOUT:
         if (parse_timeout(ctx, optarg, &ctx->timeout_ms) != 0) {
@@ -505,7 +506,15 @@ int cli_getopt(cli_ctx_t *ctx, int argc, char **argv, const char *shortopts,
         *exit_code = cli_usage_error(ctx, "option '%s' needs a value",
                                      bad_option(argv, ctx->merged, buf, sizeof buf));
         return CLI_GETOPT_EXIT;
-      default: return c; /* the verb's own option, or -1 */
+      case -1:
+        if (ctx->config && ctx->data_given) {
+          *exit_code = cli_usage_error(ctx, "--data %s and --config %s: give one of them (a "
+                                       "configuration names its own data_dir)",
+                                       ctx->data_dir, ctx->config);
+          return CLI_GETOPT_EXIT;
+        }
+        return -1;
+      default: return c; /* the verb's own option */
     }
   }
 }
@@ -537,7 +546,7 @@ int main(int argc, char **argv) {
       {"config", required_argument, NULL, OPT_CONFIG},
       {NULL, 0, NULL, 0},
   };
-  cli_ctx_t ctx = {CLI_DEFAULT_DATA_DIR, 0, NULL, NULL, NULL};
+  cli_ctx_t ctx = {CLI_DEFAULT_DATA_DIR, 0, NULL, NULL, NULL, 0};
   /* everything this process creates (data directories, LevelDB's files,
    * serving.json, ready files) is private to its user */
   umask(077);
@@ -559,6 +568,7 @@ int main(int argc, char **argv) {
       case OPT_DATA:
         if (!*optarg) return cli_usage_error(&ctx, "--data: empty directory name");
         ctx.data_dir = optarg;
+        ctx.data_given = 1;
         break;
       case OPT_TIMEOUT:
         if (parse_timeout(&ctx, optarg, &ctx.timeout_ms) != 0) return CLI_EXIT_USAGE;

@@ -13,6 +13,7 @@
  *     no live worker can process, parked notifications.
  * Exit 0 when nothing is wrong, 3 when a problem was found. */
 #include <errno.h>
+#include <leveldb/c.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +36,8 @@
 typedef struct doctor {
   const cli_ctx_t *ctx;
   int json;
+  int repair;     /* --repair: rebuild a damaged store */
+  int store_bad;  /* the store check found damage */
   json_t *checks; /* [{"ok": bool, "what", "detail"}] */
   int problems;
   uint32_t timeout_ms;
@@ -78,6 +81,84 @@ static int check_directory(doctor_t *d, const char *dir) {
   return 1;
 }
 
+/* Opens DIR/store with LevelDB's own checks and reads every entry with
+ * its checksums verified: NULL when the store is sound, else LevelDB's
+ * description of the damage (malloc'd). */
+static char *store_damage(const char *path) {
+  leveldb_options_t *o = leveldb_options_create();
+  leveldb_options_set_create_if_missing(o, 0);
+  leveldb_options_set_paranoid_checks(o, 1);
+  char *e = NULL;
+  leveldb_t *db = leveldb_open(o, path, &e);
+  if (db) {
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_readoptions_set_verify_checksums(ro, 1);
+    leveldb_readoptions_set_fill_cache(ro, 0);
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+    }
+    leveldb_iter_get_error(it, &e);
+    leveldb_iter_destroy(it);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+  }
+  leveldb_options_destroy(o);
+  char *out = e ? strdup(e) : NULL;
+  leveldb_free(e);
+  return out;
+}
+
+/* The store of an embedded directory that nobody holds (the caller holds
+ * its lock): sound, or its damage named with the repair; with --repair,
+ * LevelDB's RepairDB, then the check again. */
+static void check_store(doctor_t *d, const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/store", dir);
+  char *damage = store_damage(path);
+  if (damage && d->repair) {
+    leveldb_options_t *o = leveldb_options_create();
+    char *e = NULL;
+    leveldb_repair_db(o, path, &e);
+    leveldb_options_destroy(o);
+    if (e) {
+      finding(d, 0, "store", "%s: %s; the repair failed: %s", path, damage, e);
+      leveldb_free(e);
+      free(damage);
+      d->store_bad = 1;
+      return;
+    }
+    char *after = store_damage(path);
+    if (!after)
+      finding(d, 1, "store", "%s was damaged (%s) and is repaired: what its table files held "
+              "is back; entries in a damaged block are lost (LevelDB moved unreadable files "
+              "to %s/lost)", path, damage, path);
+    else
+      finding(d, 0, "store", "%s: still damaged after the repair: %s", path, after);
+    d->store_bad = after != NULL;
+    free(after);
+    free(damage);
+    return;
+  }
+  if (!damage) {
+    finding(d, 1, "store", "%s opens and every entry reads back with its checksum", path);
+    return;
+  }
+  char current[4300];
+  snprintf(current, sizeof current, "%s/CURRENT", path);
+  const char *what = access(current, F_OK) != 0 || strstr(damage, "CURRENT")
+                         ? "its CURRENT file (which names the manifest) is missing or unreadable"
+                     : strstr(damage, "orruption") ? "a file of it is corrupt"
+                                                    : "LevelDB cannot open it";
+  finding(d, 0, "store",
+          "%s: %s (%s). Repair: 'percolator --data %s doctor --repair' rebuilds it from its "
+          "table and log files (LevelDB's RepairDB): what they hold is kept, entries in a "
+          "damaged block are lost; stop every process using it first, and copy the directory "
+          "before if you can",
+          path, what, damage, dir);
+  d->store_bad = 1;
+  free(damage);
+}
+
 /* Who holds dir: nobody, a live worker serving it, a client, a process gone. */
 static void check_holder(doctor_t *d, const char *dir) {
   char serving[4200];
@@ -85,12 +166,17 @@ static void check_holder(doctor_t *d, const char *dir) {
   pc_error_t err;
   int fd = pc_data_dir_lock(dir, "doctor", &err);
   if (fd >= 0) {
-    pc_data_dir_unlock(fd);
     finding(d, 1, "holder", "no process holds '%s'%s", dir,
             access(serving, R_OK) == 0
                 ? " (serving.json is the last worker's: a worker started again takes its ports)"
                 : "");
+    check_store(d, dir); /* under the lock: nobody writes it meanwhile */
+    pc_data_dir_unlock(fd);
     return;
+  }
+  if (d->repair) {
+    finding(d, 0, "store", "'%s' is in use: --repair needs it free (stop its holder)", dir);
+    d->store_bad = 1;
   }
   if (err.code != PC_BUSY) {
     finding(d, 0, "holder", "%s", err.text);
@@ -210,6 +296,8 @@ static void check_zookeeper(doctor_t *d, const pc_config_t *cfg) {
  * the address a `tso` process binds and may be port 0. */
 static void check_cluster(doctor_t *d, const pc_config_t *cfg) {
   pc_error_t err;
+  pc_coord_t *coord = NULL; /* opened for the first tablet that does not answer */
+  int coord_tried = 0;
   if (cfg->tso.set && cfg->tso.listen.set && !cfg->zookeeper.set) {
     pc_rpc_client_t *c =
         pc_config_rpc_client(cfg, cfg->tso.listen.host, cfg->tso.listen.port, &err);
@@ -230,8 +318,31 @@ static void check_cluster(doctor_t *d, const pc_config_t *cfg) {
     char what[300], start[300];
     snprintf(what, sizeof what, "tablet %s", t->name);
     snprintf(start, sizeof start, "tablet --name %s", t->name);
+    /* a server started from this configuration must agree with ZooKeeper's
+     * map of the tablet's rows, or it is refused: say so instead */
+    if (st != PC_OK && cfg->zookeeper.set && !coord_tried++) {
+      pc_zk_options_t zo = pc_config_zk(cfg);
+      pc_error_t cerr;
+      coord = pc_coord_open(&zo, 0, d->timeout_ms, &cerr);
+    }
+    pc_error_t rerr;
+    if (st != PC_OK && coord &&
+        pc_coord_tablet_range_check(coord, t->name, t->start, t->start_len, t->end, t->end_len,
+                                    d->timeout_ms, &rerr) == PC_INVALID) {
+      char label[600];
+      snprintf(label, sizeof label, "%s %s:%u", what, t->listen.host, (unsigned)t->listen.port);
+      finding(d, 0, label,
+              "does not answer, and a server started from %s would be refused: %s. Reconcile "
+              "the configuration with the map: give tablets[%zu] (\"%s\") the rows ZooKeeper "
+              "holds, which its data was written under (and the tablets next to it theirs, so "
+              "that they still tile the rows); a cluster set up anew takes another "
+              "zookeeper.root",
+              d->ctx->config, rerr.text, i, t->name);
+      continue;
+    }
     check_role(d, what, &t->listen, st, &err, start);
   }
+  pc_coord_close(coord);
 }
 
 /* ---- through the store ------------------------------------------------------------------ */
@@ -262,12 +373,14 @@ static void check_observers(doctor_t *d, pc_db_t *db) {
     else if (o->pending)
       finding(d, 0, what,
               "no live worker runs it, so its column's %llu pending notification%s wait for "
-              "one: start a worker whose plugins register it",
-              (unsigned long long)o->pending, o->pending == 1 ? "" : "s");
+              "one: start a worker whose plugins register it, or, if no plugin registers it "
+              "any more, retire it: 'percolator observers remove %s'",
+              (unsigned long long)o->pending, o->pending == 1 ? "" : "s", o->name);
     else
       finding(d, 0, what,
               "no live worker runs it: its column's notifications will wait for one (start a "
-              "worker whose plugins register it)");
+              "worker whose plugins register it, or, if no plugin registers it any more, "
+              "retire it: 'percolator observers remove %s')", o->name);
   }
   for (size_t k = 0; k < v.ncols; k++) {
     const cli_column_t *c = &v.cols[k];
@@ -297,14 +410,17 @@ static void check_observers(doctor_t *d, pc_db_t *db) {
 }
 
 static int run_doctor(cli_ctx_t *ctx, int argc, char **argv) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
-  int json = 0, c, code;
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"repair", no_argument, NULL, 'R'},
+                                       {0, 0, 0, 0}};
+  int json = 0, repair = 0, c, code;
   while ((c = cli_getopt(ctx, argc, argv, "j", opts, &code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return code;
     if (c == 'j') json = 1;
+    if (c == 'R') repair = 1;
   }
   if (optind < argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
-  doctor_t d = {ctx, json, json_array(), 0, ctx->timeout_ms ? ctx->timeout_ms : 2000};
+  doctor_t d = {ctx, json, repair, 0, json_array(), 0, ctx->timeout_ms ? ctx->timeout_ms : 2000};
   pc_error_t err;
   pc_config_t *cfg = NULL;
   int usable = 1;
@@ -321,6 +437,7 @@ static int run_doctor(cli_ctx_t *ctx, int argc, char **argv) {
     const char *dir = cfg ? cfg->data_dir : ctx->data_dir;
     usable = check_directory(&d, dir);
     if (usable) check_holder(&d, dir);
+    if (d.store_bad) usable = 0; /* the store cannot be read through */
   } else if (usable) {
     int before = d.problems;
     if (cfg->zookeeper.set) check_zookeeper(&d, cfg);
@@ -366,7 +483,9 @@ const cli_verb_t cli_verb_doctor = {
         "  - an embedded data directory: that it exists and is a percolator data\n"
         "    directory of this version; who holds it (nobody, a worker serving it and\n"
         "    whether its serving.json answers, another process) and whether that\n"
-        "    process still lives;\n"
+        "    process still lives; when nobody holds it, that its store opens and every\n"
+        "    entry reads back with its checksum (a missing CURRENT file, a corrupt\n"
+        "    table file are named, with the repair);\n"
         "  - a cluster's configuration: that ZooKeeper answers within the timeout,\n"
         "    that the configured root node exists, that an oracle is elected under\n"
         "    it and answers, and that each role (oracle, tablets) answers;\n"
@@ -375,7 +494,10 @@ const cli_verb_t cli_verb_doctor = {
         "    columns no observer is registered for, parked notifications.\n"
         "Exits 0 when nothing is wrong, 3 when it found a problem.\n",
     .options = "  -j, --json          one object: {\"problems\": N, \"checks\": [{\"ok\", \"what\",\n"
-               "                      \"detail\"}]}\n",
+               "                      \"detail\"}]}\n"
+               "  --repair            rebuild a damaged store of an embedded directory nobody\n"
+               "                      holds (LevelDB's RepairDB: what its files hold is kept,\n"
+               "                      entries in a damaged block are lost)\n",
     .example = "percolator --data /tmp/pc doctor\n"
                "percolator --config cluster.json doctor\n",
 };

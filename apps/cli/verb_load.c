@@ -43,7 +43,11 @@
 #define LINE_SLACK (64u << 10)
 #define READ_CHUNK (1u << 20)
 
-enum { OPT_THREADS = 0x400, OPT_MAX_BYTES, OPT_DELETE, OPT_JSON, OPT_RATE, OPT_JSONL };
+enum { OPT_THREADS = 0x400, OPT_MAX_BYTES, OPT_DELETE, OPT_JSON, OPT_RATE, OPT_JSONL, OPT_VERBOSE };
+
+/* Without --verbose, the skipped inputs of each reason shown on stderr; the
+ * rest are counted, and the summary says how many were not shown. */
+#define SKIPS_SHOWN 3
 
 /* Why an input was skipped. */
 enum {
@@ -77,6 +81,8 @@ typedef struct loader {
   pc_db_t *db;
   size_t max_bytes;
   int json;
+  int verbose; /* every skipped input on stderr */
+  atomic_size_t unshown; /* skipped inputs not shown on stderr */
   pthread_mutex_t out_mu; /* one line at a time on stdout and stderr */
   /* the queue: a bounded list, producer = the main thread */
   pthread_mutex_t mu;
@@ -118,14 +124,16 @@ static void skip(loader_t *l, int why, const char *file, unsigned long line, con
                  ...) __attribute__((format(printf, 5, 6)));
 static void skip(loader_t *l, int why, const char *file, unsigned long line, const char *fmt,
                  ...) {
-  atomic_fetch_add(&l->skipped[why], 1);
+  size_t before = atomic_fetch_add(&l->skipped[why], 1);
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   pthread_mutex_lock(&l->out_mu);
-  if (line)
+  if (!l->verbose && before >= SKIPS_SHOWN)
+    atomic_fetch_add(&l->unshown, 1);
+  else if (line)
     fprintf(stderr, "percolator: load: %s:%lu: %s, skipped\n", file, line, msg);
   else
     fprintf(stderr, "percolator: load: %s: %s, skipped\n", file, msg);
@@ -752,6 +760,11 @@ static int print_summary(loader_t *l, int del) {
   if (del) printf("; not found %zu", absent);
   if (unknown) printf("; outcome unknown %zu", unknown);
   printf("; failed %zu\n", failed);
+  size_t unshown = atomic_load(&l->unshown);
+  if (unshown)
+    fprintf(stderr, "percolator: load: %zu more skipped input%s not shown (the first %d of each "
+            "reason are); 'load --verbose' lists every one\n",
+            unshown, unshown == 1 ? "" : "s", SKIPS_SHOWN);
   return 0;
 }
 
@@ -784,9 +797,10 @@ static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
                                        {"json", no_argument, NULL, OPT_JSON},
                                        {"jsonl", no_argument, NULL, OPT_JSONL},
                                        {"rate", required_argument, NULL, OPT_RATE},
+                                       {"verbose", no_argument, NULL, OPT_VERBOSE},
                                        {0, 0, 0, 0}};
   size_t threads = 8, max_bytes = DEFAULT_MAX_BYTES, per_s = 0;
-  int del = 0, json = 0, jsonl = 0, c, code;
+  int del = 0, json = 0, jsonl = 0, verbose = 0, c, code;
   while ((c = cli_getopt(ctx, argc, argv, "", opts, &code)) != -1) {
     if (c == CLI_GETOPT_EXIT) return code;
     if (c == OPT_THREADS && parse_size(optarg, 1, 64, &threads) != 0)
@@ -796,6 +810,7 @@ static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
     if (c == OPT_DELETE) del = 1;
     if (c == OPT_JSON) json = 1;
     if (c == OPT_JSONL) jsonl = 1;
+    if (c == OPT_VERBOSE) verbose = 1;
     if (c == OPT_RATE && parse_size(optarg, 1, 1000000, &per_s) != 0)
       return cli_usage_error(ctx, "--rate: expected 1..1000000 documents/s, got '%s'", optarg);
   }
@@ -805,7 +820,7 @@ static int run_load(cli_ctx_t *ctx, int argc, char **argv) {
   pc_db_t *db = cli_open_db(ctx, 0);
   if (!db) return CLI_EXIT_ERROR;
 
-  loader_t l = {.ctx = ctx, .db = db, .max_bytes = max_bytes, .json = json,
+  loader_t l = {.ctx = ctx, .db = db, .max_bytes = max_bytes, .json = json, .verbose = verbose,
                 .pace_ns = per_s ? 1000000000u / per_s : 0};
   pthread_mutex_init(&l.out_mu, NULL);
   pthread_mutex_init(&l.mu, NULL);
@@ -884,7 +899,8 @@ const cli_verb_t cli_verb_load = {
         "URL is its path as reached from DIR (symbolic links to files are followed,\n"
         "to directories not).\n"
         "\n"
-        "Bad inputs are reported on stderr (FILE:LINE: reason), counted and skipped:\n"
+        "Bad inputs are reported on stderr (FILE:LINE: reason; the first 3 of each\n"
+        "reason, every one with --verbose), counted and skipped:\n"
         "unreadable files, devices, FIFOs and sockets (never opened for reading),\n"
         "binary files (a NUL byte in the first 8 KiB), files, lines or contents above\n"
         "--max-bytes (never read into memory whole), invalid JSON lines, empty\n"
@@ -912,6 +928,8 @@ const cli_verb_t cli_verb_load = {
         "  --max-bytes N       the largest document, 1..8388608 bytes (default 1048576)\n"
         "  --jsonl             read every FILE as JSON lines, whatever its name\n"
         "  --delete            delete the documents named by the arguments\n"
+        "  --verbose           report every skipped input on stderr (by default the\n"
+        "                      first 3 of each reason, then a count)\n"
         "  --rate N            start at most N documents a second (a steady feed;\n"
         "                      default: as fast as the store takes them)\n"
         "  --json              one JSON object per document on stdout,\n"

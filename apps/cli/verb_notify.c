@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "core/db.h"
 #include "core/error.h"
+#include "core/suggest.h"
 #include "notify/worker.h"
 
 enum { OPT_JSON = 'j', OPT_RETRY = 0x300 };
@@ -98,6 +99,34 @@ static int unescape_arg(const char *arg, char *out, size_t cap, size_t *n) {
   return *n ? 0 : -1;
 }
 
+/* Before a removal: the registered observer closest to a name that is not
+ * registered (into hint), and a warning when live workers run the one named. */
+static void removal_context(cli_ctx_t *ctx, pc_db_t *db, const char *name, size_t n, char *hint,
+                            size_t cap) {
+  hint[0] = '\0';
+  cli_view_t v;
+  pc_error_t err;
+  if (cli_view_load(db, db->dir != NULL, &v, &err) != PC_OK) {
+    cli_view_free(&v);
+    return;
+  }
+  const char **names = calloc(v.nobs ? v.nobs : 1, sizeof *names);
+  for (size_t i = 0; names && i < v.nobs; i++) {
+    const cli_observer_t *o = &v.obs[i];
+    names[i] = o->name;
+    if (strlen(o->name) != n || memcmp(o->name, name, n) != 0 || !o->nworkers) continue;
+    fprintf(stderr, "percolator: observers: warning: observer '%s' is run by %zu live worker%s "
+            "(%s%s): it goes on running there and registers again when that worker starts; "
+            "stop those workers, or remove it from their plugin, first\n",
+            o->name, o->nworkers, o->nworkers == 1 ? "" : "s", v.nworkers ? v.workers[0] : "?",
+            v.nworkers > 1 ? ", ..." : "");
+  }
+  const char *s = names ? pc_suggest(name, n, names, v.nobs) : NULL;
+  if (s) snprintf(hint, cap, "; did you mean '%s'?", s);
+  free(names);
+  cli_view_free(&v);
+}
+
 static int observers_remove(cli_ctx_t *ctx, const char *arg, int json) {
   char name[PC_MAX_ROW];
   size_t n;
@@ -105,6 +134,8 @@ static int observers_remove(cli_ctx_t *ctx, const char *arg, int json) {
     return cli_usage_error(ctx, "remove: '%s' is not an observer's name", arg);
   pc_db_t *db = cli_open_db(ctx, 0);
   if (!db) return CLI_EXIT_ERROR;
+  char hint[PC_MAX_OBSERVER_NAME + 32];
+  removal_context(ctx, db, name, n, hint, sizeof hint);
   pc_error_t err;
   int found = 0;
   pc_status_t st = pc_db_unregister_observed(db, name, n, &found, &err);
@@ -112,8 +143,11 @@ static int observers_remove(cli_ctx_t *ctx, const char *arg, int json) {
   if (st != PC_OK) return cli_pc_error(ctx, &err);
   if (json) printf("{\"removed\":%s}\n", found ? "true" : "false");
   else if (found) printf("observer '%s' removed: its notifications no longer wait for it\n", arg);
-  else printf("observer '%s' was not registered\n", arg);
-  return cli_finish_output(ctx);
+  int code = cli_finish_output(ctx);
+  if (code != CLI_EXIT_OK || found) return code;
+  fprintf(stderr, "percolator: observers: remove: no observer '%s' is registered%s "
+          "('percolator observers' lists them)\n", arg, hint);
+  return CLI_EXIT_NOT_FOUND;
 }
 
 static int run_observers(cli_ctx_t *ctx, int argc, char **argv) {
@@ -142,7 +176,7 @@ const cli_verb_t cli_verb_observers = {
     .run = run_observers,
     .args = "[list] [--json]\nremove NAME",
     .flags = CLI_USES_STORE | CLI_USES_TIMEOUT,
-    .exits = CLI_EXITS_BASIC,
+    .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND),
     .about = "list (the default) shows every observer registered in the store — by any\n"
              "worker, from any configuration — with the table and column it observes,\n"
              "its kind and its state: NAME TABLE COLUMN strong|weak STATE, tab-separated\n"
@@ -154,8 +188,10 @@ const cli_verb_t cli_verb_observers = {
              "remove NAME retires an observer: its record goes, and the notifications of\n"
              "its column no longer wait for it (they are kept until every registered\n"
              "observer of the column has covered them). A worker that still runs it\n"
-             "registers it again when it starts, so stop those first. It also removes a\n"
-             "malformed record (NAME as the listing shows it, C escapes allowed).\n",
+             "registers it again when it starts, so stop those first (it warns when a\n"
+             "live worker runs it). A name that is not registered exits 1, with the\n"
+             "closest registered one. It also removes a malformed record (NAME as the\n"
+             "listing shows it, C escapes allowed).\n",
     .options = "  --json              machine-readable output\n",
     .example = "percolator --config cluster.json observers\n"
                "percolator --config cluster.json observers remove dedup.deleted\n",

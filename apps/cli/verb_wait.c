@@ -87,9 +87,22 @@ static void warn_stalled(waiter_t *w) {
       sep = ", ";
       named = 1;
     }
-    fputs(named ? ", which no live worker runs (start one: 'percolator worker')\n"
-                : " and no observer is registered for them\n",
-          stderr);
+    if (named) {
+      fputs(", which no live worker runs: start a worker whose plugins register it, or, if no "
+            "plugin registers it any more, retire it: ", stderr);
+      sep = "";
+      for (size_t i = 0; i < v->nobs; i++) {
+        const cli_observer_t *o = &v->obs[i];
+        if (strcmp(o->table, c->table) || o->clen != c->clen ||
+            memcmp(o->col, c->col, c->clen) || o->nworkers)
+          continue;
+        fprintf(stderr, "%s'percolator observers remove %s'", sep, o->name);
+        sep = ", ";
+      }
+      fputc('\n', stderr);
+    } else {
+      fputs(" and no observer is registered for them\n", stderr);
+    }
   }
 }
 

@@ -20,7 +20,9 @@ static int run_init(cli_ctx_t *ctx, int argc, char **argv) {
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   pc_db_t *db = cli_open_db(ctx, 1);
   if (!db) return CLI_EXIT_ERROR;
-  if (!db->dir) /* a cluster's client: its daemons create their own directories */
+  if (!db->dir && !ctx->config) /* reached through the worker that serves it */
+    printf("data directory '%s' is ready (a worker serves it)\n", ctx->data_dir);
+  else if (!db->dir) /* a cluster's client: its daemons create their own directories */
     printf("'%s' describes a cluster: its daemons create their data directories\n", ctx->config);
   else
     printf("data directory '%s' is ready\n", db->dir);
