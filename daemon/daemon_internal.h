@@ -70,6 +70,14 @@ typedef struct workers {
   pthread_mutex_t swap; /* held by a reload while it replaces worker and plugins */
   pc_worker_options_t opts; /* as started, for starting it again on a reload */
   char journal[4096];        /* opts.journal_dir's text when it is ours */
+  /* what the reporter watches of a cluster, to log outages as they start
+   * and end: the leading oracle, and each tablet's server */
+  const pc_config_t *cluster; /* NULL: not a cluster's client */
+  pc_tso_locator_t *tso;
+  char tso_leader[300];
+  uint64_t tso_down_ms;       /* when the oracle stopped answering (0: it answers) */
+  char (*tablet_addr)[300];   /* per tablet of cluster: its server ("" none) */
+  uint64_t *tablet_down_ms;   /* per tablet: since when none serves it (0: served) */
   pc_http_t *http;
   /* the worker's record in the system table (for `status`) */
   char row[300];

@@ -171,12 +171,66 @@ static void notice_plugin_changes(workers_t *w) {
   pthread_mutex_unlock(&w->swap);
 }
 
+/* Logs an outage of the cluster as it starts and as it ends: the leading
+ * oracle that stops answering (a failover follows once ZooKeeper ends its
+ * session) and answers again, or another takes the lead; a tablet that no
+ * live server holds (ZooKeeper ended its server's session) and is served
+ * again. Observer runs meanwhile fail and are retried; these lines say why. */
+static void watch_cluster(workers_t *w) {
+  if (!w->cluster) return;
+  pc_error_t err;
+  if (w->tso) {
+    uint64_t last;
+    char leader[300] = "";
+    int ok = pc_tso_locator_info(w->tso, 1000, &last, &err) == PC_OK;
+    pc_tso_locator_members(w->tso, leader, sizeof leader, NULL, 0);
+    uint64_t now = pc_now_mono_ms();
+    if (!ok && !w->tso_down_ms) {
+      w->tso_down_ms = now;
+      pc_log(PC_LOG_WARN, "workers: the leading oracle%s%s does not answer (%s): transactions "
+             "wait, and a standby takes over once ZooKeeper ends its session",
+             leader[0] ? " " : "", leader, err.text);
+    } else if (ok && w->tso_down_ms) {
+      pc_log(PC_LOG_WARN, "workers: oracle %s answers as the leader again, after %.1f s%s",
+             leader, (double)(now - w->tso_down_ms) / 1000.0,
+             strcmp(leader, w->tso_leader) != 0 ? " (a failover)" : "");
+      w->tso_down_ms = 0;
+    } else if (ok && w->tso_leader[0] && strcmp(leader, w->tso_leader) != 0) {
+      pc_log(PC_LOG_INFO, "workers: oracle %s leads now (%s led)", leader, w->tso_leader);
+    }
+    if (ok) snprintf(w->tso_leader, sizeof w->tso_leader, "%s", leader);
+  }
+  for (size_t i = 0; w->tablet_addr && i < w->cluster->ntablets; i++) {
+    const char *name = w->cluster->tablets[i].name;
+    char addr[300];
+    if (pc_coord_tablet_owner(w->db->coordination, name, 0, 1000, addr, sizeof addr, NULL,
+                              &err) != PC_OK)
+      continue; /* ZooKeeper does not answer: its own outage, logged by the session */
+    uint64_t now = pc_now_mono_ms();
+    if (!addr[0] && !w->tablet_down_ms[i]) {
+      w->tablet_down_ms[i] = now;
+      pc_log(PC_LOG_WARN, "workers: tablet %s has no live server%s%s%s: observer runs on its "
+             "rows fail and are retried until one serves it", name,
+             w->tablet_addr[i][0] ? " (" : "", w->tablet_addr[i],
+             w->tablet_addr[i][0] ? "'s session ended)" : "");
+    } else if (addr[0] && w->tablet_down_ms[i]) {
+      pc_log(PC_LOG_WARN, "workers: tablet %s is served again, by %s, after %.1f s without a "
+             "server", name, addr, (double)(now - w->tablet_down_ms[i]) / 1000.0);
+      w->tablet_down_ms[i] = 0;
+    } else if (addr[0] && w->tablet_addr[i][0] && strcmp(addr, w->tablet_addr[i]) != 0) {
+      pc_log(PC_LOG_INFO, "workers: tablet %s moved from %s to %s", name, w->tablet_addr[i], addr);
+    }
+    if (addr[0]) snprintf(w->tablet_addr[i], sizeof w->tablet_addr[i], "%s", addr);
+  }
+}
+
 static void *report_main(void *arg) {
   workers_t *w = arg;
   pthread_mutex_lock(&w->mu);
   while (!w->stop) {
     pthread_mutex_unlock(&w->mu);
     notice_plugin_changes(w);
+    watch_cluster(w);
     json_t *state = worker_state(w);
     if (state) write_worker_record(w, state);
     json_decref(state);
@@ -250,6 +304,19 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
       return err->code;
     }
   }
+  if (cluster_path && w->db->coordination) { /* outages of the cluster are logged */
+    pc_error_t werr;
+    w->cluster = cfg;
+    w->tso = pc_tso_locator_on(w->db->coordination, &d->auth, &werr);
+    w->tablet_addr = calloc(cfg->ntablets ? cfg->ntablets : 1, sizeof *w->tablet_addr);
+    w->tablet_down_ms = calloc(cfg->ntablets ? cfg->ntablets : 1, sizeof *w->tablet_down_ms);
+    if (!w->tablet_addr || !w->tablet_down_ms) {
+      free(w->tablet_addr);
+      free(w->tablet_down_ms);
+      w->tablet_addr = NULL;
+      w->tablet_down_ms = NULL;
+    }
+  }
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
   snprintf(w->row, sizeof w->row, "worker/%s:%d", host, (int)getpid());
@@ -294,6 +361,9 @@ void pc_daemon_workers_stop(pc_daemon_t *d) {
     memset(w, 0, sizeof *w);
     return;
   }
+  pc_tso_locator_destroy(w->tso); /* before the session it follows the election on */
+  free(w->tablet_addr);
+  free(w->tablet_down_ms);
   pc_db_close(w->db);
   pc_plugins_unload(w->plugins, w->nplugins);
   pc_registry_free(w->registry);

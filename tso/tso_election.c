@@ -168,9 +168,10 @@ static int lead(pc_tso_node_t *n) {
    * to the next, not from an answer to the next sending), so that the lease
    * stays unbroken while a round trip takes up to a quarter of the timeout */
   uint64_t next = pc_now_mono_ms() + session_ms(n) / 6;
+  int stopping = 0;
   for (;;) {
     uint64_t now = pc_now_mono_ms();
-    if (node_wait(n, next > now ? (uint32_t)(next - now) : 0)) break;
+    if ((stopping = node_wait(n, next > now ? (uint32_t)(next - now) : 0))) break;
     if (pc_now_mono_ms() < next) continue; /* woken early by a watch */
     if (atomic_load(&b->fenced) || pc_zk_state(n->zk) == PC_ZK_EXPIRED) break;
     uint64_t sent = pc_now_mono_ms();
@@ -184,10 +185,12 @@ static int lead(pc_tso_node_t *n) {
   pthread_rwlock_wrlock(&n->lk);
   n->oracle = NULL;
   pthread_rwlock_unlock(&n->lk);
-  pc_log(PC_LOG_WARN, "tso: no longer leading (%s)",
-         atomic_load(&b->fenced)                     ? "another oracle took over"
+  /* a clean stop hands the lead over on purpose: not a warning */
+  pc_log(stopping ? PC_LOG_INFO : PC_LOG_WARN, "tso: no longer leading (%s)",
+         stopping                                    ? "stopping: a standby takes over"
+         : atomic_load(&b->fenced)                   ? "another oracle took over"
          : pc_zk_state(n->zk) == PC_ZK_EXPIRED       ? "session expired"
-                                                     : "stopping or election node gone");
+                                                     : "its election node is gone");
   pc_oracle_close(o); /* frees b */
   return 1;
 }

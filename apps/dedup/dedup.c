@@ -76,7 +76,12 @@
  * parked, `percolator failures`; a batch that would exceed the limits runs
  * its clusters one by one).
  *
+ * Configuration (workers.plugins[].config): {"batch_max": 1..4096}, the cells
+ * a batched run of dedup and dedup.index takes (512 by default); an unknown
+ * key is refused with the closest known one.
+ *
  * `percolator check` recomputes all of this from the docs table. */
+#include <jansson.h>
 #include <percolator/observer.h>
 
 #include <stdio.h>
@@ -411,26 +416,99 @@ static pc_status_t observe_docs(void *state, pc_txn_t *txn, const pc_notified_ce
   return st;
 }
 
+/* ---- configuration ------------------------------------------------------------- */
+
+/* The keys workers.plugins[].config may give, checked as the CLI checks its
+ * options: an unknown one is refused with the closest known one. */
+static const char *const config_keys[] = {"batch_max"};
+#define NKEYS (sizeof config_keys / sizeof config_keys[0])
+
+/* Levenshtein distance of a and b (short strings: a key). */
+static size_t distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63) return 64;
+  size_t row[64];
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t up = row[j];
+      size_t best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+/* Reads config_json: {"batch_max": 1..4096} (the cells a batched run takes,
+ * DD_BATCH_DEFAULT when absent). */
+static pc_status_t read_config(const char *config_json, size_t *batch_max, pc_error_t *err) {
+  json_error_t je;
+  json_t *o = json_loads(config_json ? config_json : "{}", 0, &je);
+  if (!o || !json_is_object(o)) {
+    snprintf(err->text, sizeof err->text, "config: expected a JSON object%s%s",
+             o ? "" : ": ", o ? "" : je.text);
+    json_decref(o);
+    return err->code = PC_INVALID;
+  }
+  const char *key;
+  json_t *v;
+  pc_status_t st = PC_OK;
+  json_object_foreach(o, key, v) {
+    if (strcmp(key, "batch_max") == 0) {
+      if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096) {
+        snprintf(err->text, sizeof err->text, "config: batch_max: expected 1..4096");
+        st = PC_INVALID;
+        break;
+      }
+      *batch_max = (size_t)json_integer_value(v);
+      continue;
+    }
+    const char *close = NULL;
+    size_t best = 3;
+    for (size_t k = 0; k < NKEYS; k++) {
+      size_t dist = distance(key, config_keys[k]);
+      if (dist < best && dist <= strlen(config_keys[k]) / 2) best = dist, close = config_keys[k];
+    }
+    if (close)
+      snprintf(err->text, sizeof err->text, "config: unknown key \"%.100s\"; did you mean "
+               "\"%s\"?", key, close);
+    else
+      snprintf(err->text, sizeof err->text, "config: unknown key \"%.100s\" (dedup takes "
+               "\"batch_max\")", key);
+    st = PC_INVALID;
+    break;
+  }
+  json_decref(o);
+  return st == PC_OK ? PC_OK : (err->code = st);
+}
+
 /* ---- registration ------------------------------------------------------------ */
 
 pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const char *config_json,
                            pc_error_t *err) {
-  (void)config_json;
   if (!PC_HOST_HAS(api, txn_get_many)) {
     snprintf(err->text, sizeof err->text,
              "this host implements observer ABI %d.%d; dedup needs 1.1 (txn_get_many)",
              api->abi_major, api->abi_minor);
     return err->code = PC_INVALID;
   }
+  /* Both batched observers take up to DD_BATCH_DEFAULT cells a run, above
+   * the host's default: under a backlog a larger run commits less often and
+   * the index writes each term's chunk once for all of the run's clusters,
+   * so the store holds fewer, larger chunks. Past this size the gain
+   * flattens while a batch that fails sends more cells to run alone
+   * (docs/BENCHMARKS.md, "Batches of 512"). */
+  enum { DD_BATCH_DEFAULT = 512 };
+  size_t batch_max = DD_BATCH_DEFAULT;
+  pc_status_t cst = read_config(config_json, &batch_max, err);
+  if (cst != PC_OK) return cst;
   host = api;
   dd_index_set_host(api);
-  /* Both batched observers take up to DD_BATCH_MAX cells a run, above the
-   * host's default: under a backlog a larger run commits less often and the
-   * index writes each term's chunk once for all of the run's clusters, so
-   * the store holds fewer, larger chunks. Past this size the gain flattens
-   * while a batch that fails sends more cells to run alone
-   * (docs/BENCHMARKS.md, "Batches of 512"). */
-  enum { DD_BATCH_MAX = 512 };
   static const struct {
     const char *name, *table, *column;
     pc_observer_kind_t kind;
@@ -449,7 +527,7 @@ pc_status_t pc_plugin_init(const pc_host_api_t *api, pc_plugin_reg_t *reg, const
                              .kind = defs[i].kind,
                              .observe = defs[i].fn,
                              .observe_batch = defs[i].batch,
-                             .batch_max = defs[i].batch ? DD_BATCH_MAX : 0};
+                             .batch_max = defs[i].batch ? batch_max : 0};
     pc_status_t st = api->register_observer(reg, &def, err);
     if (st != PC_OK) return st;
   }
