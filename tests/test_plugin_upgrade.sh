@@ -119,3 +119,58 @@ kill -TERM "$W"
 wait_exit "$W" 40
 [ "$RC" = 0 ] || fail "the worker should exit 0 on SIGTERM, not $RC"
 pass "a broken build on SIGHUP: refused naming the file, v2 goes on"
+
+# ---- 4. a rolling restart against a cluster ------------------------------------------------------
+
+cp "$V1" roll.so
+setsid "$CLI" playground --dir "$WORK/pg" --plugin "$WORK/roll.so" --ready-file pg.json \
+  >pg.out 2>pg.err &
+PG=$!
+PIDS+=("$PG")
+for _ in $(seq 1 1800); do
+  [ -s pg.json ] && break
+  kill -0 "$PG" 2>/dev/null || fail "the playground did not start: $(cat pg.err)"
+  sleep 0.05
+done
+[ -s pg.json ] || fail "the playground did not start within 90 s"
+for _ in $(seq 1 100); do grep -q "Ctrl-C stops" pg.out && break; sleep 0.05; done
+C="$WORK/pg/cluster.json"
+pcc() { run_cli 30 --config "$C" "$@"; }
+ctag() { pcc get docs "$1" ver:tag; [ "$RC" = 0 ] && printf '%s' "$OUT"; }
+for i in 1 2 3; do pcc set docs "r$i" raw:text "old $i"; [ "$RC" = 0 ] || fail "set r$i: $(cat last.err)"; done
+pcc wait --timeout-s 60
+[ "$RC" = 0 ] || fail "wait (v1 in the cluster): $(cat last.err)"
+[ "$(ctag r1)" = v1 ] || fail "r1 should be observed by v1: '$(ctag r1)'"
+old_worker=$(sed -n 's/^  worker-1 .* pid \([0-9]*\) .*/\1/p' pg.out)
+[ -n "$old_worker" ] || fail "no worker-1 pid: $(cat pg.out)"
+# the procedure: the new build over the file, a worker on it started, the old one stopped
+cp "$V2" roll.so
+"$CLI" --config "$C" worker --ready-file w2.ready 2>w2.log &
+W2=$!
+PIDS+=("$W2")
+wait_file w2.ready "$W2"
+(
+  for i in $(seq 1 20); do
+    timeout -k 5 30 "$CLI" --config "$C" set docs "s$i" raw:text "during the roll $i" >/dev/null 2>>roll.err || echo "s$i" >>roll.failed
+  done
+) &
+WR=$!
+PIDS+=("$WR")
+kill -TERM "$old_worker"
+wait "$WR"
+[ -s roll.failed ] && fail "writes failed during the rolling restart: $(cat roll.failed) $(cat roll.err)"
+for _ in $(seq 1 600); do grep -q "worker-1 exited with status 0" pg.out && break; sleep 0.05; done
+grep -q "worker-1 exited with status 0" pg.out || fail "the old worker did not stop cleanly: $(tail -3 pg.out)"
+pcc set docs t1 raw:text "after the roll"
+pcc wait --timeout-s 60
+[ "$RC" = 0 ] || fail "wait after the rolling restart: $(cat last.err)"
+missing=""
+for i in $(seq 1 20); do t=$(ctag "s$i"); case "$t" in v1 | v2) ;; *) missing="$missing s$i($t)" ;; esac; done
+[ -z "$missing" ] || fail "documents written during the rolling restart were not observed:$missing"
+[ "$(ctag t1)" = v2 ] || fail "t1, written after the roll, should be observed by v2: '$(ctag t1)'"
+kill -TERM "$W2"
+wait_exit "$W2" 40
+[ "$RC" = 0 ] || fail "the new worker should exit 0, not $RC"
+kill -INT -- "-$PG"
+wait_exit "$PG" 120
+pass "a rolling restart: a v2 worker started, the v1 worker stopped, every document observed"
