@@ -166,6 +166,9 @@ t "scan: unknown option, suggested" 2 "unknown option '--jsn'.*did you mean '--j
 t "scan: cluster down" 3 "zookeeper 127.0.0.1:1: no server answered" --config down.json --timeout 1s scan t
 t "txn: data directory missing" 3 "$MISSING" --data "$WORK/nowhere" txn
 t "txn: extra argument" 2 "unexpected argument" "${D[@]}" txn now
+t "playground: workers without a plugin" 2 "--workers needs a --plugin" playground --workers 2
+t "playground: a missing plugin" 3 "playground: plugin nosuch.so: No such file" playground --plugin nosuch.so --dir "$WORK/pg-none"
+t "playground: with --config" 2 "writes its own configuration" --config "$WORK/none.json" playground
 t "gc: held by another process" 3 "in use by another process" --data "$WORK/held" gc
 t "gc: extra argument" 2 "unexpected argument 'now'" "${D[@]}" gc now
 t "status: cluster down" 3 "status: 3 daemons down" --config down.json --timeout 1s status

@@ -156,7 +156,7 @@ static void print_exit_table(FILE *out) {
 static void print_global_help(FILE *out) {
   fputs(global_usage, out);
   for (size_t i = 0; i < NVERBS; i++)
-    fprintf(out, "  %-9s %s\n", verbs[i]->name, verbs[i]->summary);
+    fprintf(out, "  %-10s %s\n", verbs[i]->name, verbs[i]->summary);
   fputc('\n', out);
   print_exit_table(out);
   fputs("\nExample:\n"
