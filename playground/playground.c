@@ -613,7 +613,7 @@ pc_status_t pc_pg_restart(pc_pg_t *p, size_t i, int moved, uint32_t wait_ms, pc_
     return PC_OK;
   }
   const char *config = p->daemons_config;
-  char restart[PATH_MAX + 64];
+  char restart[PATH_MAX + 128];
   pc_status_t st = PC_OK;
   if (r->kind == PC_PG_WORKER) {
     config = p->client_config;
