@@ -445,6 +445,12 @@ pc_repl_host_t *pc_repl_host_open(const pc_repl_options_t *o, int *fresh, pc_err
   return h;
 }
 
+void pc_repl_host_groups(pc_repl_host_t *h, void (*fn)(void *ctx, const char *group), void *ctx) {
+  pc_error_t err;
+  if (pc_raft_log_groups(h->log, fn, ctx, &err) != PC_OK)
+    pc_log(PC_LOG_WARN, "replication: %s", err.text);
+}
+
 int pc_repl_host_has(pc_repl_host_t *h, const char *group) {
   pc_raft_stored_t s;
   int found = 0;

@@ -102,6 +102,9 @@ pc_status_t pc_repl_host_replica(pc_repl_host_t *h, const char *group, pc_replic
                                  const char *const *voters, size_t nvoters, pc_replica_t **out,
                                  pc_error_t *err);
 
+/* Calls fn for each group this server holds state of. */
+void pc_repl_host_groups(pc_repl_host_t *h, void (*fn)(void *ctx, const char *group), void *ctx);
+
 /* Whether this server holds state of group. */
 int pc_repl_host_has(pc_repl_host_t *h, const char *group);
 
