@@ -121,6 +121,10 @@ role_t *pc_daemon_new_role(pc_daemon_t *d, role_kind_t kind, const char *name, p
 pc_status_t pc_daemon_serve(pc_daemon_t *d, role_t *r, const pc_endpoint_t *listen,
                             const pc_endpoint_t *http, pc_rpc_handler_fn handler, void *hctx,
                             int (*runs_inline)(uint8_t op), pc_error_t *err);
+/* Handler threads of a replicated server's port: its writes wait on their
+ * handler thread until their log entries commit, so that many can be
+ * replicated at once (one fsync of the log for all of them). */
+#define PC_DAEMON_SERVER_WORKERS 32
 /* mkdir -p, private to this user */
 pc_status_t pc_daemon_make_dir(const char *path, pc_error_t *err);
 /* "host:port" where clients reach a server listening at host:port */

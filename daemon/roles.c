@@ -132,6 +132,7 @@ pc_status_t pc_daemon_serve(pc_daemon_t *d, role_t *r, const pc_endpoint_t *list
   o.reply_memory = (size_t)l->reply_memory_mb << 20;
   o.reply_timeout_ms = l->reply_timeout_ms;
   o.in_process = 1; /* this process's workers and collector call it directly */
+  if (r->kind == ROLE_SERVER) o.workers = PC_DAEMON_SERVER_WORKERS;
   r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
   if (!r->rpc) {
     pc_error_prefix(err, "%s", r->name);

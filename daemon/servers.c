@@ -43,8 +43,12 @@ static stab_t *find_tab(role_t *r, const char *name, size_t nlen) {
   return found;
 }
 
+/* Raft's messages run on the I/O thread too: their handler only hands them
+ * to the Raft thread, and they must never wait behind the tablet ops that
+ * occupy the handler threads waiting for their entries to commit, which
+ * needs those very messages. */
 static int server_runs_inline(uint8_t op) {
-  return op == PC_TABLET_OP_ROUTED_READ || pc_tablet_rpc_runs_inline(op);
+  return op == PC_TABLET_OP_ROUTED_READ || op == PC_REPL_OP_RAFT || pc_tablet_rpc_runs_inline(op);
 }
 
 static pc_status_t server_handler(void *ctx, uint8_t op, const char *body, size_t len,

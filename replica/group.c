@@ -343,6 +343,12 @@ pc_status_t group_may_read(pc_replica_t *r, pc_error_t *err) {
   return PC_OK;
 }
 
+pc_status_t group_read_held(pc_replica_t *r, uint64_t term) {
+  return atomic_load(&r->ready_term) == term && pc_now_mono_ms() < atomic_load(&r->lease_until)
+             ? PC_OK
+             : PC_UNAVAILABLE;
+}
+
 int pc_replica_wait_leader(pc_replica_t *r, uint32_t timeout_ms) {
   uint64_t until = pc_now_mono_ms() + timeout_ms;
   pthread_mutex_lock(&r->wait_mu);

@@ -184,6 +184,8 @@ void gen_release(pc_replica_t *r, gen_t *g);
  * the leader it knows of. */
 pc_status_t group_may_write(pc_replica_t *r, pc_error_t *err);
 pc_status_t group_may_read(pc_replica_t *r, pc_error_t *err);
+/* PC_OK when r still leads in term under its lease (a read's check once done). */
+pc_status_t group_read_held(pc_replica_t *r, uint64_t term);
 /* "tablet T: server S does not lead it (leader: ...)" */
 pc_status_t group_not_leader(pc_replica_t *r, const char *why, pc_error_t *err);
 

@@ -38,11 +38,49 @@ typedef struct rstore {
     return st_;                                                \
   } while (0)
 
+/* A read also checks once it is done that the lease still holds in the
+ * term it began in: a read can wait (for a one-phase commit's latch), and a
+ * leader deposed meanwhile may then have read a state from before entries
+ * that the next leader committed and acknowledged. Holding at the end, the
+ * lease held throughout: no other leader was elected before it runs out.
+ * on_refuse releases what the read returned. */
+#define READ(base, call, on_refuse)                            \
+  do {                                                         \
+    pc_replica_t *r_ = REP(base);                              \
+    pc_status_t st_ = group_may_read(r_, err);                 \
+    if (st_ != PC_OK) return st_;                              \
+    uint64_t term_ = pc_replica_checked_term;                  \
+    gen_t *g = gen_acquire(r_);                                \
+    if (!g) {                                                  \
+      pc_replica_checked_term = 0;                             \
+      return group_not_leader(r_, "holds no store of it", err); \
+    }                                                          \
+    st_ = (call);                                              \
+    gen_release(r_, g);                                        \
+    pc_replica_checked_term = 0;                               \
+    if (group_read_held(r_, term_) != PC_OK) {                 \
+      on_refuse;                                               \
+      return group_not_leader(r_, "lost its lease while it read", err); \
+    }                                                          \
+    return st_;                                                \
+  } while (0)
+
 #define S (g->store)
+
+/* A get's answer, given up. */
+static void drop_get(pc_status_t st, char **value, size_t *vlen, pc_lock_info_t *lock) {
+  if (st == PC_OK) {
+    pc_free(*value);
+    *value = NULL;
+    *vlen = 0;
+  } else if (st == PC_LOCKED) {
+    pc_lock_info_free(lock);
+  }
+}
 
 static pc_status_t r_get(pc_store_t *s, const pc_cell_t *cell, uint64_t read_ts, char **value,
                          size_t *vlen, pc_lock_info_t *lock, pc_error_t *err) {
-  RUN(s, group_may_read, S->ops->get(S, cell, read_ts, value, vlen, lock, err));
+  READ(s, S->ops->get(S, cell, read_ts, value, vlen, lock, err), drop_get(st_, value, vlen, lock));
 }
 
 /* get_fresh's timestamp, then the lease: the read must come after a moment
@@ -64,8 +102,8 @@ static pc_status_t r_get_fresh(pc_store_t *s, const pc_cell_t *cell, pc_ts_sourc
                                void *ts_ctx, uint64_t *read_ts, char **value, size_t *vlen,
                                pc_lock_info_t *lock, pc_error_t *err) {
   fresh_ts_t f = {ts_source, ts_ctx, REP(s)};
-  RUN(s, group_may_read,
-      S->ops->get_fresh(S, cell, fresh_source, &f, read_ts, value, vlen, lock, err));
+  READ(s, S->ops->get_fresh(S, cell, fresh_source, &f, read_ts, value, vlen, lock, err),
+       drop_get(st_, value, vlen, lock));
 }
 
 static pc_status_t r_prewrite(pc_store_t *s, const pc_mutation_t *muts, size_t n,
@@ -108,20 +146,21 @@ static pc_status_t r_scan(pc_store_t *s, const char *table, const char *start, s
                           const char *start_col, size_t sclen, const char *end, size_t elen,
                           uint64_t read_ts, size_t limit, pc_store_cell_fn fn, void *ctx,
                           pc_lock_info_t *lock, pc_error_t *err) {
-  RUN(s, group_may_read,
-      S->ops->scan(S, table, start, slen, start_col, sclen, end, elen, read_ts, limit, fn, ctx,
-                   lock, err));
+  READ(s,
+       S->ops->scan(S, table, start, slen, start_col, sclen, end, elen, read_ts, limit, fn, ctx,
+                    lock, err),
+       if (st_ == PC_LOCKED) pc_lock_info_free(lock));
 }
 
 static pc_status_t r_raw_scan(pc_store_t *s, const char *table, const char *start, size_t slen,
                               const char *end, size_t elen, pc_raw_cell_fn fn, void *ctx,
                               pc_error_t *err) {
-  RUN(s, group_may_read, S->ops->raw_scan(S, table, start, slen, end, elen, fn, ctx, err));
+  READ(s, S->ops->raw_scan(S, table, start, slen, end, elen, fn, ctx, err), (void)0);
 }
 
 static pc_status_t r_scan_locks(pc_store_t *s, uint64_t below, pc_store_lock_fn fn, void *ctx,
                                 pc_error_t *err) {
-  RUN(s, group_may_read, S->ops->scan_locks(S, below, fn, ctx, err));
+  READ(s, S->ops->scan_locks(S, below, fn, ctx, err), (void)0);
 }
 
 static pc_status_t r_gc(pc_store_t *s, uint64_t safe_point, uint32_t rate,
@@ -132,7 +171,7 @@ static pc_status_t r_gc(pc_store_t *s, uint64_t safe_point, uint32_t rate,
 static pc_status_t r_scan_notify(pc_store_t *s, uint32_t lo, uint32_t hi,
                                  const pc_notification_t *after, size_t limit,
                                  pc_store_notify_fn fn, void *ctx, pc_error_t *err) {
-  RUN(s, group_may_read, S->ops->scan_notify(S, lo, hi, after, limit, fn, ctx, err));
+  READ(s, S->ops->scan_notify(S, lo, hi, after, limit, fn, ctx, err), (void)0);
 }
 
 static pc_status_t r_clear_notify(pc_store_t *s, pc_notify_clear_t *clear, pc_error_t *err) {
@@ -146,7 +185,7 @@ static pc_status_t r_observer_update(pc_store_t *s, const pc_store_observer_t *o
 
 static pc_status_t r_observer_list(pc_store_t *s, pc_store_observer_fn fn, void *ctx,
                                    pc_error_t *err) {
-  RUN(s, group_may_read, S->ops->observer_list(S, fn, ctx, err));
+  READ(s, S->ops->observer_list(S, fn, ctx, err), (void)0);
 }
 
 static uint64_t r_gc_safe_point(pc_store_t *s) {

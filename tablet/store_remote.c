@@ -964,9 +964,19 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     f[k].p = NULL;
     link_t *l = f[k].link;
     f[k].link = NULL;
-    if (!l) continue; /* no live server: err says so */
+    if (!l) { /* no live server: err says so; a replicated tablet's is looked for */
+      if (s->t[i].replicated) f[k].st = call(s, i, op, &f[k].body, &f[k].reply, &f[k].r, &f[k].err);
+      continue;
+    }
     if (f[k].st != PC_OK) {
       f[k].reply.len = 0;
+      if (f[k].st == PC_UNAVAILABLE && !sent && s->t[i].replicated) {
+        /* never sent: once more, alone, wherever the tablet's leader is */
+        link_put(l);
+        ask_refresh(s, i);
+        f[k].st = call(s, i, op, &f[k].body, &f[k].reply, &f[k].r, &f[k].err);
+        continue;
+      }
       if (f[k].st == PC_UNAVAILABLE) {
         ask_refresh(s, i);
         if (!sent && same_link(s, i, l) && refused(s, i, l, &f[k].err)) {

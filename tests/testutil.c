@@ -55,6 +55,16 @@ static void write_file(const char *path, const char *text) {
   if (!f || fputs(text, f) < 0 || fclose(f) != 0) die(path, NULL);
 }
 
+static const char *const server_names[3] = {"s1", "s2", "s3"};
+
+/* PERCOLATOR_TEST_REPLICAS=3: the cluster's tablets are Raft groups, a
+ * replica of each on each of three servers (s1, s2, s3), instead of a
+ * server per tablet. */
+static int replicated(void) {
+  const char *p = getenv("PERCOLATOR_TEST_REPLICAS");
+  return p && atoi(p) > 1;
+}
+
 /* Starts `cli --config cfg VERB [--name NAME] --ready-file dir/LOG.ready` with
  * its output in dir/LOG.log; it gets SIGTERM if this process dies. */
 static pid_t spawn_daemon(const char *dir, const char *cfg, const char *verb, const char *name,
@@ -99,8 +109,9 @@ static int ready_port(const char *dir, const char *log, const char *key, const c
   for (int i = 0; i < 6000; i++) { /* up to ~60 s: ZooKeeper sessions on a loaded machine */
     json_t *j = json_load_file(path, 0, NULL);
     if (j) {
-      json_t *o = tablet ? json_object_get(json_object_get(j, "tablets"), tablet)
-                         : json_object_get(j, key);
+      json_t *o = !tablet ? json_object_get(j, key)
+                  : replicated() ? json_object_get(json_object_get(j, "servers"), tablet)
+                                 : json_object_get(json_object_get(j, "tablets"), tablet);
       const char *ep = json_string_value(json_object_get(o, "listen"));
       const char *colon = ep ? strrchr(ep, ':') : NULL;
       int port = colon ? atoi(colon + 1) : -1;
@@ -120,18 +131,39 @@ static int ready_port(const char *dir, const char *log, const char *key, const c
 
 static const char *const tablet_names[3] = {"t1", "t2", "t3"};
 
+
 /* The tests choose their clients' lock TTLs (up to an hour, for locks that
  * must outlive a test's reads): the tablets' cap on them (store.lock_ttl_ms)
  * is set above every one. */
 #define DAEMON_STORE "\"store\":{\"lock_ttl_ms\":3600000},"
 
-/* The "tablets" array with the given listen ports (0 = ephemeral). */
+/* The "tablets" array with the given listen ports (0 = ephemeral); or,
+ * replicated, "servers" with those ports and the tablets' replicas (with
+ * the election timeout the tests expect). */
 static void tablets_json(char *out, size_t cap, const int ports[3]) {
+  if (replicated()) {
+    snprintf(out, cap,
+             "[{\"name\":\"t1\",\"start\":\"\",\"end\":\"acct25\",\"replicas\":[\"s1\",\"s2\",\"s3\"]},"
+             "{\"name\":\"t2\",\"start\":\"acct25\",\"end\":\"r2\",\"replicas\":[\"s1\",\"s2\",\"s3\"]},"
+             "{\"name\":\"t3\",\"start\":\"r2\",\"end\":\"\",\"replicas\":[\"s1\",\"s2\",\"s3\"]}],"
+             "\"servers\":[{\"name\":\"s1\",\"listen\":\"127.0.0.1:%d\"},"
+             "{\"name\":\"s2\",\"listen\":\"127.0.0.1:%d\"},"
+             "{\"name\":\"s3\",\"listen\":\"127.0.0.1:%d\"}],"
+             "\"replication\":{\"election_timeout_ms\":1000}",
+             ports[0], ports[1], ports[2]);
+    return;
+  }
   snprintf(out, cap,
            "[{\"name\":\"t1\",\"listen\":\"127.0.0.1:%d\",\"start\":\"\",\"end\":\"acct25\"},"
            "{\"name\":\"t2\",\"listen\":\"127.0.0.1:%d\",\"start\":\"acct25\",\"end\":\"r2\"},"
            "{\"name\":\"t3\",\"listen\":\"127.0.0.1:%d\",\"start\":\"r2\",\"end\":\"\"}]",
            ports[0], ports[1], ports[2]);
+}
+
+/* The daemons' log level: PERCOLATOR_TEST_LOG (e.g. "info"), "warn" by default. */
+static const char *daemon_log_level(void) {
+  const char *l = getenv("PERCOLATOR_TEST_LOG");
+  return l && (!strcmp(l, "debug") || !strcmp(l, "info") || !strcmp(l, "error")) ? l : "warn";
 }
 
 /* The ZooKeeper server of this program's clusters, started at the first. */
@@ -211,15 +243,16 @@ static void cluster_start(const char *dir) {
   tablets_json(tablets, sizeof tablets, zero);
   snprintf(cfg, sizeof cfg, "%s/daemons0.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"%s\"}," DAEMON_STORE "%s"
            "\"tso\":{\"listen\":\"127.0.0.1:0\"},\"tablets\":%s}\n",
-           dir, zk, tablets);
+           dir, daemon_log_level(), zk, tablets);
   write_file(cfg, text);
   pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso");
   pids[np++] = spawn_daemon(dir, cfg, "tso", NULL, "tso-standby");
+  const char *const *names = replicated() ? server_names : tablet_names;
   for (int i = 0; i < 3; i++) {
-    snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
-    pids[np++] = spawn_daemon(dir, cfg, "tablet", tablet_names[i], log);
+    snprintf(log, sizeof log, "tablet-%s", names[i]);
+    pids[np++] = spawn_daemon(dir, cfg, "tablet", names[i], log);
   }
   /* the pids first, so that tu_rmtree stops them whatever happens next */
   snprintf(cfg, sizeof cfg, "%s/cluster.pids", dir);
@@ -230,16 +263,16 @@ static void cluster_start(const char *dir) {
   int tso = ready_port(dir, "tso", "tso", NULL, pids[0]);
   (void)ready_port(dir, "tso-standby", "tso", NULL, pids[1]);
   for (int i = 0; i < 3; i++) {
-    snprintf(log, sizeof log, "tablet-%s", tablet_names[i]);
-    ports[i] = ready_port(dir, log, NULL, tablet_names[i], pids[2 + i]);
+    snprintf(log, sizeof log, "tablet-%s", names[i]);
+    ports[i] = ready_port(dir, log, NULL, names[i], pids[2 + i]);
   }
   tablets_json(tablets, sizeof tablets, ports);
   /* what clients read, and what a restarted tablet reads to come back on its port */
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
   snprintf(text, sizeof text,
-           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"warn\"}," DAEMON_STORE "%s"
+           "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"%s\"}," DAEMON_STORE "%s"
            "\"tso\":{\"listen\":\"127.0.0.1:%d\"},\"tablets\":%s}\n",
-           dir, zk, tso, tablets);
+           dir, daemon_log_level(), zk, tso, tablets);
   write_file(cfg, text);
 }
 
@@ -298,8 +331,12 @@ static void set_pid(const char *dir, int index, pid_t pid) {
 
 static int cluster_restart(const char *dir, int index, int moved) {
   static const char *const verbs[] = {"tso", "tso", "tablet", "tablet", "tablet"};
-  static const char *const logs[] = {"tso", "tso-standby", "tablet-t1", "tablet-t2", "tablet-t3"};
+  const char *const *logs = (const char *const[]){"tso", "tso-standby", "tablet-t1", "tablet-t2",
+                                                   "tablet-t3"};
+  static const char *const slogs[] = {"tso", "tso-standby", "tablet-s1", "tablet-s2", "tablet-s3"};
   if (index < 0 || index > 4) die("tu_cluster_restart: no such daemon in this cluster", NULL);
+  const char *const *names = replicated() ? server_names : tablet_names;
+  if (replicated()) logs = slogs;
   char cfg[4200], ready[4200];
   /* an elected oracle may come back on any port; a tablet on its own, or,
    * moved, on any (clients find it in ZooKeeper) */
@@ -307,11 +344,11 @@ static int cluster_restart(const char *dir, int index, int moved) {
            index < 2 || moved ? "daemons0.json" : "cluster.json");
   snprintf(ready, sizeof ready, "%s/%s.ready", dir, logs[index]);
   remove(ready);
-  pid_t pid = spawn_daemon(dir, cfg, verbs[index], index >= 2 ? tablet_names[index - 2] : NULL,
+  pid_t pid = spawn_daemon(dir, cfg, verbs[index], index >= 2 ? names[index - 2] : NULL,
                            logs[index]);
   set_pid(dir, index, pid);
   if (index < 2) return ready_port(dir, logs[index], "tso", NULL, pid);
-  return ready_port(dir, logs[index], NULL, tablet_names[index - 2], pid);
+  return ready_port(dir, logs[index], NULL, names[index - 2], pid);
 }
 
 void tu_cluster_restart(const char *dir, int index) { (void)cluster_restart(dir, index, 0); }
@@ -403,7 +440,9 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 void tu_rmtree(char *path) {
   if (!path) return;
   if (cluster_cli()) cluster_stop(path);
-  nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  const char *keep = getenv("PERCOLATOR_TEST_KEEP"); /* for a look at the daemons' logs */
+  if (keep && *keep == '1') fprintf(stderr, "kept %s (PERCOLATOR_TEST_KEEP)\n", path);
+  else nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(path);
 }
 
