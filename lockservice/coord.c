@@ -47,6 +47,7 @@ typedef struct held {
   struct held *next;
   char rel[200];
   char data[600];
+  uint64_t term;         /* a tablet's leadership: its term (0: another node) */
   uint64_t node_session; /* the session its node belongs to, 0: to be made */
   int dropped;           /* let go: the thread skips it */
 } held_t;
@@ -1252,9 +1253,13 @@ pc_status_t pc_coord_server_seen(pc_coord_t *c, const char *name, uint32_t timeo
   return st;
 }
 
+static uint64_t owner_term(const char *identity);
+
 /* Creates h's node for the current session (c->zk, read lock held),
- * replacing a node of another session (a previous holder's, which the
- * caller has decided may go). */
+ * replacing a node of another session (a previous holder's: a server that
+ * died, or this process before an expiry). A tablet's leadership replaces
+ * only an owner of an earlier term: a node of a later term means this
+ * leader was deposed meanwhile, and h is let go (PC_STATE). */
 static pc_status_t create_held(pc_coord_t *c, held_t *h, uint32_t timeout_ms, pc_error_t *err) {
   char parent[200];
   snprintf(parent, sizeof parent, "%s", h->rel);
@@ -1265,10 +1270,28 @@ static pc_status_t create_held(pc_coord_t *c, held_t *h, uint32_t timeout_ms, pc
     st = pc_zk_create(c->zk, h->rel, h->data, strlen(h->data), PC_ZK_EPHEMERAL, NULL, 0,
                       timeout_ms, err);
     if (st != PC_BUSY) break;
-    /* another session's node (a holder that died, or this process before an
-     * expiry): it goes, and ours takes its place */
-    st = pc_zk_delete(c->zk, h->rel, -1, timeout_ms, err);
-    if (st == PC_NOT_FOUND) st = PC_OK;
+    char *held = NULL;
+    size_t hl = 0;
+    int32_t version = -1;
+    if (h->term) {
+      st = pc_zk_get(c->zk, h->rel, NULL, &held, &hl, &version, timeout_ms, err);
+      if (st == PC_NOT_FOUND) {
+        st = PC_OK;
+        continue;
+      }
+      if (st != PC_OK) break;
+      char ident[400] = "";
+      if (parse_owner(held, NULL, 0, NULL, ident, sizeof ident) == 0 && owner_term(ident) > h->term) {
+        free(held);
+        pthread_mutex_lock(&c->mu);
+        h->dropped = 1;
+        pthread_mutex_unlock(&c->mu);
+        return pc_error_set(err, PC_STATE, "%s names a later term", h->rel);
+      }
+      free(held);
+    }
+    st = pc_zk_delete(c->zk, h->rel, version, timeout_ms, err);
+    if (st == PC_NOT_FOUND || st == PC_CONFLICT) st = PC_OK; /* changed meanwhile: look again */
   }
   if (st == PC_OK) h->node_session = pc_zk_session_id(c->zk);
   return st;
@@ -1360,6 +1383,11 @@ pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *ad
     return pc_error_set(err, PC_INVALID, "coordination: bad tablet name '%s'", name);
   held_t *h = held_get(c, rel);
   if (!h) return pc_error_set(err, PC_NOMEM, "out of memory");
+  if (!term) { /* let go now, whether or not ZooKeeper can be told: never made again */
+    pthread_mutex_lock(&c->mu);
+    h->dropped = 1;
+    pthread_mutex_unlock(&c->mu);
+  }
   pthread_rwlock_rdlock(&c->zk_lk);
   pc_status_t st = c->zk ? PC_OK : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
   char *held = NULL;
@@ -1379,10 +1407,9 @@ pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *ad
     uint64_t id = pc_zk_session_id(c->zk);
     if (term) {
       snprintf(h->data, sizeof h->data, "%s %016" PRIx64 " raft:%s:%" PRIu64, addr, id, server, term);
+      h->term = term;
       h->node_session = 0;
       h->dropped = 0;
-    } else {
-      h->dropped = 1;
     }
     pthread_mutex_unlock(&c->mu);
     if (term) {

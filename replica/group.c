@@ -424,6 +424,7 @@ pc_status_t group_propose(void *ctx, const char *cmd, size_t len, pc_error_t *er
   pc_status_t st = PC_FAILPOINT("replica.before_propose", err);
   if (st != PC_OK) {
     raft_free(p.buf.base);
+    st = group_not_leader(r, "refused the operation at replica.before_propose", err);
   } else {
     host_post(r->h, propose_task, &p);
     /* No deadline: the caller holds its rows' latches, which must stay held
@@ -434,7 +435,7 @@ pc_status_t group_propose(void *ctx, const char *cmd, size_t len, pc_error_t *er
     pthread_mutex_lock(&p.mu);
     while (!p.done) pthread_cond_wait(&p.cv, &p.mu);
     pthread_mutex_unlock(&p.mu);
-    if (p.raft_rc == 0) st = PC_OK;
+    if (p.raft_rc == 0) st = PC_FAILPOINT("replica.before_reply", err);
     else if (!p.proposed) st = group_not_leader(r, "does not lead it", err);
     else
       st = pc_error_set(err, PC_TIMEOUT, "tablet %s: server %s lost the leadership while the "
@@ -717,6 +718,9 @@ static void call_append(done_t *d) {
 
 static void written(void *ctx, pc_status_t st) {
   done_t *d = ctx;
+  pc_error_t err;
+  if (st == PC_OK && d->call == call_append && PC_FAILPOINT("replica.after_append", &err) != PC_OK)
+    st = PC_IO_ERROR;
   d->status = st;
   host_post(d->r->h, done_task, d);
 }
@@ -724,6 +728,8 @@ static void written(void *ctx, pc_status_t st) {
 static int io_append(struct raft_io *io, struct raft_io_append *req,
                      const struct raft_entry entries[], unsigned n, raft_io_append_cb cb) {
   pc_replica_t *r = io_rep(io);
+  pc_error_t err;
+  if (PC_FAILPOINT("replica.before_append", &err) != PC_OK) return RAFT_IOERR;
   leveldb_writebatch_t *b = leveldb_writebatch_create();
   for (unsigned i = 0; i < n; i++)
     if (pc_raft_log_put_entry(b, r->group, r->next_index + i, &entries[i]) != 0) {

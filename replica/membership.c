@@ -304,10 +304,14 @@ pc_status_t pc_replica_member(pc_repl_host_t *h, const char *group, int action,
           break;
         }
         int rv = run_change(r, CH_TRANSFER, m.id, NULL, 0, deadline);
-        int ok = rv == 0 && pc_replica_wait_leader(r, 0) == 0;
-        pthread_mutex_lock(&r->hint_mu);
-        ok = ok && r->leader_id == m.id;
-        pthread_mutex_unlock(&r->hint_mu);
+        /* the target leads once this replica hears of it (its hint) */
+        int ok = 0;
+        for (int polls = 0; rv == 0 && !ok && polls < 100 && pc_now_mono_ms() < deadline; polls++) {
+          pthread_mutex_lock(&r->hint_mu);
+          ok = r->leader_id == m.id;
+          pthread_mutex_unlock(&r->hint_mu);
+          if (!ok) pc_sleep_ms(20);
+        }
         if (!ok)
           st = pc_error_set(err, PC_STATE, "tablet %s: the leadership did not move to %s (%s)",
                             group, m.address, rv ? change_error(rv) : "it did not win");

@@ -228,6 +228,8 @@ static pc_status_t open_tablet_map(coord_t *c, pc_db_t *db, const pc_config_t *c
     follow_owner(c, i, addr[0] ? addr : NULL);
   }
   pc_remote_store_set_refresh(db->store, refresh_owner, c);
+  /* a leader that stopped answering is replaced within an election timeout */
+  if (cfg->nservers) pc_remote_store_set_attempt_ms(db->store, cfg->replication.election_timeout_ms);
   return pc_coord_follow_tablets(c->session, (const char *const *)c->tablets, c->ntablets,
                                  follow_owner, c, err);
 }

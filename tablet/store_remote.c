@@ -59,6 +59,7 @@ typedef struct remote {
   pc_tls_t *tls;
   void (*refresh)(void *ctx, size_t tablet);
   void *refresh_ctx;
+  uint32_t attempt_ms; /* a replicated tablet's point operation: one attempt (0: the whole call) */
 } remote_t;
 
 static void link_put(link_t *l) {
@@ -273,6 +274,34 @@ static int retry_replicated(remote_t *s, size_t i, const char *leader, uint64_t 
   return 1;
 }
 
+/* A replicated tablet's point operation may go to a leader that stopped
+ * answering (paused, or cut off) while another was elected: each attempt is
+ * bounded by attempt_ms, and one that ran out is sent again, to wherever
+ * the tablet's leader is then, when sending it twice is harmless: a read,
+ * or an operation of the protocol that answers the same when repeated (a
+ * prewrite meets its own lock, a commit its own record). A one-phase commit
+ * is not: its second attempt would meet its own commit as a conflict. */
+static int point_op(uint8_t op) {
+  switch (op) {
+    case PC_TABLET_OP_GET:
+    case PC_TABLET_OP_GET_FRESH:
+    case PC_TABLET_OP_GET_MANY:
+    case PC_TABLET_OP_PREWRITE:
+    case PC_TABLET_OP_COMMIT:
+    case PC_TABLET_OP_ROLLBACK:
+    case PC_TABLET_OP_CHECK_TXN:
+    case PC_TABLET_OP_HEARTBEAT:
+    case PC_TABLET_OP_CLEAR_NOTIFY:
+    case PC_TABLET_OP_OBSERVER:
+    case PC_TABLET_OP_ONE_PHASE:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static int repeatable(uint8_t op) { return point_op(op) && op != PC_TABLET_OP_ONE_PHASE; }
+
 /* Sends body to tablet i's server. On transport success, *r reads the reply
  * after its status byte, *status is the store status and err holds its
  * message. A commit (store.h) answers PC_UNAVAILABLE only when its request
@@ -295,8 +324,20 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
     }
     int sent;
     uint64_t now = pc_now_mono_ms();
-    pc_status_t st = send_op(s, i, l, op, body, now < until ? (uint32_t)(until - now) : 1, reply,
-                             &sent, err);
+    uint32_t left = now < until ? (uint32_t)(until - now) : 1, bound = left;
+    /* a one-phase commit, which cannot be sent again, waits for two */
+    uint32_t one = repeatable(op) ? s->attempt_ms : 2 * s->attempt_ms;
+    int short_attempt = s->t[i].replicated && s->attempt_ms && point_op(op) && left > one;
+    if (short_attempt) bound = one;
+    pc_status_t st = send_op(s, i, l, op, body, bound, reply, &sent, err);
+    if (st == PC_TIMEOUT && short_attempt) {
+      /* the server did not answer within an attempt: maybe a paused leader */
+      ask_refresh(s, i);
+      if ((!sent || repeatable(op)) && pc_now_mono_ms() < until) {
+        link_put(l);
+        continue;
+      }
+    }
     if (st != PC_OK) {
       reply->len = 0;
       if (st == PC_UNAVAILABLE) {
@@ -1350,6 +1391,10 @@ pc_status_t pc_remote_store_route(pc_store_t *base, size_t i, const char *addr, 
   pthread_mutex_unlock(&t->mu);
   link_put(old); /* calls still on it keep it until they end */
   return PC_OK;
+}
+
+void pc_remote_store_set_attempt_ms(pc_store_t *base, uint32_t ms) {
+  ((remote_t *)base)->attempt_ms = ms;
 }
 
 void pc_remote_store_link_addr(pc_store_t *base, size_t i, char *out, size_t cap) {

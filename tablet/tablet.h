@@ -209,6 +209,12 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
  * Thread-safe; a no-op when nothing changes. */
 pc_status_t pc_remote_store_route(pc_store_t *s, size_t i, const char *addr, pc_error_t *err);
 
+/* Bounds each attempt of a replicated tablet's point operation to ms (a
+ * leader that stopped answering is left for the next one; see
+ * store_remote.c); 0: one attempt takes the whole call. Set before the store
+ * is shared. */
+void pc_remote_store_set_attempt_ms(pc_store_t *s, uint32_t ms);
+
 /* The address tablet i's calls go to now into out ("" none). */
 void pc_remote_store_link_addr(pc_store_t *s, size_t i, char *out, size_t cap);
 
