@@ -774,7 +774,11 @@ typedef struct tref {
   int32_t node, name_node, start_node, end_node;
 } tref_t;
 
-static const char *const tablet_keys[] = {"name", "listen", "http", "data_dir", "start", "end"};
+static const char *const tablet_keys[] = {"name", "listen", "http", "data_dir", "start", "end",
+                                           "replicas"};
+
+static pc_status_t get_server_names(vctx_t *c, const json_t *v, int32_t n, char ***out,
+                                    size_t *count);
 
 static pc_status_t tablet_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   tref_t *r = dst;
@@ -803,7 +807,8 @@ static pc_status_t tablet_field(vctx_t *c, void *dst, int which, const json_t *v
     case 2: return get_endpoint(c, v, n, &t->http);
     case 3: return get_str(c, v, n, &t->data_dir);
     case 4: r->start_node = n; return get_bytes(c, v, n, &t->start, &t->start_len);
-    default: r->end_node = n; return get_bytes(c, v, n, &t->end, &t->end_len);
+    case 5: r->end_node = n; return get_bytes(c, v, n, &t->end, &t->end_len);
+    default: return get_server_names(c, v, n, &t->replicas, &t->nreplicas);
   }
 }
 
@@ -910,9 +915,11 @@ static pc_status_t parse_tablets(vctx_t *c, pc_config_t *cfg, const json_t *arr,
         (tref_t){.t = t, .idx = k, .node = vn, .name_node = -1, .start_node = -1, .end_node = -1};
     size_t old = path_index(c, k);
     if ((st = want_object(c, v, vn)) != PC_OK) break;
-    if ((st = walk(c, v, vn, tablet_keys, 6, tablet_field, &refs[k])) != PC_OK) break;
-    if ((st = require(c, v, vn, "name")) != PC_OK || (st = require(c, v, vn, "listen")) != PC_OK)
+    t->file_index = k;
+    if ((st = walk(c, v, vn, tablet_keys, NKEYS(tablet_keys), tablet_field, &refs[k])) != PC_OK)
       break;
+    /* "listen" or "replicas": checked with "servers" (check_topology) */
+    if ((st = require(c, v, vn, "name")) != PC_OK) break;
     if ((!t->start && !(t->start = strdup(""))) || (!t->end && !(t->end = strdup("")))) {
       st = fail_nomem(c);
       break;
@@ -942,6 +949,173 @@ static pc_status_t parse_tablets(vctx_t *c, pc_config_t *cfg, const json_t *arr,
   }
   free(refs);
   return st;
+}
+
+/* A server's name: 1..64 letters, digits, '.', '_' or '-' (it names a
+ * directory and a ZooKeeper node). */
+static pc_status_t get_server_name(vctx_t *c, const json_t *v, int32_t n, char **out) {
+  if (!json_is_string(v))
+    return fail_at(c, node_off(c, n), "expected a string, got %s", type_name(v));
+  const char *s = json_string_value(v);
+  size_t len = json_string_length(v);
+  int ok = len > 0 && len <= CFG_NAME_MAX && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+  for (size_t k = 0; ok && k < len; k++) ok = host_char(s[k], 0);
+  if (!ok) {
+    char shown[RENDER_CAP];
+    render(shown, v);
+    return fail_at(c, node_off(c, n),
+                   "invalid server name %s (1..%d letters, digits, '.', '_' or '-')", shown,
+                   CFG_NAME_MAX);
+  }
+  return get_str(c, v, n, out);
+}
+
+static pc_status_t get_server_names(vctx_t *c, const json_t *v, int32_t n, char ***out,
+                                    size_t *count) {
+  if (!json_is_array(v))
+    return fail_at(c, node_off(c, n), "expected an array of server names, got %s", type_name(v));
+  size_t k = json_array_size(v);
+  if (k == 0) return fail_at(c, node_off(c, n), "must name at least one server");
+  if (k > 15) return fail_at(c, node_off(c, n), "at most 15 replicas, got %zu", k);
+  char **names = calloc(k, sizeof *names);
+  if (!names) return fail_nomem(c);
+  for (size_t i = 0; i < *count; i++) free((*out)[i]);
+  free(*out);
+  *out = names;
+  *count = k;
+  int32_t en = n >= 0 && (size_t)n < c->pt->n ? c->pt->nodes[n].first : -1;
+  for (size_t i = 0; i < k; i++) {
+    const json_t *e = json_array_get(v, i);
+    int32_t vn = en >= 0 ? en : n;
+    if (en >= 0) en = c->pt->nodes[en].next;
+    size_t old = path_index(c, i);
+    pc_status_t st = get_server_name(c, e, vn, &names[i]);
+    if (st != PC_OK) return st;
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(names[j], names[i]) == 0)
+        return fail_at(c, node_off(c, vn), "server '%s' is named twice: a server holds one "
+                       "replica of a tablet", names[i]);
+    path_pop(c, old);
+  }
+  return PC_OK;
+}
+
+static const char *const server_keys[] = {"name", "listen", "http", "data_dir"};
+
+static pc_status_t server_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
+  pc_config_server_t *s = dst;
+  switch (which) {
+    case 0: return get_server_name(c, v, n, &s->name);
+    case 1: return get_endpoint(c, v, n, &s->listen);
+    case 2: return get_endpoint(c, v, n, &s->http);
+    default: return get_str(c, v, n, &s->data_dir);
+  }
+}
+
+static pc_status_t parse_servers(vctx_t *c, pc_config_t *cfg, const json_t *arr, int32_t node) {
+  if (!json_is_array(arr))
+    return fail_at(c, node_off(c, node), "expected an array of servers, got %s", type_name(arr));
+  size_t n = json_array_size(arr);
+  if (n == 0) return fail_at(c, node_off(c, node), "must list at least one server");
+  if (n > CFG_MAX_TABLETS)
+    return fail_at(c, node_off(c, node), "at most %d servers, got %zu", CFG_MAX_TABLETS, n);
+  if (!(cfg->servers = calloc(n, sizeof *cfg->servers))) return fail_nomem(c);
+  cfg->nservers = n;
+  int32_t en = node >= 0 && (size_t)node < c->pt->n ? c->pt->nodes[node].first : -1;
+  for (size_t k = 0; k < n; k++) {
+    const json_t *v = json_array_get(arr, k);
+    int32_t vn = en >= 0 ? en : node;
+    if (en >= 0) en = c->pt->nodes[en].next;
+    size_t old = path_index(c, k);
+    pc_status_t st;
+    if ((st = want_object(c, v, vn)) != PC_OK ||
+        (st = walk(c, v, vn, server_keys, NKEYS(server_keys), server_field, &cfg->servers[k])) !=
+            PC_OK ||
+        (st = require(c, v, vn, "name")) != PC_OK || (st = require(c, v, vn, "listen")) != PC_OK)
+      return st;
+    for (size_t j = 0; j < k; j++)
+      if (strcmp(cfg->servers[j].name, cfg->servers[k].name) == 0) {
+        path_key(c, "name", 4);
+        return fail_at(c, node_off(c, member_node(c, vn, "name", 4)),
+                       "duplicate server name '%s' (also servers[%zu])", cfg->servers[k].name, j);
+      }
+    path_pop(c, old);
+  }
+  return PC_OK;
+}
+
+static const char *const replication_keys[] = {"election_timeout_ms", "heartbeat_ms",
+                                               "snapshot_entries", "down_after_ms"};
+
+static pc_status_t replication_field(vctx_t *c, void *dst, int which, const json_t *v,
+                                     int32_t n) {
+  pc_config_t *cfg = dst;
+  switch (which) {
+    case 0: return get_uint(c, v, n, 100, 60000, &cfg->replication.election_timeout_ms);
+    case 1: return get_uint(c, v, n, 10, 10000, &cfg->replication.heartbeat_ms);
+    case 2: return get_uint(c, v, n, 16, 10000000, &cfg->replication.snapshot_entries);
+    default: return get_uint(c, v, n, 0, 604800000, &cfg->replication.down_after_ms);
+  }
+}
+
+/* The node of tablets[file_index] in the file (or of the array, -1: none). */
+static int32_t tablet_node(vctx_t *c, size_t file_index) {
+  int32_t arr = member_node(c, 0, "tablets", 7);
+  int32_t e = arr >= 0 && (size_t)arr < c->pt->n ? c->pt->nodes[arr].first : -1;
+  for (size_t k = 0; e >= 0 && k < file_index; k++) e = c->pt->nodes[e].next;
+  return e >= 0 ? e : arr;
+}
+
+/* Who serves each tablet: with "servers", the servers its "replicas" name
+ * (a Raft group each); without, the tablet's own "listen". */
+static pc_status_t check_topology(vctx_t *c, pc_config_t *cfg) {
+  if (cfg->nservers && !cfg->ntablets) {
+    path_pop(c, 0);
+    path_key(c, "servers", 7);
+    return fail_at(c, node_off(c, member_node(c, 0, "servers", 7)),
+                   "servers hold tablets: list them in \"tablets\" with their \"replicas\"");
+  }
+  for (size_t k = 0; k < cfg->ntablets; k++) {
+    pc_config_tablet_t *t = &cfg->tablets[k];
+    int32_t tn = tablet_node(c, t->file_index);
+    static const char *const own[] = {"listen", "http", "data_dir"};
+    path_tablet(c, t->file_index, NULL);
+    if (cfg->nservers) {
+      const int has[] = {t->listen.set, t->http.set, t->data_dir != NULL};
+      for (size_t i = 0; i < 3; i++) {
+        if (!has[i]) continue;
+        int32_t kn = member_node(c, tn, own[i], strlen(own[i]));
+        path_key(c, own[i], strlen(own[i]));
+        return fail_at(c, node_off(c, kn),
+                       "tablet '%s': with \"servers\", a tablet is held by the servers its "
+                       "\"replicas\" name: give each server its \"%s\" (servers[].%s)",
+                       t->name, own[i], own[i]);
+      }
+      if (!t->nreplicas)
+        return fail_at(c, node_off(c, tn), "missing required key 'replicas' (the servers "
+                       "holding tablet '%s')", t->name);
+      for (size_t r = 0; r < t->nreplicas; r++) {
+        size_t j = 0;
+        while (j < cfg->nservers && strcmp(cfg->servers[j].name, t->replicas[r]) != 0) j++;
+        if (j < cfg->nservers) continue;
+        int32_t rn = member_node(c, tn, "replicas", 8);
+        path_key(c, "replicas", 8);
+        path_index(c, r);
+        return fail_at(c, node_off(c, rn), "tablet '%s': no server '%s' in \"servers\"",
+                       t->name, t->replicas[r]);
+      }
+    } else {
+      if (t->nreplicas) {
+        path_key(c, "replicas", 8);
+        return fail_at(c, node_off(c, member_node(c, tn, "replicas", 8)),
+                       "tablet '%s': replicas need a \"servers\" section naming them", t->name);
+      }
+      if (!t->listen.set)
+        return fail_at(c, node_off(c, tn), "missing required key 'listen'");
+    }
+  }
+  path_pop(c, 0);
+  return PC_OK;
 }
 
 static const char *const scan_keys[] = {"buckets_per_claim", "idle_ms", "batch_wait_ms",
@@ -1126,7 +1300,7 @@ static pc_status_t limits_field(vctx_t *c, void *dst, int which, const json_t *v
 static const char *const root_keys[] = {"data_dir", "secret",      "log",     "store",
                                         "tso",      "lockservice", "tablets", "workers",
                                         "zookeeper", "system_secret", "tls", "limits",
-                                        "served"};
+                                        "served", "servers", "replication"};
 
 static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -1169,7 +1343,11 @@ static pc_status_t root_field(vctx_t *c, void *dst, int which, const json_t *v, 
     case 11:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       return walk(c, v, n, limits_keys, NKEYS(limits_keys), limits_field, cfg);
-    default: return get_str(c, v, n, &cfg->served);
+    case 12: return get_str(c, v, n, &cfg->served);
+    case 13: return parse_servers(c, cfg, v, n);
+    default:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      return walk(c, v, n, replication_keys, NKEYS(replication_keys), replication_field, cfg);
   }
 }
 
@@ -1214,6 +1392,10 @@ pc_config_t *pc_config_default(void) {
   cfg->workers.max_failures = 5;
   cfg->workers.backoff_ms = 100;
   cfg->workers.hang_ms = 60000;
+  cfg->replication.election_timeout_ms = 1000;
+  cfg->replication.heartbeat_ms = 100;
+  cfg->replication.snapshot_entries = 8192;
+  cfg->replication.down_after_ms = 1800000;
   cfg->limits = (pc_config_limits_t){.max_connections = 1024,
                                      .max_connections_per_peer = 512,
                                      .max_unauthenticated = 64,
@@ -1237,8 +1419,15 @@ void pc_config_free(pc_config_t *cfg) {
     free(t->data_dir);
     free(t->start);
     free(t->end);
+    for (size_t r = 0; r < t->nreplicas; r++) free(t->replicas[r]);
+    free(t->replicas);
   }
   free(cfg->tablets);
+  for (size_t k = 0; k < cfg->nservers; k++) {
+    free(cfg->servers[k].name);
+    free(cfg->servers[k].data_dir);
+  }
+  free(cfg->servers);
   for (size_t k = 0; k < cfg->workers.nplugins; k++) {
     free(cfg->workers.plugins[k].path);
     free(cfg->workers.plugins[k].config);
@@ -1367,6 +1556,7 @@ pc_config_t *pc_config_parse(const char *text, size_t len, const char *name, pc_
     goto fail;
   }
   if (walk(&c, root, 0, root_keys, NKEYS(root_keys), root_field, cfg) != PC_OK) goto fail;
+  if (check_topology(&c, cfg) != PC_OK) goto fail;
   if (cfg->ntablets && !cfg->zookeeper.set && !cfg->served) {
     /* a cluster has one coordination engine, ZooKeeper; only the client
      * configuration a worker writes for the embedded directory it serves

@@ -41,9 +41,18 @@
  *                  "session_timeout_ms": int 1000..60000 [10000],
  *                  "secret": string (ZooKeeper digest authentication; the
  *                            cluster's nodes admit only its holders) [none] }
- *   "tablets":   [ { "name": string (required, unique), "listen": "host:port" (required),
- *                    "http": "host:port", "data_dir": string,
- *                    "start": string [""], "end": string [""] } ... ]
+ *   "tablets":   [ { "name": string (required, unique), "listen": "host:port" (required
+ *                    without "servers", refused with), "http": "host:port", "data_dir": string,
+ *                    "start": string [""], "end": string [""],
+ *                    "replicas": [server name ...] (required with "servers", refused
+ *                    without: the servers holding the tablet's replicas) } ... ]
+ *   "servers":   [ { "name": string (required, unique), "listen": "host:port" (required),
+ *                    "http": "host:port", "data_dir": string } ... ]
+ *                  (a replicated cluster: each tablet a Raft group over its replicas)
+ *   "replication": { "election_timeout_ms": int 100..60000 [1000],
+ *                    "heartbeat_ms": int 10..10000 [100],
+ *                    "snapshot_entries": int 16..10000000 [8192],
+ *                    "down_after_ms": int 0..604800000 [1800000] }
  *   "workers":   { "threads": int 1..256 [4],
  *                  "scan": { "buckets_per_claim": int 1..1024 [16],
  *                            "idle_ms": int 1..60000 [100],
@@ -107,13 +116,26 @@ typedef struct pc_endpoint {
 
 typedef struct pc_config_tablet {
   char *name;
-  pc_endpoint_t listen, http;
+  pc_endpoint_t listen, http; /* a cluster without "servers": the tablet's own server */
   char *data_dir; /* NULL: <data_dir>/tablet-<name> */
   char *start;    /* "" = from the first row */
   size_t start_len;
   char *end;      /* "" = to the last row */
   size_t end_len;
+  /* a cluster with "servers": the servers holding its replicas (a Raft
+   * group), each named once; NULL otherwise */
+  char **replicas;
+  size_t nreplicas;
+  size_t file_index; /* its place in the file's array, for messages */
 } pc_config_tablet_t;
+
+/* A tablet server of a replicated cluster: it holds replicas of the tablets
+ * whose "replicas" name it. */
+typedef struct pc_config_server {
+  char *name;
+  pc_endpoint_t listen, http;
+  char *data_dir; /* NULL: <data_dir>/server-<name> */
+} pc_config_server_t;
 
 typedef struct pc_config_plugin {
   char *path;   /* the shared object, as written in the file */
@@ -188,6 +210,15 @@ typedef struct pc_config {
   } zookeeper;
   pc_config_tablet_t *tablets; /* sorted by start */
   size_t ntablets;
+  pc_config_server_t *servers; /* a replicated cluster's servers, in file order; NULL: none */
+  size_t nservers;
+  struct {
+    uint32_t election_timeout_ms; /* a lost leader is replaced within about this */
+    uint32_t heartbeat_ms;
+    uint32_t snapshot_entries;    /* log entries between two snapshots of a replica */
+    uint32_t down_after_ms;       /* a server down this long has its replicas made again
+                                     elsewhere; 0: never */
+  } replication;
   struct {
     int set; /* 0 when "workers" is absent from the file */
     uint32_t threads;

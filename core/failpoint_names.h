@@ -27,6 +27,11 @@
   X("db.txn.ts_taken", "a start_ts taken, not yet recorded in the open transactions")         \
   X("gc.timestamp_taken", "a GC pass took its timestamp, before reading the open transactions") \
   X("worker.before_clear", "a worker's pass over a cell: its notifications are not deleted") \
-  X("worker.wait_scanned", "pc_notify_wait found no lock and no notification, before asking the oracle")
+  X("worker.wait_scanned", "pc_notify_wait found no lock and no notification, before asking the oracle") \
+  X("replica.before_propose", "a replicated tablet's row operation, checked, before its entry is proposed") \
+  X("replica.before_append", "a replica's log entries, before they are written") \
+  X("replica.after_append", "a replica's log entries written and synced, before Raft hears it") \
+  X("replica.before_apply", "a committed log entry, before the replica applies it to its store") \
+  X("replica.before_reply", "a row operation applied on the leader, before it answers")
 
 #endif

@@ -63,19 +63,18 @@ typedef struct gc_pass {
 
 static pc_status_t flush(gc_pass_t *g, pc_error_t *err) {
   if (g->pending == 0) return PC_OK;
-  char *e = NULL;
-  leveldb_write(g->s->db, g->s->gc_wopts, g->b, &e);
+  /* through the log on a replicated tablet, so that its replicas delete the same */
+  pc_status_t st = local_commit_batch(g->s, g->b, NULL, g->s->gc_wopts, err);
   leveldb_writebatch_clear(g->b);
   g->deleted += g->pending;
   g->pending = 0;
-  if (e) return local_ldb_error(g->s, e, "gc write", err);
+  if (st != PC_OK) return st;
   if (g->rate) { /* sleep until the deletes so far fit the rate (at most 1 s) */
     uint64_t now = pc_now_mono_ms();
     uint64_t due = g->started_ms + g->deleted * 1000u / g->rate;
     if (due > now + 1000) due = now + 1000;
     for (; due > now; now = pc_now_mono_ms()) { /* in slices: a stop is seen within one */
-      pc_status_t st = pc_call_check("garbage collection", err);
-      if (st != PC_OK) return st;
+      if ((st = pc_call_check("garbage collection", err)) != PC_OK) return st;
       pc_sleep_ms((uint32_t)(due - now > 100 ? 100 : due - now));
     }
   }
@@ -136,14 +135,16 @@ static pc_status_t publish_safe_point(local_t *s, uint64_t safe_point, pc_error_
   if (safe_point <= atomic_load(&s->gc_safe)) return PC_OK;
   pc_buf_t v = {0};
   if (pc_buf_u64(&v, safe_point) != 0) return local_nomem(err);
-  leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
-  leveldb_writeoptions_set_sync(wo, 1);
   const char key = PC_KS_GC;
-  char *e = NULL;
-  leveldb_put(s->db, wo, &key, 1, v.p, v.len, &e);
-  leveldb_writeoptions_destroy(wo);
+  leveldb_writebatch_t *b = leveldb_writebatch_create();
+  leveldb_writebatch_put(b, &key, 1, v.p, v.len);
+  pc_status_t st = local_commit_batch(s, b, NULL, s->sync_wopts, err);
+  leveldb_writebatch_destroy(b);
   pc_buf_free(&v);
-  if (e) return local_ldb_error(s, e, "write the gc safe point", err);
+  if (st != PC_OK) {
+    pc_error_prefix(err, "write the gc safe point");
+    return st;
+  }
   uint64_t prev = atomic_load(&s->gc_safe);
   while (prev < safe_point && !atomic_compare_exchange_weak(&s->gc_safe, &prev, safe_point)) {
   }

@@ -165,6 +165,8 @@ pc_status_t local_put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_
 typedef struct cache_sync {
   local_t *s;
   int written, oom;
+  int from_log;  /* applied from a replicated tablet's log */
+  int observers; /* the batch changed an 'o' key */
 } cache_sync_t;
 
 static void index_put(void *ctx, const char *k, size_t klen, const char *v, size_t vlen) {
@@ -199,8 +201,22 @@ static int lock_index_follow(local_t *s, const pc_buf_t *locks, char op) {
   return 0;
 }
 
+/* The one-byte key 'g' (the safe point) and the 'o' keys (the observers)
+ * have state in memory that follows them on every replica of a tablet. */
+static void special_put(cache_sync_t *cs, const char *k, size_t klen, const char *v, size_t vlen) {
+  if (klen == 1 && k[0] == PC_KS_GC && vlen == 8) {
+    pc_rd_t r = {v, vlen, 0, 1};
+    uint64_t safe = pc_rd_u64(&r), prev = atomic_load(&cs->s->gc_safe);
+    while (prev < safe && !atomic_compare_exchange_weak(&cs->s->gc_safe, &prev, safe)) {
+    }
+  } else if (klen >= 1 && k[0] == PC_KS_OBSERVER && cs->from_log) {
+    cs->observers = 1;
+  }
+}
+
 static void cache_sync_put(void *ctx, const char *k, size_t klen, const char *v, size_t vlen) {
   cache_sync_t *cs = ctx;
+  if (cs->written && klen && k[0] != PC_KS_META) special_put(cs, k, klen, v, vlen);
   if (klen == 0 || k[0] != PC_KS_META || !cs->s->mcache) return;
   if (cs->written) pc_mcache_put(cs->s->mcache, k, klen, v, vlen, 1);
   else pc_mcache_erase(cs->s->mcache, k, klen);
@@ -208,6 +224,7 @@ static void cache_sync_put(void *ctx, const char *k, size_t klen, const char *v,
 
 static void cache_sync_del(void *ctx, const char *k, size_t klen) {
   cache_sync_t *cs = ctx;
+  if (cs->written && klen && k[0] == PC_KS_OBSERVER && cs->from_log) cs->observers = 1;
   if (klen && k[0] == PC_KS_NOTIFY) {
     if (cs->written) pc_nindex_del(cs->s->nindex, k, klen);
     return;
@@ -217,11 +234,9 @@ static void cache_sync_del(void *ctx, const char *k, size_t klen) {
   else pc_mcache_erase(cs->s->mcache, k, klen);
 }
 
-pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
-                        const leveldb_writeoptions_t *wopts, pc_error_t *err) {
-  pc_status_t st = PC_FAILPOINT("store.before_apply", err);
-  if (st != PC_OK) return st;
-  cache_sync_t cs = {s, 0, 0};
+pc_status_t local_write(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
+                        const leveldb_writeoptions_t *wopts, int from_log, pc_error_t *err) {
+  cache_sync_t cs = {s, 0, 0, from_log, 0};
   leveldb_writebatch_iterate(b, &cs, index_put, index_del);
   if (!cs.oom && locks && lock_index_follow(s, locks, '+') != 0) cs.oom = 1;
   if (cs.oom) return local_nomem(err); /* nothing written; what was added stays (harmless) */
@@ -231,6 +246,25 @@ pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *loc
   leveldb_writebatch_iterate(b, &cs, cache_sync_put, cache_sync_del);
   if (cs.written && locks) lock_index_follow(s, locks, '-');
   if (e) return local_ldb_error(s, e, "write", err);
+  /* a logged update of the observers, applied on a replica: the set in
+   * memory follows (the leader's own update installs it too, store_observers.c) */
+  if (cs.observers) return local_observers_reload(s, err);
+  return PC_OK;
+}
+
+pc_status_t local_commit_batch(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
+                               const leveldb_writeoptions_t *wopts, pc_error_t *err) {
+  if (atomic_load_explicit(&s->replicate, memory_order_acquire))
+    return local_replicate(s, b, locks, err);
+  return local_write(s, b, locks, wopts, 0, err);
+}
+
+pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
+                        const leveldb_writeoptions_t *wopts, pc_error_t *err) {
+  pc_status_t st = PC_FAILPOINT("store.before_apply", err);
+  if (st != PC_OK) return st;
+  st = local_commit_batch(s, b, locks, wopts, err);
+  if (st != PC_OK) return st;
   return PC_FAILPOINT("store.after_apply", err);
 }
 
@@ -401,12 +435,14 @@ static void local_close(pc_store_t *base) {
   local_observers_free(s);
   pthread_mutex_destroy(&s->obs_mu);
   pthread_rwlock_destroy(&s->obs_rw);
+  pthread_mutex_destroy(&s->obs_swap);
   if (s->cache) leveldb_cache_destroy(s->cache);
   if (s->filter) leveldb_filterpolicy_destroy(s->filter);
   if (s->cmp) leveldb_comparator_destroy(s->cmp);
   if (s->ropts) leveldb_readoptions_destroy(s->ropts);
   if (s->wopts) leveldb_writeoptions_destroy(s->wopts);
   if (s->gc_wopts) leveldb_writeoptions_destroy(s->gc_wopts);
+  if (s->sync_wopts) leveldb_writeoptions_destroy(s->sync_wopts);
   for (uint32_t i = 0; i < PC_LATCHES; i++) pthread_mutex_destroy(&s->latch[i]);
   free(s->path);
   free(s);
@@ -462,6 +498,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   for (uint32_t i = 0; i < PC_LATCHES; i++) pthread_mutex_init(&s->latch[i], NULL);
   pthread_mutex_init(&s->obs_mu, NULL);
   pthread_rwlock_init(&s->obs_rw, NULL);
+  pthread_mutex_init(&s->obs_swap, NULL);
   s->opts = leveldb_options_create();
   leveldb_options_set_create_if_missing(s->opts, o->create_if_missing);
   s->filter = leveldb_filterpolicy_create_bloom(10);
@@ -489,6 +526,8 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   s->wopts = leveldb_writeoptions_create();
   leveldb_writeoptions_set_sync(s->wopts, o->sync);
   s->gc_wopts = leveldb_writeoptions_create();
+  s->sync_wopts = leveldb_writeoptions_create();
+  leveldb_writeoptions_set_sync(s->sync_wopts, 1);
   char *e = NULL;
   s->db = leveldb_open(s->opts, path, &e);
   if (e) {
@@ -497,7 +536,8 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
     local_close(&s->base);
     return NULL;
   }
-  if (local_gc_load(s, err) != PC_OK || write_fences(s, err) != PC_OK ||
+  if (local_gc_load(s, err) != PC_OK || local_applied_load(s, err) != PC_OK ||
+      write_fences(s, err) != PC_OK ||
       local_lock_index_open(s, err) != PC_OK || local_notify_index_build(s, err) != PC_OK ||
       local_observers_load(s, err) != PC_OK) {
     local_close(&s->base);

@@ -23,6 +23,7 @@
 #include "core/metacache.h"
 #include "core/notifyindex.h"
 #include "core/store.h"
+#include "core/store_repl.h"
 
 #define PC_LATCHES 65536u
 
@@ -57,6 +58,15 @@ typedef struct local {
   _Atomic(local_observers_t *) obs;
   pthread_mutex_t obs_mu;
   pthread_rwlock_t obs_rw; /* deletions of notifications read, an update writes */
+  pthread_mutex_t obs_swap; /* orders the writers of obs (store_observers.c) */
+  leveldb_writeoptions_t *sync_wopts; /* always synced: the safe point */
+  /* A replicated tablet (core/store_repl.h): every batch goes to the log
+   * through replicate instead of to LevelDB, and comes back through
+   * pc_local_store_apply once committed; applied is the index of the last
+   * log entry applied (its 'R' key), 0 for a store that is not replicated */
+  _Atomic(pc_local_replicate_fn) replicate;
+  void *replicate_ctx;
+  _Atomic uint64_t applied;
 } local_t;
 
 /* The latch stripe of a cell's row. */
@@ -91,6 +101,21 @@ pc_status_t local_put_write(leveldb_writebatch_t *b, const pc_cell_t *c, uint64_
  * local_put_meta recorded for b; NULL for a batch that writes no meta). */
 pc_status_t local_apply(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
                         const leveldb_writeoptions_t *wopts, pc_error_t *err);
+/* local_apply without its failpoints (store.before_apply, store.after_apply):
+ * the writes of garbage collection and of the safe point, which are not
+ * the protocol's row operations. */
+pc_status_t local_commit_batch(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
+                               const leveldb_writeoptions_t *wopts, pc_error_t *err);
+/* local_apply's write itself, without its failpoints: to LevelDB, with the
+ * caches and indexes in step. from_log: the batch comes from a replicated
+ * tablet's log (pc_local_store_apply), so the observers in memory follow
+ * its 'o' keys. */
+pc_status_t local_write(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
+                        const leveldb_writeoptions_t *wopts, int from_log, pc_error_t *err);
+/* A replicated tablet's local_apply (store_repl.c): b and locks go to the
+ * log as one command, and return once it is applied here or has failed. */
+pc_status_t local_replicate(local_t *s, leveldb_writebatch_t *b, const pc_buf_t *locks,
+                            pc_error_t *err);
 
 /* Finds the write record of transaction start_ts on cell (commit or
  * rollback); *found = 0 when there is none. rec->value points into hold. */
@@ -205,6 +230,11 @@ void local_observers_hold(local_t *s);
 void local_observers_release(local_t *s);
 /* Reads the set from the 'o' keys (at open); releases it (at close). */
 pc_status_t local_observers_load(local_t *s, pc_error_t *err);
+/* Reads the set from the 'o' keys again and makes it the set: a replica
+ * that applied a logged update of the observers. */
+pc_status_t local_observers_reload(local_t *s, pc_error_t *err);
+/* Reads the index of the last log entry applied ('R') into s->applied (at open). */
+pc_status_t local_applied_load(local_t *s, pc_error_t *err);
 void local_observers_free(local_t *s);
 /* Reads the persisted safe point into s->gc_safe (at open). */
 pc_status_t local_gc_load(local_t *s, pc_error_t *err);

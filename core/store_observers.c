@@ -143,11 +143,22 @@ static const obs_entry_t *find_name(const local_observers_t *o, const char *name
   return NULL;
 }
 
-/* Installs o as the set (obs_mu held); the one it replaces is kept until close. */
-static void install(local_t *s, local_observers_t *o) {
-  pthread_rwlock_wrlock(&s->obs_rw);
+/* Makes o the set; the one it replaces is kept until close. obs_swap
+ * orders the two writers of s->obs: an update (install) and, on a
+ * replicated tablet, the application of a logged update
+ * (local_observers_reload). */
+static void swap_in(local_t *s, local_observers_t *o) {
+  pthread_mutex_lock(&s->obs_swap);
   o->retired = atomic_load_explicit(&s->obs, memory_order_relaxed);
   atomic_store_explicit(&s->obs, o, memory_order_release);
+  pthread_mutex_unlock(&s->obs_swap);
+}
+
+/* Installs o as the set (obs_mu held) once no deletion that checked the set
+ * before is still writing (the write side of obs_rw). */
+static void install(local_t *s, local_observers_t *o) {
+  pthread_rwlock_wrlock(&s->obs_rw);
+  swap_in(s, o);
   pthread_rwlock_unlock(&s->obs_rw);
 }
 
@@ -249,7 +260,8 @@ pc_status_t local_observer_list(pc_store_t *base, pc_store_observer_fn fn, void 
   return PC_OK;
 }
 
-pc_status_t local_observers_load(local_t *s, pc_error_t *err) {
+/* The set the 'o' keys hold now, into *out. */
+static pc_status_t read_set(local_t *s, local_observers_t **out, pc_error_t *err) {
   local_observers_t *o = calloc(1, sizeof *o);
   if (!o) return local_nomem(err);
   size_t cap = 0;
@@ -294,8 +306,22 @@ pc_status_t local_observers_load(local_t *s, pc_error_t *err) {
     return st;
   }
   if (o->n > 1) qsort(o->v, o->n, sizeof *o->v, entry_qcmp); /* v is NULL when empty */
-  atomic_store_explicit(&s->obs, o, memory_order_release);
+  *out = o;
   return PC_OK;
+}
+
+pc_status_t local_observers_load(local_t *s, pc_error_t *err) {
+  local_observers_t *o = NULL;
+  pc_status_t st = read_set(s, &o, err);
+  if (st == PC_OK) atomic_store_explicit(&s->obs, o, memory_order_release);
+  return st;
+}
+
+pc_status_t local_observers_reload(local_t *s, pc_error_t *err) {
+  local_observers_t *o = NULL;
+  pc_status_t st = read_set(s, &o, err);
+  if (st == PC_OK) swap_in(s, o);
+  return st;
 }
 
 void local_observers_free(local_t *s) {

@@ -146,6 +146,17 @@ static json_t *tablet_entry(json_t *root, const char *name) {
   return NULL;
 }
 
+/* The entry of server name in the configuration's "servers", or NULL. */
+static json_t *server_entry(json_t *root, const char *name) {
+  json_t *ss = json_object_get(root, "servers");
+  for (size_t k = 0; k < json_array_size(ss); k++) {
+    json_t *t = json_array_get(ss, k);
+    const char *n = json_string_value(json_object_get(t, "name"));
+    if (n && strcmp(n, name) == 0) return t;
+  }
+  return NULL;
+}
+
 char *pc_daemon_client_text(const pc_daemon_t *d, pc_error_t *err) {
   json_t *root = json_deep_copy(d->c->json);
   if (!root) {
@@ -156,8 +167,9 @@ char *pc_daemon_client_text(const pc_daemon_t *d, pc_error_t *err) {
     const role_t *r = &d->roles[i];
     char ep[64];
     pc_daemon_role_endpoint(r, ep, sizeof ep);
-    json_t *o = r->kind == ROLE_TSO ? json_object_get(root, "tso")
-                                    : tablet_entry(root, pc_daemon_tablet_name(r));
+    json_t *o = r->kind == ROLE_TSO      ? json_object_get(root, "tso")
+                : r->kind == ROLE_SERVER ? server_entry(root, pc_daemon_tablet_name(r))
+                                         : tablet_entry(root, pc_daemon_tablet_name(r));
     if (o) json_object_set_new(o, "listen", json_string(ep));
   }
   char *text = json_dumps(root, 0);

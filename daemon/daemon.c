@@ -149,13 +149,19 @@ static pc_status_t start_roles(pc_daemon_t *d, const pc_daemon_spec_t *spec, pc_
   if (spec->tso) st = pc_daemon_start_tso(d, err);
   if (st == PC_OK && spec->tablets) st = pc_daemon_ts_setup(d, err);
   size_t before = d->nroles;
-  for (size_t i = 0; st == PC_OK && spec->tablets && i < cfg->ntablets; i++) {
+  /* a replicated cluster's servers, each holding replicas of several
+   * tablets; or, without "servers", a server per tablet */
+  for (size_t i = 0; st == PC_OK && spec->tablets && i < cfg->nservers; i++) {
+    if (spec->tablets == 1 && strcmp(spec->tablet_name, cfg->servers[i].name) != 0) continue;
+    st = pc_daemon_start_server(d, &cfg->servers[i], err);
+  }
+  for (size_t i = 0; st == PC_OK && spec->tablets && !cfg->nservers && i < cfg->ntablets; i++) {
     if (spec->tablets == 1 && strcmp(spec->tablet_name, cfg->tablets[i].name) != 0) continue;
     st = pc_daemon_start_tablet(d, &cfg->tablets[i], err);
   }
   if (st == PC_OK && spec->tablets == 1 && d->nroles == before)
-    st = pc_error_set(err, PC_INVALID, "%s: no tablet named '%s'", cfg->source,
-                      spec->tablet_name);
+    st = pc_error_set(err, PC_INVALID, "%s: no %s named '%s'", cfg->source,
+                      cfg->nservers ? "server" : "tablet", spec->tablet_name);
   return st;
 }
 
@@ -223,7 +229,7 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
 }
 
 pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, pc_error_t *err) {
-  json_t *root = json_object(), *tablets = json_object();
+  json_t *root = json_object(), *tablets = json_object(), *servers = json_object();
   for (size_t i = 0; i < d->nroles; i++) {
     const role_t *r = &d->roles[i];
     char ep[300];
@@ -236,10 +242,13 @@ pc_status_t pc_daemon_write_ready_file(const pc_daemon_t *d, const char *path, p
     }
     if (r->kind == ROLE_TABLET)
       json_object_set_new(tablets, pc_daemon_tablet_name(r), o);
+    else if (r->kind == ROLE_SERVER)
+      json_object_set_new(servers, pc_daemon_tablet_name(r), o);
     else
       json_object_set_new(root, "tso", o);
   }
   json_object_set_new(root, "tablets", tablets);
+  json_object_set_new(root, "servers", servers);
   if (d->has_workers) {
     json_t *w = json_object();
     if (d->w.http) {

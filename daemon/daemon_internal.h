@@ -18,6 +18,7 @@
 #include "notify/worker.h"
 #include "observers/plugin.h"
 #include "lockservice/coord.h"
+#include "replica/replica.h"
 #include "tablet/tablet.h"
 #include "tso/oracle.h"
 #include "tso/tso_client.h"
@@ -25,7 +26,15 @@
 #include "tso/tso_election.h"
 #include "tso/tso_locator.h"
 
-typedef enum role_kind { ROLE_TSO, ROLE_TABLET } role_kind_t;
+typedef enum role_kind { ROLE_TSO, ROLE_TABLET, ROLE_SERVER } role_kind_t;
+
+/* A tablet a replicated server holds a replica of (servers.c). */
+typedef struct stab {
+  char name[80];
+  pc_tablet_t *tablet;
+  pc_replica_t *rep;
+  int rejoin; /* this replica lost its state: its leader must add it again */
+} stab_t;
 
 typedef struct role {
   role_kind_t kind;
@@ -38,6 +47,18 @@ typedef struct role {
   int dir_lock;          /* ROLE_TABLET: its data directory's lock (core/db.h), or -1 */
   pc_coord_t *coord;     /* ROLE_TABLET in a cluster: the process's ZooKeeper session */
   _Atomic int serving;   /* ROLE_TABLET: it answers (it holds its tablet in ZooKeeper) */
+  /* ROLE_SERVER: a replicated cluster's tablet server (servers.c) */
+  const pc_config_server_t *server;
+  struct pc_daemon *d;
+  _Atomic(pc_repl_host_t *) host;
+  pthread_rwlock_t tabs_lk;
+  int tabs_lk_init;
+  stab_t *tabs; /* under tabs_lk; a tablet, once listed, stays until the role stops */
+  size_t ntabs, captabs;
+  char advertise[320]; /* "host:port" where clients and peers reach it */
+  pthread_t rejoin;
+  int rejoin_running;
+  _Atomic int stopping;
 } role_t;
 
 /* Where tablets get commit timestamps for one-phase commits. */
@@ -108,6 +129,25 @@ struct pc_daemon {
 };
 
 /* roles.c */
+role_t *pc_daemon_new_role(pc_daemon_t *d, role_kind_t kind, const char *name, pc_error_t *err);
+/* Starts r's rpc server on listen (handler(hctx), runs_inline) and its
+ * /health and /metrics on http when set. */
+pc_status_t pc_daemon_serve(pc_daemon_t *d, role_t *r, const pc_endpoint_t *listen,
+                            const pc_endpoint_t *http, pc_rpc_handler_fn handler, void *hctx,
+                            int (*runs_inline)(uint8_t op), pc_error_t *err);
+/* Handler threads of a replicated server's port: its writes wait on their
+ * handler thread until their log entries commit, so that many can be
+ * replicated at once (one fsync of the log for all of them). */
+#define PC_DAEMON_SERVER_WORKERS 32
+/* mkdir -p, private to this user */
+pc_status_t pc_daemon_make_dir(const char *path, pc_error_t *err);
+/* "host:port" where clients reach a server listening at host:port */
+void pc_daemon_advertised(const char *host, uint16_t port, char *out, size_t cap);
+/* A timestamp for a tablet (one-phase commits, GET_FRESH): ctx is d->ts. */
+pc_status_t pc_daemon_ts(void *ctx, uint64_t *ts, pc_error_t *err);
+/* A GC frame's safe point to ZooKeeper before a tablet deletes below it:
+ * ctx is the daemon. */
+pc_status_t pc_daemon_publish_safe_point(void *ctx, uint64_t safe, pc_error_t *err);
 pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err);
 pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err);
 /* The timestamp source of this process's tablets: its own oracle or the tso daemon's. */
@@ -117,6 +157,13 @@ void pc_daemon_stop_roles(pc_daemon_t *d);
 void pc_daemon_role_endpoint(const role_t *r, char *out, size_t cap);
 /* The tablet's name of a ROLE_TABLET. */
 const char *pc_daemon_tablet_name(const role_t *r);
+
+/* servers.c: a replicated cluster's tablet server holding replicas of the
+ * tablets whose "replicas" name it; its metrics; its stop (after its rpc
+ * server stopped: its tablets, then its replication host). */
+pc_status_t pc_daemon_start_server(pc_daemon_t *d, const pc_config_server_t *sv, pc_error_t *err);
+void pc_daemon_server_metrics(role_t *r, pc_buf_t *out);
+void pc_daemon_server_stop(role_t *r);
 
 /* client_config.c: the daemon's configuration with the endpoints of the
  * roles this process runs replaced by the ports they bound, as JSON text

@@ -18,12 +18,12 @@
 #include "daemon/daemon_internal.h"
 #include "tso/tso_wire.h"
 
-static const char *const kind_names[] = {"tso", "tablet"};
+static const char *const kind_names[] = {"tso", "tablet", "server"};
 
 /* A one-phase commit's timestamp waits as long as its request may: through
  * an oracle's failover, which takes longer than a fixed cap would allow.
  * Without a request (a tablet starting), store.timeout_ms. */
-static pc_status_t ts_from_provider(void *ctx, uint64_t *ts, pc_error_t *err) {
+pc_status_t pc_daemon_ts(void *ctx, uint64_t *ts, pc_error_t *err) {
   ts_provider_t *p = ctx;
   if (p->local) return pc_oracle_next(p->local, 1, ts, err);
   uint32_t bound = pc_deadline_get() ? pc_deadline_bound(UINT32_MAX) : p->wait_ms;
@@ -117,6 +117,9 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                          pc_oracle_last(r->oracle));
       }
       break;
+    case ROLE_SERVER:
+      pc_daemon_server_metrics(r, out);
+      break;
     case ROLE_TABLET: {
       pc_metric_counter(out, "percolator_tablet_operations_total", "Store operations served",
                         pc_tablet_ops(r->tablet));
@@ -141,12 +144,11 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
   }
 }
 
-static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t *listen,
-                                 const pc_endpoint_t *http, pc_rpc_handler_fn handler,
-                                 void *hctx, pc_error_t *err) {
+pc_status_t pc_daemon_serve(pc_daemon_t *d, role_t *r, const pc_endpoint_t *listen,
+                            const pc_endpoint_t *http, pc_rpc_handler_fn handler, void *hctx,
+                            int (*runs_inline)(uint8_t op), pc_error_t *err) {
   pc_rpc_server_options_t o = {0};
-  if (r->kind == ROLE_TSO) o.runs_inline = pc_tso_rpc_runs_inline; /* no worker hand-off */
-  if (r->kind == ROLE_TABLET) o.runs_inline = pc_tablet_rpc_runs_inline; /* its reads */
+  o.runs_inline = runs_inline; /* the oracle's ops, a tablet's reads: no worker hand-off */
   const pc_config_limits_t *l = &d->cfg->limits;
   o.name = r->name;
   o.host = listen->host;
@@ -163,6 +165,7 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
   o.reply_memory = (size_t)l->reply_memory_mb << 20;
   o.reply_timeout_ms = l->reply_timeout_ms;
   o.in_process = 1; /* this process's workers and collector call it directly */
+  if (r->kind == ROLE_SERVER) o.workers = PC_DAEMON_SERVER_WORKERS;
   r->rpc = pc_rpc_server_start(&o, handler, hctx, err);
   if (!r->rpc) {
     pc_error_prefix(err, "%s", r->name);
@@ -179,7 +182,7 @@ static pc_status_t start_servers(pc_daemon_t *d, role_t *r, const pc_endpoint_t 
   return PC_OK;
 }
 
-static role_t *new_role(pc_daemon_t *d, role_kind_t kind, const char *name, pc_error_t *err) {
+role_t *pc_daemon_new_role(pc_daemon_t *d, role_kind_t kind, const char *name, pc_error_t *err) {
   if (d->nroles == sizeof d->roles / sizeof d->roles[0]) {
     pc_error_set(err, PC_INVALID, "too many roles in one process");
     return NULL;
@@ -201,7 +204,7 @@ static char *role_dir(const pc_config_t *cfg, const char *dir, const char *sub) 
 }
 
 /* mkdir -p, private to this user (the directories it creates are 0700) */
-static pc_status_t make_dir(const char *path, pc_error_t *err) {
+pc_status_t pc_daemon_make_dir(const char *path, pc_error_t *err) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
     return pc_error_set(err, PC_INVALID, "path too long: %s", path);
@@ -219,7 +222,7 @@ static pc_status_t make_dir(const char *path, pc_error_t *err) {
 
 /* "host:port" where clients reach the server listening at host:port: a
  * wildcard address is no address to reach, so the host's name stands for it. */
-static void advertised(const char *host, uint16_t port, char *out, size_t cap) {
+void pc_daemon_advertised(const char *host, uint16_t port, char *out, size_t cap) {
   char name[PC_HOST_MAX] = "";
   if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0) {
     if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "localhost");
@@ -234,11 +237,11 @@ static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err)
   const pc_config_t *cfg = d->cfg;
   pc_tso_node_options_t o = {pc_config_zk(cfg), cfg->tso.window_ms};
   if (!(r->node = pc_tso_node_create(&o, err))) return err->code;
-  pc_status_t st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_node_handler,
-                                 r->node, err);
+  pc_status_t st = pc_daemon_serve(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_node_handler,
+                                   r->node, pc_tso_rpc_runs_inline, err);
   if (st != PC_OK) return st;
   char advertise[PC_HOST_MAX + 16];
-  advertised(cfg->tso.listen.host, pc_rpc_server_port(r->rpc), advertise, sizeof advertise);
+  pc_daemon_advertised(cfg->tso.listen.host, pc_rpc_server_port(r->rpc), advertise, sizeof advertise);
   st = pc_tso_node_join(r->node, advertise, err);
   if (st == PC_OK)
     pc_log(PC_LOG_INFO, "tso: joining the election under %s/tso as %s", cfg->zookeeper.root,
@@ -248,11 +251,11 @@ static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err)
 
 pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err) {
   const pc_config_t *cfg = d->cfg;
-  role_t *r = new_role(d, ROLE_TSO, NULL, err);
+  role_t *r = pc_daemon_new_role(d, ROLE_TSO, NULL, err);
   if (!r) return PC_INVALID;
   if (cfg->zookeeper.set) return start_tso_elected(d, r, err);
   char *dir = role_dir(cfg, cfg->tso.data_dir, "tso");
-  pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_status_t st = dir ? pc_daemon_make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
   if (st == PC_OK) {
     char path[4200];
     snprintf(path, sizeof path, "%s/oracle", dir);
@@ -261,13 +264,14 @@ pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err) {
   }
   free(dir);
   if (st == PC_OK)
-    st = start_servers(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_rpc_handler, r->oracle, err);
+    st = pc_daemon_serve(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_rpc_handler, r->oracle,
+                         pc_tso_rpc_runs_inline, err);
   return st;
 }
 
 /* A GC frame's safe point, which the tablet accepted, goes to ZooKeeper
  * before the tablet deletes below it (tablet.h's pc_tablet_set_gc_publish). */
-static pc_status_t publish_safe_point(void *ctx, uint64_t safe, pc_error_t *err) {
+pc_status_t pc_daemon_publish_safe_point(void *ctx, uint64_t safe, pc_error_t *err) {
   pc_daemon_t *d = ctx;
   pc_status_t st = pc_coord_publish_safe_point(
       d->coord, safe, pc_deadline_bound(d->cfg->store.timeout_ms), NULL, err);
@@ -283,7 +287,7 @@ static pc_status_t publish_safe_point(void *ctx, uint64_t safe, pc_error_t *err)
 static pc_status_t claim_tablet(pc_daemon_t *d, role_t *r, const pc_config_tablet_t *t,
                                 const char *identity, pc_error_t *err) {
   char addr[PC_HOST_MAX + 16];
-  advertised(t->listen.host, pc_rpc_server_port(r->rpc), addr, sizeof addr);
+  pc_daemon_advertised(t->listen.host, pc_rpc_server_port(r->rpc), addr, sizeof addr);
   /* a previous run's session lasts at most its timeout after its death */
   uint32_t wait_ms = 2 * pc_coord_session_timeout(d->coord) + d->cfg->store.timeout_ms;
   pc_status_t st = pc_coord_tablet_claim(d->coord, t->name, addr, identity, wait_ms, err);
@@ -301,7 +305,7 @@ static pc_status_t claim_tablet(pc_daemon_t *d, role_t *r, const pc_config_table
 static int safe_point_forged(pc_daemon_t *d, const pc_config_tablet_t *t, uint64_t safe) {
   uint64_t now = 0;
   pc_error_t err;
-  if (ts_from_provider(&d->ts, &now, &err) != PC_OK) {
+  if (pc_daemon_ts(&d->ts, &now, &err) != PC_OK) {
     pc_log(PC_LOG_WARN, "tablet %s: adopting the published safe point %" PRIu64
            " unchecked: no timestamp from the oracle (%s)", t->name, safe, err.text);
     return 0;
@@ -325,12 +329,12 @@ static pc_status_t tablet_gate(void *ctx, uint8_t op, const char *body, size_t l
 }
 
 pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, pc_error_t *err) {
-  role_t *r = new_role(d, ROLE_TABLET, t->name, err);
+  role_t *r = pc_daemon_new_role(d, ROLE_TABLET, t->name, err);
   if (!r) return PC_INVALID;
   char sub[160];
   snprintf(sub, sizeof sub, "tablet-%s", t->name);
   char *dir = role_dir(d->cfg, t->data_dir, sub);
-  pc_status_t st = dir ? make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
+  pc_status_t st = dir ? pc_daemon_make_dir(dir, err) : pc_error_set(err, PC_NOMEM, "out of memory");
   /* its rows as ZooKeeper records them (the first to find none records them) */
   if (st == PC_OK && d->coord) {
     st = pc_coord_tablet_range(d->coord, t->name, t->start, t->start_len, t->end, t->end_len,
@@ -395,16 +399,17 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
   }
   r->coord = d->coord;
   pc_row_range_t range = {t->start, t->start_len, t->end, t->end_len};
-  r->tablet = pc_tablet_create(t->name, store, &range, ts_from_provider, &d->ts);
+  r->tablet = pc_tablet_create(t->name, store, &range, pc_daemon_ts, &d->ts);
   if (!r->tablet) {
     store->ops->close(store);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
-  if (d->coord) pc_tablet_set_gc_publish(r->tablet, publish_safe_point, d);
+  if (d->coord) pc_tablet_set_gc_publish(r->tablet, pc_daemon_publish_safe_point, d);
   /* a reply leaves room in a frame for its status and message */
   pc_tablet_set_limits(r->tablet, d->cfg->store.lock_ttl_ms,
                        ((size_t)d->cfg->limits.max_frame_mb << 20) - (64u << 10));
-  st = start_servers(d, r, &t->listen, &t->http, tablet_gate, r, err);
+  st = pc_daemon_serve(d, r, &t->listen, &t->http, tablet_gate, r, pc_tablet_rpc_runs_inline,
+                       err);
   if (st == PC_OK && d->coord) st = claim_tablet(d, r, t, identity, err);
   if (st == PC_OK) atomic_store(&r->serving, 1);
   return st;
@@ -452,6 +457,7 @@ void pc_daemon_stop_roles(pc_daemon_t *d) {
   for (size_t i = 0; i < d->nroles; i++) {
     role_t *r = &d->roles[i];
     if (r->tablet) pc_tablet_destroy(r->tablet); /* closes its LevelDB */
+    if (r->kind == ROLE_SERVER) pc_daemon_server_stop(r); /* its tablets, then its replicas */
     pc_data_dir_unlock(r->dir_lock);
   }
   if (d->ts.batcher) pc_ts_batcher_destroy(d->ts.batcher);
@@ -473,5 +479,5 @@ void pc_daemon_role_endpoint(const role_t *r, char *out, size_t cap) {
 }
 
 const char *pc_daemon_tablet_name(const role_t *r) {
-  return r->name + strlen(kind_names[ROLE_TABLET]) + 1;
+  return r->name + strlen(kind_names[r->kind]) + 1;
 }

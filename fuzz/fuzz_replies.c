@@ -35,8 +35,8 @@ static void close_all(void) {
 static void open_all(void) {
   uint16_t port = fuzz_fake_server_port();
   pc_tablet_addr_t t[2] = {
-      {"left", "127.0.0.1", port, {"", 0, "m", 1}},
-      {"right", "127.0.0.1", port, {"m", 1, "", 0}},
+      {"left", "127.0.0.1", port, {"", 0, "m", 1}, 0},
+      {"right", "127.0.0.1", port, {"m", 1, "", 0}, 0},
   };
   pc_error_t err;
   store = pc_remote_store_open(t, 2, NULL, 1000, &err);

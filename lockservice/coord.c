@@ -40,6 +40,18 @@ typedef struct owned {
   int warned;            /* another server took it while this one had no session */
 } owned_t;
 
+/* An ephemeral node of a replicated tablet's server: its address
+ * (servers/<name>/live) or the leadership of a tablet (tablets/<name>/owner),
+ * made again after an expiry until it is let go. */
+typedef struct held {
+  struct held *next;
+  char rel[200];
+  char data[600];
+  uint64_t term;         /* a tablet's leadership: its term (0: another node) */
+  uint64_t node_session; /* the session its node belongs to, 0: to be made */
+  int dropped;           /* let go: the thread skips it */
+} held_t;
+
 struct pc_member {
   pc_coord_t *c;
   pc_member_t *next; /* in c->members (under c->mu) */
@@ -88,6 +100,7 @@ struct pc_coord {
   size_t nmview;
   uint64_t mview_gen, mview_changed_ms;
   owned_t *owned;            /* tablets this session holds */
+  held_t *held;              /* a replicated tablet server's ephemeral nodes */
   char **follow;             /* tablets whose owners are followed (a client's map) */
   size_t nfollow;
   void (*follow_fn)(void *ctx, size_t i, const char *addr);
@@ -357,6 +370,7 @@ static void refresh_members(pc_coord_t *c) {
 }
 
 static void ensure_owned(pc_coord_t *c);
+static void ensure_held(pc_coord_t *c);
 static void follow_pass(pc_coord_t *c);
 
 /* ---- the thread ------------------------------------------------------------------ */
@@ -381,6 +395,7 @@ static void *coord_main(void *arg) {
         refresh_members(c);
       }
       ensure_owned(c);
+      ensure_held(c);
       follow_pass(c);
       wait = session_ms(c) / 3;
       pthread_rwlock_unlock(&c->zk_lk);
@@ -424,6 +439,10 @@ void pc_coord_close(pc_coord_t *c) {
   for (owned_t *o = c->owned, *next; o; o = next) {
     next = o->next;
     free(o);
+  }
+  for (held_t *h = c->held, *next; h; h = next) {
+    next = h->next;
+    free(h);
   }
   free(c->connect);
   free(c->root);
@@ -1207,4 +1226,266 @@ static void follow_pass(pc_coord_t *c) {
       continue; /* ZooKeeper cannot say: keep what the follower has */
     fn(ctx, i, addr[0] ? addr : NULL);
   }
+}
+
+/* ---- replicated tablets ------------------------------------------------------------- */
+
+#define SERVERS "servers"
+
+static int server_path(char *out, size_t cap, const char *name, const char *leaf) {
+  size_t nl = strlen(name);
+  if (nl == 0 || nl > 64 || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+    return -1;
+  int w = leaf ? snprintf(out, cap, SERVERS "/%s/%s", name, leaf)
+               : snprintf(out, cap, SERVERS "/%s", name);
+  return w < 0 || (size_t)w >= cap ? -1 : 0;
+}
+
+pc_status_t pc_coord_server_mark(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *first,
+                                 pc_error_t *err) {
+  char rel[160];
+  *first = 0;
+  if (server_path(rel, sizeof rel, name, NULL))
+    return pc_error_set(err, PC_INVALID, "coordination: bad server name '%s'", name);
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? pc_zk_ensure(c->zk, SERVERS, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (st == PC_OK) {
+    char data[64];
+    int n = snprintf(data, sizeof data, "first started %" PRIu64, pc_now_wall_ms());
+    st = pc_zk_create(c->zk, rel, data, (size_t)n, 0, NULL, 0, timeout_ms, err);
+    if (st == PC_OK) *first = 1;
+    else if (st == PC_BUSY) st = PC_OK;
+  }
+  pthread_rwlock_unlock(&c->zk_lk);
+  return st;
+}
+
+pc_status_t pc_coord_server_seen(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *seen,
+                                 pc_error_t *err) {
+  char rel[160];
+  *seen = 0;
+  if (server_path(rel, sizeof rel, name, NULL))
+    return pc_error_set(err, PC_INVALID, "coordination: bad server name '%s'", name);
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? pc_zk_sync(c->zk, SERVERS, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (st == PC_NOT_FOUND) st = PC_OK;
+  if (st == PC_OK) st = pc_zk_exists(c->zk, rel, NULL, seen, timeout_ms, err);
+  pthread_rwlock_unlock(&c->zk_lk);
+  return st;
+}
+
+static uint64_t owner_term(const char *identity);
+
+/* Creates h's node for the current session (c->zk, read lock held),
+ * replacing a node of another session (a previous holder's: a server that
+ * died, or this process before an expiry). A tablet's leadership replaces
+ * only an owner of an earlier term: a node of a later term means this
+ * leader was deposed meanwhile, and h is let go (PC_STATE). */
+static pc_status_t create_held(pc_coord_t *c, held_t *h, uint32_t timeout_ms, pc_error_t *err) {
+  char parent[200];
+  snprintf(parent, sizeof parent, "%s", h->rel);
+  char *slash = strrchr(parent, '/');
+  if (slash) *slash = '\0';
+  pc_status_t st = pc_zk_ensure(c->zk, parent, timeout_ms, err);
+  for (int tries = 0; st == PC_OK && tries < 5; tries++) {
+    st = pc_zk_create(c->zk, h->rel, h->data, strlen(h->data), PC_ZK_EPHEMERAL, NULL, 0,
+                      timeout_ms, err);
+    if (st != PC_BUSY) break;
+    char *held = NULL;
+    size_t hl = 0;
+    int32_t version = -1;
+    if (h->term) {
+      st = pc_zk_get(c->zk, h->rel, NULL, &held, &hl, &version, timeout_ms, err);
+      if (st == PC_NOT_FOUND) {
+        st = PC_OK;
+        continue;
+      }
+      if (st != PC_OK) break;
+      char ident[400] = "";
+      if (parse_owner(held, NULL, 0, NULL, ident, sizeof ident) == 0 && owner_term(ident) > h->term) {
+        free(held);
+        pthread_mutex_lock(&c->mu);
+        h->dropped = 1;
+        pthread_mutex_unlock(&c->mu);
+        return pc_error_set(err, PC_STATE, "%s names a later term", h->rel);
+      }
+      free(held);
+    }
+    st = pc_zk_delete(c->zk, h->rel, version, timeout_ms, err);
+    if (st == PC_NOT_FOUND || st == PC_CONFLICT) st = PC_OK; /* changed meanwhile: look again */
+  }
+  if (st == PC_OK) h->node_session = pc_zk_session_id(c->zk);
+  return st;
+}
+
+static void ensure_held(pc_coord_t *c) {
+  uint64_t id = pc_zk_session_id(c->zk);
+  pthread_mutex_lock(&c->mu);
+  held_t *list = c->held; /* only ever added at the head; freed at close */
+  pthread_mutex_unlock(&c->mu);
+  for (held_t *h = list; h; h = h->next) {
+    pthread_mutex_lock(&c->mu);
+    int skip = h->dropped || h->node_session == id;
+    pthread_mutex_unlock(&c->mu);
+    if (skip) continue;
+    pc_error_t err;
+    if (create_held(c, h, call_ms(c), &err) == PC_OK)
+      pc_log(PC_LOG_INFO, "coordination: %s made again under a new ZooKeeper session", h->rel);
+    else
+      pc_log(PC_LOG_WARN, "coordination: %s: %s", h->rel, err.text);
+  }
+}
+
+/* The held entry for rel, made when absent (NULL out of memory). */
+static held_t *held_get(pc_coord_t *c, const char *rel) {
+  pthread_mutex_lock(&c->mu);
+  held_t *h = c->held;
+  while (h && strcmp(h->rel, rel) != 0) h = h->next;
+  if (!h && (h = calloc(1, sizeof *h))) {
+    snprintf(h->rel, sizeof h->rel, "%s", rel);
+    h->dropped = 1;
+    h->next = c->held;
+    c->held = h;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return h;
+}
+
+pc_status_t pc_coord_server_live(pc_coord_t *c, const char *name, const char *addr,
+                                 uint32_t timeout_ms, pc_error_t *err) {
+  char rel[200];
+  if (server_path(rel, sizeof rel, name, "live"))
+    return pc_error_set(err, PC_INVALID, "coordination: bad server name '%s'", name);
+  held_t *h = held_get(c, rel);
+  if (!h) return pc_error_set(err, PC_NOMEM, "out of memory");
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = PC_OK;
+  if (!c->zk) st = pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  pthread_mutex_lock(&c->mu);
+  snprintf(h->data, sizeof h->data, "%s", addr);
+  h->node_session = 0;
+  h->dropped = 0;
+  pthread_mutex_unlock(&c->mu);
+  if (st == PC_OK) st = create_held(c, h, timeout_ms, err);
+  pthread_rwlock_unlock(&c->zk_lk);
+  return st;
+}
+
+pc_status_t pc_coord_server_addr(pc_coord_t *c, const char *name, uint32_t timeout_ms, char *addr,
+                                 size_t cap, pc_error_t *err) {
+  char rel[200];
+  addr[0] = '\0';
+  if (server_path(rel, sizeof rel, name, "live"))
+    return pc_error_set(err, PC_INVALID, "coordination: bad server name '%s'", name);
+  pthread_rwlock_rdlock(&c->zk_lk);
+  char *data = NULL;
+  size_t len = 0;
+  pc_status_t st = c->zk ? pc_zk_get(c->zk, rel, NULL, &data, &len, NULL, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  pthread_rwlock_unlock(&c->zk_lk);
+  if (st == PC_NOT_FOUND)
+    return pc_error_set(err, PC_UNAVAILABLE, "server %s is not running (no %s/%s)", name, c->root, rel);
+  if (st == PC_OK) snprintf(addr, cap, "%.*s", (int)len, data);
+  free(data);
+  return st;
+}
+
+/* The term in an owner node's identity "raft:<server>:<term>", 0 otherwise. */
+static uint64_t owner_term(const char *identity) {
+  const char *colon = strncmp(identity, "raft:", 5) == 0 ? strrchr(identity, ':') : NULL;
+  return colon && colon > identity + 4 ? strtoull(colon + 1, NULL, 10) : 0;
+}
+
+pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *addr,
+                                 const char *server, uint64_t term, uint32_t timeout_ms,
+                                 pc_error_t *err) {
+  char rel[160];
+  if (tablet_path(rel, sizeof rel, name, "owner"))
+    return pc_error_set(err, PC_INVALID, "coordination: bad tablet name '%s'", name);
+  held_t *h = held_get(c, rel);
+  if (!h) return pc_error_set(err, PC_NOMEM, "out of memory");
+  if (!term) { /* let go now, whether or not ZooKeeper can be told: never made again */
+    pthread_mutex_lock(&c->mu);
+    h->dropped = 1;
+    pthread_mutex_unlock(&c->mu);
+  }
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? PC_OK : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  char *held = NULL;
+  size_t hl = 0;
+  if (st == PC_OK && term) {
+    /* a node of a later term stays: this leader has been deposed already */
+    st = pc_zk_get(c->zk, rel, NULL, &held, &hl, NULL, timeout_ms, err);
+    char ident[400] = "";
+    if (st == PC_OK && parse_owner(held, NULL, 0, NULL, ident, sizeof ident) == 0 &&
+        owner_term(ident) > term)
+      st = PC_STATE;
+    if (st == PC_NOT_FOUND) st = PC_OK;
+    free(held);
+  }
+  if (st == PC_OK) {
+    pthread_mutex_lock(&c->mu);
+    uint64_t id = pc_zk_session_id(c->zk);
+    if (term) {
+      snprintf(h->data, sizeof h->data, "%s %016" PRIx64 " raft:%s:%" PRIu64, addr, id, server, term);
+      h->term = term;
+      h->node_session = 0;
+      h->dropped = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (term) {
+      st = create_held(c, h, timeout_ms, err);
+    } else { /* let go: our node goes, another's stays */
+      held = NULL;
+      st = pc_zk_get(c->zk, rel, NULL, &held, &hl, NULL, timeout_ms, err);
+      uint64_t s = 0;
+      if (st == PC_OK && parse_owner(held, NULL, 0, &s, NULL, 0) == 0 && s == id)
+        st = pc_zk_delete(c->zk, rel, -1, timeout_ms, err);
+      if (st == PC_NOT_FOUND) st = PC_OK;
+      free(held);
+    }
+  } else if (st == PC_STATE) {
+    st = PC_OK; /* nothing to do */
+  }
+  pthread_rwlock_unlock(&c->zk_lk);
+  return st;
+}
+
+pc_status_t pc_coord_tablet_range_get(pc_coord_t *c, const char *name, uint32_t timeout_ms,
+                                      char **start, size_t *start_len, char **end,
+                                      size_t *end_len, pc_error_t *err) {
+  char rel[160];
+  *start = *end = NULL;
+  *start_len = *end_len = 0;
+  if (tablet_path(rel, sizeof rel, name, "range"))
+    return pc_error_set(err, PC_INVALID, "coordination: bad tablet name '%s'", name);
+  pthread_rwlock_rdlock(&c->zk_lk);
+  char *data = NULL;
+  size_t len = 0;
+  pc_status_t st = c->zk ? pc_zk_get(c->zk, rel, NULL, &data, &len, NULL, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  pthread_rwlock_unlock(&c->zk_lk);
+  if (st == PC_NOT_FOUND)
+    return pc_error_set(err, PC_NOT_FOUND, "tablet %s: no rows recorded in %s/%s", name, c->root, rel);
+  if (st != PC_OK) return st;
+  const char *sp = memchr(data, ' ', len);
+  size_t hs = sp ? (size_t)(sp - data) : 0, he = sp ? len - hs - 1 : 0;
+  *start = malloc(hs / 2 + 1);
+  *end = malloc(he / 2 + 1);
+  if (!*start || !*end || !sp || hex_get(data, hs, *start) != 0 || hex_get(sp + 1, he, *end) != 0) {
+    st = !*start || !*end ? pc_error_set(err, PC_NOMEM, "out of memory")
+                          : pc_error_set(err, PC_CORRUPTION, "zookeeper %s/%s: not a range", c->root, rel);
+    free(*start);
+    free(*end);
+    *start = *end = NULL;
+  } else {
+    *start_len = hs / 2;
+    *end_len = he / 2;
+    (*start)[*start_len] = '\0';
+    (*end)[*end_len] = '\0';
+  }
+  free(data);
+  return st;
 }

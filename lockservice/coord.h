@@ -229,4 +229,41 @@ pc_status_t pc_coord_follow_tablets(pc_coord_t *c, const char *const *names, siz
                                     void (*fn)(void *ctx, size_t i, const char *addr), void *ctx,
                                     pc_error_t *err);
 
+/* ---- replicated tablets ------------------------------------------------------------ */
+
+/* Replicated tablets (replica/): each tablet's leader holds
+ * tablets/<name>/owner as a legacy server holds it, its identity
+ * "raft:<server>:<term>", so that clients follow leaders the way they
+ * follow owners; each server has
+ *   servers/<name>        persistent: made when the server first starts (a
+ *                         later start on an empty directory is a rebuild)
+ *   servers/<name>/live   ephemeral: "<host>:<port>" where it serves now */
+
+/* Makes servers/<name> when absent: *first = 1 when this call made it. */
+pc_status_t pc_coord_server_mark(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *first,
+                                 pc_error_t *err);
+/* Whether servers/<name> exists (after a sync). */
+pc_status_t pc_coord_server_seen(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *seen,
+                                 pc_error_t *err);
+/* Tablet name's rows as ZooKeeper records them (malloc'd, NUL-terminated
+ * after their lengths); PC_NOT_FOUND when none are recorded. */
+pc_status_t pc_coord_tablet_range_get(pc_coord_t *c, const char *name, uint32_t timeout_ms,
+                                      char **start, size_t *start_len, char **end,
+                                      size_t *end_len, pc_error_t *err);
+/* Holds servers/<name>/live with addr for this session (replacing a
+ * previous run's node, made again after an expiry). */
+pc_status_t pc_coord_server_live(pc_coord_t *c, const char *name, const char *addr,
+                                 uint32_t timeout_ms, pc_error_t *err);
+/* Where server name serves now ("host:port"); PC_UNAVAILABLE when it does not run. */
+pc_status_t pc_coord_server_addr(pc_coord_t *c, const char *name, uint32_t timeout_ms, char *addr,
+                                 size_t cap, pc_error_t *err);
+/* The leader of replicated tablet name is server at addr from term on
+ * (term > 0): tablets/<name>/owner names it, replacing an owner of an
+ * earlier term (never one of a later term: this leader was deposed
+ * meanwhile), made again after an expiry. term 0: this session's node goes
+ * (another's stays). */
+pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *addr,
+                                 const char *server, uint64_t term, uint32_t timeout_ms,
+                                 pc_error_t *err);
+
 #endif

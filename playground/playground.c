@@ -31,6 +31,7 @@ struct pc_pg {
   char zk_root[256];
   char zk_connect[512];
   int own_zk, zk_servers, oracles, one_process, workers, zookeeper_only;
+  int nservers; /* a replicated cluster's tablet servers (0: a server per tablet) */
   char *plugins[PC_PG_MAX_PLUGINS];
   size_t nplugins;
   json_t *extra;
@@ -65,6 +66,19 @@ static pc_pg_role_t *add_role(pc_pg_t *p, pc_pg_kind_t kind, const char *name, p
 /* The tablets' copies, placed on tablet servers: one server per copy. This
  * is the one place that decides which process serves which tablet. */
 static pc_status_t place_tablets(pc_pg_t *p, pc_error_t *err) {
+  if (p->nservers) { /* the replicas of tablet i on servers i, i + 1, ... */
+    for (size_t i = 0; i < p->ntablets; i++)
+      for (int copy = 0; copy < p->tablets[i].replicas; copy++)
+        p->tablets[i].on[copy] = (int)((i + (size_t)copy) % (size_t)p->nservers);
+    for (int k = 0; !p->one_process && k < p->nservers; k++) {
+      char name[64];
+      snprintf(name, sizeof name, "s%d", k + 1);
+      pc_pg_role_t *r = add_role(p, PC_PG_TABLET, name, err);
+      if (!r) return err->code;
+      snprintf(r->tablet, sizeof r->tablet, "%s", name);
+    }
+    return PC_OK;
+  }
   if (p->one_process) return PC_OK; /* the `run` process serves them all */
   for (size_t i = 0; i < p->ntablets; i++) {
     const pc_pg_tablet_t *t = &p->tablets[i];
@@ -96,7 +110,7 @@ static pc_status_t make_tablets(pc_pg_t *p, const pc_pg_options_t *o, pc_error_t
     snprintf(t->name, sizeof t->name, "t%zu", i + 1);
     t->start = strdup(i == 0 ? "" : o->splits[i - 1]);
     t->end = strdup(i == o->nsplits ? "" : o->splits[i]);
-    t->replicas = 1;
+    t->replicas = p->nservers ? (o->replicas ? o->replicas : (p->nservers < 3 ? p->nservers : 3)) : 1;
     if (!t->start || !t->end) return pc_error_set(err, PC_NOMEM, "out of memory");
   }
   return PC_OK;
@@ -158,6 +172,10 @@ pc_pg_t *pc_pg_create(const pc_pg_options_t *o, pc_error_t *err) {
     st = pc_error_set(err, PC_INVALID, "playground: workers need a plugin");
   else if (o->nplugins > PC_PG_MAX_PLUGINS)
     st = pc_error_set(err, PC_INVALID, "playground: at most %d plugins", PC_PG_MAX_PLUGINS);
+  else if (o->servers < 0 || o->servers > 15 || o->replicas < 0 ||
+           (o->servers && o->replicas > o->servers) || (!o->servers && o->replicas > 1))
+    st = pc_error_set(err, PC_INVALID, "playground: %d replicas on %d servers: 1 to 15 servers, "
+                      "at most as many replicas", o->replicas, o->servers);
   else if (o->extra && !json_is_object(o->extra))
     st = pc_error_set(err, PC_INVALID, "playground: the extra configuration is not an object");
   if (st == PC_OK && (!realpath(o->cli, p->cli)))
@@ -180,6 +198,7 @@ pc_pg_t *pc_pg_create(const pc_pg_options_t *o, pc_error_t *err) {
     p->one_process = o->one_process;
     p->zookeeper_only = o->zookeeper_only;
     p->workers = o->workers;
+    p->nservers = o->servers;
     snprintf(p->zk_root, sizeof p->zk_root, "%s", o->zk_root ? o->zk_root : "/percolator/playground");
     if (o->zk_connect) snprintf(p->zk_connect, sizeof p->zk_connect, "%s", o->zk_connect);
     p->extra = o->extra ? json_deep_copy(o->extra) : json_object();
@@ -225,14 +244,46 @@ static json_t *zk_json(const pc_pg_t *p) {
   return zk;
 }
 
-static json_t *tablet_json(const pc_pg_tablet_t *t, const char *listen, int http) {
+static json_t *tablet_json(const pc_pg_t *p, const pc_pg_tablet_t *t, const char *listen, int http) {
   json_t *o = json_object();
   json_object_set_new(o, "name", json_string(t->name));
-  json_object_set_new(o, "listen", json_string(listen));
-  if (http) json_object_set_new(o, "http", json_string("127.0.0.1:0"));
+  if (p->nservers) {
+    json_t *reps = json_array();
+    for (int k = 0; k < t->replicas; k++) {
+      char name[16];
+      snprintf(name, sizeof name, "s%d", t->on[k] + 1);
+      json_array_append_new(reps, json_string(name));
+    }
+    json_object_set_new(o, "replicas", reps);
+  } else {
+    json_object_set_new(o, "listen", json_string(listen));
+    if (http) json_object_set_new(o, "http", json_string("127.0.0.1:0"));
+  }
   json_object_set_new(o, "start", json_string(t->start));
   json_object_set_new(o, "end", json_string(t->end));
   return o;
+}
+
+/* A replicated cluster's "servers": listen[k] for server k (NULL: port 0). */
+static json_t *servers_json(const pc_pg_t *p, const char *fixed, int fixed_port, int http,
+                            int bound) {
+  json_t *arr = json_array();
+  for (int k = 0; k < p->nservers; k++) {
+    char name[16], ep[64];
+    snprintf(name, sizeof name, "s%d", k + 1);
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(name));
+    snprintf(ep, sizeof ep, "127.0.0.1:%d", fixed && strcmp(fixed, name) == 0 ? fixed_port : 0);
+    const char *listen = ep;
+    for (size_t i = 0; bound && i < p->nroles; i++)
+      if (p->roles[i].kind == PC_PG_TABLET && strcmp(p->roles[i].tablet, name) == 0 &&
+          p->roles[i].listen[0])
+        listen = p->roles[i].listen;
+    json_object_set_new(o, "listen", json_string(listen));
+    if (http) json_object_set_new(o, "http", json_string("127.0.0.1:0"));
+    json_array_append_new(arr, o);
+  }
+  return arr;
 }
 
 static pc_status_t write_json(json_t *root, const char *path, pc_error_t *err) {
@@ -262,9 +313,10 @@ static pc_status_t write_daemons_config(const pc_pg_t *p, const char *path, cons
   for (size_t i = 0; i < p->ntablets; i++) {
     int mine = fixed && strcmp(fixed, p->tablets[i].name) == 0;
     snprintf(ep, sizeof ep, "127.0.0.1:%d", mine ? fixed_port : 0);
-    json_array_append_new(tablets, tablet_json(&p->tablets[i], ep, 1));
+    json_array_append_new(tablets, tablet_json(p, &p->tablets[i], ep, 1));
   }
   json_object_set_new(root, "tablets", tablets);
+  if (p->nservers) json_object_set_new(root, "servers", servers_json(p, fixed, fixed_port, 1, 0));
   merge_extra(p, root);
   return write_json(root, path, err);
 }
@@ -281,8 +333,9 @@ static pc_status_t write_client_config(const pc_pg_t *p, pc_error_t *err) {
     }
   json_object_set_new(root, "tso", tso);
   for (size_t i = 0; i < p->ntablets; i++)
-    json_array_append_new(tablets, tablet_json(&p->tablets[i], p->tablet_listen[i], 0));
+    json_array_append_new(tablets, tablet_json(p, &p->tablets[i], p->tablet_listen[i], 0));
   json_object_set_new(root, "tablets", tablets);
+  if (p->nservers) json_object_set_new(root, "servers", servers_json(p, NULL, 0, 0, 1));
   if (p->nplugins) {
     json_t *w = json_object(), *plugins = json_array();
     json_object_set_new(w, "http", json_string("127.0.0.1:0"));
@@ -374,13 +427,13 @@ static int read_ready(pc_pg_t *p, pc_pg_role_t *r) {
     case PC_PG_SERVER:
       ok = get_endpoint(json_object_get(j, "tso"), "listen", r->listen, sizeof r->listen);
       get_endpoint(json_object_get(j, "tso"), "http", r->http, sizeof r->http);
-      if (ok && r->kind == PC_PG_SERVER)
+      if (ok && r->kind == PC_PG_SERVER && !p->nservers)
         for (size_t i = 0; i < p->ntablets; i++)
           ok &= get_endpoint(json_object_get(tablets, p->tablets[i].name), "listen",
                              p->tablet_listen[i], sizeof p->tablet_listen[i]);
       break;
     case PC_PG_TABLET: {
-      json_t *o = json_object_get(tablets, r->tablet);
+      json_t *o = json_object_get(p->nservers ? json_object_get(j, "servers") : tablets, r->tablet);
       ok = get_endpoint(o, "listen", r->listen, sizeof r->listen);
       get_endpoint(o, "http", r->http, sizeof r->http);
       int t = tablet_index(p, r->tablet);

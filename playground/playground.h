@@ -9,7 +9,8 @@
  *
  * The description comes first (pc_pg_create: the roles, in the order they
  * start, and the tablets, placed on tablet servers in one place,
- * place_tablets in playground.c, where replicas will be added), then the
+ * place_tablets in playground.c: a server of its own for each, or the
+ * replicas of each on the servers of a replicated cluster), then the
  * processes (pc_pg_start), which start all at once per kind and are waited
  * for through their ready files. Every process is a child of the calling
  * thread, in a process group of its own (a terminal's Ctrl-C reaches only
@@ -32,7 +33,8 @@ typedef enum pc_pg_kind {
   PC_PG_ZOOKEEPER, /* a ZooKeeper server */
   PC_PG_TSO,       /* `percolator tso` */
   PC_PG_SERVER,    /* `percolator run`: an oracle and every tablet in one process */
-  PC_PG_TABLET,    /* `percolator tablet --name T` */
+  PC_PG_TABLET,    /* `percolator tablet --name T`: a tablet's server, or one of the servers
+                      of a replicated cluster (--name sN) */
   PC_PG_WORKER     /* `percolator worker` */
 } pc_pg_kind_t;
 
@@ -41,13 +43,14 @@ typedef enum pc_pg_kind {
 typedef struct pc_pg_tablet {
   char name[32];
   char *start, *end;
-  int replicas; /* 1: tablets are not replicated yet */
+  int replicas;   /* copies: 1 without servers (a server of its own) */
+  int on[15];     /* with servers: the servers (indexes) holding its replicas */
 } pc_pg_tablet_t;
 
 typedef struct pc_pg_role {
   pc_pg_kind_t kind;
   char name[64];         /* "zookeeper-1", "tso-1", "t1", "worker-1", "server" */
-  char tablet[32];       /* PC_PG_TABLET: the tablet it serves */
+  char tablet[32];       /* PC_PG_TABLET: the tablet it serves, or its server's name */
   int index;             /* PC_PG_ZOOKEEPER: the server's index */
   pid_t pid;             /* 0 before it starts and once reaped */
   int exit_status;       /* -1 while it runs or before it started; else as waitpid's */
@@ -69,6 +72,11 @@ typedef struct pc_pg_options {
   int zookeeper_only;        /* only the ZooKeeper servers (for scripts that run their own roles) */
   const char *const *splits; /* the rows where tablets begin, in order: nsplits + 1 tablets */
   size_t nsplits;
+  /* a replicated cluster: this many tablet servers (s1, s2, ...), each
+   * tablet a Raft group of `replicas` of them (0: min(3, servers)); 0
+   * servers: a server of its own for each tablet, not replicated */
+  int servers;
+  int replicas;
   int workers;               /* worker processes (with plugins) */
   const char *const *plugins;
   size_t nplugins;

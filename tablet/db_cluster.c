@@ -35,6 +35,11 @@ typedef struct coord {
   char **tablets;        /* the tablets' names, in the store's order */
   size_t ntablets;
   uint32_t timeout_ms;   /* of a refresh of the map */
+  /* replicated tablets: the servers of each one's replicas (NULL: not
+   * replicated), and which of them a refresh tries next */
+  char ***replicas;
+  size_t *nreplicas;
+  _Atomic unsigned *next_replica;
 } coord_t;
 
 static void cluster_close(pc_db_t *db) {
@@ -42,8 +47,15 @@ static void cluster_close(pc_db_t *db) {
   if (c) {
     pc_tso_locator_destroy(c->tso); /* it follows the election on the session */
     pc_coord_close(c->session);     /* closing the session ends this client's liveness */
-    for (size_t i = 0; i < c->ntablets; i++) free(c->tablets[i]);
+    for (size_t i = 0; i < c->ntablets; i++) {
+      free(c->tablets[i]);
+      for (size_t k = 0; c->replicas && k < c->nreplicas[i]; k++) free(c->replicas[i][k]);
+      if (c->replicas) free(c->replicas[i]);
+    }
     free(c->tablets);
+    free(c->replicas);
+    free(c->nreplicas);
+    free(c->next_replica);
     free(c);
     db->coord = NULL;
     db->coordination = NULL;
@@ -143,15 +155,44 @@ static void follow_owner(void *ctx, size_t i, const char *addr) {
     pc_log(PC_LOG_WARN, "tablet map: %s", err.text);
 }
 
+/* A replicated tablet whose leader the map does not name (an election
+ * under way, or a leader that died with its node still there): its
+ * replicas' servers in turn, each refresh the next; one that does not lead
+ * names the leader in its refusal (store_remote.c follows it). */
+static void try_replica(coord_t *c, size_t i, const char *owner, uint32_t ms) {
+  size_t n = c->nreplicas[i];
+  for (size_t k = 0; k < n; k++) {
+    unsigned next = atomic_fetch_add(&c->next_replica[i], 1);
+    char addr[300];
+    pc_error_t err;
+    if (pc_coord_server_addr(c->session, c->replicas[i][next % n], ms, addr, sizeof addr, &err) !=
+            PC_OK ||
+        (owner && strcmp(addr, owner) == 0))
+      continue;
+    follow_owner(c, i, addr);
+    return;
+  }
+}
+
 static void refresh_owner(void *ctx, size_t i) {
   coord_t *c = ctx;
   char addr[300];
   pc_error_t err;
   /* within what is left of the caller's deadline */
   uint32_t ms = pc_deadline_bound(c->timeout_ms);
-  if (ms && pc_coord_tablet_owner(c->session, c->tablets[i], 1, ms, addr, sizeof addr, NULL,
-                                  &err) == PC_OK)
-    follow_owner(c, i, addr[0] ? addr : NULL);
+  if (!ms) return;
+  pc_status_t st = pc_coord_tablet_owner(c->session, c->tablets[i], 1, ms, addr, sizeof addr,
+                                         NULL, &err);
+  if (c->replicas && c->replicas[i]) {
+    /* the owner node when it names another server than the one that failed;
+     * else the replicas in turn */
+    char cur[300] = "";
+    pc_remote_store_link_addr(c->store, i, cur, sizeof cur);
+    if (st == PC_OK && addr[0] && strcmp(addr, cur) != 0) follow_owner(c, i, addr);
+    else try_replica(c, i, st == PC_OK && addr[0] ? addr : NULL, ms);
+    return;
+  }
+  if (st == PC_OK) follow_owner(c, i, addr[0] ? addr : NULL);
 }
 
 static pc_status_t open_tablet_map(coord_t *c, pc_db_t *db, const pc_config_t *cfg,
@@ -160,10 +201,22 @@ static pc_status_t open_tablet_map(coord_t *c, pc_db_t *db, const pc_config_t *c
   c->timeout_ms = o->timeout_ms < 2000 ? o->timeout_ms : 2000;
   if (!(c->tablets = calloc(cfg->ntablets, sizeof *c->tablets)))
     return pc_error_set(err, PC_NOMEM, "out of memory");
+  if (cfg->nservers &&
+      (!(c->replicas = calloc(cfg->ntablets, sizeof *c->replicas)) ||
+       !(c->nreplicas = calloc(cfg->ntablets, sizeof *c->nreplicas)) ||
+       !(c->next_replica = calloc(cfg->ntablets, sizeof *c->next_replica))))
+    return pc_error_set(err, PC_NOMEM, "out of memory");
   for (size_t i = 0; i < cfg->ntablets; i++) {
     const pc_config_tablet_t *t = &cfg->tablets[i];
     if (!(c->tablets[c->ntablets++] = strdup(t->name)))
       return pc_error_set(err, PC_NOMEM, "out of memory");
+    if (c->replicas && t->nreplicas) {
+      if (!(c->replicas[i] = calloc(t->nreplicas, sizeof *c->replicas[i])))
+        return pc_error_set(err, PC_NOMEM, "out of memory");
+      for (size_t k = 0; k < t->nreplicas; k++)
+        if (!(c->replicas[i][c->nreplicas[i]++] = strdup(t->replicas[k])))
+          return pc_error_set(err, PC_NOMEM, "out of memory");
+    }
     pc_status_t st = pc_coord_tablet_range(c->session, t->name, t->start, t->start_len, t->end,
                                            t->end_len, o->timeout_ms, err);
     if (st == PC_INVALID) pc_error_prefix(err, "%s", cfg->source);
@@ -175,6 +228,8 @@ static pc_status_t open_tablet_map(coord_t *c, pc_db_t *db, const pc_config_t *c
     follow_owner(c, i, addr[0] ? addr : NULL);
   }
   pc_remote_store_set_refresh(db->store, refresh_owner, c);
+  /* a leader that stopped answering is replaced within an election timeout */
+  if (cfg->nservers) pc_remote_store_set_attempt_ms(db->store, cfg->replication.election_timeout_ms);
   return pc_coord_follow_tablets(c->session, (const char *const *)c->tablets, c->ntablets,
                                  follow_owner, c, err);
 }
@@ -230,7 +285,8 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
     const pc_config_tablet_t *t = &cfg->tablets[i];
     /* coordinated: where each tablet is served comes from ZooKeeper */
     addrs[i] = (pc_tablet_addr_t){t->name, cfg->zookeeper.set ? NULL : t->listen.host,
-                                  t->listen.port, {t->start, t->start_len, t->end, t->end_len}};
+                                  t->listen.port, {t->start, t->start_len, t->end, t->end_len},
+                                  t->nreplicas > 0};
   }
   pc_rpc_auth_t auth; /* each client takes what it needs of it */
   if (pc_config_auth(cfg, &auth, err) != PC_OK) {

@@ -47,6 +47,7 @@ typedef struct rtablet {
   pthread_mutex_t mu;
   link_t *link; /* under mu; NULL: no live server holds the tablet */
   uint64_t refresh_ms; /* under mu: when a refresh was last asked */
+  int replicated;      /* a Raft group (pc_tablet_addr_t) */
 } rtablet_t;
 
 typedef struct remote {
@@ -58,6 +59,7 @@ typedef struct remote {
   pc_tls_t *tls;
   void (*refresh)(void *ctx, size_t tablet);
   void *refresh_ctx;
+  uint32_t attempt_ms; /* a replicated tablet's point operation: one attempt (0: the whole call) */
 } remote_t;
 
 static void link_put(link_t *l) {
@@ -198,6 +200,108 @@ static int misrouted(const pc_rd_t *r) {
   return peek.ok && n >= 9 && memmem(msg, n, "misrouted", 9) != NULL;
 }
 
+/* Sends op with body to tablet i through l, in a ROUTED envelope for a
+ * replicated tablet (its server holds several), as pc_rpc_call_sent does. */
+static pc_status_t send_op(remote_t *s, size_t i, link_t *l, uint8_t op, const pc_buf_t *body,
+                           uint32_t timeout_ms, pc_buf_t *reply, int *sent, pc_error_t *err) {
+  if (!s->t[i].replicated)
+    return pc_rpc_call_sent(l->rpc, op, body->p, body->len, timeout_ms, reply, sent, err);
+  pc_buf_t env = {0};
+  uint8_t wop = pc_tablet_wrap(&env, s->t[i].name, op, body->p, body->len);
+  pc_status_t st = wop ? pc_rpc_call_sent(l->rpc, wop, env.p, env.len, timeout_ms, reply, sent, err)
+                       : nomem(err);
+  if (!wop) *sent = 0;
+  pc_buf_free(&env);
+  return st;
+}
+
+static pc_rpc_pending_t *start_op(remote_t *s, size_t i, link_t *l, uint8_t op,
+                                  const pc_buf_t *body, uint32_t timeout_ms, pc_error_t *err) {
+  if (!s->t[i].replicated) return pc_rpc_start(l->rpc, op, body->p, body->len, timeout_ms, err);
+  pc_buf_t env = {0};
+  uint8_t wop = pc_tablet_wrap(&env, s->t[i].name, op, body->p, body->len);
+  pc_rpc_pending_t *p = wop ? pc_rpc_start(l->rpc, wop, env.p, env.len, timeout_ms, err) : NULL;
+  if (!wop) nomem(err);
+  pc_buf_free(&env);
+  return p;
+}
+
+/* When a reply whose status is PC_UNAVAILABLE (read by r) is a replica's
+ * refusal because it does not lead its tablet: 1, with the leader it names
+ * in leader ("host:port", "" when it knows none). */
+static int not_leader(const pc_rd_t *r, char *leader, size_t cap) {
+  pc_rd_t peek = *r;
+  size_t n;
+  const char *msg = pc_rd_str(&peek, &n);
+  leader[0] = '\0';
+  const char *at = peek.ok ? memmem(msg, n, PC_TABLET_NOT_LEADER, strlen(PC_TABLET_NOT_LEADER)) : NULL;
+  if (!at) return 0;
+  const char *end = msg + n, *a = memmem(at, (size_t)(end - at), " at ", 4);
+  if (a) {
+    a += 4;
+    const char *close = memchr(a, ')', (size_t)(end - a));
+    size_t len = close ? (size_t)(close - a) : 0;
+    if (len && len < cap && !memmem(a, len, "unknown", 7)) {
+      memcpy(leader, a, len);
+      leader[len] = '\0';
+    }
+  }
+  return 1;
+}
+
+/* A replicated tablet's request that had no effect (refused by a replica
+ * that does not lead, or never sent) is tried again until until (monotonic
+ * ms): at once when the leader it was told of is new to the caller, after a
+ * short pause otherwise (an election takes a few hundred milliseconds).
+ * 1 when it should be tried again. */
+static int retry_replicated(remote_t *s, size_t i, const char *leader, uint64_t until,
+                            int attempt) {
+  if (!s->t[i].replicated) return 0;
+  uint64_t now = pc_now_mono_ms();
+  if (now >= until) return 0;
+  if (leader && leader[0]) {
+    pc_error_t e2;
+    link_t *cur = link_take(&s->t[i]);
+    int moved = !cur || strcmp(cur->addr, leader) != 0;
+    link_put(cur);
+    if (moved && pc_remote_store_route(&s->base, i, leader, &e2) == PC_OK) return 1;
+  } else {
+    ask_refresh(s, i);
+  }
+  uint32_t pause = attempt < 3 ? 20u : attempt < 10 ? 50u : 100u;
+  if (now + pause >= until) return 0;
+  pc_sleep_ms(pause);
+  return 1;
+}
+
+/* A replicated tablet's point operation may go to a leader that stopped
+ * answering (paused, or cut off) while another was elected: each attempt is
+ * bounded by attempt_ms, and one that ran out is sent again, to wherever
+ * the tablet's leader is then, when sending it twice is harmless: a read,
+ * or an operation of the protocol that answers the same when repeated (a
+ * prewrite meets its own lock, a commit its own record). A one-phase commit
+ * is not: its second attempt would meet its own commit as a conflict. */
+static int point_op(uint8_t op) {
+  switch (op) {
+    case PC_TABLET_OP_GET:
+    case PC_TABLET_OP_GET_FRESH:
+    case PC_TABLET_OP_GET_MANY:
+    case PC_TABLET_OP_PREWRITE:
+    case PC_TABLET_OP_COMMIT:
+    case PC_TABLET_OP_ROLLBACK:
+    case PC_TABLET_OP_CHECK_TXN:
+    case PC_TABLET_OP_HEARTBEAT:
+    case PC_TABLET_OP_CLEAR_NOTIFY:
+    case PC_TABLET_OP_OBSERVER:
+    case PC_TABLET_OP_ONE_PHASE:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static int repeatable(uint8_t op) { return point_op(op) && op != PC_TABLET_OP_ONE_PHASE; }
+
 /* Sends body to tablet i's server. On transport success, *r reads the reply
  * after its status byte, *status is the store status and err holds its
  * message. A commit (store.h) answers PC_UNAVAILABLE only when its request
@@ -210,18 +314,39 @@ static int misrouted(const pc_rd_t *r) {
  * fails at once saying so (PC_UNAVAILABLE: nothing was sent). */
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
                         pc_rd_t *r, pc_error_t *err) {
+  uint64_t until = pc_now_mono_ms() + pc_deadline_bound(s->timeout_ms);
   for (int attempt = 0;; attempt++) {
     reply->len = 0;
     link_t *l = link_get(s, i, err);
-    if (!l) return PC_UNAVAILABLE;
+    if (!l) {
+      if (retry_replicated(s, i, NULL, until, attempt)) continue;
+      return PC_UNAVAILABLE;
+    }
     int sent;
-    pc_status_t st = pc_rpc_call_sent(l->rpc, op, body->p, body->len,
-                                      pc_deadline_bound(s->timeout_ms), reply, &sent, err);
+    uint64_t now = pc_now_mono_ms();
+    uint32_t left = now < until ? (uint32_t)(until - now) : 1, bound = left;
+    /* a one-phase commit, which cannot be sent again, waits for two */
+    uint32_t one = repeatable(op) ? s->attempt_ms : 2 * s->attempt_ms;
+    int short_attempt = s->t[i].replicated && s->attempt_ms && point_op(op) && left > one;
+    if (short_attempt) bound = one;
+    pc_status_t st = send_op(s, i, l, op, body, bound, reply, &sent, err);
+    if (st == PC_TIMEOUT && short_attempt) {
+      /* the server did not answer within an attempt: maybe a paused leader */
+      ask_refresh(s, i);
+      if ((!sent || repeatable(op)) && pc_now_mono_ms() < until) {
+        link_put(l);
+        continue;
+      }
+    }
     if (st != PC_OK) {
       reply->len = 0;
       if (st == PC_UNAVAILABLE) {
         ask_refresh(s, i);
         if (!sent && attempt == 0 && !same_link(s, i, l)) {
+          link_put(l);
+          continue;
+        }
+        if (!sent && retry_replicated(s, i, NULL, until, attempt)) {
           link_put(l);
           continue;
         }
@@ -245,6 +370,12 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
         link_put(l);
         continue;
       }
+    }
+    char leader[300];
+    if (st == PC_UNAVAILABLE && not_leader(r, leader, sizeof leader) &&
+        retry_replicated(s, i, leader, until, attempt)) {
+      link_put(l);
+      continue;
     }
     link_put(l);
     return st;
@@ -552,8 +683,9 @@ static pc_status_t r_gc(pc_store_t *base, uint64_t safe_point, uint32_t rate,
       st = PC_UNAVAILABLE;
       break;
     }
-    st = pc_rpc_call(l->rpc, PC_TABLET_OP_GC, body.p, body.len, pc_deadline_bound(GC_CALL_MS),
-                     &reply, err);
+    int sent;
+    st = send_op(s, i, l, PC_TABLET_OP_GC, &body, pc_deadline_bound(GC_CALL_MS), &reply, &sent,
+                 err);
     link_put(l);
     if (st != PC_OK) {
       if (st == PC_UNAVAILABLE) ask_refresh(s, i);
@@ -863,8 +995,7 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     f[k].r = (pc_rd_t){NULL, 0, 0, 0};
     f[k].p = NULL;
     f[k].link = link_get(s, f[k].tablet, &f[k].err);
-    if (f[k].link)
-      f[k].p = pc_rpc_start(f[k].link->rpc, op, f[k].body.p, f[k].body.len, timeout, &f[k].err);
+    if (f[k].link) f[k].p = start_op(s, f[k].tablet, f[k].link, op, &f[k].body, timeout, &f[k].err);
     f[k].st = f[k].p ? PC_OK : f[k].err.code;
   }
   for (size_t k = 0; k < n; k++) {
@@ -874,9 +1005,19 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     f[k].p = NULL;
     link_t *l = f[k].link;
     f[k].link = NULL;
-    if (!l) continue; /* no live server: err says so */
+    if (!l) { /* no live server: err says so; a replicated tablet's is looked for */
+      if (s->t[i].replicated) f[k].st = call(s, i, op, &f[k].body, &f[k].reply, &f[k].r, &f[k].err);
+      continue;
+    }
     if (f[k].st != PC_OK) {
       f[k].reply.len = 0;
+      if (f[k].st == PC_UNAVAILABLE && !sent && s->t[i].replicated) {
+        /* never sent: once more, alone, wherever the tablet's leader is */
+        link_put(l);
+        ask_refresh(s, i);
+        f[k].st = call(s, i, op, &f[k].body, &f[k].reply, &f[k].r, &f[k].err);
+        continue;
+      }
       if (f[k].st == PC_UNAVAILABLE) {
         ask_refresh(s, i);
         if (!sent && same_link(s, i, l) && refused(s, i, l, &f[k].err)) {
@@ -895,6 +1036,13 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
     f[k].r = (pc_rd_t){f[k].reply.p, f[k].reply.len, 0, 1};
     f[k].st = reply_status(s, i, &f[k].r, &f[k].err);
     if (f[k].st == PC_INVALID && misrouted(&f[k].r)) ask_refresh(s, i);
+    char leader[300];
+    if (f[k].st == PC_UNAVAILABLE && s->t[i].replicated &&
+        not_leader(&f[k].r, leader, sizeof leader)) {
+      /* refused before it did anything: once more, alone, where the leader is */
+      if (leader[0]) pc_remote_store_route(&s->base, i, leader, NULL);
+      f[k].st = call(s, i, op, &f[k].body, &f[k].reply, &f[k].r, &f[k].err);
+    }
   }
 }
 
@@ -1204,6 +1352,7 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
     t->end = dup_n(a->range.end, a->range.end_len);
     t->end_len = a->range.end_len;
     t->range_text = range_text(t->start, t->start_len, t->end, t->end_len);
+    t->replicated = a->replicated;
     if (!t->name || !t->start || !t->end || !t->range_text) {
       nomem(err);
       r_close(&s->base);
@@ -1242,6 +1391,19 @@ pc_status_t pc_remote_store_route(pc_store_t *base, size_t i, const char *addr, 
   pthread_mutex_unlock(&t->mu);
   link_put(old); /* calls still on it keep it until they end */
   return PC_OK;
+}
+
+void pc_remote_store_set_attempt_ms(pc_store_t *base, uint32_t ms) {
+  ((remote_t *)base)->attempt_ms = ms;
+}
+
+void pc_remote_store_link_addr(pc_store_t *base, size_t i, char *out, size_t cap) {
+  remote_t *s = (remote_t *)base;
+  out[0] = '\0';
+  if (i >= s->n) return;
+  link_t *l = link_take(&s->t[i]);
+  if (l) snprintf(out, cap, "%s", l->addr);
+  link_put(l);
 }
 
 void pc_remote_store_set_refresh(pc_store_t *base, void (*fn)(void *ctx, size_t tablet),

@@ -96,10 +96,25 @@ enum {
   PC_TABLET_OP_OBSERVER = 0x1F,
   PC_TABLET_OP_OBSERVERS = 0x20,
   PC_TABLET_OP_GET_MANY = 0x21,
+  /* A request for one tablet of a server that holds several (a replicated
+   * cluster's): str tablet u8 op body, answered as op is. ROUTED_READ
+   * carries only the reads that run inline (pc_tablet_rpc_runs_inline). */
+  PC_TABLET_OP_ROUTED_READ = 0x2E,
+  PC_TABLET_OP_ROUTED = 0x2F,
 };
 
 /* The op's name for metrics ("get", "prewrite", ...), or NULL for none. */
 const char *pc_tablet_op_name(uint8_t op);
+
+/* Appends the envelope of a request of op for tablet to out; returns the op
+ * to send it with (ROUTED or ROUTED_READ), 0 out of memory. */
+uint8_t pc_tablet_wrap(pc_buf_t *out, const char *tablet, uint8_t op, const char *body,
+                       size_t len);
+
+/* The marker a replicated tablet's refusal carries when the server asked
+ * does not lead it (replica/replica.h): PC_UNAVAILABLE "tablet T: server S
+ * does not lead it (leader: L at host:port)". */
+#define PC_TABLET_NOT_LEADER "(leader: "
 
 #define PC_TABLET_LOCKS_MAX 10000u
 #define PC_TABLET_NOTIFY_REPLY_MAX (4u << 20)
@@ -177,6 +192,10 @@ typedef struct pc_tablet_addr {
   const char *host; /* NULL: no live server holds it (yet) */
   uint16_t port;
   pc_row_range_t range;
+  /* a Raft group: requests go in ROUTED envelopes, and a refusal naming
+   * the leader, a server that cannot be reached and a tablet without a
+   * known leader are tried again (elsewhere) within the call's deadline */
+  int replicated;
 } pc_tablet_addr_t;
 
 /* A store whose operations go to the tablets (ranges must tile all rows,
@@ -192,6 +211,15 @@ pc_store_t *pc_remote_store_open(const pc_tablet_addr_t *tablets, size_t n,
  * live server holds it. Calls already on their way finish where they went.
  * Thread-safe; a no-op when nothing changes. */
 pc_status_t pc_remote_store_route(pc_store_t *s, size_t i, const char *addr, pc_error_t *err);
+
+/* Bounds each attempt of a replicated tablet's point operation to ms (a
+ * leader that stopped answering is left for the next one; see
+ * store_remote.c); 0: one attempt takes the whole call. Set before the store
+ * is shared. */
+void pc_remote_store_set_attempt_ms(pc_store_t *s, uint32_t ms);
+
+/* The address tablet i's calls go to now into out ("" none). */
+void pc_remote_store_link_addr(pc_store_t *s, size_t i, char *out, size_t cap);
 
 /* fn(ctx, i) is called (on a caller's thread, at most every 100 ms per
  * tablet) when tablet i's server could not be reached or refused a row as

@@ -645,3 +645,11 @@ pc_status_t pc_tablet_decode_empty(const char *body, size_t len, const char *wha
   (void)body;
   return len == 0 ? PC_OK : trailing(err, what);
 }
+
+uint8_t pc_tablet_wrap(pc_buf_t *out, const char *tablet, uint8_t op, const char *body,
+                       size_t len) {
+  if (pc_buf_str(out, tablet, strlen(tablet)) || pc_buf_u8(out, op) ||
+      (len && pc_buf_append(out, body, len)))
+    return 0;
+  return pc_tablet_rpc_runs_inline(op) ? PC_TABLET_OP_ROUTED_READ : PC_TABLET_OP_ROUTED;
+}

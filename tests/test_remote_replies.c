@@ -72,7 +72,7 @@ static int setup(void **state) {
   f->server = pc_rpc_server_start(&o, scripted, NULL, &err);
   assert_non_null(f->server);
   uint16_t port = pc_rpc_server_port(f->server);
-  pc_tablet_addr_t t[1] = {{"t1", "127.0.0.1", port, {"", 0, "", 0}}};
+  pc_tablet_addr_t t[1] = {{"t1", "127.0.0.1", port, {"", 0, "", 0}, 0}};
   f->store = pc_remote_store_open(t, 1, NULL, 2000, &err);
   assert_non_null(f->store);
   f->rpc = pc_rpc_client_create("127.0.0.1", port, NULL, &err);

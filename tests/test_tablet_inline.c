@@ -76,7 +76,7 @@ static int setup(void **state) {
   o.runs_inline = pc_tablet_rpc_runs_inline;
   f->server = pc_rpc_server_start(&o, pc_tablet_rpc_handler, f->tablet, &err);
   if (!f->server) fail_msg("pc_rpc_server_start: %s", err.text);
-  pc_tablet_addr_t t[1] = {{"t1", "127.0.0.1", pc_rpc_server_port(f->server), all}};
+  pc_tablet_addr_t t[1] = {{"t1", "127.0.0.1", pc_rpc_server_port(f->server), all, 0}};
   f->remote = pc_remote_store_open(t, 1, NULL, WAIT_MS, &err);
   if (!f->remote) fail_msg("pc_remote_store_open: %s", err.text);
   *state = f;

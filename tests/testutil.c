@@ -116,17 +116,33 @@ int tu_cluster_tso_leader(const char *dir) {
 /* The tests choose their clients' lock TTLs (up to an hour, for locks that
  * must outlive a test's reads): the tablets' cap on them (store.lock_ttl_ms)
  * is set above every one. */
+/* PERCOLATOR_TEST_REPLICAS=3: the cluster's tablets are Raft groups, a
+ * replica of each on each of three servers (s1, s2, s3; their logs
+ * DIR/logs/sN.log), instead of a server per tablet. */
+static int replicated(void) {
+  const char *p = getenv("PERCOLATOR_TEST_REPLICAS");
+  return p && atoi(p) > 1 ? atoi(p) : 0;
+}
+
+/* The daemons' log level: PERCOLATOR_TEST_LOG (e.g. "info"), "warn" by default. */
+static const char *daemon_log_level(void) {
+  const char *l = getenv("PERCOLATOR_TEST_LOG");
+  return l && (!strcmp(l, "debug") || !strcmp(l, "info") || !strcmp(l, "error")) ? l : "warn";
+}
+
 static void cluster_start(const char *dir) {
   static const char *const splits[] = {"acct25", "r2"};
-  char root[300], extra_text[300];
+  char root[300], extra_text[400];
   snprintf(extra_text, sizeof extra_text,
-           "{\"log\":{\"level\":\"warn\"},\"store\":{\"lock_ttl_ms\":3600000},"
-           "\"zookeeper\":{\"session_timeout_ms\":%d}}",
-           forced_session_ms ? (int)forced_session_ms : ZK_SESSION_MS);
+           "{\"log\":{\"level\":\"%s\"},\"store\":{\"lock_ttl_ms\":3600000},"
+           "\"zookeeper\":{\"session_timeout_ms\":%d}%s}",
+           daemon_log_level(), forced_session_ms ? (int)forced_session_ms : ZK_SESSION_MS,
+           replicated() ? ",\"replication\":{\"election_timeout_ms\":1000}" : "");
   json_t *extra = json_loads(extra_text, 0, NULL);
   pc_pg_options_t o = {.cli = cluster_cli(), .dir = dir, .zk_connect = tu_zk_shared(),
                        .zk_root = cluster_root(dir, root, sizeof root), .oracles = 2,
-                       .splits = splits, .nsplits = 2, .extra = extra};
+                       .splits = splits, .nsplits = 2, .extra = extra,
+                       .servers = replicated() ? 3 : 0, .replicas = replicated()};
   pc_error_t err;
   pc_pg_t *pg = pc_pg_create(&o, &err);
   json_decref(extra);
@@ -280,7 +296,9 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 void tu_rmtree(char *path) {
   if (!path) return;
   if (cluster_cli()) cluster_stop(path);
-  nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  const char *keep = getenv("PERCOLATOR_TEST_KEEP"); /* for a look at the daemons' logs */
+  if (keep && *keep == '1') fprintf(stderr, "kept %s (PERCOLATOR_TEST_KEEP)\n", path);
+  else nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(path);
 }
 

@@ -33,6 +33,8 @@ enum {
   OPT_READY,
   OPT_KEEP,
   OPT_ZK_ONLY,
+  OPT_SERVERS,
+  OPT_REPLICAS,
 };
 
 #define START_WAIT_MS 90000u /* a JVM and several daemons on a loaded machine */
@@ -105,11 +107,13 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
       {"ready-file", required_argument, NULL, OPT_READY},
       {"keep", no_argument, NULL, OPT_KEEP},
       {"zookeeper-only", no_argument, NULL, OPT_ZK_ONLY},
+      {"servers", required_argument, NULL, OPT_SERVERS},
+      {"replicas", required_argument, NULL, OPT_REPLICAS},
       {NULL, 0, NULL, 0}};
   const char *dir = NULL, *ready = NULL, *extra_path = NULL;
   const char *splits[PC_PG_MAX_TABLETS], *plugins[PC_PG_MAX_PLUGINS];
   size_t nsplits = 0, nplugins = 0;
-  long tablets = 0, oracles = 2, zk = 1, workers = -1;
+  long tablets = 0, oracles = 2, zk = 1, workers = -1, servers = 3, replicas = -1;
   int one = 0, keep = 0, zk_only = 0, c, code;
   char *end;
   while ((c = cli_getopt(ctx, argc, argv, "", longopts, &code)) != -1) {
@@ -136,6 +140,8 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
       case OPT_READY: ready = optarg; break;
       case OPT_KEEP: keep = 1; break;
       case OPT_ZK_ONLY: zk_only = 1; break;
+      case OPT_SERVERS: num = &servers; break;
+      case OPT_REPLICAS: num = &replicas; break;
       default: return cli_usage_error(ctx, "unexpected option");
     }
     if (num) {
@@ -159,6 +165,11 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
   if (zk_only && (nplugins || nsplits || tablets || workers > 0 || one))
     return cli_usage_error(ctx, "--zookeeper-only starts ZooKeeper alone: no tablets, plugins "
                            "or workers");
+  if (servers > 15) return cli_usage_error(ctx, "--servers %ld: 0 to 15", servers);
+  if (replicas < 0) replicas = servers < 3 ? servers : 3;
+  if (servers ? replicas < 1 || replicas > servers : replicas > 1)
+    return cli_usage_error(ctx, "--replicas %ld: 1 to the servers' number (%ld)%s", replicas,
+                           servers, servers ? "" : "; without --servers a tablet has one copy");
   if (workers < 0) workers = nplugins ? 1 : 0;
   if (workers > 0 && !nplugins) return cli_usage_error(ctx, "--workers needs a --plugin");
   if (workers > 32) return cli_usage_error(ctx, "--workers %ld: at most 32", workers);
@@ -200,7 +211,7 @@ static int run_playground(cli_ctx_t *ctx, int argc, char **argv) {
   pc_pg_options_t o = {.cli = cli, .dir = dir, .zk_servers = (int)zk, .oracles = (int)oracles,
                        .one_process = one, .zookeeper_only = zk_only, .splits = splits, .nsplits = nsplits,
                        .workers = (int)workers, .plugins = plugins, .nplugins = nplugins,
-                       .extra = extra};
+                       .extra = extra, .servers = (int)servers, .replicas = (int)replicas};
   pc_error_t err;
   pc_pg_t *p = pc_pg_create(&o, &err);
   json_decref(extra);
@@ -303,6 +314,10 @@ const cli_verb_t cli_verb_playground = {
         "  --tablets N         N tablets cutting the rows at letters (default 2: at \"n\")\n"
         "  --split ROW         a tablet begins at ROW (repeat, in increasing order)\n"
         "  --oracles N         oracle processes, one leading (default 2)\n"
+        "  --servers N         tablet servers s1..sN (default 3), each tablet a Raft group\n"
+        "                      of replicas on them; 0: a server of its own for each\n"
+        "                      tablet, not replicated\n"
+        "  --replicas R        copies of each tablet, 1 to N (default 3, or N when fewer)\n"
         "  --zookeeper-servers N  1 or 3 ZooKeeper servers (default 1)\n"
         "  --plugin SO         an observer plugin the workers run (repeat for more)\n"
         "  --workers N         worker processes (default 1 with --plugin, else 0)\n"

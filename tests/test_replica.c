@@ -1,0 +1,321 @@
+/* test_replica.c — replicated tablets below the daemons (replica/): three
+ * replication hosts in this process, each with its own rpc server on an
+ * ephemeral port of 127.0.0.1, hold the replicas of one tablet. The
+ * transaction protocol's row operations go to the store of the replica that
+ * leads (replica.h's pc_replica_store); the tests check what Raft must give
+ * the store:
+ *   - writes are refused where the replica does not lead, naming the leader,
+ *     and reads where it has no lease;
+ *   - every replica applies the same commands, so the leadership moved to
+ *     another replica reads what the first acknowledged;
+ *   - the leader's host stopped, the other two elect a leader and lose
+ *     nothing acknowledged; alone, a replica serves nothing;
+ *   - a host restarted on an empty directory rejoins under a new incarnation,
+ *     catches up from a snapshot streamed by a peer (snapshots are taken
+ *     every few entries here), and then holds every value. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/store.h"
+#include "net/rpc.h"
+#include "replica/replica.h"
+#include "tests/testutil.h"
+
+#define N 3
+#define GROUP "t1"
+
+typedef struct server {
+  char name[8];
+  char dir[4200];
+  pc_rpc_server_t *rpc;
+  uint16_t port;
+  pc_repl_host_t *host;
+  pc_replica_t *rep;
+} server_t;
+
+static server_t servers[N];
+static char *root;
+
+static pc_status_t resolve(void *ctx, const char *server, char *endpoint, size_t cap,
+                           pc_error_t *err) {
+  (void)ctx;
+  for (int i = 0; i < N; i++)
+    if (strcmp(servers[i].name, server) == 0 && servers[i].port) {
+      snprintf(endpoint, cap, "127.0.0.1:%u", (unsigned)servers[i].port);
+      return PC_OK;
+    }
+  return pc_error_set(err, PC_UNAVAILABLE, "server %s is not running", server);
+}
+
+static pc_status_t handler(void *ctx, uint8_t op, const char *body, size_t len, pc_buf_t *reply,
+                           pc_error_t *err) {
+  server_t *s = ctx;
+  if (!s->host) return pc_error_set(err, PC_UNAVAILABLE, "not started");
+  return pc_repl_rpc_handler(s->host, op, body, len, reply, err);
+}
+
+static pc_status_t on_create(void *ctx, const char *group, pc_replica_t **out, pc_error_t *err) {
+  server_t *s = ctx;
+  pc_status_t st = pc_repl_host_replica(s->host, group, PC_REPLICA_JOIN, NULL, 0, out, err);
+  if (st == PC_OK) s->rep = *out;
+  return st;
+}
+
+/* Starts server i: its rpc port (kept across restarts) and its host, which
+ * bootstraps the group on a first start and joins it on an empty directory
+ * after that (fresh_incarnation says which). */
+static void start(int i, int first) {
+  server_t *s = &servers[i];
+  pc_error_t err;
+  if (!s->rpc) {
+    pc_rpc_server_options_t o = {0};
+    o.name = s->name;
+    o.port = s->port;
+    s->rpc = pc_rpc_server_start(&o, handler, s, &err);
+    assert_non_null(s->rpc);
+    s->port = pc_rpc_server_port(s->rpc);
+  }
+  pc_repl_options_t ro = {0};
+  ro.server = s->name;
+  ro.dir = s->dir;
+  ro.election_timeout_ms = 600;
+  ro.heartbeat_ms = 50;
+  ro.snapshot_entries = 16;
+  ro.snapshot_trailing = 4;
+  ro.resolve = resolve;
+  ro.on_create = on_create;
+  ro.on_create_ctx = s;
+  ro.store.create_if_missing = 1;
+  ro.fresh_incarnation = first ? 0 : (uint64_t)(1000 + i) + pc_now_mono_ms();
+  int fresh = 0;
+  s->host = pc_repl_host_open(&ro, &fresh, &err);
+  assert_non_null(s->host);
+  const char *voters[N];
+  for (int k = 0; k < N; k++) voters[k] = servers[k].name;
+  pc_replica_start_t how = first ? PC_REPLICA_BOOTSTRAP : PC_REPLICA_JOIN;
+  if (!fresh) how = PC_REPLICA_EXISTING;
+  pc_status_t st = pc_repl_host_replica(s->host, GROUP, how, voters, N, &s->rep, &err);
+  if (st != PC_OK) fail_msg("%s", err.text);
+}
+
+static void stop(int i) {
+  server_t *s = &servers[i];
+  pc_repl_host_close(s->host);
+  s->host = NULL;
+  s->rep = NULL;
+}
+
+/* The index of the server whose replica leads, waiting up to 20 s. */
+static int leader(void) {
+  for (int tries = 0; tries < 400; tries++) {
+    for (int i = 0; i < N; i++)
+      if (servers[i].host && servers[i].rep && pc_replica_wait_leader(servers[i].rep, 0))
+        return i;
+    pc_sleep_ms(50);
+  }
+  fail_msg("no leader elected");
+  return -1;
+}
+
+static pc_cell_t cell(const char *row) {
+  return (pc_cell_t){"t", row, strlen(row), "c:", 2};
+}
+
+static uint64_t ts = 100;
+
+/* One-phase commit of row = value on the leader's store; retried while the
+ * leadership moves. */
+static pc_status_t put(int *lead, const char *row, const char *value) {
+  pc_error_t err;
+  for (int tries = 0; tries < 100; tries++) {
+    pc_store_t *st = pc_replica_store(servers[*lead].rep);
+    pc_mutation_t m = {cell(row), PC_WRITE_PUT, value, strlen(value), 0};
+    uint64_t commit = 0;
+    pc_lock_info_t lock;
+    uint64_t start = ++ts;
+    pc_status_t rc = st->ops->commit_one_phase(st, &m, 1, start, tu_ts_next, NULL, NULL, &commit,
+                                               &lock, &err);
+    if (rc != PC_UNAVAILABLE) return rc;
+    *lead = leader();
+  }
+  return PC_UNAVAILABLE;
+}
+
+static char *get(int i, const char *row, pc_status_t *rc) {
+  pc_store_t *st = pc_replica_store(servers[i].rep);
+  pc_cell_t c = cell(row);
+  char *v = NULL;
+  size_t vl = 0;
+  pc_lock_info_t lock;
+  pc_error_t err;
+  uint64_t now = 0;
+  tu_ts_next(NULL, &now, &err);
+  *rc = st->ops->get(st, &c, now, &v, &vl, &lock, &err);
+  if (*rc != PC_OK) return NULL;
+  char *z = malloc(vl + 1); /* a value is bytes: a string for the comparisons here */
+  memcpy(z, v, vl);
+  z[vl] = '\0';
+  pc_free(v);
+  return z;
+}
+
+static int setup(void **state) {
+  (void)state;
+  root = tu_mkdtemp("replica");
+  for (int i = 0; i < N; i++) {
+    snprintf(servers[i].name, sizeof servers[i].name, "s%d", i + 1);
+    snprintf(servers[i].dir, sizeof servers[i].dir, "%.4000s/%.7s", root, servers[i].name);
+  }
+  for (int i = 0; i < N; i++) start(i, 1);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  for (int i = 0; i < N; i++) {
+    if (servers[i].host) stop(i);
+    if (servers[i].rpc) pc_rpc_server_stop(servers[i].rpc);
+    servers[i].rpc = NULL;
+  }
+  tu_rmtree(root);
+  return 0;
+}
+
+static void test_replicated_writes(void **state) {
+  (void)state;
+  int lead = leader();
+  /* a follower refuses, naming the leader */
+  int follower = (lead + 1) % N;
+  pc_status_t rc;
+  char *v = get(follower, "a", &rc);
+  assert_null(v);
+  assert_int_equal(rc, PC_UNAVAILABLE);
+  char row[16], val[16];
+  for (int k = 0; k < 60; k++) { /* past a few snapshots */
+    snprintf(row, sizeof row, "r%03d", k);
+    snprintf(val, sizeof val, "v%d", k);
+    assert_int_equal(put(&lead, row, val), PC_OK);
+  }
+  v = get(lead, "r007", &rc);
+  assert_int_equal(rc, PC_OK);
+  assert_string_equal(v, "v7");
+  free(v);
+  /* the leadership moves: the new leader applied the same */
+  pc_buf_t text = {0};
+  pc_error_t err;
+  rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_MOVE, servers[follower].name, 0,
+                         NULL, 10000, &text, &err);
+  pc_buf_free(&text);
+  if (rc != PC_OK) fail_msg("%s", err.text);
+  lead = leader();
+  assert_int_equal(lead, follower);
+  for (int k = 0; k < 60; k++) {
+    snprintf(row, sizeof row, "r%03d", k);
+    snprintf(val, sizeof val, "v%d", k);
+    v = get(lead, row, &rc);
+    assert_int_equal(rc, PC_OK);
+    assert_string_equal(v, val);
+    free(v);
+  }
+}
+
+static void test_leader_stopped(void **state) {
+  (void)state;
+  int lead = leader();
+  assert_int_equal(put(&lead, "before", "1"), PC_OK);
+  stop(lead);
+  int dead = lead;
+  lead = leader();
+  assert_int_not_equal(lead, dead);
+  pc_status_t rc;
+  char *v = get(lead, "before", &rc);
+  assert_int_equal(rc, PC_OK);
+  assert_string_equal(v, "1");
+  free(v);
+  assert_int_equal(put(&lead, "after", "2"), PC_OK);
+  /* one replica alone: no leader, no reads */
+  int other = 3 - lead - dead;
+  stop(lead);
+  pc_sleep_ms(1500);
+  assert_false(pc_replica_wait_leader(servers[other].rep, 0));
+  v = get(other, "before", &rc);
+  assert_null(v);
+  assert_int_equal(rc, PC_UNAVAILABLE);
+  /* both back: nothing acknowledged is lost */
+  start(dead, 0);
+  start(lead, 0);
+  lead = leader();
+  v = get(lead, "after", &rc);
+  assert_int_equal(rc, PC_OK);
+  assert_string_equal(v, "2");
+  free(v);
+}
+
+static void test_rebuilt_from_empty(void **state) {
+  (void)state;
+  int lead = leader();
+  int lost = (lead + 2) % N;
+  stop(lost);
+  tu_rmtree(strdup(servers[lost].dir));
+  char row[16], val[16];
+  for (int k = 0; k < 40; k++) {
+    snprintf(row, sizeof row, "e%03d", k);
+    snprintf(val, sizeof val, "w%d", k);
+    assert_int_equal(put(&lead, row, val), PC_OK);
+  }
+  start(lost, 0); /* a new incarnation, an empty replica */
+  uint64_t id = pc_replica_id(servers[lost].rep);
+  char addr[256];
+  pc_replica_info_t *info = malloc(sizeof *info);
+  pc_replica_info(servers[lost].rep, info);
+  snprintf(addr, sizeof addr, "%s", info->address);
+  pc_buf_t text = {0};
+  pc_error_t err;
+  lead = leader();
+  pc_status_t rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN,
+                                     servers[lost].name, id, addr, 30000, &text, &err);
+  pc_buf_free(&text);
+  if (rc != PC_OK) fail_msg("%s", err.text);
+  /* the old incarnation is gone from the configuration, the new one votes */
+  pc_replica_info(servers[lead].rep, info);
+  assert_int_equal(info->n, N);
+  int found = 0;
+  for (uint32_t k = 0; k < info->n; k++)
+    if (info->members[k].id == id) found = info->members[k].role == 1;
+  assert_true(found);
+  pc_replica_info(servers[lost].rep, info);
+  assert_true(info->snapshots_received >= 1);
+  free(info);
+  /* it leads next and reads what it never received as log entries */
+  rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_MOVE, servers[lost].name, 0, NULL,
+                         10000, &text, &err);
+  pc_buf_free(&text);
+  if (rc != PC_OK) fail_msg("%s", err.text);
+  lead = leader();
+  assert_int_equal(lead, lost);
+  for (int k = 0; k < 40; k++) {
+    snprintf(row, sizeof row, "e%03d", k);
+    snprintf(val, sizeof val, "w%d", k);
+    char *v = get(lead, row, &rc);
+    assert_int_equal(rc, PC_OK);
+    assert_string_equal(v, val);
+    free(v);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_replicated_writes),
+      cmocka_unit_test(test_leader_stopped),
+      cmocka_unit_test(test_rebuilt_from_empty),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
