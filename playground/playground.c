@@ -71,7 +71,7 @@ static pc_status_t place_tablets(pc_pg_t *p, pc_error_t *err) {
       for (int copy = 0; copy < p->tablets[i].replicas; copy++)
         p->tablets[i].on[copy] = (int)((i + (size_t)copy) % (size_t)p->nservers);
     for (int k = 0; !p->one_process && k < p->nservers; k++) {
-      char name[64];
+      char name[16];
       snprintf(name, sizeof name, "s%d", k + 1);
       pc_pg_role_t *r = add_role(p, PC_PG_TABLET, name, err);
       if (!r) return err->code;

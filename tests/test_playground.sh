@@ -29,13 +29,13 @@ done
 for _ in $(seq 1 100); do grep -q "Ctrl-C stops everything" pg.out && break; sleep 0.05; done
 C=$(sed -n 's/^Client configuration: //p' pg.out)
 [ -f "$C" ] || fail "no client configuration printed: $(cat pg.out)"
-for role in zookeeper-1 tso-1 tso-2 t1 t2 worker-1; do
+for role in zookeeper-1 tso-1 tso-2 s1 s2 s3 worker-1; do
   grep -q "^  $role " pg.out || fail "no line for $role: $(cat pg.out)"
 done
 grep -q 'rows \["", "n")' pg.out || fail "the tablets' rows are not shown: $(cat pg.out)"
 # every pid the playground started, ZooKeeper's included
 mapfile -t ROLE_PIDS < <(grep -o '"pid": [0-9]*' pg.json | tail -n +2 | grep -o '[0-9]*')
-[ "${#ROLE_PIDS[@]}" = 6 ] || fail "pg.json should name 6 roles' pids: $(cat pg.json)"
+[ "${#ROLE_PIDS[@]}" = 7 ] || fail "pg.json should name 7 roles' pids: $(cat pg.json)"
 PIDS+=("${ROLE_PIDS[@]}")
 pass "the playground started: the client configuration and a line per role"
 

@@ -64,13 +64,22 @@ static void print_roles(const pc_pg_t *p, const char *const *plugins, size_t npl
     switch (r->kind) {
       case PC_PG_TSO:
       case PC_PG_SERVER: printf(" %s", r->leading ? "leads" : "stands by"); break;
-      case PC_PG_TABLET:
-        for (size_t t = 0; t < pc_pg_tablet_count(p); t++)
-          if (strcmp(pc_pg_tablet(p, t)->name, r->tablet) == 0)
-            printf(" rows [\"%s\", %s%s%s)", pc_pg_tablet(p, t)->start,
-                   *pc_pg_tablet(p, t)->end ? "\"" : "", *pc_pg_tablet(p, t)->end
-                   ? pc_pg_tablet(p, t)->end : "end", *pc_pg_tablet(p, t)->end ? "\"" : "");
+      case PC_PG_TABLET: {
+        /* a tablet's own server (named as the tablet), or a replicated
+         * cluster's server sN holding replicas of some */
+        int server = r->tablet[0] == 's' ? atoi(r->tablet + 1) : 0, first = 1;
+        for (size_t t = 0; t < pc_pg_tablet_count(p); t++) {
+          const pc_pg_tablet_t *tb = pc_pg_tablet(p, t);
+          int mine = strcmp(tb->name, r->tablet) == 0;
+          for (int k = 0; !mine && server && k < tb->replicas; k++) mine = tb->on[k] == server - 1;
+          if (!mine) continue;
+          printf("%s%s rows [\"%s\", %s%s%s)", first && server ? " holds " : first ? "" : ",",
+                 server ? tb->name : "", tb->start, *tb->end ? "\"" : "",
+                 *tb->end ? tb->end : "end", *tb->end ? "\"" : "");
+          first = 0;
+        }
         break;
+      }
       case PC_PG_WORKER:
         for (size_t k = 0; k < nplugins; k++) printf("%s%s", k ? ", " : " plugins: ", plugins[k]);
         break;
