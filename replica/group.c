@@ -242,10 +242,11 @@ static void update_lease(pc_replica_t *r) {
   const struct raft_configuration *c = &r->raft.configuration;
   for (unsigned i = 0; i < c->n && n < PC_REPLICA_MAX_MEMBERS; i++) {
     if (c->servers[i].role != RAFT_VOTER) continue;
-    vals[n++] = c->servers[i].id == r->id ? now : ack_of(r, c->servers[i].id);
+    uint64_t v = c->servers[i].id == r->id ? now : ack_of(r, c->servers[i].id);
+    vals[n++] = v >= r->lease_floor ? v : 0;
   }
   uint64_t until = 0;
-  if (n && !r->transferring && atomic_load(&r->ready_term)) {
+  if (n && atomic_load(&r->ready_term)) {
     qsort(vals, n, sizeof *vals, cmp_desc);
     uint64_t q = vals[n / 2];
     if (q) until = q + r->h->lease_ms;
@@ -277,7 +278,6 @@ static void sync_state(pc_replica_t *r) {
     if (r->lead_term != term && !r->barrier_pending) {
       r->lead_term = term;
       r->nacks = 0;
-      r->transferring = 0;
       atomic_store(&r->ready_term, 0);
       atomic_store(&r->lease_until, 0);
       atomic_fetch_add(&r->elections, 1);

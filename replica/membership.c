@@ -82,11 +82,14 @@ static void change_task(pc_repl_host_t *h, void *arg) {
         rv = raft_remove(&r->raft, &c->req, c->id, change_cb);
         break;
       case CH_TRANSFER:
-        /* the target stands at once, before this lease would have run out */
-        r->transferring = 1;
+        /* the target stands at once, with the votes of replicas that
+         * acknowledged this leader: no read is served on what they
+         * acknowledged before the target's election is surely over (it
+         * stands once, when told; libraft gives up the transfer after an
+         * election timeout) */
+        r->lease_floor = pc_now_mono_ms() + 4 * r->h->election_base_ms;
         atomic_store(&r->lease_until, 0);
         rv = raft_transfer(&r->raft, &c->treq, c->id, transfer_cb);
-        if (rv != 0) r->transferring = 0;
         break;
     }
   }

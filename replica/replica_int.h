@@ -77,7 +77,11 @@ struct pc_replica {
   struct raft_barrier barrier;
   struct { uint64_t id, stamp; } acks[PC_REPLICA_MAX_MEMBERS];
   size_t nacks;
-  int transferring;
+  /* acknowledgements of AppendEntries sent before it do not count towards
+   * the lease: a leadership transfer lets its target stand with voters
+   * that acknowledged this leader (Raft's disrupt_leader), so a transfer
+   * voids what was acknowledged until its target's election is over */
+  uint64_t lease_floor;
   /* follower side: the last AppendEntries stamp received, per leader */
   uint64_t stamp_from, stamp_term, stamp;
   /* the sender of the InstallSnapshot being installed */
