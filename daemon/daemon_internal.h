@@ -59,6 +59,8 @@ typedef struct role {
   pthread_t rejoin;
   int rejoin_running;
   _Atomic int stopping;
+  pthread_t repair; /* replicas of servers down too long made again elsewhere */
+  int repair_running;
 } role_t;
 
 /* Where tablets get commit timestamps for one-phase commits. */

@@ -260,6 +260,126 @@ static void *rejoin_main(void *arg) {
   return NULL;
 }
 
+/* ---- replicas of a server down too long, made again elsewhere ---------------------- */
+
+#define REPAIR_EVERY_MS 1000u
+#define REPAIR_MAX 64
+
+/* Since when each member of the tablets this server leads has been seen
+ * without a live server (a servers/<name>/live node). */
+typedef struct down {
+  char tablet[80];
+  uint64_t id;
+  uint64_t since_ms;
+} down_t;
+
+static int listed_in(char *const *names, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(names[i], name) == 0) return 1;
+  return 0;
+}
+
+/* Since when member id of tablet has been seen down, from the list of the
+ * last pass (now when it was not in it). */
+static uint64_t down_since(const down_t *down, size_t n, const char *tablet, uint64_t id,
+                           uint64_t now) {
+  for (size_t k = 0; k < n; k++)
+    if (down[k].id == id && strcmp(down[k].tablet, tablet) == 0) return down[k].since_ms;
+  return now;
+}
+
+/* The first live server that holds no replica of info's tablet, or NULL. */
+static const char *spare_server(const pc_replica_info_t *info, char *const *live, size_t nlive) {
+  for (size_t l = 0; l < nlive; l++) {
+    int holds = 0;
+    for (uint32_t q = 0; q < info->n && !holds; q++) {
+      char s2[80];
+      holds = pc_repl_address_server(info->members[q].address, s2, sizeof s2) == 0 &&
+              strcmp(s2, live[l]) == 0;
+    }
+    if (!holds) return live[l];
+  }
+  return NULL;
+}
+
+/* One look at the tablets this server leads: a member whose server has had
+ * no live node (servers/<name>/live) for replication.down_after_ms gets its
+ * replica made again on a live server that holds none of the tablet, then
+ * is removed. down[0..*ndown) says since when each member seen down in the
+ * last pass was; it is replaced by this pass's. */
+static void repair_pass(role_t *r, down_t *down, size_t *ndown) {
+  pc_daemon_t *d = r->d;
+  uint32_t after = d->cfg->replication.down_after_ms;
+  pc_error_t err;
+  char **live = NULL;
+  size_t nlive = 0;
+  if (pc_coord_servers_live(d->coord, d->cfg->store.timeout_ms, &live, &nlive, &err) != PC_OK)
+    return; /* ZooKeeper cannot say: nothing is judged down */
+  pc_replica_info_t *info = malloc(sizeof *info);
+  down_t seen[REPAIR_MAX];
+  size_t nseen = 0;
+  pthread_rwlock_rdlock(&r->tabs_lk);
+  size_t n = r->ntabs;
+  pthread_rwlock_unlock(&r->tabs_lk);
+  uint64_t now = pc_now_mono_ms();
+  for (size_t i = 0; info && i < n && !atomic_load(&r->stopping); i++) {
+    pthread_rwlock_rdlock(&r->tabs_lk);
+    stab_t t = r->tabs[i];
+    pthread_rwlock_unlock(&r->tabs_lk);
+    pc_replica_info(t.rep, info);
+    if (!info->ready) continue; /* the leader repairs */
+    for (uint32_t m = 0; m < info->n && nseen < REPAIR_MAX; m++) {
+      char server[80];
+      if (info->members[m].id == info->id ||
+          pc_repl_address_server(info->members[m].address, server, sizeof server) != 0 ||
+          listed_in(live, nlive, server))
+        continue;
+      down_t *x = &seen[nseen++];
+      snprintf(x->tablet, sizeof x->tablet, "%s", t.name);
+      x->id = info->members[m].id;
+      x->since_ms = down_since(down, *ndown, t.name, x->id, now);
+      if (now - x->since_ms < after) continue;
+      const char *to = spare_server(info, live, nlive);
+      unsigned long long secs = (now - x->since_ms) / 1000;
+      if (!to) {
+        pc_log(PC_LOG_WARN, "tablet %s: server %s has been down for %llu s, and no live server "
+               "without a replica of the tablet can take it (start one, or run 'percolator "
+               "tablet add-replica %s SERVER')", t.name, server, secs, t.name);
+        x->since_ms = now; /* said again after another down_after_ms */
+        continue;
+      }
+      pc_log(PC_LOG_WARN, "tablet %s: server %s has been down for %llu s (replication."
+             "down_after_ms): its replica is made again on server %s", t.name, server, secs, to);
+      pc_buf_t text = {0};
+      pc_repl_host_t *h = atomic_load(&r->host);
+      pc_status_t st = pc_replica_member(h, t.name, PC_MEMBER_ADD, to, 0, NULL, 0, &text, &err);
+      if (st == PC_OK)
+        st = pc_replica_member(h, t.name, PC_MEMBER_REMOVE, server, 0, NULL, 0, &text, &err);
+      pc_buf_free(&text);
+      if (st != PC_OK)
+        pc_log(PC_LOG_WARN, "tablet %s: re-replicating server %s's replica: %s", t.name, server,
+               err.text);
+      break; /* one change a pass for a tablet: its configuration is read again next time */
+    }
+  }
+  memcpy(down, seen, nseen * sizeof *seen);
+  *ndown = nseen;
+  free(info);
+  for (size_t l = 0; l < nlive; l++) free(live[l]);
+  free(live);
+}
+
+static void *repair_main(void *arg) {
+  role_t *r = arg;
+  down_t down[REPAIR_MAX];
+  size_t ndown = 0;
+  while (!atomic_load(&r->stopping)) {
+    for (uint32_t w = 0; w < REPAIR_EVERY_MS && !atomic_load(&r->stopping); w += 50) pc_sleep_ms(50);
+    if (!atomic_load(&r->stopping)) repair_pass(r, down, &ndown);
+  }
+  return NULL;
+}
+
 /* ---- starting and stopping ---------------------------------------------------------- */
 
 static int server_listed(const pc_config_tablet_t *t, const char *server) {
@@ -378,6 +498,8 @@ pc_status_t pc_daemon_start_server(pc_daemon_t *d, const pc_config_server_t *sv,
     int any = 0;
     for (size_t i = 0; i < r->ntabs; i++) any |= r->tabs[i].rejoin;
     if (any && pthread_create(&r->rejoin, NULL, rejoin_main, r) == 0) r->rejoin_running = 1;
+    if (cfg->replication.down_after_ms && pthread_create(&r->repair, NULL, repair_main, r) == 0)
+      r->repair_running = 1;
     pc_log(PC_LOG_INFO, "server %s: serving %zu replica%s on %s", sv->name, r->ntabs,
            r->ntabs == 1 ? "" : "s", r->advertise);
   }
@@ -390,6 +512,8 @@ void pc_daemon_server_stop(role_t *r) {
   atomic_store(&r->stopping, 1);
   if (r->rejoin_running) pthread_join(r->rejoin, NULL);
   r->rejoin_running = 0;
+  if (r->repair_running) pthread_join(r->repair, NULL);
+  r->repair_running = 0;
   for (size_t i = 0; i < r->ntabs; i++) pc_tablet_destroy(r->tabs[i].tablet);
   pc_repl_host_close(atomic_load(&r->host)); /* pending proposals fail, stores close */
   atomic_store(&r->host, NULL);

@@ -1489,3 +1489,35 @@ pc_status_t pc_coord_tablet_range_get(pc_coord_t *c, const char *name, uint32_t 
   free(data);
   return st;
 }
+
+pc_status_t pc_coord_servers_live(pc_coord_t *c, uint32_t timeout_ms, char ***names, size_t *n,
+                                  pc_error_t *err) {
+  *names = NULL;
+  *n = 0;
+  pthread_rwlock_rdlock(&c->zk_lk);
+  char **all = NULL;
+  size_t count = 0;
+  pc_status_t st = c->zk ? pc_zk_children(c->zk, SERVERS, NULL, &all, &count, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (st == PC_NOT_FOUND) st = PC_OK;
+  char **live = st == PC_OK ? calloc(count ? count : 1, sizeof *live) : NULL;
+  if (st == PC_OK && !live) st = pc_error_set(err, PC_NOMEM, "out of memory");
+  for (size_t i = 0; st == PC_OK && i < count; i++) {
+    char rel[200];
+    int exists = 0;
+    if (server_path(rel, sizeof rel, all[i], "live")) continue;
+    st = pc_zk_exists(c->zk, rel, NULL, &exists, timeout_ms, err);
+    if (st == PC_OK && exists && !(live[(*n)++] = strdup(all[i])))
+      st = pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  pthread_rwlock_unlock(&c->zk_lk);
+  pc_zk_free_names(all, count);
+  if (st != PC_OK) {
+    for (size_t i = 0; live && i < *n; i++) free(live[i]);
+    free(live);
+    *n = 0;
+    return st;
+  }
+  *names = live;
+  return PC_OK;
+}

@@ -245,6 +245,10 @@ pc_status_t pc_coord_server_mark(pc_coord_t *c, const char *name, uint32_t timeo
 /* Whether servers/<name> exists (after a sync). */
 pc_status_t pc_coord_server_seen(pc_coord_t *c, const char *name, uint32_t timeout_ms, int *seen,
                                  pc_error_t *err);
+/* The servers that run now (a servers/<name>/live node): *names (malloc'd,
+ * each too; free each and the array), *n. */
+pc_status_t pc_coord_servers_live(pc_coord_t *c, uint32_t timeout_ms, char ***names, size_t *n,
+                                  pc_error_t *err);
 /* Tablet name's rows as ZooKeeper records them (malloc'd, NUL-terminated
  * after their lengths); PC_NOT_FOUND when none are recorded. */
 pc_status_t pc_coord_tablet_range_get(pc_coord_t *c, const char *name, uint32_t timeout_ms,
