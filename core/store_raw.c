@@ -461,7 +461,8 @@ static pc_status_t lock_index_rebuild(local_t *s, pc_error_t *err) {
   pc_buf_free(&lk);
   if (st == PC_OK && metas > 0) /* else a new store: nothing to say */
     pc_log(PC_LOG_INFO,
-           "store %s: no lock index saved (the last close was not clean): rebuilt it from "
+           "store %s: no lock index saved (the last close was not clean, or the store was "
+           "streamed from a replica): rebuilt it from "
            "%llu meta records in %llu ms, %zu locks",
            s->path, (unsigned long long)metas, (unsigned long long)(pc_now_mono_ms() - t0),
            pc_nindex_count(s->lindex));

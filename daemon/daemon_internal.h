@@ -61,6 +61,10 @@ typedef struct role {
   _Atomic int stopping;
   pthread_t repair; /* replicas of servers down too long made again elsewhere */
   int repair_running;
+  /* the handler's time of each tablet op it served (0x10..0x2f), in the
+   * buckets of pc_rpc_latency_bounds (the last: above them) */
+  _Atomic uint64_t op_in[32][PC_RPC_LATENCY_BUCKETS + 1];
+  _Atomic uint64_t op_us[32];
 } role_t;
 
 /* Where tablets get commit timestamps for one-phase commits. */
@@ -165,6 +169,9 @@ const char *pc_daemon_tablet_name(const role_t *r);
  * server stopped: its tablets, then its replication host). */
 pc_status_t pc_daemon_start_server(pc_daemon_t *d, const pc_config_server_t *sv, pc_error_t *err);
 void pc_daemon_server_metrics(role_t *r, pc_buf_t *out);
+/* percolator_rpc_request_duration_seconds of a server: by the tablet op a
+ * request carries (in its ROUTED envelope) */
+void pc_daemon_server_durations(role_t *r, pc_buf_t *out);
 void pc_daemon_server_stop(role_t *r);
 
 /* client_config.c: the daemon's configuration with the endpoints of the

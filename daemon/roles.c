@@ -97,7 +97,8 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
                   (double)st.request_memory);
   pc_metric_gauge(out, "percolator_rpc_reply_bytes", "Unread reply bytes held (limits.reply_memory_mb)",
                   (double)st.reply_memory);
-  request_durations(r, out);
+  if (r->kind == ROLE_SERVER) pc_daemon_server_durations(r, out); /* by the op a request carries */
+  else request_durations(r, out);
   switch (r->kind) {
     case ROLE_TSO:
       if (r->node) {

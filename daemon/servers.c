@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/db.h"
@@ -51,6 +52,43 @@ static int server_runs_inline(uint8_t op) {
   return op == PC_TABLET_OP_ROUTED_READ || op == PC_REPL_OP_RAFT || pc_tablet_rpc_runs_inline(op);
 }
 
+static uint64_t now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+/* A tablet op's handler, timed for /metrics. */
+static pc_status_t serve_op(role_t *r, pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                            pc_buf_t *reply, pc_error_t *err) {
+  uint64_t t0 = now_us();
+  pc_status_t st = pc_tablet_rpc_handler(t, op, body, len, reply, err);
+  if (op >= 0x10 && op < 0x30) {
+    uint64_t us = now_us() - t0;
+    size_t b = 0;
+    while (b < PC_RPC_LATENCY_BUCKETS && (double)us / 1e6 > pc_rpc_latency_bounds[b]) b++;
+    atomic_fetch_add(&r->op_in[op - 0x10][b], 1);
+    atomic_fetch_add(&r->op_us[op - 0x10], us);
+  }
+  return st;
+}
+
+void pc_daemon_server_durations(role_t *r, pc_buf_t *out) {
+  static const char name[] = "percolator_rpc_request_duration_seconds";
+  pc_metric_family(out, name, "histogram",
+                   "Tablet requests, their handler's run, by the op they carry");
+  for (unsigned k = 0; k < 32; k++) {
+    const char *opname = pc_tablet_op_name((uint8_t)(0x10 + k));
+    uint64_t le[PC_RPC_LATENCY_BUCKETS], acc = 0;
+    for (size_t b = 0; b < PC_RPC_LATENCY_BUCKETS; b++) le[b] = acc += atomic_load(&r->op_in[k][b]);
+    uint64_t count = acc + atomic_load(&r->op_in[k][PC_RPC_LATENCY_BUCKETS]);
+    if (!opname || !count) continue;
+    pc_metric_histogram_series(out, name, "op", opname, pc_rpc_latency_bounds, le,
+                               PC_RPC_LATENCY_BUCKETS, (double)atomic_load(&r->op_us[k]) / 1e6,
+                               count);
+  }
+}
+
 static pc_status_t server_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                   pc_buf_t *reply, pc_error_t *err) {
   role_t *r = ctx;
@@ -73,13 +111,13 @@ static pc_status_t server_handler(void *ctx, uint8_t op, const char *body, size_
     if (!t)
       return pc_error_set(err, PC_INVALID, "server %s holds no replica of tablet %.*s "
                           "(misrouted request)", r->server->name, (int)(nl > 64 ? 64 : nl), name);
-    return pc_tablet_rpc_handler(t->tablet, inner, body + rd.pos, len - rd.pos, reply, err);
+    return serve_op(r, t->tablet, inner, body + rd.pos, len - rd.pos, reply, err);
   }
   pthread_rwlock_rdlock(&r->tabs_lk);
   pc_tablet_t *only = r->ntabs == 1 ? r->tabs[0].tablet : NULL;
   size_t n = r->ntabs;
   pthread_rwlock_unlock(&r->tabs_lk);
-  if (only) return pc_tablet_rpc_handler(only, op, body, len, reply, err);
+  if (only) return serve_op(r, only, op, body, len, reply, err);
   return pc_error_set(err, PC_INVALID, "server %s holds %zu tablets: a request names its tablet "
                       "(op 0x%02x)", r->server->name, n, PC_TABLET_OP_ROUTED);
 }
@@ -527,6 +565,9 @@ void pc_daemon_server_stop(role_t *r) {
 /* ---- metrics ------------------------------------------------------------------------ */
 
 void pc_daemon_server_metrics(role_t *r, pc_buf_t *out) {
+  pc_metric_gauge(out, "percolator_zookeeper_session_state",
+                  "ZooKeeper session: 0 connecting, 1 connected, 2 expired, -1 none",
+                  pc_coord_zk_state(r->d->coord));
   pthread_rwlock_rdlock(&r->tabs_lk);
   size_t n = r->ntabs;
   stab_t *copy = n ? malloc(n * sizeof *copy) : NULL;
@@ -576,8 +617,52 @@ void pc_daemon_server_metrics(role_t *r, pc_buf_t *out) {
       pc_metric_sample(out, fams[f].name, "tablet", x->group, val);
     }
   }
+  static const char lat[] = "percolator_raft_proposal_duration_seconds";
+  pc_metric_family(out, lat, "histogram",
+                   "A row operation's entry, from its proposal to its application on the leader");
+  for (size_t i = 0; i < n; i++) {
+    pc_replica_stats_t st;
+    pc_replica_stats(copy[i].rep, &st);
+    pc_metric_histogram_series(out, lat, "tablet", info[i].group, pc_rpc_latency_bounds,
+                               st.proposal_le, PC_RPC_LATENCY_BUCKETS, st.proposal_seconds,
+                               st.proposals);
+  }
+  pc_metric_family(out, "percolator_raft_leader_changes_total", "counter",
+                   "Times the leader a replica knows of changed");
+  for (size_t i = 0; i < n; i++) {
+    pc_replica_stats_t st;
+    pc_replica_stats(copy[i].rep, &st);
+    pc_metric_sample(out, "percolator_raft_leader_changes_total", "tablet", info[i].group,
+                     st.leader_changes);
+  }
   /* tablet and replica names are [A-Za-z0-9._-#]: nothing to escape */
   char line[600];
+  /* each tablet's operations and garbage collection, as a tablet's own server reports them */
+  pc_metric_family(out, "percolator_tablet_operations_total", "counter",
+                   "Store operations served, by tablet");
+  for (size_t i = 0; i < n; i++)
+    pc_metric_sample(out, "percolator_tablet_operations_total", "tablet", copy[i].name,
+                     pc_tablet_ops(copy[i].tablet));
+  pc_tablet_gc_t *gc = malloc((n ? n : 1) * sizeof *gc);
+  for (size_t i = 0; gc && i < n; i++) pc_tablet_gc_stats(copy[i].tablet, &gc[i]);
+  pc_metric_family(out, "percolator_gc_safe_point_timestamp_seconds", "gauge",
+                   "GC safe point, by tablet (reads below it are refused): its physical part, "
+                   "Unix time");
+  for (size_t i = 0; gc && i < n; i++) {
+    int k = snprintf(line, sizeof line,
+                     "percolator_gc_safe_point_timestamp_seconds{tablet=\"%s\"} %.3f\n",
+                     copy[i].name, (double)PC_TS_PHYSICAL_MS(gc[i].safe_point) / 1000.0);
+    if (k > 0 && (size_t)k < sizeof line) pc_buf_append(out, line, (size_t)k);
+  }
+  pc_metric_family(out, "percolator_gc_passes_total", "counter", "GC passes, by tablet");
+  for (size_t i = 0; gc && i < n; i++)
+    pc_metric_sample(out, "percolator_gc_passes_total", "tablet", copy[i].name, gc[i].passes);
+  pc_metric_family(out, "percolator_gc_versions_deleted_total", "counter",
+                   "Old versions deleted by GC, by tablet");
+  for (size_t i = 0; gc && i < n; i++)
+    pc_metric_sample(out, "percolator_gc_versions_deleted_total", "tablet", copy[i].name,
+                     gc[i].deleted.versions);
+  free(gc);
   pc_metric_family(out, "percolator_raft_lease_remaining_seconds", "gauge",
                    "On a leader: how long its read lease has left");
   for (size_t i = 0; i < n; i++) {

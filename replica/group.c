@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/deadline.h"
@@ -302,6 +303,7 @@ static void sync_state(pc_replica_t *r) {
   const char *addr = NULL;
   raft_leader(&r->raft, &id, &addr);
   if (id != r->leader_id) {
+    if (id) atomic_fetch_add(&r->leader_changes, 1);
     pthread_mutex_lock(&r->hint_mu);
     r->leader_id = id;
     snprintf(r->leader_address, sizeof r->leader_address, "%s", id && addr ? addr : "");
@@ -365,6 +367,12 @@ int pc_replica_wait_leader(pc_replica_t *r, uint32_t timeout_ms) {
 
 /* ---- proposals ------------------------------------------------------------------- */
 
+static uint64_t now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
 typedef struct prop {
   pc_replica_t *r;
   uint64_t term;
@@ -421,6 +429,7 @@ pc_status_t group_propose(void *ctx, const char *cmd, size_t len, pc_error_t *er
   p.buf.len = len;
   pthread_mutex_init(&p.mu, NULL);
   pthread_cond_init(&p.cv, NULL);
+  uint64_t t0 = now_us();
   pc_status_t st = PC_FAILPOINT("replica.before_propose", err);
   if (st != PC_OK) {
     raft_free(p.buf.base);
@@ -435,7 +444,15 @@ pc_status_t group_propose(void *ctx, const char *cmd, size_t len, pc_error_t *er
     pthread_mutex_lock(&p.mu);
     while (!p.done) pthread_cond_wait(&p.cv, &p.mu);
     pthread_mutex_unlock(&p.mu);
-    if (p.raft_rc == 0) st = PC_FAILPOINT("replica.before_reply", err);
+    if (p.raft_rc == 0) {
+      uint64_t us = now_us() - t0;
+      size_t b = 0;
+      while (b < PC_RPC_LATENCY_BUCKETS && (double)us / 1e6 > pc_rpc_latency_bounds[b]) b++;
+      atomic_fetch_add(&r->proposal_in[b], 1);
+      atomic_fetch_add(&r->proposals, 1);
+      atomic_fetch_add(&r->proposal_us, us);
+      st = PC_FAILPOINT("replica.before_reply", err);
+    }
     else if (!p.proposed) st = group_not_leader(r, "does not lead it", err);
     else
       st = pc_error_set(err, PC_TIMEOUT, "tablet %s: server %s lost the leadership while the "
@@ -1324,6 +1341,18 @@ void group_free(pc_replica_t *r) {
 }
 
 pc_store_t *pc_replica_store(pc_replica_t *r) { return r->proxy; }
+
+void pc_replica_stats(pc_replica_t *r, pc_replica_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  out->leader_changes = atomic_load(&r->leader_changes);
+  out->proposals = atomic_load(&r->proposals);
+  out->proposal_seconds = (double)atomic_load(&r->proposal_us) / 1e6;
+  uint64_t acc = 0;
+  for (size_t b = 0; b < PC_RPC_LATENCY_BUCKETS; b++) {
+    acc += atomic_load(&r->proposal_in[b]);
+    out->proposal_le[b] = acc;
+  }
+}
 
 uint64_t pc_replica_id(const pc_replica_t *r) { return r->id; }
 

@@ -117,6 +117,17 @@ uint64_t pc_replica_id(const pc_replica_t *r);
 /* The state of r now (for REPLICAS, status and metrics). */
 void pc_replica_info(pc_replica_t *r, pc_replica_info_t *out);
 
+/* What a replica counted, for /metrics: how often the leader it knows of
+ * changed, and how long its row operations' entries took from proposal to
+ * applied (the buckets of net/rpc.h's pc_rpc_latency_bounds, cumulative). */
+typedef struct pc_replica_stats {
+  uint64_t leader_changes;
+  uint64_t proposals;
+  double proposal_seconds;
+  uint64_t proposal_le[PC_RPC_LATENCY_BUCKETS];
+} pc_replica_stats_t;
+void pc_replica_stats(pc_replica_t *r, pc_replica_stats_t *out);
+
 /* Waits until r leads and serves, or a leader is known elsewhere, for at
  * most timeout_ms: 1 when r leads, 0 otherwise. For tests and verbs. */
 int pc_replica_wait_leader(pc_replica_t *r, uint32_t timeout_ms);

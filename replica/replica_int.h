@@ -101,6 +101,9 @@ struct pc_replica {
 
   _Atomic uint64_t elections, snapshots_sent, snapshots_received, snap_bytes_sent,
       snap_bytes_received;
+  _Atomic uint64_t leader_changes; /* the leader this replica knows of changed */
+  _Atomic uint64_t proposals, proposal_us; /* committed ones, and their time in all */
+  _Atomic uint64_t proposal_in[PC_RPC_LATENCY_BUCKETS + 1]; /* per bucket (the last: above) */
   pthread_mutex_t wait_mu;
   pthread_cond_t wait_cv;
   pc_replica_t *next;

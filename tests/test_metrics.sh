@@ -116,7 +116,7 @@ metrics() {
 # every role's http endpoint, from the playground's state: "name http" lines
 # ("http" comes before "name" in each role: sorted keys, one a line)
 awk -F'"' '/"http":/ {h = $4} /"name":/ {if (h != "") print $4, h; h = ""}' pg.json >endpoints
-[ "$(wc -l <endpoints)" = 5 ] || fail "5 roles should serve /metrics: $(cat endpoints) $(cat pg.json)"
+[ "$(wc -l <endpoints)" = 6 ] || fail "6 roles should serve /metrics: $(cat endpoints) $(cat pg.json)"
 while read -r role ep; do
   metrics "$ep" >"$role.prom"
   "$CHECK" "$role" <"$role.prom" 2>"$role.err" || fail "$role /metrics: $(cat "$role.err")"
@@ -129,19 +129,25 @@ grep -qE '^percolator_rpc_request_duration_seconds_count\{op="timestamps"\} [1-9
   fail "the leading oracle has no request durations: $(grep duration "$leader.prom" | head -3)"
 grep -qE '^percolator_tso_last_timestamp_seconds [1-9][0-9]{9}' "$leader.prom" ||
   fail "the oracle's last timestamp in Unix seconds: $(grep last_timestamp "$leader.prom")"
-for t in t1 t2; do
-  for op in get one_phase; do
-    grep -qE "^percolator_rpc_request_duration_seconds_count\{op=\"$op\"\} [1-9]" "$t.prom" ||
-      fail "$t has no request durations of $op: $(grep 'duration.*_count' "$t.prom")"
+# the tablets' replicas on s1..s3: their leaders served the requests
+for op in get one_phase; do
+  cat s1.prom s2.prom s3.prom |
+    grep -qE "^percolator_rpc_request_duration_seconds_count\{op=\"$op\"\} [1-9]" ||
+    fail "no server has request durations of $op: $(grep -h 'duration.*_count' s?.prom)"
+done
+for s in s1 s2 s3; do
+  for t in t1 t2; do
+    grep -q "^percolator_gc_safe_point_timestamp_seconds{tablet=\"$t\"} " "$s.prom" ||
+      fail "$s has no safe point of $t in seconds: $(grep safe_point "$s.prom")"
   done
-  grep -q '^percolator_gc_safe_point_timestamp_seconds ' "$t.prom" ||
-    fail "$t has no safe point in seconds: $(grep safe_point "$t.prom")"
+  grep -qE '^percolator_raft_applied_index\{tablet="t1"\} [1-9]' "$s.prom" ||
+    fail "$s has no applied index of t1: $(grep raft_applied "$s.prom")"
 done
 grep -qE '^percolator_notification_latency_seconds_count [1-9]' worker-1.prom ||
   fail "the worker's histogram counts no observation: $(grep latency worker-1.prom)"
 grep -qE '^percolator_observer_runs_total\{observer="[^"]+"\} [1-9]' worker-1.prom ||
   fail "the worker counts no observer run: $(grep runs worker-1.prom)"
-pass "/metrics of two oracles, two tablets and a worker are valid and by the conventions"
+pass "/metrics of two oracles, three tablet servers and a worker are valid and by the conventions"
 
 runs=0
 for _ in $(seq 1 100); do # the counters reach the store within a second (bounded here by 10 s)
