@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/store.h"
 #include "net/rpc.h"
+#include "replica/repl_wire.h"
 #include "replica/replica.h"
 #include "tests/testutil.h"
 
@@ -311,11 +312,46 @@ static void test_rebuilt_from_empty(void **state) {
   }
 }
 
+/* The replication ops need the system identity: with secrets configured, a
+ * data client is refused each of them, the system is served. */
+static void test_replication_needs_the_system(void **state) {
+  (void)state;
+  pc_rpc_auth_t server_auth = {"data-secret", "system-secret", NULL};
+  pc_rpc_server_options_t o = {0};
+  o.name = "s9";
+  o.auth = &server_auth;
+  pc_error_t err;
+  server_t s;
+  memset(&s, 0, sizeof s);
+  s.host = servers[0].host; /* any host answers REPLICAS */
+  pc_rpc_server_t *srv = pc_rpc_server_start(&o, handler, &s, &err);
+  assert_non_null(srv);
+  uint16_t port = pc_rpc_server_port(srv);
+  pc_rpc_auth_t data = {"data-secret", NULL, NULL}, system = {NULL, "system-secret", NULL};
+  pc_rpc_client_t *dc = pc_rpc_client_create("127.0.0.1", port, &data, &err);
+  pc_rpc_client_t *sc = pc_rpc_client_create("127.0.0.1", port, &system, &err);
+  pc_buf_t reply = {0};
+  static const uint8_t ops[] = {PC_REPL_OP_RAFT, PC_REPL_OP_SNAP_OPEN, PC_REPL_OP_SNAP_NEXT,
+                                PC_REPL_OP_REPLICAS, PC_REPL_OP_MEMBER, PC_REPL_OP_CREATE};
+  for (size_t i = 0; i < sizeof ops; i++) {
+    reply.len = 0;
+    assert_int_equal(pc_rpc_call(dc, ops[i], NULL, 0, 5000, &reply, &err), PC_DENIED);
+    assert_non_null(strstr(err.text, "system identity"));
+  }
+  reply.len = 0;
+  assert_int_equal(pc_rpc_call(sc, PC_REPL_OP_REPLICAS, NULL, 0, 5000, &reply, &err), PC_OK);
+  pc_buf_free(&reply);
+  pc_rpc_client_destroy(dc);
+  pc_rpc_client_destroy(sc);
+  pc_rpc_server_stop(srv);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_replicated_writes),
       cmocka_unit_test(test_leader_stopped),
       cmocka_unit_test(test_rebuilt_from_empty),
+      cmocka_unit_test(test_replication_needs_the_system),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
