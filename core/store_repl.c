@@ -76,11 +76,12 @@ pc_status_t local_applied_load(local_t *s, pc_error_t *err) {
 
 /* Adds the 'R' key of index to b. */
 static int put_applied(leveldb_writebatch_t *b, uint64_t index) {
-  char v[8];
+  char v[16];
   pc_buf_t vb = PC_BUF_ON(v);
-  if (pc_buf_u64(&vb, index)) return -1;
-  leveldb_writebatch_put(b, PC_KEY_APPLIED, 1, vb.p, vb.len);
-  return 0;
+  int rc = pc_buf_u64(&vb, index);
+  if (!rc) leveldb_writebatch_put(b, PC_KEY_APPLIED, 1, vb.p, vb.len);
+  pc_buf_free(&vb);
+  return rc ? -1 : 0;
 }
 
 pc_status_t pc_local_store_apply(pc_store_t *base, uint64_t index, const char *cmd, size_t len,
@@ -142,11 +143,12 @@ pc_status_t pc_local_store_flush(pc_store_t *base, pc_error_t *err) {
   /* and one synced write, for a store whose memtable was empty */
   char *e = NULL;
   uint64_t applied = atomic_load(&s->applied);
-  char v[8];
+  char v[16];
   pc_buf_t vb = PC_BUF_ON(v);
   if (applied == 0) return PC_OK;
-  pc_buf_u64(&vb, applied);
+  if (pc_buf_u64(&vb, applied)) return local_nomem(err);
   leveldb_put(s->db, s->sync_wopts, PC_KEY_APPLIED, 1, vb.p, vb.len, &e);
+  pc_buf_free(&vb);
   if (e) return local_ldb_error(s, e, "flush", err);
   return PC_OK;
 }

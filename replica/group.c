@@ -581,15 +581,18 @@ static int io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
 }
 
 static int desc_encode(struct raft_buffer *out, uint64_t index) {
-  char b[9];
+  char b[32];
   pc_buf_t d = PC_BUF_ON(b);
-  pc_buf_u8(&d, DESC_FORMAT);
-  pc_buf_u64(&d, index);
-  out->base = raft_malloc(d.len);
-  if (!out->base) return RAFT_NOMEM;
-  memcpy(out->base, d.p, d.len);
-  out->len = d.len;
-  return 0;
+  int rc = pc_buf_u8(&d, DESC_FORMAT) || pc_buf_u64(&d, index) ? RAFT_NOMEM : 0;
+  out->base = rc ? NULL : raft_malloc(d.len);
+  if (!rc && out->base) {
+    memcpy(out->base, d.p, d.len);
+    out->len = d.len;
+  } else {
+    rc = RAFT_NOMEM;
+  }
+  pc_buf_free(&d);
+  return rc;
 }
 
 static int desc_decode(const struct raft_buffer *buf, uint64_t *index) {

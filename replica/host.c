@@ -535,6 +535,18 @@ void pc_repl_host_close(pc_repl_host_t *h) {
   pthread_mutex_unlock(&h->fetch_mu);
   host_post(h, mark_stopped, NULL);
   pthread_join(h->thread, NULL);
+  /* what was posted after the thread ended (a message that arrived late):
+   * every task handles its replica being closed */
+  pthread_mutex_lock(&h->mu);
+  task_t *late = h->head;
+  h->head = h->tail = NULL;
+  pthread_mutex_unlock(&h->mu);
+  while (late) {
+    task_t *next = late->next;
+    late->fn(h, late->arg);
+    free(late);
+    late = next;
+  }
   pthread_mutex_lock(&h->jobs_mu);
   h->jobs_stopping = 1;
   pthread_cond_signal(&h->jobs_cv);

@@ -78,7 +78,8 @@ int pc_repl_dir_fresh(const char *dir);
 pc_repl_host_t *pc_repl_host_open(const pc_repl_options_t *o, int *fresh, pc_error_t *err);
 
 /* Stops every replica (pending proposals fail), the thread and the senders,
- * and closes the stores. The proxies of pc_replica_store are invalid after. */
+ * and closes the stores. The proxies of pc_replica_store are invalid after,
+ * and so is h: stop the rpc server that calls pc_repl_rpc_handler first. */
 void pc_repl_host_close(pc_repl_host_t *h);
 
 /* The incarnation of this server's directory. */

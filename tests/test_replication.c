@@ -664,7 +664,6 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
-  if (getenv("HOLD_FOR_DEBUG")) sleep_ms(300000);
   for (int i = 0; i <= NCLIENTS; i++)
     if (client_pids[i] > 0) kill(client_pids[i], SIGKILL), waitpid(client_pids[i], NULL, 0);
   for (int i = 0; i < 2; i++)
