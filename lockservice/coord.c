@@ -46,10 +46,14 @@ typedef struct owned {
 typedef struct held {
   struct held *next;
   char rel[200];
+  /* one making of the node at a time (the coordination thread after an
+   * expiry, or the role that changes it); the fields below are read and
+   * written under it */
+  pthread_mutex_t op;
   char data[600];
   uint64_t term;         /* a tablet's leadership: its term (0: another node) */
   uint64_t node_session; /* the session its node belongs to, 0: to be made */
-  int dropped;           /* let go: the thread skips it */
+  _Atomic int dropped;   /* let go: the thread skips it (set at once, without op) */
 } held_t;
 
 struct pc_member {
@@ -442,6 +446,7 @@ void pc_coord_close(pc_coord_t *c) {
   }
   for (held_t *h = c->held, *next; h; h = next) {
     next = h->next;
+    pthread_mutex_destroy(&h->op);
     free(h);
   }
   free(c->connect);
@@ -1278,7 +1283,7 @@ pc_status_t pc_coord_server_seen(pc_coord_t *c, const char *name, uint32_t timeo
 
 static uint64_t owner_term(const char *identity);
 
-/* Creates h's node for the current session (c->zk, read lock held),
+/* Creates h's node for the current session (c->zk's read lock and h->op held),
  * replacing a node of another session (a previous holder's: a server that
  * died, or this process before an expiry). A tablet's leadership replaces
  * only an owner of an earlier term: a node of a later term means this
@@ -1306,9 +1311,8 @@ static pc_status_t create_held(pc_coord_t *c, held_t *h, uint32_t timeout_ms, pc
       char ident[400] = "";
       if (parse_owner(held, NULL, 0, NULL, ident, sizeof ident) == 0 && owner_term(ident) > h->term) {
         free(held);
-        pthread_mutex_lock(&c->mu);
         h->dropped = 1;
-        pthread_mutex_unlock(&c->mu);
+        h->node_session = 0;
         return pc_error_set(err, PC_STATE, "%s names a later term", h->rel);
       }
       free(held);
@@ -1326,15 +1330,15 @@ static void ensure_held(pc_coord_t *c) {
   held_t *list = c->held; /* only ever added at the head; freed at close */
   pthread_mutex_unlock(&c->mu);
   for (held_t *h = list; h; h = h->next) {
-    pthread_mutex_lock(&c->mu);
-    int skip = h->dropped || h->node_session == id;
-    pthread_mutex_unlock(&c->mu);
-    if (skip) continue;
-    pc_error_t err;
-    if (create_held(c, h, call_ms(c), &err) == PC_OK)
-      pc_log(PC_LOG_INFO, "coordination: %s made again under a new ZooKeeper session", h->rel);
-    else
-      pc_log(PC_LOG_WARN, "coordination: %s: %s", h->rel, err.text);
+    pthread_mutex_lock(&h->op);
+    if (!h->dropped && h->node_session != id) {
+      pc_error_t err;
+      if (create_held(c, h, call_ms(c), &err) == PC_OK)
+        pc_log(PC_LOG_INFO, "coordination: %s made again under a new ZooKeeper session", h->rel);
+      else
+        pc_log(PC_LOG_WARN, "coordination: %s: %s", h->rel, err.text);
+    }
+    pthread_mutex_unlock(&h->op);
   }
 }
 
@@ -1345,6 +1349,7 @@ static held_t *held_get(pc_coord_t *c, const char *rel) {
   while (h && strcmp(h->rel, rel) != 0) h = h->next;
   if (!h && (h = calloc(1, sizeof *h))) {
     snprintf(h->rel, sizeof h->rel, "%s", rel);
+    pthread_mutex_init(&h->op, NULL);
     h->dropped = 1;
     h->next = c->held;
     c->held = h;
@@ -1363,12 +1368,12 @@ pc_status_t pc_coord_server_live(pc_coord_t *c, const char *name, const char *ad
   pthread_rwlock_rdlock(&c->zk_lk);
   pc_status_t st = PC_OK;
   if (!c->zk) st = pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&h->op);
   snprintf(h->data, sizeof h->data, "%s", addr);
   h->node_session = 0;
   h->dropped = 0;
-  pthread_mutex_unlock(&c->mu);
   if (st == PC_OK) st = create_held(c, h, timeout_ms, err);
+  pthread_mutex_unlock(&h->op);
   pthread_rwlock_unlock(&c->zk_lk);
   return st;
 }
@@ -1406,12 +1411,9 @@ pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *ad
     return pc_error_set(err, PC_INVALID, "coordination: bad tablet name '%s'", name);
   held_t *h = held_get(c, rel);
   if (!h) return pc_error_set(err, PC_NOMEM, "out of memory");
-  if (!term) { /* let go now, whether or not ZooKeeper can be told: never made again */
-    pthread_mutex_lock(&c->mu);
-    h->dropped = 1;
-    pthread_mutex_unlock(&c->mu);
-  }
+  if (!term) h->dropped = 1; /* let go now, whether or not ZooKeeper can be told: never made again */
   pthread_rwlock_rdlock(&c->zk_lk);
+  pthread_mutex_lock(&h->op);
   pc_status_t st = c->zk ? PC_OK : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
   char *held = NULL;
   size_t hl = 0;
@@ -1426,7 +1428,6 @@ pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *ad
     free(held);
   }
   if (st == PC_OK) {
-    pthread_mutex_lock(&c->mu);
     uint64_t id = pc_zk_session_id(c->zk);
     if (term) {
       snprintf(h->data, sizeof h->data, "%s %016" PRIx64 " raft:%s:%" PRIu64, addr, id, server, term);
@@ -1434,7 +1435,6 @@ pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *ad
       h->node_session = 0;
       h->dropped = 0;
     }
-    pthread_mutex_unlock(&c->mu);
     if (term) {
       st = create_held(c, h, timeout_ms, err);
     } else { /* let go: our node goes, another's stays */
@@ -1449,6 +1449,7 @@ pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *ad
   } else if (st == PC_STATE) {
     st = PC_OK; /* nothing to do */
   }
+  pthread_mutex_unlock(&h->op);
   pthread_rwlock_unlock(&c->zk_lk);
   return st;
 }

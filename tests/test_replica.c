@@ -20,6 +20,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ typedef struct server {
   pc_rpc_server_t *rpc;
   uint16_t port;
   pc_repl_host_t *host;
-  pc_replica_t *rep;
+  _Atomic(pc_replica_t *) rep; /* on_create sets it from the host's thread */
 } server_t;
 
 static server_t servers[N];
@@ -78,17 +79,19 @@ static pc_status_t on_create(void *ctx, const char *group, pc_replica_t **out, p
 /* Starts server i: its rpc port (kept across restarts) and its host, which
  * bootstraps the group on a first start and joins it on an empty directory
  * after that (fresh_incarnation says which). */
+static void listen_on(int i) {
+  server_t *s = &servers[i];
+  pc_error_t err;
+  pc_rpc_server_options_t o = {0};
+  o.name = s->name;
+  s->rpc = pc_rpc_server_start(&o, handler, s, &err);
+  assert_non_null(s->rpc);
+  s->port = pc_rpc_server_port(s->rpc);
+}
+
 static void start(int i, int first) {
   server_t *s = &servers[i];
   pc_error_t err;
-  if (!s->rpc) {
-    pc_rpc_server_options_t o = {0};
-    o.name = s->name;
-    o.port = s->port;
-    s->rpc = pc_rpc_server_start(&o, handler, s, &err);
-    assert_non_null(s->rpc);
-    s->port = pc_rpc_server_port(s->rpc);
-  }
   pc_repl_options_t ro = {0};
   ro.server = s->name;
   ro.dir = s->dir;
@@ -102,13 +105,18 @@ static void start(int i, int first) {
   ro.store.create_if_missing = 1;
   ro.fresh_incarnation = first ? 0 : (uint64_t)(1000 + i) + pc_now_mono_ms();
   int fresh = 0;
-  s->host = pc_repl_host_open(&ro, &fresh, &err);
-  assert_non_null(s->host);
+  pc_repl_host_t *h = pc_repl_host_open(&ro, &fresh, &err);
+  assert_non_null(h);
+  pthread_rwlock_wrlock(&s->lk);
+  s->host = h;
+  pthread_rwlock_unlock(&s->lk);
   const char *voters[N];
   for (int k = 0; k < N; k++) voters[k] = servers[k].name;
   pc_replica_start_t how = first ? PC_REPLICA_BOOTSTRAP : PC_REPLICA_JOIN;
   if (!fresh) how = PC_REPLICA_EXISTING;
-  pc_status_t st = pc_repl_host_replica(s->host, GROUP, how, voters, N, &s->rep, &err);
+  pc_replica_t *rep = NULL;
+  pc_status_t st = pc_repl_host_replica(s->host, GROUP, how, voters, N, &rep, &err);
+  if (rep) s->rep = rep;
   if (st != PC_OK) fail_msg("%s", err.text);
 }
 
@@ -190,6 +198,7 @@ static int setup(void **state) {
     snprintf(servers[i].name, sizeof servers[i].name, "s%d", i + 1);
     snprintf(servers[i].dir, sizeof servers[i].dir, "%.4000s/s%d", root, i + 1);
   }
+  for (int i = 0; i < N; i++) listen_on(i); /* every port known before any host resolves one */
   for (int i = 0; i < N; i++) start(i, 1);
   return 0;
 }
