@@ -458,36 +458,6 @@ pc_status_t pc_raft_log_write(pc_raft_log_t *l, leveldb_writebatch_t *b, pc_erro
   return PC_OK;
 }
 
-pc_status_t pc_raft_log_drop(pc_raft_log_t *l, const char *group, pc_error_t *err) {
-  leveldb_writebatch_t *b = leveldb_writebatch_create();
-  pc_buf_t k = {0};
-  pc_status_t st = PC_OK;
-  static const char spaces[] = {'H', 'S'};
-  for (size_t s = 0; s < sizeof spaces && st == PC_OK; s++) {
-    k.len = 0;
-    if (key_group(&k, spaces[s], group)) st = pc_error_set(err, PC_NOMEM, "out of memory");
-    else leveldb_writebatch_delete(b, k.p, k.len);
-  }
-  k.len = 0;
-  if (st == PC_OK && key_group(&k, 'E', group)) st = pc_error_set(err, PC_NOMEM, "out of memory");
-  if (st == PC_OK) {
-    leveldb_iterator_t *it = leveldb_create_iterator(l->db, l->ro);
-    for (leveldb_iter_seek(it, k.p, k.len); leveldb_iter_valid(it); leveldb_iter_next(it)) {
-      size_t kl;
-      const char *kk = leveldb_iter_key(it, &kl);
-      if (kl < k.len || memcmp(kk, k.p, k.len) != 0) break;
-      leveldb_writebatch_delete(b, kk, kl);
-    }
-    leveldb_iter_destroy(it);
-    char *e = NULL;
-    leveldb_write(l->db, l->wo, b, &e);
-    if (e) st = ldb_error(l, e, "drop a group", err);
-  }
-  pc_buf_free(&k);
-  leveldb_writebatch_destroy(b);
-  return st;
-}
-
 /* ---- configurations --------------------------------------------------------- */
 
 int pc_raft_conf_encode(const struct raft_configuration *c, pc_buf_t *out) {

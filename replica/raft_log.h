@@ -82,8 +82,6 @@ int pc_raft_log_put_hard(leveldb_writebatch_t *b, const char *group, uint64_t te
                          uint64_t vote);
 /* Writes b now, synced, on the calling thread (b is not taken). */
 pc_status_t pc_raft_log_write(pc_raft_log_t *l, leveldb_writebatch_t *b, pc_error_t *err);
-/* Every key of group (a replica removed from this server). */
-pc_status_t pc_raft_log_drop(pc_raft_log_t *l, const char *group, pc_error_t *err);
 
 /* Queues b (taken: destroyed after it is written) for the writer thread;
  * done(ctx, status) is called on the writer thread once it is durable, or

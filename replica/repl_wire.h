@@ -22,8 +22,10 @@
  *   0x46 CREATE     str group str start str end       -> u64 id str address
  *                   an empty replica of group on this server, which waits
  *                   for its leader to add it and send it a snapshot
- *   0x47 DROP       str group u64 id                  -> (empty)
- *                   removes the replica id of group from this server
+ * A replica removed from its group is not told: it hears from no leader,
+ * so it never leads or answers (a client is sent on to the leader), and its
+ * files stay on its server until the server is rebuilt (`tablet
+ * replace-server`).
  *
  * A message (Raft's struct raft_message and what this project adds):
  *   str group u64 to u64 from str from_address u8 type
@@ -61,7 +63,6 @@ enum {
   PC_REPL_OP_MEMBER = 0x44,
   PC_REPL_OP_REPLICAS = 0x45,
   PC_REPL_OP_CREATE = 0x46,
-  PC_REPL_OP_DROP = 0x47,
   PC_REPL_OP_LAST = 0x4f,
 };
 
