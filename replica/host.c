@@ -107,8 +107,9 @@ static void *raft_thread(void *arg) {
     uint64_t now = pc_now_mono_ms();
     if (now >= next_tick) {
       next_tick = now + h->tick_ms;
+      int stopping = h->stopping;
       pthread_mutex_unlock(&h->mu);
-      if (!h->stopping) tick_all(h);
+      if (!stopping) tick_all(h);
       pthread_mutex_lock(&h->mu);
       continue;
     }

@@ -53,7 +53,8 @@ struct pc_replica {
   struct raft raft;
   struct raft_io io;
   struct raft_fsm fsm;
-  int raft_inited, started, closed;
+  int raft_inited, started;
+  _Atomic int closed; /* set on the Raft thread; pc_repl_host_close waits for it */
   raft_io_tick_cb tick_cb;
   raft_io_recv_cb recv_cb;
   int pending_io;               /* io requests whose callbacks have not run */
@@ -125,7 +126,8 @@ struct pc_repl_host {
   pthread_mutex_t mu; /* the task queue */
   pthread_cond_t cv;
   task_t *head, *tail;
-  int stopping, stopped;
+  _Atomic int stopping; /* read by every thread without mu */
+  int stopped;
 
   pthread_mutex_t reps_mu;
   pc_replica_t *reps;
