@@ -273,6 +273,12 @@ pc_status_t pc_txn_delete_system(pc_txn_t *txn, const char *table, const char *r
 /* Appends to out the ack column of observer for column col: 0xFF "ack" 0x00
  * observer 0x00 col. 0, or -1 when memory runs out. */
 int pc_ack_column(pc_buf_t *out, const char *observer, const char *col, size_t clen);
+/* The observer name of a cell's turn: the ack column of PC_TURN_OBSERVER
+ * (a name no observer can have) is written by every observer's run on the
+ * cell besides its own ack, so that runs of different observers of one
+ * cell conflict as runs of one observer do (notify/run.c). */
+#define PC_TURN_OBSERVER "*"
+
 /* Checks a table name (percolator.h's rules); PC_INVALID naming it. */
 pc_status_t pc_check_table(const char *table, pc_error_t *err);
 

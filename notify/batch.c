@@ -205,7 +205,7 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
       goto out;
     }
     for (size_t j = 0; j < m && st == PC_OK; j++)
-      st = pc_run_write_ts(t, &b->v[run[j]].cell.n.cell, &ack_col, start, &err);
+      st = pc_run_write_ack(t, &b->v[run[j]].cell.n.cell, &ack_col, start, &err);
     /* the transaction was begun for b's first cell: its notifications may
      * go in the commit when the callback ran on it */
     if (!fp_fired && run[0] == 0) pc_txn_trigger_bound(t, below[0], col->names, col->nlen);

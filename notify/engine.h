@@ -284,6 +284,11 @@ pc_status_t pc_run_read_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col,
                            pc_error_t *err);
 pc_status_t pc_run_write_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col, uint64_t ts,
                             pc_error_t *err);
+/* What a run writes when its callback succeeded: its ack (ack_col) = ts,
+ * and the cell's turn, which every run on the cell writes, whatever its
+ * observer, so that two runs on one cell that overlap conflict. */
+pc_status_t pc_run_write_ack(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *ack_col,
+                             uint64_t ts, pc_error_t *err);
 
 /* ---- the registered observers (view.c) --------------------------------------- */
 

@@ -423,7 +423,7 @@ static void retry_one(pc_worker_t *w, obs_slot_t *slot, const requeue_t *q) {
     }
     goto out;
   }
-  st = pc_run_write_ts(t, &c, &ack_col, start, &err);
+  st = pc_run_write_ack(t, &c, &ack_col, start, &err);
   if (st == PC_OK) st = delete_record(t, q, &err);
   if (st == PC_OK) st = pc_txn_commit(t, &err);
   if (st != PC_OK) goto setback;

@@ -3,7 +3,12 @@
  * It reads ack(c, O) = A; when A is past the newest notification of O's
  * kind found, O observed it already and the run is skipped; otherwise O's
  * callback runs, the transaction writes ack = S and commits. Two runs for
- * one change both write the ack, so at most one of them commits. A strong
+ * one change both write the ack, so at most one of them commits. Every run
+ * also writes the cell's turn (the ack of PC_TURN_OBSERVER, core/db.h), which
+ * the runs of every observer of the cell write: two runs on one cell that
+ * overlap in time conflict whichever observers they are, so the committed
+ * runs on a cell are serial and each one sees what those before it wrote
+ * (docs/ARCHITECTURE.md, "Runs on one cell are serial"). A strong
  * observer covers every change below its ack; a weak one every weak
  * notification below it. Weak observers keep acks too (since registered
  * observers that different workers run share a column's notifications):
@@ -51,6 +56,17 @@ pc_status_t pc_run_write_ts(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *col
   char b[8];
   for (int i = 0; i < 8; i++) b[i] = (char)(ts >> (56 - 8 * i));
   return pc_txn_set_system(t, c->table, c->row, c->rlen, col->p, col->len, b, sizeof b, err);
+}
+
+pc_status_t pc_run_write_ack(pc_txn_t *t, const pc_cell_t *c, const pc_buf_t *ack_col,
+                             uint64_t ts, pc_error_t *err) {
+  pc_buf_t turn = {0};
+  pc_status_t st = pc_run_write_ts(t, c, ack_col, ts, err);
+  if (st == PC_OK && pc_ack_column(&turn, PC_TURN_OBSERVER, c->col, c->clen) != 0)
+    st = pc_error_set(err, PC_NOMEM, "out of memory");
+  if (st == PC_OK) st = pc_run_write_ts(t, c, &turn, ts, err);
+  pc_buf_free(&turn);
+  return st;
 }
 
 static int is_conflict(pc_status_t st) {
@@ -123,7 +139,7 @@ run_result_t pc_run(pc_worker_t *w, obs_slot_t *slot, const group_t *g, const pa
   st = pc_run_callback(w, o, t, &nc, &err);
   if (pc_worker_self() && pc_worker_self()->given_up) goto out; /* counted by the watchdog */
   if (st != PC_OK) goto failed;
-  if ((st = pc_run_write_ts(t, c, &ack_col, start, &err)) != PC_OK) goto setback_st;
+  if ((st = pc_run_write_ack(t, c, &ack_col, start, &err)) != PC_OK) goto setback_st;
   /* the run covers below its start_ts: with the others' covers, what the
    * commit may delete, on behalf of the column's observers */
   if (pass) pc_txn_trigger_bound(t, pc_pass_clear_below(pass, start), pass->names, pass->nlen);
