@@ -238,7 +238,9 @@ typedef int (*pc_backfill_fn)(void *ctx, const pc_observer_info_t *o, const char
 /* One page of observer name's backfill: a transaction at a fresh snapshot
  * S reads the next rows of the observer's table after where the last page
  * stopped, calls fn for each cell of its column (in row order, until fn
- * declines one), and records the progress — cells presented, the last row
+ * declines one) — and for each cell of it deleted since the observer ran on
+ * it under that name (its ack is there: it was retired and is registered
+ * again, and must learn of the delete) — and records the progress — cells presented, the last row
  * gone past, and DONE once the table is gone through — in its commit.
  * *done = 1 once the state is DONE (or the observer is not RUNNING).
  * PC_BUSY when fn declined a cell (call again later), PC_CONFLICT when the
@@ -260,6 +262,10 @@ pc_status_t pc_db_backfill_step(pc_db_t *db, const char *name, pc_backfill_fn fn
 pc_status_t pc_txn_get_system(pc_txn_t *txn, const char *table, const char *row, size_t rlen,
                               const char *col, size_t clen, char **value, size_t *vlen,
                               pc_error_t *err);
+/* pc_txn_scan that returns the system's columns (the acks of observers)
+ * besides the users' (not the transaction's own buffered writes of them). */
+pc_scan_t *pc_txn_scan_system(pc_txn_t *txn, const char *table, const char *start, size_t slen,
+                              const char *end, size_t elen, pc_error_t *err);
 /* pc_txn_get_many for the system's columns too (the acks of observers). */
 pc_status_t pc_txn_get_many_system(pc_txn_t *txn, const pc_cell_ref_t *cells, size_t n,
                                    pc_value_t *values, pc_error_t *err);

@@ -18,7 +18,13 @@
  * flight below S), and the observer's run, at a snapshot taken later, sees
  * it. A commit with commit_ts > S took its timestamp after every store had
  * the copy, so the store that applies it — after it took its timestamp —
- * writes its notification. Presenting a cell is the caller's (a worker that
+ * writes its notification. A name registered again after it was retired
+ * (pc_db_unregister_observed) missed the changes made while it was away,
+ * deletes included, whose notifications may have gone: its backfill also
+ * presents each cell whose ack of the observer is there though the cell is
+ * deleted (a cell it derived something from, whose delete it may not have
+ * seen); the acks outlive a retirement, and the garbage collector keeps a
+ * cell's newest put. Presenting a cell is the caller's (a worker that
  * runs the observer, notify/backfill.c): no notification is written for it,
  * so the column's other observers do not run again. */
 #include <inttypes.h>
@@ -509,22 +515,33 @@ static void page_free(page_t *p) {
 }
 
 /* Reads the next page of table's rows after `after` (NULL: from the first),
- * collecting those with a cell of col. It stops at a row boundary once it
- * holds PAGE_PRESENT cells or read PAGE_CELLS. */
-static pc_status_t read_page(pc_txn_t *txn, const char *table, const char *col, size_t clen,
-                             const pc_buf_t *after, page_t *p, pc_error_t *err) {
-  pc_buf_t start = {0};
-  if (after && (pc_buf_append(&start, after->p, after->len) || pc_buf_u8(&start, 0)))
+ * collecting those with a cell of col, or with observer name's ack of col:
+ * a cell deleted since the observer ran on it under that name (it was
+ * removed and is registered again) is presented too, so that it learns of
+ * the delete. It stops at a row boundary once it holds PAGE_PRESENT cells
+ * or read PAGE_CELLS. */
+static pc_status_t read_page(pc_txn_t *txn, const char *name, const char *table, const char *col,
+                             size_t clen, const pc_buf_t *after, page_t *p, pc_error_t *err) {
+  pc_buf_t start = {0}, ack = {0};
+  if ((after && (pc_buf_append(&start, after->p, after->len) || pc_buf_u8(&start, 0))) ||
+      pc_ack_column(&ack, name, col, clen) != 0) {
+    pc_buf_free(&start);
+    pc_buf_free(&ack);
     return pc_error_set(err, PC_NOMEM, "out of memory");
-  pc_scan_t *sc = pc_txn_scan(txn, table, start.p ? start.p : "", start.len, NULL, 0, err);
+  }
+  pc_scan_t *sc = pc_txn_scan_system(txn, table, start.p ? start.p : "", start.len, NULL, 0, err);
   pc_buf_free(&start);
-  if (!sc) return err ? err->code : PC_INTERNAL;
+  if (!sc) {
+    pc_buf_free(&ack);
+    return err ? err->code : PC_INTERNAL;
+  }
   if (!(p->rows = calloc(PAGE_PRESENT, sizeof *p->rows))) {
     pc_scan_destroy(sc);
+    pc_buf_free(&ack);
     return pc_error_set(err, PC_NOMEM, "out of memory");
   }
   pc_buf_t cur = {0};
-  int have_cur = 0, oom = 0;
+  int have_cur = 0, taken = 0, oom = 0;
   size_t cells = 0;
   pc_status_t st;
   while ((st = pc_scan_next(sc, err)) == PC_OK) {
@@ -540,10 +557,15 @@ static pc_status_t read_page(pc_txn_t *txn, const char *table, const char *col, 
       cur.len = 0;
       oom |= pc_buf_append(&cur, row, rl);
       have_cur = 1;
+      taken = 0;
     }
     cells++;
-    if (cl == clen && memcmp(c, col, clen) == 0)
+    /* the cell, or its ack (which sorts after every user column of the row) */
+    if (!taken && ((cl == clen && memcmp(c, col, clen) == 0) ||
+                   (cl == ack.len && memcmp(c, ack.p, ack.len) == 0))) {
       oom |= pc_buf_append(&p->rows[p->n++], row, rl);
+      taken = 1;
+    }
     if (oom) break;
   }
   if (st == PC_NOT_FOUND) {
@@ -558,6 +580,7 @@ static pc_status_t read_page(pc_txn_t *txn, const char *table, const char *col, 
   }
   if (st == PC_OK && oom) st = pc_error_set(err, PC_NOMEM, "out of memory");
   pc_buf_free(&cur);
+  pc_buf_free(&ack);
   pc_scan_destroy(sc);
   return st;
 }
@@ -599,7 +622,7 @@ static pc_status_t backfill_once(pc_db_t *db, const char *name, const pc_buf_t *
                       PC_SYSTEM_TABLE, name);
     goto out;
   }
-  st = read_page(txn, rec.table, rec.col, rec.clen, b.has_row ? &b.row : NULL, &p, err);
+  st = read_page(txn, name, rec.table, rec.col, rec.clen, b.has_row ? &b.row : NULL, &p, err);
   if (st != PC_OK) goto out;
   pc_observer_info_t o = {name, strlen(name), NULL, rec.table, rec.col, rec.clen, rec.kind,
                           b.state, b.presented, NULL, 0};

@@ -1155,6 +1155,7 @@ struct pc_scan {
   size_t rlen, clen, vlen;
   pc_buf_t colp;  /* only columns that begin with it (len 0: every column) */
   int one_row;    /* pc_txn_scan_row: past the prefix's columns, the scan is over */
+  int system;     /* pc_txn_scan_system: the system's columns (acks) are returned too */
 };
 
 typedef struct page_fill {
@@ -1248,6 +1249,13 @@ static int row_in_range(const bufcell_t *b, const char *table, const char *start
 static pc_scan_t *scan_open(pc_txn_t *txn, const char *table, const char *start, size_t slen,
                             const char *end, size_t elen, const char *colp, size_t cplen,
                             int one_row, pc_error_t *err);
+
+pc_scan_t *pc_txn_scan_system(pc_txn_t *txn, const char *table, const char *start, size_t slen,
+                              const char *end, size_t elen, pc_error_t *err) {
+  pc_scan_t *sc = scan_open(txn, table, start, slen, end, elen, NULL, 0, 0, err);
+  if (sc) sc->system = 1;
+  return sc;
+}
 
 pc_scan_t *pc_txn_scan(pc_txn_t *txn, const char *table, const char *start, size_t slen,
                        const char *end, size_t elen, pc_error_t *err) {
@@ -1382,7 +1390,7 @@ pc_status_t pc_scan_next(pc_scan_t *sc, pc_error_t *err) {
     }
     if (c < 0) {
       scell_t *s = &sc->page[sc->ipage++];
-      if (is_system_column(s->col.p, s->col.len)) continue; /* the system's (acks) */
+      if (!sc->system && is_system_column(s->col.p, s->col.len)) continue; /* the system's */
       sc->row = s->row.p, sc->rlen = s->row.len;
       sc->col = s->col.p, sc->clen = s->col.len;
       sc->val = s->val.p, sc->vlen = s->val.len;

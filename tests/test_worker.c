@@ -2138,6 +2138,61 @@ static void test_registration_misses_nothing(void **state) {
   tu_rmtree(dir);
 }
 
+/* An observer removed (`percolator observers remove`) while a delete of its
+ * column was pending, a worker's pass meanwhile (the delete's notification
+ * goes: no registered observer waits for it), then the observer registered
+ * again under its name: its backfill presents the deleted cell too, since
+ * the observer's ack shows it ran on it, so what it derived from it goes. */
+static void test_reregistered_learns_deletes(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-rereg");
+  pc_db_t *db = tu_open(dir, 0);
+  pc_error_t err;
+  copier_t kx = {0}, kz = {0};
+  pc_worker_options_t o = quick_options(2);
+  pc_observer_registry_t *rx = pc_registry_create(), *rz = pc_registry_create();
+  add_observer(rx, "x", "rereg", "x:v", PC_OBSERVER_STRONG, obs_count_copy, &kx);
+  add_observer(rz, "z", "rereg", "z:v", PC_OBSERVER_STRONG, obs_count_copy, &kz);
+  pc_worker_t *w = start(db, rx, &o);
+  put(db, "rereg", "r1", "x:v", "a");
+  put(db, "rereg", "r2", "x:v", "b");
+  wait_idle(db);
+  char *m = get(db, "rereg", "r1", "m:x:v");
+  assert_non_null(m);
+  assert_string_equal(m, "a");
+  free(m);
+  stop(w);
+
+  pc_txn_t *t = begin(db);
+  assert_int_equal(pc_txn_delete(t, "rereg", "r1", 2, "x:v", 3, &err), PC_OK);
+  commit(t);
+  int found = 0;
+  assert_int_equal(pc_db_unregister_observed(db, "x", 1, &found, &err), PC_OK);
+  assert_true(found);
+  w = start(db, rz, &o); /* a pass of another worker: the delete's notification goes */
+  put(db, "rereg", "r3", "z:v", "c");
+  wait_idle(db);
+  assert_int_equal(pending(db), 0);
+  stop(w);
+
+  w = start(db, rx, &o); /* x comes back: registered again, backfilled */
+  wait_idle(db);
+  m = get(db, "rereg", "r1", "m:x:v");
+  if (!m || strcmp(m, "-") != 0)
+    fail_msg("x registered again did not learn that r1 was deleted: it still holds '%s'",
+             m ? m : "(nothing)");
+  free(m);
+  m = get(db, "rereg", "r2", "m:x:v");
+  assert_non_null(m);
+  assert_string_equal(m, "b");
+  free(m);
+  stop(w);
+  pc_registry_free(rx);
+  pc_registry_free(rz);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_start_refuses, stop_leftovers),
@@ -2152,6 +2207,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_workers_with_different_observers, stop_leftovers),
       cmocka_unit_test_teardown(test_late_registration_no_spin, stop_leftovers),
       cmocka_unit_test_teardown(test_registration_misses_nothing, stop_leftovers),
+      cmocka_unit_test_teardown(test_reregistered_learns_deletes, stop_leftovers),
       cmocka_unit_test_teardown(test_batches, stop_leftovers),
       cmocka_unit_test_teardown(test_batch_wait, stop_leftovers),
       cmocka_unit_test_teardown(test_backoff_waits, stop_leftovers),
