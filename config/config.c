@@ -671,7 +671,8 @@ static pc_status_t log_field(vctx_t *c, void *dst, int which, const json_t *v, i
 static const char *const store_keys[] = {"sync",       "cache_mb",         "lock_ttl_ms",
                                          "timeout_ms", "one_phase_commit", "lazy_start",
                                          "meta_cache_mb", "gc_interval_ms", "gc_rate",
-                                         "gc_lifetime_ms", "write_buffer_mb"};
+                                         "gc_lifetime_ms", "write_buffer_mb",
+                                         "snapshot_max_age_ms"};
 
 static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -686,7 +687,8 @@ static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v,
     case 7: return get_uint(c, v, n, 0, 86400000, &cfg->store.gc_interval_ms);
     case 8: return get_uint(c, v, n, 0, 100000000, &cfg->store.gc_rate);
     case 9: return get_uint(c, v, n, 1000, 86400000, &cfg->store.gc_lifetime_ms);
-    default: return get_uint(c, v, n, 1, 4096, &cfg->store.write_buffer_mb);
+    case 10: return get_uint(c, v, n, 1, 4096, &cfg->store.write_buffer_mb);
+    default: return get_uint(c, v, n, 1000, 2592000000u, &cfg->store.snapshot_max_age_ms);
   }
 }
 
@@ -1380,6 +1382,7 @@ pc_config_t *pc_config_default(void) {
   cfg->store.gc_interval_ms = 60000;
   cfg->store.gc_rate = 100000;
   cfg->store.gc_lifetime_ms = 60000;
+  cfg->store.snapshot_max_age_ms = 86400000;
   cfg->store.lock_ttl_ms = 3000;
   cfg->store.timeout_ms = 10000;
   cfg->store.one_phase_commit = 1;

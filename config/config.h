@@ -31,9 +31,13 @@
  *                  "meta_cache_mb": int 0..65536 [32], "write_buffer_mb": int 1..4096 [64],
  *                  "gc_interval_ms": int 0..86400000 [60000] (embedded; 0: only `percolator gc`),
  *                  "gc_rate": int 0..100000000 [100000] (keys deleted per second; 0: no bound),
- *                  "gc_lifetime_ms": int 1000..86400000 [60000] (cluster: the safe
- *                  point stays this far behind the oracle, besides the oldest
- *                  snapshot clients report; keep it above zookeeper.session_timeout_ms) }
+ *                  "gc_lifetime_ms": int 1000..86400000 [60000] (cluster and served
+ *                  directory: the safe point stays this far behind the oracle,
+ *                  besides the oldest snapshot clients report; keep it above
+ *                  zookeeper.session_timeout_ms),
+ *                  "snapshot_max_age_ms": int 1000..2592000000 [86400000] (a live
+ *                  client's snapshot holds the safe point back at most this
+ *                  long, and never less than gc_lifetime_ms) }
  *   "tso":       { "listen": "host:port", "http": "host:port",
  *                  "data_dir": string, "window_ms": int 100..600000 [3000] }
  *   "zookeeper": { "connect": "host:port[,host:port]..." (required),
@@ -187,6 +191,7 @@ typedef struct pc_config {
     uint32_t gc_interval_ms;
     uint32_t gc_rate;
     uint32_t gc_lifetime_ms;
+    uint32_t snapshot_max_age_ms;
     uint32_t lock_ttl_ms;
     uint32_t timeout_ms;
     int one_phase_commit;

@@ -42,6 +42,7 @@ pc_options_t *pc_options_create(void) {
   o->gc_interval_ms = 60000;
   o->gc_rate = 100000;
   o->gc_lifetime_ms = 60000;
+  o->snapshot_max_age_ms = 86400000;
   return o;
 }
 

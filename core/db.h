@@ -33,6 +33,9 @@ struct pc_options {
   uint32_t gc_interval_ms; /* embedded: background GC period (0: none) */
   uint32_t gc_rate;        /* keys a GC pass deletes per second at most (0: no bound) */
   uint32_t gc_lifetime_ms; /* cluster: the safe point stays this far behind the oracle */
+  /* other clients' snapshots hold the safe point back at most this long
+   * (never less than gc_lifetime_ms) */
+  uint32_t snapshot_max_age_ms;
 };
 
 /* A transaction while it is open, in its database's list (core/gc.c): its
@@ -91,6 +94,13 @@ struct pc_db {
   /* cluster: the highest safe point other clients allow, given a fresh
    * timestamp now (NULL: now) */
   uint64_t (*gc_bound)(pc_db_t *db, uint64_t now);
+  /* a served directory's client: reports the floor of its snapshots to the
+   * oracle (tablet/db_cluster.c), from the background thread every
+   * report_ms (NULL: nothing to report) */
+  void (*report)(pc_db_t *db);
+  uint32_t report_ms;
+  uint64_t next_report_ms;
+  uint64_t report_id; /* the client's id in its reports: random, not 0 */
   pthread_mutex_t gc_mu;     /* one pass at a time */
   pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
   uint64_t gc_passes;

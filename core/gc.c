@@ -9,7 +9,8 @@
  *     last renewal. It has a thread of its own because a renewal that waits
  *     behind a garbage-collection pass or a slow refresh comes too late;
  *   - the background thread: embedded, a garbage-collection pass every
- *     gc_interval_ms (pc_db_gc).
+ *     gc_interval_ms (pc_db_gc); a served directory's client, the report of
+ *     its snapshots' floor to the oracle every report_ms (db->report).
  *
  * A pass first finds the safe point: a fresh timestamp, lowered to the
  * start_ts of every open transaction of this process (db.c's list). In a
@@ -192,6 +193,10 @@ static void *background_main(void *arg) {
   while (!db->bg_stop) {
     pthread_mutex_unlock(&db->bg_mu);
     uint64_t now = pc_now_mono_ms();
+    if (db->report && now >= db->next_report_ms) {
+      db->report(db);
+      db->next_report_ms = pc_now_mono_ms() + db->report_ms;
+    }
     if (db->opts.gc_interval_ms && db->oracle && now >= db->next_gc_ms) {
       pc_error_t ignored; /* the next pass tries again; pc_db_gc reports errors */
       (void)pc_db_gc(db, NULL, &ignored);
@@ -202,6 +207,10 @@ static void *background_main(void *arg) {
     if (db->opts.gc_interval_ms && db->oracle && db->next_gc_ms > now &&
         db->next_gc_ms - now < wait_ms)
       wait_ms = db->next_gc_ms - now;
+    if (db->report) {
+      uint64_t until = db->next_report_ms > now ? db->next_report_ms - now : 0;
+      if (until < wait_ms) wait_ms = until;
+    }
     pthread_mutex_lock(&db->bg_mu);
     if (!db->bg_stop) {
       struct timespec until = pc_mono_after_ms((uint32_t)wait_ms + 1);

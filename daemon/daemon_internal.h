@@ -42,6 +42,7 @@ typedef struct role {
   pc_rpc_server_t *rpc;
   pc_http_t *http;
   pc_oracle_t *oracle;   /* ROLE_TSO with its bound in a file */
+  pc_tso_served_t served; /* ROLE_TSO with its bound in a file: its clients' snapshots too */
   pc_tso_node_t *node;   /* ROLE_TSO elected in ZooKeeper ("zookeeper" configured) */
   pc_tablet_t *tablet;   /* ROLE_TABLET */
   int dir_lock;          /* ROLE_TABLET: its data directory's lock (core/db.h), or -1 */

@@ -116,6 +116,15 @@ static void role_metrics(void *ctx, pc_buf_t *out) {
       } else {
         timestamp_gauges(out, "percolator_tso_last_timestamp", "Highest timestamp handed out",
                          pc_oracle_last(r->oracle));
+        uint64_t oldest;
+        int complete;
+        uint32_t clients;
+        pc_snapshots_oldest(r->served.snapshots, &oldest, &complete, &clients);
+        pc_metric_gauge(out, "percolator_gc_clients_reporting",
+                        "Clients whose snapshots hold garbage collection back", clients);
+        timestamp_gauges(out, "percolator_gc_oldest_snapshot",
+                         "The oldest snapshot a live client reads (0: none)",
+                         oldest == UINT64_MAX ? 0 : oldest);
       }
       break;
     case ROLE_SERVER:
@@ -150,6 +159,7 @@ pc_status_t pc_daemon_serve(pc_daemon_t *d, role_t *r, const pc_endpoint_t *list
                             int (*runs_inline)(uint8_t op), pc_error_t *err) {
   pc_rpc_server_options_t o = {0};
   o.runs_inline = runs_inline; /* the oracle's ops, a tablet's reads: no worker hand-off */
+  if (r->kind == ROLE_TSO && r->served.snapshots) o.on_close = pc_tso_served_closed;
   const pc_config_limits_t *l = &d->cfg->limits;
   o.name = r->name;
   o.host = listen->host;
@@ -264,9 +274,13 @@ pc_status_t pc_daemon_start_tso(pc_daemon_t *d, pc_error_t *err) {
     if (!r->oracle) st = err ? err->code : PC_IO_ERROR;
   }
   free(dir);
+  /* a served directory's clients report their snapshots to it */
+  if (st == PC_OK && !(r->served.snapshots = pc_snapshots_create(PC_SNAPSHOT_GRACE_MS)))
+    st = pc_error_set(err, PC_NOMEM, "out of memory");
+  r->served.oracle = r->oracle;
   if (st == PC_OK)
-    st = pc_daemon_serve(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_rpc_handler, r->oracle,
-                         pc_tso_rpc_runs_inline, err);
+    st = pc_daemon_serve(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_served_handler,
+                         &r->served, pc_tso_rpc_runs_inline, err);
   return st;
 }
 
@@ -469,8 +483,10 @@ void pc_daemon_stop_roles(pc_daemon_t *d) {
   d->coord = NULL;
   for (size_t i = 0; i < d->nroles; i++)
     if (d->roles[i].node) pc_tso_node_stop(d->roles[i].node); /* a standby takes over now */
-  for (size_t i = 0; i < d->nroles; i++)
+  for (size_t i = 0; i < d->nroles; i++) {
     if (d->roles[i].oracle) pc_oracle_close(d->roles[i].oracle);
+    pc_snapshots_destroy(d->roles[i].served.snapshots);
+  }
   d->oracle = NULL;
   d->nroles = 0;
 }

@@ -1,9 +1,11 @@
-/* fuzz_tso.c — the timestamp oracle's request handler (tso/tso_server.c)
- * against any sequence of requests (chunks of fuzz_util.h: tag = op, bytes =
- * body), on a real oracle whose bound file is in the scratch directory. A
- * request is answered or refused with a message; the timestamps it hands
- * out strictly increase across every request of the oracle, and INFO never
- * reports less than the last one handed out.
+/* fuzz_tso.c — the timestamp oracle's request handler (tso/tso_server.c),
+ * as a served directory's oracle serves it (with the record of its clients'
+ * snapshots), against any sequence of requests (chunks of fuzz_util.h: tag =
+ * op, bytes = body), on a real oracle whose bound file is in the scratch
+ * directory. A request is answered or refused with a message; the
+ * timestamps it hands out strictly increase across every request of the
+ * oracle, INFO never reports less than the last one handed out, and OLDEST
+ * names a floor exactly when some client reports one.
  *
  * Batches of up to a million timestamps move the oracle ahead of the clock
  * (2^PC_TS_LOGICAL_BITS timestamps a millisecond); once it is further ahead
@@ -24,12 +26,15 @@
 #define WINDOW_MS 600000u
 
 static pc_oracle_t *oracle;
+static pc_snapshots_t *snapshots;
 static uint64_t last_issued;
 static unsigned generation;
 
 static void close_oracle(void) {
   pc_oracle_close(oracle);
+  pc_snapshots_destroy(snapshots);
   oracle = NULL;
+  snapshots = NULL;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -42,9 +47,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     oracle = pc_oracle_open(path, WINDOW_MS, &err);
     if (!oracle) fprintf(stderr, "pc_oracle_open: %s\n", err.text);
     FUZZ_CHECK(oracle != NULL);
+    snapshots = pc_snapshots_create(PC_SNAPSHOT_GRACE_MS);
+    FUZZ_CHECK(snapshots != NULL);
     last_issued = 0;
     if (generation == 1) atexit(close_oracle);
   }
+  pc_tso_served_t served = {oracle, snapshots};
   fuzz_chunks_t in = {data, size, 0};
   uint8_t op;
   const char *body;
@@ -53,10 +61,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pc_buf_t reply = {0};
     pc_error_t err;
     pc_error_clear(&err);
-    pc_status_t st = pc_tso_rpc_handler(oracle, op, body, len, &reply, &err);
+    pc_status_t st = pc_tso_served_handler(&served, op, body, len, &reply, &err);
     if (st != PC_OK) {
       FUZZ_CHECK(st <= PC_STATUS_MAX && err.code == st && err.text[0]);
       FUZZ_CHECK(reply.len == 0);
+    } else if (op == PC_TSO_OP_REPORT) {
+      FUZZ_CHECK(reply.len == 0);
+    } else if (op == PC_TSO_OP_OLDEST) {
+      pc_tso_oldest_t o;
+      FUZZ_CHECK(pc_tso_get_oldest_reply(reply.p, reply.len, &o, &err) == PC_OK);
+      FUZZ_CHECK(o.clients <= PC_SNAPSHOTS_PER_CONNECTION);
+      FUZZ_CHECK((o.oldest == UINT64_MAX) == (o.clients == 0));
     } else {
       FUZZ_CHECK(reply.len == 8);
       pc_rd_t r = {reply.p, reply.len, 0, 1};

@@ -7,11 +7,13 @@
  * (lockservice/coord.h). A configuration a worker wrote for the embedded
  * directory it serves ("served") reaches that worker's oracle at
  * tso.listen and has no coordination service: locks are resolved by their
- * leases alone. */
+ * leases alone, and the client reports the floor of its snapshots to that
+ * oracle (tso/snapshots.h) instead of ZooKeeper. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "config/config.h"
@@ -24,8 +26,13 @@
 #include "net/tls.h"
 #include "tablet/tablet.h"
 #include "lockservice/coord.h"
+#include "tso/snapshots.h"
 #include "tso/tso_client.h"
 #include "tso/tso_locator.h"
+
+/* The bound of a served client's report of its snapshots, and of its
+ * collector's question about the others'. */
+#define REPORT_TIMEOUT_MS 2000u
 
 /* What a client of a cluster coordinated through ZooKeeper holds. */
 typedef struct coord {
@@ -60,6 +67,10 @@ static void cluster_close(pc_db_t *db) {
     db->coord = NULL;
     db->coordination = NULL;
   }
+  if (db->tso && db->report) { /* the oracle forgets this client's floor now */
+    pc_error_t ignored;
+    (void)pc_tso_remote_report(db->tso, db->report_id, 0, REPORT_TIMEOUT_MS, &ignored);
+  }
   if (db->tso) pc_rpc_client_destroy(db->tso);
   db->tso = NULL;
 }
@@ -93,13 +104,56 @@ static uint64_t oldest_open(void *ctx) {
   return oldest;
 }
 
-/* Other clients' transactions bound the safe point twice: by the oldest
- * start_ts that live clients report in their ZooKeeper nodes, and by
- * gc_lifetime_ms behind the oracle, which covers what reports have not
- * carried yet (a transaction begun since its client's last report, a client
- * whose session is being renewed, ZooKeeper that cannot be asked). Tablets
- * refuse reads below the safe point of their last pass, so a transaction
- * that outlives both bounds fails rather than reads a wrong value. */
+/* A served directory's client reports the floor of its snapshots to the
+ * oracle (tso/snapshots.h): a timestamp taken now, lowered to the start_ts
+ * (or, while it is being taken, the lower bound) of each transaction it has
+ * open. A transaction linked after the look takes its start_ts after that
+ * timestamp, so the floor bounds every snapshot of this client from now on.
+ * A report that fails leaves the previous floor, which is lower. */
+static void served_report(pc_db_t *db) {
+  uint32_t ms = db->opts.timeout_ms < REPORT_TIMEOUT_MS ? db->opts.timeout_ms : REPORT_TIMEOUT_MS;
+  uint64_t now;
+  pc_error_t err;
+  if (pc_db_ts(db, ms, &now, &err) != PC_OK) return; /* the next report */
+  uint64_t floor = oldest_open(db);
+  if (now < floor) floor = now;
+  if (pc_tso_remote_report(db->tso, db->report_id, floor, ms, &err) != PC_OK)
+    pc_log(PC_LOG_DEBUG, "reporting this client's snapshots to the oracle: %s", err.text);
+}
+
+/* The oldest floor the served oracle's live clients report; 0 when it
+ * cannot say (it started too recently to have heard from every client, or
+ * it does not answer): keep everything. An oracle of a version without the
+ * question leaves gc_lifetime_ms alone. */
+static uint64_t served_oldest(pc_db_t *db) {
+  pc_tso_oldest_t o;
+  pc_error_t err;
+  uint32_t ms = db->opts.timeout_ms < REPORT_TIMEOUT_MS ? db->opts.timeout_ms : REPORT_TIMEOUT_MS;
+  pc_status_t st = pc_tso_remote_oldest(db->tso, ms, &o, &err);
+  if (st == PC_INVALID) return UINT64_MAX;
+  if (st != PC_OK) {
+    pc_log(PC_LOG_WARN, "gc: the oracle does not say which snapshots its clients read (%s): "
+           "collecting only what is older than store.snapshot_max_age_ms", err.text);
+    return 0;
+  }
+  if (!o.complete) {
+    pc_log(PC_LOG_DEBUG, "gc: the oracle started too recently to know every client's snapshots: "
+           "collecting only what is older than store.snapshot_max_age_ms");
+    return 0;
+  }
+  return o.oldest;
+}
+
+/* Other clients' transactions bound the safe point: by the oldest start_ts
+ * that live clients report (a cluster's in their ZooKeeper nodes, a served
+ * directory's to its oracle), and by gc_lifetime_ms behind the oracle, which
+ * covers what reports have not carried (a transaction begun since its
+ * client's last report to ZooKeeper, a client whose session is being
+ * renewed, ZooKeeper that cannot be asked, a client of an older version).
+ * No snapshot is kept past snapshot_max_age_ms (at least gc_lifetime_ms): a
+ * forgotten reader does not hold the collector back for ever. Tablets refuse
+ * reads below the safe point of their last pass, so a transaction that
+ * outlives the bounds fails rather than reads a wrong value. */
 static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
   uint64_t behind = (uint64_t)db->opts.gc_lifetime_ms << PC_TS_LOGICAL_BITS;
   uint64_t bound = now > behind ? now - behind : 0;
@@ -111,6 +165,12 @@ static uint64_t cluster_gc_bound(pc_db_t *db, uint64_t now) {
                PC_OK &&
       reported < bound)
     bound = reported;
+  if (!c && db->report && (reported = served_oldest(db)) < bound) bound = reported;
+  uint32_t age = db->opts.snapshot_max_age_ms > db->opts.gc_lifetime_ms
+                     ? db->opts.snapshot_max_age_ms
+                     : db->opts.gc_lifetime_ms;
+  uint64_t oldest = (uint64_t)age << PC_TS_LOGICAL_BITS;
+  if (now > oldest && bound < now - oldest) bound = now - oldest;
   return bound;
 }
 
@@ -132,6 +192,7 @@ static void options_from_config(const pc_config_t *cfg, int create, pc_options_t
   o->gc_interval_ms = cfg->store.gc_interval_ms;
   o->gc_rate = cfg->store.gc_rate;
   o->gc_lifetime_ms = cfg->store.gc_lifetime_ms;
+  o->snapshot_max_age_ms = cfg->store.snapshot_max_age_ms;
 }
 
 static pc_status_t coord_oracle_info(pc_db_t *db, uint32_t timeout_ms, uint64_t *last,
@@ -306,6 +367,22 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
   db->liveness.is_alive = cluster_alive;
   db->liveness.ctx = db;
   db->gc_bound = cluster_gc_bound;
+  if (!cfg->zookeeper.set) {
+    /* a served directory: the oracle knows this client's snapshots from
+     * before its first transaction, then from a report every second */
+    uint64_t id = 0;
+    while (id == 0 && getrandom(&id, sizeof id, 0) == (ssize_t)sizeof id) {
+    }
+    if (id == 0) {
+      pc_error_set(err, PC_IO_ERROR, "getrandom: %s", strerror(errno));
+      goto fail;
+    }
+    db->report_id = id;
+    db->report = served_report;
+    db->report_ms = PC_SNAPSHOT_REPORT_MS;
+    served_report(db);
+    db->next_report_ms = pc_now_mono_ms() + db->report_ms;
+  }
   if (pc_db_start_background(db, err) != PC_OK) goto fail;
   return db;
 fail:

@@ -282,7 +282,7 @@ static pc_status_t check_snapshot(pc_tablet_t *t, uint64_t read_ts, pc_error_t *
   if (read_ts >= safe) return PC_OK;
   return pc_error_set(e, PC_ABORTED,
                       "tablet %s: snapshot %llu is older than the garbage-collection safe point "
-                      "%llu (the transaction ran longer than store.gc_lifetime_ms)",
+                      "%llu (kept while its client lives, up to store.snapshot_max_age_ms)",
                       t->name, (unsigned long long)read_ts, (unsigned long long)safe);
 }
 

@@ -243,6 +243,7 @@ static void check_defaults(const pc_config_t *cfg) {
   assert_int_equal(cfg->store.gc_rate, 100000);
   assert_int_equal(cfg->store.gc_interval_ms, 60000);
   assert_int_equal(cfg->store.gc_lifetime_ms, 60000);
+  assert_int_equal(cfg->store.snapshot_max_age_ms, 86400000);
   assert_int_equal(cfg->tso.set, 0);
   assert_int_equal(cfg->tso.listen.set, 0);
   assert_null(cfg->tso.data_dir);
@@ -504,6 +505,9 @@ static void test_ranges_of_integers(void **state) {
                SRC ":1:24: store.cache_mb: expected an integer in 0..65536, got 70000");
   expect_error("{\"store\": {\"gc_lifetime_ms\": 5}}", PC_INVALID,
                SRC ":1:30: store.gc_lifetime_ms: expected an integer in 1000..86400000, got 5");
+  expect_error("{\"store\": {\"snapshot_max_age_ms\": 2592000001}}", PC_INVALID,
+               SRC ":1:35: store.snapshot_max_age_ms: expected an integer in 1000..2592000000, got "
+                   "2592000001");
   expect_error("{\"store\": {\"cache_mb\": -1}}", PC_INVALID,
                SRC ":1:24: store.cache_mb: expected an integer in 0..65536, got -1");
   expect_error("{\"store\": {\"write_buffer_mb\": 0}}", PC_INVALID,

@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include "tso/oracle.h"
+#include "tso/snapshots.h"
+#include "tso/tso_server.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -800,6 +802,110 @@ static void test_bound_file_is_exclusive(void **state) {
   tmp_remove(&t);
 }
 
+/* The served oracle's record of its clients' snapshot floors
+ * (tso/snapshots.h): the oldest floor of the live clients; a client that
+ * leaves goes at once, one whose connection closes after the grace; an
+ * oracle is complete once it has been up for the grace; the caps. */
+static void test_snapshot_floors(void **state) {
+  (void)state;
+  pc_error_t err;
+  uint64_t oldest;
+  int complete;
+  uint32_t n;
+  pc_snapshots_t *s = pc_snapshots_create(60000); /* a grace no test outlives */
+  assert_non_null(s);
+  pc_snapshots_oldest(s, &oldest, &complete, &n);
+  assert_int_equal(oldest, UINT64_MAX);
+  assert_int_equal(complete, 0); /* just started: it may not have heard from every client */
+  assert_int_equal(n, 0);
+  assert_int_equal(pc_snapshots_report(s, 1, 101, 500, &err), PC_OK);
+  assert_int_equal(pc_snapshots_report(s, 2, 102, 300, &err), PC_OK);
+  assert_int_equal(pc_snapshots_report(s, 3, 103, 900, &err), PC_OK);
+  pc_snapshots_oldest(s, &oldest, &complete, &n);
+  assert_int_equal(oldest, 300);
+  assert_int_equal(n, 3);
+  assert_int_equal(pc_snapshots_report(s, 2, 102, 700, &err), PC_OK); /* its next report */
+  pc_snapshots_oldest(s, &oldest, &complete, &n);
+  assert_int_equal(oldest, 500);
+  assert_int_equal(pc_snapshots_report(s, 1, 101, 0, &err), PC_OK); /* leaves */
+  pc_snapshots_oldest(s, &oldest, &complete, &n);
+  assert_int_equal(oldest, 700);
+  assert_int_equal(n, 2);
+  pc_snapshots_closed(s, 2); /* its floor holds for the grace: it may reconnect */
+  pc_snapshots_oldest(s, &oldest, &complete, &n);
+  assert_int_equal(oldest, 700);
+  assert_int_equal(pc_snapshots_report(s, 4, 102, 800, &err), PC_OK); /* reconnected */
+  pc_snapshots_closed(s, 2);
+  pc_snapshots_oldest(s, &oldest, &complete, &n);
+  assert_int_equal(oldest, 800);
+  assert_int_equal(n, 2);
+  /* one connection holds at most PC_SNAPSHOTS_PER_CONNECTION clients */
+  for (uint64_t c = 0; c < PC_SNAPSHOTS_PER_CONNECTION; c++)
+    assert_int_equal(pc_snapshots_report(s, 9, 1000 + c, 2000, &err), PC_OK);
+  assert_int_equal(pc_snapshots_report(s, 9, 5000, 2000, &err), PC_BUSY);
+  assert_non_null(strstr(err.text, "per connection"));
+  pc_snapshots_destroy(s);
+
+  s = pc_snapshots_create(20); /* a grace of 20 ms */
+  assert_int_equal(pc_snapshots_report(s, 1, 101, 500, &err), PC_OK);
+  assert_int_equal(pc_snapshots_report(s, 2, 102, 300, &err), PC_OK);
+  pc_snapshots_closed(s, 2);
+  struct timespec d = {0, 100 * 1000000L};
+  nanosleep(&d, NULL);
+  pc_snapshots_oldest(s, &oldest, &complete, &n);
+  assert_int_equal(oldest, 500); /* the closed connection's client is gone */
+  assert_int_equal(n, 1);
+  assert_int_equal(complete, 1);
+  pc_snapshots_destroy(s);
+}
+
+/* The served oracle's handler: REPORT on the request's connection, OLDEST,
+ * and bodies that are not theirs. */
+static void test_snapshot_ops(void **state) {
+  (void)state;
+  char dir[] = "/tmp/pc-oracle-served-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256];
+  snprintf(path, sizeof path, "%s/oracle", dir);
+  pc_error_t err;
+  pc_oracle_t *o = pc_oracle_open(path, 3000, &err);
+  assert_non_null(o);
+  pc_tso_served_t sv = {o, pc_snapshots_create(0)};
+  pc_buf_t body = {0}, reply = {0};
+  assert_int_equal(pc_tso_put_report(&body, 7, 1234), 0);
+  assert_int_equal(pc_tso_served_handler(&sv, PC_TSO_OP_REPORT, body.p, body.len, &reply, &err),
+                   PC_OK);
+  assert_int_equal(pc_tso_served_handler(&sv, PC_TSO_OP_OLDEST, NULL, 0, &reply, &err), PC_OK);
+  pc_tso_oldest_t old;
+  assert_int_equal(pc_tso_get_oldest_reply(reply.p, reply.len, &old, &err), PC_OK);
+  assert_int_equal(old.oldest, 1234);
+  assert_int_equal(old.complete, 1);
+  assert_int_equal(old.clients, 1);
+  reply.len = 0;
+  assert_int_equal(pc_tso_served_handler(&sv, PC_TSO_OP_REPORT, body.p, 9, &reply, &err),
+                   PC_INVALID);
+  body.len = 0;
+  assert_int_equal(pc_tso_put_report(&body, 0, 1), 0); /* client 0 is no client */
+  assert_int_equal(pc_tso_served_handler(&sv, PC_TSO_OP_REPORT, body.p, body.len, &reply, &err),
+                   PC_INVALID);
+  assert_int_equal(pc_tso_served_handler(&sv, PC_TSO_OP_OLDEST, "x", 1, &reply, &err), PC_INVALID);
+  /* the oracle's own ops still answer */
+  body.len = 0;
+  assert_int_equal(pc_tso_put_timestamps(&body, 1), 0);
+  assert_int_equal(pc_tso_served_handler(&sv, PC_TSO_OP_TIMESTAMPS, body.p, body.len, &reply, &err),
+                   PC_OK);
+  assert_true(pc_tso_rpc_runs_inline(PC_TSO_OP_REPORT) && pc_tso_rpc_runs_inline(PC_TSO_OP_OLDEST));
+  pc_buf_free(&body);
+  pc_buf_free(&reply);
+  pc_snapshots_destroy(sv.snapshots);
+  pc_oracle_close(o);
+  unlink(path);
+  char lock[300];
+  snprintf(lock, sizeof lock, "%s/oracle.lock", dir);
+  unlink(lock);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_concurrent_unique),
@@ -818,6 +924,8 @@ int main(void) {
       cmocka_unit_test(test_batching_batches),
       cmocka_unit_test(test_batcher_arguments),
       cmocka_unit_test(test_bound_file_is_exclusive),
+      cmocka_unit_test(test_snapshot_floors),
+      cmocka_unit_test(test_snapshot_ops),
   };
   /* PC_TEST_FILTER=test_name (wildcards * and ?) runs a subset. */
   const char *filter = getenv("PC_TEST_FILTER");

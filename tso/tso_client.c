@@ -1,6 +1,7 @@
 /* tso_client.c — fetching batches of timestamps from the oracle daemon, the
  * client side that pc_ts_batcher drives (one request in flight per
- * process), and asking it the last timestamp it issued. */
+ * process), asking it the last timestamp it issued, and a served
+ * directory's client's snapshot reports. */
 #include "tso/tso_client.h"
 
 #include "core/error.h"
@@ -25,6 +26,25 @@ pc_status_t pc_tso_remote_info(pc_rpc_client_t *c, uint32_t timeout_ms, uint64_t
   pc_buf_t reply = {0};
   pc_status_t st = pc_rpc_call(c, PC_TSO_OP_INFO, NULL, 0, timeout_ms, &reply, err);
   if (st == PC_OK) st = pc_tso_get_reply(reply.p, reply.len, last, err);
+  pc_buf_free(&reply);
+  return st;
+}
+
+pc_status_t pc_tso_remote_report(pc_rpc_client_t *c, uint64_t client, uint64_t floor,
+                                 uint32_t timeout_ms, pc_error_t *err) {
+  pc_buf_t body = {0};
+  pc_status_t st = pc_tso_put_report(&body, client, floor)
+                       ? pc_error_set(err, PC_NOMEM, "out of memory")
+                       : pc_rpc_call(c, PC_TSO_OP_REPORT, body.p, body.len, timeout_ms, NULL, err);
+  pc_buf_free(&body);
+  return st;
+}
+
+pc_status_t pc_tso_remote_oldest(pc_rpc_client_t *c, uint32_t timeout_ms, pc_tso_oldest_t *out,
+                                 pc_error_t *err) {
+  pc_buf_t reply = {0};
+  pc_status_t st = pc_rpc_call(c, PC_TSO_OP_OLDEST, NULL, 0, timeout_ms, &reply, err);
+  if (st == PC_OK) st = pc_tso_get_oldest_reply(reply.p, reply.len, out, err);
   pc_buf_free(&reply);
   return st;
 }

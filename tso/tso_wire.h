@@ -8,6 +8,15 @@
  * The bound keeps one request from moving the oracle far past its clock: 65536
  * is a quarter of a millisecond's logical counter.
  *   0x11 INFO        (empty)                  -> u64 last issued
+ * The oracle of a served data directory (no ZooKeeper) also keeps what its
+ * clients' snapshots hold back (tso/snapshots.h):
+ *   0x12 REPORT      u64 client, u64 floor    -> (empty)
+ *                    floor: no transaction of the client reads below it,
+ *                    now or later; 0: the client leaves
+ *   0x13 OLDEST      (empty)                  -> u64 oldest floor (UINT64_MAX:
+ *                    none), u8 complete, u32 clients
+ * An oracle with standbys refuses both (unknown op): a cluster's clients
+ * report in ZooKeeper.
  */
 #ifndef PC_TSO_TSO_WIRE_H
 #define PC_TSO_TSO_WIRE_H
@@ -17,11 +26,20 @@
 
 #include "core/keys.h"
 
-enum { PC_TSO_OP_TIMESTAMPS = 0x10, PC_TSO_OP_INFO = 0x11 };
+enum {
+  PC_TSO_OP_TIMESTAMPS = 0x10,
+  PC_TSO_OP_INFO = 0x11,
+  PC_TSO_OP_REPORT = 0x12,
+  PC_TSO_OP_OLDEST = 0x13
+};
 
 /* The op's name for metrics, or NULL for none. */
 static inline const char *pc_tso_op_name(uint8_t op) {
-  return op == PC_TSO_OP_TIMESTAMPS ? "timestamps" : op == PC_TSO_OP_INFO ? "info" : NULL;
+  return op == PC_TSO_OP_TIMESTAMPS ? "timestamps"
+         : op == PC_TSO_OP_INFO     ? "info"
+         : op == PC_TSO_OP_REPORT   ? "report"
+         : op == PC_TSO_OP_OLDEST   ? "oldest"
+                                    : NULL;
 }
 #define PC_TSO_MAX_BATCH 65536u
 
@@ -55,5 +73,27 @@ pc_status_t pc_tso_get_info(const char *body, size_t len, pc_error_t *err);
 int pc_tso_put_reply(pc_buf_t *b, uint64_t v);
 /* PC_CORRUPTION unless the reply body is exactly one u64. */
 pc_status_t pc_tso_get_reply(const char *body, size_t len, uint64_t *v, pc_error_t *err);
+
+/* REPORT's request; nonzero on allocation failure. */
+int pc_tso_put_report(pc_buf_t *b, uint64_t client, uint64_t floor);
+/* Decodes REPORT's request: PC_INVALID unless it is exactly two u64, the
+ * client not 0. */
+pc_status_t pc_tso_get_report(const char *body, size_t len, uint64_t *client, uint64_t *floor,
+                              pc_error_t *err);
+/* OLDEST's request: PC_INVALID unless the body is empty. */
+pc_status_t pc_tso_get_oldest(const char *body, size_t len, pc_error_t *err);
+
+/* OLDEST's reply: the oldest floor of the live clients (UINT64_MAX: none),
+ * whether the oracle has heard from every client it may have (0 for a
+ * while after it starts), and how many report. */
+typedef struct pc_tso_oldest {
+  uint64_t oldest;
+  int complete;
+  uint32_t clients;
+} pc_tso_oldest_t;
+int pc_tso_put_oldest_reply(pc_buf_t *b, const pc_tso_oldest_t *o);
+/* PC_CORRUPTION unless the body is exactly OLDEST's reply. */
+pc_status_t pc_tso_get_oldest_reply(const char *body, size_t len, pc_tso_oldest_t *o,
+                                    pc_error_t *err);
 
 #endif
