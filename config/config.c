@@ -1174,7 +1174,17 @@ static pc_status_t parse_plugins(vctx_t *c, pc_config_t *cfg, const json_t *arr,
 }
 
 static const char *const workers_keys[] = {"threads", "scan",   "max_failures", "backoff_ms",
-                                           "plugins", "http",   "hang_ms",      "journal_dir"};
+                                           "plugins", "http",   "hang_ms",      "journal_dir",
+                                           "serve_ports"};
+
+static const char *const serve_ports_keys[] = {"tso", "tablet"};
+
+static pc_status_t serve_ports_field(vctx_t *c, void *dst, int which, const json_t *v,
+                                     int32_t n) {
+  pc_config_t *cfg = dst;
+  return get_uint(c, v, n, 1, 65535,
+                  which == 0 ? &cfg->workers.serve_tso_port : &cfg->workers.serve_tablet_port);
+}
 
 static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -1189,7 +1199,16 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
     case 4: return parse_plugins(c, cfg, v, n);
     case 5: return get_endpoint(c, v, n, &cfg->workers.http);
     case 6: return get_uint(c, v, n, 0, 86400000, &cfg->workers.hang_ms);
-    default: return get_str(c, v, n, &cfg->workers.journal_dir);
+    case 7: return get_str(c, v, n, &cfg->workers.journal_dir);
+    default:
+      if ((st = want_object(c, v, n)) != PC_OK) return st;
+      if ((st = walk(c, v, n, serve_ports_keys, NKEYS(serve_ports_keys), serve_ports_field, cfg)) !=
+          PC_OK)
+        return st;
+      if (cfg->workers.serve_tso_port && cfg->workers.serve_tso_port == cfg->workers.serve_tablet_port)
+        return fail_at(c, node_off(c, n), "the oracle and the tablet cannot share port %u",
+                       cfg->workers.serve_tso_port);
+      return PC_OK;
   }
 }
 

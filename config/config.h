@@ -68,7 +68,11 @@
  *                  "http": "host:port" (a worker's /health and /metrics),
  *                  "hang_ms": int 0..86400000 [60000] (a run given up after it; 0: never),
  *                  "journal_dir": string (the in-flight journal; [<data_dir>/worker-journal]
- *                                 for the workers of a process serving its store) }
+ *                                 for the workers of a process serving its store),
+ *                  "serve_ports": { "tso": int 1..65535, "tablet": int 1..65535 } (a
+ *                                 worker serving its embedded directory: the ports
+ *                                 it serves on; [those of the worker before, when
+ *                                 free]) }
  *   "served":    string (written by a worker into DIR/serving.json: the
  *                  embedded directory it serves; see below)
  * }
@@ -240,6 +244,9 @@ typedef struct pc_config {
     pc_endpoint_t http; /* a worker's /health and /metrics (unset: none) */
     uint32_t hang_ms;
     char *journal_dir; /* NULL: the default (daemon/workers.c) */
+    /* a worker serving its embedded directory: the ports of its oracle and
+     * its tablet on 127.0.0.1 (0: not pinned) */
+    uint32_t serve_tso_port, serve_tablet_port;
   } workers;
 } pc_config_t;
 

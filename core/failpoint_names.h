@@ -32,6 +32,7 @@
   X("replica.before_append", "a replica's log entries, before they are written") \
   X("replica.after_append", "a replica's log entries written and synced, before Raft hears it") \
   X("replica.before_apply", "a committed log entry, before the replica applies it to its store") \
-  X("replica.before_reply", "a row operation applied on the leader, before it answers")
+  X("replica.before_reply", "a row operation applied on the leader, before it answers") \
+  X("daemon.before_serving", "a worker serving its directory started its observers, before writing serving.json")
 
 #endif

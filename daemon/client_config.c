@@ -4,8 +4,8 @@
  * process runs, with the ports they bound, from which its collector and
  * workers open their clients (in memory) and which a serving worker writes
  * to DIR/serving.json for other processes (and reads again when it starts:
- * the same ports, when they are free, let the clients of the worker before
- * reconnect). */
+ * the same ports, when they are free, and the same secret let the clients
+ * of the worker before reconnect; workers.serve_ports pins the ports). */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -47,15 +47,32 @@ static int port_free(long port) {
   return ok;
 }
 
-/* "127.0.0.1:PORT" of the listen endpoint at o in the previous serving.json
- * when that port is free now, else "127.0.0.1:0". */
-static json_t *serving_endpoint(json_t *o) {
-  const char *ep = json_string_value(json_object_get(o, "listen"));
-  const char *colon = ep ? strrchr(ep, ':') : NULL;
-  long port = colon && strncmp(ep, "127.0.0.1:", 10) == 0 ? strtol(colon + 1, NULL, 10) : 0;
+/* "127.0.0.1:PORT" where a served role listens: the port the configuration
+ * pins (workers.serve_ports.KEY of root: an error when it is taken), else
+ * the one of the listen endpoint at o in the previous serving.json when
+ * that port is free now, else 0 (the kernel picks one). NULL with err set. */
+static json_t *serving_endpoint(json_t *root, const char *key, json_t *o, pc_error_t *err) {
+  json_t *pin = json_object_get(json_object_get(json_object_get(root, "workers"), "serve_ports"),
+                                key);
+  long port = 0;
   char buf[32];
-  snprintf(buf, sizeof buf, "127.0.0.1:%ld", port_free(port) ? port : 0L);
-  return json_string(buf);
+  if (json_is_integer(pin)) {
+    port = (long)json_integer_value(pin);
+    if (port >= 1 && port <= 65535 && !port_free(port)) {
+      pc_error_set(err, PC_BUSY, "workers.serve_ports.%s: port %ld of 127.0.0.1 is taken", key,
+                   port);
+      return NULL;
+    }
+  } else {
+    const char *ep = json_string_value(json_object_get(o, "listen"));
+    const char *colon = ep ? strrchr(ep, ':') : NULL;
+    port = colon && strncmp(ep, "127.0.0.1:", 10) == 0 ? strtol(colon + 1, NULL, 10) : 0;
+    if (!port_free(port)) port = 0;
+  }
+  snprintf(buf, sizeof buf, "127.0.0.1:%ld", port);
+  json_t *j = json_string(buf);
+  if (!j) pc_error_set(err, PC_NOMEM, "out of memory");
+  return j;
 }
 
 /* A fresh random secret, 64 hex digits, into out (65 bytes); 0 or -1. */
@@ -81,12 +98,24 @@ pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
   snprintf(prev_path, sizeof prev_path, "%s/" PC_DAEMON_SERVING_FILE, data_dir);
   json_t *prev = json_load_file(prev_path, 0, &je); /* NULL: none, or unreadable */
   json_t *tso = json_object(), *t = json_object(), *ts = json_array();
-  json_object_set_new(tso, "listen", serving_endpoint(json_object_get(prev, "tso")));
+  json_t *tso_ep = serving_endpoint(root, "tso", json_object_get(prev, "tso"), err);
+  json_t *t_ep = tso_ep ? serving_endpoint(root, "tablet",
+                                           json_array_get(json_object_get(prev, "tablets"), 0), err)
+                        : NULL;
+  if (!t_ep) {
+    json_decref(tso_ep);
+    json_decref(tso);
+    json_decref(t);
+    json_decref(ts);
+    json_decref(prev);
+    json_decref(root);
+    pc_error_prefix(err, "%s", path ? path : "(defaults)");
+    return err->code;
+  }
+  json_object_set_new(tso, "listen", tso_ep);
   json_object_set_new(tso, "data_dir", json_string(data_dir));
   json_object_set_new(t, "name", json_string("local"));
-  json_object_set_new(
-      t, "listen",
-      serving_endpoint(json_array_get(json_object_get(prev, "tablets"), 0)));
+  json_object_set_new(t, "listen", t_ep);
   json_object_set_new(t, "data_dir", json_string(data_dir));
   json_array_append_new(ts, t);
   json_object_set_new(root, "data_dir", json_string(data_dir));
@@ -200,12 +229,22 @@ pc_status_t pc_daemon_write_file(const char *path, const char *text, pc_error_t 
     if (w <= 0) break;
     off += (size_t)w;
   }
-  int ok = off == n;
+  int ok = off == n && fsync(fd) == 0; /* the file is whole after a crash, or the old one */
   if (close(fd) != 0) ok = 0;
   if (!ok || rename(tmp, path) != 0) {
     int e = errno ? errno : EIO;
     unlink(tmp);
     return pc_error_set(err, PC_IO_ERROR, "cannot write %s: %s", path, strerror(e));
+  }
+  /* the rename too: a crash of the machine leaves this file, not the one before */
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+  int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
   }
   return PC_OK;
 }

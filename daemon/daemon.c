@@ -13,6 +13,7 @@
 
 #include "core/db.h"
 #include "core/error.h"
+#include "core/failpoint.h"
 #include "core/log.h"
 #include "daemon/daemon_internal.h"
 
@@ -203,9 +204,11 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
   if (st == PC_OK && spec.lock_dir &&
       (d->dir_lock = lock_dir(spec.lock_dir, spec.lock_wait_ms, err)) < 0)
     st = err->code;
-  /* the serving file a worker before left names ports nobody serves yet:
-   * clients wait for this process's, written once it is ready */
-  if (st == PC_OK && spec.lock_dir && spec.serving_file) unlink(spec.serving_file);
+  /* the serving file a worker before left stays: it holds the ports and the
+   * secret this process serves with again (pc_daemon_config_serving read
+   * them), so that a crash before this process rewrites it loses neither;
+   * clients take it for this process's only once it is newer than the
+   * directory's lock (apps/cli/main.c), which this process just took */
   if (st == PC_OK && spec.workers) st = pc_daemon_workers_load(d, err);
   if (st == PC_OK && !spec.serving_file) st = check_ports(d->cfg, &spec, err);
   if (st == PC_OK) st = start_roles(d, &spec, err);
@@ -213,6 +216,7 @@ pc_daemon_t *pc_daemon_start(const pc_daemon_config_t *c, const pc_daemon_spec_t
     st = pc_daemon_workers_start(d, spec.workers_cluster, spec.workers_timeout_ms, err);
   /* served only once the observers are registered: a client that reaches the
    * store through this file never writes before them */
+  if (st == PC_OK && spec.serving_file) st = PC_FAILPOINT("daemon.before_serving", err);
   if (st == PC_OK && spec.serving_file) {
     char *text = pc_daemon_client_text(d, err);
     st = text ? pc_daemon_write_file(spec.serving_file, text, err) : err->code;

@@ -50,9 +50,11 @@ pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_
  * keeps them), marked "served": data_dir (one process on one machine serves
  * it, without a coordination service), and, when the file names no
  * credentials, a random secret (so that only the processes that can read
- * its serving.json reach it). Their ports, and the secret, are those of
- * data_dir/serving.json (the worker that served data_dir before) when the
- * ports are free, else ephemeral ports and a new secret. Release with
+ * its serving.json reach it). Its ports are those the file pins
+ * (workers.serve_ports; PC_BUSY naming the key when one is taken), else
+ * those of data_dir/serving.json (the worker that served data_dir before,
+ * whether it stopped or died) when they are free, else ephemeral ports; its
+ * secret is that file's, else a new one. Release with
  * pc_daemon_config_free. */
 pc_status_t pc_daemon_config_serving(const char *path, const char *data_dir,
                                      pc_daemon_config_t *out, pc_error_t *err);
@@ -78,11 +80,14 @@ typedef struct pc_daemon_spec {
   uint32_t workers_timeout_ms;
   /* when set, the client configuration of this process's roles is written
    * there (mode 0600, atomically) once they listen and the workers have
-   * registered their observers: how other processes reach an embedded store
-   * a worker serves. It stays after pc_daemon_stop (it is read only while
-   * the directory's lock is held by a worker), so that a worker started
-   * again takes the same ports and the clients of the one before reconnect
-   * (pc_daemon_config_serving). */
+   * registered their observers (fsynced, then renamed into place): how other
+   * processes reach an embedded store a worker serves. It is never removed,
+   * neither when the process starts nor when it stops, so that a worker
+   * started again, after a stop or a crash at any point, takes the same
+   * ports and secret and the clients of the one before reconnect
+   * (pc_daemon_config_serving); clients take it for the serving worker's
+   * only once it is newer than the directory's lock, which each worker
+   * rewrites when it takes it. */
   const char *serving_file;
   /* when set, the data directory whose one lock (DIR/LOCK, core/db.h) this
    * process takes as "worker" before anything else and holds until it

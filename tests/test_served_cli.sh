@@ -34,7 +34,7 @@ cd "$WORK" || exit 1
 
 start_worker() { # start_worker TAG CONFIG: pid in W, once it serves
   rm -f "$WORK/ready-$1.json"
-  "$CLI" --config "$2" worker --ready-file "$WORK/ready-$1.json" 2>>"$WORK/worker-$1.log" &
+  "$CLI" --config "$2" worker --ready-file "$WORK/ready-$1.json" 2>>"$WORK/worker-$1.log" 5>&- &
   W=$!
   PIDS+=("$W")
   wait_file "$WORK/ready-$1.json" "$W"
@@ -136,6 +136,65 @@ sed -n 3p "$WORK/old.out" | grep -q '^error aborted:.*store.snapshot_max_age_ms'
 exec 5>&-
 wait_exit "$S" 30
 pass "a snapshot older than store.snapshot_max_age_ms is refused, naming the key"
+stop_worker "$W"
+
+# ---- 2. a worker that dies while it starts keeps its endpoints; pinned ports ---------
+
+E="$WORK/crash"
+run_cli 10 --data "$E" init
+[ "$RC" = 0 ] || fail "init: $(cat "$WORK/last.err")"
+config "$WORK/crash.json" "$E" '"gc_interval_ms": 0'
+start_worker crash "$WORK/crash.json"
+identity() { # the ports and the secret $1/serving.json names
+  grep -o -E '"(listen|secret)": *"[^"]*"' "$1/serving.json" | sort
+}
+SERVED=$(identity "$E")
+[[ "$SERVED" == *secret* ]] || fail "serving.json holds no secret: $(cat "$E/serving.json")"
+session stay "$E"
+printf 'begin\nset t r c:v 1\ncommit\n' >&5
+answers stay 3
+grep -q '^ok commit_ts=[1-9]' "$WORK/stay.out" || fail "the session's first commit: $(cat "$WORK/stay.out")"
+kill -9 "$W"
+wait "$W" 2>/dev/null
+for i in 1 2 3; do # restarted by a supervisor, it dies again before it serves
+  PERCOLATOR_FAILPOINTS=daemon.before_serving=exit \
+    "$CLI" --config "$WORK/crash.json" worker 2>>"$WORK/worker-crashing.log" 5>&- &
+  WC=$!
+  PIDS+=("$WC")
+  wait_exit "$WC" 60
+  [ "$RC" = 137 ] || fail "the worker started with the failpoint exited $RC, not at the failpoint"
+done
+start_worker crash2 "$WORK/crash.json"
+[ "$(identity "$E")" = "$SERVED" ] ||
+  fail "after workers that died while starting, other ports or secret: $(identity "$E") (was $SERVED)"
+printf 'begin\nset t r c:v 2\ncommit\n' >&5
+for _ in $(seq 1200); do [ "$(grep -c '^ok commit_ts=[1-9]' "$WORK/stay.out")" = 2 ] && break; sleep 0.05; done
+[ "$(grep -c '^ok commit_ts=[1-9]' "$WORK/stay.out")" = 2 ] ||
+  fail "the session connected before the crashes did not go on: $(cat "$WORK/stay.out" "$WORK/stay.err")"
+exec 5>&-
+wait_exit "$S" 30
+[ "$RC" = 0 ] || fail "the session exited $RC"
+pass "workers that died while starting: the next one serves the same ports and secret, a session goes on"
+stop_worker "$W"
+
+TSO_PORT=$(grep -o '"listen": *"127.0.0.1:[0-9]*"' <<<"$(grep -o '"tso": *{[^}]*}' "$E/serving.json")" | grep -o '[0-9]*"$' | tr -d '"')
+TABLET_PORT=$(grep -o '"tablets": *\[{[^]]*' "$E/serving.json" | grep -o '"listen": *"127.0.0.1:[0-9]*"' | grep -o '[0-9]*"$' | tr -d '"')
+[ -n "$TSO_PORT" ] && [ -n "$TABLET_PORT" ] || fail "no ports in $(cat "$E/serving.json")"
+F="$WORK/pinned"
+run_cli 10 --data "$F" init
+config "$WORK/pinned.json" "$F" '"gc_interval_ms": 0' ", \"serve_ports\": {\"tso\": $TSO_PORT, \"tablet\": $TABLET_PORT}"
+start_worker pinned "$WORK/pinned.json"
+grep -q "\"listen\": *\"127.0.0.1:$TSO_PORT\"" "$F/serving.json" &&
+  grep -q "\"listen\": *\"127.0.0.1:$TABLET_PORT\"" "$F/serving.json" ||
+  fail "pinned ports $TSO_PORT and $TABLET_PORT are not served: $(cat "$F/serving.json")"
+G="$WORK/pinned2"
+run_cli 10 --data "$G" init
+config "$WORK/pinned2.json" "$G" '"gc_interval_ms": 0' ", \"serve_ports\": {\"tso\": $TSO_PORT, \"tablet\": $TABLET_PORT}"
+run_cli 30 --config "$WORK/pinned2.json" worker
+[ "$RC" != 0 ] || fail "a worker whose pinned port is taken started"
+grep -q "workers.serve_ports.tso: port $TSO_PORT of 127.0.0.1 is taken" "$WORK/last.err" ||
+  fail "a pinned port that is taken: $(cat "$WORK/last.err")"
+pass "pinned ports are served; a pinned port that is taken is an error naming it"
 stop_worker "$W"
 
 if grep -l -E 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' \
