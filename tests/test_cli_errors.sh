@@ -147,8 +147,9 @@ t "init: configuration missing" 3 "$WORK/none.json: cannot open" --config "$WORK
 t "get: data directory missing" 3 "$MISSING" --data "$WORK/nowhere" get t r c
 t "get: directory of another version" 3 "FORMAT file says 'percolator-data 99'" --data "$WORK/other" get t r c
 t "get: empty directory" 3 "data directory '$WORK/empty' is empty" --data "$WORK/empty" get t r c
-t "get: held by another process" 3 "'$WORK/held' is in use by another process \(client [0-9]+\)" \
-  --data "$WORK/held" get t r c
+t "get: held by another process past --timeout" 3 \
+  "'$WORK/held' is in use by another process \(client [0-9]+\), which did not release it within 1 s" \
+  --data "$WORK/held" --timeout 1s get t r c
 t "get: missing arguments" 2 "expected TABLE ROW COLUMN, got 2 arguments" "${D[@]}" get t r
 t "get: malformed configuration" 3 "malformed.json:2:[0-9]+: syntax error" --config malformed.json get t r c
 t "set: empty value" 2 "empty VALUE" "${D[@]}" set t r c ''
@@ -169,7 +170,7 @@ t "txn: extra argument" 2 "unexpected argument" "${D[@]}" txn now
 t "playground: workers without a plugin" 2 "--workers needs a --plugin" playground --workers 2
 t "playground: a missing plugin" 3 "playground: plugin nosuch.so: No such file" playground --plugin nosuch.so --dir "$WORK/pg-none"
 t "playground: with --config" 2 "writes its own configuration" --config "$WORK/none.json" playground
-t "gc: held by another process" 3 "in use by another process" --data "$WORK/held" gc
+t "gc: held by another process" 3 "in use by another process" --data "$WORK/held" --timeout 1s gc
 t "gc: extra argument" 2 "unexpected argument 'now'" "${D[@]}" gc now
 t "status: cluster down" 3 "status: 3 daemons down" --config down.json --timeout 1s status
 t "status: not a directory" 3 "is not a directory" --data "$WORK/afile" status
@@ -177,7 +178,8 @@ t "status: not a directory" 3 "is not a directory" --data "$WORK/afile" status
 # observers, wait, failures
 t "observers: data directory missing" 3 "$MISSING" --data "$WORK/nowhere" observers
 t "wait: bad --timeout-s" 2 "--timeout-s: expected seconds" "${D[@]}" wait --timeout-s soon
-t "wait: held by another process" 3 "in use by another process" --data "$WORK/held" wait --timeout-s 1
+t "wait: held by another process" 3 "in use by another process" --data "$WORK/held" --timeout 1s \
+  wait --timeout-s 1
 t "failures: unknown option, suggested" 2 "unknown option '--retyr'.*did you mean '--retry'" "${D[@]}" failures --retyr
 
 t "doctor: data directory missing" 3 "doctor: 1 problem found" --data "$WORK/nowhere" doctor

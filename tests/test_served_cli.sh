@@ -197,6 +197,47 @@ grep -q "workers.serve_ports.tso: port $TSO_PORT of 127.0.0.1 is taken" "$WORK/l
 pass "pinned ports are served; a pinned port that is taken is an error naming it"
 stop_worker "$W"
 
+# ---- 3. one-shot verbs wait for a directory another short-lived process holds ------
+
+H="$WORK/held"
+run_cli 10 --data "$H" init
+[ "$RC" = 0 ] || fail "init: $(cat "$WORK/last.err")"
+session holder "$H" # a txn session holds the directory while its input stays open
+printf 'begin\n' >&5
+answers holder 1
+HOLDER=$S
+# on a terminal (script(1) gives it one), the verb says whom it waits for
+script -qefc "'$CLI' --data '$H' --timeout 60s set t r c:v waited" "$WORK/waiting.tty" \
+  >/dev/null 2>&1 5>&- </dev/null &
+SETTER=$!
+PIDS+=("$SETTER")
+for _ in $(seq 600); do
+  grep -q "waiting for process $HOLDER (percolator --data $H txn) to release data directory" \
+    "$WORK/waiting.tty" 2>/dev/null && break
+  kill -0 "$SETTER" 2>/dev/null || break
+  sleep 0.05
+done
+grep -q "waiting for process $HOLDER (percolator --data $H txn)" "$WORK/waiting.tty" ||
+  fail "a set on a held directory did not say that it waits: $(cat "$WORK/waiting.tty")"
+exec 5>&- # the session ends and lets the directory go
+wait_exit "$HOLDER" 30
+wait_exit "$SETTER" 60
+[ "$RC" = 0 ] || fail "the set that waited exited $RC: $(cat "$WORK/waiting.tty")"
+run_cli 10 --data "$H" get t r c:v
+[ "$OUT" = waited ] || fail "the set that waited wrote nothing: '$OUT'"
+pass "a set on a directory held by a txn session waits for it, saying so on a terminal"
+
+session holder "$H"
+printf 'begin\n' >&5
+answers holder 1
+run_cli 30 --data "$H" --timeout 1s set t r c:v late
+[ "$RC" = 3 ] || fail "a set past its --timeout exited $RC"
+grep -q "in use by another process (client $S), which did not release it within 1 s" "$WORK/last.err" ||
+  fail "a set past its --timeout: $(cat "$WORK/last.err")"
+exec 5>&-
+wait_exit "$S" 30
+pass "a set whose --timeout runs out while it waits fails, naming the holder"
+
 if grep -l -E 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' \
   "$WORK"/*.log "$WORK"/*.err >/dev/null 2>&1; then
   fail "a sanitizer report in $(grep -l -E 'Sanitizer|runtime error:' "$WORK"/*.log "$WORK"/*.err)"

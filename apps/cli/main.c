@@ -115,8 +115,9 @@ static const struct option common_options[] = {
   "  --config FILE       a JSON configuration (docs/CONFIG.md): a cluster's daemons,\n" \
   "                      or an embedded store in its data_dir\n"
 #define HELP_TIMEOUT                                                                     \
-  "  --timeout DURATION  bound on every blocking call and request it makes, with a\n"   \
-  "                      unit: 500ms, 10s, 2m (default 10s)\n"
+  "  --timeout DURATION  bound on every blocking call and request it makes, and on\n"  \
+  "                      the wait for a data directory another process holds, with\n" \
+  "                      a unit: 500ms, 10s, 2m (default 10s)\n"
 #define HELP_HELP "  -h, --help          show this help\n"
 
 static const char global_usage[] =
@@ -126,6 +127,8 @@ static const char global_usage[] =
     "With no configuration the verbs use the embedded store in the data\n"
     "directory; one process at a time holds a data directory, and while a\n"
     "'percolator worker' holds it the other verbs reach the store through it.\n"
+    "A verb that finds it held by another process waits for it, up to its\n"
+    "--timeout (saying whom it waits for on a terminal).\n"
     "\n"
     "Global options (also accepted after the verb):\n" HELP_DATA HELP_CONFIG
     "                      (that data_dir, like --data DIR, must exist:\n"
@@ -331,14 +334,47 @@ static int serving_current(const char *dir, const char *path) {
          (s.st_mtim.tv_sec == l.st_mtim.tv_sec && s.st_mtim.tv_nsec >= l.st_mtim.tv_nsec);
 }
 
-/* A data directory held by another process: through the serving.json of a
- * worker serving it; while the holder is a worker still starting, waits for
- * that file (bounded by the timeout). NULL with *err untouched when the
- * holder serves nothing. */
-static pc_db_t *open_served(const cli_ctx_t *ctx, const char *dir, pc_error_t *err) {
+/* The command line of process pid, its arguments separated by spaces and
+ * cut to fit, into out; "" when it cannot be read (the process is gone). */
+static void command_of(long pid, char *out, size_t cap) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+  out[0] = '\0';
+  FILE *f = fopen(path, "re");
+  if (!f) return;
+  size_t n = fread(out, 1, cap - 4, f); /* room for "..." */
+  int cut = n == cap - 4;
+  fclose(f);
+  while (n > 0 && out[n - 1] == '\0') n--;
+  out[n] = '\0';
+  /* the program by its name, not its path */
+  size_t arg0 = strlen(out);
+  char *base = memrchr(out, '/', arg0);
+  if (base) {
+    memmove(out, base + 1, n - (size_t)(base + 1 - out) + 1);
+    n -= (size_t)(base + 1 - out);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (out[i] == '\0' || (unsigned char)out[i] < 0x20) out[i] = ' ';
+  if (cut) memcpy(out + n, "...", 4);
+}
+
+/* "process 1234 (percolator --data d txn)", or "client 1234" when its
+ * command line cannot be read. */
+static void holder_name(long pid, const char *role, char *out, size_t cap) {
+  char cmd[96];
+  command_of(pid, cmd, sizeof cmd);
+  if (cmd[0]) snprintf(out, cap, "process %ld (%s)", pid, cmd);
+  else snprintf(out, cap, "%s %ld", role[0] ? role : "process", pid);
+}
+
+/* A data directory held by a worker: through its serving.json; while the
+ * worker is still starting, waits for that file, until deadline. NULL with
+ * *err untouched when the holder is no worker (any more). */
+static pc_db_t *open_served(const cli_ctx_t *ctx, const char *dir, uint64_t deadline,
+                            pc_error_t *err) {
   char path[4200];
   snprintf(path, sizeof path, "%s/" PC_DAEMON_SERVING_FILE, dir);
-  uint64_t deadline = pc_now_mono_ms() + (ctx->timeout_ms ? ctx->timeout_ms : 10000);
   int said = 0;
   for (;;) {
     if (serving_current(dir, path)) {
@@ -372,12 +408,50 @@ static pc_db_t *open_served(const cli_ctx_t *ctx, const char *dir, pc_error_t *e
   }
 }
 
+/* A data directory another process holds (*err says who, PC_BUSY): a worker
+ * serves it, so the store is reached through it; any other holder (a verb,
+ * a txn session, a program of the library) is waited for, until the
+ * timeout, with a line on a terminal saying whom. */
+static pc_db_t *open_busy(const cli_ctx_t *ctx, const char *dir, int create, pc_error_t *err) {
+  uint32_t timeout_ms = ctx->timeout_ms ? ctx->timeout_ms : 10000;
+  uint64_t deadline = pc_now_mono_ms() + timeout_ms;
+  int said = 0;
+  for (;;) {
+    long pid = 0;
+    char role[32] = "";
+    int known = pc_data_dir_holder(dir, &pid, role, sizeof role) == 0 && pid > 0;
+    if (known && strcmp(role, "worker") == 0) {
+      pc_db_t *db = open_served(ctx, dir, deadline, err);
+      if (db || err->code != PC_BUSY || pc_now_mono_ms() >= deadline) return db;
+    } else if (pc_now_mono_ms() >= deadline) {
+      size_t n = strlen(err->text); /* the library's words (who holds it), and the wait's */
+      if (timeout_ms % 1000 == 0)
+        snprintf(err->text + n, sizeof err->text - n, ", which did not release it within %u s",
+                 timeout_ms / 1000);
+      else
+        snprintf(err->text + n, sizeof err->text - n, ", which did not release it within %u ms",
+                 timeout_ms);
+      return NULL;
+    } else if (!said && known && isatty(STDERR_FILENO)) {
+      char who[160];
+      holder_name(pid, role, who, sizeof who);
+      fprintf(stderr, "percolator: %s: waiting for %s to release data directory '%s'\n",
+              ctx->verb ? ctx->verb->name : "", who, dir);
+      said = 1;
+    }
+    struct timespec d = {0, 20 * 1000000L};
+    nanosleep(&d, NULL);
+    pc_db_t *db = open_direct(ctx, create, err);
+    if (db || err->code != PC_BUSY) return db;
+  }
+}
+
 pc_db_t *cli_open_db(const cli_ctx_t *ctx, int create) {
   pc_error_t err;
   pc_db_t *db = open_direct(ctx, create, &err);
   if (!db && err.code == PC_BUSY) {
     char *dir = embedded_dir(ctx);
-    if (dir) db = open_served(ctx, dir, &err);
+    if (dir) db = open_busy(ctx, dir, create, &err);
     free(dir);
   }
   if (!db) cli_pc_error(ctx, &err);

@@ -356,8 +356,8 @@ expect_reply() { # LINE REGEX
 }
 # the session holds the data directory: a second process is refused
 expect_reply '@A begin' '^@A ok start_ts=[0-9]+$'
-run get si x v:
-expect_rc 3 "a second process on a held data directory"
+run --timeout 1s get si x v:
+expect_rc 3 "a second process on a held data directory, past its --timeout"
 expect_match "$ERR" 'in use by another process' "busy message"
 expect_reply '@B begin' '^@B ok start_ts=[0-9]+$'
 expect_reply '@B set si x v: new' '^@B ok$'
