@@ -57,13 +57,15 @@ const cli_verb_t cli_verb_gc = {
     .exits = CLI_EXITS_BASIC,
     .about = "Runs one garbage-collection pass now. The safe point is the oldest\n"
              "snapshot any live transaction may still read (embedded: this process\n"
-             "holds the store, so none but its own; a cluster: store.gc_lifetime_ms\n"
-             "behind the oracle). Locks older than it are settled first (rolled forward\n"
-             "or back by their primary); then, on the embedded store or on every\n"
-             "tablet, each cell keeps its versions newer than the safe point and the\n"
-             "newest one at or below it, and loses the rest and its rollback records.\n"
-             "Readers and writers go on meanwhile; store.gc_rate bounds the deletes per\n"
-             "second. The embedded store also does this every store.gc_interval_ms.\n",
+             "holds the store, so none but its own; a cluster or a directory a worker\n"
+             "serves: the oldest its live clients report, and store.gc_lifetime_ms\n"
+             "behind the oracle; none older than store.snapshot_max_age_ms). Locks\n"
+             "older than it are settled first (rolled forward or back by their\n"
+             "primary); then, on the embedded store or on every tablet, each cell keeps\n"
+             "its versions newer than the safe point and the newest one at or below\n"
+             "it, and loses the rest and its rollback records. Readers and writers go\n"
+             "on meanwhile; store.gc_rate bounds the deletes per second. The embedded\n"
+             "store also does this every store.gc_interval_ms.\n",
     .options = "  --json              one JSON object: safe_point, locks_resolved, locks_left,\n"
                "                      cells, versions_deleted, rollbacks_deleted, data_deleted\n",
     .example = "percolator --data ./percolator-data gc\n",

@@ -187,11 +187,13 @@ const cli_verb_t cli_verb_observers = {
              "\n"
              "remove NAME retires an observer: its record goes, and the notifications of\n"
              "its column no longer wait for it (they are kept until every registered\n"
-             "observer of the column has covered them). A worker that still runs it\n"
-             "registers it again when it starts, so stop those first (it warns when a\n"
-             "live worker runs it). A name that is not registered exits 1, with the\n"
-             "closest registered one. It also removes a malformed record (NAME as the\n"
-             "listing shows it, C escapes allowed).\n",
+             "observer of the column has covered them). What it derived stays. A worker\n"
+             "that still runs it registers it again when it starts, so stop those first\n"
+             "(it warns when a live worker runs it); registered again under that name,\n"
+             "it is presented every cell of its column and every deleted one it had run\n"
+             "on, so it catches up on what it missed, deletes included. A name that is\n"
+             "not registered exits 1, with the closest registered one. It also removes a\n"
+             "malformed record (NAME as the listing shows it, C escapes allowed).\n",
     .options = "  --json              machine-readable output\n",
     .example = "percolator --config cluster.json observers\n"
                "percolator --config cluster.json observers remove dedup.deleted\n",
