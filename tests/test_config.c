@@ -505,6 +505,17 @@ static void test_ranges_of_integers(void **state) {
                SRC ":1:24: store.cache_mb: expected an integer in 0..65536, got 70000");
   expect_error("{\"store\": {\"gc_lifetime_ms\": 5}}", PC_INVALID,
                SRC ":1:30: store.gc_lifetime_ms: expected an integer in 1000..86400000, got 5");
+  expect_error("{\"workers\": {\"serve_ports\": {\"tso\": 7400, \"tablet\": 7400}}}", PC_INVALID,
+               SRC ":1:29: workers.serve_ports: the oracle and the tablet cannot share port 7400");
+  expect_error("{\"workers\": {\"serve_ports\": {\"tso\": 0}}}", PC_INVALID,
+               SRC ":1:37: workers.serve_ports.tso: expected an integer in 1..65535, got 0");
+  pc_error_t perr;
+  const char *pinned = "{\"workers\": {\"serve_ports\": {\"tso\": 7400, \"tablet\": 7401}}}";
+  pc_config_t *pc = pc_config_parse(pinned, strlen(pinned), SRC, &perr);
+  assert_non_null(pc);
+  assert_int_equal(pc->workers.serve_tso_port, 7400);
+  assert_int_equal(pc->workers.serve_tablet_port, 7401);
+  pc_config_free(pc);
   expect_error("{\"store\": {\"snapshot_max_age_ms\": 2592000001}}", PC_INVALID,
                SRC ":1:35: store.snapshot_max_age_ms: expected an integer in 1000..2592000000, got "
                    "2592000001");

@@ -177,13 +177,29 @@ wait_exit "$S" 30
 pass "workers that died while starting: the next one serves the same ports and secret, a session goes on"
 stop_worker "$W"
 
-TSO_PORT=$(grep -o '"listen": *"127.0.0.1:[0-9]*"' <<<"$(grep -o '"tso": *{[^}]*}' "$E/serving.json")" | grep -o '[0-9]*"$' | tr -d '"')
-TABLET_PORT=$(grep -o '"tablets": *\[{[^]]*' "$E/serving.json" | grep -o '"listen": *"127.0.0.1:[0-9]*"' | grep -o '[0-9]*"$' | tr -d '"')
-[ -n "$TSO_PORT" ] && [ -n "$TABLET_PORT" ] || fail "no ports in $(cat "$E/serving.json")"
+# ports outside the kernel's ephemeral range (from 32768 on), so that nothing of
+# this machine takes them meanwhile; a pair that happens to be taken is tried again
 F="$WORK/pinned"
 run_cli 10 --data "$F" init
-config "$WORK/pinned.json" "$F" '"gc_interval_ms": 0' ", \"serve_ports\": {\"tso\": $TSO_PORT, \"tablet\": $TABLET_PORT}"
-start_worker pinned "$WORK/pinned.json"
+for _ in $(seq 20); do
+  TSO_PORT=$((20000 + RANDOM % 12000))
+  TABLET_PORT=$((TSO_PORT + 1))
+  config "$WORK/pinned.json" "$F" '"gc_interval_ms": 0' ", \"serve_ports\": {\"tso\": $TSO_PORT, \"tablet\": $TABLET_PORT}"
+  rm -f "$WORK/ready-pinned.json"
+  "$CLI" --config "$WORK/pinned.json" worker --ready-file "$WORK/ready-pinned.json" \
+    2>"$WORK/worker-pinned.log" 5>&- &
+  W=$!
+  PIDS+=("$W")
+  for _ in $(seq 600); do
+    [ -s "$WORK/ready-pinned.json" ] && break
+    kill -0 "$W" 2>/dev/null || break
+    sleep 0.05
+  done
+  [ -s "$WORK/ready-pinned.json" ] && break
+  wait "$W" 2>/dev/null
+  grep -q "is taken" "$WORK/worker-pinned.log" || fail "the pinned worker: $(cat "$WORK/worker-pinned.log")"
+done
+[ -s "$WORK/ready-pinned.json" ] || fail "no free pair of pinned ports in 20 tries"
 grep -q "\"listen\": *\"127.0.0.1:$TSO_PORT\"" "$F/serving.json" &&
   grep -q "\"listen\": *\"127.0.0.1:$TABLET_PORT\"" "$F/serving.json" ||
   fail "pinned ports $TSO_PORT and $TABLET_PORT are not served: $(cat "$F/serving.json")"
