@@ -101,6 +101,9 @@ struct pc_db {
   uint32_t report_ms;
   uint64_t next_report_ms;
   uint64_t report_id; /* the client's id in its reports: random, not 0 */
+  /* a timestamp the oracle had issued before the last report's reply came:
+   * every start_ts taken from then on is above it (the next report's floor) */
+  uint64_t report_last;
   pthread_mutex_t gc_mu;     /* one pass at a time */
   pc_gc_stats_t gc_last;     /* the last pass (under gc_mu) */
   uint64_t gc_passes;

@@ -69,7 +69,7 @@ static void cluster_close(pc_db_t *db) {
   }
   if (db->tso && db->report) { /* the oracle forgets this client's floor now */
     pc_error_t ignored;
-    (void)pc_tso_remote_report(db->tso, db->report_id, 0, REPORT_TIMEOUT_MS, &ignored);
+    (void)pc_tso_remote_report(db->tso, db->report_id, 0, REPORT_TIMEOUT_MS, NULL, &ignored);
   }
   if (db->tso) pc_rpc_client_destroy(db->tso);
   db->tso = NULL;
@@ -105,19 +105,23 @@ static uint64_t oldest_open(void *ctx) {
 }
 
 /* A served directory's client reports the floor of its snapshots to the
- * oracle (tso/snapshots.h): a timestamp taken now, lowered to the start_ts
- * (or, while it is being taken, the lower bound) of each transaction it has
- * open. A transaction linked after the look takes its start_ts after that
- * timestamp, so the floor bounds every snapshot of this client from now on.
- * A report that fails leaves the previous floor, which is lower. */
+ * oracle (tso/snapshots.h): the last timestamp the oracle had issued before
+ * this look at the open transactions (the reply to the report before, or
+ * INFO's at open), lowered to the start_ts (or, while it is being taken, the
+ * lower bound) of each transaction open. A transaction linked after the
+ * look takes its start_ts after that timestamp was issued, so the floor
+ * bounds every snapshot of this client from now on. No timestamp is taken
+ * for it: `wait` takes one issued during its check for activity. A report
+ * that fails leaves the previous floor, which is lower. */
 static void served_report(pc_db_t *db) {
   uint32_t ms = db->opts.timeout_ms < REPORT_TIMEOUT_MS ? db->opts.timeout_ms : REPORT_TIMEOUT_MS;
-  uint64_t now;
   pc_error_t err;
-  if (pc_db_ts(db, ms, &now, &err) != PC_OK) return; /* the next report */
-  uint64_t floor = oldest_open(db);
-  if (now < floor) floor = now;
-  if (pc_tso_remote_report(db->tso, db->report_id, floor, ms, &err) != PC_OK)
+  uint64_t floor = oldest_open(db), last;
+  if (db->report_last < floor) floor = db->report_last;
+  if (floor == 0) floor = 1; /* 0 says the client leaves; no timestamp is 0 */
+  if (pc_tso_remote_report(db->tso, db->report_id, floor, ms, &last, &err) == PC_OK)
+    db->report_last = last;
+  else
     pc_log(PC_LOG_DEBUG, "reporting this client's snapshots to the oracle: %s", err.text);
 }
 
@@ -380,6 +384,12 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
     db->report_id = id;
     db->report = served_report;
     db->report_ms = PC_SNAPSHOT_REPORT_MS;
+    /* no transaction yet: the oracle's last timestamp bounds them all (an
+     * oracle that does not answer leaves 1, which only holds GC back) */
+    uint32_t ms = o->timeout_ms < REPORT_TIMEOUT_MS ? o->timeout_ms : REPORT_TIMEOUT_MS;
+    pc_error_t ignored;
+    if (pc_tso_remote_info(db->tso, ms, &db->report_last, &ignored) != PC_OK)
+      db->report_last = 1;
     served_report(db);
     db->next_report_ms = pc_now_mono_ms() + db->report_ms;
   }

@@ -873,8 +873,14 @@ static void test_snapshot_ops(void **state) {
   pc_tso_served_t sv = {o, pc_snapshots_create(0)};
   pc_buf_t body = {0}, reply = {0};
   assert_int_equal(pc_tso_put_report(&body, 7, 1234), 0);
+  uint64_t first, last;
+  assert_int_equal(pc_oracle_next(o, 1, &first, &err), PC_OK);
   assert_int_equal(pc_tso_served_handler(&sv, PC_TSO_OP_REPORT, body.p, body.len, &reply, &err),
                    PC_OK);
+  /* the reply is the oracle's last timestamp: the client's next floor at most */
+  assert_int_equal(pc_tso_get_reply(reply.p, reply.len, &last, &err), PC_OK);
+  assert_int_equal(last, first);
+  reply.len = 0;
   assert_int_equal(pc_tso_served_handler(&sv, PC_TSO_OP_OLDEST, NULL, 0, &reply, &err), PC_OK);
   pc_tso_oldest_t old;
   assert_int_equal(pc_tso_get_oldest_reply(reply.p, reply.len, &old, &err), PC_OK);

@@ -31,12 +31,15 @@ pc_status_t pc_tso_remote_info(pc_rpc_client_t *c, uint32_t timeout_ms, uint64_t
 }
 
 pc_status_t pc_tso_remote_report(pc_rpc_client_t *c, uint64_t client, uint64_t floor,
-                                 uint32_t timeout_ms, pc_error_t *err) {
-  pc_buf_t body = {0};
+                                 uint32_t timeout_ms, uint64_t *last, pc_error_t *err) {
+  pc_buf_t body = {0}, reply = {0};
+  uint64_t scratch;
   pc_status_t st = pc_tso_put_report(&body, client, floor)
                        ? pc_error_set(err, PC_NOMEM, "out of memory")
-                       : pc_rpc_call(c, PC_TSO_OP_REPORT, body.p, body.len, timeout_ms, NULL, err);
+                       : pc_rpc_call(c, PC_TSO_OP_REPORT, body.p, body.len, timeout_ms, &reply, err);
+  if (st == PC_OK) st = pc_tso_get_reply(reply.p, reply.len, last ? last : &scratch, err);
   pc_buf_free(&body);
+  pc_buf_free(&reply);
   return st;
 }
 

@@ -19,9 +19,10 @@ pc_status_t pc_tso_remote_info(pc_rpc_client_t *c, uint32_t timeout_ms, uint64_t
                                pc_error_t *err);
 
 /* A served directory's oracle (tso/snapshots.h): reports client's floor (0:
- * it leaves), and asks for the oldest floor of its live clients. */
+ * it leaves), *last (may be NULL) receiving the last timestamp the oracle
+ * issued; and asks for the oldest floor of its live clients. */
 pc_status_t pc_tso_remote_report(pc_rpc_client_t *c, uint64_t client, uint64_t floor,
-                                 uint32_t timeout_ms, pc_error_t *err);
+                                 uint32_t timeout_ms, uint64_t *last, pc_error_t *err);
 pc_status_t pc_tso_remote_oldest(pc_rpc_client_t *c, uint32_t timeout_ms, pc_tso_oldest_t *out,
                                  pc_error_t *err);
 

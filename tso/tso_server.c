@@ -51,7 +51,7 @@ pc_status_t pc_tso_served_handler(void *ctx, uint8_t op, const char *body, size_
     pc_status_t st = pc_tso_get_report(body, len, &client, &floor, err);
     if (st == PC_OK)
       st = pc_snapshots_report(s->snapshots, pc_rpc_current_connection(), client, floor, err);
-    return st;
+    return st == PC_OK ? reply_u64(reply, pc_oracle_last(s->oracle), err) : st;
   }
   if (op == PC_TSO_OP_OLDEST) {
     pc_status_t st = pc_tso_get_oldest(body, len, err);

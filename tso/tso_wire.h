@@ -10,9 +10,10 @@
  *   0x11 INFO        (empty)                  -> u64 last issued
  * The oracle of a served data directory (no ZooKeeper) also keeps what its
  * clients' snapshots hold back (tso/snapshots.h):
- *   0x12 REPORT      u64 client, u64 floor    -> (empty)
+ *   0x12 REPORT      u64 client, u64 floor    -> u64 last issued
  *                    floor: no transaction of the client reads below it,
- *                    now or later; 0: the client leaves
+ *                    now or later; 0: the client leaves. The reply is what
+ *                    INFO answers, the client's next floor at most
  *   0x13 OLDEST      (empty)                  -> u64 oldest floor (UINT64_MAX:
  *                    none), u8 complete, u32 clients
  * An oracle with standbys refuses both (unknown op): a cluster's clients
