@@ -5,13 +5,14 @@
  * clients report to the oracle instead, over their connection to it
  * (tso_wire.h's REPORT), and a collector asks it (OLDEST).
  *
- * A client reports a floor: a timestamp taken from the oracle, lowered to
- * the start_ts of each transaction it has open. Every transaction it opens
- * later takes its start_ts after that timestamp, so the floor bounds every
- * snapshot the client reads from the report on, and a later report only
- * replaces it with another bound. The client reports when it opens, before
- * any transaction, then every PC_SNAPSHOT_REPORT_MS, and leaves (floor 0)
- * when it closes.
+ * A client reports a floor: a timestamp the oracle had issued before the
+ * client looked at its open transactions (the reply to its previous
+ * report), lowered to the start_ts of each of them. Every transaction it
+ * opens later takes its start_ts after that timestamp, so the floor bounds
+ * every snapshot the client reads from the report on, and a later report
+ * only replaces it with another bound. The client reports when it opens,
+ * before any transaction, then every PC_SNAPSHOT_REPORT_MS, and leaves
+ * (floor 0) when it closes.
  *
  * A report belongs to the connection it came on: while the connection is
  * open the client is alive and its floor holds, however long it is silent
