@@ -216,9 +216,10 @@ typedef struct pc_gc_stats {
 } pc_gc_stats_t;
 
 /* Collects garbage now: computes the safe point (embedded: the oldest start_ts
- * of this process's open transactions; in a cluster: the oldest that any
- * client reports through its lock-service session, and never less than
- * store.gc_lifetime_ms behind the oracle), settles every lock older than it,
+ * of this process's open transactions; in a cluster, or a directory a worker
+ * serves, also the oldest that any live client reports (in ZooKeeper, or to
+ * the worker's oracle), at least store.gc_lifetime_ms behind the oracle, and
+ * at most store.snapshot_max_age_ms behind it), settles every lock older than it,
  * then deletes on every store what no snapshot at or above it can read:
  * every version of a cell but the newest one at or below the safe point,
  * and rollback records. Readers and writers go on meanwhile. stats may be
