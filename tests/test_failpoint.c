@@ -5,10 +5,10 @@
  * open with such an environment. Every listed point can be armed. The
  * sources agree with the list: every PC_FAILPOINT (or macro wrapping it,
  * like txn.c's VANISH_AT) in core/, tso/, lockservice/, tablet/, net/,
- * config/, apps/, bench/, include/, notify/, observers/ and daemon/ names listed
- * points with string literals, nothing calls pc_failpoint_eval around the
- * macro, every listed point is used somewhere and documented in
- * docs/ARCHITECTURE.md. */
+ * config/, apps/, bench/, include/, notify/, observers/, daemon/ and
+ * replica/ names listed points with string literals, nothing calls
+ * pc_failpoint_eval around the macro, every listed point is used somewhere
+ * and documented in docs/ARCHITECTURE.md. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -380,7 +380,7 @@ static void test_sources_agree_with_registry(void **state) {
   (void)state;
   static const char *const dirs[] = {"core",   "tso",  "lockservice", "tablet",    "net",
                                      "config", "apps", "bench",       "include",   "notify",
-                                     "observers", "daemon"};
+                                     "observers", "daemon", "replica"};
   scan_t *sc = calloc(1, sizeof *sc);
   assert_non_null(sc);
   the_scan = sc;
