@@ -54,7 +54,10 @@ typedef struct role {
   _Atomic(pc_repl_host_t *) host;
   pthread_rwlock_t tabs_lk;
   int tabs_lk_init;
-  stab_t *tabs; /* under tabs_lk; a tablet, once listed, stays until the role stops */
+  /* under tabs_lk; a tablet, once listed, stays (at the same address) until
+   * the role stops: a stab_t * may be kept after the lock is let go, its
+   * name, tablet and rep read without it */
+  stab_t **tabs;
   size_t ntabs, captabs;
   char advertise[320]; /* "host:port" where clients and peers reach it */
   pthread_t rejoin;

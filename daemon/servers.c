@@ -38,8 +38,8 @@ static stab_t *find_tab(role_t *r, const char *name, size_t nlen) {
   stab_t *found = NULL;
   pthread_rwlock_rdlock(&r->tabs_lk);
   for (size_t i = 0; i < r->ntabs && !found; i++)
-    if (strlen(r->tabs[i].name) == nlen && memcmp(r->tabs[i].name, name, nlen) == 0)
-      found = &r->tabs[i];
+    if (strlen(r->tabs[i]->name) == nlen && memcmp(r->tabs[i]->name, name, nlen) == 0)
+      found = r->tabs[i];
   pthread_rwlock_unlock(&r->tabs_lk);
   return found;
 }
@@ -102,7 +102,7 @@ static pc_status_t server_handler(void *ctx, uint8_t op, const char *body, size_
     size_t nl = 0;
     const char *name = pc_rd_str(&rd, &nl);
     uint8_t inner = pc_rd_u8(&rd);
-    if (!rd.ok || nl == 0 || nl >= sizeof r->tabs[0].name)
+    if (!rd.ok || nl == 0 || nl >= sizeof ((stab_t *)0)->name)
       return pc_error_set(err, PC_INVALID, "server %s: a malformed tablet envelope", r->server->name);
     if (op == PC_TABLET_OP_ROUTED_READ && !pc_tablet_rpc_runs_inline(inner))
       return pc_error_set(err, PC_INVALID, "server %s: op 0x%02x is not a read of ROUTED_READ",
@@ -114,7 +114,7 @@ static pc_status_t server_handler(void *ctx, uint8_t op, const char *body, size_
     return serve_op(r, t->tablet, inner, body + rd.pos, len - rd.pos, reply, err);
   }
   pthread_rwlock_rdlock(&r->tabs_lk);
-  pc_tablet_t *only = r->ntabs == 1 ? r->tabs[0].tablet : NULL;
+  pc_tablet_t *only = r->ntabs == 1 ? r->tabs[0]->tablet : NULL;
   size_t n = r->ntabs;
   pthread_rwlock_unlock(&r->tabs_lk);
   if (only) return serve_op(r, only, op, body, len, reply, err);
@@ -131,13 +131,20 @@ static pc_status_t add_tab(role_t *r, const char *name, const pc_row_range_t *ra
   pc_tablet_set_gc_publish(t, pc_daemon_publish_safe_point, d);
   pc_tablet_set_limits(t, d->cfg->store.lock_ttl_ms,
                        ((size_t)d->cfg->limits.max_frame_mb << 20) - (64u << 10));
+  stab_t *s = calloc(1, sizeof *s);
+  if (!s) {
+    pc_tablet_destroy(t);
+    return pc_error_set(err, PC_NOMEM, "out of memory");
+  }
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->tablet = t;
+  s->rep = rep;
+  s->rejoin = rejoin;
   pthread_rwlock_wrlock(&r->tabs_lk);
   pc_status_t st = PC_OK;
-  if (r->ntabs == r->captabs) {
-    /* the array never moves under a reader: it is reallocated only here,
-     * under the write lock, and readers copy what they need under the read lock */
+  if (r->ntabs == r->captabs) { /* the array of pointers moves; the entries do not */
     size_t cap = r->captabs ? r->captabs * 2 : 8;
-    stab_t *v = realloc(r->tabs, cap * sizeof *v);
+    stab_t **v = realloc(r->tabs, cap * sizeof *v);
     if (v) {
       r->tabs = v;
       r->captabs = cap;
@@ -145,16 +152,12 @@ static pc_status_t add_tab(role_t *r, const char *name, const pc_row_range_t *ra
       st = pc_error_set(err, PC_NOMEM, "out of memory");
     }
   }
-  if (st == PC_OK) {
-    stab_t *s = &r->tabs[r->ntabs++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", name);
-    s->tablet = t;
-    s->rep = rep;
-    s->rejoin = rejoin;
-  }
+  if (st == PC_OK) r->tabs[r->ntabs++] = s;
   pthread_rwlock_unlock(&r->tabs_lk);
-  if (st != PC_OK) pc_tablet_destroy(t);
+  if (st != PC_OK) {
+    pc_tablet_destroy(t);
+    free(s);
+  }
   return st;
 }
 
@@ -186,7 +189,9 @@ static pc_status_t on_create(void *ctx, const char *group, pc_replica_t **out, p
     st = open_tablet(r, group, &range, PC_REPLICA_JOIN, NULL, 0, err);
     if (st == PC_OK) {
       stab_t *t = find_tab(r, group, strlen(group));
+      pthread_rwlock_wrlock(&r->tabs_lk);
       t->rejoin = 0; /* the leader asked for it: it adds it itself */
+      pthread_rwlock_unlock(&r->tabs_lk);
       *out = t->rep;
       pc_log(PC_LOG_INFO, "server %s: a new replica of tablet %s, to be added by its leader",
              r->server->name, group);
@@ -269,7 +274,7 @@ static void *rejoin_main(void *arg) {
     pthread_rwlock_unlock(&r->tabs_lk);
     for (size_t i = 0; i < n && !atomic_load(&r->stopping); i++) {
       pthread_rwlock_rdlock(&r->tabs_lk);
-      stab_t *t = &r->tabs[i];
+      stab_t *t = r->tabs[i];
       int want = t->rejoin;
       pthread_rwlock_unlock(&r->tabs_lk);
       if (!want) continue;
@@ -362,7 +367,7 @@ static void repair_pass(role_t *r, down_t *down, size_t *ndown) {
   uint64_t now = pc_now_mono_ms();
   for (size_t i = 0; info && i < n && !atomic_load(&r->stopping); i++) {
     pthread_rwlock_rdlock(&r->tabs_lk);
-    stab_t t = r->tabs[i];
+    stab_t t = *r->tabs[i];
     pthread_rwlock_unlock(&r->tabs_lk);
     pc_replica_info(t.rep, info);
     if (!info->ready) continue; /* the leader repairs */
@@ -534,12 +539,15 @@ pc_status_t pc_daemon_start_server(pc_daemon_t *d, const pc_config_server_t *sv,
   }
   if (st == PC_OK) {
     int any = 0;
-    for (size_t i = 0; i < r->ntabs; i++) any |= r->tabs[i].rejoin;
+    pthread_rwlock_rdlock(&r->tabs_lk);
+    for (size_t i = 0; i < r->ntabs; i++) any |= r->tabs[i]->rejoin;
+    size_t ntabs = r->ntabs;
+    pthread_rwlock_unlock(&r->tabs_lk);
     if (any && pthread_create(&r->rejoin, NULL, rejoin_main, r) == 0) r->rejoin_running = 1;
     if (cfg->replication.down_after_ms && pthread_create(&r->repair, NULL, repair_main, r) == 0)
       r->repair_running = 1;
-    pc_log(PC_LOG_INFO, "server %s: serving %zu replica%s on %s", sv->name, r->ntabs,
-           r->ntabs == 1 ? "" : "s", r->advertise);
+    pc_log(PC_LOG_INFO, "server %s: serving %zu replica%s on %s", sv->name, ntabs,
+           ntabs == 1 ? "" : "s", r->advertise);
   }
   free(dir);
   if (st != PC_OK) pc_error_prefix(err, "server %s", sv->name);
@@ -552,7 +560,10 @@ void pc_daemon_server_stop(role_t *r) {
   r->rejoin_running = 0;
   if (r->repair_running) pthread_join(r->repair, NULL);
   r->repair_running = 0;
-  for (size_t i = 0; i < r->ntabs; i++) pc_tablet_destroy(r->tabs[i].tablet);
+  for (size_t i = 0; i < r->ntabs; i++) {
+    pc_tablet_destroy(r->tabs[i]->tablet);
+    free(r->tabs[i]);
+  }
   pc_repl_host_close(atomic_load(&r->host)); /* pending proposals fail, stores close */
   atomic_store(&r->host, NULL);
   free(r->tabs);
@@ -571,7 +582,7 @@ void pc_daemon_server_metrics(role_t *r, pc_buf_t *out) {
   pthread_rwlock_rdlock(&r->tabs_lk);
   size_t n = r->ntabs;
   stab_t *copy = n ? malloc(n * sizeof *copy) : NULL;
-  if (copy) memcpy(copy, r->tabs, n * sizeof *copy);
+  for (size_t i = 0; copy && i < n; i++) copy[i] = *r->tabs[i];
   pthread_rwlock_unlock(&r->tabs_lk);
   if (n && !copy) return;
   pc_replica_info_t *info = malloc((n ? n : 1) * sizeof *info);
