@@ -21,7 +21,9 @@ cli_start_cleanup
 cd "$WORK" || exit 1
 
 printf '{"log": {"level": "info"}, "zookeeper": {"session_timeout_ms": 3000}}\n' >extra.json
-setsid "$CLI" playground --dir "$WORK/pg" --plugin "$PLUGIN" --extra-config extra.json \
+# --servers 0: a tablet per process, one copy each, so that killing t2's process is an outage
+# of its rows (a replicated tablet rides out one server's loss: test_replication.c)
+setsid "$CLI" playground --dir "$WORK/pg" --servers 0 --plugin "$PLUGIN" --extra-config extra.json \
   --ready-file pg.json >pg.out 2>pg.err &
 PG=$!
 PIDS+=("$PG")
