@@ -516,6 +516,33 @@ static pc_status_t wait_ready(pc_pg_t *p, const int *kinds, size_t nkinds, uint3
   return PC_OK;
 }
 
+/* A replicated playground serves once each tablet's group has elected a
+ * leader, which then holds tablets/<name>/owner: waits for every owner
+ * node until deadline (monotonic ms), so that what runs next (a client, a
+ * status) finds every tablet led. */
+static pc_status_t wait_leaders(pc_pg_t *p, uint64_t until, pc_error_t *err) {
+  if (!p->nservers) return PC_OK;
+  uint64_t now = pc_now_mono_ms();
+  pc_zk_options_t zo = {p->zk_connect, p->zk_root, NULL, 10000};
+  pc_zk_t *zk = pc_zk_open(&zo, (uint32_t)(until > now ? until - now : 1), NULL, err);
+  if (!zk) return err->code;
+  pc_status_t st = PC_OK;
+  for (size_t i = 0; st == PC_OK && i < p->ntablets;) {
+    char rel[160];
+    int exists = 0;
+    snprintf(rel, sizeof rel, "tablets/%s/owner", p->tablets[i].name);
+    now = pc_now_mono_ms();
+    st = now < until ? pc_zk_exists(zk, rel, NULL, &exists, (uint32_t)(until - now), err)
+                     : pc_error_set(err, PC_TIMEOUT, "playground: tablet %s elected no leader "
+                                    "(see %s/logs)", p->tablets[i].name, p->dir);
+    if (st == PC_NOT_FOUND) st = PC_OK; /* its parent is not made yet */
+    if (st == PC_OK && exists) i++;
+    else if (st == PC_OK) pc_sleep_ms(20);
+  }
+  pc_zk_close(zk);
+  return st;
+}
+
 pc_status_t pc_pg_start(pc_pg_t *p, uint32_t wait_ms, pc_error_t *err) {
   pc_error_clear(err);
   pc_status_t st = PC_OK;
@@ -541,6 +568,7 @@ pc_status_t pc_pg_start(pc_pg_t *p, uint32_t wait_ms, pc_error_t *err) {
   }
   static const int servers[] = {PC_PG_TSO, PC_PG_SERVER, PC_PG_TABLET};
   if (st == PC_OK) st = wait_ready(p, servers, 3, wait_ms, err);
+  if (st == PC_OK) st = wait_leaders(p, pc_now_mono_ms() + wait_ms, err);
   if (st == PC_OK) st = write_client_config(p, err);
   for (size_t i = 0; st == PC_OK && i < p->nroles; i++)
     if (p->roles[i].kind == PC_PG_WORKER) st = spawn(p, &p->roles[i], p->client_config, err);

@@ -1415,8 +1415,21 @@ void pc_remote_store_set_refresh(pc_store_t *base, void (*fn)(void *ctx, size_t 
 
 pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,
                                   uint64_t *ops, pc_tablet_gc_t *gc, pc_error_t *err) {
-  pc_buf_t reply = {0};
-  pc_status_t st = pc_rpc_call(rpc, PC_TABLET_OP_INFO, NULL, 0, timeout_ms, &reply, err);
+  return pc_tablet_remote_info_of(rpc, NULL, timeout_ms, name, ops, gc, err);
+}
+
+pc_status_t pc_tablet_remote_info_of(struct pc_rpc_client *rpc, const char *tablet,
+                                     uint32_t timeout_ms, pc_buf_t *name, uint64_t *ops,
+                                     pc_tablet_gc_t *gc, pc_error_t *err) {
+  pc_buf_t reply = {0}, env = {0};
+  pc_status_t st;
+  if (!tablet) {
+    st = pc_rpc_call(rpc, PC_TABLET_OP_INFO, NULL, 0, timeout_ms, &reply, err);
+  } else { /* a replicated cluster's server holds several tablets: name it */
+    uint8_t wop = pc_tablet_wrap(&env, tablet, PC_TABLET_OP_INFO, NULL, 0);
+    st = wop ? pc_rpc_call(rpc, wop, env.p, env.len, timeout_ms, &reply, err) : nomem(err);
+    pc_buf_free(&env);
+  }
   if (st != PC_OK) {
     pc_buf_free(&reply);
     return st;

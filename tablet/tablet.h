@@ -233,6 +233,13 @@ void pc_remote_store_set_refresh(pc_store_t *s, void (*fn)(void *ctx, size_t tab
 struct pc_rpc_client;
 pc_status_t pc_tablet_remote_info(struct pc_rpc_client *rpc, uint32_t timeout_ms, pc_buf_t *name,
                                   uint64_t *ops, pc_tablet_gc_t *gc, pc_error_t *err);
+/* The same of tablet on a replicated cluster's server (which holds several
+ * and answers a request that names its tablet: the ROUTED envelope); NULL
+ * tablet: a plain INFO, as pc_tablet_remote_info. Ask the tablet's leader:
+ * a follower answers too, with its own counts. */
+pc_status_t pc_tablet_remote_info_of(struct pc_rpc_client *rpc, const char *tablet,
+                                     uint32_t timeout_ms, pc_buf_t *name, uint64_t *ops,
+                                     pc_tablet_gc_t *gc, pc_error_t *err);
 
 /* pc_db_open_config_create (core/db.h) on a configuration already parsed
  * (db_cluster.c): the daemons open clients of their own roles from a

@@ -211,7 +211,7 @@ t "run: a cluster without zookeeper" 3 "tablets.*needs a \"zookeeper\" section" 
 t "lockd: retired" 2 "'lockd' is retired: a cluster coordinates through ZooKeeper" lockd --config no_zk.json
 t "tso: port in use" 3 "tso: .*cannot listen on $PORT" tso --config inuse.json
 t "tso: http port in use" 3 "tso: http: cannot listen on $PORT for HTTP" tso --config inuse_http.json
-t "tablet: no --name" 2 "--name TABLET is required" tablet --config inuse.json
+t "tablet: no --name" 2 "--name NAME is required" tablet --config inuse.json
 t "tablet: no such tablet" 3 "no tablet named 'tx'" tablet --config inuse.json --name tx
 t "tablet: port in use" 3 "tablet t1: .*cannot listen on $PORT" tablet --config inuse.json --name t1
 t "tablet: data directory cannot be created" 3 "cannot create $WORK/afile/sub" tablet --config unwritable_t.json --name t1

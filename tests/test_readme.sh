@@ -12,6 +12,8 @@
 #     `percolator help exit-codes` prints;
 #   - every ```json example of docs/CONFIG.md is a valid configuration (as
 #     `percolator doctor` reads it);
+#   - the get of the command-line example prints 10, and that of the
+#     replicated cluster (after a server is killed and replaced) 20;
 #   - blocks marked <!-- readme-test: skip (why) --> are not run (they install
 #     packages or run this suite); other ``` blocks show output, not commands;
 #   - then the observers walkthrough (the block that builds normalize_count.so,
@@ -63,7 +65,7 @@ BASE=
 for _ in $(seq 50); do
   b=$((10000 + (RANDOM % ranges) * 200))
   busy=0
-  for k in 0 1 10 11 12 100 101 110 111 112; do in_use $((b + k)) && busy=1; done
+  for k in 0 1 10 11 12 20 21 22 23 24 100 101 110 111 112; do in_use $((b + k)) && busy=1; done
   [ $busy = 0 ] && { BASE=$b; break; }
 done
 [ -n "$BASE" ] || fail "no free range of ports"
@@ -163,6 +165,7 @@ grep -qE 'Sanitizer|runtime error:' readme.err && fail "a sanitizer report: $(ca
 # what the README says the commands print
 grep -qx 'hello world' <<<"$OUT" || fail "the observers example did not print \"hello world\": $OUT"
 grep -qx '10' <<<"$OUT" || fail "the command-line example's get did not print 10"
+grep -qx '20' <<<"$OUT" || fail "the replicated cluster's get, after replace-server, did not print 20"
 pass "the README's $NSH shell blocks, its C example and its configuration ran as written"
 
 # ---- docs/CONFIG.md: every example configuration is valid ----------------------------

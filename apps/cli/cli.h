@@ -97,6 +97,9 @@ extern const cli_verb_t cli_verb_run;
 extern const cli_verb_t cli_verb_worker;
 extern const cli_verb_t cli_verb_tablet;
 extern const cli_verb_t cli_verb_tso;
+/* verb_tablet.c: `percolator tablet SUBCOMMAND ARGS...` (argv[0] the
+ * subcommand), handed over by the tablet verb when it has operands */
+int cli_tablet_ops(cli_ctx_t *ctx, int argc, char **argv);
 /* verb_playground.c (the cluster itself: playground/) */
 extern const cli_verb_t cli_verb_playground;
 /* verb_status.c */

@@ -1,5 +1,6 @@
-/* verb_daemons.c — the daemon verbs: `tso`, `tablet` run one role
- * of the cluster in the foreground; `run` runs every role the configuration
+/* verb_daemons.c — the daemon verbs: `tso`, `tablet --name` run one role
+ * of the cluster in the foreground (`tablet SUBCOMMAND`, the operations on
+ * a replicated tablet's replicas, is verb_tablet.c's); `run` runs every role the configuration
  * names in one process (the single-machine server), and its workers when it
  * has a "workers" section; `worker` runs the configured observers against a
  * cluster, or, without one, holds the embedded store and serves it to
@@ -34,11 +35,19 @@ static int run_daemon(cli_ctx_t *ctx, int argc, char **argv, pc_daemon_spec_t sp
     else if (c == OPT_READY) ready = optarg;
     else return cli_usage_error(ctx, "unexpected option");
   }
+  if (optind != argc && spec.tablets == 1) { /* `tablet SUBCOMMAND ...`: verb_tablet.c */
+    if (name || ready)
+      return cli_usage_error(ctx, "%s runs a server: it does not go with '%s'",
+                             name ? "--name" : "--ready-file", argv[optind]);
+    return cli_tablet_ops(ctx, argc - optind, argv + optind);
+  }
   if (optind != argc) return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
   const char *config = ctx->config; /* --config may come before or after the verb */
   int worker = spec.workers == PC_DAEMON_REQUIRED;
   if (!config && !worker) return cli_usage_error(ctx, "--config FILE is required");
-  if (spec.tablets == 1 && !name) return cli_usage_error(ctx, "--name TABLET is required");
+  if (spec.tablets == 1 && !name)
+    return cli_usage_error(ctx, "--name NAME is required (the server, or the tablet, to run), or a "
+                           "subcommand such as add-replica");
   spec.tablet_name = name;
 
   pc_error_t err;
@@ -108,7 +117,8 @@ static int run_worker(cli_ctx_t *ctx, int argc, char **argv) {
 #define DAEMON_OPTIONS \
   "  --ready-file FILE   once started, write the bound endpoints there as JSON:\n" \
   "                      {\"tso\": {\"listen\", \"http\"}, \"tablets\": {NAME: ...},\n" \
-  "                      \"workers\": {\"http\"}, \"pid\"} (for scripts, and with port 0)\n"
+  "                      \"servers\": {NAME: ...}, \"workers\": {\"http\"}, \"pid\"}\n" \
+  "                      (for scripts, and with port 0)\n"
 #define DAEMON_ABOUT \
   "\n" \
   "Runs in the foreground and logs to stderr; SIGTERM or SIGINT shuts it down\n" \
@@ -140,18 +150,61 @@ const cli_verb_t cli_verb_tso = {
 
 const cli_verb_t cli_verb_tablet = {
     .name = "tablet",
-    .summary = "run one tablet server",
+    .summary = "run a tablet server; add, remove or move a replicated tablet's replicas",
     .run = run_tablet,
-    .args = "--name TABLET [--ready-file FILE]",
-    .flags = CLI_NEEDS_CONFIG,
+    .args = "--name NAME [--ready-file FILE]\n"
+            "add-replica TABLET SERVER\n"
+            "remove-replica TABLET SERVER\n"
+            "move-leader TABLET SERVER\n"
+            "replace-server OLD NEW",
+    .flags = CLI_NEEDS_CONFIG | CLI_USES_TIMEOUT,
     .exits = CLI_EXITS_BASIC,
-    .about = "Serves the rows of tablet TABLET (the entry of \"tablets\" with that name)\n"
-             "from its own LevelDB in tablets[].data_dir (default DATA_DIR/tablet-NAME),\n"
-             "taking commit timestamps from the oracle that leads in ZooKeeper; /health\n"
-             "and /metrics on tablets[].http. When it starts it raises the rows'\n"
-             "garbage-collection safe point to the one published in ZooKeeper.\n" DAEMON_ABOUT,
-    .options = "  --name TABLET       which entry of \"tablets\" to serve\n" DAEMON_OPTIONS,
-    .example = "percolator tablet --config cluster.json --name t1\n",
+    .about =
+        "With --name (and no subcommand) it runs a server. In a replicated cluster\n"
+        "(\"servers\" in the configuration) NAME is a server: it holds a replica of\n"
+        "each tablet whose \"replicas\" name it, and of any it was given with\n"
+        "add-replica, in servers[].data_dir (default DATA_DIR/server-NAME), serves\n"
+        "them on servers[].listen and /health, /metrics on servers[].http. Started\n"
+        "on an empty directory, a server that ran before rebuilds its replicas from\n"
+        "the others. Without \"servers\", NAME is a tablet: the server serves its\n"
+        "rows from its own LevelDB in tablets[].data_dir (default\n"
+        "DATA_DIR/tablet-NAME) on tablets[].listen. Either way it takes commit\n"
+        "timestamps from the oracle that leads in ZooKeeper, and when it starts it\n"
+        "raises the rows' garbage-collection safe point to the one published there.\n"
+        DAEMON_ABOUT
+        "\n"
+        "The subcommands (a first argument without a leading '-') change a\n"
+        "replicated tablet's group, one change at a time, each committed through\n"
+        "the group's log, so they are safe while clients write:\n"
+        "  add-replica TABLET SERVER     an empty replica on SERVER catches up from a\n"
+        "                                snapshot without voting, then votes\n"
+        "  remove-replica TABLET SERVER  SERVER's replica leaves the group (refused\n"
+        "                                when the voters left up would be no majority)\n"
+        "  move-leader TABLET SERVER     SERVER's replica leads the tablet\n"
+        "  replace-server OLD NEW        for every tablet OLD holds a replica of: add\n"
+        "                                one on NEW, then remove OLD's (OLD may be dead)\n"
+        "Each finds the tablet's leader (its owner in ZooKeeper, or a follower's\n"
+        "refusal naming it), asks it, follows a leader that changes, and prints what\n"
+        "was done. --timeout bounds the whole operation (default 5m here: a new\n"
+        "replica first receives a copy of the tablet); one cut short may still\n"
+        "complete, and running it again finishes it (a replica already added, or\n"
+        "already gone, is nothing to do). They need the system identity (the\n"
+        "configuration's system_secret or a system certificate, docs/SECURITY.md).\n"
+        "\n"
+        "The configuration file is yours to update: a server keeps a replica it was\n"
+        "given across restarts whatever the file says, but \"replicas\" is what a\n"
+        "server started on an empty directory rejoins and what status counts as\n"
+        "configured, so list the new server and take out the removed one (the verb\n"
+        "prints a note saying so). An unknown tablet or server, a missing argument\n"
+        "and a configuration without \"servers\" exit 2; a server that holds no\n"
+        "replica of the tablet, or that is down, and a failed change exit 3.\n",
+    .options = "  --name NAME         the server (servers[].name), or without \"servers\" the\n"
+               "                      tablet (tablets[].name), to run\n" DAEMON_OPTIONS,
+    .example = "percolator tablet --config cluster.json --name s1\n"
+               "percolator --config cluster.json tablet add-replica t1 s4\n"
+               "percolator --config cluster.json tablet move-leader t1 s4\n"
+               "percolator --config cluster.json tablet remove-replica t1 s2\n"
+               "percolator --config cluster.json --timeout 20m tablet replace-server s2 s5\n",
 };
 
 const cli_verb_t cli_verb_run = {

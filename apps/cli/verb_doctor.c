@@ -7,7 +7,10 @@
  *     its endpoints answer;
  *   - a cluster: ZooKeeper answers within the timeout, the configured
  *     root node exists and an oracle is elected under it and answers; each
- *     role of the configuration answers;
+ *     role of the configuration answers; in a replicated cluster each
+ *     server answers and each tablet has a leader, as many voting replicas
+ *     up as the configuration lists and none lagging, and what to do
+ *     otherwise (start a server, replace it, add a replica);
  *   - through the store: every registered observer has a live worker that
  *     runs it (else its column's notifications wait), pending notifications
  *     no live worker can process, parked notifications.
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps/cli/replview.h"
 #include "cli.h"
 #include "config/config.h"
 #include "core/db.h"
@@ -47,7 +51,7 @@ typedef struct doctor {
 static void finding(doctor_t *d, int ok, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void finding(doctor_t *d, int ok, const char *what, const char *fmt, ...) {
-  char detail[1024];
+  char detail[2048];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
@@ -345,6 +349,160 @@ static void check_cluster(doctor_t *d, const pc_config_t *cfg) {
   pc_coord_close(coord);
 }
 
+/* ---- a replicated cluster --------------------------------------------------------------- */
+
+/* The tablets server s holds a voting replica of, comma-separated. */
+static void tablets_of(const cli_rview_t *v, const char *server, char *out, size_t cap) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < v->ntablets && used < cap; i++) {
+    const cli_rreplica_t *r = cli_rtablet_replica(&v->tablets[i], server);
+    if (!r) continue;
+    int k = snprintf(out + used, cap - used, "%s%s", used ? ", " : "", v->tablets[i].cfg->name);
+    if (k > 0) used += (size_t)k;
+  }
+}
+
+/* The servers of t's members that are down, comma-separated. */
+static void down_of(const cli_rtablet_t *t, char *out, size_t cap) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < t->nreps && used < cap; i++) {
+    const cli_rreplica_t *r = &t->reps[i];
+    if (r->role == CLI_ROLE_OUTSIDE || r->up) continue;
+    int k = snprintf(out + used, cap - used, "%s%s", used ? ", " : "", r->server);
+    if (k > 0) used += (size_t)k;
+  }
+}
+
+/* Each server answers; each tablet has a leader, as many voting replicas
+ * up as the configuration lists, none lagging; and what to do otherwise. */
+static void check_replicated(doctor_t *d, const pc_config_t *cfg) {
+  const char *c = d->ctx->config;
+  pc_error_t err;
+  pc_zk_options_t zo = pc_config_zk(cfg);
+  pc_coord_t *coord = pc_coord_open(&zo, 0, d->timeout_ms, &err);
+  cli_rview_t v;
+  if (cli_rview_load(cfg, coord, d->timeout_ms, &v, &err) != PC_OK) {
+    finding(d, 0, "servers", "cannot ask them: %s", err.text);
+    cli_rview_free(&v);
+    pc_coord_close(coord);
+    return;
+  }
+  for (size_t i = 0; i < v.nservers; i++) {
+    const cli_rserver_t *s = &v.servers[i];
+    char what[400], held[512];
+    snprintf(what, sizeof what, "server %s%s%s", s->name, s->addr[0] ? " " : "", s->addr);
+    tablets_of(&v, s->name, held, sizeof held);
+    if (s->up) {
+      size_t outside = 0;
+      for (size_t k = 0; k < s->nreps; k++) {
+        const cli_rtablet_t *t = cli_rview_tablet(&v, s->reps[k].group);
+        const cli_rreplica_t *r = t ? cli_rtablet_replica(t, s->name) : NULL;
+        outside += !r || r->id != s->reps[k].id;
+      }
+      finding(d, 1, what, "answers, holding %zu replica%s%s", s->nreps, s->nreps == 1 ? "" : "s",
+              outside ? " (some outside their groups: removed ones, which serve nothing)" : "");
+      continue;
+    }
+    if (!held[0] && s->configured) {
+      finding(d, 0, what,
+              "does not answer (%s), and no tablet's group counts a replica on it: if it is "
+              "retired, take it out of \"servers\" in %s; else start it: 'percolator --config "
+              "%s tablet --name %s'", s->error, c, c, s->name);
+      continue;
+    }
+    char later[160] = "";
+    if (held[0] && cfg->replication.down_after_ms)
+      snprintf(later, sizeof later, " (the tablets' leaders do that themselves once it has been "
+               "down for replication.down_after_ms, %u s)", cfg->replication.down_after_ms / 1000);
+    finding(d, 0, what,
+            "does not answer (%s)%s%s. Start it: 'percolator --config %s tablet --name %s' (on "
+            "an empty directory, if its disk is lost, it rebuilds its replicas from the "
+            "others); or, if it is gone for good, move its replicas to another server: "
+            "'percolator --config %s tablet replace-server %s NEW'%s",
+            s->error, held[0] ? "; it holds replicas of " : "", held, c, s->name, c, s->name,
+            later);
+  }
+  for (size_t i = 0; i < v.ntablets; i++) {
+    const cli_rtablet_t *t = &v.tablets[i];
+    const char *name = t->cfg->name;
+    char what[160], down[512], voters[512];
+    snprintf(what, sizeof what, "tablet %s", name);
+    down_of(t, down, sizeof down);
+    cli_rtablet_voters(t, voters, sizeof voters);
+    if (!t->view) {
+      finding(d, 0, what, "no server answers for any of its replicas: start its servers "
+              "('percolator --config %s tablet --name SERVER')", c);
+      continue;
+    }
+    if (!t->leader) {
+      if (t->voters_up < cli_majority(t->voters))
+        finding(d, 0, what, "no replica leads it: %zu of its %zu voting replicas are up, and a "
+                "majority (%zu) is needed to elect a leader. Start the servers that are down "
+                "(%s): 'percolator --config %s tablet --name SERVER'",
+                t->voters_up, t->voters, cli_majority(t->voters), down[0] ? down : "none known", c);
+      else
+        finding(d, 0, what, "no replica leads it, though %zu of its %zu voting replicas are up: "
+                "an election is under way (it takes about replication.election_timeout_ms); if "
+                "this lasts, see the servers' logs", t->voters_up, t->voters);
+      continue;
+    }
+    if (t->under && !down[0]) {
+      finding(d, 0, what,
+              "under-replicated: its group has %zu voting replica%s up, and \"replicas\" in %s "
+              "lists %zu. Add one on a live server: 'percolator --config %s tablet add-replica %s "
+              "SERVER'; or, if the group is meant to be smaller, list only its servers (%s)",
+              t->voters_up, t->voters_up == 1 ? "" : "s", c, t->configured, c, name, voters);
+    } else if (t->under) {
+      /* one server down: name it in the commands; several: say which */
+      int one = !strchr(down, ',');
+      finding(d, 0, what,
+              "under-replicated: %zu of %zu configured voting replicas are up (down: %s). Start "
+              "%s ('percolator --config %s tablet --name %s'; a server started on an empty "
+              "directory rebuilds its replicas from the others), or replace it by a live server "
+              "('percolator --config %s tablet replace-server %s NEW'), or add a replica on a "
+              "live server: 'percolator --config %s tablet add-replica %s SERVER'",
+              t->voters_up, t->configured, down, one ? down : "the servers that are down", c,
+              one ? down : "SERVER", c, one ? down : "OLD", c, name);
+    }
+    int bad = t->under;
+    for (size_t k = 0; k < t->nreps; k++) {
+      const cli_rreplica_t *r = &t->reps[k];
+      char rw[200];
+      snprintf(rw, sizeof rw, "tablet %s replica on %s", name, r->server);
+      if (r->role == CLI_ROLE_STANDBY || r->role == CLI_ROLE_SPARE) {
+        bad = 1;
+        finding(d, 0, rw, "is a %s (it does not vote): an add-replica that ran out of time "
+                "leaves it so; 'percolator --config %s tablet add-replica %s %s' finishes it",
+                cli_role_name(r->role), c, name, r->server);
+      } else if (r->role != CLI_ROLE_OUTSIDE && !r->up && !t->under) {
+        bad = 1;
+        finding(d, 0, rw, "is down: start server %s ('percolator --config %s tablet --name "
+                "%s'), or replace it ('percolator --config %s tablet replace-server %s NEW')",
+                r->server, c, r->server, c, r->server);
+      } else if (r->role != CLI_ROLE_OUTSIDE && r->up && r->lagging) {
+        bad = 1;
+        if (r->silent_ms > v.election_timeout_ms)
+          finding(d, 0, rw, "lags the leader by %llu entries, and the leader has not heard "
+                  "from it %s: its server answers, but not to its leader (a network problem "
+                  "between them?); see both servers' logs", (unsigned long long)r->lag,
+                  r->silent_ms == UINT64_MAX ? "since it was elected" : "for over an election timeout");
+        else
+          finding(d, 0, rw, "lags the leader by %llu entries: it is catching up (from a "
+                  "snapshot when far behind); if the lag keeps growing, see its server's log "
+                  "(a slow disk?)", (unsigned long long)r->lag);
+      }
+    }
+    if (!bad)
+      finding(d, 1, what, "led by %s (term %llu); %zu of %zu configured voting replicas up and "
+              "in step", t->leader_server->name, (unsigned long long)t->leader->term,
+              t->voters_up, t->configured);
+  }
+  cli_rview_free(&v);
+  pc_coord_close(coord);
+}
+
 /* ---- through the store ------------------------------------------------------------------ */
 
 static int count_parked(void *ctx, const pc_parked_t *p) {
@@ -441,7 +599,8 @@ static int run_doctor(cli_ctx_t *ctx, int argc, char **argv) {
   } else if (usable) {
     int before = d.problems;
     if (cfg->zookeeper.set) check_zookeeper(&d, cfg);
-    check_cluster(&d, cfg);
+    if (cfg->nservers) check_replicated(&d, cfg);
+    else check_cluster(&d, cfg);
     usable = d.problems == before;
   }
   if (usable) {
@@ -489,6 +648,13 @@ const cli_verb_t cli_verb_doctor = {
         "  - a cluster's configuration: that ZooKeeper answers within the timeout,\n"
         "    that the configured root node exists, that an oracle is elected under\n"
         "    it and answers, and that each role (oracle, tablets) answers;\n"
+        "  - a replicated cluster (\"servers\"): that each server answers, and that\n"
+        "    each tablet has a leader, as many voting replicas up as its \"replicas\"\n"
+        "    list and none lagging the leader; it names a tablet that is\n"
+        "    under-replicated or has no leader, a replica that is down, lags or does\n"
+        "    not vote, and says what to do: start the server (on an empty directory\n"
+        "    a server rebuilds its replicas from the others), 'percolator tablet\n"
+        "    replace-server OLD NEW' or 'percolator tablet add-replica TABLET SERVER';\n"
         "  - through the store: each registered observer and the live workers that\n"
         "    run it (none: its column's notifications wait), pending notifications of\n"
         "    columns no observer is registered for, parked notifications.\n"

@@ -1,7 +1,11 @@
 /* verb_status.c — `percolator status`: what the configuration's daemons say
  * about themselves — the elected oracle and its standbys, each tablet's row
  * range, the server holding it (its owner in ZooKeeper's tablet map, or "no
- * live server"), operations and garbage collection — and what the cluster keeps in
+ * live server"), operations and garbage collection; in a replicated cluster
+ * ("servers") each server, and each tablet's leader and replicas with their
+ * role, term, applied and commit index and lag behind the leader
+ * (replview.h), flagged under-replicated when fewer voting replicas are up
+ * than its "replicas" lists — and what the cluster keeps in
  * ZooKeeper: the live clients with the oldest snapshot each holds, the
  * workers with the share of the notification buckets each takes, the
  * published safe point; or, without a cluster, the embedded store's
@@ -13,6 +17,7 @@
 
 #include <percolator/observer.h>
 
+#include "apps/cli/replview.h"
 #include "cli.h"
 #include "core/db.h"
 #include "notify/worker.h"
@@ -315,6 +320,124 @@ static void report_tablets(report_t *r, const pc_config_t *cfg, pc_coord_t *coor
   json_object_set_new(r->root, "tablets", arr);
 }
 
+/* A replicated cluster's servers, then each tablet's group: its leader
+ * (asked INFO in the ROUTED envelope, since a server holds several
+ * tablets), its replicas with their role, state and lag behind the leader
+ * (the leader's view), and whether fewer voting replicas are up than the
+ * configuration lists. */
+static void report_replicated(report_t *r, const pc_config_t *cfg, pc_coord_t *coord) {
+  cli_rview_t v;
+  pc_error_t err;
+  if (cli_rview_load(cfg, coord, STATUS_TIMEOUT_MS, &v, &err) != PC_OK) {
+    cli_rview_free(&v);
+    r->down++;
+    if (!r->json) printf("%-18s (cannot read them: %s)\n", "servers", err.text);
+    return;
+  }
+  json_t *arr = json_array();
+  for (size_t i = 0; i < v.nservers; i++) {
+    const cli_rserver_t *s = &v.servers[i];
+    r->down += !s->up;
+    json_array_append_new(arr, cli_rserver_json(s));
+    if (r->json) continue;
+    char what[96];
+    snprintf(what, sizeof what, "server %s", s->name);
+    printf("%-18s %-21s %-5s ", what, s->addr[0] ? s->addr : "(unknown)", s->up ? "up" : "down");
+    if (s->up) printf("%zu replica%s%s\n", s->nreps, s->nreps == 1 ? "" : "s",
+                      s->configured ? "" : " (not in the configuration's \"servers\")");
+    else printf("%s\n", s->error);
+  }
+  json_object_set_new(r->root, "servers", arr);
+  arr = json_array();
+  for (size_t i = 0; i < v.ntablets; i++) {
+    const cli_rtablet_t *t = &v.tablets[i];
+    const pc_config_tablet_t *ct = t->cfg;
+    pc_buf_t name = {0};
+    uint64_t ops = 0;
+    pc_tablet_gc_t gc = {0};
+    pc_status_t st = PC_UNAVAILABLE;
+    pc_error_clear(&err);
+    if (t->leader) {
+      char host[300];
+      uint16_t port;
+      st = pc_parse_endpoint(t->leader_server->addr, 0, host, sizeof host, &port, &err);
+      pc_rpc_client_t *c = st == PC_OK ? pc_config_rpc_client(cfg, host, port, &err) : NULL;
+      if (st == PC_OK)
+        st = c ? pc_tablet_remote_info_of(c, ct->name, STATUS_TIMEOUT_MS, &name, &ops, &gc, &err)
+               : err.code;
+      pc_rpc_client_destroy(c);
+    } else {
+      pc_error_set(&err, PC_UNAVAILABLE, "no replica leads it: %zu of %zu voting replicas up (a "
+                   "majority is %zu)", t->voters_up, t->voters, cli_majority(t->voters));
+    }
+    const char *e = st == PC_OK ? NULL : err.text;
+    r->down += st != PC_OK;
+    if (!r->json) {
+      char what[96];
+      snprintf(what, sizeof what, "tablet %s", ct->name);
+      printf("%-18s %-21s %-5s rows [", what, t->leader ? t->leader_server->addr : "(no leader)",
+             e ? "down" : "up");
+      print_range(stdout, ct->start, ct->start_len, "\"\"");
+      fputs(", ", stdout);
+      print_range(stdout, ct->end, ct->end_len, "end");
+      fputs(")", stdout);
+      if (t->leader) printf(" leader %s term %llu", t->leader_server->name,
+                            (unsigned long long)t->leader->term);
+      if (!e)
+        printf(" ops=%llu gc: passes=%llu safe_point=%llu versions_deleted=%llu",
+               (unsigned long long)ops, (unsigned long long)gc.passes,
+               (unsigned long long)gc.safe_point, (unsigned long long)gc.deleted.versions);
+      else printf("  %s", e);
+      putchar('\n');
+      for (size_t k = 0; k < t->nreps; k++) {
+        const cli_rreplica_t *x = &t->reps[k];
+        char who[96];
+        snprintf(who, sizeof who, "replica %s", x->server);
+        printf("  %-16s %-12s %-5s", who, cli_role_name(x->role), x->up ? "up" : "down");
+        if (x->info)
+          printf(" term=%llu applied=%llu commit=%llu", (unsigned long long)x->info->term,
+                 (unsigned long long)x->info->applied, (unsigned long long)x->info->commit);
+        if (x->have_lag) {
+          printf(" lag=%llu", (unsigned long long)x->lag);
+          if (x->role != CLI_ROLE_LEADER && x->silent_ms == UINT64_MAX)
+            printf(" (not heard from)");
+          else if (x->role != CLI_ROLE_LEADER && x->silent_ms >= 1000)
+            printf(" (not heard from for %.1f s)", (double)x->silent_ms / 1000.0);
+          if (x->lagging && x->up) printf(" LAGGING");
+        }
+        if (x->role == CLI_ROLE_OUTSIDE) printf(" (%s: outside the group's configuration)", x->address);
+        putchar('\n');
+      }
+      if (t->under)
+        printf("  UNDER-REPLICATED: %zu of %zu configured voting replicas up ('percolator "
+               "doctor' says what to do)\n", t->voters_up, t->configured);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(ct->name));
+    json_object_set_new(o, "listen", t->leader ? json_string(t->leader_server->addr) : json_null());
+    json_object_set_new(o, "up", json_boolean(e == NULL));
+    if (e) json_object_set_new(o, "error", json_string(e));
+    json_object_set_new(o, "owner", t->owner[0] ? json_string(t->owner) : json_null());
+    fmt_json_bytes(o, "start", ct->start, ct->start_len);
+    fmt_json_bytes(o, "end", ct->end, ct->end_len);
+    if (!e) {
+      fmt_json_u64(o, "ops", ops);
+      json_t *g = json_object();
+      fmt_json_u64(g, "passes", gc.passes);
+      fmt_json_u64(g, "safe_point", gc.safe_point);
+      fmt_json_u64(g, "versions_deleted", gc.deleted.versions);
+      fmt_json_u64(g, "rollbacks_deleted", gc.deleted.rollbacks);
+      fmt_json_u64(g, "data_deleted", gc.deleted.data);
+      json_object_set_new(o, "gc", g);
+    }
+    cli_rtablet_json(t, o);
+    json_array_append_new(arr, o);
+    pc_buf_free(&name);
+  }
+  json_object_set_new(r->root, "tablets", arr);
+  cli_rview_free(&v);
+}
+
 typedef struct pending_out {
   report_t *r;
   json_t *arr;
@@ -601,7 +724,8 @@ static int run_status(cli_ctx_t *ctx, int argc, char **argv) {
       pc_coord_t *coord = pc_coord_open(&zo, 0, STATUS_TIMEOUT_MS, &err);
       report_tso_elected(&r, coord, cfg);
       report_coordination(&r, coord, cfg, coord ? NULL : err.text);
-      report_tablets(&r, cfg, coord); /* each one's server from the tablet map */
+      if (cfg->nservers) report_replicated(&r, cfg, coord);
+      else report_tablets(&r, cfg, coord); /* each one's server from the tablet map */
       pc_coord_close(coord);
     } else {
       if (cfg->tso.set && cfg->tso.listen.set) report_tso(&r, cfg);
@@ -655,7 +779,23 @@ const cli_verb_t cli_verb_status = {
              "sums each observer's runs, skips, conflicts, failures and parked\n"
              "notifications over every worker that ran it, live or dead (each worker\n"
              "also serves its own on workers.http /metrics, with the latency histogram).\n"
-             "Exits 0 when every daemon answered, 3 when any is down.\n",
+             "\n"
+             "In a replicated cluster (\"servers\" in the configuration) it asks every\n"
+             "server for its replicas and shows each server (up or down), and each\n"
+             "tablet's leader (server and address) and replicas: role (leader, follower,\n"
+             "standby, spare, or not a member: a removed replica its server still\n"
+             "holds), whether its server is up, term, applied and commit index, and how\n"
+             "many log entries it lags the leader (the leader's view: its last index\n"
+             "minus the replica's match index; LAGGING from 1024 entries, or when the\n"
+             "leader has not heard from it for an election timeout); UNDER-REPLICATED\n"
+             "when fewer voting replicas are up than the tablet's \"replicas\" lists\n"
+             "('percolator doctor' says what to do). --json has the same: \"servers\":\n"
+             "[{\"name\", \"listen\", \"up\", ...}], and in each of \"tablets\" \"leader\":\n"
+             "{\"server\", \"address\", \"term\"} (null: none), \"replicas\": [{\"server\",\n"
+             "\"role\", \"up\", \"term\", \"applied\", \"commit\", \"lag\", \"lagging\", ...}],\n"
+             "\"voters_up\", \"configured_replicas\", \"under_replicated\".\n"
+             "Exits 0 when every daemon answered, 3 when any is down (a server, or a\n"
+             "tablet without a leader).\n",
     .options = "  -j, --json          one JSON object\n",
     .example = "percolator --config cluster.json status\n",
 };
