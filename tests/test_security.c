@@ -757,7 +757,7 @@ static pc_coord_t *cluster_coord(const char *dir) {
   snprintf(root, sizeof root, "/percolator/%s", base ? base + 1 : dir);
   pc_error_t err;
   pc_coord_t *c =
-      pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000}, 0, 20000, &err);
+      pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000, NULL}, 0, 20000, &err);
   if (!c) fail_msg("coordination: %s", err.text);
   return c;
 }
