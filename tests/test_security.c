@@ -435,7 +435,7 @@ static void test_certificates(void **state) {
   fixture_t *fx = *state;
   NEED_CLI(fx);
   const char *d = fx->dir;
-  tu_make_certs(d, "node app ops stranger");
+  tu_make_certs(d, "node:server app ops stranger");
   char cfg[4200], text[4096];
   snprintf(cfg, sizeof cfg, "%s/run.json", d);
   snprintf(text, sizeof text,
@@ -457,7 +457,7 @@ static void test_certificates(void **state) {
 #define TLS_AS(who)                                                                             \
   (snprintf(extra, sizeof extra,                                                                \
             "\"tls\":{\"ca_file\":\"%s/ca.pem\",\"cert_file\":\"%s/%s.pem\","                  \
-            "\"key_file\":\"%s/%s.key\"},",                                                     \
+            "\"key_file\":\"%s/%s.key\",\"system_cn\":[\"node\",\"ops\"]},",                   \
             d, d, who, d, who),                                                                 \
    extra)
   char *app_cfg = client_config(d, ready, "app", TLS_AS("app"));
