@@ -21,7 +21,9 @@
  *     serve reads below the point it tried; the system's pass publishes;
  *   - private by default: a served embedded store's files are its user's
  *     (directories 0700, files 0600, LevelDB's too), its serving.json holds
- *     a secret, and a client without it is refused;
+ *     a secret, and a client without it is refused; serving.json stays,
+ *     private, when the worker stops, as docs/SECURITY.md and
+ *     docs/ARCHITECTURE.md both say;
  *   - resources: a tablet with small limits, while a client commits all
  *     along, gets peers that pipeline raw scans and never read the replies,
  *     a thousand idle connections, half-sent huge frames (authenticated and
@@ -1038,6 +1040,23 @@ static void test_private_by_default(void **state) {
   stop_daemon(fx, pid);
   assert_int_equal(stat(serving, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0600);
+  /* and the documentation says so, in both places that speak of it */
+  static const char *const docs[] = {"docs/SECURITY.md", "docs/ARCHITECTURE.md"};
+  for (size_t i = 0; i < 2; i++) {
+    char path[4300], *doc;
+    snprintf(path, sizeof path, "%s/%s", PC_SOURCE_DIR, docs[i]);
+    FILE *df = fopen(path, "r");
+    assert_non_null(df);
+    assert_non_null(doc = calloc(1, 1 << 20));
+    size_t dn = fread(doc, 1, (1 << 20) - 1, df);
+    fclose(df);
+    doc[dn] = '\0';
+    for (char *c = doc; *c; c++)
+      if (*c == '\n') *c = ' '; /* sentences run over lines */
+    if (!strstr(doc, "stays when the worker stops") || strstr(doc, "removed when the worker stops"))
+      fail_msg("%s does not say that serving.json stays when the worker stops", docs[i]);
+    free(doc);
+  }
 
   /* the library alone (no umask of the CLI's): directories 0700, its files 0600 */
   char lib[4300];
