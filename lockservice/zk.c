@@ -323,12 +323,12 @@ static int digest_id(const char *user, const char *password, char *out, size_t c
   return w < 0 || (size_t)w >= cap ? -1 : 0;
 }
 
-/* The ACL that a node made with flags gets in this session's cluster
- * (entries in out[0..*n), their ids pointing into zk), by the session's
- * identity; above the root (above_root), the ACL of the root's parents,
- * which other clusters share: everybody may read them and make children,
- * only their maker may change or delete them. NULL: ZooKeeper's own
- * constant (open to all, or the creator's identities). */
+/* The ACL that a node made with flags gets in this session's cluster, by
+ * the session's identity: vec over out (their ids pointing into zk), or one
+ * of ZooKeeper's constants (open to all, all to the creator's identities).
+ * Above the root (above_root), the ACL of the root's parents, which other
+ * clusters share: everybody may read them and make children, only their
+ * maker may change or delete them. */
 static struct ACL_vector *node_acl(pc_zk_t *zk, int flags, int above_root, struct ACL out[2],
                                    struct ACL_vector *vec) {
   static char digest[] = "digest", world[] = "world", anyone[] = "anyone", auth[] = "auth",
@@ -521,7 +521,8 @@ pc_zk_t *pc_zk_open(const pc_zk_options_t *o, uint32_t timeout_ms, pc_zk_watch_t
     pc_zk_close(zk);
     return NULL;
   }
-  if (zk->identity != PC_ZK_ANONYMOUS && check_root(zk, timeout_ms, err) != PC_OK) {
+  if (zk->identity != PC_ZK_ANONYMOUS && strcmp(zk->root, "/") != 0 &&
+      check_root(zk, timeout_ms, err) != PC_OK) {
     pc_zk_close(zk);
     return NULL;
   }

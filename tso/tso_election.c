@@ -41,6 +41,7 @@ struct pc_tso_node {
   char leader[PC_TSO_ADDR_CAP];
   char cannot_lead[PC_ERROR_TEXT]; /* why its turn came and it could not lead ("" none; mu) */
   uint64_t far_logged; /* the bound far beyond the clock last explained (the thread's) */
+  char passed_over[PC_ERROR_TEXT]; /* the candidate last passed over (the thread's) */
   pthread_rwlock_t lk; /* guards oracle for the handler */
   pc_oracle_t *oracle; /* while leading */
   _Atomic uint64_t elections;
@@ -244,7 +245,10 @@ static int candidate(pc_tso_node_t *n, const char *name, char *addr, size_t cap)
   if (st == PC_OK && addr) snprintf(addr, cap, "%s", data);
   free(data);
   if (st == PC_DENIED) {
-    pc_log(PC_LOG_WARN, "tso: %s", err.text);
+    if (strcmp(n->passed_over, err.text) != 0) { /* once, not at every step */
+      snprintf(n->passed_over, sizeof n->passed_over, "%s", err.text);
+      pc_log(PC_LOG_WARN, "tso: %s", err.text);
+    }
     return 0;
   }
   return st == PC_NOT_FOUND ? -1 : 1;
@@ -284,6 +288,7 @@ static void election_step(pc_tso_node_t *n) {
   if (!leader[0] && k < count) snprintf(leader, sizeof leader, "%s", n->advertise);
   pthread_mutex_lock(&n->mu);
   snprintf(n->leader, sizeof n->leader, "%s", leader);
+  if (pred >= 0) n->cannot_lead[0] = '\0'; /* not its turn: another oracle leads */
   pthread_mutex_unlock(&n->mu);
   if (k == count) {
     pc_log(PC_LOG_WARN, "tso: election node %s is gone; joining again", n->my);
