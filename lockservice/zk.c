@@ -426,16 +426,22 @@ static pc_status_t check_root(pc_zk_t *zk, uint32_t timeout_ms, pc_error_t *err)
       return PC_OK;
     }
   }
+  char one[ID_CAP + 16];
+  snprintf(one, sizeof one, "digest:%s:cdrwa", zk->data_id);
+  int by_data = zk->identity == PC_ZK_SYSTEM && strcmp(have, one) == 0;
   pc_log(PC_LOG_ERROR,
-         "zookeeper %s: the cluster's root %s has the ACL %s, not this cluster's (%s%s): "
-         "another process made it first (before the cluster had this secret%s, or to squat "
-         "it) and can still change what is under it, or this process holds another secret "
-         "than the cluster's",
+         "zookeeper %s: the cluster's root %s has the ACL %s, not this cluster's (%s%s): %s",
          zk->connect, zk->root, have[0] ? have : "(none)", want,
          zk->identity == PC_ZK_SHARED ? "; or, with zookeeper.system_secret, "
                                         "digest:" SYSTEM_USER ":...:cdrwa and this id's :r"
                                       : "",
-         zk->identity == PC_ZK_SYSTEM ? " and zookeeper.system_secret" : "");
+         by_data ? "it was made with zookeeper.secret alone, by a data client started before "
+                   "any daemon of the cluster or while the cluster had no "
+                   "zookeeper.system_secret, and every holder of that secret can still change "
+                   "what is under it"
+                 : "another process made it first (before the cluster had its secrets, or to "
+                   "squat it) and can still change what is under it, or this process holds "
+                   "another secret than the cluster's");
   pc_log(PC_LOG_ERROR,
          "zookeeper %s: if you trust what %s holds, make it this cluster's with ZooKeeper's "
          "CLI (zkCli.sh -server %s), authenticated as a user that may change its ACL (addauth "

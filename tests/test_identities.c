@@ -96,6 +96,7 @@ static uint64_t now_ms(void) {
 typedef struct fixture {
   char *dir;
   pid_t pids[8];
+  char logs[8][4200]; /* each process's output */
   int npids;
 } fixture_t;
 
@@ -171,8 +172,20 @@ static void spawn(fixture_t *fx, const char *logp, const char *const *argv, pid_
     _exit(127);
   }
   assert_true(fx->npids < 8);
+  snprintf(fx->logs[fx->npids], sizeof fx->logs[fx->npids], "%s", logp);
   fx->pids[fx->npids++] = pid;
   *out = pid;
+}
+
+/* Fails when the output of process pid holds a sanitizer's report. */
+static void no_sanitizer_report(fixture_t *fx, pid_t pid) {
+  for (int i = 0; i < fx->npids; i++) {
+    if (fx->pids[i] != pid) continue;
+    char *log = slurp(fx->logs[i]);
+    if (strstr(log, "Sanitizer") || strstr(log, "runtime error:"))
+      fail_msg("a sanitizer report in %s:\n%s", fx->logs[i], log);
+    free(log);
+  }
 }
 
 static void forget(fixture_t *fx, pid_t pid) {
@@ -218,12 +231,13 @@ static char *run_refused(fixture_t *fx, const char *cfg, const char *tag, int *s
     if (now_ms() > end) fail_msg("percolator run neither served nor refused; see %s", logp);
     pc_sleep_ms(20);
   }
+  no_sanitizer_report(fx, pid);
   forget(fx, pid);
   *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return slurp(logp);
 }
 
-/* SIGTERM; it must exit 0 within 30 s. */
+/* SIGTERM; it must exit 0 within 30 s, its output free of sanitizer reports. */
 static void stop_daemon(fixture_t *fx, pid_t pid) {
   assert_int_equal(kill(pid, SIGTERM), 0);
   uint64_t end = now_ms() + 30000;
@@ -232,6 +246,7 @@ static void stop_daemon(fixture_t *fx, pid_t pid) {
     if (now_ms() > end) fail_msg("pid %d ignored SIGTERM", (int)pid);
     pc_sleep_ms(10);
   }
+  no_sanitizer_report(fx, pid);
   forget(fx, pid);
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 0);
