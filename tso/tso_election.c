@@ -22,7 +22,7 @@ typedef struct zk_bound {
   pc_tso_node_t *node;
   int32_t version;                /* of tso/bound as last read or written */
   uint64_t confirmed_at;          /* send time of the last fenced write that succeeded */
-  uint64_t last;                  /* the bound last read or written by this oracle */
+  _Atomic uint64_t last;          /* the bound last read or written (the extender writes) */
   _Atomic(pc_oracle_t *) oracle;  /* set once the oracle is open */
   atomic_int fenced;              /* a write was refused: another leader exists */
 } zk_bound_t;
@@ -137,7 +137,7 @@ static pc_status_t zk_bound_load(void *ctx, uint64_t *bound, pc_error_t *err) {
                         ", far beyond this clock: not an oracle's bound (see the oracle's log)",
                         n->root, *bound);
   }
-  b->last = *bound;
+  atomic_store(&b->last, *bound);
   return PC_OK;
 }
 
@@ -153,7 +153,7 @@ static pc_status_t zk_bound_persist(void *ctx, uint64_t bound, pc_error_t *err) 
   if (st == PC_OK) {
     b->version = version;
     b->confirmed_at = sent;
-    b->last = bound;
+    atomic_store(&b->last, bound);
     pc_oracle_t *o = atomic_load(&b->oracle);
     if (o) pc_oracle_extend_lease(o, sent + session_ms(n) / 2);
   } else if (st == PC_CONFLICT) {
@@ -222,13 +222,14 @@ static int lead(pc_tso_node_t *n) {
   n->oracle = NULL;
   pthread_rwlock_unlock(&n->lk);
   /* a clean stop hands the lead over on purpose: not a warning */
-  pc_log(stopping ? PC_LOG_INFO : PC_LOG_WARN, "tso: no longer leading (%s); last bound written: %" PRIu64,
+  pc_log(stopping ? PC_LOG_INFO : PC_LOG_WARN,
+         "tso: no longer leading (%s); last bound written: %" PRIu64,
          stopping                ? "stopping: a standby takes over"
          : atomic_load(&b->fenced) ? "tso/bound was written by another process: another oracle "
                                      "took over, or a process that may write there"
          : pc_zk_state(n->zk) == PC_ZK_EXPIRED ? "session expired"
                                                : "its election node is gone",
-         b->last);
+         atomic_load(&b->last));
   pc_oracle_close(o); /* frees b */
   return 1;
 }
