@@ -160,16 +160,21 @@ static pc_status_t check_resolve(const pc_tablet_t *t, const pc_cell_t *cells, s
 }
 
 /* Whether ts could have come from the oracle: it is at or below the highest
- * timestamp this tablet has had from it, or its physical part is not ahead
- * of this machine's clock (no question asked: such a timestamp is at most
- * the clocks' skew ahead of the oracle); else the tablet asks the oracle
- * for a fresh timestamp, and one beyond it was never issued. A commit at a
- * timestamp the oracle has not reached would make the cell unwritable until
- * it does (2^64-2: for good), and a rollback record or a lock there the
- * same. On a server's I/O thread, which may not wait for the oracle, the
- * question is left to a handler thread, which runs the request again. */
+ * timestamp this tablet has had from it, or its physical part is at most a
+ * lease (lock_ttl_ms) ahead of this machine's clock; else the tablet asks
+ * the oracle for a fresh timestamp, and one beyond it was never issued. A
+ * commit at a timestamp the oracle has not reached makes the cell
+ * unwritable until it does (2^64-2: for good), and a rollback record or a
+ * lock there the same. One at most a lease ahead of the clock (plus the
+ * skew between this clock and the oracle's) holds a cell no longer than a
+ * lock any client may take does, so it passes without a question: the
+ * oracle is not asked on the path of a request unless a timestamp is far
+ * ahead (an oracle just elected serves a window ahead of its clock). On a
+ * server's I/O thread, which may not wait for the oracle, the question is
+ * left to a handler thread, which runs the request again. */
 static pc_status_t check_issued(pc_tablet_t *t, const char *what, uint64_t ts, pc_error_t *e) {
-  if (ts <= atomic_load(&t->issued) || PC_TS_PHYSICAL_MS(ts) <= pc_now_wall_ms()) return PC_OK;
+  if (ts <= atomic_load(&t->issued) || PC_TS_PHYSICAL_MS(ts) <= pc_now_wall_ms() + t->lock_ttl_ms)
+    return PC_OK;
   if (pc_nowait_refuse()) return PC_OK; /* this answer is dropped; a worker asks */
   uint64_t fresh = 0;
   pc_status_t st = t->ts_source(t->ts_ctx, &fresh, e);
