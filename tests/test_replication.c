@@ -288,7 +288,7 @@ static int server_port(pc_zk_t *z, int i) {
 
 static pc_zk_t *zk_client(void) {
   pc_error_t err;
-  pc_zk_t *z = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(zk), "/percolator/repl", NULL, SESSION_MS},
+  pc_zk_t *z = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(zk), "/percolator/repl", NULL, SESSION_MS, NULL},
                           30000, NULL, &err);
   if (!z) fail_msg("%s", err.text);
   return z;
