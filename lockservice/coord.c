@@ -1661,10 +1661,13 @@ pc_status_t pc_coord_server_addr(pc_coord_t *c, const char *name, uint32_t timeo
   pthread_rwlock_rdlock(&c->zk_lk);
   char *data = NULL;
   size_t len = 0;
-  pc_status_t st = c->zk ? pc_zk_get(c->zk, rel, NULL, &data, &len, NULL, timeout_ms, err)
+  /* where a server is, only a system session says */
+  pc_status_t st = c->zk ? pc_coord_system_node(c->zk, rel, NULL, &data, &len, NULL, timeout_ms,
+                                                err)
                          : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
   pthread_rwlock_unlock(&c->zk_lk);
-  if (st == PC_NOT_FOUND)
+  if (st == PC_DENIED) warn_once(c, err->text);
+  if (st == PC_NOT_FOUND || st == PC_DENIED)
     return pc_error_set(err, PC_UNAVAILABLE, "server %s is not running (no %s/%s)", name, c->root, rel);
   if (st == PC_OK) snprintf(addr, cap, "%.*s", (int)len, data);
   free(data);

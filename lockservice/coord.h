@@ -303,14 +303,17 @@ pc_status_t pc_coord_tablet_range_get(pc_coord_t *c, const char *name, uint32_t 
  * previous run's node, made again after an expiry). */
 pc_status_t pc_coord_server_live(pc_coord_t *c, const char *name, const char *addr,
                                  uint32_t timeout_ms, pc_error_t *err);
-/* Where server name serves now ("host:port"); PC_UNAVAILABLE when it does not run. */
+/* Where server name serves now ("host:port"); PC_UNAVAILABLE when it does not
+ * run, or when its live node is not an ephemeral node of a system session
+ * (pc_coord_system_node: logged). */
 pc_status_t pc_coord_server_addr(pc_coord_t *c, const char *name, uint32_t timeout_ms, char *addr,
                                  size_t cap, pc_error_t *err);
 /* The leader of replicated tablet name is server at addr from term on
  * (term > 0): tablets/<name>/owner names it, replacing an owner of an
  * earlier term (never one of a later term: this leader was deposed
  * meanwhile), made again after an expiry. term 0: this session's node goes
- * (another's stays). */
+ * (another's stays). A deleted node is not made again: a leader of a later
+ * term replaces the owner node by deleting it. */
 pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *addr,
                                  const char *server, uint64_t term, uint32_t timeout_ms,
                                  pc_error_t *err);
