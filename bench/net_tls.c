@@ -250,7 +250,7 @@ static pc_db_t *client(bench_t *b, int tls) {
   if (tls)
     fprintf(f,
             " \"tls\": {\"ca_file\": \"%s/ca.pem\", \"cert_file\": \"%s/app.pem\", "
-            "\"key_file\": \"%s/app.key\"},\n",
+            "\"key_file\": \"%s/app.key\", \"system_cn\": [\"node\"]},\n",
             b->dir, b->dir, b->dir);
   fprintf(f,
           " \"store\": {\"sync\": false}, \"tso\": {\"listen\": \"127.0.0.1:%u\"},\n"
@@ -268,7 +268,7 @@ static int setup(bench_t *b) {
   pc_error_t e;
   if (bu_make_temp_dir(b->dir, sizeof b->dir, b->p.parent, "net-tls", WHO) != 0) return -1;
   char cmd[8400];
-  snprintf(cmd, sizeof cmd, "bash '%s/tests/certs.sh' '%s' node app", PC_SOURCE_DIR, b->dir);
+  snprintf(cmd, sizeof cmd, "bash '%s/tests/certs.sh' '%s' node:server app", PC_SOURCE_DIR, b->dir);
   if (system(cmd) != 0) {
     fprintf(stderr, WHO ": making certificates with tests/certs.sh failed\n");
     return -1;
@@ -277,7 +277,7 @@ static int setup(bench_t *b) {
   snprintf(ca, sizeof ca, "%s/ca.pem", b->dir);
   snprintf(cert, sizeof cert, "%s/node.pem", b->dir);
   snprintf(key, sizeof key, "%s/node.key", b->dir);
-  pc_tls_options_t to = {ca, cert, key, NULL, NULL, NULL, NULL, 0, NULL, 0};
+  pc_tls_options_t to = {ca, cert, key, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, 0};
   if (!(b->tls = pc_tls_create(&to, &e))) {
     fprintf(stderr, WHO ": %s\n", e.text);
     return -1;

@@ -132,7 +132,7 @@ static void bench_timestamps(json_t *out) {
   pc_rpc_client_t *fc = pc_rpc_client_create("127.0.0.1", pc_rpc_server_port(fs), NULL, &err);
   pc_ts_batcher_t *fb = pc_ts_batcher_create(pc_tso_remote_fetch, fc);
   /* the elected oracle and a client that follows it */
-  pc_tso_node_options_t no = {{tu_zk_connect(zk), "/percolator/bench-ts", NULL, opt.session_ms},
+  pc_tso_node_options_t no = {{tu_zk_connect(zk), "/percolator/bench-ts", NULL, opt.session_ms, NULL},
                               3000};
   pc_tso_node_t *node = pc_tso_node_create(&no, &err);
   pc_rpc_server_t *zs = node ? pc_rpc_server_start(&so, pc_tso_node_handler, node, &err) : NULL;
@@ -141,7 +141,7 @@ static void bench_timestamps(json_t *out) {
   snprintf(adv, sizeof adv, "127.0.0.1:%u", pc_rpc_server_port(zs));
   if (pc_tso_node_join(node, adv, &err) != PC_OK) die("join", &err);
   pc_tso_locator_t *l = pc_tso_locator_create(
-      &(pc_zk_options_t){tu_zk_connect(zk), "/percolator/bench-ts", NULL, opt.session_ms}, NULL,
+      &(pc_zk_options_t){tu_zk_connect(zk), "/percolator/bench-ts", NULL, opt.session_ms, NULL}, NULL,
       30000, &err);
   if (!l) die("locator", &err);
   pc_ts_batcher_t *zb = pc_ts_batcher_create(pc_tso_locator_fetch, l);
@@ -310,7 +310,7 @@ static void bench_transactions(json_t *out) {
 /* `node ROOT PORTFILE`: an elected oracle process until SIGTERM or SIGKILL. */
 static int node_main(const char *connect, const char *root, const char *port_file) {
   pc_error_t err;
-  pc_tso_node_options_t no = {{connect, root, NULL, opt.session_ms}, 3000};
+  pc_tso_node_options_t no = {{connect, root, NULL, opt.session_ms, NULL}, 3000};
   pc_tso_node_t *node = pc_tso_node_create(&no, &err);
   pc_rpc_server_options_t so = {.name = "tso", .host = "127.0.0.1",
                                 .runs_inline = pc_tso_rpc_runs_inline};
@@ -386,7 +386,7 @@ static void bench_failover(json_t *out) {
   procs[n] = start_node(root, n);
   n++;
   pc_tso_locator_t *l = pc_tso_locator_create(
-      &(pc_zk_options_t){tu_zk_connect(zk), root, NULL, opt.session_ms}, NULL, 30000, &err);
+      &(pc_zk_options_t){tu_zk_connect(zk), root, NULL, opt.session_ms, NULL}, NULL, 30000, &err);
   if (!l) die("locator", &err);
   json_t *kills = json_array();
   double ms[64];

@@ -757,7 +757,8 @@ static pc_status_t get_zk_root(vctx_t *c, const json_t *v, int32_t n, char **out
                  shown, why);
 }
 
-static const char *const zookeeper_keys[] = {"connect", "root", "session_timeout_ms", "secret"};
+static const char *const zookeeper_keys[] = {"connect", "root", "session_timeout_ms", "secret",
+                                             "system_secret"};
 
 static pc_status_t zookeeper_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -765,7 +766,8 @@ static pc_status_t zookeeper_field(vctx_t *c, void *dst, int which, const json_t
     case 0: return get_ensemble(c, v, n, &cfg->zookeeper.connect);
     case 1: return get_zk_root(c, v, n, &cfg->zookeeper.root);
     case 2: return get_uint(c, v, n, 1000, 60000, &cfg->zookeeper.session_timeout_ms);
-    default: return get_str(c, v, n, &cfg->zookeeper.secret);
+    case 3: return get_str(c, v, n, &cfg->zookeeper.secret);
+    default: return get_str(c, v, n, &cfg->zookeeper.system_secret);
   }
 }
 
@@ -1272,7 +1274,7 @@ static pc_status_t get_names(vctx_t *c, const json_t *v, int32_t n, char ***out,
 }
 
 static const char *const tls_keys[] = {"ca_file", "cert_file", "key_file", "allowed_cn",
-                                       "system_cn"};
+                                       "system_cn", "server_cn"};
 
 static pc_status_t tls_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_tls_t *t = &((pc_config_t *)dst)->tls;
@@ -1281,7 +1283,8 @@ static pc_status_t tls_field(vctx_t *c, void *dst, int which, const json_t *v, i
     case 1: return get_readable(c, v, n, &t->cert_file, &t->cert_at);
     case 2: return get_readable(c, v, n, &t->key_file, &t->key_at);
     case 3: return get_names(c, v, n, &t->allowed_cn, &t->nallowed_cn);
-    default: return get_names(c, v, n, &t->system_cn, &t->nsystem_cn);
+    case 4: return get_names(c, v, n, &t->system_cn, &t->nsystem_cn);
+    default: return get_names(c, v, n, &t->server_cn, &t->nserver_cn);
   }
 }
 
@@ -1379,6 +1382,17 @@ static pc_status_t check_security(vctx_t *c, const pc_config_t *cfg) {
     int32_t n = member_node(c, 0, "system_secret", 13);
     return fail_at(c, node_off(c, n), "must differ from secret (it names another identity)");
   }
+  const char *zs = cfg->zookeeper.secret, *zsys = cfg->zookeeper.system_secret;
+  if (zsys && (!zs || strcmp(zs, zsys) == 0)) {
+    int32_t zn = member_node(c, 0, "zookeeper", 9);
+    path_key(c, "zookeeper", 9);
+    path_key(c, "system_secret", 13);
+    int32_t n = member_node(c, zn, "system_secret", 13);
+    return fail_at(c, node_off(c, n),
+                   zs ? "must differ from zookeeper.secret (it names another identity)"
+                      : "needs zookeeper.secret too: the system's sessions hold both, to read "
+                        "the nodes data clients make (docs/SECURITY.md)");
+  }
   return PC_OK;
 }
 
@@ -1459,6 +1473,7 @@ void pc_config_free(pc_config_t *cfg) {
   free(cfg->zookeeper.connect);
   free(cfg->zookeeper.root);
   free(cfg->zookeeper.secret);
+  free(cfg->zookeeper.system_secret);
   pc_config_tls_t *t = &cfg->tls;
   free(t->ca_file);
   free(t->cert_file);
@@ -1470,6 +1485,8 @@ void pc_config_free(pc_config_t *cfg) {
   free(t->allowed_cn);
   for (size_t k = 0; k < t->nsystem_cn; k++) free(t->system_cn[k]);
   free(t->system_cn);
+  for (size_t k = 0; k < t->nserver_cn; k++) free(t->server_cn[k]);
+  free(t->server_cn);
   free(cfg->system_secret);
   free(cfg->served);
   free(cfg->secret);

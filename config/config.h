@@ -11,7 +11,9 @@
  *   "system_secret": string                a second secret, of the system identity [none]
  *   "tls":       { "ca_file": path, "cert_file": path, "key_file": path (all three required),
  *                  "allowed_cn": [string ...] [any name the CA signed],
- *                  "system_cn": [string ...] [cert_file's own common name] }
+ *                  "system_cn": [string ...] [cert_file's own common name],
+ *                  "server_cn": [string ...] (the names a server's certificate may
+ *                               have, whatever its address) [system_cn] }
  *   "limits":    { "max_connections": int 1..1000000 [1024],
  *                  "max_connections_per_peer": int 1..1000000 [512],
  *                  "max_unauthenticated": int 1..1000000 [64],
@@ -44,7 +46,11 @@
  *                  "root": "/percolator/NAME" (required),
  *                  "session_timeout_ms": int 1000..60000 [10000],
  *                  "secret": string (ZooKeeper digest authentication; the
- *                            cluster's nodes admit only its holders) [none] }
+ *                            cluster's nodes admit only its holders) [none],
+ *                  "system_secret": string (with secret, another value: the
+ *                            system's identity; the data clients' then is
+ *                            secret, and they may only read the topology and
+ *                            make their own nodes) [none] }
  *   "tablets":   [ { "name": string (required, unique), "listen": "host:port" (required
  *                    without "servers", refused with), "http": "host:port", "data_dir": string,
  *                    "start": string [""], "end": string [""],
@@ -160,6 +166,8 @@ typedef struct pc_config_tls {
   size_t nallowed_cn;
   char **system_cn; /* NULL (nsystem_cn 0): the common name of cert_file */
   size_t nsystem_cn;
+  char **server_cn; /* NULL (nserver_cn 0): the system's names, above */
+  size_t nserver_cn;
 } pc_config_tls_t;
 
 /* What every daemon port may hold (see docs/ARCHITECTURE.md for the bound
@@ -215,6 +223,7 @@ typedef struct pc_config {
     char *connect; /* the ensemble, "host:port,host:port,..." */
     char *root;    /* the cluster's root node, e.g. "/percolator/prod" */
     char *secret;  /* the digest password of the cluster's nodes, or NULL */
+    char *system_secret; /* the system identity's digest password, or NULL */
     uint32_t session_timeout_ms;
   } zookeeper;
   pc_config_tablet_t *tablets; /* sorted by start */

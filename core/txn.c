@@ -406,6 +406,22 @@ static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
   return pc_db_ts(t->db, t->timeout_ms, ts, err);
 }
 
+/* A lock of the system table (cell: the one the refused request named)
+ * that this client may not settle (a data client: tablet.c refuses it)
+ * stays for the system to settle: to a reader it is a lock held, which it
+ * waits for, as for a live owner's. */
+static pc_status_t system_lock(pc_status_t st, const pc_cell_t *cell, uint64_t start_ts,
+                               pc_error_t *err) {
+  if (st != PC_DENIED || strcmp(cell->table, PC_SYSTEM_TABLE) != 0) return st;
+  pc_error_t why = err ? *err : (pc_error_t){st, ""};
+  return pc_error_set(err, PC_LOCKED,
+                      "%s/%.*s/%.*s is locked by transaction %llu, which only the system may "
+                      "settle (%s)",
+                      cell->table, (int)(cell->rlen > 64 ? 64 : cell->rlen), cell->row,
+                      (int)(cell->clen > 64 ? 64 : cell->clen), cell->col,
+                      (unsigned long long)start_ts, why.text);
+}
+
 /* Settles the transaction behind lock (found on lock->c*): rolls that cell
  * forward if its primary committed, back if the primary was rolled back or
  * its owner is dead or its TTL passed. PC_OK when the cell is free of it,
@@ -423,7 +439,7 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
   pc_txn_state_t state;
   uint64_t commit_ts;
   st = s->ops->check_txn(s, &primary, lock->start_ts, now_ts, owner_dead, &state, &commit_ts, err);
-  if (st != PC_OK) return st;
+  if (st != PC_OK) return system_lock(st, &primary, lock->start_ts, err);
   if ((st = PC_FAILPOINT("resolve.after_check", err)) != PC_OK) return st;
   int is_primary = strcmp(primary.table, cell.table) == 0 && primary.rlen == cell.rlen &&
                    primary.clen == cell.clen && memcmp(primary.row, cell.row, cell.rlen) == 0 &&
@@ -431,7 +447,8 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
   switch (state) {
     case PC_TXN_COMMITTED:
       if (is_primary) return PC_OK;
-      st = s->ops->commit(s, &cell, 1, lock->start_ts, commit_ts, err);
+      st = system_lock(s->ops->commit(s, &cell, 1, lock->start_ts, commit_ts, err), &cell,
+                       lock->start_ts, err);
       /* a weak notification's lock leaves no record when it commits: gone
        * without one, another resolver (or its owner) committed it first */
       if (st == PC_ABORTED && lock->kind == PC_WRITE_NOTIFY) {
@@ -441,7 +458,8 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
       return st;
     case PC_TXN_ROLLED_BACK:
       if (is_primary) return PC_OK;
-      return s->ops->rollback(s, &cell, 1, lock->start_ts, err);
+      return system_lock(s->ops->rollback(s, &cell, 1, lock->start_ts, err), &cell,
+                         lock->start_ts, err);
     case PC_TXN_ALIVE:
     default:
       return pc_error_set(err, PC_LOCKED,
@@ -961,14 +979,21 @@ vanish:
 }
 
 /* Makes the first mutation that writes (a put or a delete) the primary:
- * muts[0], its row group 0. A weak notification alone leaves no commit
- * record on its cell, and the primary's record is the transaction's fate.
- * Only a transaction of weak notifications alone keeps one as its primary,
- * whose commit then leaves a record of kind NOTIFY (store.h). The order of
- * the other rows, and of the cells within a row, does not matter. */
+ * muts[0], its row group 0; the first that writes the system table when
+ * there is one, since only the system may settle a lock of that table
+ * (tablet.c), and the primary's record is the transaction's fate: so a
+ * data client cannot decide the fate of a transaction of the system. A weak
+ * notification alone leaves no commit record on its cell. Only a
+ * transaction of weak notifications alone keeps one as its primary, whose
+ * commit then leaves a record of kind NOTIFY (store.h). The order of the
+ * other rows, and of the cells within a row, does not matter. */
 static int primary_first(pc_mutation_t *muts, size_t *bounds, size_t groups) {
   size_t n = bounds[groups], p = 0;
-  while (p < n && muts[p].kind == PC_WRITE_NOTIFY) p++;
+  while (p < n && (muts[p].kind == PC_WRITE_NOTIFY ||
+                   strcmp(muts[p].cell.table, PC_SYSTEM_TABLE) != 0))
+    p++;
+  if (p == n)
+    for (p = 0; p < n && muts[p].kind == PC_WRITE_NOTIFY;) p++;
   if (p == 0 || p == n) return 0;
   size_t g = 0;
   while (bounds[g + 1] <= p) g++;

@@ -247,6 +247,11 @@ void pc_daemon_advertised(const char *host, uint16_t port, char *out, size_t cap
 static pc_status_t start_tso_elected(pc_daemon_t *d, role_t *r, pc_error_t *err) {
   const pc_config_t *cfg = d->cfg;
   pc_tso_node_options_t o = {pc_config_zk(cfg), cfg->tso.window_ms};
+  /* the process's session, opened now: it checks the nodes' ACLs, and a
+   * root that is not this cluster's stops the start here (the election's
+   * own sessions only wait) */
+  if (!d->coord && !(d->coord = pc_coord_open(&o.zk, 0, cfg->store.timeout_ms, err)))
+    return err->code;
   if (!(r->node = pc_tso_node_create(&o, err))) return err->code;
   pc_status_t st = pc_daemon_serve(d, r, &cfg->tso.listen, &cfg->tso.http, pc_tso_node_handler,
                                    r->node, pc_tso_rpc_runs_inline, err);

@@ -2,7 +2,12 @@
  * the client's node under clients/ and the watched view of the other
  * clients, the report for garbage collection, the workers' members under
  * workers/ and the share of each, the published safe point, locks, and the
- * tablet map: each tablet's rows and the server that holds it.
+ * tablet map: each tablet's rows and the server that holds it. And who may
+ * own what: the nodes a system session makes for the layout and for itself
+ * (system/<session>), the check of every node's ACL when a process opens,
+ * and the check that what a reader follows (a tablet's owner, an oracle
+ * candidate) is an ephemeral node of a system session and a client's report
+ * an ephemeral node of the session it names.
  *
  * A background thread keeps the session (a new one after an expiry, then the
  * client's, the members' and the held tablets' nodes again), the two views
@@ -30,6 +35,9 @@
 #define SAFE_POINT "gc/safe_point"
 #define DEAD_CACHE 64 /* sessions confirmed dead: session ids are never reused */
 #define TABLETS "tablets"
+#define SYSTEM "system" /* system/<session, 16 hex digits>: the system's sessions */
+#define WALK_MAX 4096   /* nodes an ACL check looks at, at most */
+#define BAD_MAX 32      /* nodes whose ACL it names, at most */
 
 /* A tablet this session holds (a server's), made again after an expiry. */
 typedef struct owned {
@@ -77,7 +85,7 @@ typedef struct listener {
 } listener_t;
 
 struct pc_coord {
-  char *connect, *root, *secret;
+  char *connect, *root, *secret, *system_secret;
   uint32_t asked_timeout_ms;
   int flags;
   pthread_t thread;
@@ -109,6 +117,8 @@ struct pc_coord {
   size_t nfollow;
   void (*follow_fn)(void *ctx, size_t i, const char *addr);
   void *follow_ctx;
+  char warned[300]; /* the last node a read refused to follow (logged once; under mu) */
+  int checked;      /* the ACLs were checked (by the first session: pc_coord_open) */
   /* the thread's own */
   uint64_t reported; /* the value the client node holds */
   uint64_t reported_at_ms;
@@ -172,6 +182,190 @@ static uint64_t current_report(pc_coord_t *c) {
   return v;
 }
 
+/* Logs a refusal to follow a node (what), once until another one comes. */
+static void warn_once(pc_coord_t *c, const char *what) {
+  pthread_mutex_lock(&c->mu);
+  int same = strcmp(c->warned, what) == 0;
+  if (!same) snprintf(c->warned, sizeof c->warned, "%s", what);
+  pthread_mutex_unlock(&c->mu);
+  if (!same) pc_log(PC_LOG_WARN, "coordination: %s", what);
+}
+
+/* ---- who owns what ---------------------------------------------------------------- */
+
+static const char *const layout[] = {"tso", "tso/election", "gc", "locks", "workers", TABLETS,
+                                     SYSTEM};
+
+pc_status_t pc_coord_system_session(pc_zk_t *zk, uint64_t session, uint32_t timeout_ms,
+                                    int *system, pc_error_t *err) {
+  *system = 0;
+  if (!session) return PC_OK;
+  if (!pc_zk_two_identities(zk)) { /* one identity: every session is the system */
+    *system = 1;
+    return PC_OK;
+  }
+  char rel[64], *data = NULL;
+  pc_zk_stat_t stat;
+  snprintf(rel, sizeof rel, SYSTEM "/%016" PRIx64, session);
+  pc_status_t st = pc_zk_read(zk, rel, NULL, &data, NULL, &stat, timeout_ms, err);
+  free(data);
+  if (st == PC_NOT_FOUND) return PC_OK;
+  if (st == PC_OK) *system = stat.ephemeral_owner == session;
+  return st;
+}
+
+pc_status_t pc_coord_system_node(pc_zk_t *zk, const char *rel, pc_zk_watch_t *watch,
+                                 char **data, size_t *len, pc_zk_stat_t *stat,
+                                 uint32_t timeout_ms, pc_error_t *err) {
+  pc_zk_stat_t s;
+  *data = NULL;
+  pc_status_t st = pc_zk_read(zk, rel, watch, data, len, &s, timeout_ms, err);
+  if (st != PC_OK) return st;
+  if (stat) *stat = s;
+  int system = 0;
+  if (s.ephemeral_owner &&
+      (st = pc_coord_system_session(zk, s.ephemeral_owner, timeout_ms, &system, err)) != PC_OK) {
+    free(*data);
+    *data = NULL;
+    return st;
+  }
+  if (system) return PC_OK;
+  free(*data);
+  *data = NULL;
+  if (!s.ephemeral_owner)
+    return pc_error_set(err, PC_DENIED,
+                        "zookeeper %s/%s is a persistent node: only an ephemeral node of a "
+                        "system session is followed there",
+                        pc_zk_root(zk), rel);
+  return pc_error_set(err, PC_DENIED,
+                      "zookeeper %s/%s belongs to session %016" PRIx64
+                      ", which is not the system's: not followed",
+                      pc_zk_root(zk), rel, s.ephemeral_owner);
+}
+
+/* The ACL check of pc_coord_prepare: every node under the root but the
+ * children of the folders of ephemeral nodes (clients, workers, locks,
+ * system, the election), which readers check one by one. */
+typedef struct acl_walk {
+  pc_zk_t *zk;
+  uint32_t timeout_ms;
+  size_t seen, bad;
+  char bad_rel[BAD_MAX][200];
+  int bad_flags[BAD_MAX];
+  pc_status_t st; /* an error that stops the walk */
+  pc_error_t *err;
+} acl_walk_t;
+
+static int folder_of_ephemerals(const char *rel) {
+  return strcmp(rel, CLIENTS) == 0 || strcmp(rel, WORKERS) == 0 || strcmp(rel, "locks") == 0 ||
+         strcmp(rel, SYSTEM) == 0 || strcmp(rel, "tso/election") == 0;
+}
+
+static void walk_node(acl_walk_t *w, const char *rel, int depth) {
+  if (w->st != PC_OK || w->seen >= WALK_MAX) return;
+  w->seen++;
+  int flags = strcmp(rel, CLIENTS) == 0 ? PC_ZK_OPEN_TO_CLIENTS : 0;
+  char have[1024], want[1024];
+  pc_error_t e;
+  pc_status_t st = *rel ? pc_zk_get_acl(w->zk, rel, have, sizeof have, w->timeout_ms, &e) : PC_OK;
+  if (st == PC_NOT_FOUND) return; /* gone meanwhile */
+  if (st == PC_DENIED) snprintf(have, sizeof have, "(an ACL this session may not read)");
+  else if (st != PC_OK) {
+    w->st = st;
+    *w->err = e;
+    return;
+  }
+  pc_zk_acl_expected(w->zk, flags, want, sizeof want);
+  if (*rel && strcmp(have, want) != 0) {
+    pc_log(PC_LOG_ERROR, "zookeeper %s: %s/%s has the ACL %s, not this cluster's (%s)",
+           pc_zk_connect(w->zk), pc_zk_root(w->zk), rel, have, want);
+    if (w->bad < BAD_MAX) {
+      snprintf(w->bad_rel[w->bad], sizeof w->bad_rel[w->bad], "%s", rel);
+      w->bad_flags[w->bad] = flags;
+    }
+    w->bad++;
+  }
+  if (folder_of_ephemerals(rel) || depth >= 4 || st == PC_DENIED) return;
+  char **names = NULL;
+  size_t n = 0;
+  st = pc_zk_children(w->zk, rel, NULL, &names, &n, w->timeout_ms, &e);
+  if (st != PC_OK && st != PC_NOT_FOUND) {
+    w->st = st;
+    *w->err = e;
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char child[400];
+    if (snprintf(child, sizeof child, "%s%s%s", rel, *rel ? "/" : "", names[i]) <
+        (int)sizeof child)
+      walk_node(w, child, depth + 1);
+  }
+  pc_zk_free_names(names, n);
+}
+
+static pc_status_t check_acls(pc_zk_t *zk, uint32_t timeout_ms, pc_error_t *err) {
+  acl_walk_t *w = calloc(1, sizeof *w);
+  if (!w) return pc_error_set(err, PC_NOMEM, "out of memory");
+  *w = (acl_walk_t){.zk = zk, .timeout_ms = timeout_ms, .st = PC_OK, .err = err};
+  walk_node(w, "", 0);
+  pc_status_t st = w->st;
+  if (st == PC_OK && w->bad && !pc_zk_acl_fixable(zk)) {
+    pc_log(PC_LOG_ERROR,
+           "zookeeper %s: %zu node%s under %s %s ACLs that are not this cluster's: another "
+           "process made them and can still change them; a daemon of the cluster (with "
+           "zookeeper.system_secret) names the commands that fix them",
+           pc_zk_connect(zk), w->bad, w->bad == 1 ? "" : "s", pc_zk_root(zk),
+           w->bad == 1 ? "has an" : "have");
+  } else if (st == PC_OK && w->bad) {
+    const char *conn = pc_zk_connect(zk), *root = pc_zk_root(zk);
+    pc_log(PC_LOG_ERROR,
+           "zookeeper %s: %zu node%s under %s %s ACLs that are not this cluster's: another "
+           "process made them (before the cluster had its secrets, or to squat the root) and "
+           "can still change them. If you trust what they hold, make them this cluster's with "
+           "ZooKeeper's CLI (zkCli.sh -server %s), authenticated as a user that may change "
+           "them (addauth digest %s:<zookeeper.%s>, or ZooKeeper's super user), with the "
+           "commands below%s; else use another zookeeper.root (docs/SECURITY.md)",
+           conn, w->bad, w->bad == 1 ? "" : "s", root, w->bad == 1 ? "has an" : "have", conn,
+           pc_zk_identity(zk) == PC_ZK_SYSTEM ? "percolator-system" : "percolator",
+           pc_zk_identity(zk) == PC_ZK_SYSTEM ? "system_secret" : "secret",
+           w->bad > BAD_MAX ? " (the first of them; start again to see the rest)" : "");
+    for (size_t i = 0; i < w->bad && i < BAD_MAX; i++) {
+      char want[1024];
+      pc_zk_acl_expected(zk, w->bad_flags[i], want, sizeof want);
+      pc_log(PC_LOG_ERROR, "  setAcl %s/%s %s", root, w->bad_rel[i], want);
+    }
+  }
+  if (st == PC_OK && w->bad) {
+    st = pc_error_set(err, PC_DENIED,
+                      "zookeeper %s: %zu node%s under the cluster's root %s ACLs that are not "
+                      "this cluster's: not using it (the log names them, and what fixes them)",
+                      pc_zk_root(zk), w->bad, w->bad == 1 ? "" : "s",
+                      w->bad == 1 ? "has an" : "have");
+  }
+  free(w);
+  return st;
+}
+
+pc_status_t pc_coord_prepare(pc_zk_t *zk, int check, uint32_t timeout_ms, pc_error_t *err) {
+  pc_status_t st = PC_OK;
+  int system = pc_zk_identity(zk) == PC_ZK_SYSTEM;
+  /* the system makes the layout: data clients may only make their own nodes */
+  for (size_t i = 0; system && st == PC_OK && i < sizeof layout / sizeof layout[0]; i++)
+    st = pc_zk_ensure(zk, layout[i], timeout_ms, err);
+  if (system && st == PC_OK)
+    st = pc_zk_ensure_as(zk, CLIENTS, PC_ZK_OPEN_TO_CLIENTS, timeout_ms, err);
+  if (st == PC_OK && check && pc_zk_identity(zk) != PC_ZK_ANONYMOUS)
+    st = check_acls(zk, timeout_ms, err);
+  if (system && st == PC_OK) { /* then this session is the system's */
+    char rel[64], me[160];
+    snprintf(rel, sizeof rel, SYSTEM "/%016" PRIx64, pc_zk_session_id(zk));
+    whoami(me, sizeof me);
+    st = pc_zk_create(zk, rel, me, strlen(me), PC_ZK_EPHEMERAL, NULL, 0, timeout_ms, err);
+    if (st == PC_BUSY) st = PC_OK; /* made by an attempt whose answer was lost */
+  }
+  return st;
+}
+
 /* ---- the session -------------------------------------------------------------- */
 
 /* A session, replacing an expired one. */
@@ -187,9 +381,16 @@ static pc_status_t ensure_session(pc_coord_t *c, uint32_t timeout_ms, pc_error_t
     pc_log(PC_LOG_WARN, "coordination: session expired; opening a new one");
   }
   if (c->zk) return PC_OK;
-  pc_zk_options_t zo = {c->connect, c->root, c->secret, c->asked_timeout_ms};
+  pc_zk_options_t zo = {c->connect, c->root, c->secret, c->asked_timeout_ms, c->system_secret};
   pc_zk_t *zk = pc_zk_open(&zo, timeout_ms, &c->watch, err);
   if (!zk) return err->code;
+  /* the nodes' ACLs are checked when the process opens; later sessions only
+   * make the system's nodes again */
+  if (pc_coord_prepare(zk, !c->checked, timeout_ms, err) != PC_OK) {
+    pc_zk_close(zk);
+    return err->code;
+  }
+  c->checked = 1;
   pthread_rwlock_wrlock(&c->zk_lk);
   c->zk = zk;
   pthread_rwlock_unlock(&c->zk_lk);
@@ -204,9 +405,10 @@ static pc_status_t ensure_client_node(pc_coord_t *c, uint32_t timeout_ms, pc_err
   char name[64], data[256];
   client_node(id, name, sizeof name);
   int len = client_data(oldest, data, sizeof data);
-  pc_status_t st = pc_zk_ensure(c->zk, CLIENTS, timeout_ms, err);
+  pc_status_t st = pc_zk_ensure_as(c->zk, CLIENTS, PC_ZK_OPEN_TO_CLIENTS, timeout_ms, err);
   if (st == PC_OK)
-    st = pc_zk_create(c->zk, name, data, (size_t)len, PC_ZK_EPHEMERAL, NULL, 0, timeout_ms, err);
+    st = pc_zk_create(c->zk, name, data, (size_t)len, PC_ZK_EPHEMERAL | PC_ZK_OWN, NULL, 0,
+                      timeout_ms, err);
   if (st == PC_BUSY) st = PC_OK; /* created by an attempt whose answer was lost */
   if (st != PC_OK) return st;
   c->reported = oldest;
@@ -453,22 +655,26 @@ void pc_coord_close(pc_coord_t *c) {
   free(c->root);
   if (c->secret) explicit_bzero(c->secret, strlen(c->secret));
   free(c->secret);
+  if (c->system_secret) explicit_bzero(c->system_secret, strlen(c->system_secret));
+  free(c->system_secret);
   free(c);
 }
 
 pc_zk_options_t pc_config_zk(const pc_config_t *cfg) {
   return (pc_zk_options_t){cfg->zookeeper.connect, cfg->zookeeper.root, cfg->zookeeper.secret,
-                           cfg->zookeeper.session_timeout_ms};
+                           cfg->zookeeper.session_timeout_ms, cfg->zookeeper.system_secret};
 }
 
 pc_coord_t *pc_coord_open(const pc_zk_options_t *o, int flags, uint32_t timeout_ms,
                           pc_error_t *err) {
   pc_coord_t *c = calloc(1, sizeof *c);
   if (!c || !(c->connect = strdup(o->connect)) || !(c->root = strdup(o->root)) ||
-      (o->secret && !(c->secret = strdup(o->secret)))) {
+      (o->secret && !(c->secret = strdup(o->secret))) ||
+      (o->system_secret && !(c->system_secret = strdup(o->system_secret)))) {
     if (c) {
       free(c->connect);
       free(c->root);
+      free(c->secret);
     }
     free(c);
     pc_error_set(err, PC_NOMEM, "out of memory");
@@ -630,19 +836,45 @@ pc_status_t pc_coord_list(pc_coord_t *c, const char *group, uint32_t timeout_ms,
 
 pc_status_t pc_coord_oldest(pc_coord_t *c, uint32_t timeout_ms, uint64_t *oldest,
                             size_t *unreported, pc_error_t *err) {
-  pc_coord_node_t *v;
-  size_t n;
-  pc_status_t st = pc_coord_list(c, CLIENTS, timeout_ms, &v, &n, err);
-  if (st != PC_OK) return st;
+  char **names = NULL;
+  size_t count = 0, missing = 0;
   uint64_t min = UINT64_MAX;
-  size_t missing = 0;
-  for (size_t i = 0; i < n; i++) {
-    char *end;
-    uint64_t t = strtoull(v[i].data, &end, 10);
-    if (end == v[i].data) missing++;
-    else if (t < min) min = t;
+  pthread_rwlock_rdlock(&c->zk_lk);
+  pc_status_t st = c->zk ? pc_zk_children(c->zk, CLIENTS, NULL, &names, &count, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (st == PC_NOT_FOUND) st = PC_OK; /* no client yet */
+  for (size_t i = 0; st == PC_OK && i < count; i++) {
+    char rel[128], *data = NULL, *end;
+    pc_zk_stat_t stat;
+    snprintf(rel, sizeof rel, CLIENTS "/%s", names[i]);
+    pc_status_t g = pc_zk_read(c->zk, rel, NULL, &data, NULL, &stat, timeout_ms, err);
+    if (g == PC_NOT_FOUND) continue; /* gone meanwhile */
+    if (g != PC_OK) {
+      st = g;
+      break;
+    }
+    /* a report counts only from the live session it is named after: a
+     * persistent node, or another session's, would hold the safe point for
+     * good (or for as long as that other session lives) */
+    uint64_t session = strtoull(names[i], &end, 16);
+    if (*end || !session || stat.ephemeral_owner != session) {
+      char what[300];
+      snprintf(what, sizeof what,
+               "zookeeper %s/%s is not a client's report (%s %016" PRIx64 "): left out of the "
+               "garbage collector's safe point",
+               c->root, rel, stat.ephemeral_owner ? "an ephemeral node of session" : "persistent",
+               stat.ephemeral_owner);
+      warn_once(c, what);
+    } else {
+      uint64_t t = strtoull(data, &end, 10);
+      if (end == data) missing++;
+      else if (t < min) min = t;
+    }
+    free(data);
   }
-  free(v);
+  pthread_rwlock_unlock(&c->zk_lk);
+  pc_zk_free_names(names, count);
+  if (st != PC_OK) return st;
   if (oldest) *oldest = min;
   if (unreported) *unreported = missing;
   return PC_OK;
@@ -988,19 +1220,21 @@ static pc_status_t tablet_range(pc_coord_t *c, const char *name, const char *sta
   data[2 * start_len] = ' ';
   hex_put(data + 2 * start_len + 1, end, end_len);
   pthread_rwlock_rdlock(&c->zk_lk);
-  pc_status_t st = !c->zk ? pc_error_set(err, PC_UNAVAILABLE, "coordination: no session")
-                  : record ? pc_zk_ensure(c->zk, dir, timeout_ms, err)
-                           : PC_OK;
-  if (st == PC_OK && record) st = pc_zk_create(c->zk, rel, data, dl, 0, NULL, 0, timeout_ms, err);
-  if (st == PC_OK && !record) { /* read only: as if it were recorded already */
-    int exists = 0;
-    st = pc_zk_exists(c->zk, rel, NULL, &exists, timeout_ms, err);
-    if (st == PC_OK && exists) st = PC_BUSY;
-  }
   char *held = NULL;
   size_t hl = 0;
-  if (st == PC_BUSY) { /* recorded already: it must be the same */
-    st = pc_zk_get(c->zk, rel, NULL, &held, &hl, NULL, timeout_ms, err);
+  pc_status_t st = c->zk ? pc_zk_get(c->zk, rel, NULL, &held, &hl, NULL, timeout_ms, err)
+                         : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
+  if (st == PC_NOT_FOUND && !record) { /* read only: none recorded is no disagreement */
+    st = PC_OK;
+  } else if (st == PC_NOT_FOUND) { /* the first to find none records it */
+    st = pc_zk_ensure(c->zk, dir, timeout_ms, err);
+    if (st == PC_OK) st = pc_zk_create(c->zk, rel, data, dl, 0, NULL, 0, timeout_ms, err);
+    if (st == PC_BUSY) /* recorded meanwhile: it must be the same */
+      st = pc_zk_get(c->zk, rel, NULL, &held, &hl, NULL, timeout_ms, err);
+    else if (st == PC_DENIED) /* a data client: the tablet's server records it */
+      st = PC_OK;
+  }
+  if (held) {
     if (st == PC_OK && !(hl == dl && memcmp(held, data, dl) == 0)) {
       const char *sp = memchr(held, ' ', hl);
       size_t hs = sp ? (size_t)(sp - held) : 0, he = sp ? hl - hs - 1 : 0;
@@ -1131,31 +1365,54 @@ pc_status_t pc_coord_tablet_claim(pc_coord_t *c, const char *name, const char *a
   return PC_OK;
 }
 
-/* The thread: owned tablets' nodes under a new session. */
+/* The thread: owned tablets' nodes under a new session, and again when one
+ * was deleted (by hand, or by anyone allowed to): a data watch on each
+ * wakes the thread when it goes. */
 static void ensure_owned(pc_coord_t *c) {
   uint64_t id = pc_zk_session_id(c->zk);
   pthread_mutex_lock(&c->mu);
   owned_t *list = c->owned; /* owned tablets are only ever added at the head */
   pthread_mutex_unlock(&c->mu);
   for (owned_t *o = list; o; o = o->next) {
-    if (o->node_session == id) continue;
-    char holder[800];
     pc_error_t err;
+    int deleted = 0;
+    if (o->node_session == id) {
+      char rel[160], *data = NULL;
+      pc_zk_stat_t stat;
+      tablet_path(rel, sizeof rel, o->name, "owner");
+      pc_status_t st = pc_zk_read(c->zk, rel, &c->watch, &data, NULL, &stat, call_ms(c), &err);
+      free(data);
+      if (st != PC_NOT_FOUND) {
+        if (st == PC_OK && stat.ephemeral_owner != id && !o->warned) {
+          o->warned = 1;
+          pc_log(PC_LOG_ERROR, "tablet %s: its owner node %s/%s belongs to session %016" PRIx64
+                 " now, not this server's", o->name, c->root, rel, stat.ephemeral_owner);
+        }
+        continue;
+      }
+      deleted = 1;
+    }
+    char holder[800];
     pc_status_t st = create_owner(c, o, call_ms(c), holder, sizeof holder, &err);
     if (st == PC_OK) {
       o->node_session = id;
       o->warned = 0;
-      pc_log(PC_LOG_INFO, "tablet %s: held again under a new ZooKeeper session", o->name);
+      pc_log(deleted ? PC_LOG_WARN : PC_LOG_INFO, "tablet %s: %s", o->name,
+             deleted ? "its owner node was deleted: made again"
+                     : "held again under a new ZooKeeper session");
+      if (deleted) wake(c); /* read it again, with a watch */
     } else if (!o->warned) {
       o->warned = 1;
-      pc_log(PC_LOG_ERROR, "tablet %s: cannot hold it under the new ZooKeeper session: %s",
-             o->name, st == PC_BUSY ? holder : err.text);
+      pc_log(PC_LOG_ERROR, "tablet %s: cannot hold it under %s: %s", o->name,
+             deleted ? "this ZooKeeper session again" : "the new ZooKeeper session",
+             st == PC_BUSY ? holder : err.text);
     }
   }
 }
 
 /* Reads tablet name's owner (with watch, which then also hears its creation
- * when there is none) into addr ("" when none). */
+ * when there is none) into addr ("" when none, or when the node is not an
+ * ephemeral node of the system session it names: logged). */
 static pc_status_t read_owner(pc_coord_t *c, const char *name, pc_zk_watch_t *watch,
                               uint32_t timeout_ms, char *addr, size_t cap, uint64_t *session,
                               pc_error_t *err) {
@@ -1165,8 +1422,8 @@ static pc_status_t read_owner(pc_coord_t *c, const char *name, pc_zk_watch_t *wa
   addr[0] = '\0';
   if (session) *session = 0;
   char *data = NULL;
-  size_t len;
-  pc_status_t st = pc_zk_get(c->zk, rel, watch, &data, &len, NULL, timeout_ms, err);
+  pc_zk_stat_t stat;
+  pc_status_t st = pc_coord_system_node(c->zk, rel, watch, &data, NULL, &stat, timeout_ms, err);
   if (st == PC_NOT_FOUND) {
     int exists = 0;
     st = pc_zk_exists(c->zk, rel, watch, &exists, timeout_ms, err);
@@ -1174,9 +1431,26 @@ static pc_status_t read_owner(pc_coord_t *c, const char *name, pc_zk_watch_t *wa
       return read_owner(c, name, watch, timeout_ms, addr, cap, session, err);
     return st;
   }
+  if (st == PC_DENIED) { /* not a server's: no live server holds the tablet */
+    warn_once(c, err->text);
+    pc_error_clear(err);
+    return PC_OK;
+  }
   if (st != PC_OK) return st;
-  if (parse_owner(data, addr, cap, session, NULL, 0) != 0)
+  uint64_t named = 0;
+  if (parse_owner(data, addr, cap, &named, NULL, 0) != 0) {
     st = pc_error_set(err, PC_CORRUPTION, "zookeeper %s: not an owner: '%.40s'", rel, data);
+  } else if (named != stat.ephemeral_owner) {
+    char what[300];
+    snprintf(what, sizeof what,
+             "zookeeper %s/%s names session %016" PRIx64 " but belongs to %016" PRIx64
+             ": not followed",
+             c->root, rel, named, stat.ephemeral_owner);
+    warn_once(c, what);
+    addr[0] = '\0';
+  } else if (session) {
+    *session = named;
+  }
   free(data);
   return st;
 }
@@ -1387,10 +1661,13 @@ pc_status_t pc_coord_server_addr(pc_coord_t *c, const char *name, uint32_t timeo
   pthread_rwlock_rdlock(&c->zk_lk);
   char *data = NULL;
   size_t len = 0;
-  pc_status_t st = c->zk ? pc_zk_get(c->zk, rel, NULL, &data, &len, NULL, timeout_ms, err)
+  /* where a server is, only a system session says */
+  pc_status_t st = c->zk ? pc_coord_system_node(c->zk, rel, NULL, &data, &len, NULL, timeout_ms,
+                                                err)
                          : pc_error_set(err, PC_UNAVAILABLE, "coordination: no session");
   pthread_rwlock_unlock(&c->zk_lk);
-  if (st == PC_NOT_FOUND)
+  if (st == PC_DENIED) warn_once(c, err->text);
+  if (st == PC_NOT_FOUND || st == PC_DENIED)
     return pc_error_set(err, PC_UNAVAILABLE, "server %s is not running (no %s/%s)", name, c->root, rel);
   if (st == PC_OK) snprintf(addr, cap, "%.*s", (int)len, data);
   free(data);

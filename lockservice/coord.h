@@ -24,6 +24,18 @@
  *   tablets/<name>/owner   ephemeral: the server that holds the tablet,
  *       "<host>:<port> <session, 16 hex digits> <host>:<data directory>"
  *       (pc_coord_tablet_claim); absent while no live server holds it.
+ *   system/<session, 16 hex digits>   ephemeral: one per session of the
+ *       system identity (zookeeper.system_secret), made before the session
+ *       makes anything else; data "<host>:<pid>". What says that an
+ *       ephemeral node belongs to the system (pc_coord_system_node).
+ *
+ * Who may write what (zk.h has the identities): with two identities, the
+ * system makes every node above and data clients only read them, but for
+ * their own nodes under clients/. A reader checks what it follows all the
+ * same: a tablet's owner and an oracle candidate must be ephemeral nodes of
+ * system sessions, a client's report an ephemeral node of the session it is
+ * named after; and a process refuses to open on a root where a node has an
+ * ACL the cluster would not give it (pc_coord_prepare).
  *
  * A lock names its owner's session. A resolver asks pc_coord_liveness: a
  * session in the watched view of clients/ is alive; one missing from it is
@@ -61,15 +73,41 @@ enum {
   PC_COORD_CLIENT = 1 /* a client handle: its node clients/<session> says it is alive */
 };
 
-/* Opens a session on the ensemble o names (its strings are copied), with
- * this client's node when flags has PC_COORD_CLIENT (waiting at most
- * timeout_ms: PC_UNAVAILABLE otherwise), then keeps them from a background
- * thread, opening a new session with the same options after an expiry.
- * Returns NULL on error; release with pc_coord_close (the session's nodes
- * go at once). */
+/* Opens a session on the ensemble o names (its strings are copied), readied
+ * and checked by pc_coord_prepare, with this client's node when flags has
+ * PC_COORD_CLIENT (waiting at most timeout_ms: PC_UNAVAILABLE otherwise),
+ * then keeps them from a background thread, opening a new session with the
+ * same options after an expiry. Returns NULL on error; release with
+ * pc_coord_close (the session's nodes go at once). */
 pc_coord_t *pc_coord_open(const pc_zk_options_t *o, int flags, uint32_t timeout_ms,
                           pc_error_t *err);
 void pc_coord_close(pc_coord_t *c);
+
+/* ---- who owns what (for any node of the layout) ------------------------------- */
+
+/* Readies a new session zk for the cluster: a system session makes the
+ * layout's folders (clients/ open to data clients' nodes) and its own node
+ * system/<session>; with check (a process that opens), every node under the
+ * root must have the ACL this cluster gives it: PC_DENIED otherwise, each
+ * such node and the command that fixes it in the log. The children of the
+ * folders of ephemeral nodes (clients, workers, locks, system, the
+ * election) are not checked here: their readers check them. */
+pc_status_t pc_coord_prepare(pc_zk_t *zk, int check, uint32_t timeout_ms, pc_error_t *err);
+
+/* *system = whether session is one of the system's (its node system/<id>
+ * is an ephemeral node of that session; any session of a cluster with one
+ * identity). */
+pc_status_t pc_coord_system_session(pc_zk_t *zk, uint64_t session, uint32_t timeout_ms,
+                                    int *system, pc_error_t *err);
+
+/* Reads node rel as pc_zk_read does (watch may be NULL; *data malloc'd,
+ * free with free(); len and stat may be NULL), and answers PC_OK only when
+ * it is an ephemeral node of a system session: PC_DENIED naming the node
+ * and why (persistent, or another session's) otherwise, *data NULL. For
+ * nodes whose maker readers follow (a tablet's server, an oracle). */
+pc_status_t pc_coord_system_node(pc_zk_t *zk, const char *rel, pc_zk_watch_t *watch,
+                                 char **data, size_t *len, pc_zk_stat_t *stat,
+                                 uint32_t timeout_ms, pc_error_t *err);
 
 /* ---- the session, for other users of it ------------------------------------ */
 
@@ -112,7 +150,9 @@ pc_ls_liveness_t pc_coord_liveness(pc_coord_t *c, uint64_t session, uint32_t tim
 void pc_coord_set_reporter(pc_coord_t *c, uint64_t (*oldest)(void *ctx), void *ctx);
 
 /* The minimum of the live clients' reports (UINT64_MAX: none) and how many
- * live clients have not reported yet, read from ZooKeeper. */
+ * live clients have not reported yet, read from ZooKeeper. A node of
+ * clients/ that is not an ephemeral node of the session it is named after
+ * is no live client's: it is left out (logged). */
 pc_status_t pc_coord_oldest(pc_coord_t *c, uint32_t timeout_ms, uint64_t *oldest,
                             size_t *unreported, pc_error_t *err);
 
@@ -189,8 +229,10 @@ pc_status_t pc_coord_unlock(pc_coord_t *c, const char *name, uint32_t timeout_ms
 /* ---- the tablet map ---------------------------------------------------------- */
 
 /* Records tablet name's rows [start, end) in tablets/<name>/range when it
- * has none; when it has, PC_INVALID unless they are the same, naming the
- * tablet and both ranges (a tablet's rows never change under its data). */
+ * has none (a data client of a cluster with two identities may not: it
+ * leaves that to the tablet's server); when it has, PC_INVALID unless they
+ * are the same, naming the tablet and both ranges (a tablet's rows never
+ * change under its data). */
 pc_status_t pc_coord_tablet_range(pc_coord_t *c, const char *name, const char *start,
                                   size_t start_len, const char *end, size_t end_len,
                                   uint32_t timeout_ms, pc_error_t *err);
@@ -204,7 +246,8 @@ pc_status_t pc_coord_tablet_range_check(pc_coord_t *c, const char *name, const c
 /* Takes tablet name for this session: the ephemeral node
  * tablets/<name>/owner naming addr ("host:port", where clients reach it)
  * and identity (what the server is: "<host>:<data directory>"), made again
- * by the background thread under a new session after an expiry. A node of
+ * by the background thread under a new session after an expiry, and when
+ * it is deleted (watched). A node of
  * another live session with another identity: PC_BUSY naming the tablet and
  * its owner (a second server for a tablet is refused). One with the same
  * identity is a previous run of this server whose session ZooKeeper has
@@ -213,8 +256,10 @@ pc_status_t pc_coord_tablet_claim(pc_coord_t *c, const char *name, const char *a
                                   const char *identity, uint32_t timeout_ms, pc_error_t *err);
 
 /* The server holding tablet name, "host:port" into addr (cap bytes), ""
- * when no live server holds it; *session (may be NULL) its session. fresh:
- * after a sync, so that it sees every change made before the call. */
+ * when no live server holds it (or its owner node is not an ephemeral node
+ * of the system session it names: logged); *session (may be NULL) its
+ * session. fresh: after a sync, so that it sees every change made before
+ * the call. */
 pc_status_t pc_coord_tablet_owner(pc_coord_t *c, const char *name, int fresh,
                                   uint32_t timeout_ms, char *addr, size_t cap, uint64_t *session,
                                   pc_error_t *err);
@@ -258,14 +303,17 @@ pc_status_t pc_coord_tablet_range_get(pc_coord_t *c, const char *name, uint32_t 
  * previous run's node, made again after an expiry). */
 pc_status_t pc_coord_server_live(pc_coord_t *c, const char *name, const char *addr,
                                  uint32_t timeout_ms, pc_error_t *err);
-/* Where server name serves now ("host:port"); PC_UNAVAILABLE when it does not run. */
+/* Where server name serves now ("host:port"); PC_UNAVAILABLE when it does not
+ * run, or when its live node is not an ephemeral node of a system session
+ * (pc_coord_system_node: logged). */
 pc_status_t pc_coord_server_addr(pc_coord_t *c, const char *name, uint32_t timeout_ms, char *addr,
                                  size_t cap, pc_error_t *err);
 /* The leader of replicated tablet name is server at addr from term on
  * (term > 0): tablets/<name>/owner names it, replacing an owner of an
  * earlier term (never one of a later term: this leader was deposed
  * meanwhile), made again after an expiry. term 0: this session's node goes
- * (another's stays). */
+ * (another's stays). A deleted node is not made again: a leader of a later
+ * term replaces the owner node by deleting it. */
 pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *addr,
                                  const char *server, uint64_t term, uint32_t timeout_ms,
                                  pc_error_t *err);

@@ -2173,10 +2173,44 @@ static void auth_reply(struct pc_rpc_client *c, uint8_t op, const unsigned char 
   }
 }
 
-/* mu held, loop thread: the connection is established. */
+/* mu held, loop thread: this client will not talk to the server it
+ * reached, whose certificate does not name a server of the cluster: the
+ * calls waiting fail now with PC_DENIED (the next attempt would find the
+ * same server), and the link goes down before anything is sent. */
+static void server_not_trusted(struct pc_rpc_client *c, const char *why) {
+  pc_log(PC_LOG_WARN, "rpc client: not talking to %s: %s", c->endpoint, why);
+  char msg[400];
+  snprintf(msg, sizeof msg, "%.100s is not a server of this cluster: %.250s", c->endpoint, why);
+  fail_calls(c, 1, PC_DENIED, msg);
+  snprintf(c->reason, sizeof c->reason, "not a server: %.130s", why);
+  snprintf(c->refused, sizeof c->refused, "not a server: %.130s", why);
+}
+
+static void server_refused(struct pc_rpc_client *c, const char *why) {
+  server_not_trusted(c, why);
+  link_failed(c, "not a server of this cluster");
+}
+
+/* mu held, loop thread: the connection is established (over TLS, its
+ * handshake done). */
 static void link_connected(struct pc_rpc_client *c) {
   pc_log(PC_LOG_DEBUG, "rpc client: connected to %s", c->endpoint);
   c->refused_errno = 0;
+  if (c->creds.tls) { /* a server proves what it is by its certificate's name */
+    char cn[256], why[400];
+    if (pc_tls_peer_name(c->bev, cn, sizeof cn) != 0) {
+      server_refused(c, "its certificate has no usable common name");
+      return;
+    }
+    if (!pc_tls_server_name(c->creds.tls, cn)) {
+      snprintf(why, sizeof why,
+               "its certificate's name '%.100s' is not a server's (tls.server_cn, else "
+               "tls.system_cn)",
+               cn);
+      server_refused(c, why);
+      return;
+    }
+  }
   if (rpc_creds_has_secret(&c->creds)) { /* prove the secret before any call */
     c->link = LINK_AUTH;
     if (rpc_random(c->cnonce, sizeof c->cnonce) != 0 ||
@@ -2211,7 +2245,10 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
      * certificate (TLS 1.3 says so after the client's side of the
      * handshake), or this client refused the server's */
     if (c->creds.tls && !c->answered && pc_tls_failure(c->bev, tls_why, sizeof tls_why)) {
-      refused_by(c, tls_why);
+      if (strncmp(tls_why, PC_TLS_PEER_CERT, strlen(PC_TLS_PEER_CERT)) == 0)
+        server_not_trusted(c, tls_why); /* this client refused the server's certificate */
+      else
+        refused_by(c, tls_why);
       reason = c->reason;
     }
     /* a server that refused our HELLO closes the connection next (and

@@ -2,7 +2,10 @@
  * the libevent bufferevents (bufferevent_openssl) that carry a connection
  * through them. One server and one client SSL_CTX per pc_tls_t, both with the
  * same certificate, key and CA, TLS 1.2 at least, no renegotiation (a peer
- * could make the server redo handshakes at will) and no compression. */
+ * could make the server redo handshakes at will) and no compression. Each
+ * end checks the other's certificate for its use (OpenSSL's purpose check,
+ * which a verifying client and server make by default: sslserver and
+ * sslclient); which names a client takes for servers is pc_tls_server_name. */
 #include "net/tls.h"
 
 #include <arpa/inet.h>
@@ -24,8 +27,8 @@ struct pc_tls {
   atomic_int refs;
   SSL_CTX *server, *client;
   char own[CN_MAX];
-  char **allowed, **system; /* owned copies */
-  size_t nallowed, nsystem;
+  char **allowed, **system, **servers; /* owned copies */
+  size_t nallowed, nsystem, nservers;
 };
 
 /* The most recent OpenSSL error of this thread as text ("" when none); clears the queue. */
@@ -141,13 +144,15 @@ pc_tls_t *pc_tls_create(const pc_tls_options_t *o, pc_error_t *err) {
   }
   t->allowed = copy_names(o->allowed_cn, o->nallowed_cn);
   t->system = copy_names(o->system_cn, o->nsystem_cn);
-  if (!t->allowed || !t->system) {
+  t->servers = copy_names(o->server_cn, o->nserver_cn);
+  if (!t->allowed || !t->system || !t->servers) {
     pc_error_set(err, PC_NOMEM, "tls: out of memory");
     pc_tls_unref(t);
     return NULL;
   }
   t->nallowed = o->nallowed_cn;
   t->nsystem = o->nsystem_cn;
+  t->nservers = o->nserver_cn;
   pc_error_clear(err);
   return t;
 }
@@ -163,6 +168,7 @@ void pc_tls_unref(pc_tls_t *t) {
   SSL_CTX_free(t->client);
   free_names(t->allowed, t->nallowed);
   free_names(t->system, t->nsystem);
+  free_names(t->servers, t->nservers);
   free(t);
 }
 
@@ -179,6 +185,11 @@ pc_rpc_role_t pc_tls_role_of(const pc_tls_t *t, const char *cn) {
     return PC_RPC_ROLE_SYSTEM;
   if (t->nallowed == 0 || listed(t->allowed, t->nallowed, cn)) return PC_RPC_ROLE_DATA;
   return PC_RPC_ROLE_NONE;
+}
+
+int pc_tls_server_name(const pc_tls_t *t, const char *cn) {
+  if (t->nservers) return listed(t->servers, t->nservers, cn);
+  return t->nsystem ? listed(t->system, t->nsystem, cn) : strcmp(cn, t->own) == 0;
 }
 
 pc_rpc_role_t pc_tls_local_role(const pc_tls_t *server, const pc_tls_t *client) {
@@ -216,8 +227,7 @@ struct bufferevent *pc_tls_client_bev(pc_tls_t *t, struct event_base *base, evut
   if (!ssl) return NULL;
   unsigned char addr[16];
   int is_ip = inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
-  int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) == 1
-                 : SSL_set1_host(ssl, host) == 1 && SSL_set_tlsext_host_name(ssl, host) == 1;
+  int ok = is_ip || SSL_set_tlsext_host_name(ssl, host) == 1;
   struct bufferevent *bev =
       ok ? bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
                                           BEV_OPT_CLOSE_ON_FREE)
@@ -249,7 +259,7 @@ int pc_tls_failure(struct bufferevent *bev, char *out, size_t cap) {
   if (first) ERR_error_string_n(first, why, sizeof why);
   long verdict = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
   if (verdict != X509_V_OK) {
-    snprintf(out, cap, "TLS: the peer's certificate: %s%s%s",
+    snprintf(out, cap, PC_TLS_PEER_CERT ": %s%s%s",
              X509_verify_cert_error_string(verdict), why[0] ? "; " : "", why);
     return 1;
   }

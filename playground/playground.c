@@ -737,7 +737,7 @@ size_t pc_pg_poll(pc_pg_t *p, char *out, size_t cap) {
   }
   if (!p->locator && p->zk_connect[0]) {
     pc_error_t err;
-    pc_zk_options_t zo = {p->zk_connect, p->zk_root, NULL, 10000};
+    pc_zk_options_t zo = {p->zk_connect, p->zk_root, NULL, 10000, NULL};
     p->locator = pc_tso_locator_create(&zo, NULL, 2000, &err);
   }
   if (p->locator) {

@@ -414,7 +414,9 @@ pc_status_t pc_config_auth(const pc_config_t *cfg, pc_rpc_auth_t *out, pc_error_
                         (const char *const *)cfg->tls.allowed_cn,
                         cfg->tls.nallowed_cn,
                         (const char *const *)cfg->tls.system_cn,
-                        cfg->tls.nsystem_cn};
+                        cfg->tls.nsystem_cn,
+                        (const char *const *)cfg->tls.server_cn,
+                        cfg->tls.nserver_cn};
   out->tls = pc_tls_create(&o, err);
   return out->tls ? PC_OK : err->code;
 }

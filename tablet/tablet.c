@@ -12,11 +12,13 @@
 #include "tablet/tablet.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/db.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/keys.h"
 #include "net/rpc.h"
@@ -34,6 +36,7 @@ struct pc_tablet {
   pc_tablet_publish_fn publish; /* pc_tablet_set_gc_publish; NULL: nothing to publish */
   void *publish_ctx;
   atomic_uint_fast64_t ops;
+  _Atomic uint64_t issued; /* the highest timestamp this tablet has had from the oracle */
   pthread_mutex_t gc_mu;    /* one pass at a time; guards gc */
   pc_tablet_gc_t gc;
   uint32_t lock_ttl_ms;     /* pc_tablet_set_limits; 0: no cap */
@@ -137,6 +140,52 @@ static pc_status_t check_writes(const pc_tablet_t *t, const pc_mutation_t *muts,
     if (strcmp(muts[i].cell.table, PC_SYSTEM_TABLE) == 0)
       return need_system(t, "writing table " PC_SYSTEM_TABLE, e);
   return PC_OK;
+}
+
+/* Resolving a lock of the system table (committing it, rolling it back,
+ * asking its transaction's fate with the power to roll it back, renewing
+ * its lease) is the system's: a data client could otherwise make the
+ * system's own transactions fail. A transaction that writes the system
+ * table has one of its cells as its primary (core/txn.c), so its fate is
+ * decided only here. */
+static pc_status_t check_resolve(const pc_tablet_t *t, const pc_cell_t *cells, size_t n,
+                                 const char *what, pc_error_t *e) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(cells[i].table, PC_SYSTEM_TABLE) == 0) {
+      char why[96];
+      snprintf(why, sizeof why, "%s a lock of table " PC_SYSTEM_TABLE, what);
+      return need_system(t, why, e);
+    }
+  return PC_OK;
+}
+
+/* Whether ts could have come from the oracle: it is at or below the highest
+ * timestamp this tablet has had from it, or its physical part is at most a
+ * lease (lock_ttl_ms) ahead of this machine's clock; else the tablet asks
+ * the oracle for a fresh timestamp, and one beyond it was never issued. A
+ * commit at a timestamp the oracle has not reached makes the cell
+ * unwritable until it does (2^64-2: for good), and a rollback record or a
+ * lock there the same. One at most a lease ahead of the clock (plus the
+ * skew between this clock and the oracle's) holds a cell no longer than a
+ * lock any client may take does, so it passes without a question: the
+ * oracle is not asked on the path of a request unless a timestamp is far
+ * ahead (an oracle just elected serves a window ahead of its clock). On a
+ * server's I/O thread, which may not wait for the oracle, the question is
+ * left to a handler thread, which runs the request again. */
+static pc_status_t check_issued(pc_tablet_t *t, const char *what, uint64_t ts, pc_error_t *e) {
+  if (ts <= atomic_load(&t->issued) || PC_TS_PHYSICAL_MS(ts) <= pc_now_wall_ms() + t->lock_ttl_ms)
+    return PC_OK;
+  if (pc_nowait_refuse()) return PC_OK; /* this answer is dropped; a worker asks */
+  uint64_t fresh = 0;
+  pc_status_t st = t->ts_source(t->ts_ctx, &fresh, e);
+  if (st != PC_OK) return st;
+  uint64_t cur = atomic_load(&t->issued);
+  while (cur < fresh && !atomic_compare_exchange_weak(&t->issued, &cur, fresh)) {
+  }
+  if (ts <= fresh) return PC_OK;
+  return pc_error_set(e, PC_INVALID, "tablet %s: %s %llu is beyond the oracle's timestamps "
+                      "(%llu)", t->name, what, (unsigned long long)ts,
+                      (unsigned long long)fresh);
 }
 
 /* A lock's lease (ttl_ms counted from start_ts's physical time) may run at
@@ -300,6 +349,7 @@ static pc_status_t op_get_many(pc_tablet_t *t, uint8_t op, const char *body, siz
   pc_store_t *s = t->store;
   pc_tablet_get_many_req_t q;
   pc_status_t st = pc_tablet_decode_get_many(body, len, a, &q, e);
+  if (st == PC_OK) st = check_issued(t, "read_ts", q.read_ts, e);
   if (st == PC_OK) st = check_snapshot(t, q.read_ts, e);
   for (size_t k = 0; st == PC_OK && k < q.n; k++) st = check_row(t, &q.cells[k], e);
   for (size_t k = 0; st == PC_OK && k < q.n; k++) {
@@ -331,7 +381,9 @@ static pc_status_t op_get(pc_tablet_t *t, uint8_t op, const char *body, size_t l
   if ((st = pc_tablet_decode_get(body, len, op, a, &q, e)) != PC_OK) return st;
   if ((st = check_row(t, &q.cell, e)) != PC_OK) return st;
   uint64_t ts = q.read_ts;
-  if (op == PC_TABLET_OP_GET && (st = check_snapshot(t, ts, e)) != PC_OK) return st;
+  if (op == PC_TABLET_OP_GET && ((st = check_issued(t, "read_ts", ts, e)) != PC_OK ||
+                                 (st = check_snapshot(t, ts, e)) != PC_OK))
+    return st;
   char *v = NULL;
   size_t vlen = 0;
   pc_lock_info_t lock = {0};
@@ -362,6 +414,9 @@ static pc_status_t op_write(pc_tablet_t *t, uint8_t op, const char *body, size_t
   for (size_t i = 0; i < q.n && st == PC_OK; i++) st = check_row(t, &q.muts[i].cell, e);
   if (st == PC_OK && q.start_ts == 0) st = pc_error_set(e, PC_INVALID, "%s: start_ts is 0", name);
   if (st == PC_OK) st = check_writes(t, q.muts, q.n, e);
+  if (st == PC_OK)
+    st = check_issued(t, "start_ts", op == PC_TABLET_OP_PREWRITE ? q.spec.start_ts : q.start_ts,
+                      e);
   if (st == PC_OK && op == PC_TABLET_OP_PREWRITE)
     st = bound_lease(t, q.spec.start_ts, &q.spec.ttl_ms, e);
   /* one-phase: the clear's cell must be in a row the commit writes, which
@@ -393,6 +448,11 @@ static pc_status_t op_commit(pc_tablet_t *t, uint8_t op, const char *body, size_
   pc_status_t st = pc_tablet_decode_cells(body, len, op, a, &q, e);
   for (size_t i = 0; st == PC_OK && i < q.n; i++) st = check_row(t, &q.cells[i], e);
   if (st == PC_OK)
+    st = check_resolve(t, q.cells, q.n, op == PC_TABLET_OP_COMMIT ? "committing" : "rolling back",
+                       e);
+  if (st == PC_OK) st = check_issued(t, "start_ts", q.start_ts, e);
+  if (st == PC_OK && op == PC_TABLET_OP_COMMIT) st = check_issued(t, "commit_ts", q.commit_ts, e);
+  if (st == PC_OK)
     st = op == PC_TABLET_OP_COMMIT ? s->ops->commit(s, q.cells, q.n, q.start_ts, q.commit_ts, e)
                                    : s->ops->rollback(s, q.cells, q.n, q.start_ts, e);
   return st;
@@ -404,7 +464,12 @@ static pc_status_t op_check_txn(pc_tablet_t *t, uint8_t op, const char *body, si
   pc_tablet_check_txn_req_t q;
   pc_status_t st;
   if ((st = pc_tablet_decode_check_txn(body, len, a, &q, e)) != PC_OK) return st;
-  if ((st = check_row(t, &q.primary, e)) != PC_OK) return st;
+  if ((st = check_row(t, &q.primary, e)) != PC_OK ||
+      (st = check_resolve(t, &q.primary, 1, "settling", e)) != PC_OK ||
+      (st = check_issued(t, "start_ts", q.start_ts, e)) != PC_OK)
+    return st;
+  /* now is not checked: it is written nowhere, and a now past the lease
+   * does no more than owner_dead, which any client may send */
   pc_txn_state_t state = PC_TXN_ALIVE;
   uint64_t commit_ts = 0;
   st = s->ops->check_txn(s, &q.primary, q.start_ts, q.now_ts, q.owner_dead, &state, &commit_ts,
@@ -425,7 +490,9 @@ static pc_status_t op_scan(pc_tablet_t *t, uint8_t op, const char *body, size_t 
       (t->end_len && (!q.end || pc_bytes_cmp(q.end, q.end_len, t->end, t->end_len) > 0)))
     return pc_error_set(e, PC_INVALID, "tablet %s: scan range outside its rows (misrouted)",
                         t->name);
-  if ((st = check_snapshot(t, q.read_ts, e)) != PC_OK) return st;
+  if ((st = check_issued(t, "read_ts", q.read_ts, e)) != PC_OK ||
+      (st = check_snapshot(t, q.read_ts, e)) != PC_OK)
+    return st;
   pc_buf_t cells = {0};
   scan_out_t o = {&cells, 0, 0, 0, t->scan_reply_max};
   pc_lock_info_t lock = {0};
@@ -472,7 +539,10 @@ static pc_status_t op_heartbeat(pc_tablet_t *t, uint8_t op, const char *body, si
   pc_tablet_heartbeat_req_t q;
   pc_status_t st;
   if ((st = pc_tablet_decode_heartbeat(body, len, a, &q, e)) != PC_OK) return st;
-  if ((st = check_row(t, &q.primary, e)) != PC_OK) return st;
+  if ((st = check_row(t, &q.primary, e)) != PC_OK ||
+      (st = check_resolve(t, &q.primary, 1, "renewing", e)) != PC_OK ||
+      (st = check_issued(t, "start_ts", q.start_ts, e)) != PC_OK)
+    return st;
   if ((st = bound_lease(t, q.start_ts, &q.ttl_ms, e)) != PC_OK) return st;
   return s->ops->heartbeat(s, &q.primary, q.start_ts, q.ttl_ms, e);
 }

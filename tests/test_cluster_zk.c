@@ -274,7 +274,7 @@ static void start_tablet(int i) {
 static int tso_leader(void) {
   pc_error_t err;
   pc_zk_t *zk =
-      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(ensemble), "/percolator/bank", NULL, SESSION_MS},
+      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(ensemble), "/percolator/bank", NULL, SESSION_MS, NULL},
                  30000, NULL, &err);
   if (!zk) fail_msg("%s", err.text);
   int found = -1;

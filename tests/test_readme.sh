@@ -181,7 +181,7 @@ for f in blocks/config-*.json; do
   NCONF=$((NCONF + 1))
   if grep -q /etc/percolator/ "$f"; then # the TLS example: its files, made for this run
     mkdir -p certs
-    [ -e certs/node.pem ] || bash "$SRC/tests/certs.sh" "$WORK/certs" node >/dev/null ||
+    [ -e certs/node.pem ] || bash "$SRC/tests/certs.sh" "$WORK/certs" node:server >/dev/null ||
       fail "tests/certs.sh"
     sed -i "s|/etc/percolator/|$WORK/certs/|g" "$f"
   fi

@@ -288,7 +288,7 @@ static int server_port(pc_zk_t *z, int i) {
 
 static pc_zk_t *zk_client(void) {
   pc_error_t err;
-  pc_zk_t *z = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(zk), "/percolator/repl", NULL, SESSION_MS},
+  pc_zk_t *z = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(zk), "/percolator/repl", NULL, SESSION_MS, NULL},
                           30000, NULL, &err);
   if (!z) fail_msg("%s", err.text);
   return z;
@@ -326,7 +326,9 @@ static pc_status_t direct_read(int i, int t) {
   pc_error_t err;
   pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", (uint16_t)port, NULL, &err);
   pc_buf_t body = {0}, env = {0}, reply = {0};
-  pc_tablet_get_req_t q = {{"bank", probe_rows[t], strlen(probe_rows[t]), "v", 1}, UINT64_MAX >> 1};
+  /* at the present: a tablet refuses a timestamp far beyond the oracle's */
+  pc_tablet_get_req_t q = {{"bank", probe_rows[t], strlen(probe_rows[t]), "v", 1},
+                           pc_now_wall_ms() << PC_TS_LOGICAL_BITS};
   assert_int_equal(pc_tablet_encode_get(&body, PC_TABLET_OP_GET, &q), 0);
   uint8_t op = pc_tablet_wrap(&env, tablet_names[t], PC_TABLET_OP_GET, body.p, body.len);
   pc_status_t st = pc_rpc_call(c, op, env.p, env.len, 5000, &reply, &err);

@@ -674,19 +674,26 @@ static void test_dropped_connection(void **state) {
 }
 
 /* A TLS context with name's certificate from dir (tests/certs.sh), allowing
- * only the name allowed (NULL: any the CA signed). */
-static pc_tls_t *tls_for(const char *dir, const char *name, const char *allowed) {
+ * only the name allowed (NULL: any the CA signed), and taking for a server
+ * only one named server (NULL: its own name). */
+static pc_tls_t *tls_for_server(const char *dir, const char *name, const char *allowed,
+                                const char *server) {
   char ca[512], cert[512], key[512];
   snprintf(ca, sizeof ca, "%s/ca.pem", dir);
   snprintf(cert, sizeof cert, "%s/%s.pem", dir, name);
   snprintf(key, sizeof key, "%s/%s.key", dir, name);
-  const char *const list[1] = {allowed};
-  pc_tls_options_t o = {ca, cert, key, NULL, NULL, NULL, allowed ? list : NULL, allowed ? 1 : 0,
-                        NULL, 0};
+  const char *const list[1] = {allowed}, *const servers[1] = {server};
+  pc_tls_options_t o = {ca,   cert, key, NULL, NULL, NULL, allowed ? list : NULL, allowed ? 1 : 0,
+                        NULL, 0,    server ? servers : NULL, server ? 1 : 0};
   pc_error_t err;
   pc_tls_t *t = pc_tls_create(&o, &err);
   if (!t) fail_msg("tls for %s: %s", name, err.text);
   return t;
+}
+
+/* A client's context: the server it talks to is named "node". */
+static pc_tls_t *tls_for(const char *dir, const char *name, const char *allowed) {
+  return tls_for_server(dir, name, allowed, "node");
 }
 
 /* Expects an error reply with status st naming what, then the close. */
@@ -942,12 +949,14 @@ static void test_secret_never_sent(void **state) {
 
 /* Certificates: a TLS server admits clients whose certificate the CA signed
  * and whose name it allows, with the role the name gives; others are
- * refused before any request, and a client checks the server's certificate. */
+ * refused before any request, and a client checks the server's certificate:
+ * signed by the CA, for a server's use, and naming a server, whatever the
+ * address it dialled. */
 static void test_tls(void **state) {
   (void)state;
   char dir[] = "/tmp/pc-rpc-tls-XXXXXX";
   assert_non_null(mkdtemp(dir));
-  tu_make_certs(dir, "node app ops");
+  tu_make_certs(dir, "node:server app ops other:server");
   pc_tls_t *node = tls_for(dir, "node", "app");
   pc_tls_t *app = tls_for(dir, "app", NULL), *ops = tls_for(dir, "ops", NULL);
   pc_tls_t *rogue = tls_for(dir, "rogue-app", NULL);
@@ -986,15 +995,51 @@ static void test_tls(void **state) {
   assert_int_equal(raw_send(fd, f, raw_frame(f, 1, PC_RPC_OP_PING, 1, NULL, 0)), 0);
   assert_int_equal(raw_wait_closed(fd, 5000), 1);
   close(fd);
-  /* by a name the server's certificate holds */
+  /* by any name or address: the certificate's name is what counts */
   c = pc_rpc_client_create("localhost", port, &a_app, &err);
   echo_ok(c, "by name", 5000);
   pc_rpc_client_destroy(c);
+  /* a client that takes only "other" for a server refuses this one, before
+   * it sends anything */
+  pc_tls_t *picky = tls_for_server(dir, "app", NULL, "other");
+  pc_rpc_auth_t a_picky = {.tls = picky};
+  c = pc_rpc_client_create("127.0.0.1", port, &a_picky, &err);
+  assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 5000, &r, &err), PC_DENIED);
+  fprintf(stderr, "a server not named as one: %s\n", err.text);
+  if (!strstr(err.text, "'node' is not a server's")) fail_msg("unexpected: %s", err.text);
+  pc_rpc_client_destroy(c);
+  pc_tls_unref(picky);
   pc_rpc_server_stats_t st;
   pc_rpc_server_stats(s, &st);
   assert_true(st.auth_failures >= 3);
   assert_int_equal(st.requests, 5); /* echo and role twice, one echo: none of the refused */
   pc_rpc_server_stop(s);
+
+  /* a server with a data client's certificate ('app', for a client's use
+   * only, as docs/SECURITY.md's recipe makes it) is refused by TLS itself,
+   * even by a client that would take 'app' for a server's name; one for a
+   * server's use but with another name is refused by its name */
+  const char *const fakes[2] = {"app", "other"};
+  for (int k = 0; k < 2; k++) {
+    pc_tls_t *fake = tls_for_server(dir, fakes[k], NULL, NULL);
+    pc_rpc_auth_t fa = {.tls = fake};
+    o.auth = &fa;
+    pc_rpc_server_t *fs = start(&o);
+    pc_tls_t *lenient = tls_for_server(dir, "ops", NULL, k == 0 ? "app" : "node");
+    pc_rpc_auth_t al = {.tls = lenient};
+    c = pc_rpc_client_create("127.0.0.1", pc_rpc_server_port(fs), &al, &err);
+    assert_int_equal(pc_rpc_call(c, OP_ECHO, "x", 1, 5000, &r, &err), PC_DENIED);
+    fprintf(stderr, "a server with the certificate '%s': %s\n", fakes[k], err.text);
+    if (!strstr(err.text, k == 0 ? "purpose" : "is not a server's"))
+      fail_msg("unexpected: %s", err.text);
+    pc_rpc_client_destroy(c);
+    pc_rpc_server_stats(fs, &st);
+    assert_int_equal(st.requests, 0);
+    pc_rpc_server_stop(fs);
+    pc_tls_unref(lenient);
+    pc_tls_unref(fake);
+  }
+  o.auth = &sa;
 
   /* TLS and a secret: both must pass; in-process clients get the same roles */
   pc_rpc_auth_t both = {.secret = "d", .system_secret = "s", .tls = node};

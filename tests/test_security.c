@@ -21,7 +21,9 @@
  *     serve reads below the point it tried; the system's pass publishes;
  *   - private by default: a served embedded store's files are its user's
  *     (directories 0700, files 0600, LevelDB's too), its serving.json holds
- *     a secret, and a client without it is refused;
+ *     a secret, and a client without it is refused; serving.json stays,
+ *     private, when the worker stops, as docs/SECURITY.md and
+ *     docs/ARCHITECTURE.md both say;
  *   - resources: a tablet with small limits, while a client commits all
  *     along, gets peers that pipeline raw scans and never read the replies,
  *     a thousand idle connections, half-sent huge frames (authenticated and
@@ -435,7 +437,7 @@ static void test_certificates(void **state) {
   fixture_t *fx = *state;
   NEED_CLI(fx);
   const char *d = fx->dir;
-  tu_make_certs(d, "node app ops stranger");
+  tu_make_certs(d, "node:server app ops stranger");
   char cfg[4200], text[4096];
   snprintf(cfg, sizeof cfg, "%s/run.json", d);
   snprintf(text, sizeof text,
@@ -457,7 +459,7 @@ static void test_certificates(void **state) {
 #define TLS_AS(who)                                                                             \
   (snprintf(extra, sizeof extra,                                                                \
             "\"tls\":{\"ca_file\":\"%s/ca.pem\",\"cert_file\":\"%s/%s.pem\","                  \
-            "\"key_file\":\"%s/%s.key\"},",                                                     \
+            "\"key_file\":\"%s/%s.key\",\"system_cn\":[\"node\",\"ops\"]},",                   \
             d, d, who, d, who),                                                                 \
    extra)
   char *app_cfg = client_config(d, ready, "app", TLS_AS("app"));
@@ -757,7 +759,7 @@ static pc_coord_t *cluster_coord(const char *dir) {
   snprintf(root, sizeof root, "/percolator/%s", base ? base + 1 : dir);
   pc_error_t err;
   pc_coord_t *c =
-      pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000}, 0, 20000, &err);
+      pc_coord_open(&(pc_zk_options_t){tu_zk_shared(), root, NULL, 5000, NULL}, 0, 20000, &err);
   if (!c) fail_msg("coordination: %s", err.text);
   return c;
 }
@@ -1038,6 +1040,24 @@ static void test_private_by_default(void **state) {
   stop_daemon(fx, pid);
   assert_int_equal(stat(serving, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0600);
+  /* and the documentation says so, in both places that speak of it */
+  static const char *const docs[] = {"docs/SECURITY.md", "docs/ARCHITECTURE.md"};
+  for (size_t i = 0; i < 2; i++) {
+    char path[4300], *doc;
+    snprintf(path, sizeof path, "%s/%s", PC_SOURCE_DIR, docs[i]);
+    FILE *df = fopen(path, "r");
+    assert_non_null(df);
+    assert_non_null(doc = calloc(1, 1 << 20));
+    size_t dn = fread(doc, 1, (1 << 20) - 1, df);
+    fclose(df);
+    doc[dn] = '\0';
+    for (char *c = doc; *c; c++)
+      if (*c == '\n') *c = ' '; /* sentences run over lines */
+    if ((!strstr(doc, "stays when the worker stops") && !strstr(doc, "never removed")) ||
+        strstr(doc, "removed when the worker stops"))
+      fail_msg("%s does not say that serving.json stays when the worker stops", docs[i]);
+    free(doc);
+  }
 
   /* the library alone (no umask of the CLI's): directories 0700, its files 0600 */
   char lib[4300];

@@ -1803,9 +1803,9 @@ static int has_note(const note_t *v, uint32_t n, const char *row, const char *co
 
 
 /* What a tablet does not take from a client (pc_tablet_set_limits): a lock's
- * lease past lock_ttl_ms from now, a start_ts the oracle has not issued, a
- * GC safe point above the oracle's timestamps, a scan reply past the reply
- * bound. */
+ * lease past lock_ttl_ms from now, a timestamp the oracle has not issued (a
+ * start_ts, a commit_ts, a rollback's, a settling's, a read's), a GC safe
+ * point above the oracle's timestamps, a scan reply past the reply bound. */
 static void test_limits_not_taken_from_clients(void **state) {
   fixture_t *f = *state;
   pc_tablet_set_limits(f->tablet, 3000, 4096);
@@ -1839,6 +1839,28 @@ static void test_limits_not_taken_from_clients(void **state) {
   answer_free(&a);
   assert_int_equal(scan_locks(f, UINT64_MAX, l, 2), 1);
   free_locks(l, 1);
+  /* the lock's commit at 2^64-2, a rollback, a settling and a read there:
+   * refused, and the lock is still there to commit */
+  uint64_t far = UINT64_MAX - 1;
+  const char *const what[] = {"commit at 2^64-2", "rollback at 2^64-2", "check_txn at 2^64-2",
+                              "get at 2^64-2"};
+  for (int k = 0; k < 4; k++) {
+    b.len = 0;
+    if (k == 0) enc_commit(&b, s1, far, &p, 1);
+    else if (k == 1) enc_rollback(&b, far, &q, 1);
+    else if (k == 2) enc_check_txn(&b, &q, far, s1, 1);
+    else enc_get(&b, &p, far);
+    uint8_t op = k == 0   ? PC_TABLET_OP_COMMIT
+                 : k == 1 ? PC_TABLET_OP_ROLLBACK
+                 : k == 2 ? PC_TABLET_OP_CHECK_TXN
+                          : PC_TABLET_OP_GET;
+    a = call(f, op, b.p, b.len);
+    expect_status(&a, PC_INVALID, what[k]);
+    if (!strstr(a.msg, "beyond the oracle")) fail_msg("%s: unexpected: %s", what[k], a.msg);
+    answer_free(&a);
+  }
+  assert_int_equal(scan_locks(f, UINT64_MAX, l, 2), 1);
+  free_locks(l, 1);
   /* a safe point above every timestamp the oracle issued: refused */
   b.len = 0;
   enc_gc(&b, UINT64_MAX, 0);
@@ -1859,7 +1881,7 @@ static void test_limits_not_taken_from_clients(void **state) {
   enc_one_phase(&b, ts_ms(now - 500), bm, 4);
   expect_op(f, PC_TABLET_OP_ONE_PHASE, &b, PC_OK, "one-phase commit of 6 KB");
   b.len = 0;
-  enc_scan(&b, TABLE, "mb", NULL, "mc", UINT64_MAX - 1, 100);
+  enc_scan(&b, TABLE, "mb", NULL, "mc", ts_ms(pc_now_wall_ms()), 100);
   a = call(f, PC_TABLET_OP_SCAN, b.p, b.len);
   expect_status(&a, PC_INVALID, "a scan reply past 4096 bytes");
   if (!strstr(a.msg, "exceeds 4096 bytes")) fail_msg("unexpected: %s", a.msg);
@@ -1870,7 +1892,7 @@ static void test_limits_not_taken_from_clients(void **state) {
   expect_status(&a, PC_INVALID, "a raw scan reply past 4096 bytes");
   answer_free(&a);
   b.len = 0;
-  enc_scan(&b, TABLE, "mb", NULL, "mc", UINT64_MAX - 1, 2);
+  enc_scan(&b, TABLE, "mb", NULL, "mc", ts_ms(pc_now_wall_ms()), 2);
   expect_op(f, PC_TABLET_OP_SCAN, &b, PC_OK, "a scan of two cells");
   pc_buf_free(&b);
 }

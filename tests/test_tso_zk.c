@@ -72,7 +72,7 @@ static int node_main(const char *connect, const char *root, const char *port_fil
   /* a window longer than the pause below: after SIGCONT the oracle still
    * holds timestamps below its persisted bound, and only its lease keeps it
    * from serving them */
-  pc_tso_node_options_t o = {{connect, root, NULL, SESSION_MS}, 4 * SESSION_MS};
+  pc_tso_node_options_t o = {{connect, root, NULL, SESSION_MS, NULL}, 4 * SESSION_MS};
   pc_tso_node_t *node = pc_tso_node_create(&o, &err);
   pc_rpc_server_options_t so = {0};
   so.name = "tso";
@@ -140,7 +140,7 @@ static int client_main(const char *connect, const char *root, const char *progre
       fd >= 0 ? mmap(NULL, sizeof *progress, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
   if (!progress || progress == MAP_FAILED) return 1;
   pc_tso_locator_t *l =
-      pc_tso_locator_create(&(pc_zk_options_t){connect, root, NULL, SESSION_MS}, NULL, 20000, &err);
+      pc_tso_locator_create(&(pc_zk_options_t){connect, root, NULL, SESSION_MS, NULL}, NULL, 20000, &err);
   if (!l) {
     fprintf(stderr, "client: %s\n", err.text);
     return 1;
@@ -279,7 +279,7 @@ typedef struct inproc {
 
 static void inproc_start(inproc_t *p, const char *root) {
   pc_error_t err;
-  pc_tso_node_options_t o = {{tu_zk_connect(ensemble), root, NULL, SESSION_MS}, 1000};
+  pc_tso_node_options_t o = {{tu_zk_connect(ensemble), root, NULL, SESSION_MS, NULL}, 1000};
   p->node = pc_tso_node_create(&o, &err);
   assert_non_null(p->node);
   pc_rpc_server_options_t so = {0};
@@ -312,7 +312,7 @@ static void test_hand_over(void **state) {
   assert_true(leading(&a));
   inproc_start(&b, "/percolator/hand-over");
   pc_tso_locator_t *l = pc_tso_locator_create(
-      &(pc_zk_options_t){tu_zk_connect(ensemble), "/percolator/hand-over", NULL, SESSION_MS}, NULL,
+      &(pc_zk_options_t){tu_zk_connect(ensemble), "/percolator/hand-over", NULL, SESSION_MS, NULL}, NULL,
       20000, &err);
   assert_non_null(l);
   uint64_t first = 0, next = 0;
@@ -345,11 +345,11 @@ static void test_fenced_leader(void **state) {
   inproc_start(&a, root);
   for (int i = 0; i < 3000 && !leading(&a); i++) sleep_ms(10);
   pc_tso_locator_t *l = pc_tso_locator_create(
-      &(pc_zk_options_t){tu_zk_connect(ensemble), root, NULL, SESSION_MS}, NULL, 20000, &err);
+      &(pc_zk_options_t){tu_zk_connect(ensemble), root, NULL, SESSION_MS, NULL}, NULL, 20000, &err);
   assert_non_null(l);
   uint64_t ts = 0;
   assert_int_equal(pc_tso_locator_fetch(l, 1, 20000, &ts, &err), PC_OK);
-  pc_zk_t *rogue = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(ensemble), root, NULL, SESSION_MS},
+  pc_zk_t *rogue = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(ensemble), root, NULL, SESSION_MS, NULL},
                               20000, NULL, &err);
   assert_non_null(rogue);
   char *data;
@@ -387,7 +387,7 @@ static void test_failures_under_load(void **state) {
   const char *root = "/percolator/failover";
   for (int i = 0; i < 3; i++) start_node(root);
   pc_tso_locator_t *l = pc_tso_locator_create(
-      &(pc_zk_options_t){tu_zk_connect(ensemble), root, NULL, SESSION_MS}, NULL, 20000, &err);
+      &(pc_zk_options_t){tu_zk_connect(ensemble), root, NULL, SESSION_MS, NULL}, NULL, 20000, &err);
   assert_non_null(l);
   int leader = wait_leader(l, -1);
   char stop_file[512], out[NCLIENTS][512];

@@ -6,7 +6,10 @@
  * coordination built on it (lockservice/coord.h): clients' liveness and
  * reports, one session per client handle, the workers' membership and
  * shares, the safe point that only rises; with zookeeper.secret, nodes that
- * admit only the sessions that hold it.
+ * admit only the sessions that hold it; with zookeeper.system_secret too,
+ * two identities: a data client reads the topology and makes only its own
+ * node, readers tell the system's ephemeral nodes from others, and a root
+ * that is not the cluster's is refused.
  * One server serves every case; the last case stops it. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +41,7 @@ static void must(const char *what, pc_status_t st, const pc_error_t *err, pc_sta
 static pc_zk_t *open_root(const char *root) {
   pc_error_t err;
   pc_zk_t *zk =
-      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000}, 20000, NULL, &err);
+      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000, NULL}, 20000, NULL, &err);
   if (!zk) fail_msg("pc_zk_open: %s", err.text);
   return zk;
 }
@@ -87,7 +90,7 @@ static void test_nodes_under_root(void **state) {
 static pc_zk_t *open_secret(const char *root, const char *secret) {
   pc_error_t err;
   pc_zk_t *zk =
-      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), root, secret, 4000}, 20000, NULL, &err);
+      pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), root, secret, 4000, NULL}, 20000, NULL, &err);
   if (!zk) fail_msg("pc_zk_open %s: %s", root, err.text);
   return zk;
 }
@@ -99,8 +102,9 @@ static void denied(const char *what, pc_status_t st, const pc_error_t *err) {
 }
 
 /* With a secret, the cluster's nodes admit only the sessions that hold it
- * (any session, any process); without it, or with another one, every
- * operation on them is refused, naming the node. The root's parents are
+ * (any session, any process); without it every operation on them is
+ * refused, naming the node, and a session with another secret is refused
+ * when it opens (it cannot read the root's ACL). The root's parents are
  * shared: anybody may make another cluster's root beside it, nobody else
  * may delete one. */
 static void test_secret_acl(void **state) {
@@ -113,8 +117,13 @@ static void test_secret_acl(void **state) {
   pc_zk_t *empty = open_secret("/secured/t9e", "s1"); /* a root with no children */
   pc_zk_close(empty);
 
-  pc_zk_t *outsiders[2] = {open_root("/secured/t9"), open_secret("/secured/t9", "s2")};
-  for (int i = 0; i < 2; i++) {
+  pc_zk_t *wrong = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), "/secured/t9", "s2", 4000,
+                                                 NULL},
+                              20000, NULL, &err);
+  assert_null(wrong);
+  denied("another secret", err.code, &err);
+  pc_zk_t *outsiders[1] = {open_root("/secured/t9")};
+  for (int i = 0; i < 1; i++) {
     pc_zk_t *o = outsiders[i];
     char *data = NULL;
     char **names = NULL;
@@ -145,6 +154,85 @@ static void test_secret_acl(void **state) {
   must("delete with the secret", pc_zk_delete(b, "e", -1, 5000, &err), &err, PC_OK);
   pc_zk_close(b);
   pc_zk_close(a);
+}
+
+static pc_zk_t *open_as(const char *root, const char *secret, const char *system,
+                        pc_error_t *err) {
+  return pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), root, secret, 4000, system}, 20000,
+                    NULL, err);
+}
+
+/* Two identities: the system makes the layout (clients/ open to data
+ * clients' nodes) and its node system/<session>; a data client reads, makes
+ * and rewrites only its own node, which another data client may not delete
+ * and the system may; a reader tells the system's ephemeral nodes from a
+ * data client's and from persistent ones. A root made by another identity
+ * first is refused by every process with a secret; one made with the one
+ * secret is refused by the system until its ACLs are set. */
+static void test_two_identities(void **state) {
+  (void)state;
+  pc_error_t err;
+  const char *root = "/identities/t10";
+  pc_zk_t *sys = open_as(root, "d", "s", &err);
+  if (!sys) fail_msg("system: %s", err.text);
+  assert_int_equal(pc_zk_identity(sys), PC_ZK_SYSTEM);
+  must("prepare", pc_coord_prepare(sys, 1, 5000, &err), &err, PC_OK);
+  must("owner", pc_zk_create(sys, "tablets/t1", NULL, 0, 0, NULL, 0, 5000, &err), &err, PC_OK);
+  must("ephemeral", pc_zk_create(sys, "tablets/t1/owner", "x", 1, PC_ZK_EPHEMERAL, NULL, 0, 5000,
+                                 &err),
+       &err, PC_OK);
+  pc_zk_t *data = open_as(root, "d", NULL, &err), *data2 = open_as(root, "d", NULL, &err);
+  if (!data || !data2) fail_msg("data: %s", err.text);
+  assert_int_equal(pc_zk_identity(data), PC_ZK_SHARED);
+  assert_int_equal(pc_zk_two_identities(data), 1);
+  must("data's check", pc_coord_prepare(data, 1, 5000, &err), &err, PC_OK);
+  char *v = NULL;
+  must("data reads", pc_zk_get(data, "tablets/t1/owner", NULL, &v, NULL, NULL, 5000, &err), &err,
+       PC_OK);
+  free(v);
+  must("data writes", pc_zk_set(data, "tablets/t1/owner", "y", 1, -1, NULL, 5000, &err), &err,
+       PC_DENIED);
+  must("data deletes", pc_zk_delete(data, "tablets/t1/owner", -1, 5000, &err), &err, PC_DENIED);
+  must("data makes", pc_zk_create(data, "tablets/t2", NULL, 0, 0, NULL, 0, 5000, &err), &err,
+       PC_DENIED);
+  must("data ensures", pc_zk_ensure(data, "clients", 5000, &err), &err, PC_OK); /* exists */
+  must("data's node", pc_zk_create(data, "clients/c1", "1", 1, PC_ZK_EPHEMERAL | PC_ZK_OWN, NULL,
+                                   0, 5000, &err),
+       &err, PC_OK);
+  must("its report", pc_zk_set(data, "clients/c1", "2", 1, -1, NULL, 5000, &err), &err, PC_OK);
+  must("another's delete", pc_zk_delete(data2, "clients/c1", -1, 5000, &err), &err, PC_DENIED);
+  /* readers: the system's ephemeral node, a data client's, a persistent one */
+  pc_zk_stat_t st;
+  must("system node", pc_coord_system_node(data, "tablets/t1/owner", NULL, &v, NULL, &st, 5000,
+                                           &err),
+       &err, PC_OK);
+  assert_int_equal(st.ephemeral_owner, pc_zk_session_id(sys));
+  free(v);
+  must("data's node", pc_coord_system_node(sys, "clients/c1", NULL, &v, NULL, NULL, 5000, &err),
+       &err, PC_DENIED);
+  if (!strstr(err.text, "not the system's")) fail_msg("unexpected: %s", err.text);
+  must("persistent", pc_coord_system_node(data, "tablets/t1", NULL, &v, NULL, NULL, 5000, &err),
+       &err, PC_DENIED);
+  if (!strstr(err.text, "persistent")) fail_msg("unexpected: %s", err.text);
+  must("system deletes", pc_zk_delete(sys, "clients/c1", -1, 5000, &err), &err, PC_OK);
+  pc_zk_close(data2);
+  pc_zk_close(data);
+  pc_zk_close(sys);
+
+  /* a root another identity made first, and one made with one secret */
+  pc_zk_t *squatter = open_root("/identities/t10b");
+  pc_zk_close(squatter);
+  pc_zk_t *one = open_as("/identities/t10c", "d", NULL, &err);
+  assert_non_null(one);
+  assert_int_equal(pc_zk_two_identities(one), 0);
+  pc_zk_close(one);
+  const char *const roots[] = {"/identities/t10b", "/identities/t10b", "/identities/t10c"};
+  const char *const systems[] = {"s", NULL, "s"};
+  for (int i = 0; i < 3; i++) {
+    assert_null(open_as(roots[i], "d", systems[i], &err));
+    must(roots[i], err.code, &err, PC_DENIED);
+    if (!strstr(err.text, "not this cluster's")) fail_msg("unexpected: %s", err.text);
+  }
 }
 
 typedef struct counter {
@@ -247,11 +335,11 @@ static void test_client_liveness_and_reports(void **state) {
   (void)state;
   pc_error_t err;
   pc_coord_t *a =
-      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t5", NULL, 4000},
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t5", NULL, 4000, NULL},
                     PC_COORD_CLIENT, 20000, &err);
   assert_non_null(a);
   pc_coord_t *b =
-      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t5", NULL, 4000},
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t5", NULL, 4000, NULL},
                     PC_COORD_CLIENT, 20000, &err);
   assert_non_null(b);
   uint64_t sa = pc_coord_session(a), sb = pc_coord_session(b);
@@ -361,9 +449,9 @@ static void test_membership_partition(void **state) {
   pc_error_t err;
   const char *root = "/percolator/t7";
   pc_coord_t *a =
-      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000}, 0, 20000, &err);
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000, NULL}, 0, 20000, &err);
   pc_coord_t *b =
-      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000}, 0, 20000, &err);
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), root, NULL, 4000, NULL}, 0, 20000, &err);
   assert_non_null(a);
   assert_non_null(b);
   pc_member_t *ma = pc_member_join(a, "g", STABLE_MS, 5000, &err);
@@ -440,9 +528,9 @@ static void test_safe_point_rises(void **state) {
   (void)state;
   pc_error_t err;
   pc_coord_t *a = pc_coord_open(
-      &(pc_zk_options_t){tu_zk_connect(server), "/percolator/t8", NULL, 4000}, 0, 20000, &err);
+      &(pc_zk_options_t){tu_zk_connect(server), "/percolator/t8", NULL, 4000, NULL}, 0, 20000, &err);
   pc_coord_t *b = pc_coord_open(
-      &(pc_zk_options_t){tu_zk_connect(server), "/percolator/t8", NULL, 4000}, 0, 20000, &err);
+      &(pc_zk_options_t){tu_zk_connect(server), "/percolator/t8", NULL, 4000, NULL}, 0, 20000, &err);
   assert_non_null(a);
   assert_non_null(b);
   uint64_t safe = 1, published = 0;
@@ -465,11 +553,11 @@ static void test_unreachable(void **state) {
   pc_error_t err;
   /* nobody listens on port 1 */
   pc_zk_t *none =
-      pc_zk_open(&(pc_zk_options_t){"127.0.0.1:1", "/percolator/x", NULL, 4000}, 300, NULL, &err);
+      pc_zk_open(&(pc_zk_options_t){"127.0.0.1:1", "/percolator/x", NULL, 4000, NULL}, 300, NULL, &err);
   assert_null(none);
   assert_int_equal(err.code, PC_UNAVAILABLE);
   assert_non_null(strstr(err.text, "127.0.0.1:1"));
-  none = pc_zk_open(&(pc_zk_options_t){"127.0.0.1:1", "relative", NULL, 4000}, 300, NULL, &err);
+  none = pc_zk_open(&(pc_zk_options_t){"127.0.0.1:1", "relative", NULL, 4000, NULL}, 300, NULL, &err);
   assert_null(none);
   assert_int_equal(err.code, PC_INVALID);
 }
@@ -481,11 +569,11 @@ static void test_calls_bounded_when_server_gone(void **state) {
   pc_error_t err;
   counter_t c = {0};
   pc_zk_watch_t w = {count_event, &c};
-  pc_zk_t *zk = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t4", NULL, 30000},
+  pc_zk_t *zk = pc_zk_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t4", NULL, 30000, NULL},
                            20000, &w, &err);
   assert_non_null(zk);
   pc_coord_t *coord =
-      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t4", NULL, 30000},
+      pc_coord_open(&(pc_zk_options_t){tu_zk_connect(server), "/percolator/t4", NULL, 30000, NULL},
                     PC_COORD_CLIENT, 20000, &err);
   assert_non_null(coord);
   tu_zk_kill(server, 0);
@@ -531,6 +619,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nodes_under_root),
       cmocka_unit_test(test_secret_acl),
+      cmocka_unit_test(test_two_identities),
       cmocka_unit_test(test_ephemeral_sequence_and_watches),
       cmocka_unit_test(test_fenced_write),
       cmocka_unit_test(test_client_liveness_and_reports),

@@ -97,7 +97,7 @@ int tu_cluster_tso_leader(const char *dir) {
   char root[300];
   pc_error_t err;
   pc_tso_locator_t *l = pc_tso_locator_create(
-      &(pc_zk_options_t){tu_zk_shared(), cluster_root(dir, root, sizeof root), NULL, ZK_SESSION_MS},
+      &(pc_zk_options_t){tu_zk_shared(), cluster_root(dir, root, sizeof root), NULL, ZK_SESSION_MS, NULL},
       NULL, 20000, &err);
   if (!l) die("tu_cluster_tso_leader", &err);
   int found = -1;

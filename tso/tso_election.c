@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "lockservice/coord.h"
 #include "lockservice/zk.h"
 #include "tso/tso_server.h"
 
@@ -21,12 +22,13 @@ typedef struct zk_bound {
   pc_tso_node_t *node;
   int32_t version;                /* of tso/bound as last read or written */
   uint64_t confirmed_at;          /* send time of the last fenced write that succeeded */
+  _Atomic uint64_t last;          /* the bound last read or written (the extender writes) */
   _Atomic(pc_oracle_t *) oracle;  /* set once the oracle is open */
   atomic_int fenced;              /* a write was refused: another leader exists */
 } zk_bound_t;
 
 struct pc_tso_node {
-  char *connect, *root, *secret, *advertise;
+  char *connect, *root, *secret, *system_secret, *advertise;
   uint32_t asked_timeout_ms, window_ms;
   pthread_t thread;
   int running;
@@ -37,6 +39,9 @@ struct pc_tso_node {
   pc_zk_watch_t watch; /* every watch and session event of the node */
   char my[256];       /* its election node, relative to the root ("" none) */
   char leader[PC_TSO_ADDR_CAP];
+  char cannot_lead[PC_ERROR_TEXT]; /* why its turn came and it could not lead ("" none; mu) */
+  uint64_t far_logged; /* the bound far beyond the clock last explained (the thread's) */
+  char passed_over[PC_ERROR_TEXT]; /* the candidate last passed over (the thread's) */
   pthread_rwlock_t lk; /* guards oracle for the handler */
   pc_oracle_t *oracle; /* while leading */
   _Atomic uint64_t elections;
@@ -110,6 +115,29 @@ static pc_status_t zk_bound_load(void *ctx, uint64_t *bound, pc_error_t *err) {
   if (bad)
     return pc_error_set(err, PC_CORRUPTION,
                         "zookeeper %s/" PC_TSO_ZK_BOUND ": not a timestamp bound", n->root);
+  /* no oracle writes a bound that far ahead of a clock: someone else did
+   * (a process that could write there), or this clock is far behind */
+  uint64_t now_ms = pc_now_wall_ms(), bound_ms = PC_TS_PHYSICAL_MS(*bound);
+  if (bound_ms > now_ms + PC_TSO_BOUND_AHEAD_MAX_MS) {
+    if (n->far_logged != *bound) { /* once per value: the election tries again and again */
+      n->far_logged = *bound;
+      pc_log(PC_LOG_ERROR,
+             "tso: zookeeper %s/" PC_TSO_ZK_BOUND " holds %" PRIu64 ", %" PRIu64
+             " days beyond this machine's clock: no oracle writes a bound more than %llu days "
+             "ahead of its clock, so another process wrote it (or this clock is wrong). Not "
+             "leading from it. Set it back to the last bound an oracle of this cluster wrote "
+             "(each logs \"last bound written\" when it stops leading) with ZooKeeper's CLI: "
+             "zkCli.sh -server %s, then (with zookeeper.system_secret) addauth digest "
+             "percolator-system:<secret>, then set %s/" PC_TSO_ZK_BOUND " <bound>",
+             n->root, *bound, (uint64_t)((bound_ms - now_ms) / 86400000ull),
+             PC_TSO_BOUND_AHEAD_MAX_MS / 86400000ull, n->connect, n->root);
+    }
+    return pc_error_set(err, PC_CORRUPTION,
+                        "zookeeper %s/" PC_TSO_ZK_BOUND " holds %" PRIu64
+                        ", far beyond this clock: not an oracle's bound (see the oracle's log)",
+                        n->root, *bound);
+  }
+  atomic_store(&b->last, *bound);
   return PC_OK;
 }
 
@@ -125,6 +153,7 @@ static pc_status_t zk_bound_persist(void *ctx, uint64_t bound, pc_error_t *err) 
   if (st == PC_OK) {
     b->version = version;
     b->confirmed_at = sent;
+    atomic_store(&b->last, bound);
     pc_oracle_t *o = atomic_load(&b->oracle);
     if (o) pc_oracle_extend_lease(o, sent + session_ms(n) / 2);
   } else if (st == PC_CONFLICT) {
@@ -153,9 +182,16 @@ static int lead(pc_tso_node_t *n) {
   snprintf(name, sizeof name, "zookeeper %s/" PC_TSO_ZK_BOUND, n->root);
   pc_oracle_t *o = pc_oracle_open_with(&zk_bound_ops, b, name, n->window_ms, 1, &err);
   if (!o) {
-    pc_log(PC_LOG_WARN, "tso: cannot take over: %s", err.text);
+    pthread_mutex_lock(&n->mu);
+    int same = strcmp(n->cannot_lead, err.text) == 0;
+    snprintf(n->cannot_lead, sizeof n->cannot_lead, "%s", err.text);
+    pthread_mutex_unlock(&n->mu);
+    if (!same) pc_log(PC_LOG_WARN, "tso: cannot take over: %s", err.text);
     return 0;
   }
+  pthread_mutex_lock(&n->mu);
+  n->cannot_lead[0] = '\0';
+  pthread_mutex_unlock(&n->mu);
   pc_oracle_extend_lease(o, b->confirmed_at + session_ms(n) / 2);
   atomic_store(&b->oracle, o);
   pthread_rwlock_wrlock(&n->lk);
@@ -186,27 +222,37 @@ static int lead(pc_tso_node_t *n) {
   n->oracle = NULL;
   pthread_rwlock_unlock(&n->lk);
   /* a clean stop hands the lead over on purpose: not a warning */
-  pc_log(stopping ? PC_LOG_INFO : PC_LOG_WARN, "tso: no longer leading (%s)",
-         stopping                                    ? "stopping: a standby takes over"
-         : atomic_load(&b->fenced)                   ? "another oracle took over"
-         : pc_zk_state(n->zk) == PC_ZK_EXPIRED       ? "session expired"
-                                                     : "its election node is gone");
+  pc_log(stopping ? PC_LOG_INFO : PC_LOG_WARN,
+         "tso: no longer leading (%s); last bound written: %" PRIu64,
+         stopping                ? "stopping: a standby takes over"
+         : atomic_load(&b->fenced) ? "tso/bound was written by another process: another oracle "
+                                     "took over, or a process that may write there"
+         : pc_zk_state(n->zk) == PC_ZK_EXPIRED ? "session expired"
+                                               : "its election node is gone",
+         atomic_load(&b->last));
   pc_oracle_close(o); /* frees b */
   return 1;
 }
 
-/* Reads the address of the candidate named first in names into n->leader. */
-static void note_leader(pc_tso_node_t *n, char **names, size_t count) {
+/* Whether candidate names[i] is an oracle: an ephemeral node of a system
+ * session. 1 yes (its address into addr when addr is not NULL), 0 no (it
+ * is passed over), -1 gone; ZooKeeper that cannot say counts as yes, so
+ * that no live oracle is ever passed over. */
+static int candidate(pc_tso_node_t *n, const char *name, char *addr, size_t cap) {
   char rel[300], *data = NULL;
-  size_t len = 0;
   pc_error_t err;
-  if (count == 0) return;
-  snprintf(rel, sizeof rel, PC_TSO_ZK_ELECTION "/%s", names[0]);
-  if (pc_zk_get(n->zk, rel, NULL, &data, &len, NULL, call_ms(n), &err) != PC_OK) return;
-  pthread_mutex_lock(&n->mu);
-  snprintf(n->leader, sizeof n->leader, "%s", data);
-  pthread_mutex_unlock(&n->mu);
+  snprintf(rel, sizeof rel, PC_TSO_ZK_ELECTION "/%s", name);
+  pc_status_t st = pc_coord_system_node(n->zk, rel, NULL, &data, NULL, NULL, call_ms(n), &err);
+  if (st == PC_OK && addr) snprintf(addr, cap, "%s", data);
   free(data);
+  if (st == PC_DENIED) {
+    if (strcmp(n->passed_over, err.text) != 0) { /* once, not at every step */
+      snprintf(n->passed_over, sizeof n->passed_over, "%s", err.text);
+      pc_log(PC_LOG_WARN, "tso: %s", err.text);
+    }
+    return 0;
+  }
+  return st == PC_NOT_FOUND ? -1 : 1;
 }
 
 /* One step of the election: joins it if needed, then leads or waits for the
@@ -233,11 +279,22 @@ static void election_step(pc_tso_node_t *n) {
   const char *mine = n->my + strlen(PC_TSO_ZK_ELECTION) + 1;
   size_t k = 0;
   while (k < count && strcmp(names[k], mine) != 0) k++;
-  note_leader(n, names, count);
+  /* the oracles before it, the first of them the leader */
+  long pred = -1;
+  char leader[PC_TSO_ADDR_CAP] = "";
+  for (size_t i = 0; i < k; i++) {
+    int is = candidate(n, names[i], leader[0] ? NULL : leader, sizeof leader);
+    if (is == 1) pred = (long)i;
+  }
+  if (!leader[0] && k < count) snprintf(leader, sizeof leader, "%s", n->advertise);
+  pthread_mutex_lock(&n->mu);
+  snprintf(n->leader, sizeof n->leader, "%s", leader);
+  if (pred >= 0) n->cannot_lead[0] = '\0'; /* not its turn: another oracle leads */
+  pthread_mutex_unlock(&n->mu);
   if (k == count) {
     pc_log(PC_LOG_WARN, "tso: election node %s is gone; joining again", n->my);
     n->my[0] = '\0';
-  } else if (k == 0) {
+  } else if (pred < 0) {
     if (lead(n)) {
       if (pc_zk_state(n->zk) != PC_ZK_EXPIRED)
         pc_zk_delete(n->zk, n->my, -1, call_ms(n), &err); /* the next one takes over now */
@@ -246,11 +303,11 @@ static void election_step(pc_tso_node_t *n) {
       node_wait(n, 500);
     }
   } else {
-    char pred[300];
+    char rel[300];
     int exists = 0;
-    snprintf(pred, sizeof pred, PC_TSO_ZK_ELECTION "/%s", names[k - 1]);
+    snprintf(rel, sizeof rel, PC_TSO_ZK_ELECTION "/%s", names[pred]);
     /* only the predecessor is watched: a leader's loss wakes one standby */
-    if (pc_zk_exists(n->zk, pred, &n->watch, &exists, call_ms(n), &err) == PC_OK && exists)
+    if (pc_zk_exists(n->zk, rel, &n->watch, &exists, call_ms(n), &err) == PC_OK && exists)
       node_wait(n, session_ms(n));
   }
   pc_zk_free_names(names, count);
@@ -273,8 +330,14 @@ static void *node_main(void *arg) {
       n->my[0] = '\0';
     }
     if (!n->zk) {
-      pc_zk_options_t zo = {n->connect, n->root, n->secret, n->asked_timeout_ms};
+      pc_zk_options_t zo = {n->connect, n->root, n->secret, n->asked_timeout_ms,
+                            n->system_secret};
       pc_zk_t *zk = pc_zk_open(&zo, n->asked_timeout_ms, &n->watch, &err);
+      /* a system session says so before it joins (system/<session>) */
+      if (zk && pc_coord_prepare(zk, 0, n->asked_timeout_ms, &err) != PC_OK) {
+        pc_zk_close(zk);
+        zk = NULL;
+      }
       if (!zk) {
         pc_log(PC_LOG_WARN, "tso: %s", err.text);
         node_wait(n, 500);
@@ -297,10 +360,12 @@ pc_tso_node_t *pc_tso_node_create(const pc_tso_node_options_t *o, pc_error_t *er
   }
   pc_tso_node_t *n = calloc(1, sizeof *n);
   if (!n || !(n->connect = strdup(o->zk.connect)) || !(n->root = strdup(o->zk.root)) ||
-      (o->zk.secret && !(n->secret = strdup(o->zk.secret)))) {
+      (o->zk.secret && !(n->secret = strdup(o->zk.secret))) ||
+      (o->zk.system_secret && !(n->system_secret = strdup(o->zk.system_secret)))) {
     if (n) {
       free(n->connect);
       free(n->root);
+      free(n->secret);
     }
     free(n);
     pc_error_set(err, PC_NOMEM, "out of memory");
@@ -352,6 +417,8 @@ void pc_tso_node_stop(pc_tso_node_t *n) {
   free(n->root);
   if (n->secret) explicit_bzero(n->secret, strlen(n->secret));
   free(n->secret);
+  if (n->system_secret) explicit_bzero(n->system_secret, strlen(n->system_secret));
+  free(n->system_secret);
   free(n->advertise);
   free(n);
 }
@@ -374,9 +441,13 @@ pc_status_t pc_tso_node_handler(void *ctx, uint8_t op, const char *body, size_t 
   pthread_rwlock_unlock(&n->lk);
   if (o) return st;
   pthread_mutex_lock(&n->mu);
-  st = pc_error_set(err, PC_UNAVAILABLE, "timestamp oracle %s is a standby (leader: %s)",
-                    n->advertise ? n->advertise : "(not joined)",
-                    n->leader[0] ? n->leader : "unknown");
+  if (n->cannot_lead[0])
+    st = pc_error_set(err, PC_UNAVAILABLE, "timestamp oracle %s cannot lead: %s",
+                      n->advertise ? n->advertise : "(not joined)", n->cannot_lead);
+  else
+    st = pc_error_set(err, PC_UNAVAILABLE, "timestamp oracle %s is a standby (leader: %s)",
+                      n->advertise ? n->advertise : "(not joined)",
+                      n->leader[0] ? n->leader : "unknown");
   pthread_mutex_unlock(&n->mu);
   return st;
 }

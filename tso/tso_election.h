@@ -12,7 +12,15 @@
  * elected only once the session is gone, so a paused or partitioned leader
  * stops serving before another one starts. A new leader reads the bound
  * (after a sync), starts above it and persists a new window before serving.
- * Timestamps thus strictly increase across failovers, pauses and restarts. */
+ * Timestamps thus strictly increase across failovers, pauses and restarts.
+ *
+ * What an oracle reads there it checks before it trusts it: a candidate
+ * that is not an ephemeral node of a system session is no oracle (it is
+ * passed over, by the oracles as by their clients: lockservice/coord.h's
+ * pc_coord_system_node), and a bound more than PC_TSO_BOUND_AHEAD_MAX_MS
+ * beyond this machine's clock is no bound an oracle wrote: the oracle does
+ * not lead from it, and says why (its log, and its answer to callers) and
+ * how to set it right. */
 #ifndef PC_TSO_TSO_ELECTION_H
 #define PC_TSO_TSO_ELECTION_H
 
@@ -27,8 +35,15 @@
 
 typedef struct pc_tso_node pc_tso_node_t;
 
+/* How far beyond the clock of the oracle that reads it a bound may be: an
+ * oracle writes its clock plus its window (at most 10 minutes), more only
+ * when clients asked for timestamps faster than the clock gives them
+ * (2^18 a millisecond: days of the most a server answers), or when its
+ * clock ran far ahead of the reader's. 30 days. */
+#define PC_TSO_BOUND_AHEAD_MAX_MS (30ull * 24 * 3600 * 1000)
+
 typedef struct pc_tso_node_options {
-  pc_zk_options_t zk; /* the ensemble, the cluster's root, its secret (copied) */
+  pc_zk_options_t zk; /* the ensemble, the cluster's root, its secrets (copied) */
   uint32_t window_ms; /* how far ahead the bound is persisted (0: 3000) */
 } pc_tso_node_options_t;
 
@@ -47,7 +62,8 @@ void pc_tso_node_stop(pc_tso_node_t *node);
 
 /* The rpc.h handler of a node (ctx is the pc_tso_node_t *): the ops of
  * tso_wire.h, answered by the leader only; a standby or a leader without a
- * lease answers PC_UNAVAILABLE naming the leader it knows of. */
+ * lease answers PC_UNAVAILABLE naming the leader it knows of (and, when its
+ * turn came and it could not lead, why). */
 pc_status_t pc_tso_node_handler(void *ctx, uint8_t op, const char *body, size_t len,
                                 pc_buf_t *reply, pc_error_t *err);
 

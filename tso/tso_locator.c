@@ -1,7 +1,8 @@
 /* tso_locator.c — the oracle with standbys, client side: a background
  * thread follows the election on a coordination session and keeps a client
- * of the leader, which callers share; a call that fails on one leader waits
- * for the next and asks it (the contract is in tso_locator.h, the nodes in
+ * of the leader (the first candidate that is an ephemeral node of a system
+ * session), which callers share; a call that fails on one leader waits for
+ * the next and asks it (the contract is in tso_locator.h, the nodes in
  * tso_wire.h). */
 #include "tso/tso_locator.h"
 
@@ -41,6 +42,7 @@ struct pc_tso_locator {
   uint64_t gen; /* bumped with every new leader */
   holder_t *cur;
   char members[1024];
+  char warned[PC_ERROR_TEXT]; /* the last candidate passed over (the follower's thread) */
 };
 
 static void holder_unref(holder_t *h) {
@@ -71,11 +73,18 @@ static void locator_refresh(pc_tso_locator_t *l, pc_zk_t *zk) {
     return;
   }
   char leader[PC_TSO_ADDR_CAP] = "", members[1024] = "";
-  for (size_t i = 0; i < count && i < 16; i++) {
+  for (size_t i = 0, seen = 0; i < count && seen < 16; i++) {
     char rel[300], *data = NULL;
-    size_t len;
     snprintf(rel, sizeof rel, PC_TSO_ZK_ELECTION "/%s", names[i]);
-    if (pc_zk_get(zk, rel, NULL, &data, &len, NULL, t, &err) != PC_OK) continue;
+    /* an oracle's candidate is an ephemeral node of a system session: any
+     * other node there is no oracle, however it sorts */
+    pc_status_t st = pc_coord_system_node(zk, rel, NULL, &data, NULL, NULL, t, &err);
+    if (st == PC_DENIED && strcmp(l->warned, err.text) != 0) { /* once, not every look */
+      snprintf(l->warned, sizeof l->warned, "%s", err.text);
+      pc_log(PC_LOG_WARN, "tso: %s", err.text);
+    }
+    if (st != PC_OK) continue;
+    seen++;
     if (!leader[0]) snprintf(leader, sizeof leader, "%s", data);
     size_t used = strlen(members);
     snprintf(members + used, sizeof members - used, "%s\n", data);
