@@ -523,7 +523,7 @@ static pc_status_t wait_ready(pc_pg_t *p, const int *kinds, size_t nkinds, uint3
 static pc_status_t wait_leaders(pc_pg_t *p, uint64_t until, pc_error_t *err) {
   if (!p->nservers) return PC_OK;
   uint64_t now = pc_now_mono_ms();
-  pc_zk_options_t zo = {p->zk_connect, p->zk_root, NULL, 10000};
+  pc_zk_options_t zo = {p->zk_connect, p->zk_root, NULL, 10000, NULL}; /* exists needs no ACL */
   pc_zk_t *zk = pc_zk_open(&zo, (uint32_t)(until > now ? until - now : 1), NULL, err);
   if (!zk) return err->code;
   pc_status_t st = PC_OK;
