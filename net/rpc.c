@@ -2650,6 +2650,30 @@ pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent, pc_er
   return st;
 }
 
+int pc_rpc_wait(pc_rpc_pending_t *p, uint32_t ms) {
+  if (!p || p->local) return 1;
+  struct pc_rpc_client *c = p->c;
+  struct timespec until = pc_mono_after_ms(ms);
+  if (until.tv_sec > p->deadline.tv_sec ||
+      (until.tv_sec == p->deadline.tv_sec && until.tv_nsec > p->deadline.tv_nsec))
+    until = p->deadline;
+  int timed_out = 0;
+  pthread_mutex_lock(&c->mu);
+  while (p->k.state != CALL_DONE && !timed_out)
+    timed_out = pthread_cond_timedwait(&p->k.cv, &c->mu, &until) == ETIMEDOUT;
+  int done = p->k.state == CALL_DONE;
+  pthread_mutex_unlock(&c->mu);
+  if (done) return 1;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec > p->deadline.tv_sec ||
+         (now.tv_sec == p->deadline.tv_sec && now.tv_nsec >= p->deadline.tv_nsec);
+}
+
+void pc_rpc_expire(pc_rpc_pending_t *p) {
+  if (p && !p->local) clock_gettime(CLOCK_MONOTONIC, &p->deadline);
+}
+
 pc_status_t pc_rpc_test_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent,
                                pc_error_t *err) {
   struct pc_rpc_client *c = p ? p->c : NULL;

@@ -302,6 +302,15 @@ pc_rpc_pending_t *pc_rpc_start(pc_rpc_client_t *c, uint8_t op, const void *body,
  * the server. */
 pc_status_t pc_rpc_finish(pc_rpc_pending_t *p, pc_buf_t *reply, int *sent, pc_error_t *err);
 
+/* Waits at most ms (and never past p's deadline) for p's reply without
+ * finishing p: 1 when p is done (or its deadline passed), 0 while it still
+ * waits. An in-process call is done at once. */
+int pc_rpc_wait(pc_rpc_pending_t *p, uint32_t ms);
+
+/* Gives p up: its deadline becomes now, so pc_rpc_finish returns at once
+ * (PC_TIMEOUT unless the reply is already there). */
+void pc_rpc_expire(pc_rpc_pending_t *p);
+
 /* Fails the calls in flight with PC_UNAVAILABLE, closes, frees. */
 void pc_rpc_client_destroy(pc_rpc_client_t *c);
 

@@ -226,6 +226,42 @@ static pc_rpc_pending_t *start_op(remote_t *s, size_t i, link_t *l, uint8_t op,
   return p;
 }
 
+/* A replicated tablet's point operation, sent with all the time left, and
+ * watched: while no reply has come, the server is asked every half attempt
+ * whether it still answers (PC_RPC_OP_PING, which its I/O thread answers
+ * whatever its handlers are doing). A server that does not answer within
+ * half an attempt (paused, cut off, its machine gone) has the call given up
+ * as a timeout, for call() to send again elsewhere when it may; one that
+ * answers is busy (a one-phase commit waiting out an oracle's failover for
+ * its timestamp, a write waiting for its entry to commit) and is waited for
+ * until the deadline. */
+static pc_status_t send_watched(remote_t *s, size_t i, link_t *l, uint8_t op,
+                                const pc_buf_t *body, uint32_t timeout_ms, pc_buf_t *reply,
+                                int *sent, pc_error_t *err) {
+  pc_error_t scratch;
+  if (!err) err = &scratch;
+  pc_rpc_pending_t *p = start_op(s, i, l, op, body, timeout_ms, err);
+  if (!p) {
+    *sent = 0;
+    return err->code;
+  }
+  uint32_t half = s->attempt_ms / 2 ? s->attempt_ms / 2 : 1;
+  int silent = 0;
+  while (!pc_rpc_wait(p, half)) {
+    pc_error_t pe;
+    if (pc_rpc_call(l->rpc, PC_RPC_OP_PING, NULL, 0, half, NULL, &pe) != PC_OK) {
+      silent = 1;
+      pc_rpc_expire(p);
+      break;
+    }
+  }
+  pc_status_t st = pc_rpc_finish(p, reply, sent, err);
+  if (st == PC_TIMEOUT && silent)
+    pc_error_set(err, PC_TIMEOUT, "tablet %s: %s stopped answering (no reply to a ping within "
+                 "%u ms)", s->t[i].name, l->addr, half);
+  return st;
+}
+
 /* When a reply whose status is PC_UNAVAILABLE (read by r) is a replica's
  * refusal because it does not lead its tablet: 1, with the leader it names
  * in leader ("host:port", "" when it knows none). */
@@ -276,11 +312,13 @@ static int retry_replicated(remote_t *s, size_t i, const char *leader, uint64_t 
 
 /* A replicated tablet's point operation may go to a leader that stopped
  * answering (paused, or cut off) while another was elected: each attempt is
- * bounded by attempt_ms, and one that ran out is sent again, to wherever
- * the tablet's leader is then, when sending it twice is harmless: a read,
- * or an operation of the protocol that answers the same when repeated (a
- * prewrite meets its own lock, a commit its own record). A one-phase commit
- * is not: its second attempt would meet its own commit as a conflict. */
+ * watched (send_watched), given up once the server stops answering pings
+ * for half of attempt_ms, and sent again, to wherever the tablet's leader is
+ * then, when sending it twice is harmless: a read, or an operation of the
+ * protocol that answers the same when repeated (a prewrite meets its own
+ * lock, a commit its own record). A one-phase commit is not: its second
+ * attempt would meet its own commit as a conflict, so it fails as an
+ * outcome unknown. */
 static int point_op(uint8_t op) {
   switch (op) {
     case PC_TABLET_OP_GET:
@@ -324,14 +362,12 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
     }
     int sent;
     uint64_t now = pc_now_mono_ms();
-    uint32_t left = now < until ? (uint32_t)(until - now) : 1, bound = left;
-    /* a one-phase commit, which cannot be sent again, waits for two */
-    uint32_t one = repeatable(op) ? s->attempt_ms : 2 * s->attempt_ms;
-    int short_attempt = s->t[i].replicated && s->attempt_ms && point_op(op) && left > one;
-    if (short_attempt) bound = one;
-    pc_status_t st = send_op(s, i, l, op, body, bound, reply, &sent, err);
+    uint32_t left = now < until ? (uint32_t)(until - now) : 1;
+    int short_attempt = s->t[i].replicated && s->attempt_ms && point_op(op) && left > s->attempt_ms;
+    pc_status_t st = short_attempt ? send_watched(s, i, l, op, body, left, reply, &sent, err)
+                                   : send_op(s, i, l, op, body, left, reply, &sent, err);
     if (st == PC_TIMEOUT && short_attempt) {
-      /* the server did not answer within an attempt: maybe a paused leader */
+      /* the server stopped answering: maybe a paused leader */
       ask_refresh(s, i);
       if ((!sent || repeatable(op)) && pc_now_mono_ms() < until) {
         link_put(l);

@@ -35,18 +35,25 @@ cd "$WORK" || exit 1
 # ---- a cluster whose oracles' sessions last 8 s: a failover takes longer than 5 s -----
 
 printf '{"log": {"level": "info"}, "zookeeper": {"session_timeout_ms": 8000}}\n' >extra.json
-setsid "$CLI" playground --dir "$WORK/pg" --extra-config extra.json --ready-file pg.json \
-  >pg.out 2>pg.err &
-PG=$!
-PIDS+=("$PG")
-for _ in $(seq 1 1800); do
-  [ -s pg.json ] && break
-  kill -0 "$PG" 2>/dev/null || fail "the playground did not start: $(cat pg.err)"
-  sleep 0.05
-done
-[ -s pg.json ] || fail "the playground did not start within 90 s"
-for _ in $(seq 1 100); do grep -q "Ctrl-C stops" pg.out && break; sleep 0.05; done
-C="$WORK/pg/cluster.json"
+# start_pg DIR [ARGS]: a playground in DIR (pg.out, pg.json, C its client configuration)
+start_pg() {
+  local dir=$1
+  shift
+  rm -f pg.json pg.out
+  setsid "$CLI" playground --dir "$dir" --extra-config extra.json --ready-file pg.json "$@" \
+    >pg.out 2>pg.err &
+  PG=$!
+  PIDS+=("$PG")
+  for _ in $(seq 1 1800); do
+    [ -s pg.json ] && break
+    kill -0 "$PG" 2>/dev/null || fail "the playground did not start: $(cat pg.err)"
+    sleep 0.05
+  done
+  [ -s pg.json ] || fail "the playground did not start within 90 s"
+  for _ in $(seq 1 100); do grep -q "Ctrl-C stops" pg.out && break; sleep 0.05; done
+  C="$dir/cluster.json"
+}
+start_pg "$WORK/pg" # replicated tablets, 3 servers
 role_pid() { sed -n "s/^  $1 .* pid \([0-9]*\) .*/\1/p" pg.out; }
 role_listen() { sed -n "s/^  $1 *\([0-9.:]*\) .*/\1/p" pg.out; }
 
@@ -67,14 +74,19 @@ exec {TX[1]}>&-
 wait "$TX_PID" 2>/dev/null
 run_cli 30 --config "$C" get docs b1 v:
 [ "$OUT" = before-failover ] || fail "the commit's value: '$OUT' $(cat last.err)"
-pass "a one-phase commit waited out the oracle's failover (8 s sessions) and committed"
+pass "a one-phase commit to a replicated tablet waited out the oracle's failover (8 s sessions) and committed"
+kill -INT -- "-$PG"
+wait_exit "$PG" 120
+
+# 2, 3 and 5 are of a tablet per process, one copy each (replicated servers: test_replica_ops.sh)
+start_pg "$WORK/pg1" --servers 0
 
 # ---- 2. a restarted tablet serves once its ready file is there ----------------------------
 
 run_cli 30 --config "$C" set docs a1 v: one
 [ "$RC" = 0 ] || fail "set a1: $(cat last.err)"
 t1pid=$(role_pid t1)
-sed '1s|^{|{"data_dir": "'"$WORK"'/pg/data",|' "$C" >t1.json
+sed '1s|^{|{"data_dir": "'"$WORK"'/pg1/data",|' "$C" >t1.json
 kill -9 "$t1pid"
 "$CLI" --config t1.json tablet --name t1 --ready-file t1.ready 2>t1.log &
 T1=$!
