@@ -307,13 +307,16 @@ static void wait_lifetime(pc_db_t *db, uint64_t ts) {
 }
 
 /* Another pass after *sum, added to it: what it deleted and settled adds
- * up; its safe point, cells and locks left replace the earlier ones. */
+ * up; its safe point and locks left replace the earlier ones; the cells
+ * seen are the most any pass saw (a pass walks the cells that have write
+ * records, and an earlier pass may have left a cell its head alone, whose
+ * record is its meta's). */
 static void gc_again(pc_db_t *db, pc_gc_stats_t *sum) {
   struct timespec d = {0, 50 * 1000000L};
   nanosleep(&d, NULL);
   pc_gc_stats_t s = gc(db);
   sum->safe_point = s.safe_point;
-  sum->cells = s.cells;
+  if (s.cells > sum->cells) sum->cells = s.cells;
   sum->locks_left = s.locks_left;
   sum->locks_resolved += s.locks_resolved;
   sum->versions += s.versions;
