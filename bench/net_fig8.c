@@ -69,7 +69,7 @@
 #include <percolator/percolator.h>
 
 #include "benchutil.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "net/rpc.h"
 #include "core/store.h"
 #include "tablet/tablet.h"

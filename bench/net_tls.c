@@ -51,7 +51,7 @@
 #include <percolator/percolator.h>
 
 #include "benchutil.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/store.h"
 #include "net/rpc.h"
 #include "net/tls.h"

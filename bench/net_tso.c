@@ -50,7 +50,7 @@
 #include <percolator/percolator.h>
 
 #include "benchutil.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "net/rpc.h"
 #include "tso/oracle.h"
 #include "tso/tso_client.h"

@@ -42,9 +42,9 @@
 #include <percolator/percolator.h>
 
 #include "benchutil.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "daemon/daemon.h"
 #include "net/rpc.h"
 #include "tests/zkharness.h"

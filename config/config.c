@@ -17,9 +17,9 @@
 
 #include <jansson.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/suggest.h"
 
 #define CFG_MAX_TEXT (16u << 20) /* larger inputs are refused */

@@ -15,9 +15,9 @@
 #include <unistd.h>
 #include <dirent.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* The layout of the records in the store (core/keys.c); a directory of
  * another format is refused, naming what it found. Format 4 keeps a cell's

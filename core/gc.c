@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 
 /* ---- the heartbeat ------------------------------------------------------ */

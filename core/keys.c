@@ -9,102 +9,6 @@
 
 #define WRITE_VERSION 1
 
-void pc_buf_free(pc_buf_t *b) {
-  if (b->heap) free(b->p);
-  b->p = NULL;
-  b->len = b->cap = 0;
-  b->heap = 0;
-}
-
-int pc_buf_reserve(pc_buf_t *b, size_t extra) {
-  if (b->p && b->cap > b->len && b->cap - b->len >= extra + 1) return 0;
-  size_t cap = b->cap ? b->cap : 64;
-  while (cap - b->len < extra + 1) cap *= 2;
-  char *p;
-  if (b->heap) {
-    p = realloc(b->p, cap);
-  } else { /* first allocation, or leaving caller-owned storage */
-    p = malloc(cap);
-    if (p && b->len) memcpy(p, b->p, b->len);
-  }
-  if (!p) return -1;
-  b->p = p;
-  b->cap = cap;
-  b->heap = 1;
-  return 0;
-}
-
-int pc_buf_append(pc_buf_t *b, const void *data, size_t n) {
-  if (pc_buf_reserve(b, n) != 0) return -1;
-  if (n) memcpy(b->p + b->len, data, n);
-  b->len += n;
-  b->p[b->len] = '\0'; /* always NUL-terminated for string users */
-  return 0;
-}
-
-int pc_buf_u8(pc_buf_t *b, uint8_t v) { return pc_buf_append(b, &v, 1); }
-
-int pc_buf_u32(pc_buf_t *b, uint32_t v) {
-  unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
-                        (unsigned char)(v >> 8), (unsigned char)v};
-  return pc_buf_append(b, x, 4);
-}
-
-int pc_buf_u64(pc_buf_t *b, uint64_t v) {
-  unsigned char x[8];
-  for (int i = 0; i < 8; i++) x[i] = (unsigned char)(v >> (56 - 8 * i));
-  return pc_buf_append(b, x, 8);
-}
-
-int pc_buf_str(pc_buf_t *b, const void *data, size_t n) {
-  if (n > UINT32_MAX) return -1;
-  if (pc_buf_u32(b, (uint32_t)n) != 0) return -1;
-  return pc_buf_append(b, data, n);
-}
-
-static const unsigned char *rd_take(pc_rd_t *r, size_t n) {
-  if (!r->ok || r->len - r->pos < n) {
-    r->ok = 0;
-    return NULL;
-  }
-  const unsigned char *p = (const unsigned char *)r->p + r->pos;
-  r->pos += n;
-  return p;
-}
-
-uint8_t pc_rd_u8(pc_rd_t *r) {
-  const unsigned char *p = rd_take(r, 1);
-  return p ? p[0] : 0;
-}
-
-uint32_t pc_rd_u32(pc_rd_t *r) {
-  const unsigned char *p = rd_take(r, 4);
-  if (!p) return 0;
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t be64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  v = __builtin_bswap64(v); /* one load and one bswap, not a loop over eight bytes: every
-                               read decodes timestamps */
-#endif
-  return v;
-}
-
-uint64_t pc_rd_u64(pc_rd_t *r) {
-  const unsigned char *p = rd_take(r, 8);
-  return p ? be64(p) : 0;
-}
-
-const char *pc_rd_str(pc_rd_t *r, size_t *n) {
-  uint32_t len = pc_rd_u32(r);
-  const unsigned char *p = rd_take(r, len);
-  *n = p ? len : 0;
-  return (const char *)p;
-}
-
 /* ---- keys ---- */
 
 static int has_zero64(uint64_t w) {
@@ -513,7 +417,7 @@ static int decode_head(pc_rd_t *r, unsigned flags, pc_write_rec_t *head) {
   head->vlen = 0;
   if (place == PC_VALUE_INLINE) {
     uint64_t n = rd_varint(r);
-    const unsigned char *v = r->ok && n <= r->len - r->pos ? rd_take(r, (size_t)n) : NULL;
+    const unsigned char *v = r->ok && n <= r->len - r->pos ? pc_rd_take(r, (size_t)n) : NULL;
     if (!v) return -1;
     head->value = (const char *)v;
     head->vlen = (size_t)n;
@@ -592,7 +496,7 @@ int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, i
     const unsigned char *end = u + n, *q;
     uint64_t delta, len;
     if (!(q = varint_at(u + 10, end, &delta)) || !(q = varint_at(q, end, &len))) return -1;
-    uint64_t commit = be64(u + 2);
+    uint64_t commit = pc_be64(u + 2);
     if (delta > commit || len != (uint64_t)(end - q)) return -1;
     *has_lock = 0;
     *lock_start = 0;
@@ -610,13 +514,6 @@ int pc_meta_peek(const char *p, size_t n, int *has_lock, uint64_t *lock_start, i
   *has_head = (flags & MF_HEAD) != 0;
   if (*has_head && decode_head(&r, flags, head) != 0) return -1;
   return r.ok ? 0 : -1;
-}
-
-int pc_bytes_cmp(const char *a, size_t al, const char *b, size_t bl) {
-  size_t n = al < bl ? al : bl;
-  int c = n ? memcmp(a, b, n) : 0;
-  if (c) return c;
-  return al < bl ? -1 : al > bl;
 }
 
 /* ---- observer records ---------------------------------------------------- */

@@ -25,6 +25,8 @@
 
 #include <percolator/percolator.h>
 
+#include "base/buf.h"
+
 #define PC_KS_META 'm'
 #define PC_KS_WRITE 'w'
 #define PC_KS_DATA 'd'
@@ -66,43 +68,6 @@
 #define PC_MAX_STORED_COLUMN (PC_MAX_COLUMN + PC_ACK_PREFIX_LEN + 64 + 1)
 /* Values up to this size live inside the lock and the commit record. */
 #define PC_INLINE_MAX 4096u
-
-/* A growable byte buffer. Appending functions return 0, or -1 when an
- * allocation fails (the buffer keeps what it had). {0} is an empty buffer;
- * PC_BUF_ON(array) starts in caller-owned storage (e.g. on the stack) and
- * moves to the heap only if it outgrows it; pc_buf_free frees only heap. */
-typedef struct pc_buf {
-  char *p;
-  size_t len, cap;
-  int heap; /* p was allocated here */
-} pc_buf_t;
-
-#define PC_BUF_ON(array) ((pc_buf_t){(array), 0, sizeof(array), 0})
-
-void pc_buf_free(pc_buf_t *b);
-int pc_buf_reserve(pc_buf_t *b, size_t extra);
-int pc_buf_append(pc_buf_t *b, const void *data, size_t n);
-int pc_buf_u8(pc_buf_t *b, uint8_t v);
-int pc_buf_u32(pc_buf_t *b, uint32_t v);
-int pc_buf_u64(pc_buf_t *b, uint64_t v);
-/* u32 length followed by the bytes */
-int pc_buf_str(pc_buf_t *b, const void *data, size_t n);
-
-/* A reader over a record; sets ok = 0 on any overrun. */
-typedef struct pc_rd {
-  const char *p;
-  size_t len, pos;
-  int ok;
-} pc_rd_t;
-
-uint8_t pc_rd_u8(pc_rd_t *r);
-uint32_t pc_rd_u32(pc_rd_t *r);
-uint64_t pc_rd_u64(pc_rd_t *r);
-const char *pc_rd_str(pc_rd_t *r, size_t *n);
-
-/* Compares byte strings as unsigned bytes, a shorter prefix first: the order
- * of rows, columns and keys everywhere in the project. */
-int pc_bytes_cmp(const char *a, size_t al, const char *b, size_t bl);
 
 /* A reference to a user cell; table is NUL-terminated. */
 typedef struct pc_cell {

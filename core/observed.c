@@ -35,8 +35,8 @@
 #include <percolator/observer.h>
 
 #include "core/db.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 _Static_assert(PC_MAX_STORED_COLUMN ==
                    PC_MAX_COLUMN + PC_ACK_PREFIX_LEN + PC_MAX_OBSERVER_NAME + 1,

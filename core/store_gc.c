@@ -39,14 +39,14 @@
  * synced (a lost delete is redone by the next pass). It never blocks
  * readers or writers; rate bounds the keys it deletes per second. A pass
  * whose caller gave up (its deadline, or an abandoned request:
- * core/deadline.h) stops between two records with PC_TIMEOUT, keeping what
+ * base/deadline.h) stops between two records with PC_TIMEOUT, keeping what
  * it deleted: every delete stands on its own, and the next pass starts over.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "core/store_local.h"
 
 #define GC_BATCH 512u

@@ -18,10 +18,10 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 

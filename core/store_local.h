@@ -73,7 +73,7 @@ typedef struct local {
 uint32_t local_stripe(const pc_cell_t *c);
 /* Returns 0 once stripe i holds no one-phase commit that read_ts could
  * cover (after waiting for its latch if one did), 1 when it would have had
- * to wait on a thread that may not (core/deadline.h's pc_nowait_refuse). */
+ * to wait on a thread that may not (base/deadline.h's pc_nowait_refuse). */
 int local_wait_onepc(local_t *s, uint32_t i, uint64_t read_ts);
 
 pc_status_t local_ldb_error(local_t *s, char *msg, const char *what, pc_error_t *err);
@@ -169,7 +169,7 @@ pc_status_t local_cursor_error(local_t *s, local_cursor_t *c, const char *what, 
 
 /* Called at each step of a long loop (a scan, the GC pass): the failpoint
  * store.step, and every few steps whether the call should stop (its deadline
- * passed, or the request it serves was abandoned: core/deadline.h), which is
+ * passed, or the request it serves was abandoned: base/deadline.h), which is
  * then PC_TIMEOUT naming what stopped. steps counts the calls, from 1. */
 pc_status_t local_step(local_t *s, unsigned steps, const char *what, pc_error_t *err);
 

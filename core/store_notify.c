@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/store_local.h"
 
 pc_status_t local_notify_index_build(local_t *s, pc_error_t *err) {

@@ -29,8 +29,8 @@
 
 #include <percolator/observer.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "core/store_local.h"
 
 typedef struct obs_entry {

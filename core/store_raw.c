@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "core/store_local.h"
 
 static int row_in(const pc_buf_t *row, const char *start, size_t slen, const char *end,

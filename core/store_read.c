@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/store_local.h"
 
 /* A rollback record sits at its own start_ts (commit_ts = start_ts): one Get

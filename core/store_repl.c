@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/store_local.h"
 
 #define CMD_FORMAT 1

@@ -66,7 +66,7 @@ pc_status_t pc_local_store_flush(pc_store_t *s, pc_error_t *err);
 /* The contents of a store at one moment, for a replica being rebuilt: every
  * key of the store but those only this store's process uses (the saved lock
  * index), read from a LevelDB snapshot, in key order, in chunks. A chunk is
- * a sequence of (str key, str value) (keys.h's pc_buf_str). */
+ * a sequence of (str key, str value) (base/buf.h's pc_buf_str). */
 typedef struct pc_local_stream pc_local_stream_t;
 
 /* Opens a stream of s; *applied receives the index of the last log entry

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/store_local.h"
 
 /* Writes the notifications of a commit of cell c at ts into batch b: strong

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "core/db.h"
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 
 /* A buffered write, keyed by its encoded meta key (= (table, row, column) order). */

@@ -16,7 +16,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "daemon/daemon_internal.h"
 
 pc_status_t pc_daemon_config_load(const char *path, pc_daemon_config_t *out, pc_error_t *err) {

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "daemon/daemon_internal.h"
 
 #define LOCK_WAIT_MS 10000u

@@ -9,15 +9,15 @@
 #include <string.h>
 
 #include "core/db.h"
-#include "core/deadline.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/deadline.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "daemon/daemon_internal.h"
 
 #define GC_LOCK "gc"
 
 /* The pass of a stopping daemon stops at its next step: the tablets' GC
- * loops and the rate's sleep see it through core/deadline.h (in-process
+ * loops and the rate's sleep see it through base/deadline.h (in-process
  * calls carry the caller's cancellation to the handler). */
 static int gc_stopping(void *arg) {
   return atomic_load_explicit(&((gc_loop_t *)arg)->stopping, memory_order_relaxed)

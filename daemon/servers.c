@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #include "core/db.h"
-#include "core/deadline.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/deadline.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "daemon/daemon_internal.h"
 #include "replica/repl_wire.h"
 

@@ -35,8 +35,8 @@
 #include <unistd.h>
 
 #include "core/db.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "daemon/daemon_internal.h"
 
 #define WORKER_REPORT_MS 1000

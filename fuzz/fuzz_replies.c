@@ -13,7 +13,7 @@
  * PC_LOCKED; scans and listings deliver at most their limit. */
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
 #include "core/store.h"
 #include "fuzz/fuzz.h"

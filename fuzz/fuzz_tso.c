@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
 #include "fuzz/fuzz.h"
 #include "fuzz/fuzz_util.h"

@@ -18,8 +18,8 @@
 #include "lockservice/coord.h"
 
 #include "config/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -22,8 +22,8 @@
 #include "lockservice/lockservice.h"
 #include "lockservice/ls_internal.h"
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #include <inttypes.h>
 #include <pthread.h>

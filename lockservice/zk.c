@@ -12,8 +12,8 @@
  * whose ACL is neither this cluster's is refused. */
 #include "lockservice/zk.h"
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -39,8 +39,8 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #define HTTP_MAX_HEAD 16384       /* a request line and headers */
 #define HTTP_LINGER_MS 1000       /* after the answer: discard input until the peer closes */

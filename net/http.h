@@ -9,7 +9,7 @@
 
 #include <percolator/percolator.h>
 
-#include "core/keys.h"
+#include "base/buf.h"
 
 /* Appends a one-line reason to out and returns 0 when unhealthy; returns 1 when healthy. */
 typedef int (*pc_http_health_fn)(void *ctx, pc_buf_t *out);

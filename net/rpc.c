@@ -61,9 +61,9 @@
 #include <event2/util.h>
 #include <openssl/crypto.h>
 
-#include "core/deadline.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/deadline.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "net/rpc_auth.h"
 #include "net/rpc_peers.h"
 #include "net/tls.h"
@@ -1444,7 +1444,7 @@ static void *loop_main(void *arg) {
 
 /* Whether nobody waits for job j any more: its connection closed, or the
  * server's stop gave up waiting. Read by the job's handler thread (through
- * core/deadline.h's pc_call_check) while the I/O thread may set either. */
+ * base/deadline.h's pc_call_check) while the I/O thread may set either. */
 static int job_abandoned(void *arg) {
   const job_t *j = arg;
   if (atomic_load_explicit(&j->conn->s->cancel_all, memory_order_relaxed))
@@ -1454,7 +1454,7 @@ static int job_abandoned(void *arg) {
 
 /* Runs job j's handler on the calling thread (a worker, or the I/O thread for
  * ops that run inline), within the request's deadline and with its
- * abandonment visible (core/deadline.h), then hands the reply to the I/O
+ * abandonment visible (base/deadline.h), then hands the reply to the I/O
  * thread through the completion list and returns 1. A request that is past
  * its deadline before it starts, or whose connection closed, is not run. On
  * the I/O thread the handler may not wait (pc_nowait_begin): if it would

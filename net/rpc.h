@@ -13,7 +13,7 @@
  * does the same); a request still queued at its deadline is answered
  * PC_TIMEOUT without running, and a handler sees the deadline, and whether
  * the request was abandoned (its connection closed, or the server stops),
- * through core/deadline.h, so that long work stops between steps. Many
+ * through base/deadline.h, so that long work stops between steps. Many
  * requests may be in flight on one connection and replies may come back in
  * any order. The reply echoes the id, sets op to (request op | 0x80),
  * status to a pc_status_t and budget to 0, in the version of the request;
@@ -81,7 +81,7 @@
 
 #include <percolator/percolator.h>
 
-#include "core/keys.h"
+#include "base/buf.h"
 
 #define PC_RPC_VERSION 2    /* what clients send */
 #define PC_RPC_VERSION_1 1  /* the oldest a server serves: no budget field */
@@ -147,7 +147,7 @@ typedef struct pc_rpc_server_options {
   /* Ops whose handler is short and has no side effects (reads) may run on
    * the I/O thread itself, saving the hand-off to a worker and back (two
    * thread switches): return 1 for them. There the handler may not wait for
-   * another thread's work (core/deadline.h's pc_nowait_*): one that would
+   * another thread's work (base/deadline.h's pc_nowait_*): one that would
    * is dropped at that point and run again from the start by a worker. What
    * it may still block on is short: a mutex held for a memory update, a read
    * from disk of data not in the page cache. NULL: every request goes to a
@@ -215,7 +215,7 @@ int pc_rpc_server_latency(const pc_rpc_server_t *s, uint8_t op, pc_rpc_op_latenc
 /* Stops accepting and reading, waits for the requests being served to be
  * answered (so nothing acknowledged is lost) for at most
  * PC_RPC_STOP_GRACE_MS, then marks those still running abandoned (long
- * handlers stop at their next step, core/deadline.h), sends the replies that
+ * handlers stop at their next step, base/deadline.h), sends the replies that
  * brings for up to a second more, and closes every connection; joins its
  * threads once the handlers have returned, and frees the server. A handler that checks between steps returns within a step;
  * one blocked elsewhere (a disk write) when that returns. */

@@ -19,7 +19,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 #define CN_MAX 256
 

@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #define LOCK_PREFIX "percolator/backfill/"
 #define PAGES_PER_TURN 64    /* then the view is looked at again */

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
 
 #define BACKOFF_CAP_MS 300000u /* the longest wait between retries (unless backoff_ms is longer) */

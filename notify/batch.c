@@ -32,9 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* Whether every observer registered for c's column is one of this worker's
  * (the registered observers as this worker last read them). */

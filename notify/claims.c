@@ -36,8 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "lockservice/coord.h"
 #include "lockservice/lockservice.h"
 

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #define CRASH_PREFIX "crash/"
 #define CC_TABLE "table"

@@ -36,8 +36,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #define JOURNAL_MAGIC 0x31306c6e6a637025ULL /* "%pcjnl01" */
 #define JOURNAL_MAX_FILES 256

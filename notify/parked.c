@@ -26,9 +26,9 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
-#include "core/log.h"
+#include "base/log.h"
 
 #define FAILURE_PREFIX "failure/"
 

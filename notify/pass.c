@@ -44,9 +44,9 @@
 
 #include <stdlib.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 
 /* The deletion rule, written once. M = p->newest, the newest notification
  * of the cell the scan found. Each registered observer of the column covers

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 int pc_note_copy(note_t *dst, const pc_notification_t *n) {
   size_t tl = strlen(n->cell.table);

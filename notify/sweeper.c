@@ -8,8 +8,8 @@
 
 #include <inttypes.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 typedef struct sweep {
   pc_worker_t *w;

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #define VIEW_REFRESH_MS 2000u
 #define STALE_REFRESH_MS 200u /* after a refused deletion, at most this soon */

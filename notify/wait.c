@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "core/keys.h"
 #include "tso/tso_client.h"

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
 
 #define BUCKETS 4096u

@@ -27,8 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 /* The size of pc_plugin_magic_t in ABI 1.0: every field the host reads. */
 #define MAGIC_SIZE_1_0 (offsetof(pc_plugin_magic_t, version) + sizeof(const char *))

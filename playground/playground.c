@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "lockservice/zk.h"
 #include "playground/zkserver.h"
 #include "tso/tso_locator.h"

@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 struct pc_zkserver {
   int n;

@@ -38,10 +38,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "replica/replica_int.h"
 
 #define DESC_FORMAT 1

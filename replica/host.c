@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "replica/replica_int.h"
 
 #define PEER_QUEUE_MAX (64u << 20) /* bytes of messages waiting for one server */

@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/deadline.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/deadline.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "replica/replica_int.h"
 
 #define MEMBER_DEFAULT_MS (10u * 60u * 1000u)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "replica/repl_client.h"
 
 pc_status_t pc_repl_remote_replicas(pc_rpc_client_t *c, uint32_t timeout_ms,

@@ -1,7 +1,7 @@
 /* repl_wire.h — the replication protocol between tablet servers: its ops on
  * net/rpc.h (the range 0x40..0x4f of a tablet server's port, served to the
  * system identity only) and the codecs of their bodies. Every integer is
- * big-endian, str is u32 length + bytes (core/keys.h).
+ * big-endian, str is u32 length + bytes (base/buf.h).
  *
  *   0x40 RAFT       u32 n n*message                   -> (empty)
  *                   Raft's messages for the replicas of the receiving

@@ -145,7 +145,7 @@ pc_status_t pc_repl_rpc_handler(void *ctx, uint8_t op, const char *body, size_t 
  * rejoin server whose replica lost its state (it is added again under its
  * new id and address, then the old one is removed). One change at a time;
  * each waits for its configuration entry to commit, within the caller's
- * deadline (core/deadline.h) or timeout_ms. text receives what was done. */
+ * deadline (base/deadline.h) or timeout_ms. text receives what was done. */
 pc_status_t pc_replica_member(pc_repl_host_t *h, const char *group, int action,
                               const char *server, uint64_t id, const char *address,
                               uint32_t timeout_ms, pc_buf_t *text, pc_error_t *err);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "replica/replica_int.h"
 
 extern _Thread_local uint64_t pc_replica_checked_term;

@@ -18,10 +18,10 @@
 
 #include "config/config.h"
 #include "core/db.h"
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "net/rpc.h"
 #include "net/tls.h"
 #include "tablet/tablet.h"

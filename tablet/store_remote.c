@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "net/rpc.h"
 #include "net/tls.h"
 #include "tablet/tablet.h"

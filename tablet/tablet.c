@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "core/db.h"
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "core/keys.h"
 #include "net/rpc.h"
 #include "tablet/tablet_wire.h"

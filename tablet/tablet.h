@@ -224,7 +224,7 @@ void pc_remote_store_link_addr(pc_store_t *s, size_t i, char *out, size_t cap);
 /* fn(ctx, i) is called (on a caller's thread, at most every 100 ms per
  * tablet) when tablet i's server could not be reached or refused a row as
  * misrouted, or it has none: it should read where the tablet is now and
- * call pc_remote_store_route, within the caller's deadline (core/deadline.h). Set before the store is
+ * call pc_remote_store_route, within the caller's deadline (base/deadline.h). Set before the store is
  * shared; ctx must outlive the store. */
 void pc_remote_store_set_refresh(pc_store_t *s, void (*fn)(void *ctx, size_t tablet), void *ctx);
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "tablet/tablet.h"
 
 #define MAX_CELLS_PER_REQUEST 1000000u

@@ -1,4 +1,4 @@
-/* test_cancel.c — work that nobody waits for stops (net/rpc.h, core/deadline.h).
+/* test_cancel.c — work that nobody waits for stops (net/rpc.h, base/deadline.h).
  *
  * A request carries its budget; the server turns it into a deadline, and a
  * closed connection or a stopping server marks its requests abandoned.
@@ -37,8 +37,8 @@
 
 #include <cmocka.h>
 
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "core/store.h"
 #include "net/rpc.h"

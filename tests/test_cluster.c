@@ -66,7 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "core/keys.h"
 #include "config/config.h"

@@ -23,7 +23,7 @@
 
 #include <percolator/percolator.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"

@@ -17,7 +17,7 @@
 
 #include "config/config.h"
 #include "core/db.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "tablet/tablet.h"
 #include "tests/testutil.h"
 

@@ -33,7 +33,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "tests/testutil.h"
 

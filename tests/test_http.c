@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "net/http.h"
 
 #include <arpa/inet.h>

@@ -62,7 +62,7 @@
 
 #include "config/config.h"
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
 #include "lockservice/coord.h"
 #include "lockservice/zk.h"

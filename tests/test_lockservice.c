@@ -15,9 +15,9 @@
 
 #include "lockservice/lockservice.h"
 #include "lockservice/ls_internal.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
-#include "core/log.h"
+#include "base/log.h"
 
 #include <inttypes.h>
 #include <pthread.h>

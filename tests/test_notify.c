@@ -25,7 +25,7 @@
 #include <percolator/observer.h>
 
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "tests/testutil.h"
 

@@ -37,7 +37,7 @@
 #include <time.h>
 
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "daemon/daemon_internal.h"
 #include "notify/worker.h"
 #include "observers/plugin.h"

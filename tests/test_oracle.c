@@ -11,7 +11,7 @@
 #include "tso/oracle.h"
 #include "tso/snapshots.h"
 #include "tso/tso_server.h"
-#include "core/error.h"
+#include "base/error.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -21,7 +21,7 @@
 #include <time.h>
 
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "core/store_local.h"
 #include "tests/testutil.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
 #include "core/store.h"
 #include "net/rpc.h"

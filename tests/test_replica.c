@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/store.h"
 #include "net/rpc.h"
 #include "replica/repl_wire.h"

@@ -33,7 +33,7 @@
 
 #include <percolator/percolator.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "replica/repl_wire.h"

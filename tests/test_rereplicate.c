@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "net/rpc.h"
 #include "playground/playground.h"
 #include "replica/repl_client.h"

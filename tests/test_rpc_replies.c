@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "net/rpc.h"
 
 typedef struct peer {

@@ -67,7 +67,7 @@
 
 #include "config/config.h"
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/keys.h"
 #include "lockservice/coord.h"
 #include "net/rpc.h"

@@ -10,7 +10,7 @@
  *     and returns the committed value, never the one the I/O thread read
  *     before the commit landed;
  *   - the store refuses that wait only where the thread may not wait
- *     (core/deadline.h's pc_nowait_*).
+ *     (base/deadline.h's pc_nowait_*).
  * Over a real socket (no in-process shortcut), on 127.0.0.1. */
 #include <pthread.h>
 #include <setjmp.h>
@@ -24,8 +24,8 @@
 
 #include <cmocka.h>
 
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "core/store.h"
 #include "net/rpc.h"

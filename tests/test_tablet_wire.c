@@ -26,7 +26,7 @@
 
 #include <percolator/observer.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/store.h"
 #include "tablet/tablet.h"
 #include "tablet/tablet_wire.h"

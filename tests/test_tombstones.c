@@ -38,7 +38,7 @@
 #include <cmocka.h>
 
 #include "core/db.h" /* the database's store, for the lock scan */
-#include "core/error.h"
+#include "base/error.h"
 #include "core/store.h"
 #include "notify/worker.h"
 #include "observers/plugin.h"

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "tests/zkharness.h"

@@ -36,7 +36,7 @@
 #include <time.h>
 
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
 #include "notify/worker.h"
 #include "observers/registry.h"

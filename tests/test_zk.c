@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "lockservice/coord.h"
 #include "lockservice/zk.h"
 #include "tests/zkharness.h"

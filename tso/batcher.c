@@ -19,7 +19,7 @@
  * timestamps increase. */
 #include "tso/oracle.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
  * adapter that lets a pc_ts_batcher fetch from an in-process oracle. */
 #include "tso/oracle.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 #include <errno.h>
 #include <fcntl.h>

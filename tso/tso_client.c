@@ -4,7 +4,7 @@
  * directory's client's snapshot reports. */
 #include "tso/tso_client.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 pc_status_t pc_tso_remote_fetch(void *ctx, uint32_t count, uint32_t timeout_ms, uint64_t *first,
                                 pc_error_t *err) {

@@ -4,8 +4,8 @@
  * it leads (the contract is in tso_election.h, the nodes in tso_wire.h). */
 #include "tso/tso_election.h"
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "lockservice/coord.h"
 #include "lockservice/zk.h"
 #include "tso/tso_server.h"

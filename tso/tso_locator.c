@@ -6,8 +6,8 @@
  * tso_wire.h). */
 #include "tso/tso_locator.h"
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "lockservice/coord.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"

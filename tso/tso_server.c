@@ -4,7 +4,7 @@
  * snapshots) and encodes the reply. */
 #include "tso/tso_server.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 typedef pc_status_t (*op_fn)(pc_oracle_t *o, const char *body, size_t len, pc_buf_t *reply,
                              pc_error_t *err);

@@ -3,7 +3,7 @@
  * short, long or out of range, naming the op. */
 #include "tso/tso_wire.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 int pc_tso_put_timestamps(pc_buf_t *b, uint32_t count) { return pc_buf_u32(b, count); }
 

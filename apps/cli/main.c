@@ -18,7 +18,7 @@
 #include "cli.h"
 #include "config/config.h"
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/suggest.h"
 #include "daemon/daemon.h"
 

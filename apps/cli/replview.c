@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "apps/cli/replview.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "net/rpc.h"
 #include "replica/repl_client.h"
 #include "tablet/tablet.h"

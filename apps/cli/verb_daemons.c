@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/failpoint.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "daemon/daemon.h"
 
 enum { OPT_NAME = 0x200, OPT_READY };

@@ -27,7 +27,7 @@
 #include "cli.h"
 #include "config/config.h"
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "daemon/daemon.h"
 #include "lockservice/coord.h"
 #include "lockservice/zk.h"

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/error.h"
+#include "base/error.h"
 
 #define DOCS_TABLE "docs"
 #define CONTENTS_COL "doc:contents"

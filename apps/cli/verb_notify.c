@@ -8,7 +8,7 @@
 
 #include "cli.h"
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/suggest.h"
 #include "notify/worker.h"
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "playground/playground.h"
 
 enum {

@@ -22,7 +22,7 @@
 #include "core/db.h"
 #include "notify/worker.h"
 #include "config/config.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "net/rpc.h"
 #include "tablet/tablet.h"
 #include "lockservice/coord.h"

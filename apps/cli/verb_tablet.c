@@ -22,7 +22,7 @@
 #include "apps/cli/replview.h"
 #include "cli.h"
 #include "config/config.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/suggest.h"
 #include "lockservice/coord.h"
 #include "net/rpc.h"

@@ -17,7 +17,7 @@
 
 #include "cli.h"
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "notify/worker.h"
 
 /* How long pending work may wait for an observer no live worker runs. */

@@ -17,7 +17,7 @@
 
 #include "cli.h"
 #include "core/db.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "notify/worker.h"
 
 #define CLI_WORKER_LIVE_MS 3000

@@ -1,6 +1,6 @@
 /* log.c — leveled, timestamped log lines on stderr, one write(2) per line so
  * lines from several threads never interleave. */
-#include "core/log.h"
+#include "base/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

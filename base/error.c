@@ -2,8 +2,8 @@
  * every fallible call, with an optional pc_error_t that receives the status and
  * a message naming the thing at fault. Also the small time helpers every
  * module uses for deadlines, and the per-thread call deadline of deadline.h. */
-#include "core/error.h"
-#include "core/deadline.h"
+#include "base/error.h"
+#include "base/deadline.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* error.h — internal helpers for the pc_error_t convention of percolator.h. */
-#ifndef PC_CORE_ERROR_H
-#define PC_CORE_ERROR_H
+#ifndef PC_BASE_ERROR_H
+#define PC_BASE_ERROR_H
 
 #include <pthread.h>
 #include <time.h>

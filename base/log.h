@@ -1,7 +1,7 @@
 /* log.h — leveled logging to stderr for the daemons and the CLI:
  * "2026-11-22T08:00:00.123Z INFO  tablet: listening on 127.0.0.1:7100". */
-#ifndef PC_CORE_LOG_H
-#define PC_CORE_LOG_H
+#ifndef PC_BASE_LOG_H
+#define PC_BASE_LOG_H
 
 typedef enum pc_log_level { PC_LOG_DEBUG, PC_LOG_INFO, PC_LOG_WARN, PC_LOG_ERROR } pc_log_level_t;
 

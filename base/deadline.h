@@ -12,8 +12,8 @@
  * client closed its connection, or the server is stopping. Long loops (the
  * store's scans and its GC pass) ask pc_call_check between steps and stop
  * once nobody waits for what they would return. */
-#ifndef PC_CORE_DEADLINE_H
-#define PC_CORE_DEADLINE_H
+#ifndef PC_BASE_DEADLINE_H
+#define PC_BASE_DEADLINE_H
 
 #include <stdint.h>
 
