@@ -8,10 +8,10 @@
  * remote store bounds each request by min(its own timeout, time left).
  *
  * A server sets the same deadline, from the one its client sent, around the
- * handler of each request (net/rpc.c), and a cancellation check with it: the
- * client closed its connection, or the server is stopping. Long loops (the
- * store's scans and its GC pass) ask pc_call_check between steps and stop
- * once nobody waits for what they would return. */
+ * handler of each request (net/rpc_server.c), and a cancellation check with
+ * it: the client closed its connection, or the server is stopping. Long
+ * loops (the store's scans and its GC pass) ask pc_call_check between steps
+ * and stop once nobody waits for what they would return. */
 #ifndef PC_BASE_DEADLINE_H
 #define PC_BASE_DEADLINE_H
 

@@ -182,7 +182,7 @@ pc_status_t pc_daemon_serve(pc_daemon_t *d, role_t *r, const pc_endpoint_t *list
     pc_error_prefix(err, "%s", r->name);
     return err->code;
   }
-  if (http->set) { /* rpc.c and http.c say where they listen */
+  if (http->set) { /* rpc_server.c and http.c say where they listen */
     pc_http_limits_t hl = {l->http_max_connections, l->http_timeout_ms};
     r->http = pc_http_start(http->host, http->port, &hl, role_health, role_metrics, r, err);
     if (!r->http) {

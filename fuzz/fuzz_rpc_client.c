@@ -1,11 +1,11 @@
-/* fuzz_rpc_client.c — the rpc client's reader of reply frames (net/rpc.c)
- * against any bytes a server can send back. For each input a new client
- * calls op 0x10 over a socketpair that its connection hook hands it instead
- * of a TCP connection (pc_rpc_client_test_create: the client's event loop
- * runs on this thread, so an input costs no thread and no wake-up): the
- * peer's end already holds the input's bytes and is half-closed, as a
- * server that answered at once and closed. A fresh client numbers its first
- * call 1. First byte: bit 0 gives the client a secret.
+/* fuzz_rpc_client.c — the rpc client's reader of reply frames
+ * (net/rpc_client.c) against any bytes a server can send back. For each
+ * input a new client calls op 0x10 over a socketpair that its connection
+ * hook hands it instead of a TCP connection (pc_rpc_client_test_create: the
+ * client's event loop runs on this thread, so an input costs no thread and
+ * no wake-up): the peer's end already holds the input's bytes and is
+ * half-closed, as a server that answered at once and closed. A fresh client
+ * numbers its first call 1. First byte: bit 0 gives the client a secret.
  *
  * Properties: the call returns a pc_status_t with a message and never
  * waits out its timeout (a reply may still carry PC_TIMEOUT as its status);

@@ -1,12 +1,12 @@
-/* fuzz_rpc_server.c — the rpc server's frame reader (net/rpc.c) against any
- * bytes a peer can send on a connection: each input is sent on a new
- * connection to a real server of this process (a socketpair whose end the
- * server adopts as if accepted from 127.0.0.1, pc_rpc_server_test_adopt: no
- * TCP handshake, no port per input), which is then half-closed;
- * the server must answer with well-formed reply frames only, and close the
+/* fuzz_rpc_server.c — the rpc server's frame reader (net/rpc_server.c)
+ * against any bytes a peer can send on a connection: each input is sent on a
+ * new connection to a real server of this process (a socketpair whose end
+ * the server adopts as if accepted from 127.0.0.1, pc_rpc_server_test_adopt:
+ * no TCP handshake, no port per input), which is then half-closed; the
+ * server must answer with well-formed reply frames only, and close the
  * connection (it does when the peer has nothing more to send), never crash
- * or hang. First byte: bit 0 picks the server with a secret ("fuzz", so
- * the first frame must be HELLO), the rest is sent.
+ * or hang. First byte: bit 0 picks the server with a secret ("fuzz", so the
+ * first frame must be HELLO), the rest is sent.
  *
  * The handler echoes the body of ops 0x10..0x3f (0x11 on the I/O thread),
  * fails 0x40..0x7f with a message, and the frame limit is 4 KiB, so that

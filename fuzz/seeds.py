@@ -241,7 +241,7 @@ def replies():
           reply(u8(15) + s(b"needs the system identity")))
 
 
-# ---- net/rpc.c --------------------------------------------------------------
+# ---- net/rpc.h frames -------------------------------------------------------
 
 def frame(op, body, id_, status=0, version=1):
     return u32(11 + len(body)) + u8(version) + u8(op) + u8(status) + u64(id_) + body

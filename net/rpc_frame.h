@@ -1,7 +1,7 @@
 /* rpc_frame.h — reading the header of an rpc.h frame from the bytes a
  * connection has received so far: the one reader of the server's requests
- * and the client's replies (net/rpc.c), apart from the I/O so that it can
- * be tested on its own (fuzz/fuzz_rpc_frames.c).
+ * (net/rpc_server.c) and the client's replies (net/rpc_client.c), apart
+ * from the I/O so that it can be tested on its own (fuzz/fuzz_rpc_frames.c).
  *
  * A reader calls it with what its input holds; it answers as soon as the
  * bytes decide: a version other than PC_RPC_VERSION_1 and PC_RPC_VERSION

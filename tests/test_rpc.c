@@ -1,4 +1,4 @@
-/* test_rpc.c — tests of the protocol library (core/rpc.h): round trips,
+/* test_rpc.c — tests of the protocol library (net/rpc.h): round trips,
  * many concurrent calls multiplexed on one connection with replies out of
  * order, remote errors, timeouts, reconnection after a server restart,
  * authentication, in-flight limits, and hostile raw-socket clients (bad

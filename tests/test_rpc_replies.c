@@ -1,5 +1,5 @@
-/* test_rpc_replies.c — the rpc client (net/rpc.c) against a server that
- * sends frames no well-behaved server sends: a plain socket of this process
+/* test_rpc_replies.c — the rpc client (net/rpc_client.c) against a server
+ * that sends frames no well-behaved server sends: a plain socket of this process
  * reads the client's request and answers with given bytes. The cases are
  * the ones fuzz/fuzz_rpc_client found; each call must end with a status of
  * percolator.h and a message that says what failed. */
