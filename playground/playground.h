@@ -81,8 +81,11 @@ typedef struct pc_pg_options {
   const char *const *plugins;
   size_t nplugins;
   /* a JSON object whose members go into every configuration written (store,
-   * limits, log, secret, ...; its "zookeeper" and "workers" objects are merged
-   * into the playground's own); borrowed; NULL: none */
+   * limits, log, secret, tls, ...): an object the playground writes too
+   * ("zookeeper", "tso", "workers") is merged into the playground's, member
+   * by member (so {"tso": {"window_ms": 8000}} keeps its listen), anything
+   * else replaces it; "workers" goes only into the client configuration of
+   * a playground with plugins; borrowed; NULL: none */
   const json_t *extra;
 } pc_pg_options_t;
 
