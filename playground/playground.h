@@ -4,8 +4,10 @@
  * workers with the given plugins, each a `percolator` process on 127.0.0.1
  * with ports the kernel picks, their logs and ready files in the directory,
  * and the client configuration that reaches them. `percolator playground`,
- * the tests' clusters (tests/testutil.c) and the benchmarks' all start
- * their clusters through this.
+ * the tests' clusters (tests/testutil.c, test_cluster_zk.c; the shell
+ * tests through `percolator playground`, tests/cli_lib.sh's pg_start) and
+ * the benchmarks' (net_scale.c, dedup.sh) all start their clusters through
+ * this: docs/TESTING.md lists what still starts a role directly, and why.
  *
  * The description comes first (pc_pg_create: the roles, in the order they
  * start, and the tablets, placed on tablet servers in one place,
