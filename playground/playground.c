@@ -782,6 +782,10 @@ pc_status_t pc_pg_write_state(const pc_pg_t *p, const char *path, pc_error_t *er
     json_object_set_new(o, "http", json_string(r->http));
     json_object_set_new(o, "log", json_string(r->log));
     json_object_set_new(o, "state", json_string(r->pid > 0 ? "running" : "exited"));
+    if (r->pid <= 0 && r->exit_status >= 0 && WIFEXITED(r->exit_status))
+      json_object_set_new(o, "exit_code", json_integer(WEXITSTATUS(r->exit_status)));
+    else if (r->pid <= 0 && r->exit_status >= 0 && WIFSIGNALED(r->exit_status))
+      json_object_set_new(o, "exit_signal", json_integer(WTERMSIG(r->exit_status)));
     if (r->kind == PC_PG_TSO || r->kind == PC_PG_SERVER)
       json_object_set_new(o, "leading", json_boolean(r->leading));
     if (r->kind == PC_PG_TABLET) json_object_set_new(o, "tablet", json_string(r->tablet));

@@ -146,7 +146,9 @@ size_t pc_pg_poll(pc_pg_t *p, char *out, size_t cap);
 
 /* Writes the state as JSON to path, atomically: {"dir", "client_config",
  * "zookeeper", "root", "pid", "roles": [{"name", "kind", "pid", "listen",
- * "http", "log", "state": "running"|"exited", "leading"}]}. */
+ * "http", "log", "state": "running"|"exited", "leading", and once it
+ * exited "exit_code" or "exit_signal" (a role forgotten, or ZooKeeper's
+ * server, counts as exit code 0)}]}. */
 pc_status_t pc_pg_write_state(const pc_pg_t *p, const char *path, pc_error_t *err);
 
 #endif

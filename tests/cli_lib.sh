@@ -14,14 +14,7 @@ cli_start_cleanup() {
 }
 cli_cleanup() {
   local p f
-  # (a playground already reaped is no child of this shell: its pid is not signalled)
-  if [ -n "${PG:-}" ] && [ "$(sed 's/.*) //' "/proc/$PG/stat" 2>/dev/null | cut -d' ' -f2)" = "$$" ]; then
-    kill -INT "$PG"
-    for _ in $(seq 1 1200); do # until it is a zombie (or gone)
-      grep -q '^[0-9]* ([^)]*) [^Z]' "/proc/$PG/stat" 2>/dev/null || break
-      sleep 0.05
-    done
-  fi
+  pg_cleanup
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
   if [ "$FAILED" = 1 ]; then
@@ -118,6 +111,20 @@ pg_role() {
 
 # pg_zookeeper: the playground's ZooKeeper connect string.
 pg_zookeeper() { sed -n 's/^ *"zookeeper": "\([^"]*\)".*/\1/p' "$PG_STATE"; }
+
+# pg_cleanup: for a cleanup: SIGINT to a playground pg_start started that
+# still runs, and a wait (at most 60 s) until it has stopped its roles. A
+# playground already reaped is no child of this shell: its pid, which may
+# be reused, is not signalled.
+pg_cleanup() {
+  if [ -n "${PG:-}" ] && [ "$(sed 's/.*) //' "/proc/$PG/stat" 2>/dev/null | cut -d' ' -f2)" = "$$" ]; then
+    kill -INT "$PG"
+    for _ in $(seq 1 1200); do # until it is a zombie (or gone)
+      grep -q '^[0-9]* ([^)]*) [^Z]' "/proc/$PG/stat" 2>/dev/null || break
+      sleep 0.05
+    done
+  fi
+}
 
 # pg_stop: SIGINT to the playground (it stops the workers, the tablets, the
 # oracles and ZooKeeper in order) and reaps it; fails unless it exits 0

@@ -340,7 +340,8 @@ const cli_verb_t cli_verb_playground = {
         "  --ready-file FILE   once started (and at each change), the state as JSON:\n"
         "                      {\"dir\", \"client_config\", \"zookeeper\", \"pid\",\n"
         "                      \"roles\": [{\"name\", \"kind\", \"pid\", \"listen\", \"http\",\n"
-        "                      \"log\", \"state\", \"leading\"}]}\n"
+        "                      \"log\", \"state\", \"leading\", \"exit_code\" or\n"
+        "                      \"exit_signal\" once it exited}]}\n"
         "  --keep              keep the directory made without --dir\n"
         "  --zookeeper-only    start the ZooKeeper servers alone (for scripts that run\n"
         "                      their own roles: the connect string is in the state)\n",
