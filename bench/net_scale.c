@@ -1,12 +1,13 @@
 /* net_scale.c — cluster throughput as client processes are added.
  *
- * For each tablet count of --tablets (default 1,3) this starts a real daemon,
- * `percolator --config C run --ready-file R` (every role in one process: the
- * oracle and the tablets, on 127.0.0.1 with ephemeral ports, coordinated
- * through a private standalone ZooKeeper server that this program starts
- * once, tests/zkharness.c; the binary is --cli, by default apps/cli/percolator of the build
- * directory this benchmark was built in), writes a client configuration from
- * the ports in R, preloads --keys accounts ("acct000000".., balance 1000)
+ * For each tablet count of --tablets (default 1,3) this starts a real daemon
+ * through the playground (playground/playground.h, as `percolator
+ * playground --one-process` does): one `percolator run`, every role in one
+ * process (the oracle and the tablets, on 127.0.0.1 with ephemeral ports,
+ * coordinated through a private standalone ZooKeeper server that this
+ * program starts once, tests/zkharness.c; the binary is --cli, by default
+ * apps/cli/percolator of the build directory this benchmark was built in);
+ * its clients use the client configuration the playground writes. It preloads --keys accounts ("acct000000".., balance 1000)
  * whose rows are split evenly over the tablets' ranges, and then, for each
  * process count of --procs (default 1,2,4), forks that many client processes.
  * Each opens the cluster with pc_db_open_config and, once all are connected,
@@ -21,8 +22,8 @@
  * the same daemon: scaling = txns_s(N processes) / txns_s(1 process); the
  * effect of tablets is txns_s(3 tablets) / txns_s(1 tablet) at each N.
  * After the runs of a tablet count the balances are summed in one snapshot
- * (they must total keys * 1000), and the daemon is stopped with SIGTERM and
- * waited for. Also reported: each run's CPU time and context switches per
+ * (they must total keys * 1000), and the playground stops the daemon with
+ * SIGTERM and waits for it. Also reported: each run's CPU time and context switches per
  * transaction (transfers and reads) of the clients (wait4; this includes
  * opening and closing the cluster) and of the daemon (/proc/PID/stat and
  * /proc/PID/task/N/status), and the CPU other processes used meanwhile
@@ -55,6 +56,7 @@
 #include <percolator/percolator.h>
 
 #include "benchutil.h"
+#include "playground/playground.h"
 #include "tests/zkharness.h"
 
 #define TABLE "bank"
@@ -450,36 +452,31 @@ static int run_child_job(const params_t *p, const char *config, int check, long 
 
 /* ---- the daemon ---------------------------------------------------------------- */
 
-/* The daemon's configuration for n tablets with ephemeral ports (ports NULL),
- * or the client's with the ports of ready file R. */
-static json_t *make_config(const params_t *p, const char *dir, int n, json_t *ready) {
-  json_t *c = json_object(), *tablets = json_array();
-  char buf[4200];
-  snprintf(buf, sizeof buf, "%s/data-%d", dir, n);
-  json_object_set_new(c, "data_dir", json_string(buf));
-  json_object_set_new(c, "log", json_pack("{s:s}", "level", "warn"));
-  json_object_set_new(c, "store", json_pack("{s:b}", "sync", p->sync));
-  const char *ep;
-  ep = ready ? json_string_value(json_object_get(json_object_get(ready, "tso"), "listen"))
-             : "127.0.0.1:0";
-  json_object_set_new(c, "tso", json_pack("{s:s}", "listen", ep ? ep : "?"));
-  snprintf(buf, sizeof buf, "/percolator/net-scale-%d", n);
-  json_object_set_new(c, "zookeeper",
-                      json_pack("{s:s, s:s}", "connect", p->zk_connect, "root", buf));
-  for (int i = 0; i < n; i++) {
-    char name[16], start[32] = "", end[32] = "";
-    snprintf(name, sizeof name, "t%d", i + 1);
-    if (i > 0) account(start, sizeof start, p->keys * (uint64_t)i / (uint64_t)n);
-    if (i + 1 < n) account(end, sizeof end, p->keys * (uint64_t)(i + 1) / (uint64_t)n);
-    ep = ready ? json_string_value(
-                     json_object_get(json_object_get(json_object_get(ready, "tablets"), name),
-                                     "listen"))
-               : "127.0.0.1:0";
-    json_array_append_new(tablets, json_pack("{s:s, s:s, s:s, s:s}", "name", name, "listen",
-                                             ep ? ep : "?", "start", start, "end", end));
+/* The cluster of n tablets: the playground's (playground/playground.h), an
+ * oracle and the tablets in one `percolator run` under the ZooKeeper root
+ * /percolator/net-scale-N, the accounts' rows split evenly over the tablets. */
+static pc_pg_t *start_cluster(const params_t *p, const char *dir, int n) {
+  char sub[4200], root[64], bounds[MAX_TABLETS][32];
+  const char *splits[MAX_TABLETS];
+  for (int i = 1; i < n; i++) {
+    account(bounds[i - 1], sizeof bounds[i - 1], p->keys * (uint64_t)i / (uint64_t)n);
+    splits[i - 1] = bounds[i - 1];
   }
-  json_object_set_new(c, "tablets", tablets);
-  return c;
+  snprintf(sub, sizeof sub, "%s/cluster-%d", dir, n);
+  snprintf(root, sizeof root, "/percolator/net-scale-%d", n);
+  json_t *extra = json_pack("{s:{s:s}, s:{s:b}}", "log", "level", "warn", "store", "sync", p->sync);
+  pc_pg_options_t o = {.cli = p->cli, .dir = sub, .zk_connect = p->zk_connect, .zk_root = root,
+                       .oracles = 1, .one_process = 1, .splits = splits,
+                       .nsplits = (size_t)(n - 1), .extra = extra};
+  pc_error_t err;
+  pc_pg_t *pg = pc_pg_create(&o, &err);
+  json_decref(extra);
+  if (pg && pc_pg_start(pg, 60000, &err) != PC_OK) {
+    pc_pg_free(pg);
+    pg = NULL;
+  }
+  if (!pg) fprintf(stderr, "net_scale: the cluster of %d tablets: %s\n", n, err.text);
+  return pg;
 }
 
 /* Copies the last lines of the daemon's log to stderr (the temp dir goes away). */
@@ -495,38 +492,6 @@ static void show_log(const char *log) {
   fclose(f);
   buf[n] = '\0';
   fprintf(stderr, "net_scale: --- end of the daemon's log ---\n%s--- (end) ---\n", buf);
-}
-
-/* Starts `cli --config cfg run --ready-file ready`, output in log. */
-static pid_t spawn_daemon(const char *cli, const char *cfg, const char *ready, const char *log) {
-  pid_t pid = fork_child();
-  if (pid != 0) return pid;
-  int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(126);
-  /* the daemon must stop when this process dies, and cleanly: SIGTERM */
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  execl(cli, cli, "--config", cfg, "run", "--ready-file", ready, (char *)NULL);
-  _exit(127);
-}
-
-/* Waits (bounded) for the ready file; NULL if the daemon died or took too long. */
-static json_t *wait_ready(pid_t pid, const char *ready, const char *log) {
-  for (int i = 0; i < 2000 && !interrupted; i++) { /* ~20 s */
-    json_t *j = json_load_file(ready, 0, NULL);
-    if (j) return j;
-    int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      fprintf(stderr, "net_scale: the daemon exited (status %d) before it was ready\n", status);
-      show_log(log);
-      daemon_pid = -1;
-      return NULL;
-    }
-    sleep_ms(10);
-  }
-  fprintf(stderr, "net_scale: the daemon did not become ready\n");
-  show_log(log);
-  return NULL;
 }
 
 /* ---- one run: N client processes ------------------------------------------------- */
@@ -763,19 +728,23 @@ static int parse_args(int argc, char **argv, params_t *p, char *cli_buf, size_t 
   return 0;
 }
 
-/* Stops the daemon: SIGTERM, then (bounded) wait. Returns the seconds it took. */
-static double stop_daemon(json_t *out) {
-  if (daemon_pid <= 0) return 0;
+/* Stops the cluster (the playground stops its `run` with SIGTERM and waits,
+ * bounded) and releases it. Returns the seconds it took. */
+static double stop_daemon(pc_pg_t *pg, json_t *out) {
+  if (!pg) return 0;
   uint64_t t0 = bu_now_ns();
-  kill(daemon_pid, SIGTERM);
-  int status = reap(daemon_pid, 15000, NULL);
+  pc_pg_stop(pg);
   double s = (double)(bu_now_ns() - t0) * 1e-9;
+  int i = pc_pg_find(pg, "server");
+  int status = i >= 0 ? pc_pg_role(pg, (size_t)i)->exit_status : -1;
   if (out) {
     json_object_set_new(out, "daemon_stop_s", json_real(s));
     json_object_set_new(out, "daemon_exit",
-                        WIFEXITED(status) ? json_integer(WEXITSTATUS(status))
-                                          : json_string(strsignal(WTERMSIG(status))));
+                        status < 0          ? json_null()
+                        : WIFEXITED(status) ? json_integer(WEXITSTATUS(status))
+                                            : json_string(strsignal(WTERMSIG(status))));
   }
+  pc_pg_free(pg);
   daemon_pid = -1;
   return s;
 }
@@ -814,49 +783,27 @@ int main(int argc, char **argv) {
   json_object_set_new(doc, "loadavg_at_start", bu_json_loadavg());
 
   int rc = 0;
+  pc_pg_t *pg = NULL;
   json_t *configs = json_array();
   json_object_set_new(doc, "configs", configs);
   double tput[MAX_LIST][MAX_LIST] = {{0}};
   for (int ti = 0; ti < p.ntablets && rc == 0 && !interrupted; ti++) {
     int n = p.tablets[ti];
-    char cfg[4300], ready[4300], log[4300], ccfg[4300];
-    snprintf(cfg, sizeof cfg, "%s/daemon-%d.json", dir, n);
-    snprintf(ready, sizeof ready, "%s/ready-%d.json", dir, n);
-    snprintf(log, sizeof log, "%s/daemon-%d.log", dir, n);
-    snprintf(ccfg, sizeof ccfg, "%s/client-%d.json", dir, n);
-    json_t *dc = make_config(&p, dir, n, NULL);
-    int wr = json_dump_file(dc, cfg, JSON_INDENT(1));
-    json_decref(dc);
-    if (wr != 0) {
-      fprintf(stderr, "net_scale: cannot write %s\n", cfg);
-      rc = 1;
-      break;
-    }
     json_t *jc = json_object();
     json_array_append_new(configs, jc);
     json_object_set_new(jc, "tablets", json_integer(n));
     uint64_t t0 = bu_now_ns();
-    daemon_pid = spawn_daemon(p.cli, cfg, ready, log);
-    if (daemon_pid < 0) {
-      rc = 1;
-      break;
-    }
-    json_t *rj = wait_ready(daemon_pid, ready, log);
-    if (!rj) {
+    pg = start_cluster(&p, dir, n);
+    if (!pg) {
       rc = 1;
       break;
     }
     json_object_set_new(jc, "daemon_ready_s", json_real((double)(bu_now_ns() - t0) * 1e-9));
-    json_t *cc = make_config(&p, dir, n, rj);
-    json_decref(rj);
-    wr = json_dump_file(cc, ccfg, JSON_INDENT(1));
-    json_object_set(jc, "client_config", cc);
-    json_decref(cc);
-    if (wr != 0) {
-      fprintf(stderr, "net_scale: cannot write %s\n", ccfg);
-      rc = 1;
-      break;
-    }
+    const pc_pg_role_t *server = pc_pg_role(pg, (size_t)pc_pg_find(pg, "server"));
+    daemon_pid = server->pid;
+    const char *log = server->log, *ccfg = pc_pg_client_config(pg);
+    json_t *cc = json_load_file(ccfg, 0, NULL);
+    json_object_set_new(jc, "client_config", cc ? cc : json_null());
     t0 = bu_now_ns();
     if (run_child_job(&p, ccfg, 0, NULL) != 0) {
       fprintf(stderr, "net_scale: preload failed\n");
@@ -898,7 +845,8 @@ int main(int argc, char **argv) {
         rc = 1;
       }
     }
-    stop_daemon(jc);
+    stop_daemon(pg, jc);
+    pg = NULL;
   }
   if (rc == 0 && !interrupted) {
     json_t *sc = json_object();
@@ -930,7 +878,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nchild; i++) kill(child_pids[i], SIGKILL);
   for (int i = 0; i < nchild; i++) reap(child_pids[i], 5000, NULL);
   nchild = 0;
-  stop_daemon(NULL);
+  stop_daemon(pg, NULL);
   tu_zk_stop(zk);
   bu_remove_tree(dir);
   return bu_json_finish(doc, rc);

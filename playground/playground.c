@@ -222,17 +222,18 @@ pc_pg_t *pc_pg_create(const pc_pg_options_t *o, pc_error_t *err) {
 
 /* ---- configurations -------------------------------------------------------------- */
 
-/* Sets every member of p->extra in root; its "zookeeper" and "workers"
- * objects are merged into root's. */
+/* Sets every member of p->extra in root; an object whose root member is an
+ * object too ("zookeeper", "tso", "workers") is merged into it, member by
+ * member. "workers" goes only where root has it (the client configuration
+ * of a playground with plugins). */
 static void merge_extra(const pc_pg_t *p, json_t *root) {
   const char *key;
   json_t *v;
   json_object_foreach(p->extra, key, v) {
     json_t *mine = json_object_get(root, key);
-    if ((strcmp(key, "zookeeper") == 0 || strcmp(key, "workers") == 0) && json_is_object(mine) &&
-        json_is_object(v))
+    if (json_is_object(mine) && json_is_object(v))
       json_object_update(mine, v);
-    else if (strcmp(key, "workers") != 0 || json_is_object(mine))
+    else if (strcmp(key, "workers") != 0)
       json_object_set(root, key, v);
   }
 }
@@ -781,6 +782,10 @@ pc_status_t pc_pg_write_state(const pc_pg_t *p, const char *path, pc_error_t *er
     json_object_set_new(o, "http", json_string(r->http));
     json_object_set_new(o, "log", json_string(r->log));
     json_object_set_new(o, "state", json_string(r->pid > 0 ? "running" : "exited"));
+    if (r->pid <= 0 && r->exit_status >= 0 && WIFEXITED(r->exit_status))
+      json_object_set_new(o, "exit_code", json_integer(WEXITSTATUS(r->exit_status)));
+    else if (r->pid <= 0 && r->exit_status >= 0 && WIFSIGNALED(r->exit_status))
+      json_object_set_new(o, "exit_signal", json_integer(WTERMSIG(r->exit_status)));
     if (r->kind == PC_PG_TSO || r->kind == PC_PG_SERVER)
       json_object_set_new(o, "leading", json_boolean(r->leading));
     if (r->kind == PC_PG_TABLET) json_object_set_new(o, "tablet", json_string(r->tablet));

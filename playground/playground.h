@@ -4,8 +4,10 @@
  * workers with the given plugins, each a `percolator` process on 127.0.0.1
  * with ports the kernel picks, their logs and ready files in the directory,
  * and the client configuration that reaches them. `percolator playground`,
- * the tests' clusters (tests/testutil.c) and the benchmarks' all start
- * their clusters through this.
+ * the tests' clusters (tests/testutil.c, test_cluster_zk.c; the shell
+ * tests through `percolator playground`, tests/cli_lib.sh's pg_start) and
+ * the benchmarks' (net_scale.c, dedup.sh) all start their clusters through
+ * this: docs/TESTING.md lists what still starts a role directly, and why.
  *
  * The description comes first (pc_pg_create: the roles, in the order they
  * start, and the tablets, placed on tablet servers in one place,
@@ -81,8 +83,11 @@ typedef struct pc_pg_options {
   const char *const *plugins;
   size_t nplugins;
   /* a JSON object whose members go into every configuration written (store,
-   * limits, log, secret, ...; its "zookeeper" and "workers" objects are merged
-   * into the playground's own); borrowed; NULL: none */
+   * limits, log, secret, tls, ...): an object the playground writes too
+   * ("zookeeper", "tso", "workers") is merged into the playground's, member
+   * by member (so {"tso": {"window_ms": 8000}} keeps its listen), anything
+   * else replaces it; "workers" goes only into the client configuration of
+   * a playground with plugins; borrowed; NULL: none */
   const json_t *extra;
 } pc_pg_options_t;
 
@@ -141,7 +146,9 @@ size_t pc_pg_poll(pc_pg_t *p, char *out, size_t cap);
 
 /* Writes the state as JSON to path, atomically: {"dir", "client_config",
  * "zookeeper", "root", "pid", "roles": [{"name", "kind", "pid", "listen",
- * "http", "log", "state": "running"|"exited", "leading"}]}. */
+ * "http", "log", "state": "running"|"exited", "leading", and once it
+ * exited "exit_code" or "exit_signal" (a role forgotten, or ZooKeeper's
+ * server, counts as exit code 0)}]}. */
 pc_status_t pc_pg_write_state(const pc_pg_t *p, const char *path, pc_error_t *err);
 
 #endif

@@ -1,43 +1,27 @@
 # dedup_lib.sh — what the dedup application's test scripts share (sourced,
-# not run): a two-tablet cluster on a private ZooKeeper, and the clusters a
+# not run): a two-tablet cluster from the playground, and the clusters a
 # correct index must hold, computed from the final contents by sha256sum.
-# Needs cli_lib.sh and zk_lib.sh, and the script's WORK, CLI, PLUGIN and PIDS.
+# Needs cli_lib.sh, and the script's WORK, CLI, PLUGIN and PIDS.
 
-# dedup_cluster_start ROOT SPLIT STORE SCAN: starts a private ZooKeeper and
-# `percolator run` (an oracle and tablets t1 ["", SPLIT) and t2 [SPLIT, ""))
-# under the ZooKeeper root ROOT with 6 s sessions (a busy machine
-# can hold a process for longer than 3 s) and a zookeeper.secret (so every
-# node of the cluster admits only its processes); STORE is run.json's
-# "store" object, SCAN the workers' "scan" object in client.json. Writes
-# $WORK/run.json and $WORK/client.json (two observer threads, the plugin),
-# sets RUN (the pid of `run`) and AT (the CLI options that reach the cluster).
+# dedup_cluster_start SPLIT STORE SCAN: starts a cluster through `percolator
+# playground` (pg_start: its private ZooKeeper, an oracle and tablets t1 ["",
+# SPLIT) and t2 [SPLIT, "") in one `percolator run`) with 6 s sessions (a busy
+# machine can hold a process for longer than 3 s) and a zookeeper.secret (so
+# every node of the cluster admits only its processes), but no worker: the
+# tests start theirs. STORE is the cluster's "store" object (the servers' and
+# the clients'), SCAN the workers' "scan" object; the client configuration
+# ($C) has two observer threads and the plugin. Sets AT (the CLI options
+# that reach the cluster).
 dedup_cluster_start() {
-  local root=$1 split=$2 store=$3 scan=$4
-  zk_start
-  cat >"$WORK/run.json" <<JSON
-{"data_dir": "$WORK/data", "log": {"level": "warn"},
- "store": $store,
- "tso": {"listen": "127.0.0.1:0"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "$root", "session_timeout_ms": 6000,
-               "secret": "dedup-zk-secret"},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "$split"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "$split"}]}
+  local split=$1 store=$2 scan=$3
+  cat >"$WORK/pg-extra.json" <<JSON
+{"store": $store,
+ "zookeeper": {"session_timeout_ms": 6000, "secret": "dedup-zk-secret"},
+ "workers": {"threads": 2, "backoff_ms": 50, "scan": $scan}}
 JSON
-  "$CLI" run --config "$WORK/run.json" --ready-file "$WORK/ready.json" 2>"$WORK/run.log" &
-  RUN=$!
-  PIDS+=("$RUN")
-  wait_file "$WORK/ready.json" "$RUN"
-  cat >"$WORK/client.json" <<JSON
-{"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
- "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "$root", "session_timeout_ms": 6000,
-               "secret": "dedup-zk-secret"},
- "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "$split"},
-             {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "$split"}],
- "workers": {"threads": 2, "backoff_ms": 50, "scan": $scan,
-             "plugins": [{"path": "$PLUGIN"}]}}
-JSON
-  AT=(--config "$WORK/client.json")
+  pg_start "$WORK/pg" --one-process --oracles 1 --servers 0 --split "$split" \
+    --plugin "$PLUGIN" --workers 0 --extra-config "$WORK/pg-extra.json"
+  AT=(--config "$C")
 }
 
 # dedup_want_clusters: from $OUT, the output of `scan docs --json`, writes

@@ -12,10 +12,11 @@
 #      and /metrics answer (bash /dev/tcp, no curl needed);
 #   4. SIGTERM stops `run` with exit 0 and a new `run` on the same data still
 #      has the committed data;
-#   5. the same roles as separate daemons (`tso`, `tablet --name`):
-#      status exits 0, and 3 after one tablet is killed, naming it down (no
-#      live server holds it in ZooKeeper's tablet map), while
-#      the other tablet still serves.
+#   5. the same roles as separate daemons (`tso`, `tablet --name`), started
+#      by `percolator playground` (cli_lib.sh's pg_start): status exits 0,
+#      and 3 after one tablet is killed, naming it down (no live server
+#      holds it in ZooKeeper's tablet map), while the other tablet still
+#      serves; each daemon exits 0 on SIGTERM.
 # Every wait is bounded, every CLI call runs under `timeout`, and a trap kills
 # and reaps every process started here. Needs bash, coreutils and grep/sed
 # only (no jq, curl or python).
@@ -30,6 +31,7 @@ FAILED=0
 
 cleanup() {
   exec 3>&- 4>&-
+  pg_cleanup
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
   if [ "$FAILED" = 1 ]; then # the logs tell why
@@ -265,38 +267,12 @@ pass "a restarted run on the same data has the committed data and takes new comm
 
 # ---- 5. separate daemons; status after a tablet is killed --------------------
 
-ZK_ROOT=/percolator/cli-daemons
-
-cat >"$WORK/d0.json" <<EOF
-{"data_dir": "$WORK/data2",
- "tso": {"listen": "127.0.0.1:0"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "$ZK_ROOT", "session_timeout_ms": 10000},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "m"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
-EOF
-"$CLI" tso --config "$WORK/d0.json" --ready-file "$WORK/r-tso.json" 2>"$WORK/tso.log" &
-TSO=$!
-PIDS+=("$TSO")
-wait_file "$WORK/r-tso.json" "$TSO"
-TSO_EP=$(endpoint "$WORK/r-tso.json" tso)
-# the tablets need the oracle's real address (one-phase commits take timestamps from it)
-sed "s/\"tso\": {\"listen\": \"127.0.0.1:0\"}/\"tso\": {\"listen\": \"$TSO_EP\"}/" \
-  "$WORK/d0.json" >"$WORK/d1.json"
-grep -q "$TSO_EP" "$WORK/d1.json" || fail "could not write the tablets' configuration"
-"$CLI" tablet --config "$WORK/d1.json" --name t1 --ready-file "$WORK/r-t1.json" 2>"$WORK/t1.log" &
-T1=$!
-PIDS+=("$T1")
-"$CLI" tablet --config "$WORK/d1.json" --name t2 --ready-file "$WORK/r-t2.json" 2>"$WORK/t2.log" &
-T2=$!
-PIDS+=("$T2")
-wait_file "$WORK/r-t1.json" "$T1"
-wait_file "$WORK/r-t2.json" "$T2"
-# one ready file with every role, for client_config
-printf '{"tablets": {"t1": {"listen": "%s"}, "t2": {"listen": "%s"}}, "tso": {"listen": "%s"}}\n' \
-  "$(endpoint "$WORK/r-t1.json" t1)" "$(endpoint "$WORK/r-t2.json" t2)" "$TSO_EP" \
-  >"$WORK/r-all.json"
-client_config "$WORK/r-all.json" "$WORK/client-3.json"
-C="$WORK/client-3.json"
+# the roles as the playground starts them (cli_lib.sh's pg_start): its own
+# ZooKeeper, `percolator tso` and `percolator tablet --name t1`, `--name t2`
+printf '{"zookeeper": {"session_timeout_ms": 10000}}\n' >"$WORK/pg-extra.json"
+pg_start "$WORK/pg" --servers 0 --oracles 1 --split m --extra-config "$WORK/pg-extra.json"
+T2=$(pg_role t2 pid)
+[ -n "$T2" ] && [ "$T2" != 0 ] || fail "no t2 in the playground's state: $(cat "$PG_STATE")"
 
 run_cli 30 --config "$C" set acct a bal 1
 [ "$RC" = 0 ] || fail "set a (t1) on separate daemons: exit $RC: $(cat "$WORK/last.err")"
@@ -306,8 +282,8 @@ run_cli 30 --config "$C" status
 [ "$RC" = 0 ] || fail "status with every daemon up exited $RC: $OUT"
 
 kill "$T2"
-wait_exit "$T2" 30
-[ "$RC" = 0 ] || fail "tablet t2 exited $RC on SIGTERM"
+pg_wait_exited t2 30
+[ "$(pg_role t2 exit_code)" = 0 ] || fail "tablet t2 exited on SIGTERM: $(pg_role t2 exit_code) $(pg_role t2 exit_signal)"
 run_cli 30 --config "$C" --timeout 3s status
 echo "$OUT" | sed 's/^/  /'
 [ "$RC" = 3 ] || fail "status with tablet t2 killed exited $RC (want 3)"
@@ -330,15 +306,15 @@ grep -q "tablet t2 \[m, end) has no live server" "$WORK/last.err" ||
   fail "the error does not name t2 and its rows: $(cat "$WORK/last.err")"
 pass "status exits 3 with one tablet killed, naming it down; the other tablet serves"
 
-for p in "$T1" "$TSO"; do
-  kill "$p"
-  wait_exit "$p" 30
-  [ "$RC" = 0 ] || fail "daemon $p exited $RC on SIGTERM"
+pg_stop # SIGTERM to t1, then the oracle
+for role in t1 tso-1; do
+  [ "$(pg_role $role exit_code)" = 0 ] ||
+    fail "$role exited on SIGTERM: $(pg_role $role exit_code) $(pg_role $role exit_signal)"
 done
 pass "every daemon stopped cleanly"
 # no sanitizer report in any log (when the binary is built with -DPC_SANITIZE=...)
 if grep -l -E 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' \
-  "$WORK"/*.log "$WORK"/*.err >/dev/null 2>&1; then
-  fail "a sanitizer report: $(grep -l -E 'Sanitizer|runtime error:' "$WORK"/*.log "$WORK"/*.err)"
+  "$WORK"/*.log "$WORK"/*.err "$WORK"/pg/logs/*.log >/dev/null 2>&1; then
+  fail "a sanitizer report: $(grep -l -E 'Sanitizer|runtime error:' "$WORK"/*.log "$WORK"/*.err "$WORK"/pg/logs/*.log)"
 fi
 echo "PASS"

@@ -1,8 +1,9 @@
 /* test_cluster_zk.c — a cluster coordinated through a 3-server ZooKeeper
  * ensemble, under bank transfers from three client processes: two `percolator
  * tso` processes (a leader and a standby, with a new standby started after
- * every kill), three `percolator tablet` servers, and clients that find the
- * oracle's leader and each other's liveness in ZooKeeper.
+ * every kill), three `percolator tablet` servers, all started by the
+ * playground (playground/playground.h) on the test's ensemble, and clients
+ * that find the oracle's leader and each other's liveness in ZooKeeper.
  *
  * In order: the oracle's leader SIGKILLed five times; the leader SIGSTOPped
  * for twice the session timeout (after SIGCONT it serves nothing); the
@@ -27,6 +28,7 @@
 #include "core/failpoint.h"
 #include "lockservice/zk.h"
 #include "net/rpc.h"
+#include "playground/playground.h"
 #include "tests/zkharness.h"
 #include "tso/tso_client.h"
 
@@ -49,7 +51,6 @@
 #define NACCOUNTS 20
 #define START_BALANCE 100
 #define NCLIENTS 3
-#define MAX_TSO 16
 
 static tu_zk_t *ensemble;
 static const char *self_exe, *cli;
@@ -179,15 +180,12 @@ static int crash_main(const char *config) {
 
 /* ---- the cluster ------------------------------------------------------------- */
 
-typedef struct proc {
-  pid_t pid;
-  int port;
-} proc_t;
+/* The cluster's daemons, started and stopped by the playground
+ * (playground/playground.h) on the test's ensemble. */
+static pc_pg_t *pg;
 
-static proc_t tsos[MAX_TSO];
-static int ntso;
-static proc_t tablets[3];
-
+/* The test's own processes (bank clients, the crashing client), output in
+ * DIR/LOG.log. */
 static pid_t spawn(const char *const *args, const char *log) {
   pid_t parent = getpid();
   pid_t pid = fork();
@@ -208,69 +206,35 @@ static pid_t spawn(const char *const *args, const char *log) {
   return pid;
 }
 
-/* The listen port a daemon wrote to its ready file (key "tso", or a tablet). */
-static int ready_port(const char *ready, const char *tablet) {
-  for (int i = 0; i < 3000; i++) {
-    json_t *j = json_load_file(ready, 0, NULL);
-    if (j) {
-      json_t *o = tablet ? json_object_get(json_object_get(j, "tablets"), tablet)
-                         : json_object_get(j, "tso");
-      const char *ep = json_string_value(json_object_get(o, "listen"));
-      int port = ep && strrchr(ep, ':') ? atoi(strrchr(ep, ':') + 1) : 0;
-      json_decref(j);
-      if (port > 0) return port;
-    }
-    sleep_ms(10);
-  }
-  fail_msg("daemon did not become ready (%s)", ready);
-  return 0;
+/* Two oracles (`percolator tso`) and three tablet servers (`percolator
+ * tablet`, t1 ["", acct07), t2 [acct07, acct14), t3 [acct14, "")) under
+ * /percolator/bank; clients' locks have a lease of lock_ttl_ms. */
+static void start_cluster(long lock_ttl_ms) {
+  static const char *const splits[] = {"acct07", "acct14"};
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s/cluster", dir);
+  json_t *extra = json_pack("{s:{s:s}, s:{s:I, s:I}, s:{s:I}, s:{s:I}}", "log", "level", "info",
+                            "store", "lock_ttl_ms", (json_int_t)lock_ttl_ms, "timeout_ms",
+                            (json_int_t)(SESSION_MS + 15000), "zookeeper", "session_timeout_ms",
+                            (json_int_t)SESSION_MS, "tso", "window_ms",
+                            (json_int_t)(4 * SESSION_MS));
+  assert_non_null(extra);
+  pc_pg_options_t o = {.cli = cli, .dir = sub, .zk_connect = tu_zk_connect(ensemble),
+                       .zk_root = "/percolator/bank", .oracles = 2, .splits = splits,
+                       .nsplits = 2, .extra = extra};
+  pc_error_t err;
+  pg = pc_pg_create(&o, &err);
+  json_decref(extra);
+  if (!pg) fail_msg("the cluster: %s", err.text);
+  if (pc_pg_start(pg, 90000, &err) != PC_OK) fail_msg("starting the cluster: %s", err.text);
 }
 
-static void write_config(const char *name, const int ports[3], long lock_ttl_ms) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fprintf(f,
-          "{\"data_dir\":\"%s/data\",\"log\":{\"level\":\"info\"},"
-          "\"store\":{\"lock_ttl_ms\":%ld,\"timeout_ms\":%u},"
-          "\"zookeeper\":{\"connect\":\"%s\",\"root\":\"/percolator/bank\","
-          "\"session_timeout_ms\":%u},"
-          "\"tso\":{\"listen\":\"127.0.0.1:0\",\"window_ms\":%u},"
-          "\"tablets\":["
-          "{\"name\":\"t1\",\"listen\":\"127.0.0.1:%d\",\"start\":\"\",\"end\":\"acct07\"},"
-          "{\"name\":\"t2\",\"listen\":\"127.0.0.1:%d\",\"start\":\"acct07\",\"end\":\"acct14\"},"
-          "{\"name\":\"t3\",\"listen\":\"127.0.0.1:%d\",\"start\":\"acct14\",\"end\":\"\"}]}\n",
-          dir, lock_ttl_ms, SESSION_MS + 15000, tu_zk_connect(ensemble), SESSION_MS,
-          4 * SESSION_MS, ports[0], ports[1], ports[2]);
-  assert_int_equal(fclose(f), 0);
+static int port_of(const char *ep) {
+  const char *colon = strrchr(ep, ':');
+  return colon ? atoi(colon + 1) : 0;
 }
 
-static void start_tso(void) {
-  char cfg[512], ready[512], log[32];
-  snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
-  snprintf(log, sizeof log, "tso%d", ntso);
-  snprintf(ready, sizeof ready, "%s/%s.ready", dir, log);
-  const char *args[] = {cli, "--config", cfg, "tso", "--ready-file", ready, NULL};
-  proc_t *p = &tsos[ntso++];
-  p->pid = spawn(args, log);
-  p->port = ready_port(ready, NULL);
-}
-
-static void start_tablet(int i) {
-  char cfg[512], ready[512], name[16], log[32];
-  snprintf(cfg, sizeof cfg, "%s/daemons.json", dir);
-  snprintf(name, sizeof name, "t%d", i + 1);
-  snprintf(log, sizeof log, "tablet-%s", name);
-  snprintf(ready, sizeof ready, "%s/%s.ready", dir, log);
-  remove(ready);
-  const char *args[] = {cli, "--config", cfg, "tablet", "--name", name,
-                        "--ready-file", ready, NULL};
-  tablets[i].pid = spawn(args, log);
-  tablets[i].port = ready_port(ready, name);
-}
-
-/* The index in tsos of the oracle that leads (its election node is first). */
+/* The playground's index of the oracle that leads (its election node is first). */
 static int tso_leader(void) {
   pc_error_t err;
   pc_zk_t *zk =
@@ -285,8 +249,10 @@ static int tso_leader(void) {
       snprintf(rel, sizeof rel, "tso/election/%s", names[0]);
       if (pc_zk_get(zk, rel, NULL, &data, &len, NULL, 5000, &err) == PC_OK) {
         int port = atoi(strrchr(data, ':') + 1);
-        for (int i = 0; i < ntso; i++)
-          if (tsos[i].pid > 0 && tsos[i].port == port) found = i;
+        for (size_t i = 0; i < pc_pg_role_count(pg); i++) {
+          const pc_pg_role_t *r = pc_pg_role(pg, i);
+          if (r->kind == PC_PG_TSO && r->pid > 0 && port_of(r->listen) == port) found = (int)i;
+        }
         free(data);
       }
     }
@@ -330,10 +296,8 @@ static uint64_t total_aborted(void) {
 }
 
 static pc_db_t *open_client(void) {
-  char cfg[512];
   pc_error_t err;
-  snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
-  pc_db_t *db = pc_db_open_config(cfg, &err);
+  pc_db_t *db = pc_db_open_config(pc_pg_client_config(pg), &err);
   if (!db) fail_msg("%s", err.text);
   return db;
 }
@@ -341,16 +305,9 @@ static pc_db_t *open_client(void) {
 static void test_bank_through_failures(void **state) {
   (void)state;
   pc_error_t err;
-  /* daemons with ephemeral ports, then the clients' configuration with
-   * the tablets' real ports; a lease of a minute, so that only liveness can
-   * resolve a killed client's locks within a reader's timeout */
-  int zero[3] = {0, 0, 0}, ports[3];
-  write_config("daemons.json", zero, 60000);
-  start_tso();
-  start_tso();
-  for (int i = 0; i < 3; i++) start_tablet(i);
-  for (int i = 0; i < 3; i++) ports[i] = tablets[i].port;
-  write_config("cluster.json", ports, 60000);
+  /* a lease of a minute, so that only liveness can resolve a killed
+   * client's locks within a reader's timeout */
+  start_cluster(60000);
 
   pc_db_t *db = open_client();
   pc_txn_t *t = pc_txn_begin(db, &err);
@@ -363,8 +320,7 @@ static void test_bank_through_failures(void **state) {
   if (pc_txn_commit(t, &err) != PC_OK) fail_msg("the accounts' first commit: %s", err.text);
   pc_txn_destroy(t);
 
-  char cfg[512];
-  snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
+  const char *cfg = pc_pg_client_config(pg);
   for (int i = 0; i < NCLIENTS; i++) {
     char path[512], id[16], log[24];
     snprintf(path, sizeof path, "%s/shared%d", dir, i);
@@ -377,13 +333,13 @@ static void test_bank_through_failures(void **state) {
   }
   wait_commits(5, "the start");
 
-  /* 1. the oracle's leader SIGKILLed five times */
+  /* 1. the oracle's leader SIGKILLed five times, a new standby started
+   * in its place each time */
   int leader = tso_leader();
   for (int k = 0; k < 5; k++) {
-    kill(tsos[leader].pid, SIGKILL);
-    waitpid(tsos[leader].pid, NULL, 0);
-    tsos[leader].pid = 0;
-    start_tso();
+    pc_pg_signal(pg, (size_t)leader, SIGKILL);
+    if (pc_pg_restart(pg, (size_t)leader, 0, 90000, &err) != PC_OK)
+      fail_msg("a new standby: %s", err.text);
     uint64_t ms = wait_commits(3, "the oracle's leader was killed");
     fprintf(stderr, "oracle leader killed: every client committed again within %" PRIu64 " ms\n",
             ms);
@@ -391,14 +347,13 @@ static void test_bank_through_failures(void **state) {
   }
 
   /* 2. the leader SIGSTOPped for twice the session timeout */
-  pid_t stopped = tsos[leader].pid;
-  int stopped_port = tsos[leader].port;
-  kill(stopped, SIGSTOP);
+  int stopped_port = port_of(pc_pg_role(pg, (size_t)leader)->listen);
+  pc_pg_signal(pg, (size_t)leader, SIGSTOP);
   uint64_t ms = wait_commits(3, "the oracle's leader was stopped");
   fprintf(stderr, "oracle leader stopped: every client committed again within %" PRIu64 " ms\n",
           ms);
   if (ms < 2 * SESSION_MS) sleep_ms((unsigned)(2 * SESSION_MS - ms));
-  kill(stopped, SIGCONT);
+  pc_pg_signal(pg, (size_t)leader, SIGCONT);
   pc_rpc_client_t *c = pc_rpc_client_create("127.0.0.1", (uint16_t)stopped_port, NULL, &err);
   for (int i = 0; i < 20; i++) {
     uint64_t ts;
@@ -499,10 +454,8 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
-  for (int i = 0; i < ntso; i++)
-    if (tsos[i].pid > 0) kill(tsos[i].pid, SIGKILL), waitpid(tsos[i].pid, NULL, 0);
-  for (int i = 0; i < 3; i++)
-    if (tablets[i].pid > 0) kill(tablets[i].pid, SIGTERM), waitpid(tablets[i].pid, NULL, 0);
+  pc_pg_free(pg); /* SIGTERM to every daemon, waited for */
+  pg = NULL;
   tu_zk_stop(ensemble);
   if (!getenv("PERCOLATOR_TEST_KEEP")) {
     char cmd[600];

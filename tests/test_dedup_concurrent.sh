@@ -3,9 +3,10 @@
 # dedup application (apps/dedup/) under concurrent loaders, while workers run:
 #   embedded: one `percolator worker --config` holds the data directory and
 #             serves it; the loaders reach it through DIR/serving.json.
-#   cluster:  `percolator run` (an oracle, two tablets, coordinated through
-#             a private ZooKeeper server started by zk_lib.sh) and two
-#             `percolator worker` processes running the plugin.
+#   cluster:  a cluster from `percolator playground` (an oracle and two
+#             tablets in one `percolator run`, its private ZooKeeper server;
+#             dedup_lib.sh) and two `percolator worker` processes running the
+#             plugin.
 # Three `load` processes at once write the same 200 URLs, each from its own
 # JSON-lines file, with contents drawn from five texts (so clusters form,
 # grow, lose members and change canonical while observers run). Then deletes
@@ -28,7 +29,6 @@ export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-conc-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
-. "$(dirname "$0")/zk_lib.sh"
 . "$(dirname "$0")/dedup_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
@@ -48,9 +48,9 @@ case "$MODE" in
     AT=(--data "$D")
     ;;
   cluster)
-    dedup_cluster_start /percolator/dedup-conc m '{"lock_ttl_ms": 1000}' '{"idle_ms": 20}'
+    dedup_cluster_start m '{"lock_ttl_ms": 1000, "timeout_ms": 20000}' '{"idle_ms": 20}'
     for i in 1 2; do
-      "$CLI" --config "$WORK/client.json" worker 2>"$WORK/worker-$i.log" &
+      "$CLI" "${AT[@]}" worker 2>"$WORK/worker-$i.log" &
       WORKERS+=($!)
       PIDS+=($!)
     done

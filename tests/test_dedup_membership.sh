@@ -4,8 +4,8 @@
 # documents. BATCH (700; a multiple of 10) sizes the load; a sanitizer build
 # passes a smaller one.
 #
-# A cluster (`percolator run`: an oracle, two tablets, a private ZooKeeper
-# server from zk_lib.sh) with workers.scan.stable_ms 500, so the buckets of
+# A cluster from `percolator playground` (an oracle and two tablets in one
+# `percolator run`, its private ZooKeeper server; dedup_lib.sh) with workers.scan.stable_ms 500, so the buckets of
 # notifications are divided again over the live workers several times during
 # the load (docs/ARCHITECTURE.md, "Workers' membership"). With BATCH 700,
 # 2,400 documents of generated English-like text (bench/corpus.c's
@@ -67,7 +67,6 @@ export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-members-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
-. "$(dirname "$0")/zk_lib.sh"
 . "$(dirname "$0")/dedup_lib.sh"
 cli_start_cleanup
 # the loader runs in a subshell: its current `timeout` gets SIGTERM too, which
@@ -75,11 +74,13 @@ cli_start_cleanup
 trap 'kill -TERM "$(cat "$WORK/loader.pid" 2>/dev/null)" 2>/dev/null; cli_cleanup' EXIT
 cd "$WORK" || exit 1
 
-dedup_cluster_start /percolator/dedup-members "$SPLIT" '{"lock_ttl_ms": 1000, "gc_interval_ms": 0}' \
+dedup_cluster_start "$SPLIT" '{"lock_ttl_ms": 1000, "gc_interval_ms": 0, "timeout_ms": 20000}' \
   '{"idle_ms": 20, "stable_ms": 500}'
 # the cluster's ZooKeeper nodes admit only the holders of its zookeeper.secret
-grep -v '"secret"' "$WORK/client.json" | sed 's/"session_timeout_ms": 6000,$/"session_timeout_ms": 6000},/' \
-  >"$WORK/outsider.json"
+# (the playground writes a member per line, the zookeeper object's keys
+# sorted: "secret" is not its last)
+grep -q '^ *"secret": "dedup-zk-secret",$' "$C" || fail "no zookeeper.secret line in $C"
+grep -v '"secret"' "$C" >"$WORK/outsider.json"
 run_cli 60 --config "$WORK/outsider.json" scan docs
 [ "$RC" != 0 ] && grep -q "not authorised" "$WORK/last.err" ||
   fail "a client without zookeeper.secret was not refused (exit $RC): $(cat "$WORK/last.err")"

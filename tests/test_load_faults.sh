@@ -20,8 +20,8 @@
 # and --timeout against a daemon that stops answering (SIGSTOP): every verb's
 # request gives up at its bound (exit 3), a cluster scan included.
 # The cluster is one `percolator run` (oracle, one tablet) on ephemeral ports
-# of 127.0.0.1, coordinated through a private ZooKeeper server (zk_lib.sh,
-# started once the embedded cases are done); every process is bounded in time and killed
+# of 127.0.0.1 and its private ZooKeeper server, from `percolator playground`
+# (cli_lib.sh's pg_start, once the embedded cases are done); every process is bounded in time and killed
 # by the trap.
 set -u
 CLI=${1:?usage: test_load_faults.sh /path/to/percolator [FAILMALLOC_SO]}
@@ -30,7 +30,6 @@ case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
 case "$FAILMALLOC" in /* | "") ;; *) FAILMALLOC="$PWD/$FAILMALLOC" ;; esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-loadfaults-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
-. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
@@ -131,31 +130,17 @@ pass "SIGINT during a load: exit 130, and the summary's count is what the store 
 
 # (a session timeout that outlasts the daemons' SIGSTOP below: their
 # sessions, and the oracle's leadership, survive it)
-start_cluster() {
-  [ -n "${ZK_PID:-}" ] || zk_start
-  ZK='"zookeeper": {"connect": "'$ZK_CONNECT'", "root": "/percolator/load", "session_timeout_ms": 30000}'
-  cat >run.json <<JSON
-{"data_dir": "$WORK/cluster", "log": {"level": "warn"}, $ZK,
- "tso": {"listen": "127.0.0.1:0"},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0"}]}
-JSON
-  rm -f ready.json
-  "$CLI" run --config run.json --ready-file ready.json 2>>run.log &
-  RUN=$!
-  PIDS+=("$RUN")
-  wait_file ready.json "$RUN"
-  # client configurations: one-phase commit (the default) and two-phase
-  for mode in 1 2; do
-    local one=true
-    [ $mode = 2 ] && one=false
-    cat >client$mode.json <<JSON
-{"store": {"one_phase_commit": $one, "lock_ttl_ms": 30000, "timeout_ms": 60000}, $ZK,
- "tso": {"listen": "$(endpoint ready.json tso)"},
- "tablets": [{"name": "t1", "listen": "$(endpoint ready.json t1)"}]}
-JSON
-  done
-}
-start_cluster
+printf '{"zookeeper": {"session_timeout_ms": 30000}}\n' >extra.json
+pg_start "$WORK/pg" --one-process --oracles 1 --servers 0 --tablets 1 --extra-config extra.json
+RUN=$(pg_role server pid)
+[ -n "$RUN" ] && [ "$RUN" != 0 ] || fail "no server in the playground's state: $(cat "$PG_STATE")"
+# client configurations: one-phase commit (the default) and two-phase
+for mode in 1 2; do
+  one=true
+  [ $mode = 2 ] && one=false
+  sed "1s|^{|{\"store\": {\"one_phase_commit\": $one, \"lock_ttl_ms\": 30000, \"timeout_ms\": 60000},|" \
+    "$C" >client$mode.json
+done
 expect_load "ok (cluster)" 0 ok -- --config client1.json load --json two.jsonl
 
 # conflict: a live transaction prewrote d/1 and sleeps before its commit (far
@@ -203,7 +188,6 @@ for _ in $(seq 200); do
 done
 [[ "$OUT" == *three*primary* ]] || fail "the late loader's prewrite did not appear: $OUT"
 kill -9 "$RUN"
-wait "$RUN" 2>/dev/null
 wait_exit "$LATE" 60
 OUT=$(cat late.out)
 [ "$RC" = 3 ] || fail "refused at the commit: exit $RC, want 3 (nothing was sent): $OUT $(cat late.err)"

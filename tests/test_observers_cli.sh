@@ -6,9 +6,9 @@
 # sees to seen:<observer>):
 #   embedded: worker A holds the data directory and serves it; worker B is a
 #             client of it (its configuration made from DIR/serving.json).
-#   cluster:  `percolator run` (an oracle, two tablets, coordinated through a
-#             private ZooKeeper server, zk_lib.sh) and the two workers as its
-#             clients.
+#   cluster:  a cluster from `percolator playground` (cli_lib.sh's pg_start:
+#             an oracle and two tablets in one `percolator run`, its private
+#             ZooKeeper server) and the two workers as its clients.
 #   1. cells written before any worker ran are observed by every observer
 #      (the registrations' backfills), the weak one included;
 #   2. two writers change the cells while both workers run: after `wait`,
@@ -31,7 +31,6 @@ export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-observers-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
-. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 cd "$WORK" || exit 1
 
@@ -65,24 +64,11 @@ case "$MODE" in
     AT=(--data "$D")
     ;;
   cluster)
-    zk_start
-    ZK="\"zookeeper\": {\"connect\": \"$ZK_CONNECT\", \"root\": \"/percolator/observers\", \"session_timeout_ms\": 2000}"
-    cat >"$WORK/run.json" <<JSON
-{"data_dir": "$WORK/data", "log": {"level": "warn"}, $ZK,
- "store": {"lock_ttl_ms": 1000},
- "tso": {"listen": "127.0.0.1:0"},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "r4"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "r4"}]}
-JSON
-    "$CLI" run --config "$WORK/run.json" --ready-file "$WORK/ready.json" 2>"$WORK/run.log" &
-    RUN=$!
-    PIDS+=("$RUN")
-    wait_file "$WORK/ready.json" "$RUN"
-    CLIENT="\"store\": {\"lock_ttl_ms\": 1000}, \"tso\": {\"listen\": \"$(endpoint "$WORK/ready.json" tso)\"}, $ZK,
- \"tablets\": [{\"name\": \"t1\", \"listen\": \"$(endpoint "$WORK/ready.json" t1)\", \"end\": \"r4\"},
-             {\"name\": \"t2\", \"listen\": \"$(endpoint "$WORK/ready.json" t2)\", \"start\": \"r4\"}]"
-    printf '{%s}\n' "$CLIENT" >"$WORK/client.json"
-    AT=(--config "$WORK/client.json")
+    printf '{"store": {"lock_ttl_ms": 1000}, "zookeeper": {"session_timeout_ms": 2000}}\n' \
+      >"$WORK/extra.json"
+    pg_start "$WORK/pg" --one-process --oracles 1 --servers 0 --split r4 \
+      --extra-config "$WORK/extra.json"
+    AT=(--config "$C")
     ;;
   *) fail "unknown mode $MODE (embedded or cluster)" ;;
 esac
@@ -105,9 +91,9 @@ case "$MODE" in
  \"tablets\": [{\"name\": \"local\", \"listen\": \"$(pick tablets)\"}]"
     printf '{%s, %s}\n' "$CLIENT" "$(workers_of b)" >"$WORK/b.json"
     ;;
-  cluster)
-    printf '{%s, %s}\n' "$CLIENT" "$(workers_of a)" >"$WORK/a.json"
-    printf '{%s, %s}\n' "$CLIENT" "$(workers_of b)" >"$WORK/b.json"
+  cluster) # the client configuration with a workers section
+    sed "1s|^{|{$(workers_of a),|" "$C" >"$WORK/a.json"
+    sed "1s|^{|{$(workers_of b),|" "$C" >"$WORK/b.json"
     start_worker a "$WORK/a.json"
     WA=$W
     ;;

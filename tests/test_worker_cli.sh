@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test_worker_cli.sh PERCOLATOR HOTLOG_PLUGIN — worker processes through the
 # command line:
-#   1. a cluster (`percolator run`: an oracle, two tablets, coordinated
-#      through a private ZooKeeper server started by zk_lib.sh)
-#      and three `percolator worker` processes running the hotlog test plugin
+#   1. a cluster from `percolator playground` (cli_lib.sh's pg_start: an
+#      oracle and two tablets in one `percolator run`, its private ZooKeeper
+#      server) and three `percolator worker` processes running the hotlog test plugin
 #      (tests/plugins/hotlog.c, whose observer sleeps inside each run); two
 #      writers hammer three hot cells; one worker is killed with SIGKILL in
 #      the middle and another started. After `percolator wait`, every hot
@@ -38,36 +38,21 @@ case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-worker-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
-. "$(dirname "$0")/zk_lib.sh"
 cli_start_cleanup
 
 
 # ---- 1. three workers, two writers, a SIGKILL -------------------------------
 
-zk_start
-cat >"$WORK/run.json" <<JSON
-{"data_dir": "$WORK/data", "log": {"level": "warn"},
- "store": {"lock_ttl_ms": 1000},
- "tso": {"listen": "127.0.0.1:0"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "/percolator/worker-cli", "session_timeout_ms": 3000},
- "tablets": [{"name": "t1", "listen": "127.0.0.1:0", "end": "m"},
-             {"name": "t2", "listen": "127.0.0.1:0", "start": "m"}]}
-JSON
-"$CLI" run --config "$WORK/run.json" --ready-file "$WORK/ready.json" 2>"$WORK/run.log" &
-RUN=$!
-PIDS+=("$RUN")
-wait_file "$WORK/ready.json" "$RUN"
-C="$WORK/client.json"
-cat >"$C" <<JSON
+cat >"$WORK/extra.json" <<JSON
 {"store": {"lock_ttl_ms": 1000, "timeout_ms": 20000},
- "tso": {"listen": "$(endpoint "$WORK/ready.json" tso)"},
- "zookeeper": {"connect": "$ZK_CONNECT", "root": "/percolator/worker-cli", "session_timeout_ms": 3000},
- "tablets": [{"name": "t1", "listen": "$(endpoint "$WORK/ready.json" t1)", "end": "m"},
-             {"name": "t2", "listen": "$(endpoint "$WORK/ready.json" t2)", "start": "m"}],
+ "zookeeper": {"session_timeout_ms": 3000},
  "workers": {"threads": 3, "max_failures": 2, "backoff_ms": 50,
              "scan": {"buckets_per_claim": 64, "idle_ms": 20},
              "plugins": [{"path": "$PLUGIN", "config": {"sleep_ms": 20}}]}}
 JSON
+# no worker of the playground's: the test starts and kills its own
+pg_start "$WORK/pg" --one-process --oracles 1 --servers 0 --split m \
+  --plugin "$PLUGIN" --workers 0 --extra-config "$WORK/extra.json"
 
 start_worker() { # start_worker TAG: pid in $W
   "$CLI" --config "$C" worker 2>"$WORK/worker-$1.log" &
@@ -178,8 +163,7 @@ for p in "$W1" "$W3" "$W"; do
   wait_exit "$p" 30
   [ "$RC" = 0 ] || fail "worker $p exited $RC on SIGTERM"
 done
-kill -TERM "$RUN"
-wait_exit "$RUN" 30
+pg_stop
 pass "workers exit 0 on SIGTERM"
 
 # ---- 4. the embedded default ---------------------------------------------------
