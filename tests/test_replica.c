@@ -12,7 +12,11 @@
  *     nothing acknowledged; alone, a replica serves nothing;
  *   - a host restarted on an empty directory rejoins under a new incarnation,
  *     catches up from a snapshot streamed by a peer (snapshots are taken
- *     every few entries here), and then holds every value. */
+ *     every few entries here), and then holds every value;
+ *   - a rejoin that ran out of time with its replica added as a standby
+ *     (the replica could not be reached) is finished by asking again, as
+ *     its message says, and as a server does through the next leader when
+ *     the leadership moved meanwhile. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -47,6 +51,8 @@ typedef struct server {
 
 static server_t servers[N];
 static char *root;
+/* a server whose port refuses Raft's messages (as if it could not be reached) */
+static _Atomic int deaf[N];
 
 static pc_status_t resolve(void *ctx, const char *server, char *endpoint, size_t cap,
                            pc_error_t *err) {
@@ -62,6 +68,8 @@ static pc_status_t resolve(void *ctx, const char *server, char *endpoint, size_t
 static pc_status_t handler(void *ctx, uint8_t op, const char *body, size_t len, pc_buf_t *reply,
                            pc_error_t *err) {
   server_t *s = ctx;
+  if (op == PC_REPL_OP_RAFT && s >= servers && s < servers + N && atomic_load(&deaf[s - servers]))
+    return pc_error_set(err, PC_UNAVAILABLE, "unreachable");
   pthread_rwlock_rdlock(&s->lk);
   pc_status_t st = s->host ? pc_repl_rpc_handler(s->host, op, body, len, reply, err)
                            : pc_error_set(err, PC_UNAVAILABLE, "not started");
@@ -336,6 +344,65 @@ static void test_rebuilt_from_empty(void **state) {
   }
 }
 
+/* A rejoin that ran out of time after its replica was added (a standby
+ * that cannot catch up while it cannot be reached) is finished by the same
+ * request asked again: the configuration then holds the server's old
+ * incarnation and its new one, and the new one is found by its id. */
+static void test_rejoin_asked_again(void **state) {
+  (void)state;
+  int lead = leader();
+  int lost = (lead + 1) % N;
+  stop(lost);
+  tu_rmtree(strdup(servers[lost].dir));
+  char row[16], val[16];
+  for (int k = 0; k < 40; k++) {
+    snprintf(row, sizeof row, "j%03d", k);
+    snprintf(val, sizeof val, "x%d", k);
+    assert_int_equal(put(&lead, row, val), PC_OK);
+  }
+  atomic_store(&deaf[lost], 1);
+  start(lost, 0);
+  uint64_t id = pc_replica_id(servers[lost].rep);
+  char addr[256];
+  pc_replica_info_t *info = malloc(sizeof *info);
+  pc_replica_info(servers[lost].rep, info);
+  snprintf(addr, sizeof addr, "%s", info->address);
+  pc_buf_t text = {0};
+  pc_error_t err;
+  /* it cannot catch up while it cannot be reached: the request runs out of
+   * time with the new replica added beside the old one (asked again, on
+   * whichever replica leads, should the leadership move meanwhile) */
+  int added = 0;
+  for (int attempt = 0; attempt < 10 && !added; attempt++) {
+    lead = leader();
+    pc_status_t rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN,
+                                       servers[lost].name, id, addr, 3000, &text, &err);
+    assert_int_not_equal(rc, PC_OK);
+    pc_replica_info(servers[lead].rep, info);
+    for (uint32_t k = 0; k < info->n; k++) added |= info->members[k].id == id;
+  }
+  assert_true(added);
+  assert_int_equal(info->n, N + 1); /* the old incarnation and the new standby */
+  atomic_store(&deaf[lost], 0);
+  pc_status_t rc = PC_UNAVAILABLE;
+  for (int attempt = 0; attempt < 10 && rc == PC_UNAVAILABLE; attempt++) {
+    lead = leader();
+    rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN, servers[lost].name, id,
+                           addr, 30000, &text, &err);
+  }
+  pc_buf_free(&text);
+  if (rc != PC_OK) fail_msg("asked again: %s", err.text);
+  pc_replica_info(servers[lead].rep, info);
+  assert_int_equal(info->n, N);
+  int voter = 0;
+  for (uint32_t k = 0; k < info->n; k++)
+    if (info->members[k].id == id) voter = info->members[k].role == 1;
+  assert_true(voter);
+  pc_replica_info(servers[lost].rep, info);
+  assert_true(info->snapshots_received >= 1);
+  free(info);
+}
+
 /* The replication ops need the system identity: with secrets configured, a
  * data client is refused each of them, the system is served. */
 static void test_replication_needs_the_system(void **state) {
@@ -377,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_replicated_writes),
       cmocka_unit_test(test_leader_stopped),
       cmocka_unit_test(test_rebuilt_from_empty),
+      cmocka_unit_test(test_rejoin_asked_again),
       cmocka_unit_test(test_replication_needs_the_system),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
