@@ -16,7 +16,9 @@
  *   - a rejoin that ran out of time with its replica added as a standby
  *     (the replica could not be reached) is finished by asking again, as
  *     its message says, and as a server does through the next leader when
- *     the leadership moved meanwhile. */
+ *     the leadership moved meanwhile;
+ *   - a replica rebuilt from empty catches up through a log that holds
+ *     more than one message could (80 MB since the last snapshot). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -51,6 +53,8 @@ typedef struct server {
 
 static server_t servers[N];
 static char *root;
+/* entries applied between two snapshots of a replica (hosts started from now on) */
+static uint32_t snapshot_entries = 16;
 /* a server whose port refuses Raft's messages (as if it could not be reached) */
 static _Atomic int deaf[N];
 
@@ -105,7 +109,7 @@ static void start(int i, int first) {
   ro.dir = s->dir;
   ro.election_timeout_ms = 600;
   ro.heartbeat_ms = 50;
-  ro.snapshot_entries = 16;
+  ro.snapshot_entries = snapshot_entries;
   ro.snapshot_trailing = 4;
   ro.resolve = resolve;
   ro.on_create = on_create;
@@ -403,6 +407,61 @@ static void test_rejoin_asked_again(void **state) {
   free(info);
 }
 
+/* A replica rebuilt from empty is sent the leader's snapshot and then every
+ * entry of its log after it, which libraft puts in one AppendEntries: with
+ * 80 MB of entries since the last snapshot (no snapshot for a long while),
+ * more than a peer's queue or a frame holds. The leader sends them in
+ * parts, and the replica catches up. */
+static void test_catch_up_through_a_long_log(void **state) {
+  (void)state;
+  snapshot_entries = 100000;
+  for (int i = 0; i < N; i++) { /* the hosts again, snapshotting seldom */
+    stop(i);
+    start(i, 0);
+  }
+  int lead = leader();
+  enum { VALUES = 20, VALUE_BYTES = 4 << 20 };
+  char *big = malloc(VALUE_BYTES + 1);
+  assert_non_null(big);
+  char row[16];
+  for (int k = 0; k < VALUES; k++) {
+    memset(big, 'a' + k, VALUE_BYTES);
+    big[VALUE_BYTES] = '\0';
+    snprintf(row, sizeof row, "big%02d", k);
+    assert_int_equal(put(&lead, row, big), PC_OK);
+  }
+  free(big);
+  int lost = (lead + 1) % N;
+  stop(lost);
+  tu_rmtree(strdup(servers[lost].dir));
+  start(lost, 0);
+  uint64_t id = pc_replica_id(servers[lost].rep);
+  char addr[256];
+  pc_replica_info_t *info = malloc(sizeof *info);
+  pc_replica_info(servers[lost].rep, info);
+  snprintf(addr, sizeof addr, "%s", info->address);
+  pc_buf_t text = {0};
+  pc_error_t err;
+  pc_status_t rc = PC_UNAVAILABLE;
+  for (int attempt = 0; attempt < 10 && rc == PC_UNAVAILABLE; attempt++) {
+    lead = leader();
+    rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN, servers[lost].name, id,
+                           addr, 60000, &text, &err);
+  }
+  pc_buf_free(&text);
+  if (rc != PC_OK) fail_msg("the rebuilt replica did not catch up: %s", err.text);
+  /* and it applies what its leader committed */
+  pc_replica_info(servers[lead].rep, info);
+  uint64_t commit = info->commit;
+  for (int polls = 0; polls < 400; polls++) {
+    pc_replica_info(servers[lost].rep, info);
+    if (info->applied >= commit) break;
+    pc_sleep_ms(50);
+  }
+  assert_true(info->applied >= commit);
+  free(info);
+}
+
 /* The replication ops need the system identity: with secrets configured, a
  * data client is refused each of them, the system is served. */
 static void test_replication_needs_the_system(void **state) {
@@ -445,6 +504,7 @@ int main(void) {
       cmocka_unit_test(test_leader_stopped),
       cmocka_unit_test(test_rebuilt_from_empty),
       cmocka_unit_test(test_rejoin_asked_again),
+      cmocka_unit_test(test_catch_up_through_a_long_log),
       cmocka_unit_test(test_replication_needs_the_system),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
