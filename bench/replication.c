@@ -301,6 +301,8 @@ static void clients_start(clients_t *c, const char *config, int n, int threads, 
   if (!(c->sh = map_shared(shm, 1))) die("cannot map %s: %s", shm, strerror(errno));
   c->n = n;
   pid_t parent = getpid();
+  char keys[16];
+  snprintf(keys, sizeof keys, "%d", opt.keys);
   for (int i = 0; i < n; i++) {
     char id[16], nt[16], log[PATH_MAX + 64];
     snprintf(id, sizeof id, "%d", i);
@@ -313,8 +315,6 @@ static void clients_start(clients_t *c, const char *config, int n, int threads, 
       if (getppid() != parent) _exit(1);
       int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
       if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
-      char keys[16];
-      snprintf(keys, sizeof keys, "%d", opt.keys);
       execl(self_exe, self_exe, "client", config, shm, id, nt, keys, (char *)NULL);
       _exit(127);
     }
@@ -1223,6 +1223,8 @@ static json_t *part_failover(void) {
     json_object_set_new(o, "background_committed", json_integer((json_int_t)clients_committed(&cl)));
     json_object_set_new(o, "background_unknown", json_integer((json_int_t)bg_unknown));
     json_object_set_new(o, "background_errors", json_integer((json_int_t)bg_errors));
+    if (cl.sh->slot[0].error[0])
+      json_object_set_new(o, "background_first_error", json_string(cl.sh->slot[0].error));
     clients_free(&cl);
   }
   check_total(client_config(&c), o);
