@@ -1116,11 +1116,18 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
   return 0;
 }
 
+/* The descriptor names the last command the store applied, not libraft's
+ * last applied entry: libraft hands the state machine commands only, and a
+ * snapshot taken just after a barrier or a configuration change (which
+ * change no store) is at an index the store never recorded. Every command up
+ * to the snapshot's index is applied, so the store at the command's index is
+ * the state at the snapshot's; a replica starting from it, or taking a
+ * stream for it, needs a store that holds that command. */
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs) {
   pc_replica_t *r = fsm->data;
   struct raft_buffer *b = raft_malloc(sizeof *b);
   if (!b) return RAFT_NOMEM;
-  if (desc_encode(b, r->raft.last_applied) != 0) {
+  if (desc_encode(b, pc_local_store_applied(r->gen->store)) != 0) {
     raft_free(b);
     return RAFT_NOMEM;
   }

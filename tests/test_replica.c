@@ -17,6 +17,8 @@
  *     (the replica could not be reached) is finished by asking again, as
  *     its message says, and as a server does through the next leader when
  *     the leadership moved meanwhile;
+ *   - every host starts again after its replica's last snapshot fell on an
+ *     entry that is no command (a new leader's barrier);
  *   - a replica rebuilt from empty catches up through a log that holds
  *     more than one message could (80 MB since the last snapshot). */
 #include <stdarg.h>
@@ -407,6 +409,45 @@ static void test_rejoin_asked_again(void **state) {
   free(info);
 }
 
+/* libraft hands the state machine only commands: a new leader's barrier
+ * and a configuration change advance its applied index, not the store's.
+ * A snapshot taken when the last entry applied is one of those stands for
+ * a store that holds every command up to it; every replica must start
+ * again from it, and a replica rebuilt from it must take it. The
+ * leadership moved more times in a row than entries between two snapshots
+ * (16 here): each new leader's barrier is the only entry it appends, so
+ * each replica's last snapshot is at a barrier. */
+static void test_snapshot_at_a_barrier(void **state) {
+  (void)state;
+  int lead = leader();
+  assert_int_equal(put(&lead, "barrier", "1"), PC_OK);
+  for (uint32_t k = 0; k < snapshot_entries + 4; k++) {
+    int next = (lead + 1) % N;
+    pc_buf_t text = {0};
+    pc_error_t err;
+    pc_status_t rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_MOVE,
+                                       servers[next].name, 0, NULL, 10000, &text, &err);
+    pc_buf_free(&text);
+    if (rc != PC_OK && rc != PC_UNAVAILABLE) fail_msg("move %u: %s", k, err.text);
+    lead = leader();
+  }
+  for (int i = 0; i < N; i++) { /* each from its snapshot at a barrier */
+    stop(i);
+    start(i, 0);
+  }
+  lead = leader();
+  pc_status_t rc;
+  char *v = NULL;
+  for (int tries = 0; tries < 50 && !v; tries++) {
+    lead = leader();
+    v = get(lead, "barrier", &rc);
+    if (!v) pc_sleep_ms(100);
+  }
+  assert_non_null(v);
+  assert_string_equal(v, "1");
+  free(v);
+}
+
 /* A replica rebuilt from empty is sent the leader's snapshot and then every
  * entry of its log after it, which libraft puts in one AppendEntries: with
  * 80 MB of entries since the last snapshot (no snapshot for a long while),
@@ -508,6 +549,7 @@ int main(void) {
       cmocka_unit_test(test_leader_stopped),
       cmocka_unit_test(test_rebuilt_from_empty),
       cmocka_unit_test(test_rejoin_asked_again),
+      cmocka_unit_test(test_snapshot_at_a_barrier),
       cmocka_unit_test(test_catch_up_through_a_long_log),
       cmocka_unit_test(test_replication_needs_the_system),
   };
