@@ -46,6 +46,9 @@
 
 #define DESC_FORMAT 1
 #define INSTALL_TIMEOUT_MS (10u * 60u * 1000u)
+/* The entries' bytes an AppendEntries carries at most (but always one
+ * entry): far below what a peer's queue (host.c) and a frame hold. */
+#define APPEND_MAX_BYTES (8u << 20)
 
 /* The term in which the calling thread's row operation checked that its
  * replica may write (replica_store.c sets it around each operation): its
@@ -714,6 +717,21 @@ static int io_send(struct raft_io *io, struct raft_io_send *req, const struct ra
   if (m->type == RAFT_IO_APPEND_ENTRIES) {
     w.stamp_term = r->raft.current_term;
     w.stamp = pc_now_mono_ms();
+    /* libraft sends a follower every entry from its next index in one
+     * message: one far behind (a replica rebuilt from empty is sent the
+     * whole log after its snapshot) would get a message larger than its
+     * peer's queue or a frame holds, dropped each time it is sent again, and
+     * never catch up. A prefix of the entries is an AppendEntries like any
+     * other (Raft, section 5.3): the follower appends it and answers with
+     * its last index, and the leader goes on from there. */
+    unsigned n = 0;
+    size_t bytes = 0;
+    while (n < w.m.append_entries.n_entries && n < PC_REPL_MAX_ENTRIES) {
+      bytes += w.m.append_entries.entries[n].buf.len;
+      if (n > 0 && bytes > APPEND_MAX_BYTES) break;
+      n++;
+    }
+    w.m.append_entries.n_entries = n;
   } else if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->stamp_from == m->server_id) {
     w.echo_term = r->stamp_term;
     w.echo = r->stamp;
@@ -1098,11 +1116,18 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
   return 0;
 }
 
+/* The descriptor names the last command the store applied, not libraft's
+ * last applied entry: libraft hands the state machine commands only, and a
+ * snapshot taken just after a barrier or a configuration change (which
+ * change no store) is at an index the store never recorded. Every command up
+ * to the snapshot's index is applied, so the store at the command's index is
+ * the state at the snapshot's; a replica starting from it, or taking a
+ * stream for it, needs a store that holds that command. */
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs) {
   pc_replica_t *r = fsm->data;
   struct raft_buffer *b = raft_malloc(sizeof *b);
   if (!b) return RAFT_NOMEM;
-  if (desc_encode(b, r->raft.last_applied) != 0) {
+  if (desc_encode(b, pc_local_store_applied(r->gen->store)) != 0) {
     raft_free(b);
     return RAFT_NOMEM;
   }

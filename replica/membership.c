@@ -150,6 +150,21 @@ static int find_member(pc_replica_t *r, const char *server, uint64_t except_id,
   return found;
 }
 
+/* The member id of r's configuration, from the leader's view. */
+static int find_id(pc_replica_t *r, uint64_t id, struct pc_replica_member *out) {
+  pc_replica_info_t *i = malloc(sizeof *i);
+  if (!i) return 0;
+  pc_replica_info(r, i);
+  int found = 0;
+  for (uint32_t k = 0; k < i->n && !found; k++)
+    if (i->members[k].id == id) {
+      *out = i->members[k];
+      found = 1;
+    }
+  free(i);
+  return found;
+}
+
 /* Waits until member id's log holds everything committed when it began. */
 static pc_status_t wait_caught_up(pc_replica_t *r, uint64_t id, uint64_t deadline,
                                   pc_error_t *err) {
@@ -185,13 +200,14 @@ static pc_status_t wait_caught_up(pc_replica_t *r, uint64_t id, uint64_t deadlin
 }
 
 /* Adds id at address as a spare, then a standby, waits for it to catch up,
- * then makes it a voter. */
+ * then makes it a voter. A request asked again (one that ran out of time,
+ * or a rejoin that the previous leader began) goes on from where the
+ * configuration is: id is found by itself, not by its server, which a
+ * rejoin's configuration also names in its old incarnation. */
 static pc_status_t add_voter(pc_replica_t *r, uint64_t id, const char *address, uint64_t deadline,
                              pc_error_t *err) {
   struct pc_replica_member m;
-  char server[PC_RAFT_GROUP_MAX + 1] = "";
-  pc_repl_address_server(address, server, sizeof server);
-  int present = find_member(r, server, 0, &m) && m.id == id;
+  int present = find_id(r, id, &m);
   int rv = 0;
   if (!present) rv = run_change(r, CH_ADD, id, address, 0, deadline);
   if (rv != 0)

@@ -12,7 +12,15 @@
  *     nothing acknowledged; alone, a replica serves nothing;
  *   - a host restarted on an empty directory rejoins under a new incarnation,
  *     catches up from a snapshot streamed by a peer (snapshots are taken
- *     every few entries here), and then holds every value. */
+ *     every few entries here), and then holds every value;
+ *   - a rejoin that ran out of time with its replica added as a standby
+ *     (the replica could not be reached) is finished by asking again, as
+ *     its message says, and as a server does through the next leader when
+ *     the leadership moved meanwhile;
+ *   - every host starts again after its replica's last snapshot fell on an
+ *     entry that is no command (a new leader's barrier);
+ *   - a replica rebuilt from empty catches up through a log that holds
+ *     more than one message could (80 MB since the last snapshot). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -47,6 +55,10 @@ typedef struct server {
 
 static server_t servers[N];
 static char *root;
+/* entries applied between two snapshots of a replica (hosts started from now on) */
+static uint32_t snapshot_entries = 16;
+/* a server whose port refuses Raft's messages (as if it could not be reached) */
+static _Atomic int deaf[N];
 
 static pc_status_t resolve(void *ctx, const char *server, char *endpoint, size_t cap,
                            pc_error_t *err) {
@@ -62,6 +74,8 @@ static pc_status_t resolve(void *ctx, const char *server, char *endpoint, size_t
 static pc_status_t handler(void *ctx, uint8_t op, const char *body, size_t len, pc_buf_t *reply,
                            pc_error_t *err) {
   server_t *s = ctx;
+  if (op == PC_REPL_OP_RAFT && s >= servers && s < servers + N && atomic_load(&deaf[s - servers]))
+    return pc_error_set(err, PC_UNAVAILABLE, "unreachable");
   pthread_rwlock_rdlock(&s->lk);
   pc_status_t st = s->host ? pc_repl_rpc_handler(s->host, op, body, len, reply, err)
                            : pc_error_set(err, PC_UNAVAILABLE, "not started");
@@ -97,7 +111,7 @@ static void start(int i, int first) {
   ro.dir = s->dir;
   ro.election_timeout_ms = 600;
   ro.heartbeat_ms = 50;
-  ro.snapshot_entries = 16;
+  ro.snapshot_entries = snapshot_entries;
   ro.snapshot_trailing = 4;
   ro.resolve = resolve;
   ro.on_create = on_create;
@@ -336,6 +350,163 @@ static void test_rebuilt_from_empty(void **state) {
   }
 }
 
+/* A rejoin that ran out of time after its replica was added (a standby
+ * that cannot catch up while it cannot be reached) is finished by the same
+ * request asked again: the configuration then holds the server's old
+ * incarnation and its new one, and the new one is found by its id. */
+static void test_rejoin_asked_again(void **state) {
+  (void)state;
+  int lead = leader();
+  int lost = (lead + 1) % N;
+  stop(lost);
+  tu_rmtree(strdup(servers[lost].dir));
+  char row[16], val[16];
+  for (int k = 0; k < 40; k++) {
+    snprintf(row, sizeof row, "j%03d", k);
+    snprintf(val, sizeof val, "x%d", k);
+    assert_int_equal(put(&lead, row, val), PC_OK);
+  }
+  atomic_store(&deaf[lost], 1);
+  start(lost, 0);
+  uint64_t id = pc_replica_id(servers[lost].rep);
+  char addr[256];
+  pc_replica_info_t *info = malloc(sizeof *info);
+  pc_replica_info(servers[lost].rep, info);
+  snprintf(addr, sizeof addr, "%s", info->address);
+  pc_buf_t text = {0};
+  pc_error_t err;
+  /* it cannot catch up while it cannot be reached: the request runs out of
+   * time with the new replica added beside the old one (asked again, on
+   * whichever replica leads, should the leadership move meanwhile) */
+  int added = 0;
+  for (int attempt = 0; attempt < 10 && !added; attempt++) {
+    lead = leader();
+    pc_status_t rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN,
+                                       servers[lost].name, id, addr, 3000, &text, &err);
+    assert_int_not_equal(rc, PC_OK);
+    pc_replica_info(servers[lead].rep, info);
+    for (uint32_t k = 0; k < info->n; k++) added |= info->members[k].id == id;
+  }
+  assert_true(added);
+  assert_int_equal(info->n, N + 1); /* the old incarnation and the new standby */
+  atomic_store(&deaf[lost], 0);
+  pc_status_t rc = PC_UNAVAILABLE;
+  for (int attempt = 0; attempt < 10 && rc == PC_UNAVAILABLE; attempt++) {
+    lead = leader();
+    rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN, servers[lost].name, id,
+                           addr, 30000, &text, &err);
+  }
+  pc_buf_free(&text);
+  if (rc != PC_OK) fail_msg("asked again: %s", err.text);
+  pc_replica_info(servers[lead].rep, info);
+  assert_int_equal(info->n, N);
+  int voter = 0;
+  for (uint32_t k = 0; k < info->n; k++)
+    if (info->members[k].id == id) voter = info->members[k].role == 1;
+  assert_true(voter);
+  pc_replica_info(servers[lost].rep, info);
+  assert_true(info->snapshots_received >= 1);
+  free(info);
+}
+
+/* libraft hands the state machine only commands: a new leader's barrier
+ * and a configuration change advance its applied index, not the store's.
+ * A snapshot taken when the last entry applied is one of those stands for
+ * a store that holds every command up to it; every replica must start
+ * again from it, and a replica rebuilt from it must take it. The
+ * leadership moved more times in a row than entries between two snapshots
+ * (16 here): each new leader's barrier is the only entry it appends, so
+ * each replica's last snapshot is at a barrier. */
+static void test_snapshot_at_a_barrier(void **state) {
+  (void)state;
+  int lead = leader();
+  assert_int_equal(put(&lead, "barrier", "1"), PC_OK);
+  for (uint32_t k = 0; k < snapshot_entries + 4; k++) {
+    int next = (lead + 1) % N;
+    pc_buf_t text = {0};
+    pc_error_t err;
+    pc_status_t rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_MOVE,
+                                       servers[next].name, 0, NULL, 10000, &text, &err);
+    pc_buf_free(&text);
+    if (rc != PC_OK && rc != PC_UNAVAILABLE) fail_msg("move %u: %s", k, err.text);
+    lead = leader();
+  }
+  for (int i = 0; i < N; i++) { /* each from its snapshot at a barrier */
+    stop(i);
+    start(i, 0);
+  }
+  lead = leader();
+  pc_status_t rc;
+  char *v = NULL;
+  for (int tries = 0; tries < 50 && !v; tries++) {
+    lead = leader();
+    v = get(lead, "barrier", &rc);
+    if (!v) pc_sleep_ms(100);
+  }
+  assert_non_null(v);
+  assert_string_equal(v, "1");
+  free(v);
+}
+
+/* A replica rebuilt from empty is sent the leader's snapshot and then every
+ * entry of its log after it, which libraft puts in one AppendEntries: with
+ * 80 MB of entries since the last snapshot (no snapshot for a long while),
+ * more than a peer's queue or a frame holds. The leader sends them in
+ * parts, and the replica catches up. */
+static void test_catch_up_through_a_long_log(void **state) {
+  (void)state;
+  snapshot_entries = 100000;
+  for (int i = 0; i < N; i++) { /* the hosts again, snapshotting seldom */
+    stop(i);
+    start(i, 0);
+  }
+  int lead = leader();
+  enum { VALUES = 40, VALUE_BYTES = 2 << 20 };
+  char *big = malloc(VALUE_BYTES + 1);
+  assert_non_null(big);
+  char row[16];
+  int written = 0;
+  for (int k = 0; written < VALUES && k < 4 * VALUES; k++) {
+    memset(big, 'a' + k % 26, VALUE_BYTES);
+    big[VALUE_BYTES] = '\0';
+    snprintf(row, sizeof row, "big%03d", k);
+    pc_status_t rc = put(&lead, row, big);
+    if (rc == PC_OK) written++;
+    else if (rc != PC_TIMEOUT) break; /* PC_TIMEOUT: the leadership moved; another row */
+  }
+  free(big);
+  assert_int_equal(written, VALUES);
+  int lost = (lead + 1) % N;
+  stop(lost);
+  tu_rmtree(strdup(servers[lost].dir));
+  start(lost, 0);
+  uint64_t id = pc_replica_id(servers[lost].rep);
+  char addr[256];
+  pc_replica_info_t *info = malloc(sizeof *info);
+  pc_replica_info(servers[lost].rep, info);
+  snprintf(addr, sizeof addr, "%s", info->address);
+  pc_buf_t text = {0};
+  pc_error_t err;
+  pc_status_t rc = PC_UNAVAILABLE;
+  for (int attempt = 0; attempt < 10 && rc == PC_UNAVAILABLE; attempt++) {
+    lead = leader();
+    rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN, servers[lost].name, id,
+                           addr, 60000, &text, &err);
+  }
+  pc_buf_free(&text);
+  if (rc != PC_OK) fail_msg("the rebuilt replica did not catch up: %s", err.text);
+  /* and it applies what its leader committed */
+  pc_replica_info(servers[lead].rep, info);
+  uint64_t commit = info->commit;
+  for (int polls = 0; polls < 400; polls++) {
+    pc_replica_info(servers[lost].rep, info);
+    if (info->applied >= commit) break;
+    pc_sleep_ms(50);
+  }
+  assert_true(info->applied >= commit);
+  free(info);
+}
+
 /* The replication ops need the system identity: with secrets configured, a
  * data client is refused each of them, the system is served. */
 static void test_replication_needs_the_system(void **state) {
@@ -377,6 +548,9 @@ int main(void) {
       cmocka_unit_test(test_replicated_writes),
       cmocka_unit_test(test_leader_stopped),
       cmocka_unit_test(test_rebuilt_from_empty),
+      cmocka_unit_test(test_rejoin_asked_again),
+      cmocka_unit_test(test_snapshot_at_a_barrier),
+      cmocka_unit_test(test_catch_up_through_a_long_log),
       cmocka_unit_test(test_replication_needs_the_system),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
