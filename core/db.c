@@ -289,6 +289,20 @@ void pc_db_link_txn(pc_db_t *db, pc_open_txn_t *e) {
   pthread_mutex_unlock(&db->open_mu);
 }
 
+void pc_db_link_txn_at(pc_db_t *db, pc_open_txn_t *e, uint64_t ts) {
+  e->primary = NULL;
+  e->linked = 1;
+  e->start_mono_ms = pc_now_mono_ms();
+  atomic_store(&e->ts, ts);
+  pthread_mutex_lock(&db->open_mu);
+  e->prev = db->open.prev;
+  e->next = &db->open;
+  e->prev->next = e;
+  db->open.prev = e;
+  db->nopen++;
+  pthread_mutex_unlock(&db->open_mu);
+}
+
 void pc_db_txn_started(pc_open_txn_t *e, uint64_t ts) {
   e->start_mono_ms = pc_now_mono_ms();
   atomic_store(&e->ts, ts); /* raises it: no lock needed */
