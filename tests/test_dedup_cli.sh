@@ -185,6 +185,31 @@ delete idx zzold $FIRST
 check_clean "after removing the older-form chunks"
 pass "chunks of the older form (idx) read with the buckets', in the order of their runs"
 
+# a posting no run wrote, in a cell of the bucket form (a section of term
+# zzextra, bucket 921 = 0x399, its chunk of the form before directories):
+# search finds it, check names it; the same cell in another term's bucket
+# is malformed (search, which reads the term's bucket, cannot find it)
+sect="\\x02\\x07zzextra$(printf '\\x%02x' $((35 + ${#U})))$(old_chunk + 3)"
+txn_run "an extra bucket cell" "set idxbucket \"\\x03\\x99\" $FIRST \"$sect\"
+"
+run_cli 10 --data "$D" search zzextra
+[ "$OUT" = "$U" ] || fail "search zzextra (a bucket cell of its own): '$OUT'"
+run_cli 60 --data "$D" check
+[ "$RC" = 1 ] && [ "$OUT" = "idx	zzextra	$U\x00$H	found \"3\", expected nothing" ] ||
+  fail "check of an extra posting in a bucket cell: want it alone (exit $RC): $OUT"
+txn_run "the extra cell, in another term's bucket" "delete idxbucket \"\\x03\\x99\" $FIRST
+set idxbucket \"\\x00\\x00\" $FIRST \"$sect\"
+"
+run_cli 10 --data "$D" search zzextra
+[ "$RC" = 1 ] && [ -z "$OUT" ] || fail "search zzextra outside its bucket: $RC '$OUT'"
+run_cli 60 --data "$D" check
+[ "$RC" = 1 ] && [ "$(wc -l <<<"$OUT")" = 1 ] && [[ "$OUT" == 'idxbucket	\x00\x00	p\x00'* ]] ||
+  fail "check of a term outside its bucket: want the cell reported alone (exit $RC): $OUT"
+txn_run "dropping the misplaced cell" "delete idxbucket \"\\x00\\x00\" $FIRST
+"
+check_clean "after removing the extra bucket cells"
+pass "a posting no run wrote is found and named by check; a term outside its bucket is malformed"
+
 # ---- 3. bad inputs -----------------------------------------------------------------------
 
 mkdir -p bad
