@@ -30,6 +30,7 @@ struct pc_options {
   size_t cache_bytes;
   size_t meta_cache_bytes;
   size_t write_buffer_bytes;
+  int no_compression; /* the store's files without snappy */
   uint32_t gc_interval_ms; /* embedded: background GC period (0: none) */
   uint32_t gc_rate;        /* keys a GC pass deletes per second at most (0: no bound) */
   uint32_t gc_lifetime_ms; /* cluster: the safe point stays this far behind the oracle */
