@@ -25,13 +25,15 @@
 #   postgresql  bench/pg_dedup.sh: PostgreSQL 15 (installed when missing),
 #               PL/pgSQL, one transaction per document, from 2 and from 8
 #               clients, on each corpus;
-#   embedded    `percolator worker` (--threads observer threads: 4, the
-#               worker's own default; 16 kept up no better and doubled the
-#               index's delay, docs/BENCHMARKS.md) holding a
-#               fresh data directory, sync on; `percolator load` (--loaders
-#               threads); documents/s from the start of the load until
+#   embedded    `percolator worker` holding a fresh data directory, with
+#               the product's defaults (sync on, 4 observer threads, garbage
+#               collection every minute; --threads sets the observer
+#               threads), and `percolator load` (its default of 8 threads, or
+#               --loaders); documents/s from the start of the load until
 #               `percolator wait` returns (every notification acknowledged);
-#   cluster     two tablets (one replica each) and the oracle on this
+#   cluster     two tablets (--replicas copies each, 1: a tablet server of
+#               its own for each, not replicated; more: that many servers,
+#               each tablet a Raft group) and the oracle on this
 #               machine, in one `percolator run` (with --cluster-shape
 #               processes, each its own daemon: `percolator tso`,
 #               `percolator tablet`), and 1, 2, 4 worker processes (--procs),
@@ -85,17 +87,17 @@
 #               our runs' ingest, from its own log: megabytes flushed from
 #               memtables, megabytes written by compactions, seconds busy.
 # Usage: bench/dedup.sh BUILD_DIR [--docs N[,N...]] [--seed S] [--threads N]
-#          [--loaders N] [--rate R] [--procs 1,2,4]
+#          [--loaders N] [--rate R] [--procs 1,2,4] [--replicas R]
 #          [--cluster-shape processes|run] [--real-max-bytes B]
 #          [--skip-pg] [--skip-cluster] [--skip-real] [--skip-source]
 #          [--skip-legacy] [--skip-ceiling]
 # Runs as root (PostgreSQL's server runs as the postgres system user).
 set -euo pipefail
 export LC_ALL=C # sort, join and comm agree on the order
-usage="usage: bench/dedup.sh BUILD_DIR [--docs N[,N...]] [--seed S] [--threads N] [--loaders N] [--rate R] [--procs LIST] [--cluster-shape processes|run] [--real-max-bytes B] [--skip-pg] [--skip-cluster] [--skip-real] [--skip-source] [--skip-legacy] [--skip-ceiling]"
+usage="usage: bench/dedup.sh BUILD_DIR [--docs N[,N...]] [--seed S] [--threads N] [--loaders N] [--rate R] [--procs LIST] [--replicas R] [--cluster-shape processes|run] [--real-max-bytes B] [--skip-pg] [--skip-cluster] [--skip-real] [--skip-source] [--skip-legacy] [--skip-ceiling]"
 build=${1:?$usage}
 shift
-docs=100000 seed=42 threads=4 loaders=16 feed=auto procs=1,2,4 real_max=65536
+docs=100000 seed=42 threads="" loaders="" feed=auto procs=1,2,4 real_max=65536 replicas=1
 cluster_shape=run
 skip_pg=0 skip_cluster=0 skip_real=0 skip_source=0 skip_legacy=0 skip_ceiling=0
 while [ $# -gt 0 ]; do
@@ -106,6 +108,7 @@ while [ $# -gt 0 ]; do
     --loaders) loaders=$2; shift 2 ;;
     --rate) feed=$2; shift 2 ;;
     --procs) procs=$2; shift 2 ;;
+    --replicas) replicas=$2; shift 2 ;;
     --cluster-shape) cluster_shape=$2; shift 2 ;;
     --real-max-bytes) real_max=$2; shift 2 ;;
     --skip-pg) skip_pg=1; shift ;;
@@ -118,7 +121,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$cluster_shape" in processes | run) ;; *) echo "dedup.sh: --cluster-shape is processes or run, not '$cluster_shape'" >&2; exit 2 ;; esac
+case "$replicas" in [1-9]) ;; *) echo "dedup.sh: --replicas is 1..9, not '$replicas'" >&2; exit 2 ;; esac
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+# the workers' settings: the product's defaults unless --threads says otherwise
+worker_threads=""
+[ -n "$threads" ] && worker_threads="\"threads\": $threads, "
 here=$(cd "$(dirname "$0")" && pwd)
 cli="$build/apps/cli/percolator"
 plugin="$build/apps/dedup/dedup.so"
@@ -239,7 +246,7 @@ declare -A ceil_one ceil_stage ceil_store ceil_store2 ceil_cluster ceil_cpu
 if [ "$skip_ceiling" = 0 ]; then
   for c in "${corpora[@]}"; do
     log "ceiling: $c, raw LevelDB"
-    j=$("$ceiling" --jsonl "$work/$c.jsonl" --threads "$loaders" --dir "$work" \
+    j=$("$ceiling" --jsonl "$work/$c.jsonl" --threads "${loaders:-8}" --dir "$work" \
       --split "${split_row[$c]}")
     ceil_one[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"one_write":{"documents_s":\([0-9.e+]*\).*/\1/')
     ceil_stage[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"per_stage":{"documents_s":\([0-9.e+]*\).*/\1/')
@@ -258,8 +265,8 @@ fi
 # embedded DIR: a worker holding DIR (data directory made here); pid in $W
 embedded() {
   "$cli" --data "$1" init >/dev/null
-  printf '{"data_dir": "%s", "log": {"level": "warn"}, "store": {"gc_interval_ms": 0},\n "workers": {"threads": %d, "scan": {"idle_ms": 10, "buckets_per_claim": 64}, "plugins": [{"path": "%s"}]}}\n' \
-    "$1" "$threads" "$plugin" >"$1.json"
+  printf '{"data_dir": "%s", "log": {"level": "warn"},\n "workers": {%s"plugins": [{"path": "%s"}]}}\n' \
+    "$1" "$worker_threads" "$plugin" >"$1.json"
   "$cli" --config "$1.json" worker 2>"$1.log" &
   W=$!
   pids+=("$W")
@@ -286,9 +293,14 @@ clock_caught_up() { sleep 3.5; }
 cluster() {
   local d="$work/$1" shape=()
   [ "$cluster_shape" = run ] && shape=(--one-process)
-  printf '{"log": {"level": "warn"}, "store": {"gc_interval_ms": 0},\n "workers": {"threads": %d, "scan": {"idle_ms": 10, "buckets_per_claim": 64}}}\n' \
-    "$threads" >"$d.extra.json"
-  "$cli" playground --dir "$d" --split "$3" --oracles 1 "${shape[@]}" --workers "$2" \
+  local extra=""
+  [ -n "$threads" ] && extra=", \"workers\": {\"threads\": $threads}"
+  printf '{"log": {"level": "warn"}%s}\n' "$extra" >"$d.extra.json"
+  # one replica: a tablet server of its own for each tablet; more: that many
+  # servers, each tablet a Raft group with a replica on each
+  local repl=(--servers 0)
+  [ "$replicas" -gt 1 ] && repl=(--servers "$replicas" --replicas "$replicas")
+  "$cli" playground --dir "$d" --split "$3" --oracles 1 "${shape[@]}" "${repl[@]}" --workers "$2" \
     --plugin "$plugin" --extra-config "$d.extra.json" --ready-file "$d.pg.json" \
     >"$d.pg.out" 2>"$d.pg.err" &
   PG=$!
@@ -318,7 +330,7 @@ cluster_stop() { # Ctrl-C to the playground: it stops its roles in order
 ingest() {
   local where=("$1" "$2") t0 t1
   t0=$(now)
-  "$rusage" "$work/load.json" "$cli" "${where[@]}" load --threads "$loaders" --max-bytes 8388608 \
+  "$rusage" "$work/load.json" "$cli" "${where[@]}" load ${loaders:+--threads "$loaders"} --max-bytes 8388608 \
     "$3" >/dev/null 2>>"$work/load.err"
   "$cli" "${where[@]}" wait --timeout-s 7200 >/dev/null
   t1=$(now)
@@ -468,7 +480,7 @@ head -n 20000 "$work/$gen.jsonl" >"$work/feed.jsonl"
 log "embedded: steady feed of $feed documents/s"
 embedded "$work/e-feed"
 clock_caught_up
-"$cli" --data "$work/e-feed" load --threads 4 --rate "$feed" "$work/feed.jsonl" >/dev/null 2>>"$work/load.err"
+"$cli" --data "$work/e-feed" load --rate "$feed" "$work/feed.jsonl" >/dev/null 2>>"$work/load.err"
 "$cli" --data "$work/e-feed" wait --timeout-s 3000 >/dev/null
 read -r ffn fp50 fp99 < <(freshness "$work/e-feed")
 stop "$W"
@@ -512,8 +524,8 @@ cluster_run() {
   cpu+=", \"memory_mb\": {\"servers_peak\": $(peak_mb "${srv[@]}"), \"worker_peak\": $(peak_mb "${wrk[@]}"), \"load_peak\": $(rss_mb "$work/load.json")}"
   cpu+=", $(lsm_json "$work/$tag"/data/tablet-t{1,2}/store)"
   dump --config "$C" "$work/cl-$c-$k"
-  cluster_lines+=("$(printf '{"corpus": "%s", "documents": %d, "worker_processes": %d, "tablets": 2, "replicas": 1, "shape": "%s", "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
-    "${name[$c]}" "$n" "$k" "$cluster_shape" "$s" "$(rate "$n" "$s")" \
+  cluster_lines+=("$(printf '{"corpus": "%s", "documents": %d, "worker_processes": %d, "tablets": 2, "replicas": %d, "shape": "%s", "seconds": %s, "documents_s": %s, "of_embedded": %s, "same_as_postgresql": %s, %s}' \
+    "${name[$c]}" "$n" "$k" "$replicas" "$cluster_shape" "$s" "$(rate "$n" "$s")" \
     "$(ratio "$(rate "$n" "$s")" "$(rate "$n" "${ours_s[$c]}")")" \
     "$(same "$work/cl-$c-$k" "$work/pg-$c-2")" "$cpu")")
   cluster_stop "$first"
@@ -571,8 +583,9 @@ cat <<JSON
     $(join_lines "${headline[@]}")
   ],
   "program": "$("$cli" --version)",
-  "threads_per_worker": $threads,
-  "loader_threads": $loaders,
+  "threads_per_worker": ${threads:-null},
+  "loader_threads": ${loaders:-null},
+  "settings": "${threads:+--threads $threads }${loaders:+--loaders $loaders}(null: the product's default: 4 observer threads, 8 loaders; no other setting is changed)",
   "corpora": {"generated": [$(join_lines "${gen_json[@]}")],
               "real": "$real_stats", "source": "$src_stats"},
   "ours": [
