@@ -284,6 +284,8 @@ int bu_ldb_open(bu_ldb_t *l, const char *path, const char *who) {
   l->cache = leveldb_cache_create_lru(32u << 20);
   leveldb_options_set_cache(l->opts, l->cache);
   leveldb_options_set_write_buffer_size(l->opts, 16u << 20);
+  /* the store's default (store.compression "none") */
+  leveldb_options_set_compression(l->opts, leveldb_no_compression);
   char *e = NULL;
   l->db = leveldb_open(l->opts, path, &e);
   if (e) {

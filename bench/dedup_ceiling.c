@@ -14,7 +14,8 @@
  *   idxbucket BUCKET p<8 bytes> per bucket, with the run's directory).
  * In the first two modes below each key is "table\0row\0column" and an
  * 8-byte timestamp, each value the cell's bytes. LevelDB is opened with the
- * store's options (bloom filter, 64 MiB write buffer, 8 MiB tables, snappy)
+ * store's options (bloom filter, 64 MiB write buffer, 8 MiB tables, no
+ * compression: the store's default)
  * and every write is synced, as the store's are with sync on.
  *
  * Modes, one after the other, each on a fresh LevelDB, --threads writer
@@ -633,6 +634,7 @@ static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape
   leveldb_options_set_cache(o, cache);
   leveldb_options_set_write_buffer_size(o, 64u << 20);
   leveldb_options_set_max_file_size(o, 8u << 20);
+  leveldb_options_set_compression(o, leveldb_no_compression);
   leveldb_t *db[2] = {NULL, NULL};
   int ndb = shape == STORE_CLUSTER ? 2 : 1, rc = 0;
   for (int t = 0; t < ndb && rc == 0; t++) {

@@ -17,7 +17,7 @@
  *                         its own directory, opened with the options of the
  *                         project's store (pc_local_store_open: bloom filter
  *                         10 bits, 32 MiB LRU cache, 16 MiB write buffer,
- *                         LevelDB's default snappy compression)
+ *                         no compression, as the store's default)
  *
  * Both stores are preloaded with the same --keys rows (row "k0000000042",
  * column "f:v" in table "bench" on the Percolator side, key "k0000000042" on

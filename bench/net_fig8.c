@@ -371,7 +371,7 @@ static int run_phase(bench_t *b, enum phase ph, int n, double seconds, uint64_t 
 
 static int preload(bench_t *b, const char *store_path) {
   pc_error_t e;
-  pc_local_options_t lo = {1, 0, 32u << 20, 0, 0};
+  pc_local_options_t lo = {1, 0, 32u << 20, 0, 0, 0};
   pc_store_t *s = pc_local_store_open(store_path, &lo, &e);
   if (!s) {
     fprintf(stderr, "net_fig8: store %s: %s\n", store_path, e.text);
@@ -458,7 +458,7 @@ static int setup(bench_t *b, json_t *info) {
   json_object_set_new(info, "preload_s", json_real(t1 - t0));
   json_object_set_new(info, "compact_s", json_real(t2 - t1));
 
-  pc_local_options_t lo = {0, b->p.sync, 32u << 20, 32u << 20, 0};
+  pc_local_options_t lo = {0, b->p.sync, 32u << 20, 32u << 20, 0, 0};
   pc_store_t *s = pc_local_store_open(store_path, &lo, &e);
   if (!s) {
     fprintf(stderr, "net_fig8: store %s: %s\n", store_path, e.text);

@@ -288,7 +288,7 @@ static int setup(bench_t *b) {
     return -1;
   }
   snprintf(path, sizeof path, "%s/store", b->dir);
-  pc_local_options_t lo = {1, 0, 32u << 20, 32u << 20, 0};
+  pc_local_options_t lo = {1, 0, 32u << 20, 32u << 20, 0, 0};
   pc_store_t *s = pc_local_store_open(path, &lo, &e);
   if (!s) {
     fprintf(stderr, WHO ": store: %s\n", e.text);

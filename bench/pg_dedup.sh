@@ -13,7 +13,11 @@
 #       folder; fsync and synchronous_commit on, as PostgreSQL ships),
 #       stages the corpus (not timed), then times pgbench running
 #       update_document once per document, in corpus order, from CLIENTS
-#       connections. Writes what it computed, sorted bytewise, for
+#       connections; then times the questions `percolator check` and
+#       `search --all` answer: pg_dedup_check.sql (one query recomputing the
+#       clusters and postings from the documents, counting the rows that
+#       differ) and a copy of every posting to a file. Writes what it
+#       computed, sorted bytewise, for
 #       bench/dedup.sh to compare: OUT.clusters (HASH TAB CANONICAL),
 #       OUT.members (HASH TAB URL), OUT.postings (TERM TAB URL). Stops the
 #       server by its pid and removes the folder, also on failure.
@@ -71,18 +75,29 @@ run() {
     -f "$dir/tx.sql" postgres >"$dir/pgbench.out" 2>&1 || { cat "$dir/pgbench.out" >&2; exit 1; }
   t1=$(date +%s.%N)
   c1=$(server_cpu)
+  # the questions `percolator check` and `search --all` answer, timed: the
+  # check as one query (pg_dedup_check.sql), every posting out to a file
+  local k0 k1 k2 kd p0 p1
+  k0=$(date +%s.%N)
+  kd=$("${psql[@]}" -tA -f "$here/pg_dedup_check.sql")
+  k1=$(date +%s.%N)
+  k2=$(server_cpu)
+  p0=$(date +%s.%N)
+  "${psql[@]}" -c "\\copy (SELECT term, url FROM postings) TO '$out.postings.unsorted'" >/dev/null
+  p1=$(date +%s.%N)
   "${psql[@]}" -tA -F $'\t' -c "SELECT encode(hash, 'hex'), canonical FROM dups" | sort >"$out.clusters"
   "${psql[@]}" -tA -F $'\t' -c "SELECT encode(hash, 'hex'), url FROM members" | sort >"$out.members"
-  "${psql[@]}" -c "\\copy (SELECT term, url FROM postings) TO '$out.postings.unsorted'" >/dev/null
   sort "$out.postings.unsorted" >"$out.postings"
   rm -f "$out.postings.unsorted"
   local clusters postings
   clusters=$(wc -l <"$out.clusters")
   postings=$(wc -l <"$out.postings")
   awk -v n="$n" -v a="$t0" -v b="$t1" -v k="$clients" -v c="$clusters" -v p="$postings" \
-      -v u="$c0" -v v="$c1" 'BEGIN {
+      -v u="$c0" -v v="$c1" -v ka="$k0" -v kb="$k1" -v kc="$k2" -v kd="$kd" -v pa="$p0" \
+      -v pb="$p1" 'BEGIN {
     s = b - a
-    printf "{\"system\": \"postgresql-15\", \"clients\": %d, \"documents\": %d, \"seconds\": %.3f, \"documents_s\": %.1f, \"server_cpu_s\": %.2f, \"cpu_ms_per_document\": %.3f, \"clusters\": %d, \"postings\": %d}\n", k, n, s, n / s, v - u, (v - u) * 1000 / n, c, p }'
+    printf "{\"system\": \"postgresql-15\", \"clients\": %d, \"documents\": %d, \"seconds\": %.3f, \"documents_s\": %.1f, \"server_cpu_s\": %.2f, \"cpu_ms_per_document\": %.3f, \"clusters\": %d, \"postings\": %d, ", k, n, s, n / s, v - u, (v - u) * 1000 / n, c, p
+    printf "\"check\": {\"seconds\": %.2f, \"server_cpu_s\": %.2f, \"differences\": %d}, \"all_postings\": {\"seconds\": %.2f}}\n", kb - ka, kc - v, kd, pb - pa }'
 }
 
 # The CPU seconds the server has used: every process of the postgres user

@@ -75,7 +75,7 @@
 #include <percolator/percolator.h>
 
 #include "benchutil.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "net/rpc.h"
 #include "playground/playground.h"
 #include "replica/repl_client.h"

@@ -672,7 +672,7 @@ static const char *const store_keys[] = {"sync",       "cache_mb",         "lock
                                          "timeout_ms", "one_phase_commit", "lazy_start",
                                          "meta_cache_mb", "gc_interval_ms", "gc_rate",
                                          "gc_lifetime_ms", "write_buffer_mb",
-                                         "snapshot_max_age_ms"};
+                                         "snapshot_max_age_ms", "compression"};
 
 static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v, int32_t n) {
   pc_config_t *cfg = dst;
@@ -688,7 +688,18 @@ static pc_status_t store_field(vctx_t *c, void *dst, int which, const json_t *v,
     case 8: return get_uint(c, v, n, 0, 100000000, &cfg->store.gc_rate);
     case 9: return get_uint(c, v, n, 1000, 86400000, &cfg->store.gc_lifetime_ms);
     case 10: return get_uint(c, v, n, 1, 4096, &cfg->store.write_buffer_mb);
-    default: return get_uint(c, v, n, 1000, 2592000000u, &cfg->store.snapshot_max_age_ms);
+    case 11: return get_uint(c, v, n, 1000, 2592000000u, &cfg->store.snapshot_max_age_ms);
+    default: {
+      const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+      if (s && strcmp(s, "snappy") == 0) cfg->store.compress = 1;
+      else if (s && strcmp(s, "none") == 0) cfg->store.compress = 0;
+      else {
+        char shown[RENDER_CAP];
+        render(shown, v);
+        return fail_at(c, node_off(c, n), "expected \"snappy\" or \"none\", got %s", shown);
+      }
+      return PC_OK;
+    }
   }
 }
 
@@ -1412,6 +1423,7 @@ pc_config_t *pc_config_default(void) {
   cfg->store.cache_mb = 32;
   cfg->store.meta_cache_mb = 32;
   cfg->store.write_buffer_mb = 64;
+  cfg->store.compress = 0; /* as pc_options_create: no compression */
   cfg->store.gc_interval_ms = 60000;
   cfg->store.gc_rate = 100000;
   cfg->store.gc_lifetime_ms = 60000;

@@ -31,6 +31,7 @@
  *                  "lock_ttl_ms": int 1..3600000 [3000], "timeout_ms": int 1..3600000 [10000],
  *                  "one_phase_commit": bool [true], "lazy_start": bool [false],
  *                  "meta_cache_mb": int 0..65536 [32], "write_buffer_mb": int 1..4096 [64],
+ *                  "compression": "snappy"|"none" ["none"],
  *                  "gc_interval_ms": int 0..86400000 [60000] (embedded; 0: only `percolator gc`),
  *                  "gc_rate": int 0..100000000 [100000] (keys deleted per second; 0: no bound),
  *                  "gc_lifetime_ms": int 1000..86400000 [60000] (cluster and served
@@ -200,6 +201,7 @@ typedef struct pc_config {
     uint32_t cache_mb;
     uint32_t meta_cache_mb;
     uint32_t write_buffer_mb;
+    int compress; /* store.compression: 1 "snappy", 0 "none" */
     uint32_t gc_interval_ms;
     uint32_t gc_rate;
     uint32_t gc_lifetime_ms;

@@ -39,6 +39,7 @@ pc_options_t *pc_options_create(void) {
   o->cache_bytes = 32u << 20;
   o->meta_cache_bytes = 32u << 20;
   o->write_buffer_bytes = 64u << 20;
+  o->no_compression = 1; /* as the configuration: store.compression "none" */
   o->gc_interval_ms = 60000;
   o->gc_rate = 100000;
   o->gc_lifetime_ms = 60000;
@@ -58,6 +59,7 @@ void pc_options_set_meta_cache_bytes(pc_options_t *o, size_t bytes) { o->meta_ca
 void pc_options_set_write_buffer_bytes(pc_options_t *o, size_t bytes) {
   o->write_buffer_bytes = bytes;
 }
+void pc_options_set_compression(pc_options_t *o, int on) { o->no_compression = on == 0; }
 void pc_options_set_gc_interval_ms(pc_options_t *o, uint32_t ms) { o->gc_interval_ms = ms; }
 void pc_options_set_gc_rate(pc_options_t *o, uint32_t rate) { o->gc_rate = rate; }
 
@@ -289,6 +291,20 @@ void pc_db_link_txn(pc_db_t *db, pc_open_txn_t *e) {
   pthread_mutex_unlock(&db->open_mu);
 }
 
+void pc_db_link_txn_at(pc_db_t *db, pc_open_txn_t *e, uint64_t ts) {
+  e->primary = NULL;
+  e->linked = 1;
+  e->start_mono_ms = pc_now_mono_ms();
+  atomic_store(&e->ts, ts);
+  pthread_mutex_lock(&db->open_mu);
+  e->prev = db->open.prev;
+  e->next = &db->open;
+  e->prev->next = e;
+  db->open.prev = e;
+  db->nopen++;
+  pthread_mutex_unlock(&db->open_mu);
+}
+
 void pc_db_txn_started(pc_open_txn_t *e, uint64_t ts) {
   e->start_mono_ms = pc_now_mono_ms();
   atomic_store(&e->ts, ts); /* raises it: no lock needed */
@@ -364,7 +380,7 @@ pc_db_t *pc_db_open(const pc_options_t *opts, const char *dir, pc_error_t *err) 
   char path[4200];
   snprintf(path, sizeof path, "%s/store", dir);
   pc_local_options_t lo = {fresh, opts->sync, opts->cache_bytes, opts->meta_cache_bytes,
-                          opts->write_buffer_bytes};
+                          opts->write_buffer_bytes, opts->no_compression};
   if ((fresh || opts->create_if_missing) && pc_dir_private(path, err) != PC_OK) {
     pc_db_close(db);
     return NULL;

@@ -30,6 +30,7 @@ struct pc_options {
   size_t cache_bytes;
   size_t meta_cache_bytes;
   size_t write_buffer_bytes;
+  int no_compression; /* the store's files without snappy */
   uint32_t gc_interval_ms; /* embedded: background GC period (0: none) */
   uint32_t gc_rate;        /* keys a GC pass deletes per second at most (0: no bound) */
   uint32_t gc_lifetime_ms; /* cluster: the safe point stays this far behind the oracle */
@@ -132,6 +133,9 @@ pc_status_t pc_db_open_txn(pc_db_t *db, pc_open_txn_t *e, uint32_t timeout_ms, u
  * never passes the timestamp about to be taken), then record it. */
 void pc_db_link_txn(pc_db_t *db, pc_open_txn_t *e);
 void pc_db_txn_started(pc_open_txn_t *e, uint64_t ts);
+/* Links e with start_ts ts, which an open transaction of db already holds
+ * (pc_txn_begin_alongside): the safe point is at or below ts already. */
+void pc_db_link_txn_at(pc_db_t *db, pc_open_txn_t *e, uint64_t ts);
 void pc_db_close_txn(pc_db_t *db, pc_open_txn_t *e);
 /* Marks e as holding locks with primary (NULL: none any more), for the heartbeat. */
 void pc_db_txn_locking(pc_db_t *db, pc_open_txn_t *e, const pc_cell_t *primary);
@@ -305,6 +309,14 @@ pc_status_t pc_check_table(const char *table, pc_error_t *err);
  * included, bounded by timeout_ms instead of the handle's timeout (bounded
  * callers such as pc_notify_wait). */
 pc_txn_t *pc_txn_begin_within(pc_db_t *db, uint32_t timeout_ms, pc_error_t *err);
+/* A second transaction at the snapshot of of, for another thread to read
+ * in while of's reads go on in its own (one snapshot read by several
+ * threads, as `percolator check` reads its tables): gets and scans only, a
+ * write is refused (PC_INVALID). It takes of's start_ts then (of's first
+ * read, with lazy_start). of must stay open until this one is destroyed.
+ * NULL on error (of not open, or its start_ts not taken). Release with
+ * pc_txn_destroy. */
+pc_txn_t *pc_txn_begin_alongside(pc_txn_t *of, pc_error_t *err);
 /* A transaction begun for a notified cell: an observer's run, which carries
  * its trigger as Fluo's transactions do. It is an ordinary transaction, and
  * its commit also deletes the cell's notifications with ts below the bound

@@ -143,10 +143,11 @@ static int unescape(const char *k, size_t n, size_t *pos, pc_buf_t *out) {
   out->p[0] = '\0';
   size_t i = *pos;
   while (i < n) {
-    char ch = k[i];
-    if (ch != '\0') {
-      if (pc_buf_append(out, &ch, 1) != 0) return -1;
-      i++;
+    const char *z = memchr(k + i, '\0', n - i); /* the bytes up to the next 0x00 as they are */
+    size_t run = z ? (size_t)(z - (k + i)) : n - i;
+    if (run) {
+      if (pc_buf_append(out, k + i, run) != 0) return -1;
+      i += run;
       continue;
     }
     if (i + 1 >= n) return -1;

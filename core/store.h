@@ -330,6 +330,7 @@ typedef struct pc_local_options {
   size_t cache_bytes;      /* LevelDB's block cache (0: LevelDB's default) */
   size_t meta_cache_bytes; /* core/metacache.h (0: none) */
   size_t write_buffer_bytes; /* LevelDB's memtable (0: the store's default, 64 MiB) */
+  int no_compression;        /* LevelDB's blocks as they are (0: snappy) */
 } pc_local_options_t;
 
 /* Opens the embedded LevelDB store in directory path. PC_BUSY when another

@@ -522,6 +522,7 @@ pc_store_t *pc_local_store_open(const char *path, const pc_local_options_t *o, p
   leveldb_options_set_write_buffer_size(s->opts,
                                         o->write_buffer_bytes ? o->write_buffer_bytes : 64u << 20);
   leveldb_options_set_max_file_size(s->opts, 8u << 20);
+  if (o->no_compression) leveldb_options_set_compression(s->opts, leveldb_no_compression);
   s->ropts = leveldb_readoptions_create();
   s->wopts = leveldb_writeoptions_create();
   leveldb_writeoptions_set_sync(s->wopts, o->sync);

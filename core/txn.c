@@ -39,6 +39,7 @@ struct pc_txn {
   void *tree; /* tsearch tree of bufcell_t* */
   size_t count, bytes;
   struct trigger *trigger; /* the notified cell of pc_txn_begin_for, else NULL */
+  int reader;              /* pc_txn_begin_alongside: reads only */
 };
 
 /* The trigger of a transaction begun for a notified cell: the cell (its
@@ -203,6 +204,25 @@ static pc_status_t take_start_ts(pc_txn_t *txn, pc_error_t *err) {
   return pc_db_open_txn(txn->db, &txn->open, txn->timeout_ms, &txn->start_ts, err);
 }
 
+pc_txn_t *pc_txn_begin_alongside(pc_txn_t *of, pc_error_t *err) {
+  pc_error_clear(err);
+  if (check_open(of, err) != PC_OK || take_start_ts(of, err) != PC_OK) return NULL;
+  pc_txn_t *txn = malloc(sizeof *txn);
+  if (!txn) {
+    pc_error_set(err, PC_NOMEM, "out of memory");
+    return NULL;
+  }
+  *txn = (pc_txn_t){.db = of->db,
+                    .start_ts = of->start_ts,
+                    .timeout_ms = of->timeout_ms,
+                    .state = TXN_OPEN,
+                    .reader = 1};
+  /* of holds the safe point at or below start_ts while it is open, and it
+   * outlives this one: linked at start_ts, this one holds it too */
+  pc_db_link_txn_at(of->db, &txn->open, of->start_ts);
+  return txn;
+}
+
 uint64_t pc_txn_start_ts(const pc_txn_t *txn) { return txn->start_ts; }
 uint64_t pc_txn_commit_ts(const pc_txn_t *txn) { return txn->commit_ts; }
 void pc_txn_set_timeout_ms(pc_txn_t *txn, uint32_t ms) { txn->timeout_ms = ms ? ms : 1; }
@@ -268,6 +288,10 @@ static pc_status_t buffer_put(pc_txn_t *txn, const char *table, const char *row,
                               const char *col, size_t clen, pc_write_kind_t kind,
                               const char *value, size_t vlen, enum access who, pc_error_t *err) {
   pc_status_t st = check_open(txn, err);
+  if (st == PC_OK && txn->reader)
+    st = pc_error_set(err, PC_INVALID,
+                      "transaction %llu reads alongside another one and cannot write",
+                      (unsigned long long)txn->start_ts);
   if (st == PC_OK) st = check_cell(table, row, rlen, col, clen, who, err);
   if (st != PC_OK) return st;
   if (kind == PC_WRITE_PUT) {

@@ -382,7 +382,8 @@ pc_status_t pc_daemon_start_tablet(pc_daemon_t *d, const pc_config_tablet_t *t, 
     snprintf(path, sizeof path, "%s/store", dir);
     pc_local_options_t lo = {1, d->cfg->store.sync, (size_t)d->cfg->store.cache_mb << 20,
                              (size_t)d->cfg->store.meta_cache_mb << 20,
-                             (size_t)d->cfg->store.write_buffer_mb << 20};
+                             (size_t)d->cfg->store.write_buffer_mb << 20,
+                             !d->cfg->store.compress};
     st = pc_dir_private(path, err);
     if (st == PC_OK) store = pc_local_store_open(path, &lo, err);
     if (store) (void)pc_dir_private(path, NULL);

@@ -505,7 +505,8 @@ pc_status_t pc_daemon_start_server(pc_daemon_t *d, const pc_config_server_t *sv,
     o.on_create_ctx = r;
     o.store = (pc_local_options_t){1, 0, (size_t)cfg->store.cache_mb << 20,
                                    (size_t)cfg->store.meta_cache_mb << 20,
-                                   (size_t)cfg->store.write_buffer_mb << 20};
+                                   (size_t)cfg->store.write_buffer_mb << 20,
+                                   !cfg->store.compress};
     o.fresh_incarnation = seen ? random_incarnation() : 0;
     int was_fresh = 0;
     if (!(h = pc_repl_host_open(&o, &was_fresh, err))) st = err->code;

@@ -48,7 +48,7 @@ static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
 
 static void open_tablet(void) {
   snprintf(path, sizeof path, "%s/store-%u", fuzz_scratch_dir(), generation++);
-  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 1u << 20};
+  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 1u << 20, 0};
   pc_error_t err;
   pc_store_t *s = pc_local_store_open(path, &lo, &err);
   if (!s) fprintf(stderr, "pc_local_store_open: %s\n", err.text);

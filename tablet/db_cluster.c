@@ -189,6 +189,7 @@ static void options_from_config(const pc_config_t *cfg, int create, pc_options_t
   o->cache_bytes = (size_t)cfg->store.cache_mb << 20;
   o->meta_cache_bytes = (size_t)cfg->store.meta_cache_mb << 20;
   o->write_buffer_bytes = (size_t)cfg->store.write_buffer_mb << 20;
+  o->no_compression = !cfg->store.compress;
   o->lock_ttl_ms = cfg->store.lock_ttl_ms;
   o->timeout_ms = cfg->store.timeout_ms;
   o->one_phase_commit = cfg->store.one_phase_commit;

@@ -33,7 +33,7 @@ static const char full_text[] =
     "  \"log\": {\"level\": \"debug\"},\n"
     "  \"store\": {\"sync\": true, \"cache_mb\": 64, \"lock_ttl_ms\": 5000,\n"
     "            \"timeout_ms\": 20000, \"one_phase_commit\": false, \"gc_rate\": 8,\n"
-    "            \"write_buffer_mb\": 16},\n"
+    "            \"write_buffer_mb\": 16, \"compression\": \"snappy\"},\n"
     "  \"tso\": {\"listen\": \"127.0.0.1:7000\", \"http\": \"127.0.0.1:7001\",\n"
     "          \"data_dir\": \"/var/lib/tso\", \"window_ms\": 1000},\n"
     "  \"zookeeper\": {\"connect\": \"[::1]:2181,zk2:2181\", \"root\": \"/percolator/a\",\n"
@@ -169,6 +169,7 @@ static void test_full(void **state) {
   assert_int_equal(cfg->store.sync, 1);
   assert_int_equal(cfg->store.cache_mb, 64);
   assert_int_equal(cfg->store.write_buffer_mb, 16);
+  assert_int_equal(cfg->store.compress, 1);
   assert_int_equal(cfg->store.lock_ttl_ms, 5000);
   assert_int_equal(cfg->store.timeout_ms, 20000);
   assert_int_equal(cfg->store.one_phase_commit, 0);
@@ -237,6 +238,7 @@ static void check_defaults(const pc_config_t *cfg) {
   assert_int_equal(cfg->store.sync, 1); /* durable unless a file says otherwise */
   assert_int_equal(cfg->store.cache_mb, 32);
   assert_int_equal(cfg->store.write_buffer_mb, 64);
+  assert_int_equal(cfg->store.compress, 0);
   assert_int_equal(cfg->store.lock_ttl_ms, 3000);
   assert_int_equal(cfg->store.timeout_ms, 10000);
   assert_int_equal(cfg->store.one_phase_commit, 1);
@@ -523,6 +525,8 @@ static void test_ranges_of_integers(void **state) {
                SRC ":1:24: store.cache_mb: expected an integer in 0..65536, got -1");
   expect_error("{\"store\": {\"write_buffer_mb\": 0}}", PC_INVALID,
                SRC ":1:31: store.write_buffer_mb: expected an integer in 1..4096, got 0");
+  expect_error("{\"store\": {\"compression\": \"zstd\"}}", PC_INVALID,
+               SRC ":1:27: store.compression: expected \"snappy\" or \"none\", got \"zstd\"");
   expect_error("{\"store\": {\"lock_ttl_ms\": 0}}", PC_INVALID,
                SRC ":1:27: store.lock_ttl_ms: expected an integer in 1..3600000, got 0");
   expect_error("{\"tso\": {\"window_ms\": 99}}", PC_INVALID,

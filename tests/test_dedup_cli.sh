@@ -12,7 +12,8 @@
 #      `check` reports a difference made behind its back; chunks of the
 #      index's older form (table idx) read with the buckets', in run order.
 #   3. bad inputs — an unreadable file, a binary file, an oversize file, an
-#      invalid JSON line — are reported with file (and line), counted, skipped.
+#      invalid JSON line — are reported with file (and line), counted, skipped;
+#      --rate paces; documents queued together share a transaction.
 # Every CLI call runs under `timeout`; a trap kills what was started here.
 set -u
 CLI=${1:?usage: test_dedup_cli.sh /path/to/percolator /path/to/dedup.so}
@@ -185,6 +186,31 @@ delete idx zzold $FIRST
 check_clean "after removing the older-form chunks"
 pass "chunks of the older form (idx) read with the buckets', in the order of their runs"
 
+# a posting no run wrote, in a cell of the bucket form (a section of term
+# zzextra, bucket 921 = 0x399, its chunk of the form before directories):
+# search finds it, check names it; the same cell in another term's bucket
+# is malformed (search, which reads the term's bucket, cannot find it)
+sect="\\x02\\x07zzextra$(printf '\\x%02x' $((35 + ${#U})))$(old_chunk + 3)"
+txn_run "an extra bucket cell" "set idxbucket \"\\x03\\x99\" $FIRST \"$sect\"
+"
+run_cli 10 --data "$D" search zzextra
+[ "$OUT" = "$U" ] || fail "search zzextra (a bucket cell of its own): '$OUT'"
+run_cli 60 --data "$D" check
+[ "$RC" = 1 ] && [ "$OUT" = "idx	zzextra	$U\x00$H	found \"3\", expected nothing" ] ||
+  fail "check of an extra posting in a bucket cell: want it alone (exit $RC): $OUT"
+txn_run "the extra cell, in another term's bucket" "delete idxbucket \"\\x03\\x99\" $FIRST
+set idxbucket \"\\x00\\x00\" $FIRST \"$sect\"
+"
+run_cli 10 --data "$D" search zzextra
+[ "$RC" = 1 ] && [ -z "$OUT" ] || fail "search zzextra outside its bucket: $RC '$OUT'"
+run_cli 60 --data "$D" check
+[ "$RC" = 1 ] && [ "$(wc -l <<<"$OUT")" = 1 ] && [[ "$OUT" == 'idxbucket	\x00\x00	p\x00'* ]] ||
+  fail "check of a term outside its bucket: want the cell reported alone (exit $RC): $OUT"
+txn_run "dropping the misplaced cell" "delete idxbucket \"\\x00\\x00\" $FIRST
+"
+check_clean "after removing the extra bucket cells"
+pass "a posting no run wrote is found and named by check; a term outside its bucket is malformed"
+
 # ---- 3. bad inputs -----------------------------------------------------------------------
 
 mkdir -p bad
@@ -233,6 +259,27 @@ done
 wait_all
 check_clean "after the paced load"
 pass "load --rate paces the load and refuses rates out of range"
+
+# documents a writing thread finds queued together share a transaction; a
+# document repeated right after itself goes in a later one (its last
+# version stands); every document has its own outcome
+for i in $(seq 200); do printf '{"url": "batch/%03d", "contents": "batch document %d"}\n' "$i" "$i"; done >batch.jsonl
+printf '{"url": "batch/007", "contents": "batch document 7, again"}\n' >>batch.jsonl
+printf '{"url": "batch/007", "contents": "batch document 7, last"}\n' >>batch.jsonl
+run_cli 60 --data "$D" load --json --threads 1 batch.jsonl
+[ "$RC" = 0 ] && [ "$(grep -c '"status":"ok"' <<<"$OUT")" = 202 ] &&
+  [[ "$(tail -1 <<<"$OUT")" == '{"loaded":202,"failed":0,'* ]] || fail "load of 202 documents: $RC $OUT"
+run_cli 10 --data "$D" get docs batch/007 doc:contents
+[ "$OUT" = "batch document 7, last" ] || fail "batch/007 after its three versions: '$OUT'"
+run_cli 30 --data "$D" scan --raw docs --start batch/ --end batch/~ --json
+TS=$(grep '"column":"doc:contents","kind":"write"' <<<"$OUT" | sed 's/.*"ts":\([0-9]*\).*/\1/' | sort -u | wc -l)
+[ "$TS" -ge 3 ] && [ "$TS" -lt 200 ] ||
+  fail "202 versions of 200 documents in $TS commits: want fewer than 200 (and the repeats apart)"
+wait_all
+check_clean "after the batched load"
+run_cli 10 --data "$D" search again
+[ "$RC" = 1 ] || fail "search again: the second version of batch/007 is still indexed: '$OUT'"
+pass "documents queued together load in one transaction; each has its outcome; repeats apart"
 
 kill -TERM "$WP"
 for _ in $(seq 300); do kill -0 "$WP" 2>/dev/null || break; sleep 0.1; done

@@ -174,6 +174,69 @@ static void test_chunk_entries(void **state) {
   assert_int_equal(dd_chunk_next(bad, sizeof bad, NULL, &pos, &e), -1);
 }
 
+/* dd_terms_any finds what dd_terms finds, in some order. */
+static void test_terms_any(void **state) {
+  (void)state;
+  static char s[20000 * 7];
+  size_t n = 0;
+  for (int i = 0; i < 20000; i++) n += (size_t)snprintf(s + n, sizeof s - n, "t%d ", i % 3001);
+  dd_terms_t a, b;
+  assert_int_equal(dd_terms(s, n, &a), 0);
+  assert_int_equal(dd_terms_any(s, n, &b), 0);
+  assert_int_equal(a.n, 3001);
+  assert_int_equal(b.n, a.n);
+  for (size_t i = 0; i < b.n; i++) {
+    size_t j = 0;
+    while (j < a.n && strcmp(a.v[j].term, b.v[i].term) != 0) j++;
+    assert_true(j < a.n);
+    assert_int_equal(b.v[i].count, a.v[j].count);
+  }
+  dd_terms_free(&a);
+  dd_terms_free(&b);
+}
+
+/* dd_postings_settle_any leaves what dd_postings_settle leaves, in some
+ * order: chunks with repeated and removed postings, hashes that share their
+ * first 8 bytes (the integer key) and hashes that do not. */
+static void test_postings_settle_any(void **state) {
+  (void)state;
+  uint8_t h[7][DD_HASH_RAW];
+  for (int k = 0; k < 7; k++) {
+    memset(h[k], 0x40, DD_HASH_RAW);
+    h[k][k < 4 ? 20 : 0] = (uint8_t)k; /* 0..3 differ after the key, 4..6 in it */
+  }
+  dd_buf_t c[3] = {{0}};
+  char url[16];
+  for (int i = 0; i < 3000; i++) {
+    int ul = snprintf(url, sizeof url, "u%d", i % 250);
+    char op = i % 5 == 3 ? '-' : '+';
+    assert_int_equal(dd_chunk_add_inline(&c[i % 3], op, h[i % 7], url, (size_t)ul,
+                                         op == '+' ? (uint64_t)(i % 9 + 1) : 0),
+                     0);
+  }
+  dd_postings_t a = {0}, b = {0};
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(dd_postings_apply(&a, c[k].p, c[k].n, NULL), 0);
+    assert_int_equal(dd_postings_apply(&b, c[k].p, c[k].n, NULL), 0);
+  }
+  assert_int_equal(dd_postings_settle(&a), 0);
+  assert_int_equal(dd_postings_settle_any(&b), 0);
+  assert_true(a.n > 100);
+  assert_int_equal(b.n, a.n);
+  for (size_t i = 0; i < b.n; i++) {
+    size_t j = 0;
+    const dd_posting_t *y = &b.v[i];
+    while (j < a.n && !(a.v[j].ulen == y->ulen && memcmp(a.v[j].url, y->url, y->ulen) == 0 &&
+                        memcmp(a.v[j].hash, y->hash, DD_HASH_RAW) == 0))
+      j++;
+    assert_true(j < a.n);
+    assert_int_equal(b.v[i].count, a.v[j].count);
+  }
+  dd_postings_free(&a);
+  dd_postings_free(&b);
+  for (int k = 0; k < 3; k++) dd_buf_free(&c[k]);
+}
+
 /* Chunks applied in order: the last entry of a (URL, hash) wins, '-'
  * removes it; the result is in (URL, hash) order. */
 static void test_postings_settle(void **state) {
@@ -196,10 +259,12 @@ static void test_postings_settle(void **state) {
   assert_int_equal(dd_postings_apply(&ps, "junk", 4, NULL), -1);
   assert_int_equal(dd_postings_settle(&ps), 0);
   assert_int_equal(ps.n, 2);
-  assert_string_equal(ps.v[0].url, "b");
+  assert_int_equal(ps.v[0].ulen, 1);
+  assert_memory_equal(ps.v[0].url, "b", 1);
   assert_memory_equal(ps.v[0].hash, h2, DD_HASH_RAW);
   assert_int_equal(ps.v[0].count, 4);
-  assert_string_equal(ps.v[1].url, "c");
+  assert_int_equal(ps.v[1].ulen, 1);
+  assert_memory_equal(ps.v[1].url, "c", 1);
   assert_int_equal(ps.v[1].count, 5);
   /* the same chunks in another order leave another result: order matters */
   dd_postings_clear(&ps);
@@ -270,7 +335,8 @@ static void test_directory_chunks(void **state) {
   assert_int_equal(dd_postings_apply(&ps, c.p, c.n, &d), 0);
   assert_int_equal(dd_postings_settle(&ps), 0);
   assert_int_equal(ps.n, 1);
-  assert_string_equal(ps.v[0].url, "u/bb");
+  assert_int_equal(ps.v[0].ulen, 4);
+  assert_memory_equal(ps.v[0].url, "u/bb", 4);
   assert_memory_equal(ps.v[0].hash, h2, DD_HASH_RAW);
   assert_int_equal(ps.v[0].count, 300);
   /* directories' rows sort as the runs' ids */
@@ -400,22 +466,26 @@ static void test_bucket_cells(void **state) {
     assert_int_equal(dd_postings_settle(&ps), 0);
     if (i == 0) {
       assert_int_equal(ps.n, 2);
-      assert_string_equal(ps.v[0].url, "u/a");
+      assert_int_equal(ps.v[0].ulen, 3);
+      assert_memory_equal(ps.v[0].url, "u/a", 3);
       assert_memory_equal(ps.v[0].hash, h1, DD_HASH_RAW);
       assert_int_equal(ps.v[0].count, 3);
-      assert_string_equal(ps.v[1].url, "u/bb");
+      assert_int_equal(ps.v[1].ulen, 4);
+      assert_memory_equal(ps.v[1].url, "u/bb", 4);
       assert_memory_equal(ps.v[1].hash, h2, DD_HASH_RAW);
       assert_int_equal(ps.v[1].count, 1);
     } else if (i == 1) {
       assert_int_equal(ps.n, 0); /* a removal alone leaves nothing */
     } else if (i == 2) {
       assert_int_equal(ps.n, 1);
-      assert_string_equal(ps.v[0].url, "u/c");
+      assert_int_equal(ps.v[0].ulen, 3);
+      assert_memory_equal(ps.v[0].url, "u/c", 3);
       assert_memory_equal(ps.v[0].hash, h3, DD_HASH_RAW);
       assert_int_equal(ps.v[0].count, 7);
     } else {
       assert_int_equal(ps.n, 1); /* the last of its 200 entries wins */
-      assert_string_equal(ps.v[0].url, "u/bb");
+      assert_int_equal(ps.v[0].ulen, 4);
+      assert_memory_equal(ps.v[0].url, "u/bb", 4);
       assert_int_equal(ps.v[0].count, 200);
     }
   }
@@ -479,6 +549,7 @@ int main(void) {
       cmocka_unit_test(test_counts_sorted), cmocka_unit_test(test_many_terms),
       cmocka_unit_test(test_sha256),       cmocka_unit_test(test_chunk_columns),
       cmocka_unit_test(test_chunk_entries), cmocka_unit_test(test_postings_settle),
+      cmocka_unit_test(test_terms_any),    cmocka_unit_test(test_postings_settle_any),
       cmocka_unit_test(test_directory_chunks), cmocka_unit_test(test_bucket_cells),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -34,6 +34,7 @@
 #include <jansson.h>
 
 #include "base/error.h"
+#include "core/db.h"
 #include "core/failpoint.h"
 #include "tests/testutil.h"
 
@@ -639,6 +640,46 @@ static void test_old_reader_keeps_its_versions(void **state) {
     expect(r, "a", "new040", 1); /* 40 % 4 == 0: large, in every row */
     expect(r, "x", "new040", 1);
     pc_txn_destroy(r);
+    pc_db_close(db);
+    tu_rmtree(dir);
+  }
+}
+
+/* A reader begun alongside another (pc_txn_begin_alongside) reads the
+ * other's snapshot, and holds it on its own once the other is gone: the
+ * passes collect nothing it reads. It cannot write. With lazy_start the
+ * call takes the first one's snapshot. */
+static void test_reader_alongside(void **state) {
+  (void)state;
+  for (int lazy = 0; lazy < 2; lazy++) {
+    char *dir = tu_mkdtemp("gc-alongside");
+    pc_db_t *db = open_db(dir, 0, lazy);
+    old_versions(db);
+    pc_txn_t *r = begin(db);
+    pc_error_t err;
+    pc_txn_t *a = pc_txn_begin_alongside(r, &err);
+    if (!a) fail_msg("pc_txn_begin_alongside: %s", err.text);
+    uint64_t snap = pc_txn_start_ts(r);
+    assert_true(snap != 0);
+    assert_true(pc_txn_start_ts(a) == snap);
+    char tag[16];
+    for (int i = 1; i <= 10; i++) {
+      snprintf(tag, sizeof tag, "new%03d", i);
+      put_rows(db, abx, tag, i % 2);
+    }
+    expect_old(r);
+    pc_txn_destroy(r); /* a alone holds the snapshot now */
+    uint64_t newest = now_ts(db);
+    pc_gc_stats_t s = gc_covering(db, tu_cluster_mode() ? snap : 0);
+    assert_true(s.safe_point <= snap);
+    expect_old(a);
+    assert_int_equal(pc_txn_set(a, T, "a", 1, COL, strlen(COL), "v", 1, &err), PC_INVALID);
+    assert_int_equal(pc_txn_delete(a, T, "a", 1, COL, strlen(COL), &err), PC_INVALID);
+    expect_old(a);
+    assert_int_equal(pc_txn_commit(a, &err), PC_OK); /* nothing buffered */
+    pc_txn_destroy(a);
+    s = gc_covering(db, newest);
+    assert_int_equal(versions(db, "a"), 1);
     pc_db_close(db);
     tu_rmtree(dir);
   }
@@ -1445,6 +1486,7 @@ int main(void) {
       cmocka_unit_test(test_counting_versions),
       cmocka_unit_test(test_pass_while_start_ts_unrecorded),
       cmocka_unit_test(test_old_reader_keeps_its_versions),
+      cmocka_unit_test(test_reader_alongside),
       cmocka_unit_test(test_old_reader_during_churn),
       cmocka_unit_test(test_many_open_transactions),
       cmocka_unit_test(test_readers_begin_during_passes),

@@ -59,7 +59,7 @@ static int setup(void **state) {
   f->dir = tu_mkdtemp("inline");
   char path[4200];
   snprintf(path, sizeof path, "%s/store", f->dir);
-  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 4u << 20};
+  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 4u << 20, 0};
   pc_error_t err;
   f->local = pc_local_store_open(path, &lo, &err);
   if (!f->local) fail_msg("pc_local_store_open: %s", err.text);

@@ -57,7 +57,7 @@ static pc_status_t ts_source(void *ctx, uint64_t *ts, pc_error_t *err) {
 static pc_tablet_t *new_tablet(const char *dir, const char *sub) {
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", dir, sub);
-  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 4u << 20};
+  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 4u << 20, 0};
   pc_error_t err;
   pc_store_t *s = pc_local_store_open(path, &lo, &err);
   if (!s) fail_msg("pc_local_store_open: %s", err.text);
@@ -2015,7 +2015,7 @@ static void test_gc_safe_point_after_restart(void **state) {
   /* a store that adopted a higher safe point before its tablet served */
   char path[4200];
   snprintf(path, sizeof path, "%s/adopted", f->dir);
-  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 4u << 20};
+  pc_local_options_t lo = {1, 0, 1u << 20, 1u << 20, 4u << 20, 0};
   pc_error_t err;
   pc_store_t *s = pc_local_store_open(path, &lo, &err);
   if (!s) fail_msg("pc_local_store_open: %s", err.text);

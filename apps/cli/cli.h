@@ -172,6 +172,10 @@ int cli_finish_output(const cli_ctx_t *ctx);
  * as \xHH (always two hex digits). quote: also escape '"' and wrap in quotes. */
 void fmt_escape(FILE *out, const char *p, size_t n, int quote);
 
+/* The same into dst, which has room for 4 * n + 2 bytes; returns the length
+ * written (no NUL). */
+size_t fmt_escape_to(char *dst, const char *p, size_t n, int quote);
+
 /* The same into a new NUL-terminated string (NULL when out of memory). */
 char *fmt_escape_str(const char *p, size_t n, int quote);
 

@@ -37,12 +37,38 @@ static size_t escape_byte(unsigned char c, int quote, char out[5]) {
   return 1;
 }
 
-void fmt_escape(FILE *out, const char *p, size_t n, int quote) {
-  char e[5];
-  if (quote) putc('"', out);
+/* The escapes of p[0..n) into dst (room for 4 * n bytes), '"' escaped too
+ * when quote; returns their length. */
+static size_t escape_run(char *dst, const char *p, size_t n, int quote) {
+  char *w = dst;
   for (size_t i = 0; i < n; i++) {
-    size_t k = escape_byte((unsigned char)p[i], quote, e);
-    fwrite(e, 1, k, out);
+    unsigned char c = (unsigned char)p[i];
+    if (c >= 0x20 && c <= 0x7e && c != '\\' && (c != '"' || !quote)) {
+      *w++ = (char)c; /* the common case: the byte as it is */
+      continue;
+    }
+    char e[5];
+    size_t k = escape_byte(c, quote, e);
+    memcpy(w, e, k);
+    w += k;
+  }
+  return (size_t)(w - dst);
+}
+
+size_t fmt_escape_to(char *dst, const char *p, size_t n, int quote) {
+  if (!quote) return escape_run(dst, p, n, 0);
+  dst[0] = '"';
+  size_t k = escape_run(dst + 1, p, n, 1);
+  dst[k + 1] = '"';
+  return k + 2;
+}
+
+void fmt_escape(FILE *out, const char *p, size_t n, int quote) {
+  char buf[4 * 256]; /* a slice of 256 bytes, each escaped to at most 4 */
+  if (quote) putc('"', out);
+  for (size_t i = 0; i < n; i += 256) {
+    size_t k = n - i < 256 ? n - i : 256;
+    fwrite(buf, 1, escape_run(buf, p + i, k, quote), out);
   }
   if (quote) putc('"', out);
 }

@@ -1,14 +1,24 @@
 /* verb_dedup.c — the query verbs of the dedup application (apps/dedup/):
  * `clusters`, `search`, `doc`, and `check`, which recomputes the clusters and
  * the index from the docs table and reports every difference from what the
- * observers maintain. Each reads in one transaction (one snapshot). The hash
- * and tokeniser are apps/dedup/dedup_text.c, compiled into the plugin too. */
+ * observers maintain. Each reads at one snapshot (several threads, each in a
+ * transaction of its own at that snapshot, for `search --all` and `check`).
+ * The index is read through dedup_read.c; the hash and tokeniser are
+ * apps/dedup/dedup_text.c, compiled into the plugin too. */
+#include <nettle/sha2.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "apps/dedup/dedup_index.h"
 #include "apps/dedup/dedup_text.h"
 #include "cli.h"
+#include "core/db.h"
+#include "dedup_read.h"
 
 #define DOCS "docs"
 #define DUPS "dups"
@@ -68,21 +78,6 @@ static void clusters_free(clusters_t *cs) {
   memset(cs, 0, sizeof *cs);
 }
 
-static cluster_t *clusters_add(clusters_t *cs, const char *hash, size_t hl) {
-  if (cs->n == cs->cap) {
-    size_t nc = cs->cap ? cs->cap * 2 : 64;
-    cluster_t *nv = realloc(cs->v, nc * sizeof *nv);
-    if (!nv) return NULL;
-    cs->v = nv;
-    cs->cap = nc;
-  }
-  cluster_t *c = &cs->v[cs->n++];
-  memset(c, 0, sizeof *c);
-  snprintf(c->hash, sizeof c->hash, "%.*s", (int)(hl < DD_HASH_HEX - 1 ? hl : DD_HASH_HEX - 1),
-           hash);
-  return c;
-}
-
 static int member_add(cluster_t *c, const char *p, size_t n) {
   if (c->n == c->cap) {
     size_t nc = c->cap ? c->cap * 2 : 4;
@@ -97,36 +92,79 @@ static int member_add(cluster_t *c, const char *p, size_t n) {
   return 0;
 }
 
-/* Reads rows [start, end) of dups (start NULL: the whole table) into *cs, in
- * hash order. */
-static pc_status_t read_dups(pc_txn_t *txn, const char *start, size_t slen, const char *end,
-                             size_t elen, clusters_t *cs, pc_error_t *err) {
+/* Called by scan_dups with each row of dups read (a cluster): 0 goes on,
+ * nonzero stops the scan, which then fails with PC_NOMEM. The callback may
+ * take the cluster's contents (leaving *c zeroed); what it leaves is freed. */
+typedef int (*cluster_fn)(void *ctx, cluster_t *c);
+
+static void cluster_clear(cluster_t *c) {
+  for (size_t k = 0; k < c->n; k++) free(c->m[k].p);
+  free(c->m);
+  free(c->canonical.p);
+  free(c->indexed.p);
+  memset(c, 0, sizeof *c);
+}
+
+/* Reads rows [start, end) of dups (start NULL: the whole table) in hash
+ * order, handing each to fn; one row in memory at a time. */
+static pc_status_t scan_dups(pc_txn_t *txn, const char *start, size_t slen, const char *end,
+                             size_t elen, cluster_fn fn, void *ctx, pc_error_t *err) {
   pc_scan_t *sc = pc_txn_scan(txn, DUPS, start, slen, end, elen, err);
   if (!sc) return err->code;
   pc_status_t st;
-  cluster_t *c = NULL;
+  cluster_t c = {0};
+  bytes_t row = {0}; /* the row of c (its hash is cut at 64 characters) */
+  int stopped = 0;
   while ((st = pc_scan_next(sc, err)) == PC_OK) {
     size_t rl, cl, vl;
     const char *r = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
                *v = pc_scan_value(sc, &vl);
-    if (!c || strlen(c->hash) != rl || memcmp(c->hash, r, rl) != 0) {
-      if (!(c = clusters_add(cs, r, rl))) break;
+    if (!row.p || !bytes_eq(&row, r, rl)) {
+      if (row.p && (stopped = fn(ctx, &c)) != 0) break;
+      cluster_clear(&c);
+      snprintf(c.hash, sizeof c.hash, "%.*s",
+               (int)(rl < DD_HASH_HEX - 1 ? rl : DD_HASH_HEX - 1), r);
+      if (bytes_set(&row, r, rl) != 0) break;
     }
     int rc = 0;
     if (cl > 2 && memcmp(col, "m:", 2) == 0)
-      rc = member_add(c, col + 2, cl - 2);
+      rc = member_add(&c, col + 2, cl - 2);
     else if (cl == 9 && memcmp(col, "canonical", 9) == 0)
-      rc = bytes_set(&c->canonical, v, vl);
+      rc = bytes_set(&c.canonical, v, vl);
     else if (cl == 7 && memcmp(col, "indexed", 7) == 0)
-      rc = bytes_set(&c->indexed, v, vl);
+      rc = bytes_set(&c.indexed, v, vl);
     if (rc) break;
   }
+  if (st == PC_NOT_FOUND && row.p) stopped = fn(ctx, &c);
+  cluster_clear(&c);
+  free(row.p);
   pc_scan_destroy(sc);
-  if (st == PC_OK) {
+  if (st == PC_OK || stopped) {
     snprintf(err->text, sizeof err->text, "out of memory");
     return err->code = PC_NOMEM;
   }
   return st == PC_NOT_FOUND ? PC_OK : st;
+}
+
+static int cluster_keep(void *ctx, cluster_t *c) {
+  clusters_t *cs = ctx;
+  if (cs->n == cs->cap) {
+    size_t nc = cs->cap ? cs->cap * 2 : 64;
+    cluster_t *nv = realloc(cs->v, nc * sizeof *nv);
+    if (!nv) return 1;
+    cs->v = nv;
+    cs->cap = nc;
+  }
+  cs->v[cs->n++] = *c;
+  memset(c, 0, sizeof *c);
+  return 0;
+}
+
+/* Reads rows [start, end) of dups (start NULL: the whole table) into *cs, in
+ * hash order. */
+static pc_status_t read_dups(pc_txn_t *txn, const char *start, size_t slen, const char *end,
+                             size_t elen, clusters_t *cs, pc_error_t *err) {
+  return scan_dups(txn, start, slen, end, elen, cluster_keep, cs, err);
 }
 
 static int by_size(const void *a, const void *b) {
@@ -274,414 +312,34 @@ typedef struct posting {
   unsigned long long count;
 } posting_t;
 
-/* Called for each posting of scan_postings, a term's postings together in
- * (URL, hash) order; nonzero stops the scan, which then fails with PC_NOMEM
- * (unless the callback keeps a reason of its own). The pointers are valid
- * during the call only. */
-typedef int (*posting_fn)(void *ctx, const char *term, size_t tl, const dd_posting_t *p);
-
-/* Called for each cell of idxbucket or idx that is not well formed (check
- * reports them; search passes over them); nonzero stops the scan. */
-typedef int (*bad_cell_fn)(void *ctx, const char *table, const char *row, size_t rl,
-                           const char *col, size_t cl, const char *v, size_t vl);
-
-/* A run's directory as the scan read it. */
-typedef struct dir_slot {
-  uint64_t id;
-  int have;
-  char *value; /* the cell's value, which dir points into (pc_free) */
-  size_t vlen;
-  dd_dir_t dir;
-} dir_slot_t;
-
-/* Slots of the scan's cache of directories, mapped from the run's id: a
- * term's chunks come in run order, and consecutive terms name the same
- * recent runs, so most chunks find their directory read already; the cache
- * keeps a scan's memory bounded however many runs the index holds. */
-#define DIR_SLOTS 1024
-
-/* A cell of idxbucket or idx as the scan read it (copied). */
-typedef struct icell {
-  const char *table;
-  bytes_t row, col, v;
-  uint64_t id;
-  int reported; /* passed to bad already */
-} icell_t;
-
-/* A chunk of one term: its run, its bytes (in cell `cell`'s value). */
-typedef struct piece {
-  const char *term;
-  size_t tl;
-  uint64_t id;
-  const char *p;
-  size_t n;
-  size_t cell;
-} piece_t;
-
-typedef struct term_scan {
-  posting_fn fn;
-  bad_cell_fn bad;
-  void *ctx;
-  pc_txn_t *txn;
-  pc_error_t *err;
-  dir_slot_t *dirs; /* DIR_SLOTS of them, or NULL until a chunk needs one */
-  dd_postings_t ps;
-  icell_t *cells; /* the cells read for the terms at hand */
-  size_t ncells, capcells;
-  piece_t *pieces;
-  size_t npieces, cappieces;
-  int stop, oom, failed; /* failed: a read failed, err says why */
-} term_scan_t;
-
-/* The directory of run id at the scan's snapshot; NULL with *rc -1 when
- * the run has none or it is malformed (so is the chunk that names it), -2
- * when out of memory, or 1 when the read failed (t->err says why). */
-static const dd_dir_t *run_dir(term_scan_t *t, uint64_t id, int *rc) {
-  if (!t->dirs && !(t->dirs = calloc(DIR_SLOTS, sizeof *t->dirs))) {
-    *rc = -2;
-    return NULL;
-  }
-  dir_slot_t *s = &t->dirs[(id * 0x9E3779B97F4A7C15ull) >> 54]; /* the top 10 bits */
-  if (s->have && s->id == id) return &s->dir;
-  s->have = 0;
-  pc_free(s->value);
-  s->value = NULL;
-  char row[DD_DIR_ROW];
-  dd_dir_row(row, id);
-  pc_status_t st = pc_txn_get(t->txn, DD_IDXDIR, row, sizeof row, DD_DIR_COL,
-                              strlen(DD_DIR_COL), &s->value, &s->vlen, t->err);
-  if (st == PC_NOT_FOUND) {
-    *t->err = (pc_error_t){0};
-    *rc = -1;
-    return NULL;
-  }
-  if (st != PC_OK) {
-    *rc = 1;
-    return NULL;
-  }
-  if ((*rc = dd_dir_parse(&s->dir, s->value, s->vlen)) != 0) return NULL;
-  s->id = id;
-  s->have = 1;
-  return &s->dir;
-}
-
-static void dirs_free(term_scan_t *t) {
-  for (size_t i = 0; t->dirs && i < DIR_SLOTS; i++) {
-    pc_free(t->dirs[i].value);
-    dd_dir_free(&t->dirs[i].dir);
-  }
-  free(t->dirs);
-  t->dirs = NULL;
-}
-
-static void cells_clear(term_scan_t *t) {
-  for (size_t i = 0; i < t->ncells; i++) {
-    free(t->cells[i].row.p);
-    free(t->cells[i].col.p);
-    free(t->cells[i].v.p);
-  }
-  t->ncells = 0;
-  t->npieces = 0;
-}
-
-/* Reports cell i as malformed, once. */
-static void cell_bad(term_scan_t *t, size_t i) {
-  icell_t *c = &t->cells[i];
-  if (c->reported || !t->bad) return;
-  c->reported = 1;
-  t->stop = t->bad(t->ctx, c->table, c->row.p, c->row.n, c->col.p, c->col.n, c->v.p, c->v.n);
-}
-
-/* Copies the cell at sc into t->cells: a chunk cell kept with its run's
- * id, any other cell reported. 0, or -1 (t->stop set). */
-static int cell_take(term_scan_t *t, const char *table, pc_scan_t *sc) {
-  if (t->ncells == t->capcells) {
-    size_t nc = t->capcells ? t->capcells * 2 : 64;
-    icell_t *nv = realloc(t->cells, nc * sizeof *nv);
-    if (!nv) {
-      t->oom = t->stop = 1;
-      return -1;
-    }
-    t->cells = nv;
-    t->capcells = nc;
-  }
-  size_t l1, l2, l3;
-  const char *r = pc_scan_row(sc, &l1), *c = pc_scan_column(sc, &l2), *v = pc_scan_value(sc, &l3);
-  icell_t *ic = &t->cells[t->ncells++]; /* counted now: cells_clear frees what was copied */
-  *ic = (icell_t){table, {0}, {0}, {0}, 0, 0};
-  if (bytes_set(&ic->row, r, l1) || bytes_set(&ic->col, c, l2) || bytes_set(&ic->v, v, l3)) {
-    t->oom = t->stop = 1;
-    return -1;
-  }
-  if (dd_chunk_id(c, l2, &ic->id) != 0) cell_bad(t, t->ncells - 1);
-  return t->stop ? -1 : 0;
-}
-
-/* Reads the cells of row `row` of table into t->cells (cell_take). 0, or
- * -1 (t->stop set). */
-static int cells_read(term_scan_t *t, const char *table, const char *row, size_t rl) {
-  pc_scan_t *sc = pc_txn_scan_row(t->txn, table, row, rl, NULL, 0, t->err);
-  if (!sc) {
-    t->failed = t->stop = 1;
-    return -1;
-  }
-  pc_status_t st = PC_NOT_FOUND;
-  while (!t->stop && (st = pc_scan_next(sc, t->err)) == PC_OK) cell_take(t, table, sc);
-  if (!t->stop && st != PC_NOT_FOUND) t->failed = t->stop = 1;
-  pc_scan_destroy(sc);
-  return t->stop ? -1 : 0;
-}
-
-static int piece_add(term_scan_t *t, const char *term, size_t tl, uint64_t id, const char *p,
-                     size_t n, size_t cell) {
-  if (t->npieces == t->cappieces) {
-    size_t nc = t->cappieces ? t->cappieces * 2 : 256;
-    piece_t *nv = realloc(t->pieces, nc * sizeof *nv);
-    if (!nv) {
-      t->oom = t->stop = 1;
-      return -1;
-    }
-    t->pieces = nv;
-    t->cappieces = nc;
-  }
-  t->pieces[t->npieces++] = (piece_t){term, tl, id, p, n, cell};
+/* Room for n more bytes in b: 0, or -1 when out of memory. */
+static int room(dd_buf_t *b, size_t n) {
+  if (b->cap - b->n >= n) return 0;
+  size_t nc = b->cap ? b->cap * 2 : 4096;
+  while (nc - b->n < n) nc *= 2;
+  char *np = realloc(b->p, nc);
+  if (!np) return -1;
+  b->p = np;
+  b->cap = nc;
   return 0;
 }
 
-/* The sections of the bucket cells t->cells[from..] as pieces (all of them,
- * or only term's when term is not NULL); a malformed cell is reported and
- * none of its sections taken. */
-static void bucket_pieces(term_scan_t *t, size_t from, const char *term, size_t tl) {
-  for (size_t i = from; i < t->ncells && !t->stop; i++) {
-    const icell_t *c = &t->cells[i];
-    if (c->reported) continue; /* no chunk's column */
-    size_t pos = 0, mark = t->npieces, sl, cn;
-    const char *s, *ch;
-    int rc;
-    while ((rc = dd_bucket_next(c->v.p, c->v.n, &pos, &s, &sl, &ch, &cn)) == 1)
-      if ((!term || (sl == tl && memcmp(s, term, tl) == 0)) &&
-          piece_add(t, s, sl, c->id, ch, cn, i) != 0)
-        return;
-    if (rc < 0) {
-      t->npieces = mark;
-      cell_bad(t, i);
-    }
-  }
-}
-
-static int piece_cmp(const void *a, const void *b) {
-  const piece_t *x = a, *y = b;
-  size_t m = x->tl < y->tl ? x->tl : y->tl;
-  int r = memcmp(x->term, y->term, m);
-  if (r) return r;
-  if (x->tl != y->tl) return x->tl < y->tl ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
-/* Applies the pieces [a, b) of one term, in the order of their runs, and
- * hands the postings they leave to fn. */
-static void term_apply(term_scan_t *t, size_t a, size_t b) {
-  dd_postings_clear(&t->ps);
-  for (size_t i = a; i < b && !t->stop; i++) {
-    const piece_t *pc = &t->pieces[i];
-    int rc = 0;
-    const dd_dir_t *dir = NULL;
-    if (dd_chunk_uses_dir(pc->p, pc->n)) dir = run_dir(t, pc->id, &rc);
-    if (rc == 1) { /* the directory's read failed: t->err says why */
-      t->failed = t->stop = 1;
-      return;
-    }
-    if (rc == 0) rc = dd_postings_apply(&t->ps, pc->p, pc->n, dir);
-    if (rc == -2) t->oom = t->stop = 1;
-    else if (rc == -1) cell_bad(t, pc->cell);
-  }
-  if (t->stop) return;
-  if (dd_postings_settle(&t->ps) != 0) {
-    t->oom = t->stop = 1;
-    return;
-  }
-  for (size_t i = 0; i < t->ps.n && !t->stop; i++)
-    t->stop = t->fn(t->ctx, t->pieces[a].term, t->pieces[a].tl, &t->ps.v[i]);
-}
-
-/* The pieces' terms in order, each applied. */
-static void terms_apply(term_scan_t *t) {
-  if (t->npieces) qsort(t->pieces, t->npieces, sizeof *t->pieces, piece_cmp);
-  for (size_t a = 0, b; a < t->npieces && !t->stop; a = b) {
-    for (b = a + 1; b < t->npieces && t->pieces[b].tl == t->pieces[a].tl &&
-                    memcmp(t->pieces[b].term, t->pieces[a].term, t->pieces[a].tl) == 0;
-         b++) {
-    }
-    term_apply(t, a, b);
-  }
-}
-
-/* The chunks of the older form (table idx) of term, as pieces. */
-static void old_pieces(term_scan_t *t, const char *term, size_t tl) {
-  size_t from = t->ncells;
-  if (cells_read(t, IDX, term, tl) != 0) return;
-  for (size_t i = from; i < t->ncells; i++)
-    if (!t->cells[i].reported &&
-        piece_add(t, t->cells[i].row.p, t->cells[i].row.n, t->cells[i].id, t->cells[i].v.p,
-                  t->cells[i].v.n, i) != 0)
-      return;
-}
-
-/* A set of terms (those found in buckets), for the scan of the older form. */
-typedef struct term_set {
-  bytes_t *slot;
-  size_t cap, n;
-} term_set_t;
-
-static uint64_t set_hash(const char *p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-  return h;
-}
-
-/* Adds term (add) or asks for it: 1 when it is in the set, 0 when not (or
- * added), -1 when out of memory. */
-static int term_set_op(term_set_t *s, const char *p, size_t n, int add) {
-  if (add && (s->n + 1) * 2 > s->cap) {
-    size_t nc = s->cap ? s->cap * 2 : 4096;
-    bytes_t *ns = calloc(nc, sizeof *ns);
-    if (!ns) return -1;
-    for (size_t i = 0; i < s->cap; i++) {
-      if (!s->slot[i].p) continue;
-      size_t j = set_hash(s->slot[i].p, s->slot[i].n) & (nc - 1);
-      while (ns[j].p) j = (j + 1) & (nc - 1);
-      ns[j] = s->slot[i];
-    }
-    free(s->slot);
-    s->slot = ns;
-    s->cap = nc;
-  }
-  if (!s->cap) return 0;
-  size_t j = set_hash(p, n) & (s->cap - 1);
-  for (; s->slot[j].p; j = (j + 1) & (s->cap - 1))
-    if (bytes_eq(&s->slot[j], p, n)) return 1;
-  if (!add) return 0;
-  if (bytes_set(&s->slot[j], p, n) != 0) return -1;
-  s->n++;
+/* Appends bytes C-escaped (fmt_escape's form). 0, or -1 when out of memory. */
+static int put_escaped(dd_buf_t *b, const char *p, size_t n, int quote) {
+  if (room(b, 4 * n + 2) != 0) return -1;
+  b->n += fmt_escape_to(b->p + b->n, p, n, quote);
   return 0;
 }
 
-static void term_set_free(term_set_t *s) {
-  for (size_t i = 0; i < s->cap; i++) free(s->slot[i].p);
-  free(s->slot);
-}
-
-/* Whether table idx holds any cell (an index written before buckets):
- * 1, 0, or -1 when the read failed. */
-static int has_old_form(term_scan_t *t) {
-  pc_scan_t *sc = pc_txn_scan(t->txn, IDX, NULL, 0, NULL, 0, t->err);
-  if (!sc) return -1;
-  pc_status_t st = pc_scan_next(sc, t->err);
-  pc_scan_destroy(sc);
-  if (st == PC_NOT_FOUND) *t->err = (pc_error_t){0};
-  return st == PC_OK ? 1 : st == PC_NOT_FOUND ? 0 : -1;
-}
-
-/* The terms of the bucket whose cells t->cells holds (all of one row of
- * idxbucket), each with its chunks of the older form when old: every cell
- * reported when the row is no bucket's. */
-static void bucket_apply(term_scan_t *t, term_set_t *seen, int old) {
-  unsigned b;
-  if (dd_bucket_of_row(t->cells[0].row.p, t->cells[0].row.n, &b) != 0) {
-    for (size_t i = 0; i < t->ncells && !t->stop; i++) cell_bad(t, i);
-    return;
-  }
-  bucket_pieces(t, 0, NULL, 0);
-  for (size_t i = 0, nb = t->npieces; old && i < nb && !t->stop; i++) {
-    const char *term = t->pieces[i].term;
-    size_t tl = t->pieces[i].tl;
-    int r = term_set_op(seen, term, tl, 1);
-    if (r < 0) t->oom = t->stop = 1;
-    if (r == 0 && !t->stop) old_pieces(t, term, tl); /* once a term */
-  }
-  if (!t->stop) terms_apply(t);
-}
-
-/* The postings of every term of the index: bucket by bucket (each term with
- * its chunks of the older form, if any), then the terms that only the
- * older form holds. A term's postings come together; terms come in no
- * particular order. The memory it holds is one bucket's cells. */
-static void scan_all(term_scan_t *t) {
-  term_set_t seen = {0};
-  int old = has_old_form(t);
-  if (old < 0) {
-    t->failed = t->stop = 1;
-    return;
-  }
-  for (int pass = 0; pass < 2 && !t->stop; pass++) {
-    if (pass == 1 && !old) break;
-    const char *table = pass == 0 ? DD_IDXBUCKET : IDX;
-    pc_scan_t *sc = pc_txn_scan(t->txn, table, NULL, 0, NULL, 0, t->err);
-    if (!sc) {
-      t->failed = t->stop = 1;
-      break;
-    }
-    pc_status_t st = PC_NOT_FOUND;
-    bytes_t skip = {0}; /* pass 1: the row of a term a bucket had */
-    while (!t->stop && (st = pc_scan_next(sc, t->err)) == PC_OK) {
-      size_t rl;
-      const char *row = pc_scan_row(sc, &rl);
-      if (bytes_eq(&skip, row, rl)) continue;
-      if (t->ncells && !bytes_eq(&t->cells[0].row, row, rl)) { /* the row before is complete */
-        if (pass == 0) bucket_apply(t, &seen, old);
-        else terms_apply(t);
-        cells_clear(t);
-        if (t->stop) break;
-      }
-      if (pass == 1 && !t->ncells && term_set_op(&seen, row, rl, 0) == 1) {
-        if (bytes_set(&skip, row, rl) != 0) t->oom = t->stop = 1;
-        continue;
-      }
-      if (cell_take(t, table, sc) == 0 && pass == 1 && !t->cells[t->ncells - 1].reported) {
-        const icell_t *c = &t->cells[t->ncells - 1];
-        piece_add(t, c->row.p, c->row.n, c->id, c->v.p, c->v.n, t->ncells - 1);
-      }
-    }
-    if (!t->stop && st != PC_NOT_FOUND) t->failed = t->stop = 1;
-    if (!t->stop && t->ncells) {
-      if (pass == 0) bucket_apply(t, &seen, old);
-      else terms_apply(t);
-    }
-    cells_clear(t);
-    free(skip.p);
-    pc_scan_destroy(sc);
-  }
-  term_set_free(&seen);
-}
-
-/* The postings of every term of the index (one NULL), or of the term `one`
- * alone: each term's chunks applied in the order of their runs
- * (apps/dedup/dedup_index.h). */
-static pc_status_t scan_postings(pc_txn_t *txn, const char *one, size_t ol, posting_fn fn,
-                                 bad_cell_fn bad, void *ctx, pc_error_t *err) {
-  term_scan_t t = {fn, bad, ctx, txn, err, NULL, {0}, NULL, 0, 0, NULL, 0, 0, 0, 0, 0};
-  *err = (pc_error_t){0};
-  if (one) {
-    char row[DD_BUCKET_ROW];
-    dd_bucket_row(row, dd_term_bucket(one, ol));
-    if (cells_read(&t, DD_IDXBUCKET, row, sizeof row) == 0) bucket_pieces(&t, 0, one, ol);
-    if (!t.stop) old_pieces(&t, one, ol);
-    if (!t.stop) terms_apply(&t);
-  } else {
-    scan_all(&t);
-  }
-  cells_clear(&t);
-  free(t.cells);
-  free(t.pieces);
-  dd_postings_free(&t.ps);
-  dirs_free(&t);
-  if (t.stop && !t.failed) {
-    if (t.oom || err->code == PC_OK) {
-      snprintf(err->text, sizeof err->text, "out of memory");
-      return err->code = PC_NOMEM;
-    }
-  }
-  return t.stop ? err->code : PC_OK;
+/* Appends obj as one compact JSON line and releases it. 0, or -1. */
+static int put_json(dd_buf_t *b, json_t *obj) {
+  if (!obj) return -1;
+  char *s = json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY);
+  json_decref(obj);
+  if (!s) return -1;
+  int rc = dd_buf_put(b, s, strlen(s)) || dd_buf_put(b, "\n", 1) ? -1 : 0;
+  free(s);
+  return rc;
 }
 
 typedef struct posting_list {
@@ -689,25 +347,27 @@ typedef struct posting_list {
   size_t n, cap;
 } posting_list_t;
 
-static int posting_add(void *ctx, const char *term, size_t tl, const dd_posting_t *dp) {
-  (void)term;
-  (void)tl;
+static int posting_add(void *ctx, dd_buf_t *out, const ix_term_t *t) {
+  (void)out;
   posting_list_t *l = ctx;
-  /* one hit per URL: a document indexed in two clusters for a moment (the
-   * one it joins as canonical before the one it leaves drops it) */
-  if (l->n && bytes_eq(&l->v[l->n - 1].url, dp->url, dp->ulen)) return 0;
-  if (l->n == l->cap) {
-    size_t nc = l->cap ? l->cap * 2 : 16;
-    posting_t *np = realloc(l->v, nc * sizeof *np);
-    if (!np) return 1;
-    l->v = np;
-    l->cap = nc;
+  for (size_t i = 0; i < t->n; i++) {
+    const dd_posting_t *dp = &t->v[i];
+    /* one hit per URL: a document indexed in two clusters for a moment (the
+     * one it joins as canonical before the one it leaves drops it) */
+    if (l->n && bytes_eq(&l->v[l->n - 1].url, dp->url, dp->ulen)) continue;
+    if (l->n == l->cap) {
+      size_t nc = l->cap ? l->cap * 2 : 16;
+      posting_t *np = realloc(l->v, nc * sizeof *np);
+      if (!np) return 1;
+      l->v = np;
+      l->cap = nc;
+    }
+    posting_t *p = &l->v[l->n];
+    p->url = (bytes_t){0};
+    p->count = dp->count;
+    if (bytes_set(&p->url, dp->url, dp->ulen) != 0) return 1;
+    l->n++;
   }
-  posting_t *p = &l->v[l->n];
-  p->url = (bytes_t){0};
-  p->count = dp->count;
-  if (bytes_set(&p->url, dp->url, dp->ulen) != 0) return 1;
-  l->n++;
   return 0;
 }
 
@@ -715,7 +375,8 @@ static int posting_add(void *ctx, const char *term, size_t tl, const dd_posting_
 static pc_status_t postings(pc_txn_t *txn, const char *term, size_t tl, posting_t **out,
                             size_t *n, pc_error_t *err) {
   posting_list_t l = {0};
-  pc_status_t st = scan_postings(txn, term, tl, posting_add, NULL, &l, err);
+  ix_sink_t sink = {posting_add, NULL, &l, 0};
+  pc_status_t st = ix_read_term(txn, term, tl, &sink, err);
   *out = l.v;
   *n = l.n;
   return st;
@@ -726,38 +387,40 @@ static void postings_free(posting_t *p, size_t n) {
   free(p);
 }
 
-typedef struct printer {
-  int json, failed;
-} printer_t;
-
-static int print_posting(void *ctx, const char *term, size_t tl, const dd_posting_t *dp) {
-  printer_t *p = ctx;
-  if (p->json) {
-    json_t *o = json_object();
-    p->failed = !o || fmt_json_bytes(o, "term", term, tl) ||
-                fmt_json_bytes(o, "url", dp->url, dp->ulen) ||
-                json_object_set_new(o, "count", json_integer((json_int_t)dp->count)) ||
-                fmt_json_line(stdout, o);
-  } else {
-    fwrite(term, 1, tl, stdout);
-    putchar('\t');
-    fmt_escape(stdout, dp->url, dp->ulen, 0);
-    printf("\t%llu\n", (unsigned long long)dp->count);
-    p->failed = ferror(stdout) != 0;
+/* search --all: a term's postings as lines, TERM URL COUNT or JSON */
+static int print_term(void *ctx, dd_buf_t *out, const ix_term_t *t) {
+  const int *json = ctx;
+  for (size_t i = 0; i < t->n; i++) {
+    const dd_posting_t *dp = &t->v[i];
+    if (*json) {
+      json_t *o = json_object();
+      if (!o || fmt_json_bytes(o, "term", t->term, t->tl) ||
+          fmt_json_bytes(o, "url", dp->url, dp->ulen) ||
+          json_object_set_new(o, "count", json_integer((json_int_t)dp->count))) {
+        json_decref(o);
+        return 1;
+      }
+      if (put_json(out, o) != 0) return 1;
+      continue;
+    }
+    if (room(out, t->tl + 4 * dp->ulen + 24) != 0) return 1;
+    memcpy(out->p + out->n, t->term, t->tl);
+    out->n += t->tl;
+    out->p[out->n++] = '\t';
+    out->n += fmt_escape_to(out->p + out->n, dp->url, dp->ulen, 0);
+    out->n += (size_t)snprintf(out->p + out->n, 23, "\t%llu\n", (unsigned long long)dp->count);
   }
-  return p->failed;
+  return 0;
 }
 
-/* search --all: every posting of the index */
 static int search_all(cli_ctx_t *ctx, int json) {
   pc_db_t *db;
   pc_txn_t *txn = begin(ctx, &db);
   if (!txn) return CLI_EXIT_ERROR;
-  printer_t p = {json, 0};
+  ix_sink_t sink = {print_term, NULL, &json, 0};
   pc_error_t err;
-  pc_status_t st = scan_postings(txn, NULL, 0, print_posting, NULL, &p, &err);
+  pc_status_t st = ix_read(txn, NULL, ix_default_threads(), &sink, stdout, &err);
   end(db, txn);
-  if (p.failed) return cli_error(ctx, "cannot write the answer");
   if (st != PC_OK) return cli_pc_error(ctx, &err);
   return cli_finish_output(ctx);
 }
@@ -854,7 +517,8 @@ const cli_verb_t cli_verb_search = {
              "tab-separated (URLs C-escaped), or one {\"term\", \"url\", \"count\"} per\n"
              "line with --json. A term's postings come together, in URL order; the\n"
              "terms come in the order of the index's buckets, not sorted (pipe through\n"
-             "sort for term order). It holds one bucket of the index in memory.\n",
+             "sort for term order). It reads the index in a thread per core (at most\n"
+             "4), a few buckets at a time, all at one snapshot.\n",
     .options = "  --all               every posting of the index\n"
                "  --json              one JSON object per document (per posting with --all)\n",
     .example = "percolator --data /tmp/pc search snapshot isolation\n",
@@ -942,177 +606,64 @@ const cli_verb_t cli_verb_doc = {
 
 /* ---- check -------------------------------------------------------------------------------- */
 
+/* check reads, in one snapshot and at once: the docs table (each document's
+ * SHA-256, and the terms of each cluster's canonical: in URL order the
+ * first document of a hash is its canonical), the dups table (compared
+ * cluster by cluster with the documents grouped by hash), and the index
+ * (ix_read, in threads of its own). It does not hold the postings: each
+ * side adds each of its postings to a digest of the posting's bucket, a sum
+ * of 128-bit hashes (XXH3, seeded at random each run) and a count, and only
+ * the buckets whose digests differ are read again, postings and all, to
+ * name the differences (a group of buckets of at most EXACT_POSTINGS
+ * postings at a time). A posting is on each side at most once, so the
+ * digests of a bucket differ whenever its postings do, but for a sum of
+ * hashes that matches by chance: about 2^-128 for a bucket. */
+#define EXACT_POSTINGS (1u << 20)
+#define GET_BATCH 64 /* documents read by one pc_txn_get_many */
+
 typedef struct checker {
   int json;
   size_t diffs;
   int failed; /* writing */
 } checker_t;
 
-/* Reports one difference: cell table/row/column holds found (NULL: nothing)
- * where expected (NULL: nothing) was due. */
-static void diff(checker_t *k, const char *table, const char *row, size_t rl, const char *col,
-                 size_t cl, const char *found, size_t fl, const char *expected, size_t el) {
+/* Appends one difference to out: cell table/row/column holds found (NULL:
+ * nothing) where expected (NULL: nothing) was due. 0, or -1 when out of
+ * memory. */
+static int diff_put(checker_t *k, dd_buf_t *out, const char *table, const char *row, size_t rl,
+                    const char *col, size_t cl, const char *found, size_t fl,
+                    const char *expected, size_t el) {
   k->diffs++;
   if (k->json) {
     json_t *o = json_object();
     if (!o || json_object_set_new(o, "table", json_string(table)) ||
         fmt_json_bytes(o, "row", row, rl) || fmt_json_bytes(o, "column", col, cl) ||
         (found && fmt_json_bytes(o, "found", found, fl)) ||
-        (expected && fmt_json_bytes(o, "expected", expected, el)) || fmt_json_line(stdout, o))
-      k->failed = 1;
-    return;
+        (expected && fmt_json_bytes(o, "expected", expected, el))) {
+      json_decref(o);
+      return -1;
+    }
+    return put_json(out, o);
   }
-  printf("%s\t", table);
-  fmt_escape(stdout, row, rl, 0);
-  putchar('\t');
-  fmt_escape(stdout, col, cl, 0);
-  fputs("\tfound ", stdout);
-  if (found) fmt_escape(stdout, found, fl, 1);
-  else fputs("nothing", stdout);
-  fputs(", expected ", stdout);
-  if (expected) fmt_escape(stdout, expected, el, 1);
-  else fputs("nothing", stdout);
-  putchar('\n');
-}
-
-/* A document as the docs table holds it. */
-typedef struct doc {
-  bytes_t url;
-  char hash[DD_HASH_HEX]; /* of its contents; "" without contents */
-  bytes_t stored;         /* doc:hash */
-} doc_t;
-
-static int doc_by_hash(const void *a, const void *b) {
-  const doc_t *x = a, *y = b;
-  int r = strcmp(x->hash, y->hash);
-  return r ? r : bytes_cmp(&x->url, &y->url);
-}
-
-typedef struct entry { /* one posting: idx TERM URL<NUL>HASH, or one cell */
-  bytes_t row, col;
-  unsigned long long count;
-} entry_t;
-
-static int entry_cmp(const void *a, const void *b) {
-  const entry_t *x = a, *y = b;
-  int r = bytes_cmp(&x->row, &y->row);
-  return r ? r : bytes_cmp(&x->col, &y->col);
-}
-
-typedef struct entries {
-  entry_t *v;
-  size_t n, cap;
-} entries_t;
-
-static int entry_add(entries_t *e, const char *r, size_t rl, const char *c, size_t cl,
-                     unsigned long long count) {
-  if (e->n == e->cap) {
-    size_t nc = e->cap ? e->cap * 2 : 256;
-    entry_t *nv = realloc(e->v, nc * sizeof *nv);
-    if (!nv) return -1;
-    e->v = nv;
-    e->cap = nc;
-  }
-  entry_t *x = &e->v[e->n];
-  *x = (entry_t){{0}, {0}, count};
-  if (bytes_set(&x->row, r, rl) || bytes_set(&x->col, c, cl)) {
-    free(x->row.p);
-    free(x->col.p);
+  if (dd_buf_put(out, table, strlen(table)) || dd_buf_put(out, "\t", 1) ||
+      put_escaped(out, row, rl, 0) || dd_buf_put(out, "\t", 1) || put_escaped(out, col, cl, 0) ||
+      dd_buf_put(out, "\tfound ", 7) ||
+      (found ? put_escaped(out, found, fl, 1) : dd_buf_put(out, "nothing", 7)) ||
+      dd_buf_put(out, ", expected ", 11) ||
+      (expected ? put_escaped(out, expected, el, 1) : dd_buf_put(out, "nothing", 7)) ||
+      dd_buf_put(out, "\n", 1))
     return -1;
-  }
-  e->n++;
   return 0;
 }
 
-static void entries_free(entries_t *e) {
-  for (size_t i = 0; i < e->n; i++) {
-    free(e->v[i].row.p);
-    free(e->v[i].col.p);
-  }
-  free(e->v);
-}
-
-static pc_status_t oom(pc_error_t *err) {
-  snprintf(err->text, sizeof err->text, "out of memory");
-  return err->code = PC_NOMEM;
-}
-
-/* Reads the docs table: each document's hash of contents and doc:hash. */
-static pc_status_t read_docs(pc_txn_t *txn, doc_t **out, size_t *n, pc_error_t *err) {
-  size_t cap = 0;
-  *out = NULL;
-  *n = 0;
-  pc_scan_t *sc = pc_txn_scan(txn, DOCS, NULL, 0, NULL, 0, err);
-  if (!sc) return err->code;
-  pc_status_t st;
-  doc_t *d = NULL;
-  while ((st = pc_scan_next(sc, err)) == PC_OK) {
-    size_t rl, cl, vl;
-    const char *r = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
-               *v = pc_scan_value(sc, &vl);
-    int contents = cl == 12 && memcmp(col, "doc:contents", 12) == 0;
-    int hash = cl == 8 && memcmp(col, "doc:hash", 8) == 0;
-    if (!contents && !hash) continue;
-    if (!d || !bytes_eq(&d->url, r, rl)) {
-      if (*n == cap) {
-        cap = cap ? cap * 2 : 256;
-        doc_t *nd = realloc(*out, cap * sizeof *nd);
-        if (!nd) break;
-        *out = nd;
-      }
-      d = &(*out)[(*n)++];
-      memset(d, 0, sizeof *d);
-      if (bytes_set(&d->url, r, rl) != 0) break;
-    }
-    if (contents) dd_sha256_hex(v, vl, d->hash);
-    else if (bytes_set(&d->stored, v, vl) != 0) break;
-  }
-  pc_scan_destroy(sc);
-  if (st == PC_OK) return oom(err);
-  return st == PC_NOT_FOUND ? PC_OK : st;
-}
-
-/* A posting as check compares it: row TERM, column URL 0x00 hex HASH. */
-static int posting_entry(entries_t *e, const char *term, size_t tl, const char *url, size_t ul,
-                         const char *hex, unsigned long long count) {
-  char *col = malloc(ul + 1 + DD_HASH_HEX);
-  if (!col) return -1;
-  memcpy(col, url, ul);
-  col[ul] = '\0';
-  memcpy(col + ul + 1, hex, DD_HASH_HEX - 1);
-  int rc = entry_add(e, term, tl, col, ul + DD_HASH_HEX, count);
-  free(col);
-  return rc;
-}
-
-typedef struct idx_reader {
-  entries_t *e;
-  checker_t *k;
-} idx_reader_t;
-
-static int idx_posting(void *ctx, const char *term, size_t tl, const dd_posting_t *p) {
-  idx_reader_t *r = ctx;
-  char hex[DD_HASH_HEX];
-  dd_hash_hex(p->hash, hex);
-  return posting_entry(r->e, term, tl, p->url, p->ulen, hex, p->count);
-}
-
-/* A cell of the index that is not well formed: found, where nothing was due. */
-static int idx_bad(void *ctx, const char *table, const char *row, size_t rl, const char *col,
-                   size_t cl, const char *v, size_t vl) {
-  idx_reader_t *r = ctx;
-  diff(r->k, table, row, rl, col, cl, v, vl, NULL, 0);
-  return r->k->failed;
-}
-
-/* The postings the index holds, as entries; its malformed cells reported. */
-static pc_status_t read_idx(pc_txn_t *txn, checker_t *k, entries_t *e, pc_error_t *err) {
-  idx_reader_t r = {e, k};
-  err->code = PC_OK;
-  err->text[0] = '\0';
-  pc_status_t st = scan_postings(txn, NULL, 0, idx_posting, idx_bad, &r, err);
-  if (st != PC_OK && k->failed) return PC_OK; /* the writing failed: run_check says so */
-  return st;
+/* diff_put, written to the standard output at once. */
+static void diff(checker_t *k, const char *table, const char *row, size_t rl, const char *col,
+                 size_t cl, const char *found, size_t fl, const char *expected, size_t el) {
+  dd_buf_t b = {0};
+  if (diff_put(k, &b, table, row, rl, col, cl, found, fl, expected, el) != 0 ||
+      fwrite(b.p, 1, b.n, stdout) != b.n)
+    k->failed = 1;
+  dd_buf_free(&b);
 }
 
 /* Compares the members, canonical and indexed cells of cluster have (NULL:
@@ -1142,96 +693,643 @@ static void compare_cluster(checker_t *k, const cluster_t *have, const cluster_t
     diff(k, DUPS, h, hl, "indexed", 7, hi->p, hi->n, wc->p, wc->n);
 }
 
-static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
-  doc_t *docs = NULL;
-  size_t nd = 0;
-  clusters_t want = {0}, have = {0};
-  entries_t wi = {0}, hi = {0};
-  pc_status_t st = read_docs(txn, &docs, &nd, err);
-  if (st != PC_OK) goto out;
-  /* 1. each document's doc:hash */
-  for (size_t i = 0; i < nd; i++) {
-    doc_t *d = &docs[i];
-    size_t hl = strlen(d->hash);
-    if (!bytes_eq(&d->stored, d->hash, hl) && (d->stored.p || hl))
-      diff(k, DOCS, d->url.p, d->url.n, "doc:hash", 8, d->stored.p, d->stored.n,
-           hl ? d->hash : NULL, hl);
+static pc_status_t oom(pc_error_t *err) {
+  snprintf(err->text, sizeof err->text, "out of memory");
+  return err->code = PC_NOMEM;
+}
+
+/* The postings of a bucket, as a digest. */
+typedef struct digest {
+  uint64_t lo, hi, n;
+  int bad; /* the bucket holds a malformed cell */
+} digest_t;
+
+/* A posting as check compares it; its term and URL in an arena. */
+typedef struct pentry {
+  unsigned bucket;
+  uint32_t tl, ul;
+  size_t term, url;
+  uint8_t hash[DD_HASH_RAW];
+  uint64_t count;
+} pentry_t;
+
+typedef struct pentries {
+  pentry_t *v;
+  size_t n, cap;
+  dd_buf_t arena;
+} pentries_t;
+
+static void pentries_free(pentries_t *e) {
+  free(e->v);
+  dd_buf_free(&e->arena);
+  memset(e, 0, sizeof *e);
+}
+
+static int pentry_add(pentries_t *e, unsigned bucket, const char *term, size_t tl,
+                      const char *url, size_t ul, const uint8_t hash[DD_HASH_RAW],
+                      uint64_t count) {
+  if (e->n == e->cap) {
+    size_t nc = e->cap ? e->cap * 2 : 4096;
+    pentry_t *nv = realloc(e->v, nc * sizeof *nv);
+    if (!nv) return -1;
+    e->v = nv;
+    e->cap = nc;
   }
-  /* 2. the clusters: documents grouped by hash, canonical = the smallest URL */
-  if (nd) qsort(docs, nd, sizeof *docs, doc_by_hash);
-  for (size_t i = 0; i < nd; i++) {
-    if (!docs[i].hash[0]) continue;
-    cluster_t *c = want.n ? &want.v[want.n - 1] : NULL;
-    if (!c || strcmp(c->hash, docs[i].hash) != 0) {
-      if (!(c = clusters_add(&want, docs[i].hash, strlen(docs[i].hash)))) {
-        st = oom(err);
-        goto out;
+  pentry_t *x = &e->v[e->n];
+  *x = (pentry_t){bucket, (uint32_t)tl, (uint32_t)ul, e->arena.n, e->arena.n + tl, {0}, count};
+  memcpy(x->hash, hash, DD_HASH_RAW);
+  if (dd_buf_put(&e->arena, term, tl) || dd_buf_put(&e->arena, url, ul)) return -1;
+  e->n++;
+  return 0;
+}
+
+static int span_cmp(const char *a, size_t an, const char *b, size_t bn) {
+  size_t m = an < bn ? an : bn;
+  int r = m ? memcmp(a, b, m) : 0;
+  return r ? r : (an > bn) - (an < bn);
+}
+
+/* bucket, term, URL, hash */
+static int pentry_cmp(const pentry_t *x, const char *xa, const pentry_t *y, const char *ya) {
+  if (x->bucket != y->bucket) return x->bucket < y->bucket ? -1 : 1;
+  int r = span_cmp(xa + x->term, x->tl, ya + y->term, y->tl);
+  if (!r) r = span_cmp(xa + x->url, x->ul, ya + y->url, y->ul);
+  return r ? r : memcmp(x->hash, y->hash, DD_HASH_RAW);
+}
+
+static int pentry_sort_cmp(const void *a, const void *b, void *arena) {
+  return pentry_cmp(a, arena, b, arena);
+}
+
+/* What a check shares between its threads. */
+typedef struct check {
+  checker_t *k;
+  uint64_t seed;
+  digest_t want[DD_BUCKETS], have[DD_BUCKETS];
+  /* the documents (docs_pass), then sorted by hash */
+  struct cdoc *docs;
+  size_t ndocs, capdocs;
+  dd_buf_t urls;
+  /* the exact pass: the buckets of the group at hand, the postings read */
+  const unsigned char *sel;
+  pentries_t found;
+} check_t;
+
+typedef struct cdoc {
+  size_t url, ul; /* in the check's urls */
+  uint8_t hash[DD_HASH_RAW];
+  int has; /* contents present */
+} cdoc_t;
+
+/* Adds the posting (term, url, hash, count) to d. 0, or -1 when out of
+ * memory. */
+static int digest_add(digest_t *d, uint64_t seed, const char *term, size_t tl, const char *url,
+                      size_t ul, const uint8_t *hash, uint64_t count) {
+  char stack[512], *m = stack;
+  size_t n = 24 + tl + ul + DD_HASH_RAW;
+  if (n > sizeof stack && !(m = malloc(n))) return -1;
+  for (int i = 0; i < 8; i++) { /* the lengths and the count, then the bytes */
+    m[i] = (char)(tl >> (8 * i));
+    m[8 + i] = (char)(ul >> (8 * i));
+    m[16 + i] = (char)(count >> (8 * i));
+  }
+  memcpy(m + 24, term, tl);
+  memcpy(m + 24 + tl, url, ul);
+  memcpy(m + 24 + tl + ul, hash, DD_HASH_RAW);
+  XXH128_hash_t h = XXH3_128bits_withSeed(m, n, seed);
+  if (m != stack) free(m);
+  uint64_t lo = d->lo + h.low64;
+  d->hi += h.high64 + (lo < d->lo);
+  d->lo = lo;
+  d->n++;
+  return 0;
+}
+
+static int digest_same(const digest_t *a, const digest_t *b) {
+  return !a->bad && !b->bad && a->lo == b->lo && a->hi == b->hi && a->n == b->n;
+}
+
+/* ---- the docs table ---- */
+
+/* A set of SHA-256 digests (the hashes seen: their canonicals came first). */
+typedef struct hset {
+  uint8_t (*slot)[DD_HASH_RAW];
+  unsigned char *used;
+  size_t cap, n;
+} hset_t;
+
+static uint64_t hset_key(const uint8_t *h) {
+  uint64_t v;
+  memcpy(&v, h, sizeof v);
+  return v;
+}
+
+/* Adds h: 1 when it was new, 0 when it was there, -1 when out of memory. */
+static int hset_add(hset_t *s, const uint8_t h[DD_HASH_RAW]) {
+  if ((s->n + 1) * 2 > s->cap) {
+    size_t nc = s->cap ? s->cap * 2 : 4096;
+    uint8_t(*ns)[DD_HASH_RAW] = malloc(nc * sizeof *ns);
+    unsigned char *nu = calloc(nc, 1);
+    if (!ns || !nu) {
+      free(ns);
+      free(nu);
+      return -1;
+    }
+    for (size_t i = 0; i < s->cap; i++) {
+      if (!s->used[i]) continue;
+      size_t j = hset_key(s->slot[i]) & (nc - 1);
+      while (nu[j]) j = (j + 1) & (nc - 1);
+      memcpy(ns[j], s->slot[i], DD_HASH_RAW);
+      nu[j] = 1;
+    }
+    free(s->slot);
+    free(s->used);
+    s->slot = ns;
+    s->used = nu;
+    s->cap = nc;
+  }
+  size_t j = hset_key(h) & (s->cap - 1);
+  for (; s->used[j]; j = (j + 1) & (s->cap - 1))
+    if (memcmp(s->slot[j], h, DD_HASH_RAW) == 0) return 0;
+  memcpy(s->slot[j], h, DD_HASH_RAW);
+  s->used[j] = 1;
+  s->n++;
+  return 1;
+}
+
+static void sha256_raw(const char *p, size_t n, uint8_t out[DD_HASH_RAW]) {
+  struct sha256_ctx ctx;
+  sha256_init(&ctx);
+  sha256_update(&ctx, n, (const uint8_t *)p);
+  sha256_digest(&ctx, DD_HASH_RAW, out);
+}
+
+/* The postings of a canonical document (url, its contents p[0..n), hash h)
+ * into the expected digests want (e NULL), or into e when its bucket is
+ * selected (sel). 0, or -1 when out of memory. */
+static int canonical_terms(digest_t *want, uint64_t seed, const char *url, size_t ul,
+                           const char *p, size_t n, const uint8_t h[DD_HASH_RAW],
+                           const unsigned char *sel, pentries_t *e) {
+  dd_terms_t t;
+  if (dd_terms_any(p, n, &t) != 0) return -1;
+  int rc = 0;
+  for (size_t j = 0; j < t.n && rc == 0; j++) {
+    unsigned b = dd_term_bucket(t.v[j].term, t.v[j].len);
+    if (!e)
+      rc = digest_add(&want[b], seed, t.v[j].term, t.v[j].len, url, ul, h, t.v[j].count);
+    else if (sel[b])
+      rc = pentry_add(e, b, t.v[j].term, t.v[j].len, url, ul, h, t.v[j].count);
+  }
+  dd_terms_free(&t);
+  return rc;
+}
+
+/* The canonical documents on their way from the docs scan to the thread
+ * that tokenises them (into digests of its own), in batches of about
+ * TBATCH_BYTES, at most TQUEUE of them waiting. */
+#define TBATCH_BYTES (1u << 21)
+#define TQUEUE 4
+
+typedef struct canon {
+  size_t url, ul, p, n; /* in the batch's mem */
+  uint8_t hash[DD_HASH_RAW];
+} canon_t;
+
+typedef struct tbatch {
+  dd_buf_t mem;
+  canon_t *v;
+  size_t n, cap;
+} tbatch_t;
+
+typedef struct tokenizer {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  tbatch_t *q[TQUEUE];
+  size_t head, n;
+  int closed, failed; /* failed: out of memory in the thread */
+  uint64_t seed;
+  digest_t want[DD_BUCKETS];
+} tokenizer_t;
+
+static void tbatch_free(tbatch_t *b) {
+  if (!b) return;
+  dd_buf_free(&b->mem);
+  free(b->v);
+  free(b);
+}
+
+static void *tokenizer_main(void *arg) {
+  tokenizer_t *tk = arg;
+  for (;;) {
+    pthread_mutex_lock(&tk->mu);
+    while (!tk->n && !tk->closed) pthread_cond_wait(&tk->cv, &tk->mu);
+    tbatch_t *b = NULL;
+    if (tk->n) {
+      b = tk->q[tk->head];
+      tk->head = (tk->head + 1) % TQUEUE;
+      tk->n--;
+      pthread_cond_broadcast(&tk->cv);
+    }
+    pthread_mutex_unlock(&tk->mu);
+    if (!b) break;
+    for (size_t i = 0; i < b->n && !tk->failed; i++) {
+      const canon_t *d = &b->v[i];
+      if (canonical_terms(tk->want, tk->seed, b->mem.p + d->url, d->ul, b->mem.p + d->p, d->n,
+                          d->hash, NULL, NULL) != 0) {
+        pthread_mutex_lock(&tk->mu);
+        tk->failed = 1;
+        pthread_cond_broadcast(&tk->cv);
+        pthread_mutex_unlock(&tk->mu);
       }
-      if (bytes_set(&c->canonical, docs[i].url.p, docs[i].url.n) != 0) {
-        st = oom(err);
-        goto out;
+    }
+    tbatch_free(b);
+  }
+  return NULL;
+}
+
+/* Hands batch *b to the tokenizer (waiting for room), *b NULL after. 0, or
+ * -1 when the tokenizer failed. */
+static int tokenizer_push(tokenizer_t *tk, tbatch_t **b) {
+  pthread_mutex_lock(&tk->mu);
+  while (tk->n == TQUEUE && !tk->failed) pthread_cond_wait(&tk->cv, &tk->mu);
+  int rc = tk->failed ? -1 : 0;
+  if (!rc) {
+    tk->q[(tk->head + tk->n) % TQUEUE] = *b;
+    tk->n++;
+    pthread_cond_broadcast(&tk->cv);
+    *b = NULL;
+  }
+  pthread_mutex_unlock(&tk->mu);
+  return rc;
+}
+
+static void tokenizer_close(tokenizer_t *tk) {
+  pthread_mutex_lock(&tk->mu);
+  tk->closed = 1;
+  pthread_cond_broadcast(&tk->cv);
+  pthread_mutex_unlock(&tk->mu);
+}
+
+/* A canonical document for the tokenizer (tk NULL: tokenised here, into
+ * c->want). 0, or -1. */
+static int canonical(check_t *c, tokenizer_t *tk, tbatch_t **b, const char *url, size_t ul,
+                     const char *p, size_t n, const uint8_t h[DD_HASH_RAW]) {
+  if (!tk) return canonical_terms(c->want, c->seed, url, ul, p, n, h, NULL, NULL);
+  if (!*b && !(*b = calloc(1, sizeof **b))) return -1;
+  tbatch_t *x = *b;
+  if (x->n == x->cap) {
+    size_t nc = x->cap ? x->cap * 2 : 256;
+    canon_t *nv = realloc(x->v, nc * sizeof *nv);
+    if (!nv) return -1;
+    x->v = nv;
+    x->cap = nc;
+  }
+  canon_t *d = &x->v[x->n];
+  *d = (canon_t){x->mem.n, ul, x->mem.n + ul, n, {0}};
+  memcpy(d->hash, h, DD_HASH_RAW);
+  if (dd_buf_put(&x->mem, url, ul) || dd_buf_put(&x->mem, p, n)) return -1;
+  x->n++;
+  return x->mem.n >= TBATCH_BYTES ? tokenizer_push(tk, b) : 0;
+}
+
+typedef struct docs_pass {
+  check_t *c;
+  pc_txn_t *txn;
+  tokenizer_t *tk; /* NULL: none, tokenise in the scan's thread */
+  pc_status_t st;
+  pc_error_t err;
+} docs_pass_t;
+
+/* The document just read (the check's last one): its doc:hash against the
+ * hash of its contents. */
+static void doc_done(check_t *c, const bytes_t *stored) {
+  cdoc_t *d = &c->docs[c->ndocs - 1];
+  char hex[DD_HASH_HEX] = "";
+  if (d->has) dd_hash_hex(d->hash, hex);
+  size_t hl = strlen(hex);
+  if (!bytes_eq(stored, hex, hl) && (stored->p || hl))
+    diff(c->k, DOCS, c->urls.p + d->url, d->ul, "doc:hash", 8, stored->p, stored->n,
+         hl ? hex : NULL, hl);
+}
+
+/* Reads the docs table: each document's hash into c->docs, doc:hash
+ * compared, and each hash's first document (its canonical) handed to the
+ * tokenizer tk, whose thread adds its postings to the expected digests. */
+static pc_status_t read_docs(check_t *c, pc_txn_t *txn, tokenizer_t *tk, pc_error_t *err) {
+  pc_scan_t *sc = pc_txn_scan(txn, DOCS, NULL, 0, NULL, 0, err);
+  if (!sc) return err->code;
+  tbatch_t *batch = NULL;
+  hset_t seen = {0};
+  bytes_t stored = {0};
+  pc_status_t st;
+  int bad = 0;
+  while (!bad && (st = pc_scan_next(sc, err)) == PC_OK) {
+    size_t rl, cl, vl;
+    const char *r = pc_scan_row(sc, &rl), *col = pc_scan_column(sc, &cl),
+               *v = pc_scan_value(sc, &vl);
+    int contents = cl == 12 && memcmp(col, "doc:contents", 12) == 0;
+    int hash = cl == 8 && memcmp(col, "doc:hash", 8) == 0;
+    if (!contents && !hash) continue;
+    cdoc_t *d = c->ndocs ? &c->docs[c->ndocs - 1] : NULL;
+    if (!d || d->ul != rl || memcmp(c->urls.p + d->url, r, rl) != 0) {
+      if (d) doc_done(c, &stored);
+      free(stored.p);
+      stored = (bytes_t){0};
+      if (c->ndocs == c->capdocs) {
+        size_t nc = c->capdocs ? c->capdocs * 2 : 1024;
+        cdoc_t *nv = realloc(c->docs, nc * sizeof *nv);
+        if (!nv) {
+          bad = 1;
+          break;
+        }
+        c->docs = nv;
+        c->capdocs = nc;
       }
+      d = &c->docs[c->ndocs];
+      *d = (cdoc_t){c->urls.n, rl, {0}, 0};
+      if (dd_buf_put(&c->urls, r, rl) != 0) {
+        bad = 1;
+        break;
+      }
+      c->ndocs++;
     }
-    if (member_add(c, docs[i].url.p, docs[i].url.n) != 0) {
-      st = oom(err);
-      goto out;
+    if (hash) {
+      bad = bytes_set(&stored, v, vl) != 0;
+      continue;
+    }
+    sha256_raw(v, vl, d->hash);
+    d->has = 1;
+    int first = hset_add(&seen, d->hash);
+    if (first < 0 || (first && canonical(c, tk, &batch, r, rl, v, vl, d->hash) != 0))
+      bad = 1;
+  }
+  if (!bad && st == PC_NOT_FOUND && c->ndocs) doc_done(c, &stored);
+  if (!bad && batch && tokenizer_push(tk, &batch) != 0) bad = 1;
+  tbatch_free(batch);
+  pc_scan_destroy(sc);
+  free(stored.p);
+  free(seen.slot);
+  free(seen.used);
+  if (bad) return oom(err);
+  return st == PC_NOT_FOUND ? PC_OK : st;
+}
+
+static int cdoc_by_hash(const void *a, const void *b, void *urls) {
+  const cdoc_t *x = a, *y = b;
+  int r = memcmp(x->hash, y->hash, DD_HASH_RAW);
+  return r ? r : span_cmp((const char *)urls + x->url, x->ul, (const char *)urls + y->url, y->ul);
+}
+
+/* The clusters: c->docs (sorted by hash) against dups, row by row. */
+typedef struct dups_cmp {
+  check_t *c;
+  size_t next; /* the next document of c->docs to compare */
+  cluster_t want;
+} dups_cmp_t;
+
+/* The cluster of the documents of c->docs from *i on with one hash (the
+ * members point into the check's urls), *i moved past them; 0, or -1 when
+ * out of memory. */
+static int want_cluster(check_t *c, size_t *i, cluster_t *w) {
+  w->n = 0;
+  const cdoc_t *d = &c->docs[*i];
+  dd_hash_hex(d->hash, w->hash);
+  w->canonical = (bytes_t){c->urls.p + d->url, d->ul};
+  for (; *i < c->ndocs && memcmp(c->docs[*i].hash, d->hash, DD_HASH_RAW) == 0; (*i)++) {
+    if (w->n == w->cap) {
+      size_t nc = w->cap ? w->cap * 2 : 4;
+      bytes_t *nm = realloc(w->m, nc * sizeof *nm);
+      if (!nm) return -1;
+      w->m = nm;
+      w->cap = nc;
+    }
+    w->m[w->n++] = (bytes_t){c->urls.p + c->docs[*i].url, c->docs[*i].ul};
+  }
+  return 0;
+}
+
+/* Compares the wanted clusters whose hash sorts before have's (have NULL:
+ * all that are left) as missing, then have with its own, if any. */
+static int dups_step(dups_cmp_t *x, const cluster_t *have) {
+  check_t *c = x->c;
+  while (x->next < c->ndocs) {
+    char hex[DD_HASH_HEX];
+    dd_hash_hex(c->docs[x->next].hash, hex);
+    int r = have ? strcmp(hex, have->hash) : -1;
+    if (r > 0) break;
+    if (want_cluster(c, &x->next, &x->want) != 0) return 1;
+    compare_cluster(c->k, r == 0 ? have : NULL, &x->want);
+    if (r == 0) return 0;
+  }
+  if (have) compare_cluster(c->k, have, NULL);
+  return 0;
+}
+
+static int dups_row(void *ctx, cluster_t *have) { return dups_step(ctx, have); }
+
+static pc_status_t compare_dups(check_t *c, pc_txn_t *txn, pc_error_t *err) {
+  size_t k = 0; /* documents without contents belong to no cluster: at the front (hash 0) */
+  for (size_t i = 0; i < c->ndocs; i++)
+    if (c->docs[i].has) c->docs[k++] = c->docs[i];
+  c->ndocs = k;
+  if (c->ndocs) qsort_r(c->docs, c->ndocs, sizeof *c->docs, cdoc_by_hash, c->urls.p);
+  dups_cmp_t x = {.c = c};
+  pc_status_t st = scan_dups(txn, NULL, 0, NULL, 0, dups_row, &x, err);
+  if (st == PC_OK && dups_step(&x, NULL) != 0) st = oom(err);
+  free(x.want.m);
+  return st;
+}
+
+static void *docs_main(void *arg) {
+  docs_pass_t *p = arg;
+  p->st = read_docs(p->c, p->txn, p->tk, &p->err);
+  if (p->tk) tokenizer_close(p->tk);
+  if (p->st == PC_OK) p->st = compare_dups(p->c, p->txn, &p->err);
+  return NULL;
+}
+
+/* ---- the index ---- */
+
+static int have_term(void *ctx, dd_buf_t *out, const ix_term_t *t) {
+  check_t *c = ctx;
+  int rc = 0;
+  (void)out;
+  for (size_t i = 0; i < t->n && rc == 0; i++)
+    rc = digest_add(&c->have[t->bucket], c->seed, t->term, t->tl, t->v[i].url, t->v[i].ulen,
+                    t->v[i].hash, t->v[i].count);
+  return rc;
+}
+
+static int have_bad(void *ctx, dd_buf_t *out, const ix_bad_t *b) {
+  check_t *c = ctx;
+  (void)out;
+  c->have[b->bucket].bad = 1;
+  return 0;
+}
+
+/* The exact pass: the postings read, and the malformed cells reported */
+static int found_term(void *ctx, dd_buf_t *out, const ix_term_t *t) {
+  check_t *c = ctx;
+  (void)out;
+  for (size_t i = 0; i < t->n; i++)
+    if (pentry_add(&c->found, t->bucket, t->term, t->tl, t->v[i].url, t->v[i].ulen, t->v[i].hash,
+                   t->v[i].count) != 0)
+      return 1;
+  return 0;
+}
+
+static int found_bad(void *ctx, dd_buf_t *out, const ix_bad_t *b) {
+  check_t *c = ctx;
+  return diff_put(c->k, out, b->table, b->row, b->rl, b->col, b->cl, b->v, b->vl, NULL, 0) != 0;
+}
+
+/* The postings of the canonicals whose buckets sel selects, into e. */
+static pc_status_t expected_postings(check_t *c, pc_txn_t *txn, const unsigned char *sel,
+                                     pentries_t *e, pc_error_t *err) {
+  pc_cell_ref_t refs[GET_BATCH];
+  pc_value_t vals[GET_BATCH];
+  size_t which[GET_BATCH];
+  pc_status_t st = PC_OK;
+  for (size_t i = 0; i < c->ndocs && st == PC_OK;) {
+    size_t n = 0;
+    for (; i < c->ndocs && n < GET_BATCH; i++) {
+      if (i && memcmp(c->docs[i - 1].hash, c->docs[i].hash, DD_HASH_RAW) == 0) continue;
+      refs[n] = (pc_cell_ref_t){DOCS, c->urls.p + c->docs[i].url, c->docs[i].ul, "doc:contents",
+                                12};
+      which[n++] = i;
+    }
+    if (!n || (st = pc_txn_get_many(txn, refs, n, vals, err)) != PC_OK) break;
+    for (size_t k = 0; k < n; k++) {
+      const cdoc_t *d = &c->docs[which[k]];
+      if (st == PC_OK && vals[k].value &&
+          canonical_terms(NULL, 0, c->urls.p + d->url, d->ul, vals[k].value, vals[k].vlen,
+                          d->hash, sel, e) != 0)
+        st = oom(err);
+      pc_free(vals[k].value);
     }
   }
-  if ((st = read_dups(txn, NULL, 0, NULL, 0, &have, err)) != PC_OK) goto out;
-  for (size_t a = 0, b = 0; a < have.n || b < want.n;) {
-    int r = a == have.n ? 1 : b == want.n ? -1 : strcmp(have.v[a].hash, want.v[b].hash);
-    compare_cluster(k, r <= 0 ? &have.v[a] : NULL, r >= 0 ? &want.v[b] : NULL);
-    if (r <= 0) a++;
-    if (r >= 0) b++;
-  }
-  /* 3. the index: each canonical's terms */
-  for (size_t i = 0; i < want.n; i++) {
-    const bytes_t *u = &want.v[i].canonical;
-    char *v = NULL;
-    size_t vl = 0;
-    if ((st = pc_txn_get(txn, DOCS, u->p, u->n, "doc:contents", 12, &v, &vl, err)) != PC_OK)
-      goto out;
-    dd_terms_t t;
-    int rc = dd_terms(v, vl, &t);
-    pc_free(v);
-    if (rc != 0) {
-      st = oom(err);
-      goto out;
-    }
-    for (size_t j = 0; j < t.n && rc == 0; j++)
-      rc = posting_entry(&wi, t.v[j].term, t.v[j].len, u->p, u->n, want.v[i].hash,
-                         t.v[j].count);
-    dd_terms_free(&t);
-    if (rc != 0) {
-      st = oom(err);
-      goto out;
-    }
-  }
-  if (wi.n) qsort(wi.v, wi.n, sizeof *wi.v, entry_cmp);
-  if ((st = read_idx(txn, k, &hi, err)) != PC_OK) goto out;
-  if (hi.n) qsort(hi.v, hi.n, sizeof *hi.v, entry_cmp);
-  for (size_t a = 0, b = 0; a < hi.n || b < wi.n;) {
-    int r = a == hi.n ? 1 : b == wi.n ? -1 : entry_cmp(&hi.v[a], &wi.v[b]);
-    const entry_t *e = r <= 0 ? &hi.v[a] : &wi.v[b];
-    char f[24] = "", w[24] = "";
-    if (r <= 0) snprintf(f, sizeof f, "%llu", hi.v[a].count);
-    if (r >= 0) snprintf(w, sizeof w, "%llu", wi.v[b].count);
-    if (r != 0 || hi.v[a].count != wi.v[b].count)
-      diff(k, IDX, e->row.p, e->row.n, e->col.p, e->col.n, r <= 0 ? f : NULL, strlen(f),
+  return st;
+}
+
+/* Reports each posting that differs between found (the index) and want. */
+static void postings_diff(checker_t *k, const pentries_t *found, const pentries_t *want) {
+  const char *fa = found->arena.p, *wa = want->arena.p;
+  char *col = NULL;
+  for (size_t a = 0, b = 0; a < found->n || b < want->n;) {
+    const pentry_t *x = a < found->n ? &found->v[a] : NULL, *y = b < want->n ? &want->v[b] : NULL;
+    int r = !x ? 1 : !y ? -1 : pentry_cmp(x, fa, y, wa);
+    const pentry_t *e = r <= 0 ? x : y;
+    const char *ea = r <= 0 ? fa : wa;
+    if (r != 0 || x->count != y->count) {
+      char f[24] = "", w[24] = "", hex[DD_HASH_HEX];
+      if (r <= 0) snprintf(f, sizeof f, "%llu", (unsigned long long)x->count);
+      if (r >= 0) snprintf(w, sizeof w, "%llu", (unsigned long long)y->count);
+      char *nc = realloc(col, e->ul + 1 + DD_HASH_HEX);
+      if (!nc) {
+        k->failed = 1;
+        break;
+      }
+      col = nc;
+      memcpy(col, ea + e->url, e->ul); /* URL, a NUL byte, the hex hash */
+      col[e->ul] = '\0';
+      dd_hash_hex(e->hash, hex);
+      memcpy(col + e->ul + 1, hex, DD_HASH_HEX - 1);
+      diff(k, IDX, ea + e->term, e->tl, col, e->ul + DD_HASH_HEX, r <= 0 ? f : NULL, strlen(f),
            r >= 0 ? w : NULL, strlen(w));
+    }
     if (r <= 0) a++;
     if (r >= 0) b++;
   }
-out:
-  for (size_t i = 0; i < nd; i++) {
-    free(docs[i].url.p);
-    free(docs[i].stored.p);
+  free(col);
+}
+
+/* The buckets whose digests differ, in groups of at most EXACT_POSTINGS
+ * postings: each group's postings read from both sides and compared. */
+static pc_status_t exact_pass(check_t *c, pc_txn_t *txn, pc_error_t *err) {
+  unsigned char sel[DD_BUCKETS];
+  pentries_t want = {0};
+  pc_status_t st = PC_OK;
+  for (unsigned b = 0; b < DD_BUCKETS && st == PC_OK;) {
+    memset(sel, 0, sizeof sel);
+    uint64_t postings = 0;
+    int any = 0;
+    for (; b < DD_BUCKETS; b++) {
+      if (digest_same(&c->want[b], &c->have[b])) continue;
+      uint64_t n = c->want[b].n + c->have[b].n;
+      if (any && postings + n > EXACT_POSTINGS) break;
+      sel[b] = 1;
+      postings += n;
+      any = 1;
+    }
+    if (!any) break;
+    ix_sink_t sink = {found_term, found_bad, c, 1};
+    st = expected_postings(c, txn, sel, &want, err);
+    if (st == PC_OK) st = ix_read(txn, sel, 1, &sink, stdout, err);
+    if (st == PC_OK) {
+      if (want.n) qsort_r(want.v, want.n, sizeof *want.v, pentry_sort_cmp, want.arena.p);
+      if (c->found.n)
+        qsort_r(c->found.v, c->found.n, sizeof *c->found.v, pentry_sort_cmp, c->found.arena.p);
+      postings_diff(c->k, &c->found, &want);
+    }
+    pentries_free(&want);
+    pentries_free(&c->found);
   }
-  free(docs);
-  clusters_free(&want);
-  clusters_free(&have);
-  entries_free(&wi);
-  entries_free(&hi);
+  return st;
+}
+
+static uint64_t random_seed(void) {
+  uint64_t s = 0;
+  if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s)
+    s = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+  return s;
+}
+
+static pc_status_t check(pc_txn_t *txn, checker_t *k, pc_error_t *err) {
+  check_t *c = calloc(1, sizeof *c);
+  tokenizer_t *tk = calloc(1, sizeof *tk);
+  if (!c || !tk) {
+    free(c);
+    free(tk);
+    return oom(err);
+  }
+  c->k = k;
+  c->seed = tk->seed = random_seed();
+  pthread_mutex_init(&tk->mu, NULL);
+  pthread_cond_init(&tk->cv, NULL);
+  pthread_t tt, dt;
+  int tk_started = pthread_create(&tt, NULL, tokenizer_main, tk) == 0;
+  /* the docs and dups tables in a thread of their own (and the canonicals'
+   * terms in the tokenizer's), the index in others */
+  docs_pass_t dp = {c, pc_txn_begin_alongside(txn, err), tk_started ? tk : NULL, PC_OK, {0}};
+  pc_status_t st = dp.txn ? PC_OK : err->code;
+  int started = st == PC_OK && pthread_create(&dt, NULL, docs_main, &dp) == 0;
+  if (st == PC_OK && !started) docs_main(&dp); /* no thread: one after the other */
+  if (st != PC_OK && tk_started) tokenizer_close(tk);
+  ix_sink_t sink = {have_term, have_bad, c, 1};
+  if (st == PC_OK) st = ix_read(txn, NULL, ix_default_threads(), &sink, NULL, err);
+  if (started) pthread_join(dt, NULL);
+  if (tk_started) pthread_join(tt, NULL);
+  pc_txn_destroy(dp.txn);
+  if (st == PC_OK && dp.st != PC_OK) {
+    *err = dp.err;
+    st = dp.st;
+  }
+  if (st == PC_OK && tk->failed) st = oom(err);
+  for (unsigned b = 0; b < DD_BUCKETS; b++) { /* the tokenizer's digests into the check's */
+    uint64_t lo = c->want[b].lo + tk->want[b].lo;
+    c->want[b].hi += tk->want[b].hi + (lo < c->want[b].lo);
+    c->want[b].lo = lo;
+    c->want[b].n += tk->want[b].n;
+  }
+  if (st == PC_OK && !k->failed) st = exact_pass(c, txn, err);
+  for (size_t i = 0; i < tk->n; i++) tbatch_free(tk->q[(tk->head + i) % TQUEUE]);
+  pthread_mutex_destroy(&tk->mu);
+  pthread_cond_destroy(&tk->cv);
+  free(tk);
+  free(c->docs);
+  dd_buf_free(&c->urls);
+  pentries_free(&c->found);
+  free(c);
   return st;
 }
 
@@ -1273,9 +1371,13 @@ const cli_verb_t cli_verb_check = {
              "JSON object per difference with --json. A posting that differs is printed\n"
              "as idx TERM URL<NUL>HASH with its count; a cell of the index that is not\n"
              "well formed as its own table, row and column (idxbucket, or idx as\n"
-             "versions before buckets wrote it). Run it after 'percolator wait':\n"
-             "while notifications are pending the derived tables lag behind. Exits 1\n"
-             "when there are differences (counted on stderr).\n",
+             "versions before buckets wrote it); the index's differences come last, by\n"
+             "bucket. It reads the three tables at once, in a thread per core, and holds\n"
+             "the documents' URLs and hashes, not the postings (it compares digests of\n"
+             "each bucket's postings, and reads again only the buckets that differ).\n"
+             "Run it after 'percolator wait': while notifications are pending the\n"
+             "derived tables lag behind. Exits 1 when there are differences (counted on\n"
+             "stderr).\n",
     .options = "  --json              one JSON object per difference\n",
     .example = "percolator --data /tmp/pc wait && percolator --data /tmp/pc check\n",
 };

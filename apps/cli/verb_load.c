@@ -1,6 +1,8 @@
 /* verb_load.c — `percolator load`: the dedup application's loader. Writes
- * documents to table docs (row = URL, column doc:contents), each in its own
- * transaction, with a pool of threads, from plain files (one document each),
+ * documents to table docs (row = URL, column doc:contents) with a pool of
+ * threads, in one transaction the documents a thread finds queued together
+ * (at most BATCH_DOCS; each in its own when the load is paced, when that
+ * transaction fails, and each delete), from plain files (one document each),
  * JSON-lines files and directory trees. Inputs that are not documents
  * (devices, FIFOs, sockets, binary or oversized files, malformed lines) are
  * reported with their file (and line), counted and skipped, never opened
@@ -42,6 +44,12 @@
  * which JSON may spell in 6 ("\u00XX"), and some room for the rest. */
 #define LINE_SLACK (64u << 10)
 #define READ_CHUNK (1u << 20)
+/* Documents that a writing thread finds queued together go out in one
+ * transaction, at most this many and this many bytes of contents: one
+ * commit (one round trip to a served store or a tablet, one synced write)
+ * for all of them instead of one each. */
+#define BATCH_DOCS 32
+#define BATCH_BYTES (1u << 20)
 
 enum { OPT_THREADS = 0x400, OPT_MAX_BYTES, OPT_DELETE, OPT_JSON, OPT_RATE, OPT_JSONL, OPT_VERBOSE };
 
@@ -220,22 +228,46 @@ static void put(loader_t *l, item_t *it) {
   pthread_mutex_unlock(&l->mu);
 }
 
-static item_t *take(loader_t *l) {
+/* The item at the queue's head, taken (under mu). */
+static item_t *unqueue(loader_t *l) {
+  item_t *it = l->head;
+  l->head = it->next;
+  if (!l->head) l->tail = NULL;
+  it->next = NULL;
+  l->queued--;
+  l->queued_bytes -= it->clen;
+  pthread_cond_signal(&l->cv_put);
+  return it;
+}
+
+static int batchable(const item_t *it) { return it->kind != IT_DELETE; }
+
+/* Takes the next item, waiting for one; then, unless the load is paced,
+ * the documents queued right behind it that may share its transaction
+ * (not deletes, not a URL already taken, within BATCH_DOCS and about
+ * BATCH_BYTES), into its[]. The count taken; 0 when the load is over. */
+static size_t take(loader_t *l, item_t *its[BATCH_DOCS]) {
   pthread_mutex_lock(&l->mu);
   while (!l->head && !l->done && !stopping(l)) {
     struct timespec until = pc_mono_after_ms(100);
     pthread_cond_timedwait(&l->cv_get, &l->mu, &until);
   }
-  item_t *it = stopping(l) ? NULL : l->head;
-  if (it) {
-    l->head = it->next;
-    if (!l->head) l->tail = NULL;
-    l->queued--;
-    l->queued_bytes -= it->clen;
-    pthread_cond_signal(&l->cv_put);
+  size_t n = 0, bytes = 0;
+  if (!stopping(l) && l->head) {
+    its[n++] = unqueue(l);
+    bytes = its[0]->clen;
+  }
+  while (n && batchable(its[0]) && !l->pace_ns && n < BATCH_DOCS && l->head &&
+         batchable(l->head) && bytes + l->head->clen <= BATCH_BYTES) {
+    int dup = 0;
+    for (size_t i = 0; i < n && !dup; i++)
+      dup = its[i]->ulen == l->head->ulen && memcmp(its[i]->url, l->head->url, its[i]->ulen) == 0;
+    if (dup) break; /* a later version of a document: a transaction after this one */
+    bytes += l->head->clen;
+    its[n++] = unqueue(l);
   }
   pthread_mutex_unlock(&l->mu);
-  return it;
+  return n;
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -370,17 +402,44 @@ static int read_document(loader_t *l, const char *path, char **buf, size_t *n) {
   return 0;
 }
 
-static void load_file(loader_t *l, const item_t *it) {
+/* Reads the document of file item it into it->contents: 0, or nonzero when
+ * it was skipped (reported) or memory ran out. */
+static int load_file(loader_t *l, item_t *it) {
   char *buf;
   size_t n;
-  if (read_document(l, it->url, &buf, &n) != 0) return;
+  if (read_document(l, it->url, &buf, &n) != 0) return -1;
   const char *nul = memchr(buf, '\0', n < BINARY_PROBE ? n : BINARY_PROBE);
-  if (nul)
+  if (nul) {
     skip(l, SK_BINARY, it->url, line_of(buf, (size_t)(nul - buf)),
          "binary (a NUL byte at offset %zu)", (size_t)(nul - buf));
-  else
-    commit_doc(l, it, buf, n);
-  free(buf);
+    free(buf);
+    return 1;
+  }
+  it->contents = buf;
+  it->clen = n;
+  return 0;
+}
+
+/* Documents its[0..n) (n >= 2) in one transaction; when it does not
+ * commit, each on its own (commit_doc), so that each has its own outcome
+ * (a conflict of one is then retried alone, an invalid one fails alone). A
+ * commit whose outcome is unknown may stand: writing a document's contents
+ * again is harmless, and each then has an outcome of its own too. */
+static void commit_batch(loader_t *l, item_t **its, size_t n) {
+  pc_error_t err;
+  pc_error_clear(&err);
+  pc_txn_t *txn = pc_txn_begin(l->db, &err);
+  pc_status_t st = txn ? PC_OK : err.code;
+  for (size_t i = 0; i < n && st == PC_OK; i++)
+    st = pc_txn_set(txn, DOCS_TABLE, its[i]->url, its[i]->ulen, CONTENTS_COL,
+                    strlen(CONTENTS_COL), its[i]->contents, its[i]->clen, &err);
+  if (st == PC_OK) st = pc_txn_commit(txn, &err);
+  pc_txn_destroy(txn);
+  for (size_t i = 0; i < n; i++) {
+    if (st == PC_OK) outcome(l, its[i], PC_OK, &err);
+    else if (!stopping(l)) commit_doc(l, its[i], its[i]->contents, its[i]->clen);
+    else outcome(l, its[i], st, &err);
+  }
 }
 
 static uint64_t mono_ns(void) {
@@ -405,14 +464,22 @@ static void pace(loader_t *l) {
 
 static void *worker_main(void *arg) {
   loader_t *l = arg;
-  item_t *it;
-  while ((it = take(l)) != NULL) {
+  item_t *its[BATCH_DOCS];
+  size_t n;
+  while ((n = take(l, its)) > 0) {
     pace(l);
-    if (it->kind == IT_FILE)
-      load_file(l, it);
-    else
-      commit_doc(l, it, it->contents, it->clen);
-    item_free(it);
+    size_t k = 0; /* the items with contents to write */
+    for (size_t i = 0; i < n; i++) {
+      if (its[i]->kind == IT_FILE && load_file(l, its[i]) != 0) item_free(its[i]);
+      else its[k++] = its[i];
+    }
+    for (size_t a = 0, b; a < k; a = b) { /* files' sizes were known only now */
+      size_t bytes = its[a]->clen;
+      for (b = a + 1; b < k && bytes + its[b]->clen <= BATCH_BYTES; b++) bytes += its[b]->clen;
+      if (b - a == 1) commit_doc(l, its[a], its[a]->contents, its[a]->clen);
+      else commit_batch(l, its + a, b - a);
+    }
+    for (size_t i = 0; i < k; i++) item_free(its[i]);
   }
   return NULL;
 }
@@ -890,9 +957,11 @@ const cli_verb_t cli_verb_load = {
     .exits = CLI_EXITS_BASIC | CLI_EXIT_BIT(CLI_EXIT_NOT_FOUND) | CLI_EXIT_BIT(CLI_EXIT_UNKNOWN) |
              CLI_EXIT_BIT(CLI_EXIT_INTERRUPTED),
     .about =
-        "Writes each document to table docs, row URL, column doc:contents, in a\n"
-        "transaction of its own, from several threads, retrying on conflict; the\n"
-        "dedup observer plugin (apps/dedup/) clusters and indexes them. A FILE is one\n"
+        "Writes each document to table docs, row URL, column doc:contents, from\n"
+        "several threads; a thread writes the documents it finds queued together (up\n"
+        "to 32, 1 MiB) in one transaction, and each on its own when that one does\n"
+        "not commit or the load is paced (--rate), retrying on conflict; the dedup\n"
+        "observer plugin (apps/dedup/) clusters and indexes them. A FILE is one\n"
         "document whose URL is its path; a FILE.jsonl (or any FILE with --jsonl) is\n"
         "JSON lines, one {\"url\": \"...\", \"contents\": \"...\"} per line (blank lines\n"
         "allowed); a DIR is walked, and every regular file in it is a document whose\n"

@@ -10,7 +10,8 @@
  *                   rev           the start_ts (hex) of the last run that changed
  *                                 the membership
  *                   indexed       the canonical whose terms idx holds (index)
- *                   terms         those terms, newline-separated (index)
+ *                   terms         those terms, newline-separated, in no
+ *                                 particular order (index)
  *   idxbucket row B  p<8 bytes> the chunks of postings of one index run
  *                                 (one transaction, over one cluster or
  *                                 many) for the terms of bucket B (2 bytes

@@ -195,11 +195,10 @@ int dd_postings_apply(dd_postings_t *ps, const char *chunk, size_t n, const dd_d
       ps->cap = nc;
     }
     dd_posting_t *p = &ps->v[ps->n];
-    if (!(p->url = malloc(e.ulen + 1))) return -2;
-    memcpy(p->url, e.url, e.ulen);
-    p->url[e.ulen] = '\0';
+    p->url = e.url;
     p->ulen = e.ulen;
-    memcpy(p->hash, e.hash, DD_HASH_RAW);
+    p->hash = e.hash;
+    memcpy(&p->key, e.hash, sizeof p->key);
     p->count = e.count;
     p->op = e.op;
     p->seq = ps->seq++;
@@ -228,18 +227,79 @@ int dd_postings_settle(dd_postings_t *ps) {
   size_t k = 0;
   for (size_t i = 0; i < ps->n; i++) {
     int last = i + 1 == ps->n || posting_key_cmp(&ps->v[i], &ps->v[i + 1]) != 0;
-    if (last && ps->v[i].op == '+') {
-      ps->v[k++] = ps->v[i];
-    } else {
-      free(ps->v[i].url);
+    if (last && ps->v[i].op == '+') ps->v[k++] = ps->v[i];
+  }
+  ps->n = k;
+  return 0;
+}
+
+/* Whether x sorts before y by (hash, URL, seq), the hash's first 8 bytes
+ * (random: they nearly always decide) compared as an integer. */
+static int any_less(const dd_posting_t *x, const dd_posting_t *y) {
+  if (x->key != y->key) return x->key < y->key;
+  int r = memcmp(x->hash, y->hash, DD_HASH_RAW);
+  if (r) return r < 0;
+  size_t m = x->ulen < y->ulen ? x->ulen : y->ulen;
+  r = m ? memcmp(x->url, y->url, m) : 0;
+  if (r) return r < 0;
+  if (x->ulen != y->ulen) return x->ulen < y->ulen;
+  return x->seq < y->seq;
+}
+
+static void swap(dd_posting_t *a, dd_posting_t *b) {
+  dd_posting_t t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* Quicksort by any_less (median of three; insertion sort for short runs;
+ * the smaller side first, so the stack stays logarithmic). */
+static void sort_any(dd_posting_t *v, size_t n) {
+  while (n > 16) {
+    size_t m = n / 2;
+    if (any_less(&v[m], &v[0])) swap(&v[m], &v[0]);
+    if (any_less(&v[n - 1], &v[0])) swap(&v[n - 1], &v[0]);
+    if (any_less(&v[n - 1], &v[m])) swap(&v[n - 1], &v[m]);
+    dd_posting_t pivot = v[m];
+    size_t i = 0, j = n - 1;
+    for (;;) {
+      while (any_less(&v[i], &pivot)) i++;
+      while (any_less(&pivot, &v[j])) j--;
+      if (i >= j) break;
+      swap(&v[i], &v[j]);
+      i++;
+      j--;
     }
+    /* [0, j] and [j + 1, n) */
+    if (j + 1 < n - j - 1) {
+      sort_any(v, j + 1);
+      v += j + 1;
+      n -= j + 1;
+    } else {
+      sort_any(v + j + 1, n - j - 1);
+      n = j + 1;
+    }
+  }
+  for (size_t i = 1; i < n; i++) {
+    dd_posting_t x = v[i];
+    size_t j = i;
+    for (; j > 0 && any_less(&x, &v[j - 1]); j--) v[j] = v[j - 1];
+    v[j] = x;
+  }
+}
+
+int dd_postings_settle_any(dd_postings_t *ps) {
+  sort_any(ps->v, ps->n);
+  size_t k = 0;
+  for (size_t i = 0; i < ps->n; i++) {
+    int last = i + 1 == ps->n || posting_key_cmp(&ps->v[i], &ps->v[i + 1]) != 0;
+    if (last && ps->v[i].op == '+') ps->v[k++] = ps->v[i];
   }
   ps->n = k;
   return 0;
 }
 
 void dd_postings_clear(dd_postings_t *ps) {
-  for (size_t i = 0; i < ps->n; i++) free(ps->v[i].url);
   ps->n = 0;
   ps->seq = 0;
 }

@@ -149,13 +149,15 @@ typedef struct dd_entry {
  * run's directory dir (NULL: none) does not have. */
 int dd_chunk_next(const char *p, size_t n, const dd_dir_t *dir, size_t *pos, dd_entry_t *e);
 
-/* A posting as a term's chunks leave it. */
+/* A posting as a term's chunks leave it. url and hash point into the chunk
+ * it came from or into that chunk's directory. */
 typedef struct dd_posting {
-  char *url; /* malloc'd, NUL-terminated after ulen bytes */
+  const char *url;
   size_t ulen;
-  uint8_t hash[DD_HASH_RAW];
+  const uint8_t *hash;
   uint64_t count;
   uint64_t seq; /* (the order of the entry it came from) */
+  uint64_t key; /* (the hash's first 8 bytes, for dd_postings_settle_any) */
   char op;
 } dd_posting_t;
 
@@ -168,11 +170,16 @@ typedef struct dd_postings {
 
 /* Applies a chunk (the next in column order) with its run's directory
  * (NULL when it has none). 0, -1 when it is malformed (or needs a
- * directory that dir is not), -2 when out of memory. */
+ * directory that dir is not), -2 when out of memory. The postings point
+ * into the chunk and into the value dir was parsed from: the caller keeps
+ * both alive and unchanged until ps is cleared. */
 int dd_postings_apply(dd_postings_t *ps, const char *chunk, size_t n, const dd_dir_t *dir);
 /* Settles what the chunks applied so far leave: the postings, in (URL,
  * hash) order. 0, or -2 when out of memory. */
 int dd_postings_settle(dd_postings_t *ps);
+/* The same, the postings in no particular order (faster: they are ordered
+ * by their hashes, compared as integers first, and not by URL). */
+int dd_postings_settle_any(dd_postings_t *ps);
 /* Empties ps for the next term (keeping its memory). */
 void dd_postings_clear(dd_postings_t *ps);
 void dd_postings_free(dd_postings_t *ps);

@@ -51,7 +51,7 @@ static int term_cmp(const void *a, const void *b) {
   return r ? r : (x->len > y->len) - (x->len < y->len);
 }
 
-int dd_terms(const char *p, size_t n, dd_terms_t *out) {
+static int terms(const char *p, size_t n, dd_terms_t *out, int sorted) {
   out->v = NULL;
   out->n = 0;
   out->mem = NULL;
@@ -108,13 +108,17 @@ int dd_terms(const char *p, size_t n, dd_terms_t *out) {
   }
   free(table);
   for (size_t k = 0; k < out->n; k++) out->v[k].term = out->mem + out->v[k].off;
-  if (out->n) qsort(out->v, out->n, sizeof *out->v, term_cmp);
+  if (sorted && out->n) qsort(out->v, out->n, sizeof *out->v, term_cmp);
   return 0;
 oom:
   free(table);
   dd_terms_free(out);
   return -1;
 }
+
+int dd_terms(const char *p, size_t n, dd_terms_t *out) { return terms(p, n, out, 1); }
+
+int dd_terms_any(const char *p, size_t n, dd_terms_t *out) { return terms(p, n, out, 0); }
 
 void dd_terms_free(dd_terms_t *t) {
   free(t->v);

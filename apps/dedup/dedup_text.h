@@ -44,6 +44,8 @@ typedef struct dd_terms {
 /* Tokenises p[0..n) into *out (released with dd_terms_free). 0, or -1 when
  * out of memory. */
 int dd_terms(const char *p, size_t n, dd_terms_t *out);
+/* The same in no particular order (faster: nothing sorted). */
+int dd_terms_any(const char *p, size_t n, dd_terms_t *out);
 void dd_terms_free(dd_terms_t *t);
 
 #endif

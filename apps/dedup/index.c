@@ -235,7 +235,7 @@ pc_status_t dd_index_run(void *state, pc_txn_t *txn, const pc_notified_cell_t *c
                   "cluster %.*s: canonical changed since; indexing later", (int)c->row_len, c->row);
         continue;
       }
-      if (dd_terms(doc->value, doc->vlen, &tv[i]) != 0) {
+      if (dd_terms_any(doc->value, doc->vlen, &tv[i]) != 0) { /* their order matters nowhere */
         st = fail(err, PC_NOMEM, "out of memory");
         break;
       }
