@@ -6,6 +6,7 @@
 #include "playground/zkserver.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -87,6 +88,36 @@ static int write_config(const pc_zkserver_t *zk, int i) {
                     "log4j.rootLogger=WARN, C\nlog4j.appender.C=org.apache.log4j.ConsoleAppender\n"
                     "log4j.appender.C.layout=org.apache.log4j.PatternLayout\n"
                     "log4j.appender.C.layout.ConversionPattern=%d %-5p %m%n\n");
+}
+
+/* Whether server i's log says that one of its ports was in use. */
+static int port_was_taken(const pc_zkserver_t *zk, int i) {
+  char path[4200], buf[8192];
+  snprintf(path, sizeof path, "%s/zk%d/server.log", zk->dir, i);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int found = 0;
+  while (!found && fgets(buf, sizeof buf, f))
+    found = strstr(buf, "Address already in use") != NULL || strstr(buf, "BindException") != NULL;
+  fclose(f);
+  return found;
+}
+
+/* Empties server i's snapshots and transaction logs (a start on new ports
+ * is a new ensemble); its myid stays. */
+static int clear_data(const pc_zkserver_t *zk, int i) {
+  char path[4200], file[4500];
+  snprintf(path, sizeof path, "%s/zk%d/data/version-2", zk->dir, i);
+  DIR *d = opendir(path);
+  if (!d) return errno == ENOENT ? 0 : -1;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+    unlink(file);
+  }
+  closedir(d);
+  return 0;
 }
 
 int pc_zkserver_restart(pc_zkserver_t *zk, int i) {
@@ -194,42 +225,59 @@ pc_zkserver_t *pc_zkserver_start(const char *dir, int n, int wait_ms, pc_error_t
     free(zk);
     return NULL;
   }
-  int ports[3 * PC_ZKSERVER_MAX];
-  if (pick_ports(ports, 3 * n) != 0) {
-    pc_error_set(err, PC_IO_ERROR, "zookeeper: cannot pick free ports on 127.0.0.1");
-    free(zk);
-    return NULL;
-  }
-  for (int i = 0; i < n; i++) {
-    zk->client_port[i] = ports[3 * i];
-    zk->quorum_port[i] = ports[3 * i + 1];
-    zk->election_port[i] = ports[3 * i + 2];
-    size_t used = strlen(zk->connect);
-    snprintf(zk->connect + used, sizeof zk->connect - used, "%s127.0.0.1:%d", i ? "," : "",
-             zk->client_port[i]);
-  }
-  for (int i = 0; i < n; i++)
-    if (write_config(zk, i) != 0) {
-      pc_error_set(err, PC_IO_ERROR, "zookeeper: cannot write %s/zk%d/zoo.cfg: %s", dir, i,
-                   strerror(errno));
+  /* The ports are free when picked, but another process may bind one (or
+   * take it as the local port of a connection) before the JVM does: a server
+   * that exits on a port in use is started again, with all of them, on new
+   * ports. */
+  for (int attempt = 1;; attempt++) {
+    int ports[3 * PC_ZKSERVER_MAX];
+    if (pick_ports(ports, 3 * n) != 0) {
+      pc_error_set(err, PC_IO_ERROR, "zookeeper: cannot pick free ports on 127.0.0.1");
       pc_zkserver_stop(zk);
       return NULL;
     }
-  for (int i = 0; i < n; i++)
-    if (pc_zkserver_restart(zk, i) != 0) {
-      pc_error_set(err, PC_IO_ERROR, "zookeeper: cannot start server %d: fork: %s", i,
-                   strerror(errno));
+    zk->connect[0] = '\0';
+    for (int i = 0; i < n; i++) {
+      zk->client_port[i] = ports[3 * i];
+      zk->quorum_port[i] = ports[3 * i + 1];
+      zk->election_port[i] = ports[3 * i + 2];
+      size_t used = strlen(zk->connect);
+      snprintf(zk->connect + used, sizeof zk->connect - used, "%s127.0.0.1:%d", i ? "," : "",
+               zk->client_port[i]);
+    }
+    for (int i = 0; i < n; i++)
+      if (clear_data(zk, i) != 0 || write_config(zk, i) != 0) {
+        pc_error_set(err, PC_IO_ERROR, "zookeeper: cannot write %s/zk%d/zoo.cfg: %s", dir, i,
+                     strerror(errno));
+        pc_zkserver_stop(zk);
+        return NULL;
+      }
+    for (int i = 0; i < n; i++)
+      if (pc_zkserver_restart(zk, i) != 0) {
+        pc_error_set(err, PC_IO_ERROR, "zookeeper: cannot start server %d: fork: %s", i,
+                     strerror(errno));
+        pc_zkserver_stop(zk);
+        return NULL;
+      }
+    /* a JVM takes seconds to start on a loaded machine */
+    int failed = -1, r = 1;
+    for (int i = 0; i < n && failed < 0; i++) {
+      r = pc_zkserver_wait_serving(zk, i, wait_ms);
+      if (r != 1) failed = i;
+    }
+    if (failed < 0) return zk;
+    int again = r < 0 && attempt < 4 && port_was_taken(zk, failed);
+    if (!again) {
+      pc_error_set(err, PC_UNAVAILABLE, "zookeeper: server %d %s (see %s/zk%d/server.log)", failed,
+                   r < 0 ? "exited while starting" : "did not serve in time", dir, failed);
       pc_zkserver_stop(zk);
       return NULL;
     }
-  /* a JVM takes seconds to start on a loaded machine */
-  for (int i = 0; i < n; i++) {
-    int r = pc_zkserver_wait_serving(zk, i, wait_ms);
-    if (r != 1) {
-      pc_error_set(err, PC_UNAVAILABLE, "zookeeper: server %d %s (see %s/zk%d/server.log)", i,
-                   r < 0 ? "exited while starting" : "did not serve in time", dir, i);
-      pc_zkserver_stop(zk);
-      return NULL;
+    for (int i = 0; i < n; i++) {
+      char log[4200];
+      pc_zkserver_kill(zk, i);
+      snprintf(log, sizeof log, "%s/zk%d/server.log", dir, i);
+      unlink(log); /* the next attempt's log says why it failed, if it does */
     }
   }
   return zk;
