@@ -1,7 +1,19 @@
 # dedup_lib.sh — what the dedup application's test scripts share (sourced,
 # not run): a two-tablet cluster from the playground, and the clusters a
 # correct index must hold, computed from the final contents by sha256sum.
-# Needs cli_lib.sh, and the script's WORK, CLI, PLUGIN and PIDS.
+# Needs cli_lib.sh, and the script's WORK, CLI, PLUGIN and PIDS; but
+# dedup_programs, which a script calls first, needs nothing.
+
+# dedup_programs: makes CLI, PLUGIN and CORPUS absolute paths and exits 1,
+# naming it, when one is not there.
+dedup_programs() {
+  case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
+  case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
+  case "$CORPUS" in /*) ;; *) CORPUS="$PWD/$CORPUS" ;; esac
+  [ -x "$CLI" ] || { echo "not executable: $CLI" >&2; exit 1; }
+  [ -f "$PLUGIN" ] || { echo "no plugin at $PLUGIN" >&2; exit 1; }
+  [ -x "$CORPUS" ] || { echo "not executable: $CORPUS" >&2; exit 1; }
+}
 
 # dedup_cluster_start SPLIT STORE SCAN: starts a cluster through `percolator
 # playground` (pg_start: its private ZooKeeper, an oracle and tablets t1 ["",

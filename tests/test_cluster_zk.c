@@ -29,6 +29,7 @@
 #include "lockservice/zk.h"
 #include "net/rpc.h"
 #include "playground/playground.h"
+#include "tests/testutil.h"
 #include "tests/zkharness.h"
 #include "tso/tso_client.h"
 
@@ -79,30 +80,6 @@ static shared_t *map_shared(const char *path, int create) {
   return s == MAP_FAILED ? NULL : s;
 }
 
-static int get_int(pc_txn_t *t, const char *table, const char *row, long *v, pc_error_t *err) {
-  char *val = NULL;
-  size_t len = 0;
-  pc_status_t st = pc_txn_get(t, table, row, strlen(row), "v", 1, &val, &len, err);
-  if (st == PC_NOT_FOUND) {
-    *v = 0;
-    return PC_OK;
-  }
-  if (st == PC_OK) { /* the value is len bytes, not a C string */
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), val);
-    *v = strtol(buf, NULL, 10);
-    pc_free(val);
-  }
-  return st;
-}
-
-static pc_status_t set_int(pc_txn_t *t, const char *table, const char *row, long v,
-                           pc_error_t *err) {
-  char buf[32];
-  int n = snprintf(buf, sizeof buf, "%ld", v);
-  return pc_txn_set(t, table, row, strlen(row), "v", 1, buf, (size_t)n, err);
-}
-
 /* Transfers between random accounts until told to stop; each transfer also
  * increments row c<id> of table "clients". */
 static int bank_main(const char *config, const char *shared_path, int id) {
@@ -129,12 +106,12 @@ static int bank_main(const char *config, const char *shared_path, int id) {
     }
     pc_txn_set_timeout_ms(t, SESSION_MS + 15000); /* spans a failover */
     long va, vb, vc;
-    pc_status_t st = get_int(t, "bank", ra, &va, &err);
-    if (st == PC_OK) st = get_int(t, "bank", rb, &vb, &err);
-    if (st == PC_OK) st = get_int(t, "clients", counter, &vc, &err);
-    if (st == PC_OK) st = set_int(t, "bank", ra, va - 1, &err);
-    if (st == PC_OK) st = set_int(t, "bank", rb, vb + 1, &err);
-    if (st == PC_OK) st = set_int(t, "clients", counter, vc + 1, &err);
+    pc_status_t st = tu_get_long(t, "bank", ra, &va, &err);
+    if (st == PC_OK) st = tu_get_long(t, "bank", rb, &vb, &err);
+    if (st == PC_OK) st = tu_get_long(t, "clients", counter, &vc, &err);
+    if (st == PC_OK) st = tu_set_long(t, "bank", ra, va - 1, &err);
+    if (st == PC_OK) st = tu_set_long(t, "bank", rb, vb + 1, &err);
+    if (st == PC_OK) st = tu_set_long(t, "clients", counter, vc + 1, &err);
     if (st == PC_OK) {
       st = pc_txn_commit(t, &err);
       if (st == PC_OK) atomic_fetch_add(&sh->ok, 1);
@@ -166,10 +143,10 @@ static int crash_main(const char *config) {
     pc_txn_t *t = pc_txn_begin(db, &err);
     long va, vb;
     pc_status_t st = PC_OK;
-    if (!t || (st = get_int(t, "bank", "acct00", &va, &err)) != PC_OK ||
-        (st = get_int(t, "bank", "acct19", &vb, &err)) != PC_OK ||
-        (st = set_int(t, "bank", "acct00", va - 5, &err)) != PC_OK ||
-        (st = set_int(t, "bank", "acct19", vb + 5, &err)) != PC_OK ||
+    if (!t || (st = tu_get_long(t, "bank", "acct00", &va, &err)) != PC_OK ||
+        (st = tu_get_long(t, "bank", "acct19", &vb, &err)) != PC_OK ||
+        (st = tu_set_long(t, "bank", "acct00", va - 5, &err)) != PC_OK ||
+        (st = tu_set_long(t, "bank", "acct19", vb + 5, &err)) != PC_OK ||
         (st = pc_txn_commit(t, &err)) != PC_OK) /* exits at the failpoint */
       fprintf(stderr, "crash: attempt %d: %s: %s\n", attempt, pc_status_name(st), err.text);
     pc_txn_destroy(t);
@@ -315,7 +292,7 @@ static void test_bank_through_failures(void **state) {
   for (int i = 0; i < NACCOUNTS; i++) {
     char row[16];
     snprintf(row, sizeof row, "acct%02d", i);
-    assert_int_equal(set_int(t, "bank", row, START_BALANCE, &err), PC_OK);
+    assert_int_equal(tu_set_long(t, "bank", row, START_BALANCE, &err), PC_OK);
   }
   if (pc_txn_commit(t, &err) != PC_OK) fail_msg("the accounts' first commit: %s", err.text);
   pc_txn_destroy(t);
@@ -405,7 +382,7 @@ static void test_bank_through_failures(void **state) {
   pc_txn_set_timeout_ms(t, SESSION_MS + 15000);
   long v;
   uint64_t t0 = pc_now_mono_ms();
-  if (get_int(t, "bank", "acct00", &v, &err) != PC_OK) fail_msg("read: %s", err.text);
+  if (tu_get_long(t, "bank", "acct00", &v, &err) != PC_OK) fail_msg("read: %s", err.text);
   fprintf(stderr, "killed client's locks passed after %" PRIu64 " ms\n", pc_now_mono_ms() - t0);
   pc_txn_destroy(t);
 
@@ -421,14 +398,14 @@ static void test_bank_through_failures(void **state) {
   for (int i = 0; i < NACCOUNTS; i++) {
     char row[16];
     snprintf(row, sizeof row, "acct%02d", i);
-    assert_int_equal(get_int(t, "bank", row, &v, &err), PC_OK);
+    assert_int_equal(tu_get_long(t, "bank", row, &v, &err), PC_OK);
     total += v;
   }
   assert_int_equal(total, NACCOUNTS * START_BALANCE);
   for (int i = 0; i < NCLIENTS; i++) {
     char row[16];
     snprintf(row, sizeof row, "c%d", i);
-    assert_int_equal(get_int(t, "clients", row, &v, &err), PC_OK);
+    assert_int_equal(tu_get_long(t, "clients", row, &v, &err), PC_OK);
     uint64_t ok = atomic_load(&clients[i]->ok), unknown = atomic_load(&clients[i]->unknown);
     if ((uint64_t)v < ok || (uint64_t)v > ok + unknown)
       fail_msg("client %d: %ld transfers stored, %" PRIu64 " acknowledged, %" PRIu64 " unknown",

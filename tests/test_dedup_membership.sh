@@ -57,17 +57,12 @@ B=${4:-700}
 R=$((B * 3 / 7)) NEW=$((3 * B)) GONE_N=$((B / 5))
 TOTAL=$((NEW + R)) FINAL=$((NEW - GONE_N))
 printf -v SPLIT 'doc/%07d' $((NEW / 2)) # the tablets' boundary
-case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
-case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
-case "$CORPUS" in /*) ;; *) CORPUS="$PWD/$CORPUS" ;; esac
-[ -x "$CLI" ] || { echo "not executable: $CLI" >&2; exit 1; }
-[ -f "$PLUGIN" ] || { echo "no plugin at $PLUGIN" >&2; exit 1; }
-[ -x "$CORPUS" ] || { echo "not executable: $CORPUS" >&2; exit 1; }
+. "$(dirname "$0")/dedup_lib.sh"
+dedup_programs
 export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-members-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
-. "$(dirname "$0")/dedup_lib.sh"
 cli_start_cleanup
 # the loader runs in a subshell: its current `timeout` gets SIGTERM too, which
 # it passes on to its `load` process (a SIGKILL would leave that one running)

@@ -44,17 +44,12 @@ B=${4:-400}
 R=$((B * 3 / 10)) LAST=$((B / 5))
 NEW=$((3 * B)) TOTAL=$((3 * B + R + B / 5)) FINAL=$((3 * B + B / 5))
 printf -v SPLIT 'doc/%07d' $((FINAL / 2))
-case "$CLI" in /*) ;; *) CLI="$PWD/$CLI" ;; esac
-case "$PLUGIN" in /*) ;; *) PLUGIN="$PWD/$PLUGIN" ;; esac
-case "$CORPUS" in /*) ;; *) CORPUS="$PWD/$CORPUS" ;; esac
-[ -x "$CLI" ] || { echo "not executable: $CLI" >&2; exit 1; }
-[ -f "$PLUGIN" ] || { echo "no plugin at $PLUGIN" >&2; exit 1; }
-[ -x "$CORPUS" ] || { echo "not executable: $CORPUS" >&2; exit 1; }
+. "$(dirname "$0")/dedup_lib.sh"
+dedup_programs
 export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pc-dedup-rebuild-XXXXXX") || exit 1
 . "$(dirname "$0")/cli_lib.sh"
-. "$(dirname "$0")/dedup_lib.sh"
 cli_start_cleanup
 PG= REBUILT=
 # the playground stops its roles in order on SIGINT; the server started

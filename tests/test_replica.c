@@ -204,6 +204,53 @@ static char *get(int i, const char *row, pc_status_t *rc) {
   return z;
 }
 
+/* Rows "<rp>000".."<rp><n-1>" written with the values "<vp>0".., through
+ * the leader (followed as it moves). */
+static void put_rows(int *lead, char rp, char vp, int n) {
+  char row[16], val[16];
+  for (int k = 0; k < n; k++) {
+    snprintf(row, sizeof row, "%c%03d", rp, k);
+    snprintf(val, sizeof val, "%c%d", vp, k);
+    assert_int_equal(put(lead, row, val), PC_OK);
+  }
+}
+
+/* Server i's replica holds what put_rows(rp, vp, n) wrote. */
+static void check_rows(int i, char rp, char vp, int n) {
+  char row[16], val[16];
+  for (int k = 0; k < n; k++) {
+    snprintf(row, sizeof row, "%c%03d", rp, k);
+    snprintf(val, sizeof val, "%c%d", vp, k);
+    pc_status_t rc;
+    char *v = get(i, row, &rc);
+    assert_int_equal(rc, PC_OK);
+    assert_string_equal(v, val);
+    free(v);
+  }
+}
+
+/* Server i started again on the empty directory it was left with: its new
+ * replica's id, its address into addr. */
+static uint64_t start_empty(int i, char *addr, size_t cap) {
+  start(i, 0);
+  pc_replica_info_t *info = malloc(sizeof *info);
+  pc_replica_info(servers[i].rep, info);
+  snprintf(addr, cap, "%s", info->address);
+  free(info);
+  return pc_replica_id(servers[i].rep);
+}
+
+/* Whether server lead's configuration has the replica id as a voter. */
+static int is_voter(int lead, uint64_t id) {
+  pc_replica_info_t *info = malloc(sizeof *info);
+  pc_replica_info(servers[lead].rep, info);
+  int voter = 0;
+  for (uint32_t k = 0; k < info->n; k++)
+    if (info->members[k].id == id) voter = info->members[k].role == 1;
+  free(info);
+  return voter;
+}
+
 static int setup(void **state) {
   (void)state;
   root = tu_mkdtemp("replica");
@@ -237,12 +284,7 @@ static void test_replicated_writes(void **state) {
   char *v = get(follower, "a", &rc);
   assert_null(v);
   assert_int_equal(rc, PC_UNAVAILABLE);
-  char row[16], val[16];
-  for (int k = 0; k < 60; k++) { /* past a few snapshots */
-    snprintf(row, sizeof row, "r%03d", k);
-    snprintf(val, sizeof val, "v%d", k);
-    assert_int_equal(put(&lead, row, val), PC_OK);
-  }
+  put_rows(&lead, 'r', 'v', 60); /* past a few snapshots */
   v = get(lead, "r007", &rc);
   assert_int_equal(rc, PC_OK);
   assert_string_equal(v, "v7");
@@ -256,14 +298,7 @@ static void test_replicated_writes(void **state) {
   if (rc != PC_OK) fail_msg("%s", err.text);
   lead = leader();
   assert_int_equal(lead, follower);
-  for (int k = 0; k < 60; k++) {
-    snprintf(row, sizeof row, "r%03d", k);
-    snprintf(val, sizeof val, "v%d", k);
-    v = get(lead, row, &rc);
-    assert_int_equal(rc, PC_OK);
-    assert_string_equal(v, val);
-    free(v);
-  }
+  check_rows(lead, 'r', 'v', 60);
 }
 
 static void test_leader_stopped(void **state) {
@@ -304,18 +339,9 @@ static void test_rebuilt_from_empty(void **state) {
   int lost = (lead + 2) % N;
   stop(lost);
   tu_rmtree(strdup(servers[lost].dir));
-  char row[16], val[16];
-  for (int k = 0; k < 40; k++) {
-    snprintf(row, sizeof row, "e%03d", k);
-    snprintf(val, sizeof val, "w%d", k);
-    assert_int_equal(put(&lead, row, val), PC_OK);
-  }
-  start(lost, 0); /* a new incarnation, an empty replica */
-  uint64_t id = pc_replica_id(servers[lost].rep);
+  put_rows(&lead, 'e', 'w', 40);
   char addr[256];
-  pc_replica_info_t *info = malloc(sizeof *info);
-  pc_replica_info(servers[lost].rep, info);
-  snprintf(addr, sizeof addr, "%s", info->address);
+  uint64_t id = start_empty(lost, addr, sizeof addr); /* a new incarnation, an empty replica */
   pc_buf_t text = {0};
   pc_error_t err;
   lead = leader();
@@ -324,12 +350,10 @@ static void test_rebuilt_from_empty(void **state) {
   pc_buf_free(&text);
   if (rc != PC_OK) fail_msg("%s", err.text);
   /* the old incarnation is gone from the configuration, the new one votes */
+  pc_replica_info_t *info = malloc(sizeof *info);
   pc_replica_info(servers[lead].rep, info);
   assert_int_equal(info->n, N);
-  int found = 0;
-  for (uint32_t k = 0; k < info->n; k++)
-    if (info->members[k].id == id) found = info->members[k].role == 1;
-  assert_true(found);
+  assert_true(is_voter(lead, id));
   pc_replica_info(servers[lost].rep, info);
   assert_true(info->snapshots_received >= 1);
   free(info);
@@ -340,14 +364,7 @@ static void test_rebuilt_from_empty(void **state) {
   if (rc != PC_OK) fail_msg("%s", err.text);
   lead = leader();
   assert_int_equal(lead, lost);
-  for (int k = 0; k < 40; k++) {
-    snprintf(row, sizeof row, "e%03d", k);
-    snprintf(val, sizeof val, "w%d", k);
-    char *v = get(lead, row, &rc);
-    assert_int_equal(rc, PC_OK);
-    assert_string_equal(v, val);
-    free(v);
-  }
+  check_rows(lead, 'e', 'w', 40);
 }
 
 /* A rejoin that ran out of time after its replica was added (a standby
@@ -360,19 +377,11 @@ static void test_rejoin_asked_again(void **state) {
   int lost = (lead + 1) % N;
   stop(lost);
   tu_rmtree(strdup(servers[lost].dir));
-  char row[16], val[16];
-  for (int k = 0; k < 40; k++) {
-    snprintf(row, sizeof row, "j%03d", k);
-    snprintf(val, sizeof val, "x%d", k);
-    assert_int_equal(put(&lead, row, val), PC_OK);
-  }
+  put_rows(&lead, 'j', 'x', 40);
   atomic_store(&deaf[lost], 1);
-  start(lost, 0);
-  uint64_t id = pc_replica_id(servers[lost].rep);
   char addr[256];
+  uint64_t id = start_empty(lost, addr, sizeof addr);
   pc_replica_info_t *info = malloc(sizeof *info);
-  pc_replica_info(servers[lost].rep, info);
-  snprintf(addr, sizeof addr, "%s", info->address);
   pc_buf_t text = {0};
   pc_error_t err;
   /* it cannot catch up while it cannot be reached: the request runs out of
@@ -400,10 +409,7 @@ static void test_rejoin_asked_again(void **state) {
   if (rc != PC_OK) fail_msg("asked again: %s", err.text);
   pc_replica_info(servers[lead].rep, info);
   assert_int_equal(info->n, N);
-  int voter = 0;
-  for (uint32_t k = 0; k < info->n; k++)
-    if (info->members[k].id == id) voter = info->members[k].role == 1;
-  assert_true(voter);
+  assert_true(is_voter(lead, id));
   pc_replica_info(servers[lost].rep, info);
   assert_true(info->snapshots_received >= 1);
   free(info);

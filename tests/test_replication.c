@@ -90,31 +90,6 @@ static shared_t *map_shared(const char *path, int create) {
   return s == MAP_FAILED ? NULL : s;
 }
 
-static pc_status_t get_int(pc_txn_t *t, const char *table, const char *row, long *v,
-                           pc_error_t *err) {
-  char *val = NULL;
-  size_t len = 0;
-  pc_status_t st = pc_txn_get(t, table, row, strlen(row), "v", 1, &val, &len, err);
-  if (st == PC_NOT_FOUND) {
-    *v = 0;
-    return PC_OK;
-  }
-  if (st == PC_OK) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), val);
-    *v = strtol(buf, NULL, 10);
-    pc_free(val);
-  }
-  return st;
-}
-
-static pc_status_t set_int(pc_txn_t *t, const char *table, const char *row, long v,
-                           pc_error_t *err) {
-  char buf[32];
-  int n = snprintf(buf, sizeof buf, "%ld", v);
-  return pc_txn_set(t, table, row, strlen(row), "v", 1, buf, (size_t)n, err);
-}
-
 static void acct_row(char *out, size_t cap, int i) { snprintf(out, cap, "acct%02d", i); }
 
 /* Transfers between random accounts until told to stop; each also counts
@@ -143,12 +118,12 @@ static int bank_main(const char *config, const char *shared_path, int id) {
     }
     pc_txn_set_timeout_ms(t, SESSION_MS + 15000);
     long va, vb, vc;
-    pc_status_t st = get_int(t, "bank", ra, &va, &err);
-    if (st == PC_OK) st = get_int(t, "bank", rb, &vb, &err);
-    if (st == PC_OK) st = get_int(t, "clients", counter, &vc, &err);
-    if (st == PC_OK) st = set_int(t, "bank", ra, va - 1, &err);
-    if (st == PC_OK) st = set_int(t, "bank", rb, vb + 1, &err);
-    if (st == PC_OK) st = set_int(t, "clients", counter, vc + 1, &err);
+    pc_status_t st = tu_get_long(t, "bank", ra, &va, &err);
+    if (st == PC_OK) st = tu_get_long(t, "bank", rb, &vb, &err);
+    if (st == PC_OK) st = tu_get_long(t, "clients", counter, &vc, &err);
+    if (st == PC_OK) st = tu_set_long(t, "bank", ra, va - 1, &err);
+    if (st == PC_OK) st = tu_set_long(t, "bank", rb, vb + 1, &err);
+    if (st == PC_OK) st = tu_set_long(t, "clients", counter, vc + 1, &err);
     if (st == PC_OK) {
       st = pc_txn_commit(t, &err);
       if (st == PC_OK) atomic_fetch_add(&sh->ok, 1);
@@ -182,7 +157,7 @@ static int audit_main(const char *config, const char *shared_path) {
     for (int i = 0; i < NACCOUNTS && st == PC_OK; i++) {
       char row[16];
       acct_row(row, sizeof row, i);
-      st = get_int(t, "bank", row, &v, &err);
+      st = tu_get_long(t, "bank", row, &v, &err);
       total += v;
     }
     uint64_t ts = pc_txn_start_ts(t);
@@ -396,8 +371,8 @@ static uint64_t probe_commit(int t) {
     if (!x) continue;
     pc_txn_set_timeout_ms(x, 15000);
     long v = 0;
-    pc_status_t st = get_int(x, "bank", probe_rows[t], &v, &err);
-    if (st == PC_OK) st = set_int(x, "bank", probe_rows[t], v + 1, &err);
+    pc_status_t st = tu_get_long(x, "bank", probe_rows[t], &v, &err);
+    if (st == PC_OK) st = tu_set_long(x, "bank", probe_rows[t], v + 1, &err);
     if (st == PC_OK) st = pc_txn_commit(x, &err);
     pc_txn_destroy(x);
     if (st == PC_OK) return pc_now_mono_ms() - t0;
@@ -504,7 +479,7 @@ static void test_replicated_bank_through_failures(void **state) {
   for (int i = 0; i < NACCOUNTS; i++) {
     char row[16];
     acct_row(row, sizeof row, i);
-    assert_int_equal(set_int(t, "bank", row, START_BALANCE, &err), PC_OK);
+    assert_int_equal(tu_set_long(t, "bank", row, START_BALANCE, &err), PC_OK);
   }
   if (pc_txn_commit(t, &err) != PC_OK) fail_msg("the accounts' first commit: %s", err.text);
   pc_txn_destroy(t);
@@ -561,7 +536,7 @@ static void test_replicated_bank_through_failures(void **state) {
   for (int i = 0; i < NACCOUNTS; i++) {
     char row[16];
     acct_row(row, sizeof row, i);
-    if (get_int(t, "bank", row, &v, &err) != PC_OK) fail_msg("read: %s", err.text);
+    if (tu_get_long(t, "bank", row, &v, &err) != PC_OK) fail_msg("read: %s", err.text);
     sum += v;
   }
   pc_txn_destroy(t);
@@ -627,21 +602,21 @@ static void test_replicated_bank_through_failures(void **state) {
   for (int i = 0; i < NACCOUNTS; i++) {
     char row[16];
     acct_row(row, sizeof row, i);
-    assert_int_equal(get_int(t, "bank", row, &v, &err), PC_OK);
+    assert_int_equal(tu_get_long(t, "bank", row, &v, &err), PC_OK);
     sum += v;
   }
   assert_int_equal(sum, NACCOUNTS * START_BALANCE);
   for (int i = 0; i < NCLIENTS; i++) {
     char row[16];
     snprintf(row, sizeof row, "c%d", i);
-    assert_int_equal(get_int(t, "clients", row, &v, &err), PC_OK);
+    assert_int_equal(tu_get_long(t, "clients", row, &v, &err), PC_OK);
     uint64_t ok = atomic_load(&sh[i]->ok), unknown = atomic_load(&sh[i]->unknown);
     if ((uint64_t)v < ok || (uint64_t)v > ok + unknown)
       fail_msg("client %d: %ld transfers stored, %" PRIu64 " acknowledged, %" PRIu64 " unknown",
                i, v, ok, unknown);
   }
   for (int tb = 0; tb < 3; tb++) /* every row has been read now: a lock met is settled */
-    assert_int_equal(get_int(t, "bank", probe_rows[tb], &v, &err), PC_OK);
+    assert_int_equal(tu_get_long(t, "bank", probe_rows[tb], &v, &err), PC_OK);
   pc_txn_destroy(t);
   size_t locks = tu_raw_count(db, "bank", PC_CELL_LOCK) + tu_raw_count(db, "clients", PC_CELL_LOCK);
   assert_int_equal(locks, 0);

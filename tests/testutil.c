@@ -341,6 +341,31 @@ void tu_set(pc_txn_t *txn, const char *table, const char *row, const char *col, 
     die("pc_txn_set", &err);
 }
 
+pc_status_t tu_get_long(pc_txn_t *t, const char *table, const char *row, long *v,
+                        pc_error_t *err) {
+  char *val = NULL;
+  size_t len = 0;
+  pc_status_t st = pc_txn_get(t, table, row, strlen(row), "v", 1, &val, &len, err);
+  if (st == PC_NOT_FOUND) {
+    *v = 0;
+    return PC_OK;
+  }
+  if (st == PC_OK) { /* the value is len bytes, not a C string */
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), val);
+    *v = strtol(buf, NULL, 10);
+    pc_free(val);
+  }
+  return st;
+}
+
+pc_status_t tu_set_long(pc_txn_t *t, const char *table, const char *row, long v,
+                        pc_error_t *err) {
+  char buf[32];
+  int n = snprintf(buf, sizeof buf, "%ld", v);
+  return pc_txn_set(t, table, row, strlen(row), "v", 1, buf, (size_t)n, err);
+}
+
 /* ---- helpers added for the protocol, crash and isolation tests ---------- */
 
 pc_db_t *tu_open_ex(const char *dir, uint32_t lock_ttl_ms, int one_phase_commit) {

@@ -31,6 +31,14 @@ pc_db_t *tu_open(const char *dir, uint32_t lock_ttl_ms);
 char *tu_get(pc_txn_t *txn, const char *table, const char *row, const char *col);
 void tu_set(pc_txn_t *txn, const char *table, const char *row, const char *col, const char *val);
 
+/* The bank tests' balances: column "v" of row as a decimal number. tu_get_long
+ * reads a missing cell as 0; both return the status of the read or write
+ * (PC_LOCKED, PC_CONFLICT, ... are the caller's to handle) with err filled. */
+pc_status_t tu_get_long(pc_txn_t *t, const char *table, const char *row, long *v,
+                        pc_error_t *err);
+pc_status_t tu_set_long(pc_txn_t *t, const char *table, const char *row, long v,
+                        pc_error_t *err);
+
 /* ---- helpers added for the protocol, crash and isolation tests ---------- */
 
 /* Opens (creating) a database in dir with the given lock TTL (0 = default),
