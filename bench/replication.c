@@ -762,6 +762,27 @@ static json_t *throughput_run(int replicas, int round, tp_result_t *res) {
   return o;
 }
 
+/* Into o, the medians over rounds of rate[which] and cpu[which] (which 0:
+ * 1 replica, 1: 3 replicas) as "<rate>_1_replica", "<rate>_3_replicas",
+ * "<cpu>_1_replica", "<cpu>_3_replicas", with "ratio_3_of_1" (of the rates)
+ * and "cpu_ceiling_ratio_3_of_1" (1 replica's CPU over 3's). */
+static void put_medians(json_t *o, const char *rate_key, const char *cpu_key,
+                        double rate[2][BU_MAX_ROUNDS], double cpu[2][BU_MAX_ROUNDS], int rounds) {
+  double r1 = bu_median(rate[0], rounds), r3 = bu_median(rate[1], rounds);
+  double c1 = bu_median(cpu[0], rounds), c3 = bu_median(cpu[1], rounds);
+  char key[64];
+  snprintf(key, sizeof key, "%s_1_replica", rate_key);
+  json_object_set_new(o, key, json_real(r1));
+  snprintf(key, sizeof key, "%s_3_replicas", rate_key);
+  json_object_set_new(o, key, json_real(r3));
+  json_object_set_new(o, "ratio_3_of_1", json_real(r1 > 0 ? r3 / r1 : 0));
+  snprintf(key, sizeof key, "%s_1_replica", cpu_key);
+  json_object_set_new(o, key, json_real(c1));
+  snprintf(key, sizeof key, "%s_3_replicas", cpu_key);
+  json_object_set_new(o, key, json_real(c3));
+  json_object_set_new(o, "cpu_ceiling_ratio_3_of_1", json_real(c3 > 0 ? c1 / c3 : 0));
+}
+
 static json_t *part_throughput(void) {
   json_t *runs = json_array();
   double rate[2][BU_MAX_ROUNDS], cpu[2][BU_MAX_ROUNDS];
@@ -787,14 +808,7 @@ static json_t *part_throughput(void) {
   json_object_set_new(o, "seconds", json_real(opt.seconds));
   json_object_set_new(o, "runs", runs);
   if (!interrupted) {
-    double r1 = bu_median(rate[0], opt.rounds), r3 = bu_median(rate[1], opt.rounds);
-    double c1 = bu_median(cpu[0], opt.rounds), c3 = bu_median(cpu[1], opt.rounds);
-    json_object_set_new(o, "txns_s_1_replica", json_real(r1));
-    json_object_set_new(o, "txns_s_3_replicas", json_real(r3));
-    json_object_set_new(o, "ratio_3_of_1", json_real(r1 > 0 ? r3 / r1 : 0));
-    json_object_set_new(o, "cpu_ms_per_txn_1_replica", json_real(c1));
-    json_object_set_new(o, "cpu_ms_per_txn_3_replicas", json_real(c3));
-    json_object_set_new(o, "cpu_ceiling_ratio_3_of_1", json_real(c3 > 0 ? c1 / c3 : 0));
+    put_medians(o, "txns_s", "cpu_ms_per_txn", rate, cpu, opt.rounds);
     json_object_set_new(o, "cpu_ceiling_what", json_string(
         "CPU a transaction with 1 replica / with 3: the most that 3 replicas can do of 1's "
         "transactions/s when every core of the machine is busy with the cluster, since the "
@@ -962,14 +976,7 @@ static json_t *part_dedup(void) {
   json_object_set_new(o, "loader_threads", json_integer(opt.loaders));
   json_object_set_new(o, "runs", runs);
   if (!interrupted) {
-    double r1 = bu_median(rate[0], opt.dedup_rounds), r3 = bu_median(rate[1], opt.dedup_rounds);
-    double c1 = bu_median(cpu[0], opt.dedup_rounds), c3 = bu_median(cpu[1], opt.dedup_rounds);
-    json_object_set_new(o, "documents_s_1_replica", json_real(r1));
-    json_object_set_new(o, "documents_s_3_replicas", json_real(r3));
-    json_object_set_new(o, "ratio_3_of_1", json_real(r1 > 0 ? r3 / r1 : 0));
-    json_object_set_new(o, "cpu_ms_per_document_1_replica", json_real(c1));
-    json_object_set_new(o, "cpu_ms_per_document_3_replicas", json_real(c3));
-    json_object_set_new(o, "cpu_ceiling_ratio_3_of_1", json_real(c3 > 0 ? c1 / c3 : 0));
+    put_medians(o, "documents_s", "cpu_ms_per_document", rate, cpu, opt.dedup_rounds);
     json_object_set_new(o, "cpu_ceiling_what", json_string(
         "CPU a document with 1 replica / with 3: the most that 3 replicas can do of 1's "
         "documents/s when every core of the machine is busy with the cluster"));
