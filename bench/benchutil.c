@@ -46,6 +46,22 @@ uint64_t bu_rusage_csw(const struct rusage *ru) {
   return (uint64_t)ru->ru_nvcsw + (uint64_t)ru->ru_nivcsw;
 }
 
+double bu_proc_cpu_s(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+  unsigned long long ut = 0, st = 0;
+  /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+    return 0;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 double bu_cpu_s(uint64_t *csw) {
   struct rusage u;
   getrusage(RUSAGE_SELF, &u);

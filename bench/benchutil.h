@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/types.h>
 
 /* ---- time and CPU ------------------------------------------------------- */
 
@@ -41,6 +42,10 @@ uint64_t bu_rusage_csw(const struct rusage *ru);
 /* This process's CPU seconds so far (all threads); if csw is not NULL, *csw
  * receives its context switches so far (voluntary + involuntary). */
 double bu_cpu_s(uint64_t *csw);
+
+/* The CPU seconds (user + system) of process pid so far, from
+ * /proc/PID/stat; 0 when it cannot be read (the process is gone). */
+double bu_proc_cpu_s(pid_t pid);
 
 /* Busy seconds of all CPUs so far (user, nice, system, irq, softirq), from the
  * "cpu" line of /proc/stat; if steal is not NULL, *steal receives the seconds

@@ -115,24 +115,6 @@ static void sleep_ms(long ms) {
   nanosleep(&d, NULL);
 }
 
-/* CPU seconds (user + system) of process pid so far, from /proc/PID/stat. */
-static double proc_cpu(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-  if (!p) return 0;
-  unsigned long long ut = 0, st = 0;
-  /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-  if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-    return 0;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* Context switches (voluntary + involuntary) of every thread of process pid so far. */
 static uint64_t proc_csw(pid_t pid) {
   char path[96], line[256];
@@ -540,7 +522,7 @@ static json_t *run_clients(const params_t *p, const char *config, int nprocs, do
     if (read_all(ready[0], &c, 1, bu_now_ns() + 30000000000ull) != 0 || c != 'r') ok = 0;
     else nready++;
   }
-  double busy0 = bu_machine_busy(NULL), d0 = proc_cpu(daemon_pid);
+  double busy0 = bu_machine_busy(NULL), d0 = bu_proc_cpu_s(daemon_pid);
   uint64_t dcsw0 = proc_csw(daemon_pid);
   uint64_t t0 = bu_now_ns();
   if (ok) {
@@ -558,7 +540,7 @@ static json_t *run_clients(const params_t *p, const char *config, int nprocs, do
     close(res_fd[i]);
   }
   double wall = (double)(bu_now_ns() - t0) * 1e-9;
-  double daemon_cpu = proc_cpu(daemon_pid) - d0, busy = bu_machine_busy(NULL) - busy0;
+  double daemon_cpu = bu_proc_cpu_s(daemon_pid) - d0, busy = bu_machine_busy(NULL) - busy0;
   uint64_t daemon_csw = proc_csw(daemon_pid) - dcsw0, client_csw = 0;
   double client_cpu = 0;
   for (int i = 0; i < started; i++) {

@@ -402,27 +402,11 @@ static void cluster_stop(cluster_t *c) {
 
 static const char *client_config(const cluster_t *c) { return pc_pg_client_config(c->pg); }
 
-/* CPU seconds (user + system) of process pid so far, from /proc/PID/stat. */
-static double proc_cpu(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-  unsigned long long ut = 0, st = 0;
-  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-    return 0;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* The CPU seconds of every role of c so far, by role index. */
 static void roles_cpu(const cluster_t *c, double *out) {
   for (size_t i = 0; i < pc_pg_role_count(c->pg); i++) {
     const pc_pg_role_t *r = pc_pg_role(c->pg, i);
-    out[i] = r->pid > 0 ? proc_cpu(r->pid) : 0;
+    out[i] = r->pid > 0 ? bu_proc_cpu_s(r->pid) : 0;
   }
 }
 
