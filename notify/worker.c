@@ -43,7 +43,7 @@ static const uint64_t latency_bounds_ms[12] = {1, 2, 5, 10, 20, 50, 100, 200, 50
 
 void pc_worker_options_default(pc_worker_options_t *o) {
   o->threads = 4;
-  o->buckets_per_claim = 16;
+  o->buckets_per_claim = 128;
   o->idle_ms = 100;
   o->max_failures = 5;
   o->backoff_ms = 100;

@@ -58,7 +58,7 @@ typedef struct pc_worker pc_worker_t;
 
 typedef struct pc_worker_options {
   uint32_t threads;           /* observer threads (1..256) [4] */
-  uint32_t buckets_per_claim; /* [16] */
+  uint32_t buckets_per_claim; /* [128]: 8 claims of the 1024 buckets */
   uint32_t idle_ms;           /* sleep after a round that found nothing [100] */
   uint32_t max_failures;      /* failures of one notification before it is parked [5] */
   uint32_t backoff_ms;        /* first wait before a retry, doubling [100] */
