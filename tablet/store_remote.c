@@ -349,15 +349,23 @@ static int repeatable(uint8_t op) { return point_op(op) && op != PC_TABLET_OP_ON
  * as misrouted, makes the map be read again; the request goes once more to
  * where the map now says, when it had no effect (never sent, or refused).
  * When the map still names a server that refused the connection, the call
- * fails at once saying so (PC_UNAVAILABLE: nothing was sent). */
+ * fails at once saying so (PC_UNAVAILABLE: nothing was sent). A replicated
+ * tablet's request is tried again until the deadline when it had no effect,
+ * and also, when it answers the same repeated (repeatable), after its
+ * connection was lost with it in flight or its server stopped answering:
+ * the leader elected next answers it, so a commit lost that way is settled
+ * there rather than left to the transaction as an I/O error. */
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
                         pc_rd_t *r, pc_error_t *err) {
   uint64_t until = pc_now_mono_ms() + pc_deadline_bound(s->timeout_ms);
+  int was_sent = 0; /* an earlier attempt left this process: it may have been applied */
+  int settles = op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE;
   for (int attempt = 0;; attempt++) {
     reply->len = 0;
     link_t *l = link_get(s, i, err);
     if (!l) {
       if (retry_replicated(s, i, NULL, until, attempt)) continue;
+      if (was_sent && settles) return err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
       return PC_UNAVAILABLE;
     }
     int sent;
@@ -366,6 +374,7 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
     int short_attempt = s->t[i].replicated && s->attempt_ms && point_op(op) && left > s->attempt_ms;
     pc_status_t st = short_attempt ? send_watched(s, i, l, op, body, left, reply, &sent, err)
                                    : send_op(s, i, l, op, body, left, reply, &sent, err);
+    if (sent) was_sent = 1;
     if (st == PC_TIMEOUT && short_attempt) {
       /* the server stopped answering: maybe a paused leader */
       ask_refresh(s, i);
@@ -388,13 +397,20 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
         }
         if (!sent && refused(s, i, l, err)) {
           link_put(l);
+          if (was_sent && settles) return err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
           return PC_UNAVAILABLE; /* never sent: no effect, even for a commit */
+        }
+        /* the connection lost with the request in flight (its server
+         * killed): one that answers the same when repeated goes again, to
+         * the leader elected next */
+        if (sent && repeatable(op) && retry_replicated(s, i, NULL, until, attempt)) {
+          link_put(l);
+          continue;
         }
       }
       link_put(l);
       st = rpc_failure(s, i, st, err);
-      if (st == PC_UNAVAILABLE && sent &&
-          (op == PC_TABLET_OP_COMMIT || op == PC_TABLET_OP_ONE_PHASE))
+      if (st == PC_UNAVAILABLE && was_sent && settles)
         st = err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
       return st;
     }
@@ -1052,6 +1068,17 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
         link_put(l);
         ask_refresh(s, i);
         f[k].st = call(s, i, op, &f[k].body, &f[k].reply, &f[k].r, &f[k].err);
+        continue;
+      }
+      if (f[k].st == PC_UNAVAILABLE && sent && s->t[i].replicated && repeatable(op)) {
+        /* lost in flight (its server killed): once more, alone, wherever the
+         * tablet's leader is; a commit that may have been applied and still
+         * finds no leader is of unknown outcome */
+        link_put(l);
+        ask_refresh(s, i);
+        f[k].st = call(s, i, op, &f[k].body, &f[k].reply, &f[k].r, &f[k].err);
+        if (f[k].st == PC_UNAVAILABLE && op == PC_TABLET_OP_COMMIT)
+          f[k].st = f[k].err.code = PC_IO_ERROR;
         continue;
       }
       if (f[k].st == PC_UNAVAILABLE) {
