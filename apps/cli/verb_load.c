@@ -36,6 +36,10 @@
 /* A URL is the qualifier of the dups column m:<URL> (apps/dedup/dedup.c). */
 #define MAX_URL (PC_MAX_COLUMN - 2)
 #define MAX_RETRIES 50
+/* A transaction that applied nothing because a server could not be reached
+ * (a tablet's leader killed, an oracle failing over) goes again this many
+ * times at most, 100 ms more apart each time: about 5 s, past an election. */
+#define TRANSIENT_RETRIES 9
 /* The queue between the readers and the writing threads: at most this many
  * items and bytes of contents (but always one item). */
 #define QUEUE_MAX 256
@@ -284,12 +288,16 @@ static pc_status_t delete_doc(pc_txn_t *txn, const item_t *it, pc_error_t *err) 
   return pc_txn_delete(txn, DOCS_TABLE, it->url, it->ulen, CONTENTS_COL, strlen(CONTENTS_COL), err);
 }
 
-/* One transaction writing (or deleting) the document, retried on conflict. */
+/* One transaction writing (or deleting) the document, retried on conflict,
+ * and on a failure that left nothing written and may pass (pc_txn_commit:
+ * a commit whose outcome was settled as rolled back returns the request's
+ * error). PC_UNKNOWN is never retried: the write may stand. */
 static void commit_doc(loader_t *l, const item_t *it, const char *contents, size_t clen) {
   pc_error_t err;
   pc_error_clear(&err);
   pc_status_t st = PC_OK;
   unsigned seed = (unsigned)(uintptr_t)it;
+  int transient = 0;
   for (int attempt = 0; attempt < MAX_RETRIES; attempt++) {
     pc_txn_t *txn = pc_txn_begin(l->db, &err);
     if (!txn) {
@@ -303,7 +311,13 @@ static void commit_doc(loader_t *l, const item_t *it, const char *contents, size
                       contents, clen, &err);
     if (st == PC_OK) st = pc_txn_commit(txn, &err);
     pc_txn_destroy(txn);
-    if (st != PC_CONFLICT || stopping(l)) break;
+    if (stopping(l)) break;
+    if (st == PC_UNAVAILABLE || st == PC_TIMEOUT || st == PC_IO_ERROR) {
+      if (++transient > TRANSIENT_RETRIES) break;
+      pc_sleep_ms(100u * (unsigned)transient);
+      continue;
+    }
+    if (st != PC_CONFLICT) break;
     struct timespec d = {0, (long)(1 + rand_r(&seed) % (unsigned)(attempt + 1)) * 2000000L};
     nanosleep(&d, NULL);
   }
@@ -960,7 +974,9 @@ const cli_verb_t cli_verb_load = {
         "Writes each document to table docs, row URL, column doc:contents, from\n"
         "several threads; a thread writes the documents it finds queued together (up\n"
         "to 32, 1 MiB) in one transaction, and each on its own when that one does\n"
-        "not commit or the load is paced (--rate), retrying on conflict; the dedup\n"
+        "not commit or the load is paced (--rate), retrying on conflict and, for\n"
+        "about 5 s, after a failure that wrote nothing because a server could not\n"
+        "be reached (a tablet's leader lost, an oracle failing over); the dedup\n"
         "observer plugin (apps/dedup/) clusters and indexes them. A FILE is one\n"
         "document whose URL is its path; a FILE.jsonl (or any FILE with --jsonl) is\n"
         "JSON lines, one {\"url\": \"...\", \"contents\": \"...\"} per line (blank lines\n"
