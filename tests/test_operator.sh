@@ -35,32 +35,21 @@ cd "$WORK" || exit 1
 # ---- a cluster whose oracles' sessions last 8 s: a failover takes longer than 5 s -----
 
 printf '{"log": {"level": "info"}, "zookeeper": {"session_timeout_ms": 8000}}\n' >extra.json
-# start_pg DIR [ARGS]: a playground in DIR (pg.out, pg.json, C its client configuration)
+# start_pg DIR [ARGS]: a playground in DIR with extra.json (pg_start; its role
+# lines in $PGOUT), waited for until it has printed them
 start_pg() {
-  local dir=$1
-  shift
-  rm -f pg.json pg.out
-  setsid "$CLI" playground --dir "$dir" --extra-config extra.json --ready-file pg.json "$@" \
-    >pg.out 2>pg.err &
-  PG=$!
-  PIDS+=("$PG")
-  for _ in $(seq 1 1800); do
-    [ -s pg.json ] && break
-    kill -0 "$PG" 2>/dev/null || fail "the playground did not start: $(cat pg.err)"
-    sleep 0.05
-  done
-  [ -s pg.json ] || fail "the playground did not start within 90 s"
-  for _ in $(seq 1 100); do grep -q "Ctrl-C stops" pg.out && break; sleep 0.05; done
-  C="$dir/cluster.json"
+  pg_start "$1" --extra-config extra.json "${@:2}"
+  PGOUT="$1.out"
+  for _ in $(seq 1 100); do grep -q "Ctrl-C stops" "$PGOUT" && break; sleep 0.05; done
 }
 start_pg "$WORK/pg" # replicated tablets, 3 servers
-role_pid() { sed -n "s/^  $1 .* pid \([0-9]*\) .*/\1/p" pg.out; }
-role_listen() { sed -n "s/^  $1 *\([0-9.:]*\) .*/\1/p" pg.out; }
+role_pid() { pg_role "$1" pid; }
+role_listen() { pg_role "$1" listen; }
 
 # ---- 1. a one-phase commit through a failover -----------------------------------------------
 
-leader=$(sed -n 's/^  \(tso-[0-9]\) .* leads$/\1/p' pg.out)
-[ -n "$leader" ] || fail "no oracle shown leading: $(cat pg.out)"
+leader=$(sed -n 's/^  \(tso-[0-9]\) .* leads$/\1/p' "$PGOUT")
+[ -n "$leader" ] || fail "no oracle shown leading: $(cat "$PGOUT")"
 coproc TX { "$CLI" --config "$C" --timeout 60s txn 2>&1; }
 say() { echo "$1" >&"${TX[1]}"; IFS= read -r -t 90 REPLY <&"${TX[0]}" || fail "no answer to '$1'"; }
 say begin
@@ -109,8 +98,8 @@ pass "a restarted tablet answered none of $probes reads before its ready file, t
 # ---- 3. run with a tablet's port in use ------------------------------------------------------
 
 busy=$(role_listen t2)
-[ -n "$busy" ] || fail "no t2 endpoint: $(cat pg.out)"
-zk=$(sed -n 's/^ *"zookeeper": "\([^"]*\)".*/\1/p' pg.json)
+[ -n "$busy" ] || fail "no t2 endpoint: $(cat "$PG_STATE")"
+zk=$(pg_zookeeper)
 cat >busy.json <<JSON
 {"data_dir": "$WORK/busy", "zookeeper": {"connect": "$zk", "root": "/percolator/busy"},
  "tso": {"listen": "127.0.0.1:0"},

@@ -123,26 +123,15 @@ pass "a broken build on SIGHUP: refused naming the file, v2 goes on"
 # ---- 4. a rolling restart against a cluster ------------------------------------------------------
 
 cp "$V1" roll.so
-setsid "$CLI" playground --dir "$WORK/pg" --plugin "$WORK/roll.so" --ready-file pg.json \
-  >pg.out 2>pg.err &
-PG=$!
-PIDS+=("$PG")
-for _ in $(seq 1 1800); do
-  [ -s pg.json ] && break
-  kill -0 "$PG" 2>/dev/null || fail "the playground did not start: $(cat pg.err)"
-  sleep 0.05
-done
-[ -s pg.json ] || fail "the playground did not start within 90 s"
-for _ in $(seq 1 100); do grep -q "Ctrl-C stops" pg.out && break; sleep 0.05; done
-C="$WORK/pg/cluster.json"
+pg_start "$WORK/pg" --plugin "$WORK/roll.so"
 pcc() { run_cli 30 --config "$C" "$@"; }
 ctag() { pcc get docs "$1" ver:tag; [ "$RC" = 0 ] && printf '%s' "$OUT"; }
 for i in 1 2 3; do pcc set docs "r$i" raw:text "old $i"; [ "$RC" = 0 ] || fail "set r$i: $(cat last.err)"; done
 pcc wait --timeout-s 60
 [ "$RC" = 0 ] || fail "wait (v1 in the cluster): $(cat last.err)"
 [ "$(ctag r1)" = v1 ] || fail "r1 should be observed by v1: '$(ctag r1)'"
-old_worker=$(sed -n 's/^  worker-1 .* pid \([0-9]*\) .*/\1/p' pg.out)
-[ -n "$old_worker" ] || fail "no worker-1 pid: $(cat pg.out)"
+old_worker=$(pg_role worker-1 pid)
+[ -n "$old_worker" ] || fail "no worker-1 pid: $(cat "$PG_STATE")"
 # the procedure: the new build over the file, a worker on it started, the old one stopped
 cp "$V2" roll.so
 "$CLI" --config "$C" worker --ready-file w2.ready 2>w2.log &
@@ -159,8 +148,8 @@ PIDS+=("$WR")
 kill -TERM "$old_worker"
 wait "$WR"
 [ -s roll.failed ] && fail "writes failed during the rolling restart: $(cat roll.failed) $(cat roll.err)"
-for _ in $(seq 1 600); do grep -q "worker-1 exited with status 0" pg.out && break; sleep 0.05; done
-grep -q "worker-1 exited with status 0" pg.out || fail "the old worker did not stop cleanly: $(tail -3 pg.out)"
+pg_wait_exited worker-1 30
+[ "$(pg_role worker-1 exit_code)" = 0 ] || fail "the old worker did not stop cleanly: $(cat "$PG_STATE")"
 pcc set docs t1 raw:text "after the roll"
 pcc wait --timeout-s 60
 [ "$RC" = 0 ] || fail "wait after the rolling restart: $(cat last.err)"
@@ -171,6 +160,5 @@ for i in $(seq 1 20); do t=$(ctag "s$i"); case "$t" in v1 | v2) ;; *) missing="$
 kill -TERM "$W2"
 wait_exit "$W2" 40
 [ "$RC" = 0 ] || fail "the new worker should exit 0, not $RC"
-kill -INT -- "-$PG"
-wait_exit "$PG" 120
+pg_stop
 pass "a rolling restart: a v2 worker started, the v1 worker stopped, every document observed"
