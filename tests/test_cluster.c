@@ -1239,17 +1239,6 @@ static int run_tablet_server(fixture_t *fx, const char *cfg, const char *name, c
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return strdup("");
-  char *buf = calloc(1, 65536);
-  assert_non_null(buf);
-  size_t n = fread(buf, 1, 65535, f);
-  buf[n] = '\0';
-  fclose(f);
-  return buf;
-}
-
 /* A second server for a tablet that a live server holds is refused, naming
  * the tablet and its owner; a configuration whose rows for a tablet differ
  * from what ZooKeeper records is refused, naming the tablet, by clients and
@@ -1270,7 +1259,7 @@ static void test_tablet_owned_refused(void **state) {
   assert_int_equal(json_dump_file(j, cfg2, 0), 0);
   snprintf(log, sizeof log, "%s/second-t2.log", fx->dir);
   int code = run_tablet_server(fx, cfg2, "t2", log, 120000);
-  char *out = slurp(log);
+  char *out = tu_slurp(log);
   char cpath[4200];
   snprintf(cpath, sizeof cpath, "%s/cluster.json", fx->dir);
   pc_error_t err;
@@ -1296,7 +1285,7 @@ static void test_tablet_owned_refused(void **state) {
       !strstr(err.text, "holds [acct25, r2)"))
     fail_msg("a client with t2's rows changed: %s", db ? "opened" : err.text);
   code = run_tablet_server(fx, cfg2, "t3", log, 120000);
-  out = slurp(log);
+  out = tu_slurp(log);
   if (code <= 0 || !strstr(out, "tablet t3: the configuration gives it rows [r3, end)"))
     fail_msg("a server of t3 with its rows changed exited with %d, saying:\n%s", code, out);
   free(out);
@@ -1978,13 +1967,6 @@ static void test_hostile_input(void **state) {
 
 /* ---- 7. a wrong secret -------------------------------------------------- */
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  assert_true(fputs(text, f) >= 0);
-  assert_int_equal(fclose(f), 0);
-}
-
 /* A client configuration for the `run` daemon whose ready file is ready. */
 static char *secret_client_config(const char *dir, const char *ready, const char *name,
                                   const char *secret) {
@@ -2008,7 +1990,7 @@ static char *secret_client_config(const char *dir, const char *ready, const char
   assert_true(rc > 0);
   json_decref(r);
   if (asprintf(&path, "%s/%s.json", dir, name) < 0) abort();
-  write_text(path, text);
+  tu_write_text(path, text);
   free(text);
   return path;
 }
@@ -2027,7 +2009,7 @@ static void test_wrong_secret(void **state) {
            "\"tablets\":[{\"name\":\"a\",\"listen\":\"127.0.0.1:0\",\"end\":\"m\"},"
            "{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
            fx->dir, tu_zk_shared());
-  write_text(cfg, text);
+  tu_write_text(cfg, text);
   pid_t parent = getpid();
   pid_t pid = fork();
   assert_true(pid >= 0);

@@ -134,30 +134,6 @@ static int teardown(void **state) {
     if (!(fx)) skip(); \
   } while (0)
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  assert_true(fputs(text, f) >= 0);
-  assert_int_equal(fclose(f), 0);
-}
-
-/* The whole of file path (malloc'd, "" when unreadable). */
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  while (f) {
-    if (n + 4096 > cap) assert_non_null(buf = realloc(buf, cap *= 2));
-    size_t r = fread(buf + n, 1, cap - n - 1, f);
-    if (r == 0) break;
-    n += r;
-  }
-  if (f) fclose(f);
-  buf[n] = '\0';
-  return buf;
-}
-
 static void spawn(fixture_t *fx, const char *logp, const char *const *argv, pid_t *out) {
   pid_t parent = getpid();
   pid_t pid = fork();
@@ -181,7 +157,7 @@ static void spawn(fixture_t *fx, const char *logp, const char *const *argv, pid_
 static void no_sanitizer_report(fixture_t *fx, pid_t pid) {
   for (int i = 0; i < fx->npids; i++) {
     if (fx->pids[i] != pid) continue;
-    char *log = slurp(fx->logs[i]);
+    char *log = tu_slurp(fx->logs[i]);
     if (strstr(log, "Sanitizer") || strstr(log, "runtime error:"))
       fail_msg("a sanitizer report in %s:\n%s", fx->logs[i], log);
     free(log);
@@ -209,7 +185,7 @@ static json_t *start_run(fixture_t *fx, const char *cfg, const char *tag, pid_t 
     int st;
     if (waitpid(*pid_out, &st, WNOHANG) == *pid_out) {
       forget(fx, *pid_out);
-      char *log = slurp(logp);
+      char *log = tu_slurp(logp);
       fail_msg("percolator run exited (status 0x%x): %s", st, log);
     }
     if (now_ms() > end) fail_msg("percolator run did not become ready; see %s", logp);
@@ -234,7 +210,7 @@ static char *run_refused(fixture_t *fx, const char *cfg, const char *tag, int *s
   no_sanitizer_report(fx, pid);
   forget(fx, pid);
   *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return slurp(logp);
+  return tu_slurp(logp);
 }
 
 /* SIGTERM; it must exit 0 within 30 s, its output free of sanitizer reports. */
@@ -307,7 +283,7 @@ static char *cluster_config(const char *dir, cluster_mode_t mode, const char *ex
                     mode == TWO ? zk_member(dir, ZK_DATA, ZK_SYSTEM) : zk_member(dir, NULL, NULL));
   assert_true(rc > 0);
   if (asprintf(&path, "%s/run.json", dir) < 0) abort();
-  write_text(path, text);
+  tu_write_text(path, text);
   free(text);
   return path;
 }
@@ -338,7 +314,7 @@ static char *client_config(const char *dir, json_t *ready, const char *name, clu
                     endpoint(ready, "b"));
   assert_true(rc > 0);
   if (asprintf(&path, "%s/%s.json", dir, name) < 0) abort();
-  write_text(path, text);
+  tu_write_text(path, text);
   free(text);
   return path;
 }
@@ -705,7 +681,7 @@ static int data_serves_with_its_certificate(table_ctx_t *t, char *why, size_t ca
            "\"key_file\":\"%s/ops.key\",\"allowed_cn\":[\"app\"],\"system_cn\":[\"node\","
            "\"ops\"]}}\n",
            d, d, d);
-  write_text(cfg, text);
+  tu_write_text(cfg, text);
   char ep[64];
   snprintf(ep, sizeof ep, "127.0.0.1:%u", (unsigned)pc_rpc_server_port(fake));
   pc_rpc_client_t *c = rpc_as(cfg, ep);
@@ -895,7 +871,7 @@ typedef struct row {
 static size_t read_table(row_t *rows, size_t cap) {
   char path[4200];
   snprintf(path, sizeof path, "%s/docs/SECURITY.md", PC_SOURCE_DIR);
-  char *doc = slurp(path);
+  char *doc = tu_slurp(path);
   const char *at = strstr(doc, "<!-- identity table: tests/test_identities.c -->");
   if (!at) fail_msg("docs/SECURITY.md has no identity table marker");
   size_t n = 0;
@@ -998,7 +974,7 @@ static pc_status_t ts_until(pc_db_t *db, uint64_t deadline, uint64_t *ts, pc_err
 /* The last "last bound written: N" the oracle's log (the output of `run`)
  * holds; 0 when none. */
 static uint64_t last_bound_logged(const char *logp) {
-  char *log = slurp(logp);
+  char *log = tu_slurp(logp);
   uint64_t v = 0;
   for (const char *p = log; (p = strstr(p, "last bound written: ")); p++)
     v = strtoull(p + strlen("last bound written: "), NULL, 10);
@@ -1274,7 +1250,7 @@ static void test_owner_recreated(void **state) {
 static int zkcli(const char *dir, const char *cmds) {
   char path[4200], cmd[8400];
   snprintf(path, sizeof path, "%s/zkcli.in", dir);
-  write_text(path, cmds);
+  tu_write_text(path, cmds);
   snprintf(cmd, sizeof cmd, "timeout 60 %s -server %s <'%s' >'%s/zkcli.out' 2>&1", ZKCLI,
            tu_zk_shared(), path, dir);
   int rc = system(cmd);

@@ -129,13 +129,6 @@ static int teardown(void **state) {
     if (!(fx)) skip(); \
   } while (0)
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  assert_true(fputs(text, f) >= 0);
-  assert_int_equal(fclose(f), 0);
-}
-
 /* Starts `percolator --config cfg VERB [--name NAME] --ready-file DIR/TAG.ready`
  * (its output in DIR/TAG.log) and waits until it is ready; returns the ready
  * file's JSON. */
@@ -394,7 +387,7 @@ static char *client_config(const char *dir, json_t *ready, const char *name, con
                     endpoint(ready, NULL, "a", "listen"), endpoint(ready, NULL, "b", "listen"));
   assert_true(rc > 0);
   if (asprintf(&path, "%s/%s.json", dir, name) < 0) abort();
-  write_text(path, text);
+  tu_write_text(path, text);
   free(text);
   return path;
 }
@@ -450,7 +443,7 @@ static void test_certificates(void **state) {
            "\"tablets\":[{\"name\":\"a\",\"listen\":\"127.0.0.1:0\",\"http\":\"127.0.0.1:0\","
            "\"end\":\"m\"},{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
            d, d, d, d, zk_member(d));
-  write_text(cfg, text);
+  tu_write_text(cfg, text);
   pid_t run;
   json_t *ready = start_daemon(fx, cfg, "run", NULL, "run", &run);
   const char *http_a = endpoint(ready, NULL, "a", "http");
@@ -699,7 +692,7 @@ static void test_secrets(void **state) {
            "\"tablets\":[{\"name\":\"a\",\"listen\":\"127.0.0.1:0\",\"end\":\"m\"},"
            "{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
            d, zk_member(d));
-  write_text(cfg, text);
+  tu_write_text(cfg, text);
   pid_t run;
   json_t *ready = start_daemon(fx, cfg, "run", NULL, "run", &run);
   char *data_cfg = client_config(d, ready, "data", "\"secret\":\"data-s3cret\",");
@@ -832,7 +825,7 @@ static void test_gc_safe_point_publication(void **state) {
            "\"tablets\":[{\"name\":\"a\",\"listen\":\"127.0.0.1:0\",\"end\":\"m\"},"
            "{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
            d, zk_member(d));
-  write_text(cfg, text);
+  tu_write_text(cfg, text);
   pid_t run;
   json_t *ready = start_daemon(fx, cfg, "run", NULL, "run", &run);
   /* the data client's passes keep at most a second of history */
@@ -972,7 +965,7 @@ static void test_private_by_default(void **state) {
   snprintf(text, sizeof text,
            "{\"data_dir\":\"%s\",\"workers\":{\"plugins\":[{\"path\":\"%s\"}]}}\n", data,
            EXAMPLE_TEMPLATE);
-  write_text(wcfg, text);
+  tu_write_text(wcfg, text);
   snprintf(ready_path, sizeof ready_path, "%s/worker.ready", fx->dir);
   pid_t parent = getpid(), pid = fork();
   assert_true(pid >= 0);
@@ -1213,7 +1206,7 @@ static void test_resources(void **state) {
            "{%s\"tso\":{\"listen\":\"127.0.0.1:0\"},"
            "\"tablets\":[{\"name\":\"t1\",\"listen\":\"127.0.0.1:0\"}]}\n",
            common);
-  write_text(cfg0, text);
+  tu_write_text(cfg0, text);
   pid_t tso_pid, tab_pid;
   json_t *tso_ready = start_daemon(fx, cfg0, "tso", NULL, "tso", &tso_pid);
   snprintf(cfg, sizeof cfg, "%s/tablet.json", d);
@@ -1221,7 +1214,7 @@ static void test_resources(void **state) {
            "{%s\"tso\":{\"listen\":\"%s\"},"
            "\"tablets\":[{\"name\":\"t1\",\"listen\":\"127.0.0.1:0\",\"http\":\"127.0.0.1:0\"}]}\n",
            common, endpoint(tso_ready, "tso", NULL, "listen"));
-  write_text(cfg, text);
+  tu_write_text(cfg, text);
   json_t *ready = start_daemon(fx, cfg, "tablet", "t1", "tablet", &tab_pid);
   const char *listen = endpoint(ready, NULL, "t1", "listen");
   const char *http = endpoint(ready, NULL, "t1", "http");
@@ -1232,7 +1225,7 @@ static void test_resources(void **state) {
            "{\"secret\":\"data-s3cret\",\"store\":{\"timeout_ms\":20000},%s"
            "\"tso\":{\"listen\":\"%s\"},\"tablets\":[{\"name\":\"t1\",\"listen\":\"%s\"}]}\n",
            zk_member(d), endpoint(tso_ready, "tso", NULL, "listen"), listen);
-  write_text(client, text);
+  tu_write_text(client, text);
   long base_kib = rss_kib(tab_pid);
 
   /* a table whose raw scan is a few MB */

@@ -341,6 +341,30 @@ void tu_set(pc_txn_t *txn, const char *table, const char *row, const char *col, 
     die("pc_txn_set", &err);
 }
 
+void tu_write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+    fprintf(stderr, "cannot write %s\n", path);
+    abort();
+  }
+}
+
+char *tu_slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) abort();
+  while (f) {
+    if (n + 4096 > cap && !(buf = realloc(buf, cap *= 2))) abort();
+    size_t r = fread(buf + n, 1, cap - n - 1, f);
+    if (r == 0) break;
+    n += r;
+  }
+  if (f) fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
 pc_status_t tu_get_long(pc_txn_t *t, const char *table, const char *row, long *v,
                         pc_error_t *err) {
   char *val = NULL;

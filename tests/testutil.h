@@ -31,6 +31,13 @@ pc_db_t *tu_open(const char *dir, uint32_t lock_ttl_ms);
 char *tu_get(pc_txn_t *txn, const char *table, const char *row, const char *col);
 void tu_set(pc_txn_t *txn, const char *table, const char *row, const char *col, const char *val);
 
+/* Writes text to path (created or truncated); aborts the program on failure. */
+void tu_write_text(const char *path, const char *text);
+
+/* The whole of file path as a malloc'd NUL-terminated string (the caller
+ * frees it); "" when it cannot be read. */
+char *tu_slurp(const char *path);
+
 /* The bank tests' balances: column "v" of row as a decimal number. tu_get_long
  * reads a missing cell as 0; both return the status of the read or write
  * (PC_LOCKED, PC_CONFLICT, ... are the caller's to handle) with err filled. */
