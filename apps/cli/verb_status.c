@@ -232,6 +232,19 @@ static void report_coordination(report_t *r, pc_coord_t *coord, const pc_config_
   }
 }
 
+
+/* A tablet's served operations and its garbage collection, from its INFO,
+ * into o ("ops", "gc"). */
+static void tablet_counts_json(json_t *o, uint64_t ops, const pc_tablet_gc_t *gc) {
+  fmt_json_u64(o, "ops", ops);
+  json_t *g = json_object();
+  fmt_json_u64(g, "passes", gc->passes);
+  fmt_json_u64(g, "safe_point", gc->safe_point);
+  fmt_json_u64(g, "versions_deleted", gc->deleted.versions);
+  fmt_json_u64(g, "rollbacks_deleted", gc->deleted.rollbacks);
+  fmt_json_u64(g, "data_deleted", gc->deleted.data);
+  json_object_set_new(o, "gc", g);
+}
 /* Where tablet t is served: with "zookeeper", by its owner in the tablet
  * map (PC_UNAVAILABLE "no live server" when it has none), else at its
  * configured listen. *owned = 1 when ZooKeeper named it. */
@@ -304,16 +317,7 @@ static void report_tablets(report_t *r, const pc_config_t *cfg, pc_coord_t *coor
     }
     fmt_json_bytes(o, "start", t->start, t->start_len);
     fmt_json_bytes(o, "end", t->end, t->end_len);
-    if (!e) {
-      fmt_json_u64(o, "ops", ops);
-      json_t *g = json_object();
-      fmt_json_u64(g, "passes", gc.passes);
-      fmt_json_u64(g, "safe_point", gc.safe_point);
-      fmt_json_u64(g, "versions_deleted", gc.deleted.versions);
-      fmt_json_u64(g, "rollbacks_deleted", gc.deleted.rollbacks);
-      fmt_json_u64(g, "data_deleted", gc.deleted.data);
-      json_object_set_new(o, "gc", g);
-    }
+    if (!e) tablet_counts_json(o, ops, &gc);
     json_array_append_new(arr, o);
     pc_buf_free(&name);
   }
@@ -420,16 +424,7 @@ static void report_replicated(report_t *r, const pc_config_t *cfg, pc_coord_t *c
     json_object_set_new(o, "owner", t->owner[0] ? json_string(t->owner) : json_null());
     fmt_json_bytes(o, "start", ct->start, ct->start_len);
     fmt_json_bytes(o, "end", ct->end, ct->end_len);
-    if (!e) {
-      fmt_json_u64(o, "ops", ops);
-      json_t *g = json_object();
-      fmt_json_u64(g, "passes", gc.passes);
-      fmt_json_u64(g, "safe_point", gc.safe_point);
-      fmt_json_u64(g, "versions_deleted", gc.deleted.versions);
-      fmt_json_u64(g, "rollbacks_deleted", gc.deleted.rollbacks);
-      fmt_json_u64(g, "data_deleted", gc.deleted.data);
-      json_object_set_new(o, "gc", g);
-    }
+    if (!e) tablet_counts_json(o, ops, &gc);
     cli_rtablet_json(t, o);
     json_array_append_new(arr, o);
     pc_buf_free(&name);
