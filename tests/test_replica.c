@@ -240,6 +240,22 @@ static uint64_t start_empty(int i, char *addr, size_t cap) {
   return pc_replica_id(servers[i].rep);
 }
 
+/* Asks the leader to take server lost's new replica (id at addr) back, up
+ * to ms each time, again on whichever replica leads while the leadership
+ * moves (PC_UNAVAILABLE); *lead ends as the last one asked. */
+static pc_status_t rejoin(int *lead, int lost, uint64_t id, const char *addr, uint32_t ms,
+                          pc_error_t *err) {
+  pc_buf_t text = {0};
+  pc_status_t rc = PC_UNAVAILABLE;
+  for (int attempt = 0; attempt < 10 && rc == PC_UNAVAILABLE; attempt++) {
+    *lead = leader();
+    rc = pc_replica_member(servers[*lead].host, GROUP, PC_MEMBER_REJOIN, servers[lost].name, id,
+                           addr, ms, &text, err);
+  }
+  pc_buf_free(&text);
+  return rc;
+}
+
 /* Whether server lead's configuration has the replica id as a voter. */
 static int is_voter(int lead, uint64_t id) {
   pc_replica_info_t *info = malloc(sizeof *info);
@@ -344,11 +360,7 @@ static void test_rebuilt_from_empty(void **state) {
   uint64_t id = start_empty(lost, addr, sizeof addr); /* a new incarnation, an empty replica */
   pc_buf_t text = {0};
   pc_error_t err;
-  lead = leader();
-  pc_status_t rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN,
-                                     servers[lost].name, id, addr, 30000, &text, &err);
-  pc_buf_free(&text);
-  if (rc != PC_OK) fail_msg("%s", err.text);
+  if (rejoin(&lead, lost, id, addr, 30000, &err) != PC_OK) fail_msg("%s", err.text);
   /* the old incarnation is gone from the configuration, the new one votes */
   pc_replica_info_t *info = malloc(sizeof *info);
   pc_replica_info(servers[lead].rep, info);
@@ -358,8 +370,8 @@ static void test_rebuilt_from_empty(void **state) {
   assert_true(info->snapshots_received >= 1);
   free(info);
   /* it leads next and reads what it never received as log entries */
-  rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_MOVE, servers[lost].name, 0, NULL,
-                         10000, &text, &err);
+  pc_status_t rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_MOVE,
+                                     servers[lost].name, 0, NULL, 10000, &text, &err);
   pc_buf_free(&text);
   if (rc != PC_OK) fail_msg("%s", err.text);
   lead = leader();
@@ -399,14 +411,8 @@ static void test_rejoin_asked_again(void **state) {
   assert_true(added);
   assert_int_equal(info->n, N + 1); /* the old incarnation and the new standby */
   atomic_store(&deaf[lost], 0);
-  pc_status_t rc = PC_UNAVAILABLE;
-  for (int attempt = 0; attempt < 10 && rc == PC_UNAVAILABLE; attempt++) {
-    lead = leader();
-    rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN, servers[lost].name, id,
-                           addr, 30000, &text, &err);
-  }
   pc_buf_free(&text);
-  if (rc != PC_OK) fail_msg("asked again: %s", err.text);
+  if (rejoin(&lead, lost, id, addr, 30000, &err) != PC_OK) fail_msg("asked again: %s", err.text);
   pc_replica_info(servers[lead].rep, info);
   assert_int_equal(info->n, N);
   assert_true(is_voter(lead, id));
@@ -485,22 +491,12 @@ static void test_catch_up_through_a_long_log(void **state) {
   int lost = (lead + 1) % N;
   stop(lost);
   tu_rmtree(strdup(servers[lost].dir));
-  start(lost, 0);
-  uint64_t id = pc_replica_id(servers[lost].rep);
   char addr[256];
-  pc_replica_info_t *info = malloc(sizeof *info);
-  pc_replica_info(servers[lost].rep, info);
-  snprintf(addr, sizeof addr, "%s", info->address);
-  pc_buf_t text = {0};
+  uint64_t id = start_empty(lost, addr, sizeof addr);
   pc_error_t err;
-  pc_status_t rc = PC_UNAVAILABLE;
-  for (int attempt = 0; attempt < 10 && rc == PC_UNAVAILABLE; attempt++) {
-    lead = leader();
-    rc = pc_replica_member(servers[lead].host, GROUP, PC_MEMBER_REJOIN, servers[lost].name, id,
-                           addr, 60000, &text, &err);
-  }
-  pc_buf_free(&text);
-  if (rc != PC_OK) fail_msg("the rebuilt replica did not catch up: %s", err.text);
+  if (rejoin(&lead, lost, id, addr, 60000, &err) != PC_OK)
+    fail_msg("the rebuilt replica did not catch up: %s", err.text);
+  pc_replica_info_t *info = malloc(sizeof *info);
   /* and it applies what its leader committed */
   pc_replica_info(servers[lead].rep, info);
   uint64_t commit = info->commit;
