@@ -70,6 +70,7 @@
 #include "net/tls.h"
 #include "tablet/tablet.h"
 #include "tablet/tablet_wire.h"
+#include "tests/daemons.h"
 #include "tests/testutil.h"
 #include "tso/tso_client.h"
 #include "tso/tso_locator.h"
@@ -82,92 +83,21 @@
 
 /* ---- processes -------------------------------------------------------------- */
 
-static const char *cli_path(void) {
-  const char *p = getenv("PERCOLATOR_CLI");
-  return p && *p ? p : NULL;
-}
-
 static uint64_t now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
-typedef struct fixture {
-  char *dir;
-  pid_t pids[8];
-  char logs[8][4200]; /* each process's output */
-  int npids;
-} fixture_t;
+typedef tu_daemons_t fixture_t;
 
-static int setup(void **state) {
-  if (!cli_path()) {
-    fprintf(stderr, "PERCOLATOR_CLI is not set: skipping\n");
-    *state = NULL;
-    return 0;
-  }
-  fixture_t *fx = calloc(1, sizeof *fx);
-  assert_non_null(fx);
-  fx->dir = tu_mkdtemp("identities");
-  *state = fx;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fixture_t *fx = *state;
-  if (!fx) return 0;
-  for (int i = 0; i < fx->npids; i++)
-    if (fx->pids[i] > 0) {
-      kill(fx->pids[i], SIGKILL);
-      waitpid(fx->pids[i], NULL, 0);
-    }
-  if (getenv("PC_KEEP_TEST_DIRS"))
-    fprintf(stderr, "kept %s\n", fx->dir), free(fx->dir);
-  else
-    tu_rmtree(fx->dir);
-  free(fx);
-  return 0;
-}
+static int setup(void **state) { return tu_daemons_setup(state, "identities"); }
+static int teardown(void **state) { return tu_daemons_teardown(state); }
 
 #define NEED_CLI(fx)   \
   do {                 \
     if (!(fx)) skip(); \
   } while (0)
-
-static void spawn(fixture_t *fx, const char *logp, const char *const *argv, pid_t *out) {
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int null = open("/dev/null", O_RDONLY);
-    if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(1);
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  assert_true(fx->npids < 8);
-  snprintf(fx->logs[fx->npids], sizeof fx->logs[fx->npids], "%s", logp);
-  fx->pids[fx->npids++] = pid;
-  *out = pid;
-}
-
-/* Fails when the output of process pid holds a sanitizer's report. */
-static void no_sanitizer_report(fixture_t *fx, pid_t pid) {
-  for (int i = 0; i < fx->npids; i++) {
-    if (fx->pids[i] != pid) continue;
-    char *log = tu_slurp(fx->logs[i]);
-    if (strstr(log, "Sanitizer") || strstr(log, "runtime error:"))
-      fail_msg("a sanitizer report in %s:\n%s", fx->logs[i], log);
-    free(log);
-  }
-}
-
-static void forget(fixture_t *fx, pid_t pid) {
-  for (int i = 0; i < fx->npids; i++)
-    if (fx->pids[i] == pid) fx->pids[i] = 0;
-}
 
 /* Starts `percolator --config cfg run --ready-file DIR/TAG.ready` (its
  * output in DIR/TAG.log) and waits until it is ready; returns the ready
@@ -176,21 +106,9 @@ static json_t *start_run(fixture_t *fx, const char *cfg, const char *tag, pid_t 
   char ready[4200], logp[4200];
   snprintf(ready, sizeof ready, "%s/%s.ready", fx->dir, tag);
   snprintf(logp, sizeof logp, "%s/%s.log", fx->dir, tag);
-  const char *argv[] = {cli_path(), "--config", cfg, "run", "--ready-file", ready, NULL};
-  spawn(fx, logp, argv, pid_out);
-  uint64_t end = now_ms() + 60000;
-  for (;;) {
-    json_t *j = json_load_file(ready, 0, NULL);
-    if (j) return j;
-    int st;
-    if (waitpid(*pid_out, &st, WNOHANG) == *pid_out) {
-      forget(fx, *pid_out);
-      char *log = tu_slurp(logp);
-      fail_msg("percolator run exited (status 0x%x): %s", st, log);
-    }
-    if (now_ms() > end) fail_msg("percolator run did not become ready; see %s", logp);
-    pc_sleep_ms(10);
-  }
+  const char *argv[] = {tu_cli_path(), "--config", cfg, "run", "--ready-file", ready, NULL};
+  *pid_out = tu_daemons_spawn(fx, logp, argv);
+  return tu_daemons_ready(fx, *pid_out, ready, logp, 60000, "percolator run");
 }
 
 /* Starts `percolator --config cfg run` expecting it to refuse: waits for
@@ -198,34 +116,18 @@ static json_t *start_run(fixture_t *fx, const char *cfg, const char *tag, pid_t 
 static char *run_refused(fixture_t *fx, const char *cfg, const char *tag, int *status) {
   char logp[4200];
   snprintf(logp, sizeof logp, "%s/%s.log", fx->dir, tag);
-  const char *argv[] = {cli_path(), "--config", cfg, "run", NULL};
-  pid_t pid;
-  spawn(fx, logp, argv, &pid);
+  const char *argv[] = {tu_cli_path(), "--config", cfg, "run", NULL};
+  pid_t pid = tu_daemons_spawn(fx, logp, argv);
   uint64_t end = now_ms() + 60000;
   int st = 0;
   while (waitpid(pid, &st, WNOHANG) != pid) {
     if (now_ms() > end) fail_msg("percolator run neither served nor refused; see %s", logp);
     pc_sleep_ms(20);
   }
-  no_sanitizer_report(fx, pid);
-  forget(fx, pid);
+  tu_daemons_no_sanitizer_report(fx, pid);
+  tu_daemons_forget(fx, pid);
   *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return tu_slurp(logp);
-}
-
-/* SIGTERM; it must exit 0 within 30 s, its output free of sanitizer reports. */
-static void stop_daemon(fixture_t *fx, pid_t pid) {
-  assert_int_equal(kill(pid, SIGTERM), 0);
-  uint64_t end = now_ms() + 30000;
-  int st = 0;
-  while (waitpid(pid, &st, WNOHANG) != pid) {
-    if (now_ms() > end) fail_msg("pid %d ignored SIGTERM", (int)pid);
-    pc_sleep_ms(10);
-  }
-  no_sanitizer_report(fx, pid);
-  forget(fx, pid);
-  assert_true(WIFEXITED(st));
-  assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 static const char *endpoint(json_t *ready, const char *tablet) {
@@ -948,7 +850,7 @@ static void test_table(void **state) {
   }
   pc_db_close(t.data);
   pc_db_close(t.system);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(t.ready);
   free(t.data_cfg);
   free(t.data2_cfg);
@@ -1024,7 +926,7 @@ static void test_bound_far_ahead(void **state) {
   assert_true(ts > last);
   pc_zk_close(zk);
   pc_db_close(db);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(ccfg);
   free(cfg);
@@ -1071,7 +973,7 @@ static void test_fake_servers(void **state) {
   pc_zk_close(zk);
   listener_stop(&fake);
   assert_int_equal(atomic_load(&fake.accepted), 0);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(ccfg);
   free(cfg);
@@ -1110,7 +1012,7 @@ static void test_future_timestamps(void **state) {
       fail_msg("%s is not writable: %s", rows[i], err.text);
   pc_rpc_client_destroy(c);
   pc_db_close(db);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(dcfg);
   free(cfg);
@@ -1165,7 +1067,7 @@ static void test_system_locks(void **state) {
   pc_rpc_client_destroy(sc);
   pc_db_close(data);
   pc_db_close(sys);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(dcfg);
   free(scfg);
@@ -1201,7 +1103,7 @@ static void test_pinned_reports(void **state) {
   assert_true(gs.safe_point > 2);
   pc_zk_close(zk);
   pc_db_close(sys);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(scfg);
   free(cfg);
@@ -1237,7 +1139,7 @@ static void test_owner_recreated(void **state) {
   free(before);
   free(after);
   pc_zk_close(zk);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(dcfg);
   free(cfg);
@@ -1310,7 +1212,7 @@ static void test_squatted_root(void **state) {
   pc_db_t *db = open_db(dcfg);
   assert_int_equal(put(db, "t", "k1", "v", &err), PC_OK);
   pc_db_close(db);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(dcfg);
   free(cfg);

@@ -73,15 +73,11 @@
 #include "net/rpc.h"
 #include "tablet/tablet.h"
 #include "tablet/tablet_wire.h"
+#include "tests/daemons.h"
 #include "tests/testutil.h"
 #include "tso/tso_client.h"
 
 /* ---- processes ------------------------------------------------------------ */
-
-static const char *cli_path(void) {
-  const char *p = getenv("PERCOLATOR_CLI");
-  return p && *p ? p : NULL;
-}
 
 static uint64_t now_ms(void) {
   struct timespec t;
@@ -89,40 +85,10 @@ static uint64_t now_ms(void) {
   return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
-typedef struct fixture {
-  char *dir;
-  pid_t pids[8];
-  int npids;
-} fixture_t;
+typedef tu_daemons_t fixture_t;
 
-static int setup(void **state) {
-  if (!cli_path()) {
-    fprintf(stderr, "PERCOLATOR_CLI is not set: skipping\n");
-    *state = NULL;
-    return 0;
-  }
-  fixture_t *fx = calloc(1, sizeof *fx);
-  assert_non_null(fx);
-  fx->dir = tu_mkdtemp("security");
-  *state = fx;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fixture_t *fx = *state;
-  if (!fx) return 0;
-  for (int i = 0; i < fx->npids; i++)
-    if (fx->pids[i] > 0) {
-      kill(fx->pids[i], SIGKILL);
-      waitpid(fx->pids[i], NULL, 0);
-    }
-  if (getenv("PC_KEEP_TEST_DIRS"))
-    fprintf(stderr, "kept %s\n", fx->dir), free(fx->dir);
-  else
-    tu_rmtree(fx->dir);
-  free(fx);
-  return 0;
-}
+static int setup(void **state) { return tu_daemons_setup(state, "security"); }
+static int teardown(void **state) { return tu_daemons_teardown(state); }
 
 #define NEED_CLI(fx) \
   do {               \
@@ -137,53 +103,18 @@ static json_t *start_daemon(fixture_t *fx, const char *cfg, const char *verb, co
   char ready[4200], logp[4200];
   snprintf(ready, sizeof ready, "%s/%s.ready", fx->dir, tag);
   snprintf(logp, sizeof logp, "%s/%s.log", fx->dir, tag);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int null = open("/dev/null", O_RDONLY);
-    if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(1);
-    if (name)
-      execl(cli_path(), cli_path(), "--config", cfg, verb, "--name", name, "--ready-file", ready,
-            (char *)NULL);
-    else
-      execl(cli_path(), cli_path(), "--config", cfg, verb, "--ready-file", ready, (char *)NULL);
-    _exit(127);
+  char verb_text[64];
+  snprintf(verb_text, sizeof verb_text, "percolator %s", verb);
+  const char *argv[] = {tu_cli_path(), "--config", cfg, verb, "--ready-file", ready, NULL, NULL,
+                        NULL};
+  if (name) {
+    argv[4] = "--name", argv[5] = name, argv[6] = "--ready-file", argv[7] = ready;
   }
-  assert_true(fx->npids < 8);
-  fx->pids[fx->npids++] = pid;
+  pid_t pid = tu_daemons_spawn(fx, logp, argv);
   *pid_out = pid;
-  uint64_t end = now_ms() + 30000;
-  for (;;) {
-    json_t *j = json_load_file(ready, 0, NULL);
-    if (j) return j;
-    int st;
-    if (waitpid(pid, &st, WNOHANG) == pid) {
-      fx->pids[fx->npids - 1] = 0;
-      fail_msg("percolator %s exited (status 0x%x); see %s", verb, st, logp);
-    }
-    if (now_ms() > end) fail_msg("percolator %s did not become ready; see %s", verb, logp);
-    pc_sleep_ms(10);
-  }
+  return tu_daemons_ready(fx, pid, ready, logp, 30000, verb_text);
 }
 
-/* SIGTERM; it must exit 0 within 30 s. */
-static void stop_daemon(fixture_t *fx, pid_t pid) {
-  assert_int_equal(kill(pid, SIGTERM), 0);
-  uint64_t end = now_ms() + 30000;
-  int st = 0;
-  while (waitpid(pid, &st, WNOHANG) != pid) {
-    if (now_ms() > end) fail_msg("pid %d ignored SIGTERM", (int)pid);
-    pc_sleep_ms(10);
-  }
-  for (int i = 0; i < fx->npids; i++)
-    if (fx->pids[i] == pid) fx->pids[i] = 0;
-  assert_true(WIFEXITED(st));
-  assert_int_equal(WEXITSTATUS(st), 0);
-}
 
 static const char *endpoint(json_t *ready, const char *role, const char *tablet,
                             const char *which) {
@@ -613,7 +544,7 @@ static void test_certificates(void **state) {
 
   pc_db_close(app);
   pc_db_close(ops);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(app_cfg);
   free(ops_cfg);
@@ -738,7 +669,7 @@ static void test_secrets(void **state) {
   pc_db_close(data);
   pc_db_close(sys);
   pc_db_close(wrong);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(data_cfg);
   free(sys_cfg);
@@ -866,7 +797,7 @@ static void test_gc_safe_point_publication(void **state) {
   pc_db_close(data);
   free(data_cfg);
   /* the tablets restart and adopt the published safe point */
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   ready = start_daemon(fx, cfg, "run", NULL, "run2", &run);
   char *sys_cfg = client_config(d, ready, "system", "\"system_secret\":\"system-s3cret\",");
@@ -885,7 +816,7 @@ static void test_gc_safe_point_publication(void **state) {
   uint64_t forged = 1ull << 62;
   forge_safe_point(d, forged);
   pc_db_close(sys);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   ready = start_daemon(fx, cfg, "run", NULL, "run3", &run);
   free(sys_cfg);
@@ -900,7 +831,7 @@ static void test_gc_safe_point_publication(void **state) {
     fail_msg("a read at %llu on a tablet restarted under a forged safe point %llu: %s: %s",
              (unsigned long long)fresh, (unsigned long long)forged, pc_status_name(st), msg);
   pc_db_close(sys);
-  stop_daemon(fx, run);
+  tu_daemons_stop(fx, run);
   json_decref(ready);
   free(sys_cfg);
 }
@@ -916,7 +847,7 @@ static int run_cli(const char *const *argv, char *out, size_t cap) {
     dup2(p[1], 1);
     close(p[0]);
     close(p[1]);
-    execv(cli_path(), (char *const *)argv);
+    execv(tu_cli_path(), (char *const *)argv);
     _exit(127);
   }
   close(p[1]);
@@ -955,9 +886,9 @@ static void test_private_by_default(void **state) {
   NEED_CLI(fx);
   char data[4200], out[4096], serving[4300], ready_path[4300];
   snprintf(data, sizeof data, "%s/data", fx->dir);
-  const char *init[] = {cli_path(), "--data", data, "init", NULL};
+  const char *init[] = {tu_cli_path(), "--data", data, "init", NULL};
   assert_int_equal(run_cli(init, out, sizeof out), 0);
-  const char *set[] = {cli_path(), "--data", data, "set", "t", "r", "c", "secretive", NULL};
+  const char *set[] = {tu_cli_path(), "--data", data, "set", "t", "r", "c", "secretive", NULL};
   assert_int_equal(run_cli(set, out, sizeof out), 0);
   /* a worker holds the store and serves it */
   char wcfg[4300], text[8600];
@@ -976,7 +907,7 @@ static void test_private_by_default(void **state) {
     snprintf(logp, sizeof logp, "%s/worker.log", fx->dir);
     int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || dup2(fd, 2) < 0) _exit(1);
-    execl(cli_path(), cli_path(), "--config", wcfg, "worker", "--ready-file", ready_path,
+    execl(tu_cli_path(), tu_cli_path(), "--config", wcfg, "worker", "--ready-file", ready_path,
           (char *)NULL);
     _exit(127);
   }
@@ -989,7 +920,7 @@ static void test_private_by_default(void **state) {
     pc_sleep_ms(10);
   }
   /* the served store: through serving.json, which only this user can read */
-  const char *get[] = {cli_path(), "--data", data, "get", "t", "r", "c", NULL};
+  const char *get[] = {tu_cli_path(), "--data", data, "get", "t", "r", "c", NULL};
   assert_int_equal(run_cli(get, out, sizeof out), 0);
   assert_string_equal(out, "secretive\n");
   assert_int_equal(stat(serving, &st), 0);
@@ -1030,7 +961,7 @@ static void test_private_by_default(void **state) {
   /* stopping leaves serving.json, still private: a worker started again
    * takes its ports and its secret, and clients trust it only while a
    * worker holds the directory's lock */
-  stop_daemon(fx, pid);
+  tu_daemons_stop(fx, pid);
   assert_int_equal(stat(serving, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0600);
   /* and the documentation says so, in both places that speak of it */
@@ -1370,8 +1301,8 @@ static void test_resources(void **state) {
   free(v);
   pc_txn_destroy(t);
   pc_db_close(db);
-  stop_daemon(fx, tab_pid);
-  stop_daemon(fx, tso_pid);
+  tu_daemons_stop(fx, tab_pid);
+  tu_daemons_stop(fx, tso_pid);
   json_decref(ready);
   json_decref(tso_ready);
 }
