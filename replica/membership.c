@@ -130,6 +130,21 @@ static const char *change_error(int rv) {
   return rv == -1 ? "the time given ran out (the change may still complete)" : raft_strerror(rv);
 }
 
+/* A failed change step as an error: one this replica could not start, or
+ * saw through, because it does not lead (any more) is PC_UNAVAILABLE and
+ * names the leader, so that the request is asked of it; the steps go on
+ * from where the configuration is, so asking again completes the change. */
+static pc_status_t change_failed(pc_replica_t *r, int rv, const char *step, const char *address,
+                                 pc_error_t *err) {
+  if (rv == RAFT_NOTLEADER || rv == RAFT_LEADERSHIPLOST) {
+    char why[512];
+    snprintf(why, sizeof why, "lost the leadership %s %s", step, address);
+    return group_not_leader(r, rv == RAFT_NOTLEADER ? "does not lead it" : why, err);
+  }
+  return pc_error_set(err, PC_STATE, "tablet %s: %s %s: %s", r->group, step, address,
+                      change_error(rv));
+}
+
 /* The member of r's configuration on server (another incarnation than
  * except_id, when given), from the leader's view. */
 static int find_member(pc_replica_t *r, const char *server, uint64_t except_id,
@@ -211,20 +226,15 @@ static pc_status_t add_voter(pc_replica_t *r, uint64_t id, const char *address, 
   int rv = 0;
   if (!present) rv = run_change(r, CH_ADD, id, address, 0, deadline);
   if (rv != 0)
-    return pc_error_set(err, rv == RAFT_NOTLEADER ? PC_UNAVAILABLE : PC_STATE,
-                        "tablet %s: adding %s: %s", r->group, address, change_error(rv));
+    return change_failed(r, rv, "adding", address, err);
   if (!present || m.role == RAFT_SPARE) {
     rv = run_change(r, CH_ASSIGN, id, NULL, RAFT_STANDBY, deadline);
-    if (rv != 0 && rv != RAFT_BADROLE)
-      return pc_error_set(err, PC_STATE, "tablet %s: making %s a standby: %s", r->group, address,
-                          change_error(rv));
+    if (rv != 0 && rv != RAFT_BADROLE) return change_failed(r, rv, "making a standby of", address, err);
   }
   pc_status_t st = wait_caught_up(r, id, deadline, err);
   if (st != PC_OK) return st;
   rv = run_change(r, CH_ASSIGN, id, NULL, RAFT_VOTER, deadline);
-  if (rv != 0 && rv != RAFT_BADROLE)
-    return pc_error_set(err, PC_STATE, "tablet %s: making %s a voter: %s", r->group, address,
-                        change_error(rv));
+  if (rv != 0 && rv != RAFT_BADROLE) return change_failed(r, rv, "making a voter of", address, err);
   return PC_OK;
 }
 
@@ -290,9 +300,7 @@ pc_status_t pc_replica_member(pc_repl_host_t *h, const char *group, int action,
         st = add_voter(r, id, address, deadline, err);
         while (st == PC_OK && find_member(r, server, id, &m)) {
           int rv = run_change(r, CH_REMOVE, m.id, NULL, 0, deadline);
-          if (rv != 0)
-            st = pc_error_set(err, PC_STATE, "tablet %s: removing %s: %s", group, m.address,
-                              change_error(rv));
+          if (rv != 0) st = change_failed(r, rv, "removing", m.address, err);
         }
         if (st == PC_OK)
           snprintf(msg, sizeof msg, "tablet %s: server %s rejoined as %s", group, server, address);
@@ -305,8 +313,7 @@ pc_status_t pc_replica_member(pc_repl_host_t *h, const char *group, int action,
         }
         int rv = run_change(r, CH_REMOVE, m.id, NULL, 0, deadline);
         if (rv != 0)
-          st = pc_error_set(err, rv == RAFT_NOTLEADER ? PC_UNAVAILABLE : PC_STATE,
-                            "tablet %s: removing %s: %s", group, m.address, change_error(rv));
+          st = change_failed(r, rv, "removing", m.address, err);
         else
           snprintf(msg, sizeof msg, "tablet %s: removed the replica on server %s (%s)", group,
                    server, m.address);
