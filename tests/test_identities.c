@@ -83,12 +83,6 @@
 
 /* ---- processes -------------------------------------------------------------- */
 
-static uint64_t now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 typedef tu_daemons_t fixture_t;
 
 static int setup(void **state) { return tu_daemons_setup(state, "identities"); }
@@ -118,10 +112,10 @@ static char *run_refused(fixture_t *fx, const char *cfg, const char *tag, int *s
   snprintf(logp, sizeof logp, "%s/%s.log", fx->dir, tag);
   const char *argv[] = {tu_cli_path(), "--config", cfg, "run", NULL};
   pid_t pid = tu_daemons_spawn(fx, logp, argv);
-  uint64_t end = now_ms() + 60000;
+  uint64_t end = pc_now_mono_ms() + 60000;
   int st = 0;
   while (waitpid(pid, &st, WNOHANG) != pid) {
-    if (now_ms() > end) fail_msg("percolator run neither served nor refused; see %s", logp);
+    if (pc_now_mono_ms() > end) fail_msg("percolator run neither served nor refused; see %s", logp);
     pc_sleep_ms(20);
   }
   tu_daemons_no_sanitizer_report(fx, pid);
@@ -869,7 +863,7 @@ static pc_status_t ts_until(pc_db_t *db, uint64_t deadline, uint64_t *ts, pc_err
     st = pc_db_timestamp(db, 2000, ts, err);
     if (st == PC_OK) return st;
     pc_sleep_ms(100);
-  } while (now_ms() < deadline);
+  } while (pc_now_mono_ms() < deadline);
   return st;
 }
 
@@ -903,13 +897,13 @@ static void test_bound_far_ahead(void **state) {
   assert_int_equal(pc_zk_set(zk, "tso/bound", text, strlen(text), -1, NULL, 5000, &err), PC_OK);
   /* the leader's next write is fenced; no oracle leads from that bound, and
    * a client is told why */
-  uint64_t end = now_ms() + 30000;
+  uint64_t end = pc_now_mono_ms() + 30000;
   pc_status_t st;
   do {
     st = pc_db_timestamp(db, 2000, &ts, &err);
     if (st != PC_OK && strstr(err.text, "tso/bound")) break;
     pc_sleep_ms(100);
-  } while (now_ms() < end);
+  } while (pc_now_mono_ms() < end);
   fprintf(stderr, "after 2^64-2 in tso/bound: %s: %s\n", pc_status_name(st), err.text);
   if (st == PC_OK || !strstr(err.text, "far beyond"))
     fail_msg("the oracle does not say why it does not lead: %s: %s", pc_status_name(st),
@@ -921,7 +915,7 @@ static void test_bound_far_ahead(void **state) {
   snprintf(text, sizeof text, "%" PRIu64, last);
   assert_int_equal(pc_zk_set(zk, "tso/bound", text, strlen(text), -1, NULL, 5000, &err), PC_OK);
   /* timestamps again, without a restart, above every one issued before */
-  if (ts_until(db, now_ms() + 30000, &ts, &err) != PC_OK)
+  if (ts_until(db, pc_now_mono_ms() + 30000, &ts, &err) != PC_OK)
     fail_msg("no timestamp once the bound was set back: %s", err.text);
   assert_true(ts > last);
   pc_zk_close(zk);
@@ -961,7 +955,7 @@ static void test_fake_servers(void **state) {
   /* a new client: timestamps from the real oracle, never the fake */
   pc_db_t *db = open_db(ccfg);
   uint64_t ts = 0;
-  if (ts_until(db, now_ms() + 20000, &ts, &err) != PC_OK)
+  if (ts_until(db, pc_now_mono_ms() + 20000, &ts, &err) != PC_OK)
     fail_msg("timestamps with a fake candidate first in the election: %s", err.text);
   /* the rows of tablet b are written; those of a never reach the fake */
   assert_int_equal(put(db, "t", "z1", "v", &err), PC_OK);
@@ -1124,12 +1118,12 @@ static void test_owner_recreated(void **state) {
   assert_int_equal(pc_zk_get(zk, "tablets/a/owner", NULL, &before, NULL, NULL, 5000, &err),
                    PC_OK);
   assert_int_equal(pc_zk_delete(zk, "tablets/a/owner", -1, 5000, &err), PC_OK);
-  uint64_t end = now_ms() + 30000;
+  uint64_t end = pc_now_mono_ms() + 30000;
   pc_status_t st;
   do {
     pc_sleep_ms(50);
     st = pc_zk_get(zk, "tablets/a/owner", NULL, &after, NULL, NULL, 5000, &err);
-  } while (st == PC_NOT_FOUND && now_ms() < end);
+  } while (st == PC_NOT_FOUND && pc_now_mono_ms() < end);
   if (st != PC_OK) fail_msg("the owner node was not made again: %s", err.text);
   assert_string_equal(after, before);
   /* a client that starts now finds the tablet's server */

@@ -79,12 +79,6 @@
 
 /* ---- processes ------------------------------------------------------------ */
 
-static uint64_t now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 typedef tu_daemons_t fixture_t;
 
 static int setup(void **state) { return tu_daemons_setup(state, "security"); }
@@ -231,8 +225,8 @@ static int read_frame(int fd, frame_t *f, int timeout_ms) {
 /* 1 when the peer closed fd (after anything it sent) within timeout_ms. */
 static int closed_within(int fd, int timeout_ms) {
   char buf[4096];
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
-  while (now_ms() < end) {
+  uint64_t end = pc_now_mono_ms() + (uint64_t)timeout_ms;
+  while (pc_now_mono_ms() < end) {
     struct pollfd pf = {.fd = fd, .events = POLLIN};
     if (poll(&pf, 1, 50) > 0) {
       ssize_t got = recv(fd, buf, sizeof buf, 0);
@@ -778,7 +772,7 @@ static void test_gc_safe_point_publication(void **state) {
   /* passes until one tries a safe point above the snapshot (a second
    * later, once the client's ZooKeeper node no longer reports its put) */
   pc_gc_stats_t gs = {0};
-  uint64_t end = now_ms() + 30000;
+  uint64_t end = pc_now_mono_ms() + 30000;
   do {
     pc_sleep_ms(500);
     assert_int_equal(pc_db_gc(data, &gs, &err), PC_DENIED);
@@ -788,7 +782,7 @@ static void test_gc_safe_point_publication(void **state) {
       fail_msg("a refused pass moved the published safe point from %llu to %llu (it tried %llu)",
                (unsigned long long)before, (unsigned long long)after,
                (unsigned long long)gs.safe_point);
-  } while (gs.safe_point <= old && now_ms() < end);
+  } while (gs.safe_point <= old && pc_now_mono_ms() < end);
   fprintf(stderr, "data client's pass (safe point %llu, snapshot %llu): %s\n",
           (unsigned long long)gs.safe_point, (unsigned long long)old, err.text);
   if (gs.safe_point <= old)
@@ -914,9 +908,9 @@ static void test_private_by_default(void **state) {
   fx->pids[fx->npids++] = pid;
   snprintf(serving, sizeof serving, "%s/serving.json", data);
   struct stat st;
-  uint64_t end = now_ms() + 30000;
+  uint64_t end = pc_now_mono_ms() + 30000;
   while (stat(serving, &st) != 0 || stat(ready_path, &st) != 0) {
-    if (now_ms() > end) fail_msg("the worker did not serve %s", data);
+    if (pc_now_mono_ms() > end) fail_msg("the worker did not serve %s", data);
     pc_sleep_ms(10);
   }
   /* the served store: through serving.json, which only this user can read */
