@@ -172,18 +172,24 @@ kids() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; }
 # machine's cores while they had work (/proc/stat); a run during which it grew
 # by much measured a slower machine than the others
 steal() { awk '/^cpu / {print $9}' /proc/stat; }
+# busy: the ticks this machine's cores have so far spent running anything
+# (user, nice, system, irq, softirq; /proc/stat)
+busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 # ms_doc TICKS DOCS: CPU milliseconds a document
 ms_doc() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN {printf "%.2f", t * 1000 / hz / n}'; }
-# cpu_json DOCS SERVER_TICKS WORKER_TICKS LOAD_TICKS STEAL_TICKS [ZK_TICKS]: the
-# CPU a document, by process, what that cost allows on this machine's cores,
-# and the seconds of CPU the hypervisor took from them meanwhile
+# cpu_json DOCS SERVER_TICKS WORKER_TICKS LOAD_TICKS STEAL_TICKS ZK_TICKS
+# BUSY_TICKS SECONDS: the CPU a document, by process, what that cost allows on
+# this machine's cores, the seconds of CPU the hypervisor took from them
+# meanwhile, and the cores that other programs of this machine kept busy on
+# average over the SECONDS of the run (its busy ticks less ours): a run
+# beside another program's load measured less than these cores
 cpu_json() {
-  local zk=${6:-0}
-  local all=$(($2 + $3 + $4 + zk))
-  printf '"cpu_ms_per_document": {"servers": %s, "workers": %s, "load_and_wait": %s, "zookeeper": %s, "total": %s}, "cpu_bound_documents_s": %s, "host_steal_s": %s' \
-    "$(ms_doc "$2" "$1")" "$(ms_doc "$3" "$1")" "$(ms_doc "$4" "$1")" "$(ms_doc "$zk" "$1")" "$(ms_doc "$all" "$1")" \
+  local all=$(($2 + $3 + $4 + $6))
+  printf '"cpu_ms_per_document": {"servers": %s, "workers": %s, "load_and_wait": %s, "zookeeper": %s, "total": %s}, "cpu_bound_documents_s": %s, "host_steal_s": %s, "others_cores": %s' \
+    "$(ms_doc "$2" "$1")" "$(ms_doc "$3" "$1")" "$(ms_doc "$4" "$1")" "$(ms_doc "$6" "$1")" "$(ms_doc "$all" "$1")" \
     "$(awk -v t="$all" -v n="$1" -v hz="$hz" -v c="$cores" 'BEGIN {if (t > 0) printf "%.0f", c * n * hz / t; else printf "null"}')" \
-    "$(awk -v t="$5" -v hz="$hz" 'BEGIN {printf "%.1f", t / hz}')"
+    "$(awk -v t="$5" -v hz="$hz" 'BEGIN {printf "%.1f", t / hz}')" \
+    "$(awk -v b="$7" -v t="$all" -v s="$8" -v hz="$hz" 'BEGIN {o = s > 0 ? (b - t) / hz / s : 0; printf "%.2f", (o > 0 ? o : 0)}')"
 }
 # total_ms CPU_JSON: the total CPU milliseconds a document of cpu_json's answer
 total_ms() { sed 's/.*"total": \([0-9.]*\).*/\1/' <<<"$1"; }
@@ -445,9 +451,10 @@ for c in "${corpora[@]}"; do
   log "embedded: $c ($n documents)"
   embedded "$work/e-$c"
   clock_caught_up
-  w0=$(ticks "$W") k0=$(kids) h0=$(steal)
+  w0=$(ticks "$W") k0=$(kids) h0=$(steal) b0=$(busy)
   ours_s[$c]=$(ingest --data "$work/e-$c" "$work/$c.jsonl")
-  ours_cpu[$c]=$(cpu_json "$n" 0 $(($(ticks "$W") - w0)) $(($(kids) - k0)) $(($(steal) - h0)))
+  ours_cpu[$c]=$(cpu_json "$n" 0 $(($(ticks "$W") - w0)) $(($(kids) - k0)) $(($(steal) - h0)) 0 \
+    $(($(busy) - b0)) "${ours_s[$c]}")
   ours_ms[$c]=$(total_ms "${ours_cpu[$c]}")
   ours_cpu[$c]+=", $(lsm_json "$work/e-$c/store")"
   ours_mem[$c]="\"memory_mb\": {\"worker_peak\": $(peak_mb "$W"), \"load_peak\": $(rss_mb "$work/load.json")}"
@@ -517,9 +524,10 @@ cluster_run() {
   cluster "$tag" "$k" "${split_row[$c]}"
   local srv=("${pids[@]:$first:$nserv}") wrk=("${pids[@]:$((first + nserv))}")
   r0=$(ticks "${srv[@]}") w0=$(ticks "${wrk[@]}") k0=$(kids) h0=$(steal) z0=$(ticks "$ZK_PID")
+  b0=$(busy)
   s=$(ingest --config "$C" "$work/$c.jsonl")
   cpu=$(cpu_json "$n" $(($(ticks "${srv[@]}") - r0)) $(($(ticks "${wrk[@]}") - w0)) \
-    $(($(kids) - k0)) $(($(steal) - h0)) $(($(ticks "$ZK_PID") - z0)))
+    $(($(kids) - k0)) $(($(steal) - h0)) $(($(ticks "$ZK_PID") - z0)) $(($(busy) - b0)) "$s")
   cpu+=", \"cpu_of_embedded\": $(ratio "$(total_ms "$cpu")" "${ours_ms[$c]:-0}")"
   cpu+=", \"memory_mb\": {\"servers_peak\": $(peak_mb "${srv[@]}"), \"worker_peak\": $(peak_mb "${wrk[@]}"), \"load_peak\": $(rss_mb "$work/load.json")}"
   cpu+=", $(lsm_json "$work/$tag"/data/tablet-t{1,2}/store)"
