@@ -348,6 +348,24 @@ static uint64_t total_ok(void) {
   return s;
 }
 
+/* The last lines of every process's log, to stderr: what CI keeps of a
+ * failure (the test's directory is gone with it). */
+static void dump_logs(void) {
+  static const char *const logs[] = {"s1", "s2", "s3", "tso0", "tso1", "bank0", "bank1", "bank2",
+                                     "audit"};
+  for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.log", dir, logs[i]);
+    char *text = tu_slurp(path);
+    if (!text) continue;
+    const char *from = text + strlen(text);
+    for (int lines = 0; from > text && lines <= 40; from--)
+      if (from[-1] == '\n') lines++;
+    fprintf(stderr, "---- the end of %s.log ----\n%s\n", logs[i], from);
+    free(text);
+  }
+}
+
 /* Waits until every client has `more` acknowledged commits beyond its count
  * now; returns how long that took. */
 static uint64_t wait_commits(uint64_t more, const char *after) {
@@ -360,6 +378,10 @@ static uint64_t wait_commits(uint64_t more, const char *after) {
     if (all) return pc_now_mono_ms() - t0;
     sleep_ms(10);
   }
+  for (int i = 0; i < NCLIENTS; i++)
+    fprintf(stderr, "client %d: %" PRIu64 " commits, %" PRIu64 " when the wait began\n", i,
+            (uint64_t)atomic_load(&sh[i]->ok), base[i]);
+  dump_logs();
   fail_msg("the clients stopped committing after %s", after);
   return 0;
 }
