@@ -58,7 +58,9 @@ typedef struct held {
    * expiry, or the role that changes it); the fields below are read and
    * written under it */
   pthread_mutex_t op;
-  char data[600];
+  char data[600];        /* made from the fields below for a leadership (create_held) */
+  char owner_addr[300];  /* a leadership: the leader's address and server */
+  char owner_server[200];
   uint64_t term;         /* a tablet's leadership: its term (0: another node) */
   uint64_t node_session; /* the session its node belongs to, 0: to be made */
   _Atomic int dropped;   /* let go: the thread skips it (set at once, without op) */
@@ -1563,6 +1565,9 @@ static uint64_t owner_term(const char *identity);
  * only an owner of an earlier term: a node of a later term means this
  * leader was deposed meanwhile, and h is let go (PC_STATE). */
 static pc_status_t create_held(pc_coord_t *c, held_t *h, uint32_t timeout_ms, pc_error_t *err) {
+  if (h->term) /* an owner names the session its node belongs to: this one, after an expiry too */
+    snprintf(h->data, sizeof h->data, "%s %016" PRIx64 " raft:%s:%" PRIu64, h->owner_addr,
+             pc_zk_session_id(c->zk), h->owner_server, h->term);
   char parent[200];
   snprintf(parent, sizeof parent, "%s", h->rel);
   char *slash = strrchr(parent, '/');
@@ -1707,7 +1712,8 @@ pc_status_t pc_coord_tablet_lead(pc_coord_t *c, const char *name, const char *ad
   if (st == PC_OK) {
     uint64_t id = pc_zk_session_id(c->zk);
     if (term) {
-      snprintf(h->data, sizeof h->data, "%s %016" PRIx64 " raft:%s:%" PRIu64, addr, id, server, term);
+      snprintf(h->owner_addr, sizeof h->owner_addr, "%s", addr);
+      snprintf(h->owner_server, sizeof h->owner_server, "%s", server);
       h->term = term;
       h->node_session = 0;
       h->dropped = 0;

@@ -547,6 +547,30 @@ uint64_t pc_zk_session_id(pc_zk_t *zk) {
   return id ? (uint64_t)id->client_id : 0;
 }
 
+/* The watcher of expire_for_test's second handle: tells it when connected. */
+static void attach_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+  (void)zh;
+  (void)path;
+  if (type == ZOO_SESSION_EVENT && state == ZOO_CONNECTED_STATE) atomic_store((_Atomic int *)ctx, 1);
+}
+
+pc_status_t pc_zk_expire_for_test(pc_zk_t *zk, uint32_t timeout_ms, pc_error_t *err) {
+  const clientid_t *id = zoo_client_id(zk->zh);
+  if (!id || !id->client_id) return pc_error_set(err, PC_STATE, "zookeeper: no session yet");
+  clientid_t copy = *id;
+  _Atomic int connected = 0;
+  zhandle_t *zh = zookeeper_init(zk->connect, attach_watcher, (int)zk->asked_timeout_ms, &copy,
+                                 (void *)&connected, 0);
+  if (!zh) return pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: no client", zk->connect);
+  uint64_t until = pc_now_mono_ms() + timeout_ms;
+  while (!atomic_load(&connected) && pc_now_mono_ms() < until) pc_sleep_ms(10);
+  int ok = atomic_load(&connected);
+  zookeeper_close(zh); /* closes the session, which both handles share */
+  return ok ? PC_OK
+            : pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: no server answered within %u ms",
+                           zk->connect, timeout_ms);
+}
+
 uint32_t pc_zk_session_timeout(pc_zk_t *zk) {
   int t = zoo_recv_timeout(zk->zh);
   return t > 0 ? (uint32_t)t : zk->asked_timeout_ms;

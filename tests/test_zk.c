@@ -603,6 +603,54 @@ static void test_calls_bounded_when_server_gone(void **state) {
   pc_zk_close(zk); /* with requests abandoned by their callers still pending */
 }
 
+/* A tablet's leader whose session expires makes its owner node again under
+ * its next session, naming that session: clients follow only an owner that
+ * names the session it belongs to, so a node made again with the old
+ * session's name hid a live leader from every client until the leadership
+ * moved (seen as a replicated cluster's clients stalling after a pause). */
+static uint64_t zk_session(pc_coord_t *c) {
+  pc_zk_t *zk = pc_coord_acquire(c);
+  uint64_t id = zk ? pc_zk_session_id(zk) : 0;
+  pc_coord_release(c);
+  return id;
+}
+
+static void test_owner_made_again_after_expiry(void **state) {
+  (void)state;
+  pc_error_t err;
+  pc_zk_options_t o = {tu_zk_connect(server), "/percolator/t9", NULL, 4000, NULL};
+  pc_coord_t *leader = pc_coord_open(&o, 0, 20000, &err);
+  assert_non_null(leader);
+  pc_coord_t *client = pc_coord_open(&o, PC_COORD_CLIENT, 20000, &err);
+  assert_non_null(client);
+  assert_int_equal(pc_coord_tablet_lead(leader, "t1", "127.0.0.1:4242", "s1", 7, 5000, &err),
+                   PC_OK);
+  char addr[300];
+  uint64_t named = 0, first = zk_session(leader);
+  assert_int_equal(pc_coord_tablet_owner(client, "t1", 1, 5000, addr, sizeof addr, &named, &err),
+                   PC_OK);
+  assert_string_equal(addr, "127.0.0.1:4242");
+  assert_true(named == first);
+  pc_zk_t *zk = pc_coord_acquire(leader);
+  pc_status_t st = pc_zk_expire_for_test(zk, 10000, &err);
+  pc_coord_release(leader);
+  if (st != PC_OK) fail_msg("%s", err.text);
+  /* the leader opens its next session and makes the node again: followed */
+  addr[0] = '\0';
+  for (int i = 0; i < 600 && !addr[0]; i++) {
+    uint64_t now = zk_session(leader);
+    if (now != 0 && now != first &&
+        pc_coord_tablet_owner(client, "t1", 1, 5000, addr, sizeof addr, &named, &err) != PC_OK)
+      fail_msg("%s", err.text);
+    if (!addr[0]) pc_sleep_ms(50);
+  }
+  assert_string_equal(addr, "127.0.0.1:4242");
+  assert_true(named == zk_session(leader));
+  assert_true(named != first);
+  pc_coord_close(client);
+  pc_coord_close(leader);
+}
+
 static int setup(void **state) {
   (void)state;
   server = tu_zk_start(1);
@@ -626,6 +674,7 @@ int main(void) {
       cmocka_unit_test(test_one_session_per_client),
       cmocka_unit_test(test_membership_partition),
       cmocka_unit_test(test_safe_point_rises),
+      cmocka_unit_test(test_owner_made_again_after_expiry),
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_calls_bounded_when_server_gone),
   };
