@@ -605,9 +605,8 @@ static void test_calls_bounded_when_server_gone(void **state) {
 
 /* A tablet's leader whose session expires makes its owner node again under
  * its next session, naming that session: clients follow only an owner that
- * names the session it belongs to, so a node made again with the old
- * session's name hid a live leader from every client until the leadership
- * moved (seen as a replicated cluster's clients stalling after a pause). */
+ * names the session it belongs to, so a node naming the old one would hide
+ * a live leader from every client until the leadership moved. */
 static uint64_t zk_session(pc_coord_t *c) {
   pc_zk_t *zk = pc_coord_acquire(c);
   uint64_t id = zk ? pc_zk_session_id(zk) : 0;
