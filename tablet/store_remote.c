@@ -355,6 +355,15 @@ static int repeatable(uint8_t op) { return point_op(op) && op != PC_TABLET_OP_ON
  * connection was lost with it in flight or its server stopped answering:
  * the leader elected next answers it, so a commit lost that way is settled
  * there rather than left to the transaction as an I/O error. */
+/* A call given up as unreachable (PC_UNAVAILABLE: no effect) when a commit
+ * of it did leave this process: its outcome is unknown, an I/O error that the
+ * transaction settles. Any other status unchanged. */
+static pc_status_t unanswered(pc_status_t st, int commit_sent, pc_error_t *err) {
+  if (st != PC_UNAVAILABLE || !commit_sent) return st;
+  if (err) err->code = PC_IO_ERROR;
+  return PC_IO_ERROR;
+}
+
 static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body, pc_buf_t *reply,
                         pc_rd_t *r, pc_error_t *err) {
   uint64_t until = pc_now_mono_ms() + pc_deadline_bound(s->timeout_ms);
@@ -365,8 +374,7 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
     link_t *l = link_get(s, i, err);
     if (!l) {
       if (retry_replicated(s, i, NULL, until, attempt)) continue;
-      if (was_sent && settles) return err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
-      return PC_UNAVAILABLE;
+      return unanswered(PC_UNAVAILABLE, was_sent && settles, err);
     }
     int sent;
     uint64_t now = pc_now_mono_ms();
@@ -397,8 +405,8 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
         }
         if (!sent && refused(s, i, l, err)) {
           link_put(l);
-          if (was_sent && settles) return err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
-          return PC_UNAVAILABLE; /* never sent: no effect, even for a commit */
+          /* this attempt never sent: no effect, unless an earlier one left */
+          return unanswered(PC_UNAVAILABLE, was_sent && settles, err);
         }
         /* the connection lost with the request in flight (its server
          * killed): one that answers the same when repeated goes again, to
@@ -409,10 +417,7 @@ static pc_status_t call(remote_t *s, size_t i, uint8_t op, const pc_buf_t *body,
         }
       }
       link_put(l);
-      st = rpc_failure(s, i, st, err);
-      if (st == PC_UNAVAILABLE && was_sent && settles)
-        st = err ? (err->code = PC_IO_ERROR) : PC_IO_ERROR;
-      return st;
+      return unanswered(rpc_failure(s, i, st, err), was_sent && settles, err);
     }
     *r = (pc_rd_t){reply->p, reply->len, 0, 1};
     st = reply_status(s, i, r, err);
@@ -1077,8 +1082,7 @@ static void fan_out(remote_t *s, uint8_t op, fan_t *f, size_t n) {
         link_put(l);
         ask_refresh(s, i);
         f[k].st = call(s, i, op, &f[k].body, &f[k].reply, &f[k].r, &f[k].err);
-        if (f[k].st == PC_UNAVAILABLE && op == PC_TABLET_OP_COMMIT)
-          f[k].st = f[k].err.code = PC_IO_ERROR;
+        f[k].st = unanswered(f[k].st, op == PC_TABLET_OP_COMMIT, &f[k].err);
         continue;
       }
       if (f[k].st == PC_UNAVAILABLE) {
