@@ -52,8 +52,7 @@ int tu_daemons_teardown(void **state) {
   return 0;
 }
 
-pid_t tu_daemons_spawn(tu_daemons_t *fx, const char *logp, const char *const *argv) {
-  assert_true(fx->npids < TU_DAEMONS_MAX);
+pid_t tu_spawn_logged(const char *logp, const char *const *argv) {
   pid_t parent = getpid();
   pid_t pid = fork();
   assert_true(pid >= 0);
@@ -66,6 +65,12 @@ pid_t tu_daemons_spawn(tu_daemons_t *fx, const char *logp, const char *const *ar
     execv(argv[0], (char *const *)argv);
     _exit(127);
   }
+  return pid;
+}
+
+pid_t tu_daemons_spawn(tu_daemons_t *fx, const char *logp, const char *const *argv) {
+  assert_true(fx->npids < TU_DAEMONS_MAX);
+  pid_t pid = tu_spawn_logged(logp, argv);
   snprintf(fx->logs[fx->npids], sizeof fx->logs[fx->npids], "%s", logp);
   fx->pids[fx->npids++] = pid;
   return pid;

@@ -30,7 +30,11 @@ int tu_daemons_setup(void **state, const char *tag);
 int tu_daemons_teardown(void **state);
 
 /* Starts argv (argv[0] a path) with stdin from /dev/null and its output in
- * logp; returns its pid. */
+ * logp (truncated), dying with this process; returns its pid, which the
+ * caller reaps. */
+pid_t tu_spawn_logged(const char *logp, const char *const *argv);
+
+/* tu_spawn_logged, the process recorded in fx for the teardown to stop. */
 pid_t tu_daemons_spawn(tu_daemons_t *fx, const char *logp, const char *const *argv);
 
 /* Waits up to ms for pid's ready file to hold JSON and returns it (the

@@ -71,6 +71,7 @@
 #include "core/keys.h"
 #include "config/config.h"
 #include "lockservice/coord.h"
+#include "tests/daemons.h"
 #include "tests/testutil.h"
 
 /* ---- small utilities ---------------------------------------------------- */
@@ -2010,19 +2011,9 @@ static void test_wrong_secret(void **state) {
            "{\"name\":\"b\",\"listen\":\"127.0.0.1:0\",\"start\":\"m\"}]}\n",
            fx->dir, tu_zk_shared());
   tu_write_text(cfg, text);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int null = open("/dev/null", O_RDONLY);
-    if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(1);
-    /* the global --config form (the verb-position form is tested by test_cluster_cli.sh) */
-    execl(cli_path(), cli_path(), "--config", cfg, "run", "--ready-file", ready, (char *)NULL);
-    _exit(127);
-  }
+  /* the global --config form (the verb-position form is tested by test_cluster_cli.sh) */
+  const char *argv[] = {cli_path(), "--config", cfg, "run", "--ready-file", ready, NULL};
+  pid_t pid = tu_spawn_logged(logp, argv);
   fx_add_pid(fx, pid);
   struct stat sb;
   uint64_t deadline = now_ms() + 30000;
