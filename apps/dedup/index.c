@@ -34,51 +34,77 @@ void dd_index_set_host(const pc_host_api_t *api) { host = api; }
 
 /* ---- the chunks of one run, by term ------------------------------------------ */
 
-typedef struct tchunk {
-  char term[DD_MAX_TERM];
-  uint8_t len; /* 0: an empty slot */
+/* A term's chunk. The term points into what the run read (a cluster's terms
+ * cell or its canonical's terms), which lives until the run ends. */
+typedef struct tentry {
+  const char *term;
+  size_t len;
   dd_buf_t chunk;
-} tchunk_t;
+} tentry_t;
+
+/* The run's terms: the entries densely in first-seen order, and an open-
+ * addressing table of (hash, entry index + 1; 0 = empty). A run of many
+ * documents meets tens of thousands of terms, so the table is kept small
+ * (8 bytes a slot) and the entries dense: before, each slot held its term
+ * and chunk (96 bytes), and the table's growth touched megabytes of fresh
+ * pages a run, each a page fault and a TLB shootdown across the cores. */
+typedef struct tslot {
+  uint32_t hash, idx;
+} tslot_t;
 
 typedef struct tmap {
-  tchunk_t *slot;
-  size_t cap, n;
+  tslot_t *slot;
+  tentry_t *e;
+  size_t cap, n, ecap;
 } tmap_t;
 
-static uint64_t term_hash(const char *t, size_t len) {
+static uint32_t term_hash(const char *t, size_t len) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
   for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
-  return h;
+  return (uint32_t)(h ^ (h >> 32));
 }
 
-/* The chunk of term (made empty when new), or NULL when out of memory. */
+/* The chunk of term t[0..len) (made empty when new; t must outlive the
+ * map), or NULL when out of memory. */
 static dd_buf_t *tmap_chunk(tmap_t *m, const char *t, size_t len) {
   if ((m->n + 1) * 2 > m->cap) { /* grow at half full */
     size_t nc = m->cap ? m->cap * 2 : 1024;
-    tchunk_t *ns = calloc(nc, sizeof *ns);
+    tslot_t *ns = calloc(nc, sizeof *ns);
     if (!ns) return NULL;
     for (size_t i = 0; i < m->cap; i++) {
-      if (!m->slot[i].len) continue;
-      size_t s = term_hash(m->slot[i].term, m->slot[i].len) & (nc - 1);
-      while (ns[s].len) s = (s + 1) & (nc - 1);
+      if (!m->slot[i].idx) continue;
+      size_t s = m->slot[i].hash & (nc - 1);
+      while (ns[s].idx) s = (s + 1) & (nc - 1);
       ns[s] = m->slot[i];
     }
     free(m->slot);
     m->slot = ns;
     m->cap = nc;
   }
-  size_t s = term_hash(t, len) & (m->cap - 1);
-  for (; m->slot[s].len; s = (s + 1) & (m->cap - 1))
-    if (m->slot[s].len == len && memcmp(m->slot[s].term, t, len) == 0) return &m->slot[s].chunk;
-  memcpy(m->slot[s].term, t, len);
-  m->slot[s].len = (uint8_t)len;
-  m->n++;
-  return &m->slot[s].chunk;
+  uint32_t h = term_hash(t, len);
+  size_t s = h & (m->cap - 1);
+  for (; m->slot[s].idx; s = (s + 1) & (m->cap - 1)) {
+    const tentry_t *e = &m->e[m->slot[s].idx - 1];
+    if (m->slot[s].hash == h && e->len == len && memcmp(e->term, t, len) == 0)
+      return &m->e[m->slot[s].idx - 1].chunk;
+  }
+  if (m->n == m->ecap) {
+    size_t ne = m->ecap ? m->ecap * 2 : 512;
+    tentry_t *ee = realloc(m->e, ne * sizeof *ee);
+    if (!ee) return NULL;
+    m->e = ee;
+    m->ecap = ne;
+  }
+  tentry_t *e = &m->e[m->n++];
+  *e = (tentry_t){.term = t, .len = len};
+  m->slot[s] = (tslot_t){h, (uint32_t)m->n};
+  return &e->chunk;
 }
 
 static void tmap_free(tmap_t *m) {
-  for (size_t i = 0; i < m->cap; i++) dd_buf_free(&m->slot[i].chunk);
+  for (size_t i = 0; i < m->n; i++) dd_buf_free(&m->e[i].chunk);
   free(m->slot);
+  free(m->e);
   memset(m, 0, sizeof *m);
 }
 
@@ -93,26 +119,24 @@ static pc_status_t write_buckets(pc_txn_t *txn, tmap_t *m, const char col[DD_CHU
                                  pc_error_t *err) {
   /* the terms' slots in bucket order (a counting sort) */
   uint32_t *start = calloc(DD_BUCKETS + 1, sizeof *start);
-  uint32_t *order = malloc(m->n * sizeof *order), *bucket = malloc(m->cap * sizeof *bucket);
+  uint32_t *order = malloc(m->n * sizeof *order), *bucket = malloc(m->n * sizeof *bucket);
   dd_buf_t cell = {0};
   pc_status_t st = PC_OK;
   if (!start || !order || !bucket) {
     st = fail(err, PC_NOMEM, "out of memory");
     goto out;
   }
-  for (size_t s = 0; s < m->cap; s++) {
-    if (!m->slot[s].len) continue;
-    bucket[s] = dd_term_bucket(m->slot[s].term, m->slot[s].len);
-    start[bucket[s] + 1]++;
+  for (size_t k = 0; k < m->n; k++) {
+    bucket[k] = dd_term_bucket(m->e[k].term, m->e[k].len);
+    start[bucket[k] + 1]++;
   }
   for (unsigned b = 0; b < DD_BUCKETS; b++) start[b + 1] += start[b];
   /* placing each slot moves start[b] on: after this, it is bucket b's end */
-  for (size_t s = 0; s < m->cap; s++)
-    if (m->slot[s].len) order[start[bucket[s]]++] = (uint32_t)s;
+  for (size_t k = 0; k < m->n; k++) order[start[bucket[k]]++] = (uint32_t)k;
   for (unsigned b = 0, i = 0; b < DD_BUCKETS && st == PC_OK; b++) {
     cell.n = 0;
     for (; i < start[b]; i++) {
-      const tchunk_t *t = &m->slot[order[i]];
+      const tentry_t *t = &m->e[order[i]];
       if (dd_bucket_add(&cell, t->term, t->len, t->chunk.p, t->chunk.n) != 0) {
         st = fail(err, PC_NOMEM, "out of memory");
         break;
