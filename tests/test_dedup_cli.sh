@@ -79,13 +79,25 @@ for i in $(seq 1 60); do
   printf 'Group %s: Alpha beta, the GRP%s words; shared-text.\n' "$g" "$g" >"$dir/doc$i.txt"
 done
 printf 'one of a kind: Unique words here\n' >corpus/unique.txt
+# a document of 3,000 terms of its own: an index run's map of terms grows
+# (and rehashes) several times while it takes them
+seq -f 'vocab%g' 1 3000 | tr '\n' ' ' >corpus/vocabulary.txt
 run_cli 60 --data "$D" load --threads 4 corpus
 [ "$RC" = 0 ] || fail "load exited $RC: $(cat "$WORK/last.err")"
-[[ "$OUT" == "loaded 61 documents in "*"skipped 0:"*"failed 0" ]] || fail "load summary: $OUT"
+[[ "$OUT" == "loaded 62 documents in "*"skipped 0:"*"failed 0" ]] || fail "load summary: $OUT"
 wait_all
 same_clusters "after loading"
 check_clean "after loading"
-pass "61 documents loaded; clusters equal sha256sum's grouping; check finds no difference"
+pass "62 documents loaded; clusters equal sha256sum's grouping; check finds no difference"
+run_cli 30 --data "$D" search --all
+[ "$RC" = 0 ] || fail "search --all exited $RC: $(cat "$WORK/last.err")"
+n=$(awk -F'\t' '$2 == "corpus/vocabulary.txt" && $1 ~ /^vocab[0-9]+$/' <<<"$OUT" | sort -u | wc -l)
+[ "$n" = 3000 ] || fail "search --all: want the 3000 terms of corpus/vocabulary.txt, found $n"
+for t in vocab1 vocab1500 vocab3000; do
+  run_cli 10 --data "$D" search "$t"
+  [ "$OUT" = corpus/vocabulary.txt ] || fail "search $t: '$OUT'"
+done
+pass "every one of a document's 3,000 terms is indexed"
 
 canonical_of() { # canonical_of FILE: the smallest path with the same contents
   local h
