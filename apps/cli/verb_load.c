@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "apps/cli/jsonl_doc.h"
 #include "base/error.h"
 
 #define DOCS_TABLE "docs"
@@ -633,37 +634,53 @@ static int next_line(lines_t *r, int *too_long) {
   }
 }
 
-/* One JSON line: queued as a document, or reported and skipped. -1 when
+/* The document of a line with url[0..ulen) and contents[0..clen): queued,
+ * or reported and skipped. -1 when memory ran out. */
+static int doc_entry(loader_t *l, const char *path, unsigned long lineno, const char *url,
+                     size_t ulen, const char *contents, size_t clen) {
+  if (check_url(l, path, lineno, url, ulen) != 0) return 0;
+  if (clen == 0) {
+    skip(l, SK_EMPTY, path, lineno, "empty contents");
+    return 0;
+  }
+  if (clen > l->max_bytes) {
+    skip(l, SK_TOO_LARGE, path, lineno, "contents too large (%zu bytes, above --max-bytes %zu)",
+         clen, l->max_bytes);
+    return 0;
+  }
+  item_t *it = new_item(IT_DOC, url, ulen);
+  if (!it || !(it->contents = malloc(clen))) {
+    item_free(it);
+    return -1;
+  }
+  memcpy(it->contents, contents, clen);
+  it->clen = clen;
+  put(l, it);
+  return 0;
+}
+
+/* One JSON line: queued as a document, or reported and skipped. A line of
+ * string members is read without jansson's tree (jsonl_doc.c); any other,
+ * or one without both members, is jansson's to accept or report. -1 when
  * memory ran out. */
-static int jsonl_entry(loader_t *l, const char *path, unsigned long lineno, const char *line,
-                       size_t k) {
+static int jsonl_entry(loader_t *l, jsonl_doc_t *fast, const char *path, unsigned long lineno,
+                       const char *line, size_t k) {
+  int r = jsonl_doc_read(line, k, fast);
+  if (r < 0) return -1;
+  if (r == 1 && fast->url && fast->contents)
+    return doc_entry(l, path, lineno, fast->url, fast->url_len, fast->contents,
+                     fast->contents_len);
   json_error_t je;
   json_t *j = json_loadb(line, k, JSON_ALLOW_NUL, &je);
   json_t *u = j ? json_object_get(j, "url") : NULL;
   json_t *c = j ? json_object_get(j, "contents") : NULL;
   int rc = 0;
-  if (!j || !json_is_object(j) || !json_is_string(u) || !json_is_string(c)) {
+  if (!j || !json_is_object(j) || !json_is_string(u) || !json_is_string(c))
     skip(l, SK_INVALID_JSON, path, lineno, "invalid JSON line (%s)",
          !j ? je.text : "expected an object with string members \"url\" and \"contents\"");
-  } else if (check_url(l, path, lineno, json_string_value(u), json_string_length(u)) == 0) {
-    size_t clen = json_string_length(c);
-    if (clen == 0) {
-      skip(l, SK_EMPTY, path, lineno, "empty contents");
-    } else if (clen > l->max_bytes) {
-      skip(l, SK_TOO_LARGE, path, lineno, "contents too large (%zu bytes, above --max-bytes %zu)",
-           clen, l->max_bytes);
-    } else {
-      item_t *it = new_item(IT_DOC, json_string_value(u), json_string_length(u));
-      if (it && (it->contents = malloc(clen))) {
-        memcpy(it->contents, json_string_value(c), clen);
-        it->clen = clen;
-        put(l, it);
-      } else {
-        item_free(it);
-        rc = -1;
-      }
-    }
-  }
+  else
+    rc = doc_entry(l, path, lineno, json_string_value(u), json_string_length(u),
+                   json_string_value(c), json_string_length(c));
   json_decref(j);
   return rc;
 }
@@ -684,6 +701,7 @@ static void read_jsonl(loader_t *l, const char *path) {
   }
   lines_t r = {.fd = fd, .buf = malloc(READ_CHUNK), .limit = l->max_bytes * 6 + MAX_URL * 6 +
                                                               LINE_SLACK};
+  jsonl_doc_t fast = {0};
   unsigned long lineno = 0;
   int got = r.buf ? 0 : -2, too_long;
   while (got == 0 || got == 1) {
@@ -699,13 +717,14 @@ static void read_jsonl(loader_t *l, const char *path) {
     size_t k = r.len;
     while (k && (r.line[k - 1] == '\r' || r.line[k - 1] == ' ')) k--;
     if (k == 0) continue; /* blank lines are allowed */
-    if (jsonl_entry(l, path, lineno, r.line, k) != 0) got = -2;
+    if (jsonl_entry(l, &fast, path, lineno, r.line, k) != 0) got = -2;
   }
   if (got == -1)
     skip(l, SK_UNREADABLE, path, lineno + 1, "unreadable (%s)", strerror(errno));
   if (got == -2) fatal_nomem(l, "reading a JSON-lines file");
   free(r.buf);
   free(r.line);
+  jsonl_doc_free(&fast);
   close(fd);
 }
 
