@@ -1435,7 +1435,7 @@ pc_config_t *pc_config_default(void) {
   cfg->workers.scan.stable_ms = 3000;
   cfg->zookeeper.session_timeout_ms = 10000;
   cfg->workers.threads = 4;
-  cfg->workers.scan.buckets_per_claim = 128;
+  cfg->workers.scan.buckets_per_claim = 0; /* chosen by the worker (notify/worker.h) */
   cfg->workers.scan.idle_ms = 100;
   cfg->workers.max_failures = 5;
   cfg->workers.backoff_ms = 100;

@@ -65,7 +65,8 @@
  *                    "snapshot_entries": int 16..10000000 [8192],
  *                    "down_after_ms": int 0..604800000 [1800000] }
  *   "workers":   { "threads": int 1..256 [4],
- *                  "scan": { "buckets_per_claim": int 1..1024 [128],
+ *                  "scan": { "buckets_per_claim": int 1..1024 [0 here: the worker's
+ *                                    own choice, pc_worker_options_t],
  *                            "idle_ms": int 1..60000 [100],
  *                            "batch_wait_ms": int 0..60000 [0],
  *                            "stable_ms": int 0..600000 [3000] },

@@ -54,6 +54,13 @@ void pc_worker_options_default(pc_worker_options_t *o) {
   o->journal_dir = NULL;
 }
 
+uint32_t pc_worker_claim_size(const pc_worker_options_t *o, int coordinated) {
+  if (o->buckets_per_claim) return o->buckets_per_claim;
+  if (coordinated) return 128;
+  uint32_t t = o->threads ? o->threads : 1;
+  return t >= PC_NOTIFY_BUCKETS ? 1 : PC_NOTIFY_BUCKETS / t;
+}
+
 static _Thread_local wthread_t *self_;
 
 wthread_t *pc_worker_self(void) { return self_; }
@@ -336,8 +343,8 @@ static int slot_cmp(const void *a, const void *b) {
 static pc_status_t check_options(const pc_worker_options_t *o, pc_error_t *err) {
   if (o->threads < 1 || o->threads > 256)
     return pc_error_set(err, PC_INVALID, "worker: threads is %u, want 1..256", o->threads);
-  if (o->buckets_per_claim < 1 || o->buckets_per_claim > PC_NOTIFY_BUCKETS)
-    return pc_error_set(err, PC_INVALID, "worker: buckets_per_claim is %u, want 1..%u",
+  if (o->buckets_per_claim > PC_NOTIFY_BUCKETS)
+    return pc_error_set(err, PC_INVALID, "worker: buckets_per_claim is %u, want 0 (auto)..%u",
                         o->buckets_per_claim, PC_NOTIFY_BUCKETS);
   if (o->idle_ms < 1 || o->idle_ms > 600000)
     return pc_error_set(err, PC_INVALID, "worker: idle_ms is %u, want 1..600000", o->idle_ms);
@@ -460,7 +467,11 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
   w->reg = registry;
   w->o = opts;
   w->o.journal_dir = NULL; /* w->journal_dir holds the copy */
-  w->nclaims = (PC_NOTIFY_BUCKETS + opts.buckets_per_claim - 1) / opts.buckets_per_claim;
+  w->o.buckets_per_claim = pc_worker_claim_size(&opts, db->coordination != NULL);
+  w->nclaims = (PC_NOTIFY_BUCKETS + w->o.buckets_per_claim - 1) / w->o.buckets_per_claim;
+  pc_log(PC_LOG_DEBUG, "worker: %u threads, claims of %u notification buckets (%u claims)%s",
+         opts.threads, w->o.buckets_per_claim, w->nclaims,
+         opts.buckets_per_claim ? "" : ", sized by the threads");
   w->maxthreads = (size_t)opts.threads * 2;
   atomic_init(&w->stop, 0);
   atomic_init(&w->abandoned, 0);

@@ -58,7 +58,11 @@ typedef struct pc_worker pc_worker_t;
 
 typedef struct pc_worker_options {
   uint32_t threads;           /* observer threads (1..256) [4] */
-  uint32_t buckets_per_claim; /* [128]: 8 claims of the 1024 buckets */
+  /* [128]: 8 claims of the 1024 buckets. 0: chosen at start, 1024 / threads
+   * (a claim a thread) for a worker that scans every bucket alone (no
+   * coordination: embedded, a served directory), 128 in a cluster, whose
+   * workers divide the buckets (pc_worker_claim_size) */
+  uint32_t buckets_per_claim;
   uint32_t idle_ms;           /* sleep after a round that found nothing [100] */
   uint32_t max_failures;      /* failures of one notification before it is parked [5] */
   uint32_t backoff_ms;        /* first wait before a retry, doubling [100] */
@@ -80,6 +84,14 @@ typedef struct pc_worker_options {
 
 /* The defaults above. */
 void pc_worker_options_default(pc_worker_options_t *o);
+/* The claim size a worker with options o uses: o->buckets_per_claim, or when
+ * it is 0, 1024 / threads (at least 1) without coordination, where one
+ * worker scans every bucket and a claim a thread gives each change the
+ * shortest wait for its claim's turn and the largest batches
+ * (docs/BENCHMARKS.md, "Claims sized by the threads"); 128 with
+ * coordination, where the workers of a cluster divide the buckets and a
+ * share must still hold a claim for each of a worker's threads. */
+uint32_t pc_worker_claim_size(const pc_worker_options_t *o, int coordinated);
 
 /* Registers every observer of registry in db's store (pc_db_register_observed),
  * gives every store the copy of every registration (pc_db_observers_sync),

@@ -256,7 +256,7 @@ static void check_defaults(const pc_config_t *cfg) {
   assert_int_equal(cfg->ntablets, 0);
   assert_int_equal(cfg->workers.set, 0);
   assert_int_equal(cfg->workers.threads, 4);
-  assert_int_equal(cfg->workers.scan.buckets_per_claim, 128);
+  assert_int_equal(cfg->workers.scan.buckets_per_claim, 0); /* the worker chooses */
   assert_int_equal(cfg->workers.scan.idle_ms, 100);
   assert_int_equal(cfg->workers.scan.stable_ms, 3000);
   assert_int_equal(cfg->workers.max_failures, 5);

@@ -1756,9 +1756,20 @@ static void test_start_refuses(void **state) {
   assert_null(pc_worker_start(db, reg, &o, &err));
   assert_non_null(strstr(err.text, "threads"));
   pc_worker_options_default(&o);
-  o.buckets_per_claim = 0;
+  o.buckets_per_claim = PC_NOTIFY_BUCKETS + 1;
   assert_null(pc_worker_start(db, reg, &o, &err));
   assert_non_null(strstr(err.text, "buckets_per_claim"));
+  /* 0 lets the worker choose: a claim a thread when it scans every bucket
+   * alone, 128 when the workers of a cluster divide them */
+  pc_worker_options_default(&o);
+  assert_int_equal(pc_worker_claim_size(&o, 0), 128);
+  o.buckets_per_claim = 0;
+  assert_int_equal(pc_worker_claim_size(&o, 0), PC_NOTIFY_BUCKETS / 4);
+  assert_int_equal(pc_worker_claim_size(&o, 1), 128);
+  o.threads = 3;
+  assert_int_equal(pc_worker_claim_size(&o, 0), PC_NOTIFY_BUCKETS / 3);
+  o.threads = 1;
+  assert_int_equal(pc_worker_claim_size(&o, 0), PC_NOTIFY_BUCKETS);
   pc_worker_stop(NULL);
   /* the defaults start and stop cleanly, and with nothing to do wait returns */
   pc_worker_t *w = track(pc_worker_start(db, reg, NULL, &err));
