@@ -351,7 +351,7 @@ pc_status_t local_commit_one_phase(pc_store_t *base, const pc_mutation_t *muts, 
   /* each element is written before anything reads it (not calloc'd): a
    * large calloc comes as untouched pages, where a read maps the zero page
    * and the first write then costs a second fault and a TLB shootdown to
-   * every core running this process (7 % of an embedded worker's CPU) */
+   * every core running this process */
   pc_meta_t *metas = n <= SIZE_MAX / sizeof *metas ? malloc(n * sizeof *metas) : NULL;
   pc_buf_t *keys = n <= SIZE_MAX / sizeof *keys ? malloc(n * sizeof *keys) : NULL;
   size_t ready = 0; /* metas[0..ready) and keys[0..ready) are initialised */

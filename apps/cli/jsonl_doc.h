@@ -1,9 +1,9 @@
 /* jsonl_doc.h — the fast path of `percolator load`'s JSON lines: an object
  * whose members are all strings, read without building a JSON tree.
  *
- * jansson reads a document of 8.5 KB in about 0.12 ms, most of the loader's
- * CPU on real text (docs/BENCHMARKS.md, "Where the loader's time went").
- * This reader takes only the shape the loader is fed nearly always, and for
+ * Why: jansson's lexer reads a byte at a time and builds a tree, the larger
+ * part of the loader's CPU on documents of real text (docs/BENCHMARKS.md,
+ * "Where the time went on the files"). This reader takes only the shape the loader is fed nearly always, and for
  * anything else (another value than a string, a member named twice, a
  * malformed or unusual escape, bytes that are not UTF-8, trailing bytes)
  * says so, and the caller asks jansson, which accepts or reports the line as

@@ -45,9 +45,9 @@ typedef struct tentry {
 /* The run's terms: the entries densely in first-seen order, and an open-
  * addressing table of (hash, entry index + 1; 0 = empty). A run of many
  * documents meets tens of thousands of terms, so the table is kept small
- * (8 bytes a slot) and the entries dense: before, each slot held its term
- * and chunk (96 bytes), and the table's growth touched megabytes of fresh
- * pages a run, each a page fault and a TLB shootdown across the cores. */
+ * (8 bytes a slot) and the entries dense, with their terms where the run
+ * read them: each fresh page the table's growth touches costs a page fault
+ * and a TLB shootdown across the cores. */
 typedef struct tslot {
   uint32_t hash, idx;
 } tslot_t;
