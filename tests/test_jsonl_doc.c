@@ -80,6 +80,19 @@ static const taken_t taken[] = {
     {"{\"url\":\"only\"}", 0, "only", NULL, 0, 0},
 };
 
+/* A member as read (got, NULL when absent) is want[0..want_len) (0: strlen),
+ * or absent when want is NULL. */
+static void expect_member(const char *got, size_t got_len, const char *want, size_t want_len) {
+  if (!want) {
+    assert_null(got);
+    return;
+  }
+  size_t wl = want_len ? want_len : strlen(want);
+  assert_non_null(got);
+  assert_int_equal(got_len, wl);
+  assert_memory_equal(got, want, wl);
+}
+
 static void test_taken(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
@@ -90,22 +103,8 @@ static void test_taken(void **state) {
       fprintf(stderr, "not taken: %s\n", t->line);
       fail();
     }
-    if (t->url) {
-      size_t ul = t->url_len ? t->url_len : strlen(t->url);
-      assert_non_null(d.url);
-      assert_int_equal(d.url_len, ul);
-      assert_memory_equal(d.url, t->url, ul);
-    } else {
-      assert_null(d.url);
-    }
-    if (t->contents) {
-      size_t cl = t->contents_len ? t->contents_len : strlen(t->contents);
-      assert_non_null(d.contents);
-      assert_int_equal(d.contents_len, cl);
-      assert_memory_equal(d.contents, t->contents, cl);
-    } else {
-      assert_null(d.contents);
-    }
+    expect_member(d.url, d.url_len, t->url, t->url_len);
+    expect_member(d.contents, d.contents_len, t->contents, t->contents_len);
     jsonl_doc_free(&d);
     agrees(t->line, n);
   }
