@@ -43,7 +43,7 @@ static const uint64_t latency_bounds_ms[12] = {1, 2, 5, 10, 20, 50, 100, 200, 50
 
 void pc_worker_options_default(pc_worker_options_t *o) {
   o->threads = 4;
-  o->buckets_per_claim = 128;
+  o->buckets_per_claim = PC_WORKER_CLAIM_BUCKETS;
   o->idle_ms = 100;
   o->max_failures = 5;
   o->backoff_ms = 100;
@@ -56,7 +56,7 @@ void pc_worker_options_default(pc_worker_options_t *o) {
 
 uint32_t pc_worker_claim_size(const pc_worker_options_t *o, int coordinated) {
   if (o->buckets_per_claim) return o->buckets_per_claim;
-  if (coordinated) return 128;
+  if (coordinated) return PC_WORKER_CLAIM_BUCKETS;
   uint32_t t = o->threads ? o->threads : 1;
   return t >= PC_NOTIFY_BUCKETS ? 1 : PC_NOTIFY_BUCKETS / t;
 }

@@ -56,6 +56,10 @@
 
 typedef struct pc_worker pc_worker_t;
 
+/* Buckets a claim: the default of pc_worker_options_default, and what a
+ * worker of a coordinated cluster takes when buckets_per_claim is 0 */
+#define PC_WORKER_CLAIM_BUCKETS 128u
+
 typedef struct pc_worker_options {
   uint32_t threads;           /* observer threads (1..256) [4] */
   /* [128]: 8 claims of the 1024 buckets. 0: chosen at start, 1024 / threads

@@ -1762,10 +1762,10 @@ static void test_start_refuses(void **state) {
   /* 0 lets the worker choose: a claim a thread when it scans every bucket
    * alone, 128 when the workers of a cluster divide them */
   pc_worker_options_default(&o);
-  assert_int_equal(pc_worker_claim_size(&o, 0), 128);
+  assert_int_equal(pc_worker_claim_size(&o, 0), PC_WORKER_CLAIM_BUCKETS);
   o.buckets_per_claim = 0;
   assert_int_equal(pc_worker_claim_size(&o, 0), PC_NOTIFY_BUCKETS / 4);
-  assert_int_equal(pc_worker_claim_size(&o, 1), 128);
+  assert_int_equal(pc_worker_claim_size(&o, 1), 128); /* the documented default (CONFIG.md) */
   o.threads = 3;
   assert_int_equal(pc_worker_claim_size(&o, 0), PC_NOTIFY_BUCKETS / 3);
   o.threads = 1;
