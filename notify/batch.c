@@ -21,9 +21,15 @@
  * worker that runs one of them at the same time writes the same ack, so at
  * most one of the two commits (as for single runs).
  *
- * Any setback of the batch — the callback failing, a conflict, an ack that
- * is not 8 bytes, memory — runs every cell of it again through the single
- * path (pc_pass), which retries, backs off and parks each cell on its own.
+ * A batch whose transaction lost to another (a write conflict, a lock, a
+ * rollback by another) runs again as two halves, each a batch in a
+ * transaction of its own: the cells that share a row with the winner go
+ * on in ever smaller batches while the rest commit, instead of every cell
+ * of the batch paying a synced commit of its own; a cell alone that still
+ * loses takes the single path. Any other setback of the batch — the
+ * callback failing, an ack that is not 8 bytes, memory — runs every cell
+ * of it again through the single path (pc_pass), which retries, backs off
+ * and parks each cell on its own.
  * A cell that is parked, waits out a backoff, or had a death of the process
  * counted against it takes the single path from the start.
  */
@@ -82,6 +88,24 @@ static int batch_singly(pc_worker_t *w, batch_t *b) {
   for (size_t i = 0; i < b->n && !pc_worker_stopping(w) && !(self && self->given_up); i++)
     did |= pc_pass(w, &b->v[i]);
   return did;
+}
+
+static int run_batch(pc_worker_t *w, batch_t *b);
+
+/* The cells of b in two batches, each run on its own (a batch that lost a
+ * conflict); b is left empty, its cells released by the halves. */
+static int batch_halves(pc_worker_t *w, batch_t *b) {
+  size_t h = b->n / 2;
+  batch_t lo = {b->slot, b->mine, b->v, h, h};
+  batch_t hi = {b->slot, b->mine, b->v + h, b->n - h, b->n - h};
+  b->n = 0;
+  int did = run_batch(w, &lo);
+  wthread_t *self = pc_worker_self();
+  if (pc_worker_stopping(w) || (self && self->given_up)) {
+    batch_release(&hi);
+    return did;
+  }
+  return did | run_batch(w, &hi);
 }
 
 /* The bound below which cell k's notifications go after the batch: a pass
@@ -150,6 +174,7 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
   pc_error_t err;
   pc_error_clear(&err);
   int did = 0, failed = 1; /* until the batch is through */
+  int lost = 0;             /* its transaction lost to another's */
   const pc_cell_t *c0 = &b->v[0].cell.n.cell;
   /* the deletions are on behalf of the column's registered observers, all
    * of them this worker's (batch_slot); a registration since then sends the
@@ -200,8 +225,9 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
       goto out;
     }
     if (st != PC_OK) {
+      lost = st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED;
       pc_log(PC_LOG_DEBUG, "worker: observer '%s' on a batch of %zu cells: %s; running them "
-             "one by one", o->name, m, err.text);
+             "%s", o->name, m, err.text, lost && n > 1 ? "in halves" : "one by one");
       goto out;
     }
     for (size_t j = 0; j < m && st == PC_OK; j++)
@@ -211,8 +237,8 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
     if (!fp_fired && run[0] == 0) pc_txn_trigger_bound(t, below[0], col->names, col->nlen);
     if (st == PC_OK) st = pc_txn_commit(t, &err);
     if (st != PC_OK) {
-      if (st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED)
-        pc_count(b->slot, PC_C_CONFLICTS);
+      lost = st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED;
+      if (lost) pc_count(b->slot, PC_C_CONFLICTS);
       goto out;
     }
     atomic_fetch_add(&b->slot->n[PC_C_RUNS], m);
@@ -243,7 +269,8 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
 out:
   pc_txn_destroy(t);
   pc_view_put(w, view);
-  if (failed && !pc_worker_stopping(w)) did |= batch_singly(w, b);
+  if (failed && !pc_worker_stopping(w))
+    did |= lost && n > 1 ? batch_halves(w, b) : batch_singly(w, b);
   for (size_t i = 0; keys && i < n; i++) pc_buf_free(&keys[i]);
   for (size_t i = 0; acks && i < n; i++) pc_free(acks[i].value);
   pc_buf_free(&ack_col);

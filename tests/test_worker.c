@@ -1405,6 +1405,79 @@ static void test_batch_wait(void **state) {
   tu_rmtree(dir);
 }
 
+/* A batch that loses a write conflict runs again in halves: the batch
+ * observer "copyh" copies as copyb does, and while a batch of more than one
+ * cell holds row h003, it first commits another value to btout/h003 done:v
+ * in a transaction of its own, so the batch's commit loses to it. The eight
+ * cells, one batch at first: 8 loses; of its halves the one without h003
+ * commits (4), the other loses and halves (2 commits, 2 loses), and h003
+ * commits alone in a batch of 1 (nothing interferes then) beside the other
+ * cell of its pair. None of them runs through the single path. */
+typedef struct halving {
+  batching_t b;
+  pc_db_t *db;
+  atomic_int lost; /* batches this observer made lose */
+} halving_t;
+
+static pc_status_t obs_halving_batch(void *state, pc_txn_t *t, const pc_notified_cell_t *cells,
+                                     size_t n, pc_error_t *err) {
+  halving_t *h = state;
+  for (size_t i = 0; n > 1 && i < n; i++)
+    if (cells[i].row_len == 4 && memcmp(cells[i].row, "h003", 4) == 0) {
+      pc_txn_t *other = begin(h->db);
+      tu_set(other, "btout", "h003", "done:v", "theirs");
+      commit(other);
+      atomic_fetch_add(&h->lost, 1);
+      break;
+    }
+  return obs_copy_batch(&h->b, t, cells, n, err);
+}
+
+static void test_batch_halves(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp("worker-batchhalves");
+  pc_db_t *db = tu_open(dir, 0);
+  halving_t h;
+  memset(&h, 0, sizeof h);
+  h.db = db;
+  pc_observer_registry_t *reg = pc_registry_create();
+  pc_observer_def_t d = copyb_def(&h.b, 8);
+  d.name = "copyh";
+  d.observe_batch = obs_halving_batch;
+  d.state = &h;
+  pc_error_t err;
+  assert_int_equal(pc_registry_add(reg, &d, NULL, "test", &err), PC_OK);
+  register_observed(db, "copyh", "bt", "v:c", PC_OBSERVER_STRONG);
+  backfill_done(db, "copyh");
+  pc_txn_t *t = begin(db);
+  char row[32], val[32];
+  for (int i = 0; i < 8; i++) {
+    snprintf(row, sizeof row, "h%03d", i);
+    snprintf(val, sizeof val, "v%d", i);
+    tu_set(t, "bt", row, "v:c", val);
+  }
+  commit(t);
+  /* one thread, one claim of every bucket: the eight cells make one batch */
+  pc_worker_options_t o = quick_options(1);
+  o.buckets_per_claim = PC_NOTIFY_BUCKETS;
+  pc_worker_t *w = start(db, reg, &o);
+  wait_idle(db);
+  assert_copied(db, "h", 0, 8); /* h003 holds the batch's value, not "theirs" */
+  pc_observer_stats_t st = runs_of(w, "copyh", 8);
+  assert_int_equal(st.runs, 8);
+  assert_int_equal(st.conflicts, 3);
+  assert_int_equal(atomic_load(&h.lost), 3);
+  assert_int_equal(atomic_load(&h.b.batches), 7);    /* 8; 4 and 4; 2 and 2; 1 and 1 */
+  assert_int_equal(atomic_load(&h.b.cells), 22);     /* 8 + 8 + 4 + 2 */
+  assert_int_equal(atomic_load(&h.b.largest), 8);
+  assert_int_equal(atomic_load(&h.b.calls), 0);      /* none alone through the single path */
+  assert_int_equal(pending(db), 0);
+  stop(w);
+  pc_registry_free(reg);
+  pc_db_close(db);
+  tu_rmtree(dir);
+}
+
 /* ---- 6b. backoff waits: the healthy observers of a cell run once per change -- */
 
 /* A failing observer next to healthy ones on the same column: while the
@@ -2221,6 +2294,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_reregistered_learns_deletes, stop_leftovers),
       cmocka_unit_test_teardown(test_batches, stop_leftovers),
       cmocka_unit_test_teardown(test_batch_wait, stop_leftovers),
+      cmocka_unit_test_teardown(test_batch_halves, stop_leftovers),
       cmocka_unit_test_teardown(test_backoff_waits, stop_leftovers),
       cmocka_unit_test_teardown(test_crash_parked, stop_leftovers),
       cmocka_unit_test_teardown(test_hung_observer_given_up, stop_leftovers),
