@@ -265,13 +265,17 @@ typedef struct pc_store_ops {
                              const pc_notification_t *after, size_t limit, pc_store_notify_fn fn,
                              void *ctx, pc_error_t *err);
 
-  /* Deletes clear->cell's notifications, strong and weak, with ts <
-   * clear->below, when clear->observers covers the store's set (see
-   * pc_notify_clear_t; clear->done says whether they went); newer ones
-   * stay. Atomic on the cell's row, like every row operation, but not
-   * synced: a delete lost in a crash brings the notification back, and its
-   * observers run again (they are then skipped by their acks). */
-  pc_status_t (*clear_notify)(pc_store_t *s, pc_notify_clear_t *clear, pc_error_t *err);
+  /* For each of the n clears (distinct cells): deletes clear->cell's
+   * notifications, strong and weak, with ts < clear->below, when
+   * clear->observers covers the store's set (see pc_notify_clear_t;
+   * clear->done says whether they went); newer ones stay. An embedded store
+   * deletes them all in one write, atomic on their rows like every row
+   * operation; a remote store asks each cell's tablet in turn (a failure
+   * stops there: the clears before it are done, the rest not). Not synced: a
+   * delete lost in a crash brings the notification back, and its observers
+   * run again (they are then skipped by their acks). */
+  pc_status_t (*clear_notify)(pc_store_t *s, pc_notify_clear_t *clears, size_t n,
+                              pc_error_t *err);
 
   /* Adds observer o to the store's set (add = 1; an observer of that name
    * is replaced) or removes the observer named o->name (add = 0), durably,

@@ -213,7 +213,8 @@ pc_status_t local_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
  * latch held), counting them in *n; key is scratch. */
 pc_status_t local_notify_deletes(local_t *s, leveldb_writebatch_t *b, const pc_cell_t *c,
                                  uint64_t below, pc_buf_t *key, size_t *n, pc_error_t *err);
-pc_status_t local_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc_error_t *err);
+pc_status_t local_clear_notify(pc_store_t *base, pc_notify_clear_t *clears, size_t n,
+                               pc_error_t *err);
 /* Whether a strong observer of c's column is in the store's set. */
 int local_strongly_observed(local_t *s, const pc_cell_t *c);
 pc_status_t local_observer_update(pc_store_t *base, const pc_store_observer_t *o, int add,

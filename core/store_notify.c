@@ -142,22 +142,30 @@ pc_status_t local_notify_deletes(local_t *s, leveldb_writebatch_t *b, const pc_c
   return PC_OK;
 }
 
-pc_status_t local_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc_error_t *err) {
+pc_status_t local_clear_notify(pc_store_t *base, pc_notify_clear_t *clears, size_t n,
+                               pc_error_t *err) {
   local_t *s = (local_t *)base;
-  const pc_cell_t *c = &clear->cell;
-  clear->done = 0;
-  clear->missing[0] = '\0';
-  rowop_t op;
-  pc_status_t st = local_rowop_begin(&op, s, c, sizeof *c, 1, "clear_notify", err);
-  if (st != PC_OK) return st;
-  size_t n = 0;
-  local_observers_hold(s); /* no registration between the check and the write */
-  if (local_observers_cover(s, clear)) {
-    st = local_notify_deletes(s, op.b, c, clear->below, &op.key, &n, err);
-    /* not synced (store.h): a lost delete only makes observers run again */
-    if (st == PC_OK && n) st = local_apply(s, op.b, NULL, s->gc_wopts, err);
-    clear->done = st == PC_OK;
+  for (size_t i = 0; i < n; i++) {
+    clears[i].done = 0;
+    clears[i].missing[0] = '\0';
   }
+  if (n == 0) return PC_OK;
+  rowop_t op; /* every cell's row latched, for one batch */
+  pc_status_t st = local_rowop_begin(&op, s, &clears[0].cell, sizeof *clears, n, "clear_notify",
+                                     err);
+  if (st != PC_OK) return st;
+  size_t deletes = 0;
+  local_observers_hold(s); /* no registration between the checks and the write */
+  for (size_t i = 0; i < n && st == PC_OK; i++) {
+    if (!local_observers_cover(s, &clears[i])) continue;
+    size_t k = 0;
+    st = local_notify_deletes(s, op.b, &clears[i].cell, clears[i].below, &op.key, &k, err);
+    deletes += k;
+    clears[i].done = 1; /* unless the write below fails */
+  }
+  /* not synced (store.h): a lost delete only makes observers run again */
+  if (st == PC_OK && deletes) st = local_apply(s, op.b, NULL, s->gc_wopts, err);
+  for (size_t i = 0; st != PC_OK && i < n; i++) clears[i].done = 0;
   local_observers_release(s);
   return local_rowop_end(&op, st, err); /* op.writes == 0: applied above */
 }

@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     case 13: {
       pc_notify_clear_t clear = {a, 100, "obs", 4, 0, ""};
-      st = ops->clear_notify(store, &clear, &err);
+      st = ops->clear_notify(store, &clear, 1, &err);
       break;
     }
     case 14: {

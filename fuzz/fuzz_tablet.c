@@ -282,12 +282,18 @@ static pc_status_t f_scan_notify(pc_store_t *s, uint32_t lo, uint32_t hi,
   return st == PC_LOCKED || st == PC_NOT_FOUND ? PC_OK : st;
 }
 
-static pc_status_t f_clear_notify(pc_store_t *s, pc_notify_clear_t *clear, pc_error_t *err) {
+static pc_status_t f_clear_notify(pc_store_t *s, pc_notify_clear_t *clear, size_t n,
+                                  pc_error_t *err) {
   (void)s;
-  FUZZ_CHECK(clear->olen == 0 || (clear->observers && clear->observers[clear->olen - 1] == '\0'));
-  pc_status_t st = f_cells(&clear->cell, 1, err);
-  clear->done = st == PC_OK && (seed & 2) == 0;
-  if (st == PC_OK && !clear->done) snprintf(clear->missing, sizeof clear->missing, "o%u", (unsigned)seed);
+  FUZZ_CHECK(n >= 1);
+  pc_status_t st = PC_OK;
+  for (size_t k = 0; k < n && st == PC_OK; k++, clear++) {
+    FUZZ_CHECK(clear->olen == 0 || (clear->observers && clear->observers[clear->olen - 1] == '\0'));
+    st = f_cells(&clear->cell, 1, err);
+    clear->done = st == PC_OK && (seed & 2) == 0;
+    if (st == PC_OK && !clear->done)
+      snprintf(clear->missing, sizeof clear->missing, "o%u", (unsigned)seed);
+  }
   return st;
 }
 
@@ -442,6 +448,13 @@ static int reencode(uint8_t op, const char *body, size_t len, pc_arena_t *a, pc_
         enc = pc_tablet_encode_clear_notify(out, &q);
       break;
     }
+    case PC_TABLET_OP_CLEAR_NOTIFY_MANY: {
+      pc_notify_clear_t *q;
+      size_t n;
+      if ((st = pc_tablet_decode_clear_notify_many(body, len, a, &q, &n, &err)) == PC_OK)
+        enc = pc_tablet_encode_clear_notify_many(out, q, n);
+      break;
+    }
     case PC_TABLET_OP_OBSERVER: {
       pc_tablet_observer_req_t q;
       if ((st = pc_tablet_decode_observer(body, len, a, &q, &err)) == PC_OK)
@@ -510,7 +523,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pc_error_t err;
     pc_error_clear(&err);
     pc_status_t st = pc_tablet_rpc_handler(tablet, op, body, len, &reply, &err);
-    if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_GET_MANY) {
+    if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_CLEAR_NOTIFY_MANY) {
       FUZZ_CHECK(st == PC_INVALID && err.text[0]);
     } else {
       FUZZ_CHECK(st == PC_OK && reply.len >= 5);

@@ -102,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pc_error_t err;
     pc_error_clear(&err);
     pc_status_t st = pc_tablet_rpc_handler(tablet, op, body, len, &reply, &err);
-    if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_GET_MANY) {
+    if (op < PC_TABLET_OP_GET || op > PC_TABLET_OP_CLEAR_NOTIFY_MANY) {
       FUZZ_CHECK(st == PC_INVALID && err.text[0]);
     } else {
       FUZZ_CHECK(st == PC_OK);

@@ -13,7 +13,7 @@
  * cell's notifications are deleted below the bound of the deletion rule
  * (pass.c), exactly as a pass with that one acting observer would: the
  * first cell's in the commit itself when it can (the transaction's
- * trigger), the others' with clear_notify, on behalf of the column's
+ * trigger), the others' with one clear_notify, on behalf of the column's
  * registered observers. Only a column whose registered observers are all
  * this worker's is batched: one that another worker's observers share
  * takes the single path, which accounts for what those covered (pass.c). The cells are distinct and all of
@@ -170,6 +170,7 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
   pc_notified_cell_t *cells = calloc(n, sizeof *cells);
   size_t *run = calloc(n, sizeof *run); /* the cells the callback runs on, as indices into b */
   uint64_t *below = calloc(n, sizeof *below);
+  pc_notify_clear_t *clears = NULL;
   pc_txn_t *t = NULL;
   pc_error_t err;
   pc_error_clear(&err);
@@ -251,20 +252,24 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
   }
   failed = 0;
   did = 1;
-  if (fp_fired) goto out; /* as if crashed before deleting the notifications */
-  for (size_t k = 0; k < live && !pc_worker_stopping(w); k++) {
+  if (fp_fired || pc_worker_stopping(w)) goto out; /* as if crashed before the deletions */
+  /* every cell's notifications in one call: one write in an embedded store */
+  if (!(clears = malloc(live * sizeof *clears))) goto out; /* they stay: a later pass skips them */
+  size_t nc = 0;
+  for (size_t k = 0; k < live; k++) {
     if (k == 0 && m > 0 && run[0] == 0 && pc_txn_trigger_cleared(t)) continue; /* went with it */
-    const pc_cell_t *c = &b->v[k].cell.n.cell;
-    pc_notify_clear_t cl = {*c, below[k], col->names, col->nlen, 0, ""};
-    char name[200];
-    if (w->db->store->ops->clear_notify(w->db->store, &cl, &err) != PC_OK)
-      pc_log(PC_LOG_DEBUG, "worker: clearing the notifications of %s: %s",
-             pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name),
-             err.text);
-    else if (!cl.done) /* a registration the view has not caught up with: a later pass */
+    clears[nc++] = (pc_notify_clear_t){b->v[k].cell.n.cell, below[k], col->names, col->nlen, 0, ""};
+  }
+  char name[200];
+  if (nc && w->db->store->ops->clear_notify(w->db->store, clears, nc, &err) != PC_OK)
+    pc_log(PC_LOG_DEBUG, "worker: clearing the notifications of %zu cells of observer '%s': %s",
+           nc, o->name, err.text);
+  for (size_t k = 0; k < nc; k++) { /* a registration the view has not caught up with */
+    const pc_cell_t *c = &clears[k].cell;
+    if (!clears[k].done && clears[k].missing[0])
       pc_log(PC_LOG_DEBUG, "worker: the notifications of %s wait for observer '%s'",
              pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name),
-             cl.missing);
+             clears[k].missing);
   }
 out:
   pc_txn_destroy(t);
@@ -280,6 +285,7 @@ out:
   free(cells);
   free(run);
   free(below);
+  free(clears);
   batch_release(b);
   return did;
 }

@@ -116,7 +116,7 @@ static int clear(pc_worker_t *w, const pc_cell_t *c, const pass_t *p, uint64_t b
   pc_notify_clear_t cl = {*c, below, p->names, p->nlen, 0, ""};
   pc_error_t err;
   char name[200];
-  if (w->db->store->ops->clear_notify(w->db->store, &cl, &err) != PC_OK) {
+  if (w->db->store->ops->clear_notify(w->db->store, &cl, 1, &err) != PC_OK) {
     pc_log(PC_LOG_DEBUG, "worker: clearing the notifications of %s: %s",
            pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, name, sizeof name), err.text);
     return 0;

@@ -174,8 +174,9 @@ static pc_status_t r_scan_notify(pc_store_t *s, uint32_t lo, uint32_t hi,
   READ(s, S->ops->scan_notify(S, lo, hi, after, limit, fn, ctx, err), (void)0);
 }
 
-static pc_status_t r_clear_notify(pc_store_t *s, pc_notify_clear_t *clear, pc_error_t *err) {
-  RUN(s, group_may_write, S->ops->clear_notify(S, clear, err));
+static pc_status_t r_clear_notify(pc_store_t *s, pc_notify_clear_t *clears, size_t n,
+                                  pc_error_t *err) {
+  RUN(s, group_may_write, S->ops->clear_notify(S, clears, n, err));
 }
 
 static pc_status_t r_observer_update(pc_store_t *s, const pc_store_observer_t *o, int add,

@@ -330,6 +330,7 @@ static int point_op(uint8_t op) {
     case PC_TABLET_OP_CHECK_TXN:
     case PC_TABLET_OP_HEARTBEAT:
     case PC_TABLET_OP_CLEAR_NOTIFY:
+    case PC_TABLET_OP_CLEAR_NOTIFY_MANY:
     case PC_TABLET_OP_OBSERVER:
     case PC_TABLET_OP_ONE_PHASE:
       return 1;
@@ -947,8 +948,7 @@ static pc_status_t r_scan_notify(pc_store_t *base, uint32_t lo, uint32_t hi,
   return st;
 }
 
-static pc_status_t r_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc_error_t *err) {
-  remote_t *s = (remote_t *)base;
+static pc_status_t r_clear_one(remote_t *s, pc_notify_clear_t *clear, pc_error_t *err) {
   const pc_cell_t *cell = &clear->cell;
   size_t i = route(s, cell->row, cell->rlen);
   pc_buf_t body = {0}, reply = {0};
@@ -967,6 +967,7 @@ static pc_status_t r_clear_notify(pc_store_t *base, pc_notify_clear_t *clear, pc
   pc_buf_free(&reply);
   return st;
 }
+
 
 /* Every tablet in turn: each commits the rows of its range, so each must
  * know the observers before a registration counts as made. */
@@ -1183,6 +1184,68 @@ static void r_prewrite_many(pc_store_t *base, pc_store_req_t *reqs, size_t n,
 static void r_commit_many(pc_store_t *base, pc_store_req_t *reqs, size_t n, uint64_t start_ts,
                           uint64_t commit_ts) {
   r_stage_many((remote_t *)base, PC_TABLET_OP_COMMIT, reqs, n, NULL, start_ts, commit_ts);
+}
+
+/* One CLEAR_NOTIFY_MANY per tablet, every tablet at once (a cell alone: a
+ * CLEAR_NOTIFY); a tablet that fails leaves its cells not done and the
+ * call's status its failure (store.h). */
+static pc_status_t r_clear_notify(pc_store_t *base, pc_notify_clear_t *clears, size_t n,
+                                  pc_error_t *err) {
+  remote_t *s = (remote_t *)base;
+  for (size_t k = 0; k < n; k++) {
+    clears[k].done = 0;
+    clears[k].missing[0] = '\0';
+  }
+  if (n <= 1) return n ? r_clear_one(s, clears, err) : PC_OK;
+  size_t *tab = malloc(n * sizeof *tab), *count = calloc(s->n, sizeof *count);
+  fan_t *f = calloc(s->n, sizeof *f);
+  pc_notify_clear_t *grouped = malloc(n * sizeof *grouped);
+  pc_status_t st = PC_OK;
+  if (!tab || !count || !f || !grouped) st = nomem(err);
+  size_t m = 0;
+  for (size_t k = 0; k < n && st == PC_OK; k++) {
+    tab[k] = route(s, clears[k].cell.row, clears[k].cell.rlen);
+    if (count[tab[k]]++ == 0) f[m++].tablet = tab[k];
+  }
+  /* each tablet's clears together, in the call's order: count[] becomes
+   * each group's end in grouped[] */
+  size_t end = 0;
+  for (size_t j = 0; j < m && st == PC_OK; j++) {
+    size_t c = count[f[j].tablet];
+    count[f[j].tablet] = end;
+    end += c;
+  }
+  for (size_t k = 0; k < n && st == PC_OK; k++) grouped[count[tab[k]]++] = clears[k];
+  for (size_t j = 0; j < m && st == PC_OK; j++) {
+    size_t from = j ? count[f[j - 1].tablet] : 0;
+    if (pc_tablet_encode_clear_notify_many(&f[j].body, grouped + from,
+                                           count[f[j].tablet] - from))
+      st = nomem(err);
+  }
+  if (st == PC_OK) fan_out(s, PC_TABLET_OP_CLEAR_NOTIFY_MANY, f, m);
+  else m = 0; /* nothing sent */
+  for (size_t j = 0; j < m; j++) {
+    pc_rd_t *r = &f[j].r;
+    pc_status_t js = f[j].st;
+    pc_error_t je = f[j].err;
+    /* the answers come in the order of the request's cells */
+    for (size_t k = 0; k < n && js == PC_OK && r->ok; k++)
+      if (tab[k] == f[j].tablet) take_clear_answer(r, &clears[k]);
+    if (r->ok) js = take_message(s, f[j].tablet, r, js, &je);
+    else if (js == PC_OK)
+      js = pc_error_set(&je, PC_CORRUPTION, "tablet %s: malformed reply", s->t[f[j].tablet].name);
+    if (js != PC_OK) { /* that tablet's cells are not done; the others' answers stand */
+      for (size_t k = 0; k < n; k++)
+        if (tab[k] == f[j].tablet) clears[k].done = 0;
+      st = js;
+      if (err) *err = je;
+    }
+  }
+  free(tab);
+  free(count);
+  free(grouped);
+  fan_free(f, s->n);
+  return st;
 }
 
 /* n cells at read_ts: one GET_MANY per tablet, every tablet at once. */

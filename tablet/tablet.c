@@ -625,10 +625,28 @@ static pc_status_t op_clear_notify(pc_tablet_t *t, uint8_t op, const char *body,
   pc_status_t st;
   if ((st = pc_tablet_decode_clear_notify(body, len, a, &clear, e)) != PC_OK) return st;
   if ((st = check_row(t, &clear.cell, e)) != PC_OK) return st;
-  st = s->ops->clear_notify(s, &clear, e);
+  st = s->ops->clear_notify(s, &clear, 1, e);
   if (st == PC_OK && (pc_buf_u8(payload, (uint8_t)clear.done) ||
                       pc_buf_str(payload, clear.missing, strlen(clear.missing))))
     st = pc_error_set(e, PC_NOMEM, "oom");
+  return st;
+}
+
+/* Many cells of this tablet's in one request: one call of the store, one
+ * write (store.h); the answers in the request's order. */
+static pc_status_t op_clear_notify_many(pc_tablet_t *t, uint8_t op, const char *body, size_t len,
+                                        pc_arena_t *a, pc_buf_t *payload, pc_error_t *e) {
+  (void)op;
+  pc_store_t *s = t->store;
+  pc_notify_clear_t *clears;
+  size_t n;
+  pc_status_t st = pc_tablet_decode_clear_notify_many(body, len, a, &clears, &n, e);
+  for (size_t k = 0; st == PC_OK && k < n; k++) st = check_row(t, &clears[k].cell, e);
+  if (st == PC_OK) st = s->ops->clear_notify(s, clears, n, e);
+  for (size_t k = 0; st == PC_OK && k < n; k++)
+    if (pc_buf_u8(payload, (uint8_t)clears[k].done) ||
+        pc_buf_str(payload, clears[k].missing, strlen(clears[k].missing)))
+      st = pc_error_set(e, PC_NOMEM, "oom");
   return st;
 }
 
@@ -696,6 +714,7 @@ static const op_fn ops[256] = {
     [PC_TABLET_OP_GC] = op_gc,
     [PC_TABLET_OP_SCAN_NOTIFY] = op_scan_notify,
     [PC_TABLET_OP_CLEAR_NOTIFY] = op_clear_notify,
+    [PC_TABLET_OP_CLEAR_NOTIFY_MANY] = op_clear_notify_many,
     [PC_TABLET_OP_OBSERVER] = op_observer,
     [PC_TABLET_OP_OBSERVERS] = op_observers,
     [PC_TABLET_OP_INFO] = op_info,
@@ -712,6 +731,7 @@ const char *pc_tablet_op_name(uint8_t op) {
       [PC_TABLET_OP_GC] = "gc",             [PC_TABLET_OP_SCAN_NOTIFY] = "scan_notify",
       [PC_TABLET_OP_CLEAR_NOTIFY] = "clear_notify", [PC_TABLET_OP_OBSERVER] = "observer",
       [PC_TABLET_OP_OBSERVERS] = "observers", [PC_TABLET_OP_GET_MANY] = "get_many",
+      [PC_TABLET_OP_CLEAR_NOTIFY_MANY] = "clear_notify_many",
   };
   return op < sizeof names / sizeof names[0] ? names[op] : NULL;
 }

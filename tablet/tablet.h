@@ -96,6 +96,7 @@ enum {
   PC_TABLET_OP_OBSERVER = 0x1F,
   PC_TABLET_OP_OBSERVERS = 0x20,
   PC_TABLET_OP_GET_MANY = 0x21,
+  PC_TABLET_OP_CLEAR_NOTIFY_MANY = 0x22,
   /* A request for one tablet of a server that holds several (a replicated
    * cluster's): str tablet u8 op body, answered as op is. ROUTED_READ
    * carries only the reads that run inline (pc_tablet_rpc_runs_inline). */

@@ -602,6 +602,30 @@ pc_status_t pc_tablet_decode_clear_notify(const char *body, size_t len, pc_arena
   return PC_OK;
 }
 
+int pc_tablet_encode_clear_notify_many(pc_buf_t *b, const pc_notify_clear_t *q, size_t n) {
+  if (pc_buf_u32(b, (uint32_t)n)) return -1;
+  for (size_t k = 0; k < n; k++)
+    if (put_clear(b, &q[k])) return -1;
+  return 0;
+}
+
+pc_status_t pc_tablet_decode_clear_notify_many(const char *body, size_t len, pc_arena_t *a,
+                                               pc_notify_clear_t **q, size_t *n,
+                                               pc_error_t *err) {
+  pc_rd_t r = {body, len, 0, 1};
+  *q = NULL;
+  if (read_count(&r, n) || *n == 0) return bad(err, "clear notify", "count");
+  pc_notify_clear_t *v = pc_arena_calloc(a, *n, sizeof *v);
+  if (!v) return pc_error_set(err, PC_NOMEM, "out of memory");
+  for (size_t k = 0; k < *n; k++) {
+    const char *at = get_clear(&r, a, &v[k]);
+    if (at) return bad(err, "clear notify", at);
+  }
+  if (r.pos != r.len) return trailing(err, "clear notify");
+  *q = v;
+  return PC_OK;
+}
+
 int pc_tablet_encode_observer(pc_buf_t *b, const pc_tablet_observer_req_t *q) {
   const pc_store_observer_t *o = &q->observer;
   if (pc_buf_u8(b, (uint8_t)(q->add != 0)) || pc_buf_str(b, o->name, strlen(o->name)))

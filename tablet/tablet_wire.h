@@ -188,6 +188,14 @@ int pc_tablet_encode_clear_notify(pc_buf_t *b, const pc_notify_clear_t *q);
 pc_status_t pc_tablet_decode_clear_notify(const char *body, size_t len, pc_arena_t *a,
                                           pc_notify_clear_t *q, pc_error_t *err);
 
+/* CLEAR_NOTIFY_MANY: u32 n, then n clears as CLEAR_NOTIFY's (1 .. the
+ * most cells a request may name); answered by u8 done str missing for each,
+ * in the request's order. The decoder allocates *q in a. */
+int pc_tablet_encode_clear_notify_many(pc_buf_t *b, const pc_notify_clear_t *q, size_t n);
+pc_status_t pc_tablet_decode_clear_notify_many(const char *body, size_t len, pc_arena_t *a,
+                                               pc_notify_clear_t **q, size_t *n,
+                                               pc_error_t *err);
+
 /* OBSERVER: u8 add str name [str record] (the record, keys.h's
  * pc_obs_record_t, only when adding). The decoder checks the name and the
  * record; the name and the table are NUL-terminated copies in the arena, the

@@ -874,7 +874,7 @@ static int clear_as(pc_db_t *db, const char *row, uint64_t below, const char *ob
                     size_t olen, char *missing) {
   pc_notify_clear_t cl = {{T, row, strlen(row), OBS, strlen(OBS)}, below, observers, olen, 0, ""};
   pc_error_t err;
-  pc_status_t st = db->store->ops->clear_notify(db->store, &cl, &err);
+  pc_status_t st = db->store->ops->clear_notify(db->store, &cl, 1, &err);
   if (st != PC_OK) fail_msg("clear_notify: %s (%s)", pc_status_name(st), err.text);
   if (missing) strcpy(missing, cl.missing);
   return cl.done;
@@ -913,6 +913,42 @@ static void test_clear_notify_keeps_newer(void **state) {
   scan_all(db, &s);
   assert_int_equal(count_of(&s, "r1", OBS, 0, NULL), 0);
   assert_int_equal(count_of(&s, "r2", OBS, 0, NULL), 3);
+}
+
+/* One clear_notify of several cells (a batched run's) treats each as a call
+ * of its own would: each cell's notifications below its own bound go, newer
+ * ones and other cells' stay, and a cell whose registered observers the
+ * call does not cover keeps its notifications and names the one missing,
+ * without holding back the others. */
+static void test_clear_notify_many(void **state) {
+  pc_db_t *db = db_of(state);
+  register_obs(db, "obs1", OBS, PC_OBSERVER_STRONG);
+  register_obs(db, "elsewhere", PLAIN, PC_OBSERVER_STRONG);
+  uint64_t c[2];
+  for (int i = 0; i < 2; i++) {
+    pc_txn_t *t = begin(db);
+    set(t, "m1", OBS, i ? "b" : "a");
+    set(t, "m2", OBS, i ? "b" : "a");
+    set(t, "m3", PLAIN, i ? "b" : "a");
+    c[i] = commit_expect(t, PC_OK);
+  }
+  pc_notify_clear_t cl[3] = {
+      {{T, "m1", 2, OBS, strlen(OBS)}, c[1] + 1, OBS1, 5, 0, ""},
+      {{T, "m2", 2, OBS, strlen(OBS)}, c[1], OBS1, 5, 0, ""},
+      {{T, "m3", 2, PLAIN, strlen(PLAIN)}, c[1] + 1, OBS1, 5, 0, ""},
+  };
+  pc_error_t err;
+  assert_int_equal(db->store->ops->clear_notify(db->store, cl, 3, &err), PC_OK);
+  assert_true(cl[0].done);
+  assert_true(cl[1].done);
+  assert_false(cl[2].done);
+  assert_string_equal(cl[2].missing, "elsewhere");
+  seen_t s;
+  scan_all(db, &s);
+  expect_none(&s, "m1", OBS);
+  expect_one(&s, "m2", OBS, 0, c[1]); /* below its own bound only */
+  assert_int_equal(count_of(&s, "m3", PLAIN, 0, NULL), 2);
+  assert_int_equal(db->store->ops->clear_notify(db->store, cl, 0, &err), PC_OK); /* none */
 }
 
 /* Scans read the store's in-memory index of live notifications
@@ -1241,6 +1277,7 @@ int main(void) {
       BOTH(test_weak_with_write_of_cell),
       cmocka_unit_test_setup_teardown(test_scan_notify_buckets, setup_2pc, teardown),
       cmocka_unit_test_setup_teardown(test_clear_notify_keeps_newer, setup_1pc, teardown),
+      cmocka_unit_test_setup_teardown(test_clear_notify_many, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_commit_clears_notifications, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_notifications_after_reopen, setup_1pc, teardown),
       cmocka_unit_test_setup_teardown(test_two_phase_commit_clears_nothing, setup_2pc, teardown),

@@ -266,7 +266,7 @@ typedef struct sample {
   pc_buf_t body;
 } sample_t;
 
-#define NSAMPLES 22
+#define NSAMPLES 23
 
 static void make_samples(sample_t s[NSAMPLES]) {
   memset(s, 0, sizeof(sample_t) * NSAMPLES);
@@ -308,6 +308,10 @@ static void make_samples(sample_t s[NSAMPLES]) {
   s[k].op = PC_TABLET_OP_SCAN_NOTIFY, s[k].name = "scan_notify after";
   enc_scan_notify(&s[k].body, 3, 900, &after, 2), k++;
   s[k].op = PC_TABLET_OP_CLEAR_NOTIFY, s[k].name = "clear_notify";
+  enc_clear_notify(&s[k].body, &c2[1], 2000000), k++;
+  s[k].op = PC_TABLET_OP_CLEAR_NOTIFY_MANY, s[k].name = "clear_notify_many";
+  assert_int_equal(pc_buf_u32(&s[k].body, 2), 0);
+  enc_clear_notify(&s[k].body, &c2[0], 2000000);
   enc_clear_notify(&s[k].body, &c2[1], 2000000), k++;
   s[k].op = PC_TABLET_OP_OBSERVER, s[k].name = "observer";
   enc_observer(&s[k].body, 1, "obs.a", TABLE, "c:a", PC_OBSERVER_STRONG), k++;
@@ -408,6 +412,13 @@ static pc_status_t reencode(uint8_t op, const char *body, size_t len, pc_buf_t *
       pc_notify_clear_t q;
       if ((st = pc_tablet_decode_clear_notify(body, len, &a, &q, err)) == PC_OK)
         enc = pc_tablet_encode_clear_notify(out, &q);
+      break;
+    }
+    case PC_TABLET_OP_CLEAR_NOTIFY_MANY: {
+      pc_notify_clear_t *q;
+      size_t n;
+      if ((st = pc_tablet_decode_clear_notify_many(body, len, &a, &q, &n, err)) == PC_OK)
+        enc = pc_tablet_encode_clear_notify_many(out, q, n);
       break;
     }
     case PC_TABLET_OP_OBSERVER: {
@@ -1052,6 +1063,16 @@ static void test_empty_and_nul_names(void **state) {
     snprintf(what, sizeof what, "clear_notify: %s", bad[i].what);
     check_error(&a, what);
     answer_free(&a);
+    b.len = 0; /* and after a good one in CLEAR_NOTIFY_MANY */
+    assert_int_equal(pc_buf_u32(&b, 2), 0);
+    enc_clear_notify(&b, &good, 900);
+    assert_int_equal(pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900) ||
+                         pc_buf_str(&b, "", 0),
+                     0);
+    a = call(f, PC_TABLET_OP_CLEAR_NOTIFY_MANY, b.p, b.len);
+    snprintf(what, sizeof what, "clear_notify_many: %s", bad[i].what);
+    check_error(&a, what);
+    answer_free(&a);
     b.len = 0;
     assert_int_equal(pc_buf_u32(&b, 0) || pc_buf_u32(&b, 1) || pc_buf_u8(&b, 1) ||
                          pc_buf_append(&b, cellb.p, cellb.len) || pc_buf_u64(&b, 900) ||
@@ -1242,6 +1263,15 @@ static void test_misrouted_rows(void **state) {
     snprintf(what, sizeof what, "clear_notify of row '%s'", row);
     check_misrouted(&a, what);
     answer_free(&a);
+
+    b.len = 0; /* one of the tablet's rows, then this one */
+    assert_int_equal(pc_buf_u32(&b, 2), 0);
+    enc_clear_notify(&b, &in, 900);
+    enc_clear_notify(&b, &c, 900);
+    a = call(f, PC_TABLET_OP_CLEAR_NOTIFY_MANY, b.p, b.len);
+    snprintf(what, sizeof what, "clear_notify_many of row '%s'", row);
+    check_misrouted(&a, what);
+    answer_free(&a);
   }
   /* nothing of the above reached the store */
   b.len = 0;
@@ -1287,7 +1317,7 @@ static void test_misrouted_rows(void **state) {
 
 static void test_unknown_ops(void **state) {
   fixture_t *f = *state;
-  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x22, 0x23, 0x7f, 0x80, 0x90, 0xff};
+  static const uint8_t ops[] = {0x00, 0x01, 0x02, 0x0f, 0x23, 0x24, 0x7f, 0x80, 0x90, 0xff};
   char what[64];
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     for (int withbody = 0; withbody < 2; withbody++) {

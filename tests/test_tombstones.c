@@ -307,7 +307,7 @@ static void test_scan_of_last_table_after_many_notifications(void **state) {
     snprintf(row, sizeof row, "doc%06d", i);
     /* no observer is registered for a:c, so a deletion on behalf of none goes */
     pc_notify_clear_t cl = {{"a", row, strlen(row), "c", 1}, UINT64_MAX, "", 0, 0, ""};
-    assert_int_equal(db->store->ops->clear_notify(db->store, &cl, &err), PC_OK);
+    assert_int_equal(db->store->ops->clear_notify(db->store, &cl, 1, &err), PC_OK);
     assert_true(cl.done);
   }
   assert_int_equal(tu_raw_count(db, NULL, PC_CELL_NOTIFY), 0);
