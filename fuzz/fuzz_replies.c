@@ -170,9 +170,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       st = ops->scan_notify(store, 0, PC_NOTIFY_BUCKETS, NULL, LIMIT, on_note, &seen, &err);
       FUZZ_CHECK(seen.n <= LIMIT);
       break;
-    case 13: {
-      pc_notify_clear_t clear = {a, 100, "obs", 4, 0, ""};
-      st = ops->clear_notify(store, &clear, 1, &err);
+    case 13: { /* one cell, or three of both tablets (flag 8): CLEAR_NOTIFY_MANY */
+      pc_notify_clear_t clears[3] = {{a, 100, "obs", 4, 1, "x"},
+                                     {z, 100, "obs", 4, 1, "x"},
+                                     {{"t", "b", 1, "d", 1}, 100, "obs", 4, 1, "x"}};
+      size_t n = (data[1] & 8) ? 3 : 1;
+      st = ops->clear_notify(store, clears, n, &err);
+      for (size_t k = 0; k < n; k++) {
+        FUZZ_CHECK(strlen(clears[k].missing) <= PC_NOTIFY_MISSING_MAX);
+        if (st != PC_OK && n == 1) FUZZ_CHECK(!clears[k].done);
+      }
       break;
     }
     case 14: {

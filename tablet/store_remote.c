@@ -963,6 +963,7 @@ static pc_status_t r_clear_one(remote_t *s, pc_notify_clear_t *clear, pc_error_t
     st = r.ok ? take_message(s, i, &r, st, err)
               : pc_error_set(err, PC_CORRUPTION, "tablet %s: malformed reply", s->t[i].name);
   }
+  if (st != PC_OK) clear->done = 0; /* a malformed answer is no answer */
   pc_buf_free(&body);
   pc_buf_free(&reply);
   return st;
