@@ -1187,6 +1187,28 @@ static void r_commit_many(pc_store_t *base, pc_store_req_t *reqs, size_t n, uint
   r_stage_many((remote_t *)base, PC_TABLET_OP_COMMIT, reqs, n, NULL, start_ts, commit_ts);
 }
 
+/* Groups n cells (stride bytes apart) by tablet for fan_out: tab[k] is cell
+ * k's tablet; f[0..*m) get a tablet each, in the order first met; order[]
+ * lists the cells' indices tablet by tablet, each tablet's in the call's
+ * order; and count[f[j].tablet] is where f[j]'s run in order[] ends (it
+ * starts where f[j - 1]'s ends, at 0 for j = 0). count: s->n zeros. */
+static void by_tablet(remote_t *s, const pc_cell_t *cells, size_t stride, size_t n, size_t *tab,
+                      size_t *count, fan_t *f, size_t *m, size_t *order) {
+  *m = 0;
+  for (size_t k = 0; k < n; k++) {
+    const pc_cell_t *c = (const pc_cell_t *)((const char *)cells + k * stride);
+    tab[k] = route(s, c->row, c->rlen);
+    if (count[tab[k]]++ == 0) f[(*m)++].tablet = tab[k];
+  }
+  size_t end = 0;
+  for (size_t j = 0; j < *m; j++) {
+    size_t c = count[f[j].tablet];
+    count[f[j].tablet] = end;
+    end += c;
+  }
+  for (size_t k = 0; k < n; k++) order[count[tab[k]]++] = k;
+}
+
 /* One CLEAR_NOTIFY_MANY per tablet, every tablet at once (a cell alone: a
  * CLEAR_NOTIFY); a tablet that fails leaves its cells not done and the
  * call's status its failure (store.h). */
@@ -1199,24 +1221,14 @@ static pc_status_t r_clear_notify(pc_store_t *base, pc_notify_clear_t *clears, s
   }
   if (n <= 1) return n ? r_clear_one(s, clears, err) : PC_OK;
   size_t *tab = malloc(n * sizeof *tab), *count = calloc(s->n, sizeof *count);
+  size_t *order = malloc(n * sizeof *order);
   fan_t *f = calloc(s->n, sizeof *f);
   pc_notify_clear_t *grouped = malloc(n * sizeof *grouped);
   pc_status_t st = PC_OK;
-  if (!tab || !count || !f || !grouped) st = nomem(err);
   size_t m = 0;
-  for (size_t k = 0; k < n && st == PC_OK; k++) {
-    tab[k] = route(s, clears[k].cell.row, clears[k].cell.rlen);
-    if (count[tab[k]]++ == 0) f[m++].tablet = tab[k];
-  }
-  /* each tablet's clears together, in the call's order: count[] becomes
-   * each group's end in grouped[] */
-  size_t end = 0;
-  for (size_t j = 0; j < m && st == PC_OK; j++) {
-    size_t c = count[f[j].tablet];
-    count[f[j].tablet] = end;
-    end += c;
-  }
-  for (size_t k = 0; k < n && st == PC_OK; k++) grouped[count[tab[k]]++] = clears[k];
+  if (!tab || !count || !order || !f || !grouped) st = nomem(err);
+  else by_tablet(s, &clears[0].cell, sizeof *clears, n, tab, count, f, &m, order);
+  for (size_t k = 0; k < n && st == PC_OK; k++) grouped[k] = clears[order[k]];
   for (size_t j = 0; j < m && st == PC_OK; j++) {
     size_t from = j ? count[f[j - 1].tablet] : 0;
     if (pc_tablet_encode_clear_notify_many(&f[j].body, grouped + from,
@@ -1244,6 +1256,7 @@ static pc_status_t r_clear_notify(pc_store_t *base, pc_notify_clear_t *clears, s
   }
   free(tab);
   free(count);
+  free(order);
   free(grouped);
   fan_free(f, s->n);
   return st;
@@ -1257,31 +1270,21 @@ static pc_status_t r_get_many(pc_store_t *base, const pc_cell_t *cells, size_t n
   for (size_t k = 0; k < n; k++) out[k] = (pc_got_t){PC_NOT_FOUND, NULL, 0};
   if (n == 0) return PC_OK;
   size_t *tab = malloc(n * sizeof *tab), *count = calloc(s->n, sizeof *count);
+  size_t *order = malloc(n * sizeof *order);
   fan_t *f = calloc(s->n, sizeof *f);
+  pc_cell_t *grouped = malloc(n * sizeof *grouped);
   pc_status_t st = PC_OK;
-  if (!tab || !count || !f) st = nomem(err);
   size_t m = 0;
-  for (size_t k = 0; k < n && st == PC_OK; k++) {
-    tab[k] = route(s, cells[k].row, cells[k].rlen);
-    if (count[tab[k]]++ == 0) f[m++].tablet = tab[k];
-  }
-  /* the cells grouped by request, each group in the order of the call's:
-   * count[] becomes each group's end in grouped[] */
-  pc_cell_t *grouped = st == PC_OK ? malloc(n * sizeof *grouped) : NULL;
-  if (st == PC_OK && !grouped) st = nomem(err);
-  size_t end = 0;
-  for (size_t j = 0; j < m && st == PC_OK; j++) {
-    size_t c = count[f[j].tablet];
-    count[f[j].tablet] = end;
-    end += c;
-  }
-  for (size_t k = 0; k < n && st == PC_OK; k++) grouped[count[tab[k]]++] = cells[k];
+  if (!tab || !count || !order || !f || !grouped) st = nomem(err);
+  else by_tablet(s, cells, sizeof *cells, n, tab, count, f, &m, order);
+  for (size_t k = 0; k < n && st == PC_OK; k++) grouped[k] = cells[order[k]];
   for (size_t j = 0; j < m && st == PC_OK; j++) {
     size_t from = j ? count[f[j - 1].tablet] : 0;
     pc_tablet_get_many_req_t q = {read_ts, grouped + from, count[f[j].tablet] - from};
     if (pc_tablet_encode_get_many(&f[j].body, &q)) st = nomem(err);
   }
   free(grouped);
+  free(order);
   if (st == PC_OK) fan_out(s, PC_TABLET_OP_GET_MANY, f, m);
   int locked = 0;
   for (size_t j = 0; j < m && st == PC_OK; j++) {
