@@ -21,13 +21,15 @@
  * worker that runs one of them at the same time writes the same ack, so at
  * most one of the two commits (as for single runs).
  *
- * A batch whose transaction lost to another (a write conflict, a lock, a
- * rollback by another) runs again as two halves, each a batch in a
+ * A batch whose commit lost to another transaction (a write conflict, a
+ * lock, a rollback by another) runs again as two halves, each a batch in a
  * transaction of its own: the cells that share a row with the winner go
  * on in ever smaller batches while the rest commit, instead of every cell
  * of the batch paying a synced commit of its own; a cell alone that still
  * loses takes the single path. Any other setback of the batch — the
- * callback failing, an ack that is not 8 bytes, memory — runs every cell
+ * callback failing (a read that met a live lock past its timeout
+ * included: the single path backs off), an ack that is not 8 bytes,
+ * memory — runs every cell
  * of it again through the single path (pc_pass), which retries, backs off
  * and parks each cell on its own.
  * A cell that is parked, waits out a backoff, or had a death of the process
@@ -175,7 +177,7 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
   pc_error_t err;
   pc_error_clear(&err);
   int did = 0, failed = 1; /* until the batch is through */
-  int lost = 0;             /* its transaction lost to another's */
+  int lost = 0;             /* its commit lost to another transaction */
   const pc_cell_t *c0 = &b->v[0].cell.n.cell;
   /* the deletions are on behalf of the column's registered observers, all
    * of them this worker's (batch_slot); a registration since then sends the
@@ -226,9 +228,8 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
       goto out;
     }
     if (st != PC_OK) {
-      lost = st == PC_CONFLICT || st == PC_LOCKED || st == PC_ABORTED;
       pc_log(PC_LOG_DEBUG, "worker: observer '%s' on a batch of %zu cells: %s; running them "
-             "%s", o->name, m, err.text, lost && n > 1 ? "in halves" : "one by one");
+             "one by one", o->name, m, err.text);
       goto out;
     }
     for (size_t j = 0; j < m && st == PC_OK; j++)

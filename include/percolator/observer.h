@@ -171,10 +171,10 @@ typedef pc_status_t (*pc_observe_fn)(void *state, pc_txn_t *txn, const pc_notifi
  * PC_OK commits the run of every cell (the host writes each cell's ack),
  * any other status aborts all of them. The host hands the observer a batch
  * when it finds several of its cells notified at once, at most batch_max.
- * A batch that lost to another transaction (PC_CONFLICT, PC_LOCKED or
- * PC_ABORTED, from the callback or the commit) runs again as two halves,
- * each a batch of its own; a cell alone that loses, and the cells of a batch
- * that failed otherwise, run one by one through observe, so that a cell
+ * A batch whose commit lost to another transaction (PC_CONFLICT, PC_LOCKED
+ * or PC_ABORTED) runs again as two halves, each a batch of its own; a cell
+ * alone that loses, and the cells of a batch that failed otherwise (the
+ * callback's status included), run one by one through observe, so that a cell
  * that fails is retried and parked on its own. A batch pays one
  * commit for many cells, and lets the observer combine their writes (many
  * documents' postings of one term in one cell, say); it also makes a
