@@ -348,8 +348,18 @@ static uint64_t total_ok(void) {
   return s;
 }
 
+/* Whether log lines a and b (each up to its newline) say the same after
+ * their timestamps (the first 25 bytes, "2026-11-29T19:57:32.468Z "). */
+static int same_message(const char *a, const char *b) {
+  const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+  size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+  return la == lb && la > 25 && memcmp(a + 25, b + 25, la - 25) == 0;
+}
+
 /* The last lines of every process's log, to stderr: what CI keeps of a
- * failure (the test's directory is gone with it). */
+ * failure (the test's directory is gone with it). A message repeated line
+ * after line (a server retrying every half second) counts once, so that it
+ * does not push out what came before it. */
 static void dump_logs(void) {
   static const char *const logs[] = {"s1", "s2", "s3", "tso0", "tso1", "bank0", "bank1", "bank2",
                                      "audit"};
@@ -358,10 +368,22 @@ static void dump_logs(void) {
     snprintf(path, sizeof path, "%s/%s.log", dir, logs[i]);
     char *text = tu_slurp(path);
     if (!text) continue;
-    const char *from = text + strlen(text);
-    for (int lines = 0; from > text && lines <= 40; from--)
-      if (from[-1] == '\n') lines++;
-    fprintf(stderr, "---- the end of %s.log ----\n%s\n", logs[i], from);
+    const char *from = text + strlen(text), *kept = NULL;
+    for (int lines = 0; from > text && lines <= 40; from--) {
+      if (from[-1] != '\n' || !*from) continue;
+      if (!kept || !same_message(from, kept)) lines++;
+      kept = from;
+    }
+    fprintf(stderr, "---- the end of %s.log (a message repeated line after line: once) ----\n",
+            logs[i]);
+    for (const char *line = from, *last = NULL; *line;) {
+      const char *nl = strchr(line, '\n');
+      size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+      if (!last || !same_message(line, last)) fwrite(line, 1, len, stderr);
+      last = line;
+      line += len;
+    }
+    fputc('\n', stderr);
     free(text);
   }
 }
