@@ -140,6 +140,16 @@ static pc_status_t fail(pc_error_t *err, pc_status_t st, const char *what) {
   return err->code = st;
 }
 
+/* *out = a malloc'd copy of v (p NULL when v's is). */
+static pc_status_t copy_val(val_t *out, const val_t *v, pc_error_t *err) {
+  *out = (val_t){NULL, 0};
+  if (!v->p) return PC_OK;
+  if (!(out->p = malloc(v->n ? v->n : 1))) return fail(err, PC_NOMEM, "out of memory");
+  memcpy(out->p, v->p, v->n);
+  out->n = v->n;
+  return PC_OK;
+}
+
 /* The smallest member of cluster hash (after this transaction's own writes),
  * into *min (malloc'd, NULL when the cluster is empty). The columns of a row
  * come in order, so it is the first m: column. */
@@ -175,11 +185,14 @@ static pc_status_t smallest_member(pc_txn_t *txn, const char *hash, char **min, 
  * keeps the cluster's canonical and rev cells right. m and canon, when not
  * NULL, are the cluster's m:<url> and canonical cells as this transaction
  * sees them, read ahead by the caller (still the caller's to free); NULL:
- * read them here. */
+ * read them here. canon_after, when not NULL, receives the canonical as the
+ * transaction sees it after this update (malloc'd, the caller's to free();
+ * p NULL: the cluster has none). */
 static pc_status_t cluster_update(pc_txn_t *txn, const char *hash, const char *url, size_t ulen,
                                   int member, const val_t *m_ahead, const val_t *canon_ahead,
-                                  pc_error_t *err) {
+                                  val_t *canon_after, pc_error_t *err) {
   const size_t hl = DD_HASH_HEX - 1;
+  if (canon_after) *canon_after = (val_t){NULL, 0};
   char col[PC_MAX_COLUMN];
   memcpy(col, "m:", 2);
   memcpy(col + 2, url, ulen);
@@ -207,6 +220,7 @@ static pc_status_t cluster_update(pc_txn_t *txn, const char *hash, const char *u
         st = host->notify_weak(txn, DUPS, hash, hl, S(C_CANON), err);
       host->free(indexed.p);
     }
+    if (st == PC_OK && canon_after) st = copy_val(canon_after, cv, err);
     host->free(canon.p);
     return st;
   }
@@ -238,10 +252,15 @@ static pc_status_t cluster_update(pc_txn_t *txn, const char *hash, const char *u
     st = host->txn_set(txn, DUPS, hash, hl, S(C_REV), rev, (size_t)n, err);
     if (st == PC_OK && !same(cv, min, mlen))
       st = host->txn_set(txn, DUPS, hash, hl, S(C_CANON), min, mlen, err);
+    if (st == PC_OK && canon_after) {
+      *canon_after = (val_t){min, mlen};
+      min = NULL;
+    }
   } else if (st == PC_OK) {
     /* emptied: the cluster disappears; its index goes with the index run */
     st = host->txn_delete(txn, DUPS, hash, hl, S(C_REV), err);
     if (st == PC_OK && cv->p) st = host->txn_delete(txn, DUPS, hash, hl, S(C_CANON), err);
+    if (canon_after) *canon_after = (val_t){NULL, 0};
   }
   free(min);
   host->free(canon.p);
@@ -256,14 +275,15 @@ static int is_hash(const val_t *v) {
 }
 
 /* One document's run: the hash of its contents now (now) and the hash it was
- * last clustered under (was); "" for none. For a batch, the cells of the
- * clusters it leaves ([0], was's) and joins ([1], now's) read ahead. */
+ * last clustered under (was); "" for none. For a batch, what the run will see
+ * of the clusters it leaves ([0], was's) and joins ([1], now's), known ahead. */
 typedef struct docrun {
   const char *url;
   size_t ulen;
   char now[DD_HASH_HEX], was[DD_HASH_HEX];
-  val_t m[2], canon[2];
-  int ahead[2]; /* m[k], canon[k] hold what was read ahead */
+  const val_t *m[2];     /* m:<url> of the cluster, read ahead (NULL: read it in turn) */
+  const val_t *canon[2]; /* its canonical as the run will see it (NULL: read it) */
+  val_t *canon_after[2]; /* where its canonical after the run goes (NULL: nowhere) */
   size_t at[2]; /* observe_docs: where they are among its reads, + 1 (0: not read) */
 } docrun_t;
 
@@ -295,15 +315,25 @@ static pc_status_t doc_start(docrun_t *d, const char *url, size_t ulen, const va
 static int leaves(const docrun_t *d) { return d->was[0] && strcmp(d->was, d->now) != 0; }
 
 /* The second half: moves the document between clusters, writes doc:hash. */
+/* One cluster's update for d (k: 0 leaves was's, 1 joins now's), the
+ * canonical after it kept where d says. */
+static pc_status_t doc_cluster(pc_txn_t *txn, const docrun_t *d, int k, pc_error_t *err) {
+  val_t after = {NULL, 0};
+  pc_status_t st = cluster_update(txn, k ? d->now : d->was, d->url, d->ulen, k, d->m[k],
+                                  d->canon[k], d->canon_after[k] ? &after : NULL, err);
+  if (st == PC_OK && d->canon_after[k]) {
+    free(d->canon_after[k]->p);
+    *d->canon_after[k] = after;
+  }
+  return st;
+}
+
 static pc_status_t doc_finish(pc_txn_t *txn, const docrun_t *d, pc_error_t *err) {
   pc_status_t st = PC_OK;
-  if (leaves(d))
-    st = cluster_update(txn, d->was, d->url, d->ulen, 0, d->ahead[0] ? &d->m[0] : NULL,
-                        d->ahead[0] ? &d->canon[0] : NULL, err);
+  if (leaves(d)) st = doc_cluster(txn, d, 0, err);
   if (st != PC_OK) return st;
   if (d->now[0]) {
-    st = cluster_update(txn, d->now, d->url, d->ulen, 1, d->ahead[1] ? &d->m[1] : NULL,
-                        d->ahead[1] ? &d->canon[1] : NULL, err);
+    st = doc_cluster(txn, d, 1, err);
     if (st == PC_OK && strcmp(d->was, d->now) != 0)
       st = host->txn_set(txn, DOCS, d->url, d->ulen, S(C_HASH), d->now, DD_HASH_HEX - 1, err);
   } else if (d->was[0]) {
@@ -352,11 +382,12 @@ static pc_status_t observe_doc(void *state, pc_txn_t *txn, const pc_notified_cel
  * Its reads come in two calls for the whole batch, not four a document (on
  * a cluster a round trip each): every document's doc:contents and doc:hash,
  * then the m:<URL> and canonical cells of every cluster a document leaves or
- * joins. What was read ahead is what the run reads in turn, for a cluster
- * that no earlier document of the batch touched: only a run on cluster H
- * writes H's canonical, and only the run of URL writes m:<URL> (the cells
- * of a batch are distinct documents). A cluster that an earlier document
- * touched is read again in turn. */
+ * joins. m:<URL> read ahead is what the run reads in turn: only the run of
+ * URL writes it (the cells of a batch are distinct documents). So is the
+ * canonical, for a cluster that no earlier document of the batch touched:
+ * only a run on cluster H writes H's canonical. For a cluster that one did,
+ * the run goes by the canonical that the last such run left (what the
+ * transaction would read back of its own write). */
 static pc_status_t observe_docs(void *state, pc_txn_t *txn, const pc_notified_cell_t *cells,
                                 size_t n, pc_error_t *err) {
   (void)state;
@@ -364,10 +395,12 @@ static pc_status_t observe_docs(void *state, pc_txn_t *txn, const pc_notified_ce
   pc_cell_ref_t *refs = calloc(4 * n, sizeof *refs);
   val_t *vals = calloc(4 * n, sizeof *vals);
   char *cols = malloc(n * PC_MAX_COLUMN);
+  /* the clusters the batch's runs touched so far, and the canonical each left */
   char(*touched)[DD_HASH_HEX] = calloc(2 * n, sizeof *touched);
+  val_t *left = calloc(2 * n, sizeof *left);
   size_t nt = 0, nr = 0;
   pc_status_t st = PC_OK;
-  if (!d || !refs || !vals || !cols || !touched) st = fail(err, PC_NOMEM, "out of memory");
+  if (!d || !refs || !vals || !cols || !touched || !left) st = fail(err, PC_NOMEM, "out of memory");
   for (size_t i = 0; st == PC_OK && i < n; i++) {
     refs[2 * i] = (pc_cell_ref_t){DOCS, cells[i].row, cells[i].row_len, S(C_CONTENTS)};
     refs[2 * i + 1] = (pc_cell_ref_t){DOCS, cells[i].row, cells[i].row_len, S(C_HASH)};
@@ -399,16 +432,18 @@ static pc_status_t observe_docs(void *state, pc_txn_t *txn, const pc_notified_ce
       if (!d[i].at[k]) continue;
       const char *h = k ? d[i].now : d[i].was;
       size_t at = d[i].at[k] - 1;
-      int seen = 0;
-      for (size_t t = 0; t < nt && !seen; t++) seen = strcmp(touched[t], h) == 0;
-      d[i].ahead[k] = !seen;
-      d[i].m[k] = vals[at];
-      d[i].canon[k] = vals[at + 1];
-      if (!seen) memcpy(touched[nt++], h, DD_HASH_HEX);
+      size_t t = 0;
+      while (t < nt && strcmp(touched[t], h) != 0) t++;
+      d[i].m[k] = &vals[at];
+      d[i].canon[k] = t < nt ? &left[t] : &vals[at + 1];
+      d[i].canon_after[k] = &left[t];
+      if (t == nt) memcpy(touched[nt++], h, DD_HASH_HEX);
     }
     st = doc_finish(txn, &d[i], err);
   }
   for (size_t i = 0; vals && i < nr; i++) host->free(vals[i].p);
+  for (size_t t = 0; left && t < nt; t++) free(left[t].p);
+  free(left);
   free(touched);
   free(cols);
   free(vals);
