@@ -1295,10 +1295,72 @@ pc_status_t group_start(pc_replica_t *r, pc_replica_start_t start, const char *c
   return PC_OK;
 }
 
+/* A leader whose entries stop committing while it keeps its leadership
+ * (libraft steps down only when a majority stops answering, so followers
+ * that answer without storing what it sends keep it leading) holds its
+ * proposals, and the rows' latches behind them, until they commit: it says
+ * so, with what it knows of each follower, after STILL_REPORT_TIMEOUTS
+ * election timeouts and then every STILL_REPEAT_MS. */
+#define STILL_REPORT_TIMEOUTS 5u
+#define STILL_REPEAT_MS 10000u
+
+static const char *progress_name(unsigned short state) {
+  /* libraft's progress states, in raft.h's order of struct raft_progress */
+  return state == 0 ? "probing" : state == 1 ? "pipelining" : state == 2 ? "sending a snapshot"
+                                                                         : "in an unknown state";
+}
+
+static void watch_commits(pc_replica_t *r) {
+  uint64_t commit = r->raft.commit_index, last = raft_last_index(&r->raft);
+  if (raft_state(&r->raft) != RAFT_LEADER || commit >= last) {
+    r->still_since_ms = 0;
+    return;
+  }
+  uint64_t now = pc_now_mono_ms();
+  if (!r->still_since_ms || commit != r->still_commit) {
+    r->still_commit = commit;
+    r->still_since_ms = now;
+    r->still_told_ms = 0;
+    return;
+  }
+  if (now - r->still_since_ms < (uint64_t)STILL_REPORT_TIMEOUTS * r->h->election_base_ms ||
+      (r->still_told_ms && now - r->still_told_ms < STILL_REPEAT_MS))
+    return;
+  r->still_told_ms = now;
+  char peers[1024];
+  size_t len = 0;
+  peers[0] = '\0';
+  const struct raft_configuration *c = &r->raft.configuration;
+  for (unsigned k = 0; k < c->n && len < sizeof peers; k++) {
+    if (c->servers[k].id == r->id) continue;
+    const struct raft_progress *p = &r->raft.leader_state.progress[k];
+    uint64_t ack = ack_of(r, c->servers[k].id);
+    int n = snprintf(peers + len, sizeof peers - len,
+                     "%s%s (%s): %s, next %" PRIu64 ", match %" PRIu64 ", acknowledged %s",
+                     len ? "; " : "", c->servers[k].address,
+                     c->servers[k].role == RAFT_VOTER ? "voter" : "not voting",
+                     progress_name(p->state), (uint64_t)p->next_index, (uint64_t)p->match_index,
+                     ack ? "" : "nothing in this term");
+    if (n < 0) break;
+    len += (size_t)n;
+    if (ack && len < sizeof peers) {
+      n = snprintf(peers + len, sizeof peers - len, "%" PRIu64 " ms ago", now > ack ? now - ack : 0);
+      if (n > 0) len += (size_t)n;
+    }
+  }
+  pc_log(PC_LOG_WARN,
+         "tablet %s: %s leads in term %" PRIu64 " but its log has not committed for %" PRIu64
+         " ms (committed %" PRIu64 ", last %" PRIu64 ", stored here %" PRIu64
+         "): its proposals wait; %s",
+         r->group, r->address, (uint64_t)r->raft.current_term, now - r->still_since_ms, commit,
+         last, (uint64_t)r->raft.last_stored, peers[0] ? peers : "no other replica");
+}
+
 void group_tick(pc_replica_t *r) {
   if (!r->started || r->closed || !r->tick_cb) return;
   r->tick_cb(&r->io);
   sync_state(r);
+  watch_commits(r);
 }
 
 void group_deliver(pc_replica_t *r, pc_repl_msg_t *msg) {

@@ -91,6 +91,10 @@ struct pc_replica {
   raft_io_snapshot_put_cb install_cb;
   uint64_t install_index;
 
+  /* leader side (Raft thread): since when its commit index has stood still
+   * below its last entry, and when that was last reported (group_tick) */
+  uint64_t still_commit, still_since_ms, still_told_ms;
+
   /* where the leader is, as this replica knows it */
   pthread_mutex_t hint_mu;
   uint64_t leader_id;
