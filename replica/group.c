@@ -45,7 +45,15 @@
 #include "replica/replica_int.h"
 
 #define DESC_FORMAT 1
-#define INSTALL_TIMEOUT_MS (10u * 60u * 1000u)
+/* How long a leader waits for the answer to an InstallSnapshot before it
+ * sends it again, in election timeouts. A follower ignores one that comes
+ * while it takes a snapshot of its own or installs another (libraft answers
+ * it with nothing at all), and the leader, still answered by that follower's
+ * heartbeats, keeps leading: a majority that needs that follower commits
+ * nothing until the InstallSnapshot goes again. One sent again while the
+ * follower still streams the first is ignored the same way, and costs the
+ * leader a read of its snapshot's descriptor. */
+#define INSTALL_RETRY_TIMEOUTS 4u
 /* The entries' bytes an AppendEntries carries at most (but always one
  * entry): far below what a peer's queue (host.c) and a frame hold. */
 #define APPEND_MAX_BYTES (8u << 20)
@@ -1267,7 +1275,7 @@ pc_status_t group_start(pc_replica_t *r, pc_replica_start_t start, const char *c
   r->raft_inited = 1;
   raft_set_election_timeout(&r->raft, h->election_base_ms);
   raft_set_heartbeat_timeout(&r->raft, h->o.heartbeat_ms);
-  raft_set_install_snapshot_timeout(&r->raft, INSTALL_TIMEOUT_MS);
+  raft_set_install_snapshot_timeout(&r->raft, INSTALL_RETRY_TIMEOUTS * h->election_base_ms);
   raft_set_snapshot_threshold(&r->raft, h->o.snapshot_entries);
   raft_set_snapshot_trailing(&r->raft, h->o.snapshot_trailing);
   raft_set_pre_vote(&r->raft, true);
@@ -1316,8 +1324,12 @@ static void watch_commits(pc_replica_t *r) {
     r->still_since_ms = 0;
     return;
   }
-  uint64_t now = pc_now_mono_ms();
-  if (!r->still_since_ms || commit != r->still_commit) {
+  uint64_t now = pc_now_mono_ms(), gap = now - r->still_tick_ms;
+  r->still_tick_ms = now;
+  /* a gap in the ticks longer than an election timeout: this process did
+   * not run (paused, or starved); the others had no leader meanwhile, so the
+   * wait counts from now */
+  if (!r->still_since_ms || commit != r->still_commit || gap > r->h->election_base_ms) {
     r->still_commit = commit;
     r->still_since_ms = now;
     r->still_told_ms = 0;

@@ -92,8 +92,9 @@ struct pc_replica {
   uint64_t install_index;
 
   /* leader side (Raft thread): since when its commit index has stood still
-   * below its last entry, and when that was last reported (group_tick) */
-  uint64_t still_commit, still_since_ms, still_told_ms;
+   * below its last entry, when that was last reported, and the last tick
+   * that looked (group_tick) */
+  uint64_t still_commit, still_since_ms, still_told_ms, still_tick_ms;
 
   /* where the leader is, as this replica knows it */
   pthread_mutex_t hint_mu;
