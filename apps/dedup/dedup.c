@@ -314,7 +314,6 @@ static pc_status_t doc_start(docrun_t *d, const char *url, size_t ulen, const va
  * are gone or hash elsewhere now. */
 static int leaves(const docrun_t *d) { return d->was[0] && strcmp(d->was, d->now) != 0; }
 
-/* The second half: moves the document between clusters, writes doc:hash. */
 /* One cluster's update for d (k: 0 leaves was's, 1 joins now's), the
  * canonical after it kept where d says. */
 static pc_status_t doc_cluster(pc_txn_t *txn, const docrun_t *d, int k, pc_error_t *err) {
@@ -328,6 +327,7 @@ static pc_status_t doc_cluster(pc_txn_t *txn, const docrun_t *d, int k, pc_error
   return st;
 }
 
+/* The second half: moves the document between clusters, writes doc:hash. */
 static pc_status_t doc_finish(pc_txn_t *txn, const docrun_t *d, pc_error_t *err) {
   pc_status_t st = PC_OK;
   if (leaves(d)) st = doc_cluster(txn, d, 0, err);
