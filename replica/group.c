@@ -1326,10 +1326,10 @@ static void watch_commits(pc_replica_t *r) {
   }
   uint64_t now = pc_now_mono_ms(), gap = now - r->still_tick_ms;
   r->still_tick_ms = now;
-  /* a gap in the ticks longer than an election timeout: this process did
-   * not run (paused, or starved); the others had no leader meanwhile, so the
-   * wait counts from now */
-  if (!r->still_since_ms || commit != r->still_commit || gap > r->h->election_base_ms) {
+  /* a gap in the ticks of two election timeouts: this process did not run
+   * (paused, or starved), the others may have elected another leader
+   * meanwhile, and the wait counts from now */
+  if (!r->still_since_ms || commit != r->still_commit || gap > 2u * r->h->election_base_ms) {
     r->still_commit = commit;
     r->still_since_ms = now;
     r->still_told_ms = 0;
