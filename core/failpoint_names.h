@@ -33,6 +33,7 @@
   X("replica.after_append", "a replica's log entries written and synced, before Raft hears it") \
   X("replica.before_apply", "a committed log entry, before the replica applies it to its store") \
   X("replica.before_reply", "a row operation applied on the leader, before it answers") \
+  X("replica.recv_install_snapshot", "an InstallSnapshot a follower received, before Raft sees it (return: lost in flight)") \
   X("daemon.before_serving", "a worker serving its directory started its observers, before writing serving.json")
 
 #endif

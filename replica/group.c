@@ -1405,10 +1405,17 @@ void group_deliver(pc_replica_t *r, pc_repl_msg_t *msg) {
         return;
       }
       break;
-    case RAFT_IO_INSTALL_SNAPSHOT:
+    case RAFT_IO_INSTALL_SNAPSHOT: {
+      pc_error_t err;
+      if (PC_FAILPOINT("replica.recv_install_snapshot", &err) != PC_OK) {
+        pc_repl_msg_release(msg); /* lost in flight */
+        free(msg);
+        return;
+      }
       if (pc_repl_address_server(msg->from_address, r->install_from, sizeof r->install_from))
         r->install_from[0] = '\0';
       break;
+    }
     default:
       break;
   }

@@ -20,7 +20,11 @@
  *   - every host starts again after its replica's last snapshot fell on an
  *     entry that is no command (a new leader's barrier);
  *   - a replica rebuilt from empty catches up through a log that holds
- *     more than one message could (80 MB since the last snapshot). */
+ *     more than one message could (80 MB since the last snapshot);
+ *   - an InstallSnapshot lost on its way to the one follower the leader's
+ *     majority needs is sent again: the follower installs it and a write
+ *     commits (the follower answers the leader's heartbeats meanwhile, so
+ *     the leader does not step down: it must not wait long to resend). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -35,6 +39,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "core/failpoint.h"
 #include "core/store.h"
 #include "net/rpc.h"
 #include "replica/repl_wire.h"
@@ -165,17 +170,21 @@ static pc_cell_t cell(const char *row) {
  * one that lost the leadership while the write was being replicated
  * (PC_TIMEOUT: it may or may not have been applied, and writing the same
  * value again leaves the row as asked either way). */
-static pc_status_t put(int *lead, const char *row, const char *value) {
+static pc_status_t put_at(int i, const char *row, const char *value) {
   pc_error_t err;
+  pc_store_t *st = pc_replica_store(servers[i].rep);
+  pc_mutation_t m = {cell(row), PC_WRITE_PUT, value, strlen(value), 0};
+  uint64_t commit = 0;
+  pc_lock_info_t lock;
+  uint64_t start = 0; /* above every earlier commit: asked again, no conflict with itself */
+  if (tu_ts_next(NULL, &start, &err) != PC_OK) return err.code;
+  return st->ops->commit_one_phase(st, &m, 1, start, tu_ts_next, NULL, NULL, &commit, &lock,
+                                   &err);
+}
+
+static pc_status_t put(int *lead, const char *row, const char *value) {
   for (int tries = 0; tries < 100; tries++) {
-    pc_store_t *st = pc_replica_store(servers[*lead].rep);
-    pc_mutation_t m = {cell(row), PC_WRITE_PUT, value, strlen(value), 0};
-    uint64_t commit = 0;
-    pc_lock_info_t lock;
-    uint64_t start = 0; /* above every earlier commit: asked again, no conflict with itself */
-    if (tu_ts_next(NULL, &start, &err) != PC_OK) return err.code;
-    pc_status_t rc = st->ops->commit_one_phase(st, &m, 1, start, tu_ts_next, NULL, NULL, &commit,
-                                               &lock, &err);
+    pc_status_t rc = put_at(*lead, row, value);
     if (rc != PC_UNAVAILABLE && rc != PC_TIMEOUT) return rc;
     *lead = leader();
   }
@@ -477,6 +486,67 @@ static void test_snapshot_at_a_barrier(void **state) {
   free(v);
 }
 
+/* The one follower the leader's majority needs (the third server stopped)
+ * loses the first InstallSnapshot sent to it (a failpoint drops it on
+ * arrival, as a lost message or one libraft ignores while it takes a
+ * snapshot of its own). It keeps answering the leader's heartbeats, so the
+ * leader keeps leading; a write commits only once the InstallSnapshot goes
+ * again and the follower installs it (group.c, INSTALL_RETRY_TIMEOUTS). */
+typedef struct bg_put {
+  _Atomic int done, stop;
+  int lead; /* the server whose replica committed it */
+} bg_put_t;
+
+/* Writes one row through whichever replica leads, trying again while none
+ * can (no cmocka call here: a failure is the test thread's to report). */
+static void *bg_put_main(void *arg) {
+  bg_put_t *b = arg;
+  while (!atomic_load(&b->stop)) {
+    for (int i = 0; i < N; i++) {
+      if (!servers[i].host || !servers[i].rep || !pc_replica_wait_leader(servers[i].rep, 0))
+        continue;
+      if (put_at(i, "after", "1") == PC_OK) {
+        b->lead = i;
+        atomic_store(&b->done, 1);
+        return NULL;
+      }
+    }
+    pc_sleep_ms(50);
+  }
+  return NULL;
+}
+
+static void test_lost_install_snapshot_sent_again(void **state) {
+  (void)state;
+  pc_error_t err;
+  int lead = leader();
+  int behind = (lead + 1) % N, third = (lead + 2) % N;
+  stop(behind);
+  put_rows(&lead, 'r', 'v', 60); /* past a few snapshots: behind needs one */
+  stop(third);
+  /* the first InstallSnapshot that reaches behind is lost */
+  assert_int_equal(pc_failpoints_configure("replica.recv_install_snapshot=1*return", &err),
+                   PC_OK);
+  start(behind, 0); /* on its directory: the replica it had */
+  bg_put_t b = {0, 0, -1};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, bg_put_main, &b), 0);
+  /* the leader sends it again after four election timeouts (2 s here), not
+   * minutes: bounded at 60 s */
+  for (int w = 0; w < 600 && !atomic_load(&b.done); w++) pc_sleep_ms(100);
+  atomic_store(&b.stop, 1);
+  int done = atomic_load(&b.done);
+  if (!done) start(third, 0); /* the write in flight commits with it, and the thread ends */
+  pthread_join(t, NULL);
+  assert_int_equal(pc_failpoints_configure(NULL, &err), PC_OK);
+  if (!done)
+    fail_msg("no write committed 60 s after the follower the majority needs lost its "
+             "InstallSnapshot");
+  lead = b.lead;
+  check_rows(&lead, 'r', 'v', 60);
+  start(third, 0);
+}
+
 /* ThreadSanitizer shadows every byte a large copy touches with fresh pages
  * (a page fault and a TLB shootdown per page), which makes each 2 MiB value
  * cost the hosts more than an election timeout: under it the test writes the
@@ -581,6 +651,7 @@ int main(void) {
       cmocka_unit_test(test_rebuilt_from_empty),
       cmocka_unit_test(test_rejoin_asked_again),
       cmocka_unit_test(test_snapshot_at_a_barrier),
+      cmocka_unit_test(test_lost_install_snapshot_sent_again),
       cmocka_unit_test(test_catch_up_through_a_long_log),
       cmocka_unit_test(test_replication_needs_the_system),
   };
