@@ -496,7 +496,7 @@ static void test_snapshot_at_a_barrier(void **state) {
  * naming that follower (group.c, watch_commits). Then the messages get
  * through again, and a write commits only once the InstallSnapshot goes
  * again and the follower installs it, within 60 s (group.c,
- * INSTALL_RETRY_TIMEOUTS: 2 s here; it was ten minutes). */
+ * INSTALL_RETRY_TIMEOUTS: 2 s here). */
 typedef struct bg_put {
   _Atomic int done, stop;
   int lead; /* the server whose replica committed it */
