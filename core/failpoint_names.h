@@ -30,6 +30,7 @@
   X("worker.wait_scanned", "pc_notify_wait found no lock and no notification, before asking the oracle") \
   X("replica.before_propose", "a replicated tablet's row operation, checked, before its entry is proposed") \
   X("replica.before_append", "a replica's log entries, before they are written") \
+  X("replica.log_write", "a server's Raft log write (entries, truncations, snapshots' records) on its writer thread (return: the write fails, and the server stops)") \
   X("replica.after_append", "a replica's log entries written and synced, before Raft hears it") \
   X("replica.before_apply", "a committed log entry, before the replica applies it to its store") \
   X("replica.before_reply", "a row operation applied on the leader, before it answers") \

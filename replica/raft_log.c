@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "core/failpoint.h"
 
 typedef struct job {
   leveldb_writebatch_t *b;
@@ -64,18 +65,23 @@ static void *writer_main(void *arg) {
     leveldb_writebatch_t *all = leveldb_writebatch_create();
     for (job_t *j = jobs; j; j = j->next) leveldb_writebatch_append(all, j->b);
     char *e = NULL;
-    leveldb_write(l->db, l->wo, all, &e);
+    pc_error_t fe;
+    if (PC_FAILPOINT("replica.log_write", &fe) != PC_OK) e = strdup(fe.text);
+    else leveldb_write(l->db, l->wo, all, &e);
     leveldb_writebatch_destroy(all);
-    pc_status_t st = PC_OK;
     if (e) {
-      pc_log(PC_LOG_ERROR, "raft log %s: write: %s", l->dir, e);
-      leveldb_free(e);
-      st = PC_IO_ERROR;
+      /* Entries a follower may already count as stored, a truncation or a
+       * snapshot's record may be lost, and libraft's own paths after a
+       * failed append are not ones to trust with the data: as with a store
+       * that cannot apply a committed entry, the server stops, and comes back
+       * (or is rebuilt from the others) from what its log did store. */
+      pc_log(PC_LOG_ERROR, "raft log %s: write: %s; the server stops", l->dir, e);
+      abort();
     }
     while (jobs) {
       job_t *next = jobs->next;
       leveldb_writebatch_destroy(jobs->b);
-      if (jobs->done) jobs->done(jobs->ctx, st);
+      if (jobs->done) jobs->done(jobs->ctx, PC_OK);
       free(jobs);
       jobs = next;
     }
@@ -89,9 +95,8 @@ void pc_raft_log_submit(pc_raft_log_t *l, leveldb_writebatch_t *b,
                         void (*done)(void *ctx, pc_status_t st), void *ctx) {
   job_t *j = calloc(1, sizeof *j);
   if (!j) {
-    leveldb_writebatch_destroy(b);
-    if (done) done(ctx, PC_NOMEM);
-    return;
+    pc_log(PC_LOG_ERROR, "raft log %s: out of memory queueing a write; the server stops", l->dir);
+    abort();
   }
   j->b = b;
   j->done = done;

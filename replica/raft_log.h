@@ -84,8 +84,11 @@ int pc_raft_log_put_hard(leveldb_writebatch_t *b, const char *group, uint64_t te
 pc_status_t pc_raft_log_write(pc_raft_log_t *l, leveldb_writebatch_t *b, pc_error_t *err);
 
 /* Queues b (taken: destroyed after it is written) for the writer thread;
- * done(ctx, status) is called on the writer thread once it is durable, or
- * failed (PC_IO_ERROR). Writes complete in the order submitted. */
+ * done(ctx, PC_OK) is called on the writer thread once it is durable.
+ * Writes complete in the order submitted. A write that fails (or a job
+ * that cannot be queued for want of memory) stops the process with its
+ * reason in the log: a replica goes on only from a log that holds what it
+ * was told to hold. */
 void pc_raft_log_submit(pc_raft_log_t *l, leveldb_writebatch_t *b,
                         void (*done)(void *ctx, pc_status_t st), void *ctx);
 

@@ -19,7 +19,8 @@
  *   5. a server crashed at each step of the replication path (the
  *      failpoints replica.before_append, after_append, before_apply and
  *      before_reply, armed for a hit well into its traffic), then
- *      restarted.
+ *      restarted; and one whose Raft log write fails
+ *      (replica.log_write=return): it stops with its reason in its log.
  * After each failure every client commits again (each commit bounded by
  * its timeout; the time it took is printed, not asserted). At the end: the
  * total holds, the auditor never saw a total that a snapshot could not,
@@ -451,11 +452,14 @@ static void write_config(void) {
   assert_int_equal(fclose(f), 0);
 }
 
-/* Asks the leader of tablet t to move its leadership to server i. */
-static void move_leader(int t, int i) {
+/* Asks the leader of tablet t to move its leadership to server i. With
+ * exited non-NULL, server i may stop meanwhile (a failpoint armed in it):
+ * then its wait status goes there and 1 is returned, else 0. */
+static int move_leader(int t, int i, int *exited) {
   for (int attempt = 0; attempt < 20; attempt++) {
+    if (exited && waitpid(servers[i], exited, WNOHANG) == servers[i]) return 1;
     int lead = leader_of(t);
-    if (lead == i) return;
+    if (lead == i) return 0;
     pc_zk_t *z = zk_client();
     int port = server_port(z, lead);
     pc_zk_close(z);
@@ -469,12 +473,13 @@ static void move_leader(int t, int i) {
     pc_buf_free(&body);
     pc_buf_free(&reply);
     pc_rpc_client_destroy(c);
-    if (st == PC_OK) return;
+    if (st == PC_OK) return 0;
     fprintf(stderr, "moving %s's leadership to %s: %s\n", tablet_names[t], server_names[i],
             err.text);
     sleep_ms(500);
   }
   fail_msg("the leadership of %s did not move to %s", tablet_names[t], server_names[i]);
+  return 0;
 }
 
 /* Waits until server i's replica of each tablet is a voter that holds what
@@ -574,7 +579,7 @@ static void test_replicated_bank_through_failures(void **state) {
   wait_commits(3, "a server was lost");
   start_server(lost, NULL);
   wait_caught_up(lost);
-  for (int tb = 0; tb < 3; tb++) move_leader(tb, lost);
+  for (int tb = 0; tb < 3; tb++) move_leader(tb, lost, NULL);
   t = pc_txn_begin(db, &err);
   assert_non_null(t);
   pc_txn_set_timeout_ms(t, 30000);
@@ -619,9 +624,12 @@ static void test_replicated_bank_through_failures(void **state) {
     kill_server(victim, SIGTERM);
     waitpid(servers[victim], NULL, 0);
     start_server(victim, spec);
-    if (strcmp(points[k], "replica.before_reply") == 0) move_leader(tb, victim); /* leaders reply */
-    int status = 0;
-    for (int w = 0; w < 6000 && waitpid(servers[victim], &status, WNOHANG) == 0; w++) sleep_ms(10);
+    int status = 0, gone = 0;
+    /* leaders reply: one that won a tablet of its own may have replied its
+     * 100 times, and stopped, before its move */
+    if (strcmp(points[k], "replica.before_reply") == 0) gone = move_leader(tb, victim, &status);
+    for (int w = 0; !gone && w < 6000 && waitpid(servers[victim], &status, WNOHANG) == 0; w++)
+      sleep_ms(10);
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 9))
       fail_msg("server %s did not stop at %s", server_names[victim], points[k]);
     servers[victim] = 0;
@@ -629,6 +637,29 @@ static void test_replicated_bank_through_failures(void **state) {
     wait_commits(3, points[k]);
     start_server(victim, NULL);
     wait_commits(3, "a crashed server came back");
+  }
+  { /* a Raft log write that fails (a failing disk) stops the server, with
+     * its reason, rather than letting it go on from a log it could not write */
+    int victim = 1;
+    kill_server(victim, SIGTERM);
+    waitpid(servers[victim], NULL, 0);
+    char logpath[512];
+    snprintf(logpath, sizeof logpath, "%s/%s.log", dir, server_names[victim]);
+    remove(logpath);
+    start_server(victim, "replica.log_write=100*return");
+    int status = 0;
+    for (int w = 0; w < 6000 && waitpid(servers[victim], &status, WNOHANG) == 0; w++) sleep_ms(10);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT))
+      fail_msg("server %s went on after a Raft log write failed", server_names[victim]);
+    servers[victim] = 0;
+    char *log = tu_slurp(logpath);
+    if (!log || !strstr(log, "failpoint replica.log_write") || !strstr(log, "the server stops"))
+      fail_msg("server %s stopped without saying why; see %s", server_names[victim], logpath);
+    free(log);
+    fprintf(stderr, "server %s stopped at a failed Raft log write\n", server_names[victim]);
+    wait_commits(3, "a server stopped at a failed log write");
+    start_server(victim, NULL);
+    wait_commits(3, "the stopped server came back");
   }
 
   /* the end */
