@@ -478,7 +478,13 @@ static int move_leader(int t, int i, int *exited) {
             err.text);
     sleep_ms(500);
   }
-  fail_msg("the leadership of %s did not move to %s", tablet_names[t], server_names[i]);
+  int status = 0;
+  if (waitpid(servers[i], &status, WNOHANG) != servers[i])
+    fail_msg("the leadership of %s did not move to %s (running)", tablet_names[t],
+             server_names[i]);
+  fail_msg("the leadership of %s did not move to %s (it ended: %s %d)", tablet_names[t],
+           server_names[i], WIFEXITED(status) ? "exit status" : "signal",
+           WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
   return 0;
 }
 
@@ -628,6 +634,7 @@ static void test_replicated_bank_through_failures(void **state) {
     /* leaders reply: one that won a tablet of its own may have replied its
      * 100 times, and stopped, before its move */
     if (strcmp(points[k], "replica.before_reply") == 0) gone = move_leader(tb, victim, &status);
+    if (gone) fprintf(stderr, "server %s stopped before its move\n", server_names[victim]);
     for (int w = 0; !gone && w < 6000 && waitpid(servers[victim], &status, WNOHANG) == 0; w++)
       sleep_ms(10);
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 9))
