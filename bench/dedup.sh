@@ -36,8 +36,8 @@
 #               each tablet a Raft group) and the oracle on this
 #               machine, in one `percolator run` (with --cluster-shape
 #               processes, each its own daemon: `percolator tso`,
-#               `percolator tablet`), and 1, 2, 4 worker processes (--procs),
-#               each generated corpus (and real and source with 2), each
+#               `percolator tablet`), and 1, 2, 4 worker processes (--procs)
+#               on every corpus, each
 #               started by `percolator playground` with its private ZooKeeper
 #               server (Debian's zookeeper package on 127.0.0.1) and stopped
 #               with SIGINT, as a user does; its CPU a document (every
@@ -543,11 +543,7 @@ cluster_lines=()
 if [ "$skip_cluster" = 0 ]; then
   IFS=, read -r -a plist <<<"$procs"
   for c in "${corpora[@]}"; do
-    if [ "${name[$c]}" = generated ]; then
-      for k in "${plist[@]}"; do cluster_run "$c" "$k"; done
-    else
-      cluster_run "$c" 2
-    fi
+    for k in "${plist[@]}"; do cluster_run "$c" "$k"; done
   done
 fi
 
