@@ -769,6 +769,7 @@ static void call_append(done_t *d) {
 static void written(void *ctx, pc_status_t st) {
   done_t *d = ctx;
   pc_error_t err;
+  pc_error_clear(&err);
   if (st == PC_OK && d->call == call_append) st = PC_FAILPOINT("replica.after_append", &err);
   if (st != PC_OK) {
     pc_log(PC_LOG_ERROR, "tablet %s: its log entries were not stored: %s; the server stops",
