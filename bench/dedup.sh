@@ -72,9 +72,11 @@
 #               per term for a batch of 512 documents) in the keys ours
 #               writes (meta and write record, notifications, acks), in one
 #               phase as embedded, in two as across tablets, and as the
-#               cluster below commits them (two LevelDBs split at its row):
-#               the floor of this store's format; ours is reported as a
-#               fraction of per stage and of those floors;
+#               cluster below commits them (two LevelDBs split at its row),
+#               and with --replicas above 1 in that many copies (each write
+#               an entry in each server's log, synced, and applied to its
+#               copy): the floor of this store's format; ours is reported
+#               as a fraction of per stage and of those floors;
 #   cpu         each of our runs' CPU milliseconds a document (user + system
 #               time from /proc over the ingest) by process: servers (the
 #               cluster's tablets and oracle), workers, load and wait; and
@@ -253,14 +255,15 @@ if [ "$skip_ceiling" = 0 ]; then
   for c in "${corpora[@]}"; do
     log "ceiling: $c, raw LevelDB"
     j=$("$ceiling" --jsonl "$work/$c.jsonl" --threads "${loaders:-8}" --dir "$work" \
-      --split "${split_row[$c]}")
+      --split "${split_row[$c]}" --replicas "$replicas")
     ceil_one[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"one_write":{"documents_s":\([0-9.e+]*\).*/\1/')
     ceil_stage[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"per_stage":{"documents_s":\([0-9.e+]*\).*/\1/')
     ceil_store[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"store_keys":{"documents_s":\([0-9.e+]*\).*/\1/')
     ceil_store2[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"store_keys_two_phase":{"documents_s":\([0-9.e+]*\).*/\1/')
     ceil_cluster[$c]=$(tr -d '\n ' <<<"$j" | sed 's/.*"store_keys_cluster":{"documents_s":\([0-9.e+]*\).*/\1/')
     # CPU milliseconds a document of the two floors, from their cpu_s
-    for mode in store_keys store_keys_cluster; do
+    ceil_cpu[$c.store_keys_replicated]=null
+    for mode in store_keys store_keys_cluster $([ "$replicas" -gt 1 ] && echo store_keys_replicated); do
       fcpu=$(tr -d '\n ' <<<"$j" | sed "s/.*\"$mode\":{[^}]*\"cpu_s\":\([0-9.e+-]*\).*/\1/")
       ceil_cpu[$c.$mode]=$(awk -v c="$fcpu" -v n="$(count "$c")" 'BEGIN {printf "%.2f", 1000 * c / n}')
     done
@@ -564,11 +567,11 @@ for c in "${corpora[@]}"; do
     pg_lines+=("$(sed "s/^{/{\"corpus\": \"$nm\", /" <<<"${pg_json[$c.2]}")")
   fi
   if [ "$skip_ceiling" = 0 ]; then
-    ceiling_lines+=("$(printf '{"corpus": "%s", "documents": %d, "raw_one_write_documents_s": %s, "raw_per_stage_documents_s": %s, "ours_of_per_stage": %s, "store_keys_documents_s": %s, "store_keys_cpu_ms_per_document": %s, "ours_of_store_keys": %s, "store_keys_two_phase_documents_s": %s, "store_keys_cluster_documents_s": %s, "store_keys_cluster_cpu_ms_per_document": %s, "cluster_floor_of_embedded_floor": %s}' \
+    ceiling_lines+=("$(printf '{"corpus": "%s", "documents": %d, "raw_one_write_documents_s": %s, "raw_per_stage_documents_s": %s, "ours_of_per_stage": %s, "store_keys_documents_s": %s, "store_keys_cpu_ms_per_document": %s, "ours_of_store_keys": %s, "store_keys_two_phase_documents_s": %s, "store_keys_cluster_documents_s": %s, "store_keys_cluster_cpu_ms_per_document": %s, "cluster_floor_of_embedded_floor": %s, "store_keys_replicated_cpu_ms_per_document": %s}' \
       "$nm" "$n" "${ceil_one[$c]}" "${ceil_stage[$c]}" "$(ratio "$r" "${ceil_stage[$c]}")" \
       "${ceil_store[$c]}" "${ceil_cpu[$c.store_keys]}" "$(ratio "$r" "${ceil_store[$c]}")" \
       "${ceil_store2[$c]}" "${ceil_cluster[$c]}" "${ceil_cpu[$c.store_keys_cluster]}" \
-      "$(ratio "${ceil_cluster[$c]}" "${ceil_store[$c]}")")")
+      "$(ratio "${ceil_cluster[$c]}" "${ceil_store[$c]}")" "${ceil_cpu[$c.store_keys_replicated]}")")
   fi
   i=$((i + 1))
 done

@@ -56,12 +56,21 @@
  *               all sit on one tablet commits there in one phase, any other
  *               in two on both (prewrites, then the primary's tablet's
  *               commit, then the other's).
+ *   store_keys_replicated  (with --split ROW and --replicas N, N > 1) the
+ *               cluster above with each tablet in N copies, as a Raft group
+ *               of N applies every write: each of the cluster's synced
+ *               writes becomes, on each of N servers, a synced write of one
+ *               key holding as many bytes (the entry in that server's log,
+ *               a LevelDB of its own) and the batch itself written unsynced
+ *               to that server's copy of the tablet (a replica applies
+ *               without syncing: the log is the durable record). No message,
+ *               no term, no index: the floor of N copies.
  * No read, no latch, no oracle, no network, no observer: what is left of
  * ours beyond these is the cost of everything else. bench/dedup.sh runs it
  * on the same corpus file as ours and divides ours by it.
  *
  * Usage: pc_bench_dedup_ceiling --jsonl FILE [--threads N] [--dir PARENT] [--split ROW]
- *                               [--index-batch N]
+ *                               [--index-batch N] [--replicas N]
  * Prints one JSON document. */
 #include <getopt.h>
 #include <jansson.h>
@@ -166,6 +175,8 @@ typedef struct sink {
   pc_cell_t primary;
   int has_primary;
   uint64_t bytes, keys;
+  char *zero; /* STORE_REPLICATED: zcap zero bytes, a log entry's value */
+  size_t zcap;
 } sink_t;
 
 /* The tablet holding row: the second when row sorts at or after the split. */
@@ -296,10 +307,17 @@ static int first_of(seen_t *s, const char *hash) {
 /* CELLS: the cells alone; the store's keys in one phase, in two, or as in
  * a cluster of two tablets split at --split: a stage whose cells all sit
  * on one tablet in one phase there, any other in two on both. */
-typedef enum { CELLS, STORE_ONE_PHASE, STORE_TWO_PHASE, STORE_CLUSTER } shape_t;
+typedef enum { CELLS, STORE_ONE_PHASE, STORE_TWO_PHASE, STORE_CLUSTER, STORE_REPLICATED } shape_t;
+
+#define MAX_REPLICAS 7
 
 typedef struct run {
   leveldb_t *db[2]; /* db[1] only for STORE_CLUSTER */
+  /* STORE_REPLICATED: server i's copy of tablet t and its log */
+  leveldb_t *copy[2][MAX_REPLICAS], *log[MAX_REPLICAS];
+  int replicas;
+  leveldb_writeoptions_t *wo_nosync;
+  atomic_uint_fast64_t entry; /* the log entries' keys */
   const char *split;
   leveldb_writeoptions_t *wo;
   const corpus_t *c;
@@ -317,9 +335,40 @@ typedef struct writer {
   pthread_t tid;
 } writer_t;
 
-static void write_batch(run_t *r, int t, leveldb_writebatch_t *b, uint64_t *writes) {
+static void add_put(void *st, const char *k, size_t kl, const char *v, size_t vl) {
+  (void)k;
+  (void)v;
+  *(uint64_t *)st += kl + vl;
+}
+
+static void add_del(void *st, const char *k, size_t kl) {
+  (void)k;
+  *(uint64_t *)st += kl;
+}
+
+/* STORE_REPLICATED: b, a write of tablet t, on each of the group's servers:
+ * an entry of as many bytes in its log (synced), then b in its copy. */
+static void write_replicated(run_t *r, sink_t *k, int t, leveldb_writebatch_t *b, char **e) {
+  uint64_t len = 0;
+  leveldb_writebatch_iterate(b, &len, add_put, add_del);
+  if (len > k->zcap) {
+    free(k->zero);
+    if (!(k->zero = calloc(1, (size_t)len))) abort();
+    k->zcap = (size_t)len;
+  }
+  char key[8];
+  uint64_t id = atomic_fetch_add(&r->entry, 1);
+  for (int i = 0; i < 8; i++) key[i] = (char)(id >> (56 - 8 * i));
+  for (int i = 0; i < r->replicas && !*e; i++) {
+    leveldb_put(r->log[i], r->wo, key, sizeof key, k->zero, (size_t)len, e);
+    if (!*e) leveldb_write(r->copy[t][i], r->wo_nosync, b, e);
+  }
+}
+
+static void write_batch(run_t *r, sink_t *k, int t, leveldb_writebatch_t *b, uint64_t *writes) {
   char *e = NULL;
-  leveldb_write(r->db[t], r->wo, b, &e);
+  if (r->shape == STORE_REPLICATED) write_replicated(r, k, t, b, &e);
+  else leveldb_write(r->db[t], r->wo, b, &e);
   if (e) {
     fprintf(stderr, WHO ": LevelDB write: %s\n", e);
     leveldb_free(e);
@@ -334,10 +383,10 @@ static void write_batch(run_t *r, int t, leveldb_writebatch_t *b, uint64_t *writ
 static void flush(run_t *r, sink_t *k, uint64_t *writes) {
   int first = k->has_primary ? tablet_of(k, k->primary.row, k->primary.rlen) : 0;
   for (int t = 0; t < 2; t++)
-    if (k->two_phase && k->used[t]) write_batch(r, t, k->pre[t], writes);
+    if (k->two_phase && k->used[t]) write_batch(r, k, t, k->pre[t], writes);
   for (int i = 0; i < 2; i++) {
     int t = i ? !first : first;
-    if (k->used[t]) write_batch(r, t, k->b[t], writes);
+    if (k->used[t]) write_batch(r, k, t, k->b[t], writes);
     k->used[t] = 0;
   }
   k->has_primary = 0;
@@ -348,7 +397,7 @@ static void flush(run_t *r, sink_t *k, uint64_t *writes) {
 static void stage(const run_t *r, sink_t *k, const char *const *rows, const size_t *lens,
                   size_t n) {
   k->two_phase = r->shape == STORE_TWO_PHASE;
-  if (r->shape != STORE_CLUSTER) return;
+  if (r->shape != STORE_CLUSTER && r->shape != STORE_REPLICATED) return;
   for (size_t i = 1; i < n; i++)
     if (tablet_of(k, rows[i], lens[i]) != tablet_of(k, rows[0], lens[0])) k->two_phase = 1;
 }
@@ -537,7 +586,7 @@ static void index_stage(const run_t *r, sink_t *k, pending_t *p, size_t n, index
 static void *writer_main(void *arg) {
   writer_t *w = arg;
   run_t *r = w->r;
-  sink_t k = {.split = r->shape == STORE_CLUSTER ? r->split : NULL,
+  sink_t k = {.split = r->shape == STORE_CLUSTER || r->shape == STORE_REPLICATED ? r->split : NULL,
               .split_len = r->split ? strlen(r->split) : 0};
   for (int t = 0; t < 2; t++) {
     k.pre[t] = leveldb_writebatch_create();
@@ -617,13 +666,27 @@ static void *writer_main(void *arg) {
     leveldb_writebatch_destroy(k.pre[t]);
     leveldb_writebatch_destroy(k.b[t]);
   }
+  free(k.zero);
   return NULL;
 }
 
+static leveldb_t *open_db(const leveldb_options_t *o, const char *path) {
+  char *e = NULL;
+  leveldb_t *db = leveldb_open(o, path, &e);
+  if (e) {
+    fprintf(stderr, WHO ": LevelDB %s: %s\n", path, e);
+    leveldb_free(e);
+    return NULL;
+  }
+  return db;
+}
+
 /* One mode on a fresh LevelDB under parent (two, a tablet each, for
- * STORE_CLUSTER, split at split); its figures go into out. */
+ * STORE_CLUSTER, split at split; for STORE_REPLICATED replicas copies of
+ * each and a log per server); its figures go into out. */
 static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape,
-                    const char *split, size_t index_batch, const char *parent, json_t *out) {
+                    const char *split, size_t index_batch, int replicas, const char *parent,
+                    json_t *out) {
   char dir[4096], sub[4200];
   if (bu_make_temp_dir(dir, sizeof dir, parent, "dedup-ceiling", WHO) != 0) return -1;
   leveldb_options_t *o = leveldb_options_create();
@@ -635,17 +698,19 @@ static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape
   leveldb_options_set_write_buffer_size(o, 64u << 20);
   leveldb_options_set_max_file_size(o, 8u << 20);
   leveldb_options_set_compression(o, leveldb_no_compression);
-  leveldb_t *db[2] = {NULL, NULL};
-  int ndb = shape == STORE_CLUSTER ? 2 : 1, rc = 0;
+  leveldb_t *db[2] = {NULL, NULL}, *copy[2][MAX_REPLICAS] = {{NULL}}, *log[MAX_REPLICAS] = {NULL};
+  int ndb = shape == STORE_CLUSTER ? 2 : shape == STORE_REPLICATED ? 0 : 1, rc = 0;
+  int nrep = shape == STORE_REPLICATED ? replicas : 0;
   for (int t = 0; t < ndb && rc == 0; t++) {
-    char *e = NULL;
     snprintf(sub, sizeof sub, "%s/t%d", dir, t + 1);
-    db[t] = leveldb_open(o, sub, &e);
-    if (e) {
-      fprintf(stderr, WHO ": LevelDB %s: %s\n", sub, e);
-      leveldb_free(e);
-      db[t] = NULL;
-      rc = -1;
+    if (!(db[t] = open_db(o, sub))) rc = -1;
+  }
+  for (int i = 0; i < nrep && rc == 0; i++) {
+    snprintf(sub, sizeof sub, "%s/log-s%d", dir, i + 1);
+    if (!(log[i] = open_db(o, sub))) rc = -1;
+    for (int t = 0; t < 2 && rc == 0; t++) {
+      snprintf(sub, sizeof sub, "%s/t%d-s%d", dir, t + 1, i + 1);
+      if (!(copy[t][i] = open_db(o, sub))) rc = -1;
     }
   }
   if (rc == 0) {
@@ -655,8 +720,11 @@ static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape
     if (!seen.v) abort();
     pthread_mutex_init(&seen.mu, NULL);
     run_t r = {.db = {db[0], db[1]}, .split = split, .wo = leveldb_writeoptions_create(),
+               .wo_nosync = leveldb_writeoptions_create(), .replicas = nrep,
                .c = c, .seen = &seen, .per_stage = per_stage, .shape = shape,
                .index_batch = index_batch};
+    memcpy(r.copy, copy, sizeof copy);
+    memcpy(r.log, log, sizeof log);
     leveldb_writeoptions_set_sync(r.wo, 1);
     writer_t *w = calloc((size_t)threads, sizeof *w);
     if (!w) abort();
@@ -678,12 +746,18 @@ static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape
     json_object_set_new(out, "cpu_s", json_real(dm.cpu_s));
     free(w);
     leveldb_writeoptions_destroy(r.wo);
+    leveldb_writeoptions_destroy(r.wo_nosync);
     for (size_t i = 0; i < seen.cap; i++) free(seen.v[i]);
     free(seen.v);
     pthread_mutex_destroy(&seen.mu);
   }
   for (int t = 0; t < ndb; t++)
     if (db[t]) leveldb_close(db[t]);
+  for (int i = 0; i < nrep; i++) {
+    if (log[i]) leveldb_close(log[i]);
+    for (int t = 0; t < 2; t++)
+      if (copy[t][i]) leveldb_close(copy[t][i]);
+  }
   leveldb_options_destroy(o);
   leveldb_cache_destroy(cache);
   leveldb_filterpolicy_destroy(fp);
@@ -697,9 +771,10 @@ int main(int argc, char **argv) {
                                        {"dir", required_argument, NULL, 'd'},
                                        {"split", required_argument, NULL, 's'},
                                        {"index-batch", required_argument, NULL, 'b'},
+                                       {"replicas", required_argument, NULL, 'r'},
                                        {NULL, 0, NULL, 0}};
   const char *jsonl = NULL, *parent = "/tmp", *split = NULL;
-  uint64_t threads = 16, index_batch = 512;
+  uint64_t threads = 16, index_batch = 512, replicas = 1;
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -718,10 +793,16 @@ int main(int argc, char **argv) {
           return 2;
         }
         break;
+      case 'r':
+        if (bu_parse_u64(optarg, 1, MAX_REPLICAS, &replicas) != 0) {
+          bu_bad_value(WHO, "--replicas", optarg);
+          return 2;
+        }
+        break;
       default:
         fprintf(stderr,
                 "usage: " WHO " --jsonl FILE [--threads N] [--dir PARENT] [--split ROW] "
-                "[--index-batch N]\n");
+                "[--index-batch N] [--replicas N]\n");
         return 2;
     }
   }
@@ -742,14 +823,17 @@ int main(int argc, char **argv) {
   json_object_set_new(doc, "documents", json_integer((json_int_t)c.n));
   if (rc == 0 && c.n) {
     json_t *one = json_object(), *stage = json_object(), *store = json_object(),
-           *store2 = json_object(), *cl = json_object();
+           *store2 = json_object(), *cl = json_object(), *rp = json_object();
     int n = (int)threads;
     size_t b = (size_t)index_batch;
-    rc = run_mode(&c, n, 0, CELLS, NULL, 1, parent, one);
-    if (rc == 0) rc = run_mode(&c, n, 1, CELLS, NULL, 1, parent, stage);
-    if (rc == 0) rc = run_mode(&c, n, 1, STORE_ONE_PHASE, NULL, b, parent, store);
-    if (rc == 0) rc = run_mode(&c, n, 1, STORE_TWO_PHASE, NULL, b, parent, store2);
-    if (rc == 0 && split) rc = run_mode(&c, n, 1, STORE_CLUSTER, split, b, parent, cl);
+    int nr = (int)replicas;
+    rc = run_mode(&c, n, 0, CELLS, NULL, 1, 1, parent, one);
+    if (rc == 0) rc = run_mode(&c, n, 1, CELLS, NULL, 1, 1, parent, stage);
+    if (rc == 0) rc = run_mode(&c, n, 1, STORE_ONE_PHASE, NULL, b, 1, parent, store);
+    if (rc == 0) rc = run_mode(&c, n, 1, STORE_TWO_PHASE, NULL, b, 1, parent, store2);
+    if (rc == 0 && split) rc = run_mode(&c, n, 1, STORE_CLUSTER, split, b, 1, parent, cl);
+    if (rc == 0 && split && nr > 1)
+      rc = run_mode(&c, n, 1, STORE_REPLICATED, split, b, nr, parent, rp);
     json_object_set_new(doc, "one_write", one);
     json_object_set_new(doc, "per_stage", stage);
     json_object_set_new(doc, "store_keys", store);
@@ -759,6 +843,12 @@ int main(int argc, char **argv) {
       json_object_set_new(doc, "store_keys_cluster", cl);
     } else {
       json_decref(cl);
+    }
+    if (split && nr > 1) {
+      json_object_set_new(rp, "replicas", json_integer(nr));
+      json_object_set_new(doc, "store_keys_replicated", rp);
+    } else {
+      json_decref(rp);
     }
   } else if (rc == 0) {
     fprintf(stderr, WHO ": %s holds no document\n", jsonl);
