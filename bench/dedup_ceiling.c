@@ -41,9 +41,13 @@
  * it, which these cells never see); load notifies the document's contents,
  * dedup its cluster's canonical (and writes the rev cell that serialises a
  * cluster's runs), and each observer stage acks the cell it observed and
- * deletes its notification. The dedup stage commits each
- * document alone where ours batches documents: more synced writes than
- * ours, the same keys.
+ * deletes its notification. Each stage commits as many documents at once
+ * as ours can at most, so that no mode of ours makes fewer synced writes:
+ * a writer takes --dedup-batch documents (512: the dedup observer's
+ * batch_max), loads them in transactions of --load-batch (32: `percolator
+ * load`'s largest), runs their dedup stage in one transaction (a cluster's
+ * rev written once in it, as ours writes it once a batch) and their index
+ * stages --index-batch canonicals at a time.
  *   store_keys  every stage committed in one phase, as the embedded store
  *               commits (local_commit_one_phase): one synced batch;
  *   store_keys_two_phase  every stage in two, as a transaction across
@@ -70,7 +74,8 @@
  * on the same corpus file as ours and divides ours by it.
  *
  * Usage: pc_bench_dedup_ceiling --jsonl FILE [--threads N] [--dir PARENT] [--split ROW]
- *                               [--index-batch N] [--replicas N]
+ *                               [--load-batch N] [--dedup-batch N] [--index-batch N]
+ *                               [--replicas N]
  * Prints one JSON document. */
 #include <getopt.h>
 #include <jansson.h>
@@ -311,6 +316,14 @@ typedef enum { CELLS, STORE_ONE_PHASE, STORE_TWO_PHASE, STORE_CLUSTER, STORE_REP
 
 #define MAX_REPLICAS 7
 
+/* The store modes' transactions, at most what ours puts in one: documents
+ * a load takes (percolator load's BATCH_DOCS, 32), documents a dedup run
+ * takes (the dedup observer's batch_max, 512 by default) and canonicals an
+ * index run takes (512). */
+typedef struct batches {
+  size_t load, dedup, index;
+} batches_t;
+
 typedef struct run {
   leveldb_t *db[2]; /* db[1] only for STORE_CLUSTER */
   /* STORE_REPLICATED: server i's copy of tablet t and its log */
@@ -324,7 +337,7 @@ typedef struct run {
   seen_t *seen;
   int per_stage;
   shape_t shape;
-  size_t index_batch; /* canonicals an index stage takes, store modes */
+  size_t load_batch, dedup_batch, index_batch; /* the store modes' batches (batches_t) */
   atomic_size_t next;
   atomic_uint_fast64_t keys, bytes, writes;
   atomic_int failed;
@@ -593,54 +606,89 @@ static void *writer_main(void *arg) {
     k.b[t] = leveldb_writebatch_create();
   }
   int store = r->shape != CELLS;
-  /* one document's index stage at a time, but for the store modes, which
-   * take --index-batch canonicals at once as the indexer's batches do */
+  /* the first two modes take one document at a time through every stage;
+   * the store modes take a chunk of --dedup-batch documents, load them in
+   * transactions of --load-batch, run the dedup stage over the chunk in one,
+   * and index --index-batch canonicals at once, as ours does at most */
+  size_t chunk = store ? r->dedup_batch : 1, lchunk = store ? r->load_batch : 1;
   size_t batch = store ? r->index_batch : 1, np = 0;
   pending_t *p = calloc(batch, sizeof *p);
+  char(*hash)[DD_HASH_HEX] = calloc(chunk, sizeof *hash);
+  int *canonical = calloc(chunk, sizeof *canonical);
+  const char **rows = calloc(2 * chunk, sizeof *rows);
+  size_t *lens = calloc(2 * chunk, sizeof *lens);
   index_buf_t ib = {0};
-  if (!p) abort();
+  if (!p || !hash || !canonical || !rows || !lens) abort();
   uint64_t writes = 0;
-  size_t i;
-  while ((i = atomic_fetch_add(&r->next, 1)) < r->c->n && !atomic_load(&r->failed)) {
-    const doc_t *d = &r->c->v[i];
-    uint64_t ts = (uint64_t)(i + 1) << 18;
-    char hash[DD_HASH_HEX];
-    dd_sha256_hex(d->contents, d->clen, hash);
+  size_t i0;
+  while ((i0 = atomic_fetch_add(&r->next, chunk)) < r->c->n && !atomic_load(&r->failed)) {
+    const doc_t *d = &r->c->v[i0];
+    size_t n = r->c->n - i0 < chunk ? r->c->n - i0 : chunk;
+    for (size_t j = 0; j < n; j++) dd_sha256_hex(d[j].contents, d[j].clen, hash[j]);
     /* load */
-    stage(r, &k, (const char *[]){d->url}, (size_t[]){d->ulen}, 1);
-    cell(r, &k, "docs", d->url, d->ulen, "doc:contents", 12, d->contents, d->clen, ts);
-    if (store) notify_key(&k, "docs", d->url, d->ulen, "doc:contents", 12, ts + 0x100, 1);
-    if (r->per_stage) flush(r, &k, &writes);
+    for (size_t a = 0; a < n; a += lchunk) {
+      size_t e = n - a < lchunk ? n : a + lchunk;
+      for (size_t j = a; j < e; j++) {
+        rows[j - a] = d[j].url;
+        lens[j - a] = d[j].ulen;
+      }
+      stage(r, &k, rows, lens, e - a);
+      for (size_t j = a; j < e; j++) {
+        uint64_t ts = (uint64_t)(i0 + j + 1) << 18;
+        cell(r, &k, "docs", d[j].url, d[j].ulen, "doc:contents", 12, d[j].contents, d[j].clen,
+             ts);
+        if (store) notify_key(&k, "docs", d[j].url, d[j].ulen, "doc:contents", 12, ts + 0x100, 1);
+      }
+      if (r->per_stage) flush(r, &k, &writes);
+    }
     /* dedup */
-    char member[2 + 4096];
-    size_t ml = d->ulen < 4096 ? d->ulen : 4096;
-    memcpy(member, "m:", 2);
-    memcpy(member + 2, d->url, ml);
-    stage(r, &k, (const char *[]){d->url, hash}, (size_t[]){d->ulen, 64}, 2);
-    cell(r, &k, "docs", d->url, d->ulen, "doc:hash", 8, hash, 64, ts + 1);
-    cell(r, &k, "dups", hash, 64, member, 2 + ml, "1", 1, ts + 1);
-    int canonical = first_of(r->seen, hash);
-    if (canonical) cell(r, &k, "dups", hash, 64, "canonical", 9, d->url, d->ulen, ts + 1);
-    if (store) {
-      char rev[8];
-      for (int j = 0; j < 8; j++) rev[j] = (char)((ts + 1) >> (56 - 8 * j));
-      cell(r, &k, "dups", hash, 64, "rev", 3, rev, sizeof rev, ts + 1);
-      if (canonical) notify_key(&k, "dups", hash, 64, "canonical", 9, ts + 1 + 0x100, 1);
-      ack(&k, "dedup", "docs", d->url, d->ulen, "doc:contents", 12, ts, ts + 1);
+    for (size_t j = 0; j < n; j++) {
+      rows[2 * j] = d[j].url;
+      lens[2 * j] = d[j].ulen;
+      rows[2 * j + 1] = hash[j];
+      lens[2 * j + 1] = 64;
+    }
+    stage(r, &k, rows, lens, 2 * n);
+    for (size_t j = 0; j < n; j++) {
+      uint64_t ts = (uint64_t)(i0 + j + 1) << 18;
+      char member[2 + 4096];
+      size_t ml = d[j].ulen < 4096 ? d[j].ulen : 4096;
+      memcpy(member, "m:", 2);
+      memcpy(member + 2, d[j].url, ml);
+      cell(r, &k, "docs", d[j].url, d[j].ulen, "doc:hash", 8, hash[j], 64, ts + 1);
+      cell(r, &k, "dups", hash[j], 64, member, 2 + ml, "1", 1, ts + 1);
+      canonical[j] = first_of(r->seen, hash[j]);
+      if (canonical[j])
+        cell(r, &k, "dups", hash[j], 64, "canonical", 9, d[j].url, d[j].ulen, ts + 1);
+      if (!store) continue;
+      /* a cluster's rev once a transaction, however many of its members
+       * the chunk holds */
+      size_t before = 0;
+      while (before < j && strcmp(hash[before], hash[j]) != 0) before++;
+      if (before == j) {
+        char rev[8];
+        for (int b = 0; b < 8; b++) rev[b] = (char)((ts + 1) >> (56 - 8 * b));
+        cell(r, &k, "dups", hash[j], 64, "rev", 3, rev, sizeof rev, ts + 1);
+      }
+      if (canonical[j]) notify_key(&k, "dups", hash[j], 64, "canonical", 9, ts + 1 + 0x100, 1);
+      ack(&k, "dedup", "docs", d[j].url, d[j].ulen, "doc:contents", 12, ts, ts + 1);
     }
     if (r->per_stage) flush(r, &k, &writes);
     /* index: the canonicals' terms */
-    if (canonical) {
-      pending_t *q = &p[np++];
-      q->d = d;
-      memcpy(q->hash, hash, sizeof hash);
-      q->ts = ts;
-      if (dd_terms(d->contents, d->clen, &q->t) != 0) abort();
-    }
-    if (np == batch || (np && !r->per_stage)) {
-      index_stage(r, &k, p, np, &ib);
-      for (size_t j = 0; j < np; j++) dd_terms_free(&p[j].t);
-      np = 0;
+    for (size_t j = 0; j < n; j++) {
+      if (canonical[j]) {
+        pending_t *q = &p[np++];
+        q->d = &d[j];
+        memcpy(q->hash, hash[j], DD_HASH_HEX);
+        q->ts = (uint64_t)(i0 + j + 1) << 18;
+        if (dd_terms(d[j].contents, d[j].clen, &q->t) != 0) abort();
+      }
+      if (np == batch || (np && !r->per_stage)) {
+        index_stage(r, &k, p, np, &ib);
+        for (size_t m = 0; m < np; m++) dd_terms_free(&p[m].t);
+        np = 0;
+        flush(r, &k, &writes);
+      }
     }
     flush(r, &k, &writes);
   }
@@ -653,6 +701,10 @@ static void *writer_main(void *arg) {
   atomic_fetch_add(&r->bytes, k.bytes);
   atomic_fetch_add(&r->writes, writes);
   free(p);
+  free(hash);
+  free(canonical);
+  free(rows);
+  free(lens);
   free(ib.rows);
   free(ib.lens);
   free(ib.refs);
@@ -685,7 +737,7 @@ static leveldb_t *open_db(const leveldb_options_t *o, const char *path) {
  * STORE_CLUSTER, split at split; for STORE_REPLICATED replicas copies of
  * each and a log per server); its figures go into out. */
 static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape,
-                    const char *split, size_t index_batch, int replicas, const char *parent,
+                    const char *split, batches_t batches, int replicas, const char *parent,
                     json_t *out) {
   char dir[4096], sub[4200];
   if (bu_make_temp_dir(dir, sizeof dir, parent, "dedup-ceiling", WHO) != 0) return -1;
@@ -722,7 +774,8 @@ static int run_mode(const corpus_t *c, int threads, int per_stage, shape_t shape
     run_t r = {.db = {db[0], db[1]}, .split = split, .wo = leveldb_writeoptions_create(),
                .wo_nosync = leveldb_writeoptions_create(), .replicas = nrep,
                .c = c, .seen = &seen, .per_stage = per_stage, .shape = shape,
-               .index_batch = index_batch};
+               .load_batch = batches.load, .dedup_batch = batches.dedup,
+               .index_batch = batches.index};
     memcpy(r.copy, copy, sizeof copy);
     memcpy(r.log, log, sizeof log);
     leveldb_writeoptions_set_sync(r.wo, 1);
@@ -771,10 +824,12 @@ int main(int argc, char **argv) {
                                        {"dir", required_argument, NULL, 'd'},
                                        {"split", required_argument, NULL, 's'},
                                        {"index-batch", required_argument, NULL, 'b'},
+                                       {"load-batch", required_argument, NULL, 'l'},
+                                       {"dedup-batch", required_argument, NULL, 'u'},
                                        {"replicas", required_argument, NULL, 'r'},
                                        {NULL, 0, NULL, 0}};
   const char *jsonl = NULL, *parent = "/tmp", *split = NULL;
-  uint64_t threads = 16, index_batch = 512, replicas = 1;
+  uint64_t threads = 16, index_batch = 512, load_batch = 32, dedup_batch = 512, replicas = 1;
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -793,6 +848,18 @@ int main(int argc, char **argv) {
           return 2;
         }
         break;
+      case 'l':
+        if (bu_parse_u64(optarg, 1, 4096, &load_batch) != 0) {
+          bu_bad_value(WHO, "--load-batch", optarg);
+          return 2;
+        }
+        break;
+      case 'u':
+        if (bu_parse_u64(optarg, 1, 4096, &dedup_batch) != 0) {
+          bu_bad_value(WHO, "--dedup-batch", optarg);
+          return 2;
+        }
+        break;
       case 'r':
         if (bu_parse_u64(optarg, 1, MAX_REPLICAS, &replicas) != 0) {
           bu_bad_value(WHO, "--replicas", optarg);
@@ -802,7 +869,7 @@ int main(int argc, char **argv) {
       default:
         fprintf(stderr,
                 "usage: " WHO " --jsonl FILE [--threads N] [--dir PARENT] [--split ROW] "
-                "[--index-batch N] [--replicas N]\n");
+                "[--load-batch N] [--dedup-batch N] [--index-batch N] [--replicas N]\n");
         return 2;
     }
   }
@@ -818,6 +885,8 @@ int main(int argc, char **argv) {
   json_object_set_new(doc, "cpus_online", bu_json_cpus_online());
   json_object_set_new(doc, "corpus", json_string(jsonl));
   json_object_set_new(doc, "threads", json_integer((json_int_t)threads));
+  json_object_set_new(doc, "load_batch", json_integer((json_int_t)load_batch));
+  json_object_set_new(doc, "dedup_batch", json_integer((json_int_t)dedup_batch));
   json_object_set_new(doc, "index_batch", json_integer((json_int_t)index_batch));
   int rc = read_corpus(jsonl, &c);
   json_object_set_new(doc, "documents", json_integer((json_int_t)c.n));
@@ -825,10 +894,11 @@ int main(int argc, char **argv) {
     json_t *one = json_object(), *stage = json_object(), *store = json_object(),
            *store2 = json_object(), *cl = json_object(), *rp = json_object();
     int n = (int)threads;
-    size_t b = (size_t)index_batch;
+    batches_t b = {(size_t)load_batch, (size_t)dedup_batch, (size_t)index_batch};
+    batches_t one_doc = {1, 1, 1};
     int nr = (int)replicas;
-    rc = run_mode(&c, n, 0, CELLS, NULL, 1, 1, parent, one);
-    if (rc == 0) rc = run_mode(&c, n, 1, CELLS, NULL, 1, 1, parent, stage);
+    rc = run_mode(&c, n, 0, CELLS, NULL, one_doc, 1, parent, one);
+    if (rc == 0) rc = run_mode(&c, n, 1, CELLS, NULL, one_doc, 1, parent, stage);
     if (rc == 0) rc = run_mode(&c, n, 1, STORE_ONE_PHASE, NULL, b, 1, parent, store);
     if (rc == 0) rc = run_mode(&c, n, 1, STORE_TWO_PHASE, NULL, b, 1, parent, store2);
     if (rc == 0 && split) rc = run_mode(&c, n, 1, STORE_CLUSTER, split, b, 1, parent, cl);
