@@ -31,6 +31,7 @@
   X("replica.before_propose", "a replicated tablet's row operation, checked, before its entry is proposed") \
   X("replica.before_append", "a replica's log entries, before they are written") \
   X("replica.log_write", "a server's Raft log write (entries, truncations, snapshots' records) on its writer thread (return: the write fails, and the server stops)") \
+  X("replica.hard_state_write", "a server's synced write of a group's term or vote (return: the write fails, and the server stops)") \
   X("replica.after_append", "a replica's log entries written and synced, before Raft hears it") \
   X("replica.before_apply", "a committed log entry, before the replica applies it to its store") \
   X("replica.before_reply", "a row operation applied on the leader, before it answers") \

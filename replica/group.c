@@ -648,13 +648,23 @@ static int io_recover(struct raft_io *io, const struct raft_configuration *conf)
   return RAFT_INVALID;
 }
 
+/* A term or vote that could not be stored stops the server, as a failed
+ * log write does (raft_log.h): libraft 0.15 answers a failed set_term or
+ * set_vote by turning the group unavailable for good, a replica that stays
+ * up, counted by its peers, and never takes part again until an operator
+ * restarts the process; stopping says so at once, and the server comes
+ * back from the term and vote it did store. */
+static void hard_state_lost(const pc_replica_t *r, const char *what, const pc_error_t *err) {
+  pc_log(PC_LOG_ERROR, "tablet %s: its %s was not stored: %s; the server stops", r->group, what,
+         err->text);
+  abort();
+}
+
 static int io_set_term(struct raft_io *io, raft_term term) {
   pc_replica_t *r = io_rep(io);
   pc_error_t err;
-  if (pc_raft_log_set_hard(r->h->log, r->group, term, 0, &err) != PC_OK) {
-    snprintf(io->errmsg, sizeof io->errmsg, "%s", err.text);
-    return RAFT_IOERR;
-  }
+  if (pc_raft_log_set_hard(r->h->log, r->group, term, 0, &err) != PC_OK)
+    hard_state_lost(r, "term", &err);
   r->hard_term = term;
   return 0;
 }
@@ -662,10 +672,8 @@ static int io_set_term(struct raft_io *io, raft_term term) {
 static int io_set_vote(struct raft_io *io, raft_id server_id) {
   pc_replica_t *r = io_rep(io);
   pc_error_t err;
-  if (pc_raft_log_set_hard(r->h->log, r->group, r->hard_term, server_id, &err) != PC_OK) {
-    snprintf(io->errmsg, sizeof io->errmsg, "%s", err.text);
-    return RAFT_IOERR;
-  }
+  if (pc_raft_log_set_hard(r->h->log, r->group, r->hard_term, server_id, &err) != PC_OK)
+    hard_state_lost(r, "vote", &err);
   return 0;
 }
 

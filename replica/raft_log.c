@@ -409,8 +409,9 @@ int pc_raft_log_put_hard(leveldb_writebatch_t *b, const char *group, uint64_t te
 
 pc_status_t pc_raft_log_set_hard(pc_raft_log_t *l, const char *group, uint64_t term,
                                  uint64_t vote, pc_error_t *err) {
+  pc_status_t st = PC_FAILPOINT("replica.hard_state_write", err);
+  if (st != PC_OK) return st;
   leveldb_writebatch_t *b = leveldb_writebatch_create();
-  pc_status_t st = PC_OK;
   if (pc_raft_log_put_hard(b, group, term, vote)) st = pc_error_set(err, PC_NOMEM, "out of memory");
   char *e = NULL;
   if (st == PC_OK) leveldb_write(l->db, l->wo, b, &e);

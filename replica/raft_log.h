@@ -66,7 +66,8 @@ pc_status_t pc_raft_log_groups(pc_raft_log_t *l, void (*fn)(void *ctx, const cha
                                void *ctx, pc_error_t *err);
 
 /* Synchronous, synced writes (elections: libraft requires them durable
- * before it goes on). */
+ * before it goes on). The failpoint replica.hard_state_write fails one;
+ * the replica's caller stops the server on a failure (replica/group.c). */
 pc_status_t pc_raft_log_set_hard(pc_raft_log_t *l, const char *group, uint64_t term,
                                  uint64_t vote, pc_error_t *err);
 

@@ -20,7 +20,9 @@
  *      failpoints replica.before_append, after_append, before_apply and
  *      before_reply, armed for a hit well into its traffic), then
  *      restarted; and one whose Raft log write fails
- *      (replica.log_write=return): it stops with its reason in its log.
+ *      (replica.log_write=return), and one that cannot store a new term
+ *      (replica.hard_state_write=return): each stops with its reason in
+ *      its log.
  * After each failure every client commits again (each commit bounded by
  * its timeout; the time it took is printed, not asserted). At the end: the
  * total holds, the auditor never saw a total that a snapshot could not,
@@ -668,6 +670,40 @@ static void test_replicated_bank_through_failures(void **state) {
     free(log);
     fprintf(stderr, "server %s stopped at a failed Raft log write\n", server_names[victim]);
     wait_commits(3, "a server stopped at a failed log write");
+    start_server(victim, NULL);
+    wait_commits(3, "the stopped server came back");
+  }
+  { /* so does a term or vote it could not store: libraft would leave the
+     * group unavailable on a server that stays up. A leadership moved
+     * between the two others makes a new term, which s2 must store. */
+    int victim = 1;
+    kill_server(victim, SIGTERM);
+    waitpid(servers[victim], NULL, 0);
+    char logpath[512];
+    snprintf(logpath, sizeof logpath, "%s/%s.log", dir, server_names[victim]);
+    char *so_far = tu_slurp(logpath);
+    size_t said = so_far ? strlen(so_far) : 0;
+    free(so_far);
+    start_server(victim, "replica.hard_state_write=return");
+    int status = 0, gone = waitpid(servers[victim], &status, WNOHANG) == servers[victim];
+    if (!gone) {
+      int lead = leader_of(0); /* not s2: it has just come back */
+      move_leader(0, lead == 0 ? 2 : 0, NULL); /* to neither s2 nor the leader */
+    }
+    for (int w = 0; !gone && w < 6000 && waitpid(servers[victim], &status, WNOHANG) == 0; w++)
+      sleep_ms(10);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT))
+      fail_msg("server %s went on after its term or vote was not stored", server_names[victim]);
+    servers[victim] = 0;
+    char *log = tu_slurp(logpath);
+    const char *now = log && strlen(log) >= said ? log + said : NULL;
+    if (!now || !strstr(now, "failpoint replica.hard_state_write") ||
+        !strstr(now, "was not stored") || !strstr(now, "the server stops"))
+      fail_msg("server %s stopped without saying why; see %s", server_names[victim], logpath);
+    free(log);
+    fprintf(stderr, "server %s stopped at a term or vote it could not store\n",
+            server_names[victim]);
+    wait_commits(3, "a server stopped at a failed term or vote");
     start_server(victim, NULL);
     wait_commits(3, "the stopped server came back");
   }
