@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "core/failpoint.h"
+#include "core/recent.h"
 #include "base/log.h"
 
 /* The layout of the records in the store (core/keys.c); a directory of
@@ -425,6 +426,7 @@ void pc_db_close(pc_db_t *db) {
   if (db->oracle) pc_oracle_close(db->oracle);
   if (db->store) db->store->ops->close(db->store);
   if (db->notify_ls) db->notify_ls_destroy(db->notify_ls);
+  pc_recent_destroy(db->recent);
   pc_data_dir_unlock(db->dir_lock);
   db_destroy_lists(db);
   free(db->dir);

@@ -117,6 +117,11 @@ struct pc_db {
   pthread_mutex_t notify_mu;
   struct pc_ls *notify_ls;
   void (*notify_ls_destroy)(struct pc_ls *ls);
+
+  /* cluster: this process's newest commits by cell (core/recent.h), so that
+   * a transaction sure to lose a write conflict to one learns it before its
+   * prewrite; NULL embedded, where a loser's one-phase commit writes nothing */
+  struct pc_recent *recent;
 };
 
 /* A database handle with opts and empty lists, for pc_db_open and the

@@ -12,6 +12,7 @@
 #include "base/deadline.h"
 #include "base/error.h"
 #include "core/failpoint.h"
+#include "core/recent.h"
 
 /* A buffered write, keyed by its encoded meta key (= (table, row, column) order). */
 typedef struct bufcell {
@@ -1130,6 +1131,17 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     pc_error_prefix(err, "commit: start timestamp");
     goto out;
   }
+  uint64_t at = 0;
+  size_t lost = pc_recent_conflict(txn->db->recent, muts, n, txn->start_ts, &at);
+  if (lost < n) { /* the store would refuse it (core/recent.h): no prewrite to undo */
+    const pc_cell_t *c = &muts[lost].cell;
+    st = pc_error_set(err, PC_CONFLICT,
+                      "write conflict on %s/%.*s/%.*s: written at %llu by this process, after "
+                      "start %llu", c->table, (int)(c->rlen > 64 ? 64 : c->rlen), c->row,
+                      (int)(c->clen > 64 ? 64 : c->clen), c->col, (unsigned long long)at,
+                      (unsigned long long)txn->start_ts);
+    goto out;
+  }
   uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
   uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
   if (one_phase) {
@@ -1151,6 +1163,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     pc_db_txn_locking(txn->db, &txn->open, NULL);
   }
   pc_deadline_set(outer);
+  if (st == PC_OK) pc_recent_record(txn->db->recent, muts, n, txn->commit_ts);
   if (st == PC_OK) txn->state = TXN_COMMITTED;
   else txn->commit_ts = 0; /* the contract: a commit_ts only after a successful commit */
 out:

@@ -21,6 +21,7 @@
 #include "base/deadline.h"
 #include "base/error.h"
 #include "core/failpoint.h"
+#include "core/recent.h"
 #include "base/log.h"
 #include "net/rpc.h"
 #include "net/tls.h"
@@ -339,7 +340,8 @@ static pc_db_t *open_cluster(const pc_config_t *cfg, const pc_options_t *o, pc_e
   }
   pc_db_t *db = pc_db_alloc(o);
   pc_tablet_addr_t *addrs = calloc(cfg->ntablets, sizeof *addrs);
-  if (!db || !addrs) {
+  if (db) db->recent = pc_recent_create();
+  if (!db || !addrs || !db->recent) {
     pc_db_close(db);
     free(addrs);
     pc_error_set(err, PC_NOMEM, "out of memory");

@@ -1402,6 +1402,64 @@ static void test_tablet_loads_published_safe_point(void **state) {
   pc_config_free(cfg);
 }
 
+/* A transaction whose write another transaction of this process committed
+ * after its start is refused before it prewrites (core/recent.h), with the
+ * conflict the store would have given; a handle of its own (another process)
+ * meets the store's check as before; a transaction begun after the commit
+ * is not refused. */
+static pc_status_t write_two_tablets(pc_txn_t *t, const char *v, pc_error_t *err) {
+  pc_status_t st = pc_txn_set(t, "bank", "a", 1, "memo", 4, v, strlen(v), err); /* t1 */
+  if (st == PC_OK) st = pc_txn_set(t, "bank", "s00", 3, "memo", 4, v, strlen(v), err); /* t3 */
+  return st == PC_OK ? pc_txn_commit(t, err) : st;
+}
+
+static pc_txn_t *begun(pc_db_t *db) {
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(db, &err);
+  if (!t) fail_msg("begin: %s", err.text);
+  pc_txn_set_timeout_ms(t, 20000);
+  char *v = NULL;
+  size_t n = 0;
+  pc_status_t st = pc_txn_get(t, "bank", "a", 1, "memo", 4, &v, &n, &err); /* its snapshot */
+  pc_free(v);
+  if (st != PC_OK && st != PC_NOT_FOUND) fail_msg("read: %s", err.text);
+  return t;
+}
+
+static void test_conflict_known_before_prewrite(void **state) {
+  fixture_t *fx = *state;
+  NEED_CLUSTER(fx);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/cluster.json", fx->dir);
+  pc_db_t *db = open_config(path), *other = open_config(path);
+  pc_error_t err;
+  pc_txn_t *loser = begun(db), *stranger = begun(other), *winner = begun(db);
+  if (write_two_tablets(winner, "w", &err) != PC_OK) fail_msg("winner: %s", err.text);
+  pc_status_t st = write_two_tablets(loser, "l", &err);
+  if (st != PC_CONFLICT || !strstr(err.text, "write conflict on bank/a/memo") ||
+      !strstr(err.text, "by this process"))
+    fail_msg("the loser of this process: %s: %s", pc_status_name(st), err.text);
+  st = write_two_tablets(stranger, "s", &err); /* the store's own check */
+  if (st != PC_CONFLICT || strstr(err.text, "by this process"))
+    fail_msg("the loser of another process: %s: %s", pc_status_name(st), err.text);
+  pc_txn_t *later = begun(db);
+  if (write_two_tablets(later, "x", &err) != PC_OK) fail_msg("a later writer: %s", err.text);
+  pc_txn_t *t = begun(db);
+  char *v = NULL;
+  size_t n = 0;
+  if (pc_txn_get(t, "bank", "s00", 3, "memo", 4, &v, &n, &err) != PC_OK) fail_msg("%s", err.text);
+  assert_int_equal(n, 1);
+  assert_memory_equal(v, "x", 1);
+  pc_free(v);
+  pc_txn_destroy(t);
+  pc_txn_destroy(later);
+  pc_txn_destroy(stranger);
+  pc_txn_destroy(winner);
+  pc_txn_destroy(loser);
+  pc_db_close(other);
+  pc_db_close(db);
+}
+
 static void test_oracle_kill_restart(void **state) {
   fixture_t *fx = *state;
   NEED_CLUSTER(fx);
@@ -2121,6 +2179,8 @@ int main(int argc, char **argv) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_tablet_owned_refused, setup_cluster, teardown),
       cmocka_unit_test_setup_teardown(test_oracle_kill_restart, setup_cluster, teardown),
+      cmocka_unit_test_setup_teardown(test_conflict_known_before_prewrite, setup_cluster,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_tablet_loads_published_safe_point, setup_cluster,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_hostile_input, setup_cluster, teardown),
