@@ -75,8 +75,10 @@
 #               cluster below commits them (two LevelDBs split at its row),
 #               and with --replicas above 1 in that many copies (each write
 #               an entry in each server's log, synced, and applied to its
-#               copy): the floor of this store's format; ours is reported
-#               as a fraction of per stage and of those floors;
+#               copy), each stage in transactions as large as ours can make
+#               them (loads of 32 documents, dedup and index runs of 512):
+#               the floor of this store's format; ours is reported as a
+#               fraction of per stage and of those floors;
 #   cpu         each of our runs' CPU milliseconds a document (user + system
 #               time from /proc over the ingest) by process: servers (the
 #               cluster's tablets and oracle), workers, load and wait; and
