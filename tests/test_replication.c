@@ -490,6 +490,45 @@ static int move_leader(int t, int i, int *exited) {
   return 0;
 }
 
+/* Moves t1's leadership to neither server i nor its leader: a new term. */
+static void new_term(int i) {
+  int lead = leader_of(0); /* not i: it has just come back */
+  move_leader(0, lead == i ? (i + 1) % NSERVERS : NSERVERS - i - lead, NULL);
+}
+
+/* Restarts server i with failpoint spec armed (NAME=ACTION), calls provoke(i)
+ * (when not NULL) while it still runs, and requires it to stop by SIGABRT
+ * with its reason in what it logged since: the failpoint's name and "the
+ * server stops". what says what it went on after, for the failure. Then the
+ * clients commit, it comes back, and they commit again. */
+static void stops_at(int i, const char *spec, void (*provoke)(int i), const char *what) {
+  kill_server(i, SIGTERM);
+  waitpid(servers[i], NULL, 0);
+  char logpath[512], name[64];
+  snprintf(logpath, sizeof logpath, "%s/%s.log", dir, server_names[i]);
+  snprintf(name, sizeof name, "failpoint %.*s", (int)strcspn(spec, "="), spec);
+  char *so_far = tu_slurp(logpath); /* its log so far: what it says now comes after */
+  size_t said = so_far ? strlen(so_far) : 0;
+  free(so_far);
+  start_server(i, spec);
+  int status = 0, gone = waitpid(servers[i], &status, WNOHANG) == servers[i];
+  if (!gone && provoke) provoke(i);
+  for (int w = 0; !gone && w < 6000 && waitpid(servers[i], &status, WNOHANG) == 0; w++)
+    sleep_ms(10);
+  if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT))
+    fail_msg("server %s went on after %s", server_names[i], what);
+  servers[i] = 0;
+  char *log = tu_slurp(logpath);
+  const char *now = log && strlen(log) >= said ? log + said : NULL;
+  if (!now || !strstr(now, name) || !strstr(now, "the server stops"))
+    fail_msg("server %s stopped without saying why; see %s", server_names[i], logpath);
+  free(log);
+  fprintf(stderr, "server %s stopped: %s\n", server_names[i], what);
+  wait_commits(3, what);
+  start_server(i, NULL);
+  wait_commits(3, "the stopped server came back");
+}
+
 /* Waits until server i's replica of each tablet is a voter that holds what
  * its leader committed when the wait began. */
 static void wait_caught_up(int i) {
@@ -647,66 +686,13 @@ static void test_replicated_bank_through_failures(void **state) {
     start_server(victim, NULL);
     wait_commits(3, "a crashed server came back");
   }
-  { /* a Raft log write that fails (a failing disk) stops the server, with
-     * its reason, rather than letting it go on from a log it could not write */
-    int victim = 1;
-    kill_server(victim, SIGTERM);
-    waitpid(servers[victim], NULL, 0);
-    char logpath[512];
-    snprintf(logpath, sizeof logpath, "%s/%s.log", dir, server_names[victim]);
-    char *so_far = tu_slurp(logpath); /* its log so far: what it says now comes after */
-    size_t said = so_far ? strlen(so_far) : 0;
-    free(so_far);
-    start_server(victim, "replica.log_write=100*return");
-    int status = 0;
-    for (int w = 0; w < 6000 && waitpid(servers[victim], &status, WNOHANG) == 0; w++) sleep_ms(10);
-    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT))
-      fail_msg("server %s went on after a Raft log write failed", server_names[victim]);
-    servers[victim] = 0;
-    char *log = tu_slurp(logpath);
-    const char *now = log && strlen(log) >= said ? log + said : NULL;
-    if (!now || !strstr(now, "failpoint replica.log_write") || !strstr(now, "the server stops"))
-      fail_msg("server %s stopped without saying why; see %s", server_names[victim], logpath);
-    free(log);
-    fprintf(stderr, "server %s stopped at a failed Raft log write\n", server_names[victim]);
-    wait_commits(3, "a server stopped at a failed log write");
-    start_server(victim, NULL);
-    wait_commits(3, "the stopped server came back");
-  }
-  { /* so does a term or vote it could not store: libraft would leave the
-     * group unavailable on a server that stays up. A leadership moved
-     * between the two others makes a new term, which s2 must store. */
-    int victim = 1;
-    kill_server(victim, SIGTERM);
-    waitpid(servers[victim], NULL, 0);
-    char logpath[512];
-    snprintf(logpath, sizeof logpath, "%s/%s.log", dir, server_names[victim]);
-    char *so_far = tu_slurp(logpath);
-    size_t said = so_far ? strlen(so_far) : 0;
-    free(so_far);
-    start_server(victim, "replica.hard_state_write=return");
-    int status = 0, gone = waitpid(servers[victim], &status, WNOHANG) == servers[victim];
-    if (!gone) {
-      int lead = leader_of(0); /* not s2: it has just come back */
-      move_leader(0, lead == 0 ? 2 : 0, NULL); /* to neither s2 nor the leader */
-    }
-    for (int w = 0; !gone && w < 6000 && waitpid(servers[victim], &status, WNOHANG) == 0; w++)
-      sleep_ms(10);
-    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT))
-      fail_msg("server %s went on after its term or vote was not stored", server_names[victim]);
-    servers[victim] = 0;
-    char *log = tu_slurp(logpath);
-    const char *now = log && strlen(log) >= said ? log + said : NULL;
-    if (!now || !strstr(now, "failpoint replica.hard_state_write") ||
-        !strstr(now, "was not stored") || !strstr(now, "the server stops"))
-      fail_msg("server %s stopped without saying why; see %s", server_names[victim], logpath);
-    free(log);
-    fprintf(stderr, "server %s stopped at a term or vote it could not store\n",
-            server_names[victim]);
-    wait_commits(3, "a server stopped at a failed term or vote");
-    start_server(victim, NULL);
-    wait_commits(3, "the stopped server came back");
-  }
+  /* a Raft log write that fails (a failing disk) stops the server, with its
+   * reason, rather than letting it go on from a log it could not write */
+  stops_at(1, "replica.log_write=100*return", NULL, "a Raft log write failed");
+  /* so does a term or vote it could not store: libraft would leave the
+   * group unavailable on a server that stays up. A leadership moved between
+   * the two others makes a new term, which s2 must store. */
+  stops_at(1, "replica.hard_state_write=return", new_term, "its term or vote was not stored");
 
   /* the end */
   for (int i = 0; i <= NCLIENTS; i++) atomic_store(&sh[i]->stop, 1);
