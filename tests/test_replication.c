@@ -219,6 +219,22 @@ static int ready(const char *path) {
   return 0;
 }
 
+/* ready(path) for process pid, which may also end first (a failpoint it
+ * reached while it caught up, before it listened): 1 ready, -1 ended (its
+ * wait status in *status, reaped), 0 neither within 60 s. */
+static int ready_or_ended(const char *path, pid_t pid, int *status) {
+  for (int i = 0; i < 6000; i++) {
+    json_t *j = json_load_file(path, 0, NULL);
+    if (j) {
+      json_decref(j);
+      return 1;
+    }
+    if (waitpid(pid, status, WNOHANG) == pid) return -1;
+    sleep_ms(10);
+  }
+  return 0;
+}
+
 static void start_tso(int i) {
   char cfg[512], rd[512], log[16];
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
@@ -229,8 +245,11 @@ static void start_tso(int i) {
   if (!ready(rd)) fail_msg("oracle %d did not start", i);
 }
 
-/* Starts server i (failpoints armed in it when not NULL); waits for it to listen. */
-static void start_server(int i, const char *failpoints) {
+/* Starts server i (failpoints armed in it when not NULL); waits for it to
+ * listen. With failpoints armed it may instead end before it listens, at one
+ * of them (catching up from its log applies entries, say): returns 1 then,
+ * its wait status in *ended (reaped; servers[i] 0); else 0. */
+static int start_server_armed(int i, const char *failpoints, int *ended) {
   char cfg[512], rd[512];
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
   snprintf(rd, sizeof rd, "%s/%s.ready", dir, server_names[i]);
@@ -238,8 +257,23 @@ static void start_server(int i, const char *failpoints) {
   const char *args[] = {cli, "--config", cfg, "tablet", "--name", server_names[i],
                         "--ready-file", rd, NULL};
   servers[i] = spawn(args, server_names[i], failpoints);
-  if (!ready(rd)) fail_msg("server %s did not start; see %s/%s.log", server_names[i], dir,
-                           server_names[i]);
+  int status = 0, r = failpoints ? ready_or_ended(rd, servers[i], &status) : ready(rd);
+  if (r < 0) {
+    servers[i] = 0;
+    *ended = status;
+    return 1;
+  }
+  if (!r) fail_msg("server %s did not start; see %s/%s.log", server_names[i], dir,
+                   server_names[i]);
+  return 0;
+}
+
+static void start_server(int i, const char *failpoints) {
+  int ended = 0;
+  if (start_server_armed(i, failpoints, &ended))
+    fail_msg("server %s ended as it started (%s %d); see %s/%s.log", server_names[i],
+             WIFEXITED(ended) ? "exit status" : "signal",
+             WIFEXITED(ended) ? WEXITSTATUS(ended) : WTERMSIG(ended), dir, server_names[i]);
 }
 
 static int paused[NSERVERS]; /* SIGSTOPped: not asked */
@@ -510,8 +544,7 @@ static void stops_at(int i, const char *spec, void (*provoke)(int i), const char
   char *so_far = tu_slurp(logpath); /* its log so far: what it says now comes after */
   size_t said = so_far ? strlen(so_far) : 0;
   free(so_far);
-  start_server(i, spec);
-  int status = 0, gone = waitpid(servers[i], &status, WNOHANG) == servers[i];
+  int status = 0, gone = start_server_armed(i, spec, &status);
   if (!gone && provoke) provoke(i);
   for (int w = 0; !gone && w < 6000 && waitpid(servers[i], &status, WNOHANG) == 0; w++)
     sleep_ms(10);
@@ -670,12 +703,14 @@ static void test_replicated_bank_through_failures(void **state) {
     snprintf(spec, sizeof spec, "%s=100*exit(9)", points[k]);
     kill_server(victim, SIGTERM);
     waitpid(servers[victim], NULL, 0);
-    start_server(victim, spec);
-    int status = 0, gone = 0;
+    int status = 0, gone = start_server_armed(victim, spec, &status);
+    if (gone) fprintf(stderr, "server %s stopped as it started\n", server_names[victim]);
     /* leaders reply: one that won a tablet of its own may have replied its
      * 100 times, and stopped, before its move */
-    if (strcmp(points[k], "replica.before_reply") == 0) gone = move_leader(tb, victim, &status);
-    if (gone) fprintf(stderr, "server %s stopped before its move\n", server_names[victim]);
+    if (!gone && strcmp(points[k], "replica.before_reply") == 0) {
+      gone = move_leader(tb, victim, &status);
+      if (gone) fprintf(stderr, "server %s stopped before its move\n", server_names[victim]);
+    }
     for (int w = 0; !gone && w < 6000 && waitpid(servers[victim], &status, WNOHANG) == 0; w++)
       sleep_ms(10);
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 9))
