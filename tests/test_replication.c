@@ -246,9 +246,9 @@ static void start_tso(int i) {
 }
 
 /* Starts server i (failpoints armed in it when not NULL); waits for it to
- * listen. With failpoints armed it may instead end before it listens, at one
- * of them (catching up from its log applies entries, say): returns 1 then,
- * its wait status in *ended (reaped; servers[i] 0); else 0. */
+ * listen, or to end first (with failpoints armed, at one of them: catching
+ * up from its log applies entries, say): returns 1 when it ended, its wait
+ * status in *ended (reaped; servers[i] 0); else 0. */
 static int start_server_armed(int i, const char *failpoints, int *ended) {
   char cfg[512], rd[512];
   snprintf(cfg, sizeof cfg, "%s/cluster.json", dir);
@@ -257,7 +257,7 @@ static int start_server_armed(int i, const char *failpoints, int *ended) {
   const char *args[] = {cli, "--config", cfg, "tablet", "--name", server_names[i],
                         "--ready-file", rd, NULL};
   servers[i] = spawn(args, server_names[i], failpoints);
-  int status = 0, r = failpoints ? ready_or_ended(rd, servers[i], &status) : ready(rd);
+  int status = 0, r = ready_or_ended(rd, servers[i], &status);
   if (r < 0) {
     servers[i] = 0;
     *ended = status;
@@ -268,6 +268,7 @@ static int start_server_armed(int i, const char *failpoints, int *ended) {
   return 0;
 }
 
+/* start_server_armed, for a server that must come up: one that ends says how. */
 static void start_server(int i, const char *failpoints) {
   int ended = 0;
   if (start_server_armed(i, failpoints, &ended))
