@@ -1100,6 +1100,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     return PC_OK;
   }
   txn->state = TXN_ABORTED; /* until proven committed */
+  pc_recent_commit_t *rc = NULL;
   bufcell_t **sorted = sorted_cells(txn);
   pc_mutation_t *muts = calloc(txn->count, sizeof *muts);
   size_t *bounds = calloc(txn->count + 1, sizeof *bounds);
@@ -1127,13 +1128,16 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   }
   int one_phase =
       txn->db->opts.one_phase_commit && one_shard(txn->db->store, muts, bounds, groups);
+  /* a cluster's: after this process's commits of the same cells, if it is
+   * sure to lose to one, it learns it here (core/recent.h) */
+  rc = pc_recent_begin(txn->db->recent, muts, n, txn->timeout_ms);
   if ((st = take_start_ts(txn, err)) != PC_OK) {
     pc_error_prefix(err, "commit: start timestamp");
     goto out;
   }
   uint64_t at = 0;
-  size_t lost = pc_recent_conflict(txn->db->recent, muts, n, txn->start_ts, &at);
-  if (lost < n) { /* the store would refuse it (core/recent.h): no prewrite to undo */
+  size_t lost = pc_recent_conflict(rc, txn->start_ts, &at);
+  if (lost < n) { /* the store would refuse it: no prewrite to undo */
     const pc_cell_t *c = &muts[lost].cell;
     st = pc_error_set(err, PC_CONFLICT,
                       "write conflict on %s/%.*s/%.*s: written at %llu by this process, after "
@@ -1163,10 +1167,10 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
     pc_db_txn_locking(txn->db, &txn->open, NULL);
   }
   pc_deadline_set(outer);
-  if (st == PC_OK) pc_recent_record(txn->db->recent, muts, n, txn->commit_ts);
   if (st == PC_OK) txn->state = TXN_COMMITTED;
   else txn->commit_ts = 0; /* the contract: a commit_ts only after a successful commit */
 out:
+  pc_recent_end(rc, st == PC_OK ? txn->commit_ts : 0);
   free(sorted);
   free(muts);
   free(bounds);

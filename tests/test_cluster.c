@@ -1426,6 +1426,33 @@ static pc_txn_t *begun(pc_db_t *db) {
   return t;
 }
 
+typedef struct committing {
+  pc_txn_t *t;
+  const char *v;
+  pc_status_t st;
+  pc_error_t err;
+} committing_t;
+
+static void *commit_two_tablets(void *arg) {
+  committing_t *c = arg;
+  c->st = write_two_tablets(c->t, c->v, &c->err);
+  return NULL;
+}
+
+/* Whether bank/a/memo is locked, as a reader of other finds it. */
+static int memo_locked(pc_db_t *other) {
+  pc_error_t err;
+  pc_txn_t *t = pc_txn_begin(other, &err);
+  if (!t) fail_msg("begin: %s", err.text);
+  pc_txn_set_timeout_ms(t, 300); /* how long its read waits for a lock */
+  char *v = NULL;
+  size_t n = 0;
+  pc_status_t st = pc_txn_get(t, "bank", "a", 1, "memo", 4, &v, &n, &err);
+  pc_free(v);
+  pc_txn_destroy(t);
+  return st != PC_OK && st != PC_NOT_FOUND;
+}
+
 static void test_conflict_known_before_prewrite(void **state) {
   fixture_t *fx = *state;
   NEED_CLUSTER(fx);
@@ -1452,6 +1479,35 @@ static void test_conflict_known_before_prewrite(void **state) {
   assert_memory_equal(v, "x", 1);
   pc_free(v);
   pc_txn_destroy(t);
+  /* a commit of this process in flight (held between its prewrite and its
+   * commit point): another of the same cells waits for its outcome, then
+   * loses before its prewrite; without the wait it would prewrite and meet
+   * the held one's lock */
+  pc_txn_t *waiter = begun(db);
+  committing_t held = {begun(db), "h", PC_OK, {0}}, second = {waiter, "w2", PC_OK, {0}};
+  if (pc_failpoints_configure("txn.commit.before_primary=pause", &err) != PC_OK)
+    fail_msg("%s", err.text);
+  pthread_t th, tw;
+  assert_int_equal(pthread_create(&th, NULL, commit_two_tablets, &held), 0);
+  uint64_t until = now_ms() + 60000;
+  int locked;
+  while (!(locked = memo_locked(other)) && now_ms() < until) sleep_ms(20);
+  if (!locked) {
+    pc_failpoints_configure(NULL, &err);
+    pthread_join(th, NULL);
+    fail_msg("the held commit did not prewrite: %s", held.err.text);
+  }
+  assert_int_equal(pthread_create(&tw, NULL, commit_two_tablets, &second), 0);
+  sleep_ms(300); /* the second reaches its wait (not asserted: it may come later) */
+  if (pc_failpoints_configure(NULL, &err) != PC_OK) fail_msg("%s", err.text);
+  pthread_join(th, NULL);
+  pthread_join(tw, NULL);
+  if (held.st != PC_OK) fail_msg("the held commit: %s", held.err.text);
+  if (second.st != PC_CONFLICT || !strstr(second.err.text, "by this process"))
+    fail_msg("the commit after one in flight: %s: %s", pc_status_name(second.st),
+             second.err.text);
+  pc_txn_destroy(held.t);
+  pc_txn_destroy(waiter);
   pc_txn_destroy(later);
   pc_txn_destroy(stranger);
   pc_txn_destroy(winner);
