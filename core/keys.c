@@ -3,6 +3,7 @@
  * view, and the lock / commit-record / meta records kept under those keys. */
 #include "core/keys.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -558,4 +559,16 @@ int pc_obs_record_decode(const char *v, size_t n, pc_obs_record_t *rec) {
   memcpy(rec->table, t, tl);
   rec->table[tl] = '\0';
   return 0;
+}
+
+const char *pc_cell_name(const char *table, const char *row, size_t rlen, const char *col,
+                         size_t clen, char *buf, size_t cap) {
+  char r[65], c[65];
+  size_t i;
+  for (i = 0; i < rlen && i < 64; i++) r[i] = row[i] >= 0x20 && row[i] < 0x7f ? row[i] : '?';
+  r[i] = '\0';
+  for (i = 0; i < clen && i < 64; i++) c[i] = col[i] >= 0x20 && col[i] < 0x7f ? col[i] : '?';
+  c[i] = '\0';
+  snprintf(buf, cap, "%s/%s%s/%s%s", table, r, rlen > 64 ? "..." : "", c, clen > 64 ? "..." : "");
+  return buf;
 }

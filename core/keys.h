@@ -78,6 +78,15 @@ typedef struct pc_cell {
   size_t clen;
 } pc_cell_t;
 
+/* "table/row/col" for messages, written into buf (cap bytes) and returned:
+ * the row and the column each cut to 64 bytes ("..." follows a cut one),
+ * bytes outside printable ASCII shown as '?'. */
+const char *pc_cell_name(const char *table, const char *row, size_t rlen, const char *col,
+                         size_t clen, char *buf, size_t cap);
+static inline const char *pc_cell_str(const pc_cell_t *c, char *buf, size_t cap) {
+  return pc_cell_name(c->table, c->row, c->rlen, c->col, c->clen, buf, cap);
+}
+
 /* Appends the escaped string to b. */
 int pc_key_escape(pc_buf_t *b, const char *s, size_t n);
 /* space T R C */

@@ -43,12 +43,6 @@ pc_status_t local_nomem(pc_error_t *err) {
   return pc_error_set(err, PC_NOMEM, "store: out of memory");
 }
 
-const char *local_cell_name(const pc_cell_t *c, char *buf, size_t cap) {
-  snprintf(buf, cap, "%s/%.*s/%.*s", c->table, (int)(c->rlen > 64 ? 64 : c->rlen), c->row,
-           (int)(c->clen > 64 ? 64 : c->clen), c->col);
-  return buf;
-}
-
 /* Only the row key is hashed: equal row keys of two tables share a stripe,
  * which costs nothing but an occasional wait. */
 uint32_t local_stripe(const pc_cell_t *c) {
@@ -124,7 +118,7 @@ pc_status_t local_read_meta(local_t *s, const pc_cell_t *c, pc_buf_t *key, pc_me
   if (bad) {
     char name[160];
     return pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record of %s", s->path,
-                        local_cell_name(c, name, sizeof name));
+                        pc_cell_str(c, name, sizeof name));
   }
   return PC_OK;
 }

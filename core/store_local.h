@@ -78,8 +78,6 @@ int local_wait_onepc(local_t *s, uint32_t i, uint64_t read_ts);
 
 pc_status_t local_ldb_error(local_t *s, char *msg, const char *what, pc_error_t *err);
 pc_status_t local_nomem(pc_error_t *err);
-/* "table/row/col" (each cut to 64 bytes) into buf, for messages. */
-const char *local_cell_name(const pc_cell_t *c, char *buf, size_t cap);
 /* 1 when no two cells are the same cell, 0 when two are, -1 out of memory. */
 int local_cells_distinct(const pc_cell_t *cells, size_t stride, size_t n);
 

@@ -97,7 +97,7 @@ static pc_status_t value_of(local_t *s, const leveldb_readoptions_t *ro, const p
     char name[160];
     return pc_error_set(err, PC_CORRUPTION,
                         "store %s: commit record of %s at %llu lost its value to the head",
-                        s->path, local_cell_name(c, name, sizeof name),
+                        s->path, pc_cell_str(c, name, sizeof name),
                         (unsigned long long)w->commit_ts);
   }
   if (w->has_inline) {
@@ -118,7 +118,7 @@ static pc_status_t value_of(local_t *s, const leveldb_readoptions_t *ro, const p
     char name[160];
     return pc_error_set(err, PC_CORRUPTION,
                         "store %s: commit record of %s at %llu points at missing data", s->path,
-                        local_cell_name(c, name, sizeof name), (unsigned long long)w->commit_ts);
+                        pc_cell_str(c, name, sizeof name), (unsigned long long)w->commit_ts);
   }
   return PC_OK;
 }
@@ -192,7 +192,7 @@ pc_status_t local_get(pc_store_t *base, const pc_cell_t *c, uint64_t read_ts, ch
     leveldb_free(mv);
     char name[160];
     return pc_error_set(err, PC_CORRUPTION, "store %s: malformed meta record of %s", s->path,
-                        local_cell_name(c, name, sizeof name));
+                        pc_cell_str(c, name, sizeof name));
   }
   if (has_lock && lock_start <= read_ts) {
     st = lock_from_meta(s, mv, ml, c, lock, err);

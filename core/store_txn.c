@@ -59,15 +59,15 @@ static pc_status_t check_free(const pc_cell_t *c, const pc_meta_t *m, uint64_t s
   if (m->has_lock) {
     if (pc_lock_info_copy(lock_out, &m->lock, c) != 0) return local_nomem(err);
     return pc_error_set(err, PC_LOCKED, "%s is locked by transaction %llu",
-                        local_cell_name(c, name, sizeof name),
+                        pc_cell_str(c, name, sizeof name),
                         (unsigned long long)m->lock.start_ts);
   }
   if (m->latest_any == start_ts)
     return pc_error_set(err, PC_CONFLICT, "%s: transaction %llu was already rolled back",
-                        local_cell_name(c, name, sizeof name), (unsigned long long)start_ts);
+                        pc_cell_str(c, name, sizeof name), (unsigned long long)start_ts);
   if (m->latest_any > start_ts)
     return pc_error_set(err, PC_CONFLICT, "write conflict on %s: written at %llu, after start %llu",
-                        local_cell_name(c, name, sizeof name),
+                        pc_cell_str(c, name, sizeof name),
                         (unsigned long long)m->latest_any, (unsigned long long)start_ts);
   return PC_OK;
 }
@@ -226,7 +226,7 @@ pc_status_t local_commit(pc_store_t *base, const pc_cell_t *cells, size_t n, uin
     st = pc_error_set(err, PC_ABORTED,
                       found ? "%s: transaction %llu was rolled back"
                             : "%s: transaction %llu holds no lock here (rolled back)",
-                      local_cell_name(&cells[i], name, sizeof name), (unsigned long long)start_ts);
+                      pc_cell_str(&cells[i], name, sizeof name), (unsigned long long)start_ts);
   }
   return local_rowop_end(&op, st, err);
 }
@@ -251,7 +251,7 @@ pc_status_t local_rollback(pc_store_t *base, const pc_cell_t *cells, size_t n, u
         char name[160];
         st = pc_error_set(err, PC_INTERNAL,
                           "rollback: %s of transaction %llu is committed at %llu",
-                          local_cell_name(&cells[i], name, sizeof name),
+                          pc_cell_str(&cells[i], name, sizeof name),
                           (unsigned long long)start_ts, (unsigned long long)w.commit_ts);
         break;
       }
@@ -312,7 +312,7 @@ pc_status_t local_heartbeat(pc_store_t *base, const pc_cell_t *primary, uint64_t
   if (st == PC_OK && !(op.m.has_lock && op.m.lock.start_ts == start_ts)) {
     char name[160];
     st = pc_error_set(err, PC_ABORTED, "heartbeat: %s holds no lock of transaction %llu",
-                      local_cell_name(primary, name, sizeof name), (unsigned long long)start_ts);
+                      pc_cell_str(primary, name, sizeof name), (unsigned long long)start_ts);
   }
   if (st == PC_OK && ttl_ms > op.m.lock.ttl_ms) {
     op.m.lock.ttl_ms = ttl_ms;

@@ -439,12 +439,10 @@ static pc_status_t system_lock(pc_status_t st, const pc_cell_t *cell, uint64_t s
                                pc_error_t *err) {
   if (st != PC_DENIED || strcmp(cell->table, PC_SYSTEM_TABLE) != 0) return st;
   pc_error_t why = err ? *err : (pc_error_t){st, ""};
+  char name[160];
   return pc_error_set(err, PC_LOCKED,
-                      "%s/%.*s/%.*s is locked by transaction %llu, which only the system may "
-                      "settle (%s)",
-                      cell->table, (int)(cell->rlen > 64 ? 64 : cell->rlen), cell->row,
-                      (int)(cell->clen > 64 ? 64 : cell->clen), cell->col,
-                      (unsigned long long)start_ts, why.text);
+                      "%s is locked by transaction %llu, which only the system may settle (%s)",
+                      pc_cell_str(cell, name, sizeof name), (unsigned long long)start_ts, why.text);
 }
 
 /* Settles the transaction behind lock (found on lock->c*): rolls that cell
@@ -487,13 +485,12 @@ pc_status_t pc_txn_resolve_lock(pc_db_t *db, const pc_lock_info_t *lock, uint64_
                          lock->start_ts, err);
     case PC_TXN_ALIVE:
     default:
-      return pc_error_set(err, PC_LOCKED,
-                          "%s/%.*s/%.*s is locked by live transaction %llu (primary %s/%.*s/%.*s)",
-                          cell.table, (int)(cell.rlen > 64 ? 64 : cell.rlen), cell.row,
-                          (int)(cell.clen > 64 ? 64 : cell.clen), cell.col,
-                          (unsigned long long)lock->start_ts, primary.table,
-                          (int)(primary.rlen > 64 ? 64 : primary.rlen), primary.row,
-                          (int)(primary.clen > 64 ? 64 : primary.clen), primary.col);
+    {
+      char name[160], pname[160];
+      return pc_error_set(err, PC_LOCKED, "%s is locked by live transaction %llu (primary %s)",
+                          pc_cell_str(&cell, name, sizeof name), (unsigned long long)lock->start_ts,
+                          pc_cell_str(&primary, pname, sizeof pname));
+    }
   }
 }
 
@@ -1138,11 +1135,10 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   uint64_t at = 0;
   size_t lost = pc_recent_conflict(rc, txn->start_ts, &at);
   if (lost < n) { /* the store would refuse it: no prewrite to undo */
-    const pc_cell_t *c = &muts[lost].cell;
+    char name[160];
     st = pc_error_set(err, PC_CONFLICT,
-                      "write conflict on %s/%.*s/%.*s: written at %llu by this process, after "
-                      "start %llu", c->table, (int)(c->rlen > 64 ? 64 : c->rlen), c->row,
-                      (int)(c->clen > 64 ? 64 : c->clen), c->col, (unsigned long long)at,
+                      "write conflict on %s: written at %llu by this process, after start %llu",
+                      pc_cell_str(&muts[lost].cell, name, sizeof name), (unsigned long long)at,
                       (unsigned long long)txn->start_ts);
     goto out;
   }

@@ -145,10 +145,6 @@ obs_slot_t *pc_worker_slot(pc_worker_t *w, const pc_observer_t *obs);
 /* Counts a committed run's latency from its notification's ts. */
 void pc_worker_latency(pc_worker_t *w, uint64_t notify_ts, uint64_t commit_ts);
 
-/* "table/row/col" for messages, each cut to 64 bytes (bytes outside
- * printable ASCII shown as '?'); returns buf. */
-const char *pc_cell_name(const char *table, const char *row, size_t rlen, const char *col,
-                         size_t clen, char *buf, size_t cap);
 
 /* ---- claims (claims.c) ------------------------------------------------------ */
 

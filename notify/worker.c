@@ -103,18 +103,6 @@ void pc_worker_latency(pc_worker_t *w, uint64_t notify_ts, uint64_t commit_ts) {
   atomic_fetch_add(&w->lat_count, 1);
 }
 
-const char *pc_cell_name(const char *table, const char *row, size_t rlen, const char *col,
-                         size_t clen, char *buf, size_t cap) {
-  char r[65], c[65];
-  size_t i;
-  for (i = 0; i < rlen && i < 64; i++) r[i] = row[i] >= 0x20 && row[i] < 0x7f ? row[i] : '?';
-  r[i] = '\0';
-  for (i = 0; i < clen && i < 64; i++) c[i] = col[i] >= 0x20 && col[i] < 0x7f ? col[i] : '?';
-  c[i] = '\0';
-  snprintf(buf, cap, "%s/%s%s/%s%s", table, r, rlen > 64 ? "..." : "", c, clen > 64 ? "..." : "");
-  return buf;
-}
-
 /* ---- the observer threads ---------------------------------------------------- */
 
 static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
