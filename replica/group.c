@@ -766,8 +766,10 @@ static int io_send(struct raft_io *io, struct raft_io_send *req, const struct ra
   return 0;
 }
 
+/* Only a stored append gets here: one that failed stopped the server
+ * (written, below). */
 static void call_append(done_t *d) {
-  if (d->cb.append) d->cb.append(d->req, d->status == PC_OK ? 0 : RAFT_IOERR);
+  if (d->cb.append) d->cb.append(d->req, 0);
 }
 
 /* The log's writer stops the server on a write that fails (raft_log.h), so
@@ -781,7 +783,7 @@ static void written(void *ctx, pc_status_t st) {
   if (st == PC_OK && d->call == call_append) st = PC_FAILPOINT("replica.after_append", &err);
   if (st != PC_OK) {
     pc_log(PC_LOG_ERROR, "tablet %s: its log entries were not stored: %s; the server stops",
-           d->r->group, err.text);
+           d->r->group, err.text[0] ? err.text : pc_status_name(st));
     abort();
   }
   d->status = st;

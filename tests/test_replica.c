@@ -138,7 +138,9 @@ static void start(int i, int first) {
   if (!fresh) how = PC_REPLICA_EXISTING;
   pc_replica_t *rep = NULL;
   pc_status_t st = pc_repl_host_replica(s->host, GROUP, how, voters, N, &rep, &err);
+  pthread_rwlock_wrlock(&s->lk);
   if (rep) s->rep = rep;
+  pthread_rwlock_unlock(&s->lk);
   if (st != PC_OK) fail_msg("%s", err.text);
 }
 
@@ -508,9 +510,12 @@ static void *bg_put_main(void *arg) {
   bg_put_t *b = arg;
   while (!atomic_load(&b->stop)) {
     for (int i = 0; i < N; i++) {
-      if (!servers[i].host || !servers[i].rep || !pc_replica_wait_leader(servers[i].rep, 0))
-        continue;
-      if (put_at(i, "after", "1") == PC_OK) {
+      /* under the server's lock: the test thread may start it meanwhile */
+      pthread_rwlock_rdlock(&servers[i].lk);
+      int ok = servers[i].host && servers[i].rep && pc_replica_wait_leader(servers[i].rep, 0) &&
+               put_at(i, "after", "1") == PC_OK;
+      pthread_rwlock_unlock(&servers[i].lk);
+      if (ok) {
         b->lead = i;
         atomic_store(&b->done, 1);
         return NULL;
