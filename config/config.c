@@ -1437,6 +1437,7 @@ pc_config_t *pc_config_default(void) {
   cfg->workers.threads = 4;
   cfg->workers.scan.buckets_per_claim = 0; /* chosen by the worker (notify/worker.h) */
   cfg->workers.scan.idle_ms = 100;
+  cfg->workers.scan.batch_wait_ms = UINT32_MAX; /* chosen by the worker (notify/worker.h) */
   cfg->workers.max_failures = 5;
   cfg->workers.backoff_ms = 100;
   cfg->workers.hang_ms = 60000;

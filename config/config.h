@@ -68,7 +68,8 @@
  *                  "scan": { "buckets_per_claim": int 1..1024 [0 here: the worker's
  *                                    own choice, pc_worker_options_t],
  *                            "idle_ms": int 1..60000 [100],
- *                            "batch_wait_ms": int 0..60000 [0],
+ *                            "batch_wait_ms": int 0..60000 [absent: the worker's
+ *                                    own choice, pc_worker_options_t],
  *                            "stable_ms": int 0..600000 [3000] },
  *                  "max_failures": int 1..1000 [5], "backoff_ms": int 1..600000 [100],
  *                  "plugins": [ { "path": string (required),

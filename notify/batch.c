@@ -176,6 +176,7 @@ static int run_batch(pc_worker_t *w, batch_t *b) {
   pc_txn_t *t = NULL;
   pc_error_t err;
   pc_error_clear(&err);
+  atomic_fetch_add(&b->slot->running, 1);
   int did = 0, failed = 1; /* until the batch is through */
   int lost = 0;             /* its commit lost to another transaction */
   const pc_cell_t *c0 = &b->v[0].cell.n.cell;
@@ -287,6 +288,7 @@ out:
   free(run);
   free(below);
   free(clears);
+  atomic_fetch_sub(&b->slot->running, 1);
   batch_release(b);
   return did;
 }
@@ -340,15 +342,23 @@ int pc_batch_take(pc_worker_t *w, batches_t *bs, group_t *g) {
   return b->n >= slot->obs->batch_max ? run_batch(w, b) : 0;
 }
 
-/* Whether b may wait for more cells: it is not full, and its oldest
- * notification is younger than batch_wait_ms (in the oracle's milliseconds,
- * against this machine's clock). */
-static int batch_may_wait(const pc_worker_t *w, const batch_t *b) {
+/* Whether b may wait for more cells: it is not full, another batched run of
+ * its observer is in flight in this worker, and its oldest notification is
+ * younger than batch_wait_ms (in the oracle's milliseconds, against this
+ * machine's clock). An observer that nothing else runs runs at once (a
+ * lone change waits for nothing); a busy one gathers its cells into fewer,
+ * larger runs, which a run's fixed cost (a commit, the index's chunk per
+ * term) makes cheaper. The calling thread learns when b may run: its nap
+ * ends then, not an idle_ms later. */
+static int batch_may_wait(const pc_worker_t *w, const batch_t *b, wthread_t *self) {
   if (!w->o.batch_wait_ms || b->n >= b->slot->obs->batch_max) return 0;
+  if (!atomic_load(&b->slot->running)) return 0;
   uint64_t oldest = UINT64_MAX;
   for (size_t i = 0; i < b->n; i++) oldest = pc_min_u64(oldest, b->v[i].strong_ts);
-  uint64_t born = PC_TS_PHYSICAL_MS(oldest), now = pc_now_wall_ms();
-  return now < born + w->o.batch_wait_ms;
+  uint64_t due = PC_TS_PHYSICAL_MS(oldest) + w->o.batch_wait_ms, now = pc_now_wall_ms();
+  if (now >= due) return 0;
+  if (self && (!self->wake_ms || due < self->wake_ms)) self->wake_ms = due;
+  return 1;
 }
 
 int pc_batch_end(pc_worker_t *w, batches_t *bs) {
@@ -358,7 +368,7 @@ int pc_batch_end(pc_worker_t *w, batches_t *bs) {
     batch_t *b = &bs->b[i];
     /* a young batch that is not full is left to a later scan of the claim
      * (the notifications stay), which finds it bigger */
-    if (b->n && !pc_worker_stopping(w) && !(self && self->given_up) && !batch_may_wait(w, b))
+    if (b->n && !pc_worker_stopping(w) && !(self && self->given_up) && !batch_may_wait(w, b, self))
       did |= run_batch(w, b);
     batch_release(b);
     free(b->v);

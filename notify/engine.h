@@ -66,6 +66,7 @@ enum { PC_C_RUNS, PC_C_SKIPPED, PC_C_CONFLICTS, PC_C_FAILURES, PC_C_PARKED, PC_N
 typedef struct obs_slot {
   const pc_observer_t *obs;
   _Atomic uint64_t *n; /* PC_NCOUNTERS counters */
+  atomic_uint running; /* its batched runs in flight in this worker (batch.c) */
 } obs_slot_t;
 
 static inline void pc_count(obs_slot_t *s, int which) { atomic_fetch_add(&s->n[which], 1); }
@@ -130,6 +131,8 @@ typedef struct wthread {
   uint64_t rng;
   _Atomic int64_t claim; /* the claim it holds, -1: none */
   int given_up;          /* its run was given up by the watchdog: the thread leaves */
+  uint64_t wake_ms;      /* this round: when the first batch left to wait may run
+                            (wall ms; 0: none waits) */
 } wthread_t;
 
 /* The observer thread calling, or NULL (another thread). */

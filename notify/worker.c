@@ -48,7 +48,7 @@ void pc_worker_options_default(pc_worker_options_t *o) {
   o->max_failures = 5;
   o->backoff_ms = 100;
   o->sweep_ms = 1000;
-  o->batch_wait_ms = 0;
+  o->batch_wait_ms = PC_WORKER_BATCH_WAIT_AUTO;
   o->stable_ms = 3000;
   o->hang_ms = 60000;
   o->journal_dir = NULL;
@@ -114,6 +114,15 @@ static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
   return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* How long a thread that found nothing to run naps: idle_ms, or less when a
+ * batch it left to wait for more cells may run sooner (batch.c). */
+static uint32_t nap_ms(const pc_worker_t *w, const wthread_t *t) {
+  if (!t->wake_ms) return w->o.idle_ms;
+  uint64_t now = pc_now_wall_ms();
+  if (t->wake_ms <= now) return 1;
+  return (uint32_t)pc_min_u64(w->o.idle_ms, t->wake_ms - now);
+}
+
 /* The thread leaves its loop (pc_worker_stop_within waits for that). */
 static void thread_out(pc_worker_t *w) {
   pthread_mutex_lock(&w->mu);
@@ -148,6 +157,7 @@ static void *worker_main(void *arg) {
       order[j] = x;
     }
     int did = 0;
+    t->wake_ms = 0;
     for (uint32_t i = 0; i < w->nclaims && !pc_worker_stopping(w); i++) {
       int got = pc_claim_take(t, order[i]);
       if (got == PC_CLAIM_NOT_MINE) continue; /* another worker's share */
@@ -163,7 +173,7 @@ static void *worker_main(void *arg) {
       atomic_store(&t->claim, -1);
       pc_claim_release(t, order[i]);
     }
-    if (!did && !t->given_up) pc_worker_nap(w, w->o.idle_ms);
+    if (!did && !t->given_up) pc_worker_nap(w, nap_ms(w, t));
   }
   free(order);
   pc_claims_end(t);
@@ -334,6 +344,9 @@ static pc_status_t check_options(const pc_worker_options_t *o, pc_error_t *err) 
   if (o->buckets_per_claim > PC_NOTIFY_BUCKETS)
     return pc_error_set(err, PC_INVALID, "worker: buckets_per_claim is %u, want 0 (auto)..%u",
                         o->buckets_per_claim, PC_NOTIFY_BUCKETS);
+  if (o->batch_wait_ms > 600000 && o->batch_wait_ms != PC_WORKER_BATCH_WAIT_AUTO)
+    return pc_error_set(err, PC_INVALID, "worker: batch_wait_ms is %u, want 0..600000",
+                        o->batch_wait_ms);
   if (o->idle_ms < 1 || o->idle_ms > 600000)
     return pc_error_set(err, PC_INVALID, "worker: idle_ms is %u, want 1..600000", o->idle_ms);
   if (o->max_failures < 1)
@@ -456,10 +469,14 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
   w->o = opts;
   w->o.journal_dir = NULL; /* w->journal_dir holds the copy */
   w->o.buckets_per_claim = pc_worker_claim_size(&opts, db->coordination != NULL);
+  if (opts.batch_wait_ms == PC_WORKER_BATCH_WAIT_AUTO)
+    w->o.batch_wait_ms = db->coordination ? 0 : PC_WORKER_ALONE_BATCH_WAIT_MS;
   w->nclaims = (PC_NOTIFY_BUCKETS + w->o.buckets_per_claim - 1) / w->o.buckets_per_claim;
-  pc_log(PC_LOG_DEBUG, "worker: %u threads, claims of %u notification buckets (%u claims)%s",
+  pc_log(PC_LOG_DEBUG,
+         "worker: %u threads, claims of %u notification buckets (%u claims)%s; a batch waits "
+         "up to %u ms while its observer runs another",
          opts.threads, w->o.buckets_per_claim, w->nclaims,
-         opts.buckets_per_claim ? "" : ", sized by the threads");
+         opts.buckets_per_claim ? "" : ", sized by the threads", w->o.batch_wait_ms);
   w->maxthreads = (size_t)opts.threads * 2;
   atomic_init(&w->stop, 0);
   atomic_init(&w->abandoned, 0);

@@ -59,6 +59,15 @@ typedef struct pc_worker pc_worker_t;
 /* Buckets a claim: the default of pc_worker_options_default, and what a
  * worker of a coordinated cluster takes when buckets_per_claim is 0 */
 #define PC_WORKER_CLAIM_BUCKETS 128u
+/* batch_wait_ms chosen by the worker: this for a worker alone on its store
+ * (embedded, the default), where one process pays every run's fixed cost
+ * and fewer, larger runs under a steady feed leave the CPU to the rest
+ * (docs/BENCHMARKS.md, "Freshness at a steady feed"); 0 for the workers of a cluster,
+ * coordinated through ZooKeeper, whose runs cost round trips to tablet
+ * servers more than this process's CPU, and which measured 5 % fewer
+ * documents/s with the wait. */
+#define PC_WORKER_BATCH_WAIT_AUTO UINT32_MAX
+#define PC_WORKER_ALONE_BATCH_WAIT_MS 100u
 
 typedef struct pc_worker_options {
   uint32_t threads;           /* observer threads (1..256) [4] */
@@ -71,9 +80,11 @@ typedef struct pc_worker_options {
   uint32_t max_failures;      /* failures of one notification before it is parked [5] */
   uint32_t backoff_ms;        /* first wait before a retry, doubling [100] */
   uint32_t sweep_ms;          /* how often the sweeper runs (0: none) [1000] */
-  /* A batch of an observer with a batch callback that is not full waits
-   * until its oldest notification is this old before it runs: later scans
-   * find more cells to run with it (batch.c) [0: runs at once] */
+  /* While a batched run of its observer is in flight in this worker, a batch
+   * of that observer that is not full waits until its oldest notification
+   * is this old (or the batch fills) before it runs: later scans find more
+   * cells to run with it (batch.c). 0: it runs at once. [PC_WORKER_BATCH_WAIT_AUTO:
+   * PC_WORKER_ALONE_BATCH_WAIT_MS alone, 0 coordinated with other workers] */
   uint32_t batch_wait_ms;
   uint32_t stable_ms; /* a membership change is used once stable this long [3000] */
   /* a run whose observer has not returned after hang_ms is given up: it

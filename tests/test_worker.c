@@ -1186,6 +1186,7 @@ static void test_failures_parked_and_retried(void **state) {
  * run (the batch, and then that cell alone). */
 typedef struct batching {
   atomic_int calls, batches, largest, cells;
+  atomic_int holding, release; /* a batch with a row "hold...": it waits for release */
 } batching_t;
 
 static pc_status_t obs_copy_one(void *state, pc_txn_t *t, const pc_notified_cell_t *c,
@@ -1210,6 +1211,12 @@ static pc_status_t obs_copy_batch(void *state, pc_txn_t *t, const pc_notified_ce
   batching_t *b = state;
   atomic_fetch_add(&b->batches, 1);
   atomic_fetch_add(&b->cells, (int)n);
+  for (size_t i = 0; i < n; i++)
+    if (cells[i].row_len >= 4 && memcmp(cells[i].row, "hold", 4) == 0) {
+      atomic_store(&b->holding, 1);
+      for (int w = 0; w < 60000 && !atomic_load(&b->release); w++) sleep_ms(1);
+      atomic_store(&b->holding, 0);
+    }
   int largest = atomic_load(&b->largest);
   while ((int)n > largest && !atomic_compare_exchange_weak(&b->largest, &largest, (int)n)) {
   }
@@ -1335,19 +1342,71 @@ static void test_batches(void **state) {
   tu_rmtree(dir);
 }
 
-/* workers.scan.batch_wait_ms: a batch that is not full waits for more cells
- * (its notifications stay, scan after scan) until it fills or its oldest
- * notification is batch_wait_ms old; 60 s is far longer than this test
- * waits in its first part, so there nothing may run until the batch fills. */
-static void copy_rows(pc_db_t *db, int from, int to) {
+/* workers.scan.batch_wait_ms: while a batched run of its observer is in
+ * flight in the worker, a batch that is not full waits for more cells (its
+ * notifications stay, scan after scan) until it fills, the run in flight
+ * ends, or its oldest notification is batch_wait_ms old; with no run in
+ * flight it runs at once. Two claims, two threads: a batch holding a row
+ * "hold..." (in claim 0) stays in its callback until released, while the
+ * rows "w..." (in claim 1) are scanned by the other thread. 60 s is far
+ * longer than the first part waits, so there nothing may run until the
+ * batch fills or the hold ends. */
+static void copy_rows(pc_db_t *db, const char *prefix, int from, int to) {
   pc_txn_t *t = begin(db);
   char row[32], val[32];
   for (int i = from; i < to; i++) {
-    snprintf(row, sizeof row, "w%03d", i);
+    snprintf(row, sizeof row, "%s%03d", prefix, i);
     snprintf(val, sizeof val, "v%d", i);
     tu_set(t, "bt", row, "v:c", val);
   }
   commit(t);
+}
+
+/* Whether the row PREFIX<i> (3 digits) of bt is in buckets [lo, hi). */
+static int row_in(const char *prefix, int i, uint32_t lo, uint32_t hi) {
+  char row[32];
+  snprintf(row, sizeof row, "%s%03d", prefix, i);
+  uint32_t k = pc_notify_bucket("bt", row, strlen(row));
+  return k >= lo && k < hi;
+}
+
+/* The first n indices i >= from whose rows PREFIX<i> are in [lo, hi). */
+static void rows_in(const char *prefix, int from, uint32_t lo, uint32_t hi, int *out, int n) {
+  for (int i = from, k = 0; k < n; i++) {
+    assert_true(i < 1000);
+    if (row_in(prefix, i, lo, hi)) out[k++] = i;
+  }
+}
+
+static void copy_listed(pc_db_t *db, const char *prefix, const int *v, int n) {
+  for (int k = 0; k < n; k++) copy_rows(db, prefix, v[k], v[k] + 1);
+}
+
+static void assert_listed(pc_db_t *db, const char *prefix, const int *v, int n) {
+  for (int k = 0; k < n; k++) assert_copied(db, prefix, v[k], v[k] + 1);
+}
+
+/* Waits (up to 30 s) until w's observer copyb has seen more notifications
+ * than it had by `more`, i.e. until scans went over the waiting cells. */
+static void scans_saw(pc_worker_t *w, uint64_t more) {
+  pc_worker_stats_t ws;
+  pc_error_t err;
+  assert_int_equal(pc_worker_stats(w, &ws, &err), PC_OK);
+  pc_free(ws.observers);
+  uint64_t want = ws.notifications_seen + more;
+  for (int i = 0; i < 30000 && ws.notifications_seen < want; i++) {
+    sleep_ms(1);
+    assert_int_equal(pc_worker_stats(w, &ws, &err), PC_OK);
+    pc_free(ws.observers);
+  }
+  assert_true(ws.notifications_seen >= want);
+}
+
+static void hold_until_running(pc_db_t *db, batching_t *b, int i) {
+  atomic_store(&b->release, 0);
+  copy_rows(db, "hold", i, i + 1);
+  for (int w = 0; w < 30000 && !atomic_load(&b->holding); w++) sleep_ms(1);
+  assert_true(atomic_load(&b->holding));
 }
 
 static void test_batch_wait(void **state) {
@@ -1362,43 +1421,55 @@ static void test_batch_wait(void **state) {
   assert_int_equal(pc_registry_add(reg, &d, NULL, "test", &err), PC_OK);
   register_observed(db, "copyb", "bt", "v:c", PC_OBSERVER_STRONG);
   backfill_done(db, "copyb");
+  const uint32_t half = PC_NOTIFY_BUCKETS / 2;
+  int holds[2], ws[12];
+  rows_in("hold", 0, 0, half, holds, 2);
+  rows_in("w", 0, half, PC_NOTIFY_BUCKETS, ws, 12);
 
-  /* 5 of 8: one claim covers every bucket, so each scan sees all five and
-   * leaves them, young, for the next */
-  copy_rows(db, 0, 5);
-  pc_worker_options_t o = quick_options(1);
-  o.buckets_per_claim = PC_NOTIFY_BUCKETS;
+  pc_worker_options_t o = quick_options(2);
+  o.buckets_per_claim = half;
   o.batch_wait_ms = 60000;
   pc_worker_t *w = start(db, reg, &o);
-  pc_worker_stats_t ws;
-  for (int i = 0; i < 60000; i++) {
-    assert_int_equal(pc_worker_stats(w, &ws, &err), PC_OK);
-    pc_free(ws.observers);
-    if (ws.notifications_seen >= 15) break; /* three scans saw them */
-    sleep_ms(1);
-  }
-  assert_true(ws.notifications_seen >= 15);
-  assert_int_equal(atomic_load(&b.batches), 0);
-  assert_int_equal(atomic_load(&b.calls), 0);
-  assert_int_equal(stats_of(w, "copyb").runs, 0);
-  assert_int_equal(pending(db), 5);
-
-  /* 3 more fill the batch: the eight run together */
-  copy_rows(db, 5, 8);
+  /* nothing in flight: a lone cell runs at once, 60 s or not */
+  copy_listed(db, "w", ws, 1);
   wait_idle(db);
-  assert_copied(db, "w", 0, 8);
-  assert_int_equal(runs_of(w, "copyb", 8).runs, 8);
+  assert_listed(db, "w", ws, 1);
+
+  /* a run in flight: 5 of 8 wait, scan after scan */
+  hold_until_running(db, &b, holds[0]);
+  copy_listed(db, "w", ws + 1, 5);
+  scans_saw(w, 15); /* three scans saw them */
+  assert_int_equal(stats_of(w, "copyb").runs, 1); /* the lone cell's */
+  assert_true(pending(db) >= 5);
+
+  /* 3 more fill the batch: the eight run together, the hold still on */
+  copy_listed(db, "w", ws + 6, 3);
+  assert_int_equal(runs_of(w, "copyb", 9).runs, 9);
+  assert_listed(db, "w", ws + 1, 8);
   assert_int_equal(atomic_load(&b.largest), 8);
+  assert_true(atomic_load(&b.holding));
+
+  /* 2 more wait again; the hold ends, and they run without their 60 s */
+  copy_listed(db, "w", ws + 9, 2);
+  scans_saw(w, 6);
+  assert_int_equal(stats_of(w, "copyb").runs, 9);
+  atomic_store(&b.release, 1);
+  assert_int_equal(runs_of(w, "copyb", 12).runs, 12); /* the hold's and the two */
+  assert_listed(db, "w", ws + 9, 2);
   assert_int_equal(atomic_load(&b.calls), 0);
   stop(w);
 
-  /* a short wait ends: two cells, never a full batch, still run */
-  copy_rows(db, 8, 10);
-  o.batch_wait_ms = 1;
+  /* a short wait ends: with a run in flight, a cell that never fills a
+   * batch runs once its notification is batch_wait_ms old */
+  o.batch_wait_ms = 50;
   w = start(db, reg, &o);
+  hold_until_running(db, &b, holds[1]);
+  copy_listed(db, "w", ws + 11, 1);
+  assert_int_equal(runs_of(w, "copyb", 1).runs, 1); /* a new worker counts from 0 */
+  assert_listed(db, "w", ws + 11, 1);
+  assert_true(atomic_load(&b.holding));
+  atomic_store(&b.release, 1);
   wait_idle(db);
-  assert_copied(db, "w", 8, 10);
-  assert_int_equal(runs_of(w, "copyb", 2).runs, 2); /* a new worker counts from 0 */
   stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
