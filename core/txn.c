@@ -1125,11 +1125,10 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
   }
   int one_phase =
       txn->db->opts.one_phase_commit && one_shard(txn->db->store, muts, bounds, groups);
-  /* one deadline for the wait and the requests. A cluster's commit waits for
-   * this process's commits in flight of the same cells (at most half the
-   * timeout, so that its own requests keep the rest), then is refused here
-   * if it is sure to lose to one of them (core/recent.h) */
-  uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
+  /* a cluster's commit waits for this process's commits in flight of the
+   * same cells (at most half its timeout), then is refused here if it is
+   * sure to lose to one of them (core/recent.h); its requests then get the
+   * whole timeout, as a commit's always did: at most 1.5 timeouts in all */
   rc = pc_recent_begin(txn->db->recent, muts, n, txn->timeout_ms / 2);
   if ((st = take_start_ts(txn, err)) != PC_OK) {
     pc_error_prefix(err, "commit: start timestamp");
@@ -1145,6 +1144,7 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
                       (unsigned long long)txn->start_ts);
     goto out;
   }
+  uint64_t deadline = pc_now_mono_ms() + txn->timeout_ms;
   uint64_t outer = pc_deadline_set(deadline); /* bounds the store's network calls */
   if (one_phase) {
     st = commit_in_one_phase(txn, muts, n, deadline, err);
