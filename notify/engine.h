@@ -148,7 +148,6 @@ obs_slot_t *pc_worker_slot(pc_worker_t *w, const pc_observer_t *obs);
 /* Counts a committed run's latency from its notification's ts. */
 void pc_worker_latency(pc_worker_t *w, uint64_t notify_ts, uint64_t commit_ts);
 
-
 /* ---- claims (claims.c) ------------------------------------------------------ */
 
 /* The db's in-process lock service, created by its first worker. */

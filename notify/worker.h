@@ -62,10 +62,9 @@ typedef struct pc_worker pc_worker_t;
 /* batch_wait_ms chosen by the worker: this for a worker alone on its store
  * (embedded, the default), where one process pays every run's fixed cost
  * and fewer, larger runs under a steady feed leave the CPU to the rest
- * (docs/BENCHMARKS.md, "Freshness at a steady feed"); 0 for the workers of a cluster,
- * coordinated through ZooKeeper, whose runs cost round trips to tablet
- * servers more than this process's CPU, and which measured 5 % fewer
- * documents/s with the wait. */
+ * (docs/BENCHMARKS.md, "Freshness at a steady feed"); 0 for the workers of
+ * a cluster, coordinated through ZooKeeper, whose waiting claims are scanned
+ * again over RPC and whose runs wait on round trips more than on the CPU. */
 #define PC_WORKER_BATCH_WAIT_AUTO UINT32_MAX
 #define PC_WORKER_ALONE_BATCH_WAIT_MS 100u
 
