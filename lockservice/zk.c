@@ -547,28 +547,37 @@ uint64_t pc_zk_session_id(pc_zk_t *zk) {
   return id ? (uint64_t)id->client_id : 0;
 }
 
-/* The watcher of expire_for_test's second handle: tells it when connected. */
+/* The watcher of expire_for_test's second handle: tells it whether the
+ * session it attached to is alive (1) or gone (2). */
 static void attach_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
   (void)zh;
   (void)path;
-  if (type == ZOO_SESSION_EVENT && state == ZOO_CONNECTED_STATE) atomic_store((_Atomic int *)ctx, 1);
+  if (type != ZOO_SESSION_EVENT) return;
+  if (state == ZOO_CONNECTED_STATE) atomic_store((_Atomic int *)ctx, 1);
+  else if (state == ZOO_EXPIRED_SESSION_STATE) atomic_store((_Atomic int *)ctx, 2);
 }
 
+/* A session has one connection: attaching moves it from zk's handle to the
+ * second one. If zk's handle reconnects before the second handle's close
+ * reaches the server, the connection moves back and the close is never sent;
+ * so the helper attaches again until the server says the session is gone. */
 pc_status_t pc_zk_expire_for_test(pc_zk_t *zk, uint32_t timeout_ms, pc_error_t *err) {
   const clientid_t *id = zoo_client_id(zk->zh);
   if (!id || !id->client_id) return pc_error_set(err, PC_STATE, "zookeeper: no session yet");
   clientid_t copy = *id;
-  _Atomic int connected = 0;
-  zhandle_t *zh = zookeeper_init(zk->connect, attach_watcher, (int)zk->asked_timeout_ms, &copy,
-                                 (void *)&connected, 0);
-  if (!zh) return pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: no client", zk->connect);
   uint64_t until = pc_now_mono_ms() + timeout_ms;
-  while (!atomic_load(&connected) && pc_now_mono_ms() < until) pc_sleep_ms(10);
-  int ok = atomic_load(&connected);
-  zookeeper_close(zh); /* closes the session, which both handles share */
-  return ok ? PC_OK
-            : pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: no server answered within %u ms",
-                           zk->connect, timeout_ms);
+  while (pc_now_mono_ms() < until) {
+    _Atomic int seen = 0;
+    zhandle_t *zh = zookeeper_init(zk->connect, attach_watcher, (int)zk->asked_timeout_ms, &copy,
+                                   (void *)&seen, 0);
+    if (!zh) return pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: no client", zk->connect);
+    while (!atomic_load(&seen) && pc_now_mono_ms() < until) pc_sleep_ms(10);
+    int was = atomic_load(&seen);
+    zookeeper_close(zh); /* while attached, closes the session both handles share */
+    if (was == 2) return PC_OK;
+  }
+  return pc_error_set(err, PC_UNAVAILABLE, "zookeeper %s: session not ended within %u ms",
+                      zk->connect, timeout_ms);
 }
 
 uint32_t pc_zk_session_timeout(pc_zk_t *zk) {

@@ -133,7 +133,8 @@ const char *pc_zk_connect(pc_zk_t *zk);
 uint64_t pc_zk_session_id(pc_zk_t *zk);
 /* For tests: ends zk's session as ZooKeeper does when a client falls silent
  * past its timeout (a second handle attaches to the session and closes it),
- * so that zk sees it expire at its next contact. PC_OK once closed. */
+ * so that zk sees it expire at its next contact. PC_OK once the server
+ * says the session is gone. */
 pc_status_t pc_zk_expire_for_test(pc_zk_t *zk, uint32_t timeout_ms, pc_error_t *err);
 /* The session timeout the server granted (the one asked before it answers). */
 uint32_t pc_zk_session_timeout(pc_zk_t *zk);
