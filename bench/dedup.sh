@@ -26,7 +26,7 @@
 #               PL/pgSQL, one transaction per document, from 2 and from 8
 #               clients, on each corpus;
 #   embedded    `percolator worker` holding a fresh data directory, with
-#               the product's defaults (sync on, 4 observer threads, garbage
+#               the product's defaults (sync on, an observer thread a core, garbage
 #               collection every minute; --threads sets the observer
 #               threads), and `percolator load` (its default of 8 threads, or
 #               --loaders); documents/s from the start of the load until
@@ -601,7 +601,7 @@ cat <<JSON
   "program": "$("$cli" --version)",
   "threads_per_worker": ${threads:-null},
   "loader_threads": ${loaders:-null},
-  "settings": "${threads:+--threads $threads }${loaders:+--loaders $loaders}(null: the product's default: 4 observer threads, 8 loaders; no other setting is changed)",
+  "settings": "${threads:+--threads $threads }${loaders:+--loaders $loaders}(null: the product's default: an observer thread a core, 8 loaders; no other setting is changed)",
   "corpora": {"generated": [$(join_lines "${gen_json[@]}")],
               "real": "$real_stats", "source": "$src_stats"},
   "ours": [

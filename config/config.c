@@ -1203,7 +1203,7 @@ static pc_status_t workers_field(vctx_t *c, void *dst, int which, const json_t *
   pc_config_t *cfg = dst;
   pc_status_t st;
   switch (which) {
-    case 0: return get_uint(c, v, n, 1, 256, &cfg->workers.threads);
+    case 0: return get_uint(c, v, n, 0, 256, &cfg->workers.threads);
     case 1:
       if ((st = want_object(c, v, n)) != PC_OK) return st;
       return walk(c, v, n, scan_keys, NKEYS(scan_keys), scan_field, cfg);
@@ -1434,7 +1434,7 @@ pc_config_t *pc_config_default(void) {
   cfg->tso.window_ms = 3000;
   cfg->workers.scan.stable_ms = 3000;
   cfg->zookeeper.session_timeout_ms = 10000;
-  cfg->workers.threads = 4;
+  cfg->workers.threads = 0; /* a core each (notify/worker.h) */
   cfg->workers.scan.buckets_per_claim = 0; /* chosen by the worker (notify/worker.h) */
   cfg->workers.scan.idle_ms = 100;
   cfg->workers.scan.batch_wait_ms = UINT32_MAX; /* chosen by the worker (notify/worker.h) */

@@ -64,7 +64,7 @@
  *                    "heartbeat_ms": int 10..10000 [100],
  *                    "snapshot_entries": int 16..10000000 [8192],
  *                    "down_after_ms": int 0..604800000 [1800000] }
- *   "workers":   { "threads": int 1..256 [4],
+ *   "workers":   { "threads": int 0..256 [0: a core each, pc_worker_default_threads],
  *                  "scan": { "buckets_per_claim": int 1..1024 [0 here: the worker's
  *                                    own choice, pc_worker_options_t],
  *                            "idle_ms": int 1..60000 [100],

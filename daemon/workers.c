@@ -275,7 +275,7 @@ pc_status_t pc_daemon_workers_start(pc_daemon_t *d, const char *cluster_path,
   if (!(w->db = open_client(d, cluster_path, timeout_ms, err))) return err->code;
   pc_worker_options_t o;
   pc_worker_options_default(&o);
-  o.threads = cfg->workers.threads;
+  o.threads = cfg->workers.threads ? cfg->workers.threads : pc_worker_default_threads();
   o.buckets_per_claim = cfg->workers.scan.buckets_per_claim;
   o.idle_ms = cfg->workers.scan.idle_ms;
   o.batch_wait_ms = cfg->workers.scan.batch_wait_ms;

@@ -26,9 +26,11 @@
 #include "notify/engine.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "base/error.h"
@@ -41,8 +43,15 @@ static const uint64_t latency_bounds_ms[12] = {1, 2, 5, 10, 20, 50, 100, 200, 50
  * and none while nothing changed). */
 #define FLUSH_MS 200u
 
+uint32_t pc_worker_default_threads(void) {
+  cpu_set_t set;
+  long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
+}
+
 void pc_worker_options_default(pc_worker_options_t *o) {
-  o->threads = 4;
+  o->threads = 0;
   o->buckets_per_claim = PC_WORKER_CLAIM_BUCKETS;
   o->idle_ms = 100;
   o->max_failures = 5;
@@ -57,7 +66,7 @@ void pc_worker_options_default(pc_worker_options_t *o) {
 uint32_t pc_worker_claim_size(const pc_worker_options_t *o, int coordinated) {
   if (o->buckets_per_claim) return o->buckets_per_claim;
   if (coordinated) return PC_WORKER_CLAIM_BUCKETS;
-  uint32_t t = o->threads ? o->threads : 1;
+  uint32_t t = o->threads ? o->threads : pc_worker_default_threads();
   return t >= PC_NOTIFY_BUCKETS ? 1 : PC_NOTIFY_BUCKETS / t;
 }
 
@@ -339,8 +348,8 @@ static int slot_cmp(const void *a, const void *b) {
 }
 
 static pc_status_t check_options(const pc_worker_options_t *o, pc_error_t *err) {
-  if (o->threads < 1 || o->threads > 256)
-    return pc_error_set(err, PC_INVALID, "worker: threads is %u, want 1..256", o->threads);
+  if (o->threads > 256)
+    return pc_error_set(err, PC_INVALID, "worker: threads is %u, want 0 (auto)..256", o->threads);
   if (o->buckets_per_claim > PC_NOTIFY_BUCKETS)
     return pc_error_set(err, PC_INVALID, "worker: buckets_per_claim is %u, want 0 (auto)..%u",
                         o->buckets_per_claim, PC_NOTIFY_BUCKETS);
@@ -459,6 +468,7 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
   pc_worker_options_default(&opts);
   if (o) opts = *o;
   if (check_options(&opts, err) != PC_OK) return NULL;
+  if (opts.threads == 0) opts.threads = pc_worker_default_threads();
   pc_worker_t *w = calloc(1, sizeof *w);
   if (!w) {
     pc_error_set(err, PC_NOMEM, "out of memory");
@@ -473,9 +483,9 @@ pc_worker_t *pc_worker_start(pc_db_t *db, pc_observer_registry_t *registry,
     w->o.batch_wait_ms = db->coordination ? 0 : PC_WORKER_ALONE_BATCH_WAIT_MS;
   w->nclaims = (PC_NOTIFY_BUCKETS + w->o.buckets_per_claim - 1) / w->o.buckets_per_claim;
   pc_log(PC_LOG_DEBUG,
-         "worker: %u threads, claims of %u notification buckets (%u claims)%s; a batch waits "
+         "worker: %u threads%s, claims of %u notification buckets (%u claims)%s; a batch waits "
          "up to %u ms while its observer runs another",
-         opts.threads, w->o.buckets_per_claim, w->nclaims,
+         opts.threads, o && o->threads ? "" : " (a core each)", w->o.buckets_per_claim, w->nclaims,
          opts.buckets_per_claim ? "" : ", sized by the threads", w->o.batch_wait_ms);
   w->maxthreads = (size_t)opts.threads * 2;
   atomic_init(&w->stop, 0);

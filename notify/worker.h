@@ -68,8 +68,16 @@ typedef struct pc_worker pc_worker_t;
 #define PC_WORKER_BATCH_WAIT_AUTO UINT32_MAX
 #define PC_WORKER_ALONE_BATCH_WAIT_MS 100u
 
+/* The observer threads a worker runs when its options say 0: one for each
+ * core this process may run on (its CPU affinity), 1..256. More threads
+ * than cores only add batches of one observer running side by side, which
+ * lose to each other's commits and run again (docs/BENCHMARKS.md,
+ * "Observer threads"); a worker of a cluster whose tablet servers are on
+ * other machines waits on round trips, and may be given more. */
+uint32_t pc_worker_default_threads(void);
+
 typedef struct pc_worker_options {
-  uint32_t threads;           /* observer threads (1..256) [4] */
+  uint32_t threads; /* observer threads (1..256); 0: pc_worker_default_threads() [0] */
   /* [128]: 8 claims of the 1024 buckets. 0: chosen at start, 1024 / threads
    * (a claim a thread) for a worker that scans every bucket alone (no
    * coordination: embedded, a served directory), 128 in a cluster, whose

@@ -255,7 +255,7 @@ static void check_defaults(const pc_config_t *cfg) {
   assert_null(cfg->tablets);
   assert_int_equal(cfg->ntablets, 0);
   assert_int_equal(cfg->workers.set, 0);
-  assert_int_equal(cfg->workers.threads, 4);
+  assert_int_equal(cfg->workers.threads, 0); /* a core each: the worker chooses */
   assert_int_equal(cfg->workers.scan.buckets_per_claim, 0); /* the worker chooses */
   assert_int_equal(cfg->workers.scan.idle_ms, 100);
   assert_int_equal(cfg->workers.scan.stable_ms, 3000);
@@ -292,7 +292,7 @@ static void test_defaults(void **state) {
   cfg = parse("{\"workers\": {\"scan\": {}, \"plugins\": []}}", &err);
   assert_non_null(cfg);
   assert_int_equal(cfg->workers.set, 1);
-  assert_int_equal(cfg->workers.threads, 4);
+  assert_int_equal(cfg->workers.threads, 0);
   assert_int_equal(cfg->workers.scan.idle_ms, 100);
   assert_int_equal(cfg->workers.nplugins, 0);
   pc_config_free(cfg);
@@ -312,7 +312,7 @@ static void test_workers(void **state) {
                ":1:43: workers.plugins[0].conf: unknown key 'conf' (did you mean 'config'?)");
   /* wrong types */
   expect_error("{\"workers\": {\"threads\": \"4\"}}", PC_INVALID,
-               SRC ":1:25: workers.threads: expected an integer in 1..256, got a string");
+               SRC ":1:25: workers.threads: expected an integer in 0..256, got a string");
   expect_error("{\"workers\": 5}", PC_INVALID, SRC ":1:13: workers: expected an object, got an integer");
   expect_error("{\"workers\": {\"scan\": []}}", PC_INVALID,
                SRC ":1:22: workers.scan: expected an object, got an array");
@@ -342,10 +342,10 @@ static void test_workers(void **state) {
       "}",
       PC_INVALID, SRC ":5:7: workers.plugins[1]: missing required key 'path'");
   /* ranges */
-  expect_error("{\"workers\": {\"threads\": 0}}", PC_INVALID,
-               SRC ":1:25: workers.threads: expected an integer in 1..256, got 0");
+  expect_error("{\"workers\": {\"threads\": -1}}", PC_INVALID,
+               SRC ":1:25: workers.threads: expected an integer in 0..256, got -1");
   expect_error("{\"workers\": {\"threads\": 257}}", PC_INVALID,
-               SRC ":1:25: workers.threads: expected an integer in 1..256, got 257");
+               SRC ":1:25: workers.threads: expected an integer in 0..256, got 257");
   expect_error("{\"workers\": {\"scan\": {\"buckets_per_claim\": 1025}}}", PC_INVALID,
                SRC
                ":1:44: workers.scan.buckets_per_claim: expected an integer in 1..1024, got 1025");

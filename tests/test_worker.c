@@ -26,6 +26,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1896,9 +1897,21 @@ static void test_start_refuses(void **state) {
   add_observer(reg, "mirror", "crash", "c:x", PC_OBSERVER_STRONG, obs_mirror, NULL);
   pc_worker_options_t o;
   pc_worker_options_default(&o);
-  o.threads = 0;
+  o.threads = 257;
   assert_null(pc_worker_start(db, reg, &o, &err));
   assert_non_null(strstr(err.text, "threads"));
+  /* threads 0 (the default): a core each, of the cores the process may run on */
+  cpu_set_t all, one;
+  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+  assert_int_equal(pc_worker_default_threads(), (uint32_t)CPU_COUNT(&all));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) first++;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  uint32_t pinned = pc_worker_default_threads();
+  assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+  assert_int_equal(pinned, 1);
   pc_worker_options_default(&o);
   o.buckets_per_claim = PC_NOTIFY_BUCKETS + 1;
   assert_null(pc_worker_start(db, reg, &o, &err));
@@ -1908,6 +1921,8 @@ static void test_start_refuses(void **state) {
   pc_worker_options_default(&o);
   assert_int_equal(pc_worker_claim_size(&o, 0), PC_WORKER_CLAIM_BUCKETS);
   o.buckets_per_claim = 0;
+  assert_int_equal(pc_worker_claim_size(&o, 0), PC_NOTIFY_BUCKETS / pc_worker_default_threads());
+  o.threads = 4;
   assert_int_equal(pc_worker_claim_size(&o, 0), PC_NOTIFY_BUCKETS / 4);
   assert_int_equal(pc_worker_claim_size(&o, 1), 128); /* the documented default (CONFIG.md) */
   o.threads = 3;
