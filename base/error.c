@@ -1,16 +1,19 @@
 /* error.c — the one error convention of the library: a pc_status_t returned by
  * every fallible call, with an optional pc_error_t that receives the status and
  * a message naming the thing at fault. Also the small time helpers every
- * module uses for deadlines, and the per-thread call deadline of deadline.h. */
+ * module uses for deadlines, the count of cores a module sizes its threads
+ * by, and the per-thread call deadline of deadline.h. */
 #include "base/error.h"
 #include "base/deadline.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const status_names[] = {
     [PC_OK] = "ok",
@@ -101,6 +104,13 @@ void pc_sleep_ms(uint32_t ms) {
   struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
   }
+}
+
+uint32_t pc_cores(void) {
+  cpu_set_t set;
+  long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : (uint32_t)n;
 }
 
 /* ---- per-thread call deadline (deadline.h) ---- */

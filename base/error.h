@@ -38,6 +38,10 @@ uint64_t pc_now_wall_ms(void);
 /* Sleeps for ms milliseconds (restarting after signals). */
 void pc_sleep_ms(uint32_t ms);
 
+/* The cores this process may run on: its CPU affinity, or the online cores
+ * when that cannot be read; at least 1. */
+uint32_t pc_cores(void);
+
 /* Condition variables whose timed waits run on the monotonic clock, so that
  * a wall clock stepping does not stretch or cut them: pc_cond_init_mono
  * initialises cv (0, or an error number), and pc_mono_after_ms is the

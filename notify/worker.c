@@ -26,11 +26,9 @@
 #include "notify/engine.h"
 
 #include <inttypes.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "base/error.h"
@@ -44,10 +42,8 @@ static const uint64_t latency_bounds_ms[12] = {1, 2, 5, 10, 20, 50, 100, 200, 50
 #define FLUSH_MS 200u
 
 uint32_t pc_worker_default_threads(void) {
-  cpu_set_t set;
-  long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n < 1 ? 1 : n > 256 ? 256 : (uint32_t)n;
+  uint32_t n = pc_cores();
+  return n > 256 ? 256 : n;
 }
 
 void pc_worker_options_default(pc_worker_options_t *o) {

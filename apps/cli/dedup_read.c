@@ -24,8 +24,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "base/error.h"
 #include "core/db.h"
 
 #define IDX "idx"
@@ -780,6 +780,6 @@ pc_status_t ix_read_term(pc_txn_t *txn, const char *term, size_t tl, const ix_si
 }
 
 int ix_default_threads(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n < 1 ? 1 : n > 4 ? 4 : (int)n;
+  uint32_t n = pc_cores();
+  return n > 4 ? 4 : (int)n;
 }
