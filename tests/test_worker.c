@@ -1934,6 +1934,13 @@ static void test_start_refuses(void **state) {
   pc_worker_t *w = track(pc_worker_start(db, reg, NULL, &err));
   assert_non_null(w);
   wait_idle(db);
+  /* and their threads (a core each) run observers */
+  register_observed(db, "mirror", "crash", "c:x", PC_OBSERVER_STRONG);
+  put(db, "crash", "d", "c:x", "vd");
+  wait_idle(db);
+  char *m = get(db, "mirror", "d", "m:x");
+  if (!m || strcmp(m, "vd") != 0) fail_msg("mirror/d = '%s', want vd", m ? m : "(none)");
+  free(m);
   stop(w);
   pc_registry_free(reg);
   pc_db_close(db);
