@@ -1127,8 +1127,9 @@ pc_status_t pc_txn_commit(pc_txn_t *txn, pc_error_t *err) {
       txn->db->opts.one_phase_commit && one_shard(txn->db->store, muts, bounds, groups);
   /* a cluster's commit waits for this process's commits in flight of the
    * same cells (at most half its timeout), then is refused here if it is
-   * sure to lose to one of them (core/recent.h); its requests then get the
-   * whole timeout, as a commit's always did: at most 1.5 timeouts in all */
+   * sure to lose to one of them (core/recent.h); its requests then get a
+   * whole timeout of their own, so that a wait cannot starve them into
+   * PC_UNAVAILABLE: at most 1.5 timeouts in all */
   rc = pc_recent_begin(txn->db->recent, muts, n, txn->timeout_ms / 2);
   if ((st = take_start_ts(txn, err)) != PC_OK) {
     pc_error_prefix(err, "commit: start timestamp");

@@ -251,7 +251,10 @@ PC_EXPORT pc_txn_t *pc_txn_begin(pc_db_t *db, pc_error_t *err);
 PC_EXPORT uint64_t pc_txn_start_ts(const pc_txn_t *txn);
 /* The commit timestamp after a successful pc_txn_commit that wrote cells; 0 otherwise. */
 PC_EXPORT uint64_t pc_txn_commit_ts(const pc_txn_t *txn);
-/* Bound on each blocking call of this transaction (default: the db's timeout). */
+/* Bound on each blocking call of this transaction (default: the db's timeout).
+ * A cluster client's pc_txn_commit may first wait up to half of it for this
+ * process's commits in flight of the same cells, so it returns within 1.5
+ * times it. */
 PC_EXPORT void pc_txn_set_timeout_ms(pc_txn_t *txn, uint32_t ms);
 
 /* Reads one cell at the snapshot. On PC_OK *value receives a malloc'd copy of
