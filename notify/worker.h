@@ -66,7 +66,7 @@ typedef struct pc_worker pc_worker_t;
  * a cluster, coordinated through ZooKeeper, whose waiting claims are scanned
  * again over RPC and whose runs wait on round trips more than on the CPU. */
 #define PC_WORKER_BATCH_WAIT_AUTO UINT32_MAX
-#define PC_WORKER_ALONE_BATCH_WAIT_MS 100u
+#define PC_WORKER_ALONE_BATCH_WAIT_MS 50u
 
 /* The observer threads a worker runs when its options say 0: one for each
  * core this process may run on (its CPU affinity), 1..256. More threads
