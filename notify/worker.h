@@ -62,9 +62,11 @@ typedef struct pc_worker pc_worker_t;
 /* batch_wait_ms chosen by the worker: this for a worker alone on its store
  * (embedded, the default), where one process pays every run's fixed cost
  * and fewer, larger runs under a steady feed leave the CPU to the rest
- * (docs/BENCHMARKS.md, "Freshness at a steady feed"); 0 for the workers of
- * a cluster, coordinated through ZooKeeper, whose waiting claims are scanned
- * again over RPC and whose runs wait on round trips more than on the CPU. */
+ * (docs/BENCHMARKS.md, "Freshness at a steady feed"); no more than 50 ms,
+ * since a document pays the wait at each observer it crosses ("A shorter
+ * batch wait"). 0 for the workers of a cluster, coordinated through
+ * ZooKeeper, whose waiting claims are scanned again over RPC and whose runs
+ * wait on round trips more than on the CPU. */
 #define PC_WORKER_BATCH_WAIT_AUTO UINT32_MAX
 #define PC_WORKER_ALONE_BATCH_WAIT_MS 50u
 
