@@ -1,4 +1,7 @@
-/* error.h — internal helpers for the pc_error_t convention of percolator.h. */
+/* error.h — internal helpers for the pc_error_t convention of percolator.h,
+ * and the few facts of the platform every module asks for: the clocks and
+ * sleeps deadlines are built on, monotonic condition variables, and the count
+ * of cores a module sizes its threads by (pc_cores). */
 #ifndef PC_BASE_ERROR_H
 #define PC_BASE_ERROR_H
 
